@@ -1,0 +1,1 @@
+"""Spark pipelines built on sparkmq's public API."""

@@ -1,0 +1,163 @@
+"""The one exception tree of sparkmq.
+
+Every error sparkmq raises derives from :class:`SparkmqError` and carries the
+RocketMQ response ``code`` that describes it on the wire, a human ``remark``
+and whether retrying the same call may succeed (``retriable``)::
+
+    SparkmqError(code, remark, retriable)
+    ├── ProtocolError              bytes on the wire that break the remoting protocol
+    │   ├── FrameTooLargeError     a frame over MAX_FRAME_BYTES
+    │   └── InvalidFieldError      one command's header field or body is missing or malformed
+    ├── MessageError               a message that can never be stored as it is
+    │   ├── MessageTooLargeError   record over maxMessageSize / properties over 32767 B
+    │   └── InvalidTopicError      empty, over 127 bytes, or outside RocketMQ's charset
+    ├── StoreError                 the durable store cannot do what was asked
+    │   ├── CorruptRecordError     a record that fails magic, size or CRC checks
+    │   ├── StoreClosedError       the store is closed or shutting down
+    │   └── StoreLockedError       another process owns the store directory
+    ├── OffsetStoreError           consumer offsets cannot be loaded or persisted
+    ├── ConfigError                a bad configuration key or option value
+    └── RemoteError                an error response from a broker or NameServer
+        ├── TopicNotExistError     TOPIC_NOT_EXIST (17)
+        └── BrokerBusyError        SYSTEM_BUSY (2), retriable
+
+Foreign exceptions (``OSError``, ``struct.error``, ``json.JSONDecodeError``) are
+translated once, at the boundary that meets them, with ``raise ... from exc``.
+
+Example::
+
+    >>> try:
+    ...     raise MessageTooLargeError("record of 5000000 bytes exceeds 4194304")
+    ... except SparkmqError as exc:
+    ...     (exc.code, exc.retriable)
+    (13, False)
+"""
+
+from __future__ import annotations
+
+# RocketMQ response codes used by the tree (full table: sparkmq.protocol.codes).
+SYSTEM_ERROR = 1
+SYSTEM_BUSY = 2
+REQUEST_CODE_NOT_SUPPORTED = 3
+MESSAGE_ILLEGAL = 13
+TOPIC_NOT_EXIST = 17
+
+
+class SparkmqError(Exception):
+    """Base of every sparkmq error: a RocketMQ response ``code``, a ``remark``, ``retriable``."""
+
+    code: int = SYSTEM_ERROR
+    retriable: bool = False
+
+    def __init__(self, remark: str, *, code: int | None = None, retriable: bool | None = None) -> None:
+        super().__init__(remark)
+        self.remark = remark
+        if code is not None:
+            self.code = code
+        if retriable is not None:
+            self.retriable = retriable
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, remark={self.remark!r}, retriable={self.retriable})"
+
+
+class ProtocolError(SparkmqError):
+    """Bytes received that break the remoting protocol; the connection that sent them is closed."""
+
+    code = SYSTEM_ERROR
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame whose length prefix exceeds the maximum frame size."""
+
+
+class MessageError(SparkmqError):
+    """A message that can never be stored as it is; retrying it unchanged cannot succeed."""
+
+    code = MESSAGE_ILLEGAL
+
+
+class MessageTooLargeError(MessageError):
+    """A record over ``maxMessageSize`` or a properties string over 32767 bytes."""
+
+
+class InvalidTopicError(MessageError):
+    """A topic name that is empty, longer than 127 bytes, or outside ``[%|a-zA-Z0-9_-]``."""
+
+    code = SYSTEM_ERROR
+
+
+class StoreError(SparkmqError):
+    """The durable store cannot do what was asked."""
+
+
+class CorruptRecordError(StoreError):
+    """A stored record that fails the magic, size or body CRC checks."""
+
+
+class StoreClosedError(StoreError):
+    """The store is closed or shutting down."""
+
+    retriable = True
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store directory's lock file."""
+
+
+class OffsetStoreError(SparkmqError):
+    """Consumer offsets could not be loaded or persisted."""
+
+
+class ConfigError(SparkmqError):
+    """A configuration key or option with a bad value; the remark names it."""
+
+
+class RemoteError(SparkmqError):
+    """An error response from a broker or NameServer, with its code and remark."""
+
+
+class TopicNotExistError(RemoteError):
+    """TOPIC_NOT_EXIST: the topic is unknown and auto-creation is off."""
+
+    code = TOPIC_NOT_EXIST
+
+
+class BrokerBusyError(RemoteError):
+    """SYSTEM_BUSY: the broker asks the caller to back off and retry."""
+
+    code = SYSTEM_BUSY
+    retriable = True
+
+
+class InvalidFieldError(ProtocolError):
+    """A well-framed command whose custom header field or JSON body is missing or malformed.
+
+    Unlike its parent it spoils only that one command, not the connection: a server answers it
+    with SYSTEM_ERROR and the remark (as Java's ``RemotingCommandException`` is answered), and a
+    client fails just that call. ``field`` names the offending extFields key or body path.
+    """
+
+    def __init__(self, remark: str, *, field: str, code: int | None = None) -> None:
+        super().__init__(remark, code=code)
+        self.field = field
+
+
+__all__ = [
+    "BrokerBusyError",
+    "ConfigError",
+    "CorruptRecordError",
+    "FrameTooLargeError",
+    "InvalidFieldError",
+    "InvalidTopicError",
+    "MessageError",
+    "MessageTooLargeError",
+    "OffsetStoreError",
+    "ProtocolError",
+    "RemoteError",
+    "SparkmqError",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLockedError",
+    "TopicNotExistError",
+]

@@ -1,0 +1,86 @@
+"""Message ids: the broker's offset msgId and the client's unique id (``UNIQ_KEY``).
+
+Offset msgId = uppercase hex of ``storeIP(4) | int32 storePort | int64 physicalOffset``
+(``MessageDecoder.createMessageId``). The unique id is opaque to the broker; sparkmq's
+own clients make 32 uppercase hex chars in Java's shape: ip(4) pid(2) random(4)
+ms-since-month-start(4) counter(2).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import os
+import struct
+import threading
+import time
+from datetime import datetime, timezone
+
+from sparkmq.errors import MessageError
+
+_OFFSET_ID = struct.Struct(">4siq")
+
+
+def ipv4_bytes(host: str) -> bytes:
+    """Four address bytes for a host; IPv4-mapped IPv6 is unwrapped, other IPv6 becomes 127.0.0.1.
+
+    sparkmq never stores IPv6 hosts: the C++ and ali-ons decoders ignore the v6 sysFlag bits.
+    """
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    try:
+        return ipaddress.IPv4Address(host).packed
+    except ValueError:
+        return b"\x7f\x00\x00\x01"
+
+
+def offset_msg_id(store_ip: bytes, store_port: int, physical_offset: int) -> str:
+    """The broker-generated msgId of a stored record.
+
+    >>> offset_msg_id(b"\\x7f\\x00\\x00\\x01", 10911, 1024)
+    '7F00000100002A9F0000000000000400'
+    """
+    return _OFFSET_ID.pack(store_ip, store_port, physical_offset).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """(store host, store port, physical offset) of an IPv4 offset msgId."""
+    if len(msg_id) != 32:
+        raise MessageError(f"offset msgId {msg_id!r} is not 32 hex characters")
+    try:
+        ip, port, offset = _OFFSET_ID.unpack(bytes.fromhex(msg_id))
+    except ValueError as exc:
+        raise MessageError(f"offset msgId {msg_id!r} is not hexadecimal") from exc
+    return str(ipaddress.IPv4Address(ip)), port, offset
+
+
+class UniqueIdGenerator:
+    """Makes client unique message ids (the ``UNIQ_KEY`` property), thread-safe.
+
+    >>> len(UniqueIdGenerator().next_id())
+    32
+    """
+
+    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01") -> None:
+        self._prefix = ip + struct.pack(">H", os.getpid() & 0xFFFF) + os.urandom(4)
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+        self._month_start_ms = 0
+        self._next_month_ms = 0
+
+    def _ms_since_month_start(self) -> int:
+        now_ms = int(time.time() * 1000)
+        if now_ms >= self._next_month_ms:
+            now = datetime.now(timezone.utc)
+            start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+            following = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+            self._month_start_ms = int(start.timestamp() * 1000)
+            self._next_month_ms = int(following.timestamp() * 1000)
+        return now_ms - self._month_start_ms
+
+    def next_id(self) -> str:
+        """A new 32-character uppercase hex id."""
+        with self._lock:
+            stamp = self._ms_since_month_start()
+            count = next(self._counter) & 0xFFFF
+        return (self._prefix + struct.pack(">IH", stamp & 0xFFFFFFFF, count)).hex().upper()

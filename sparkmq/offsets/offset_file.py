@@ -1,0 +1,242 @@
+"""consumerOffset.json: durable storage of a :class:`ConsumerOffsetTable`.
+
+The file has RocketMQ's shape, ``{"offsetTable": {"topic@group": {"0": 5, ...}}}``. sparkmq
+writes standard JSON (quoted keys, tab-indented, keys sorted, as fastjson pretty-prints) and
+reads fastjson's own output too, whose integer map keys are unquoted (``{0:5,1:7}``).
+
+A persist never leaves the file half-written: the new content goes to ``<file>.tmp`` and is
+fsynced, the current file (when it parses) is copied to ``<file>.bak``, the ``.tmp`` is renamed
+over the file and the directory is fsynced. A load falls back to ``<file>.bak`` when the file is
+unusable, and says so with :class:`OffsetFileRecoveredWarning`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import warnings
+from pathlib import Path
+
+from sparkmq.errors import OffsetStoreError
+from sparkmq.offsets.table import TOPIC_GROUP_SEPARATOR, ConsumerOffsetTable, OffsetSnapshot
+
+# A JSON string (kept as it is) or a bare integer map key after "{" or "," (to be quoted);
+# matching strings first keeps digits inside quoted names untouched.
+_STRING_OR_BARE_INTEGER_KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?[0-9]+)(\s*:)')
+_DECIMAL_INTEGER = re.compile(r"-?[0-9]+")
+
+
+class OffsetFileRecoveredWarning(UserWarning):
+    """consumerOffset.json was unusable and the offsets were loaded from its ``.bak`` copy."""
+
+
+def quote_bare_integer_keys(text: str) -> str:
+    """Turn fastjson's unquoted integer keys into standard JSON keys.
+
+    Example::
+
+        >>> quote_bare_integer_keys('{"t@g":{0:5,1:7}}')
+        '{"t@g":{"0":5,"1":7}}'
+    """
+
+    def quote(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return match.group(1)
+        return f'{match.group(2)}"{match.group(3)}"{match.group(4)}'
+
+    return _STRING_OR_BARE_INTEGER_KEY.sub(quote, text)
+
+
+def decode_offset_table(text: str) -> OffsetSnapshot:
+    """Parse consumerOffset.json text (standard JSON or fastjson's) into a snapshot.
+
+    Raises :class:`OffsetStoreError` saying what is wrong when the text is not a consumer
+    offset document.
+
+    Example::
+
+        >>> decode_offset_table('{"offsetTable":{"TopicTest@CID_TEST":{0:5,1:3}}}')
+        {('TopicTest', 'CID_TEST'): {0: 5, 1: 3}}
+    """
+    if not text.strip():
+        raise OffsetStoreError("the file is empty")
+    try:
+        document = json.loads(quote_bare_integer_keys(text))
+    except json.JSONDecodeError as exc:
+        raise OffsetStoreError(f"not valid JSON: {exc}") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("offsetTable"), dict):
+        raise OffsetStoreError('expected a JSON object with an "offsetTable" object')
+    snapshot: OffsetSnapshot = {}
+    for topic_at_group, queue_offsets in document["offsetTable"].items():
+        topic, separator, group = topic_at_group.partition(TOPIC_GROUP_SEPARATOR)
+        if not separator:
+            raise OffsetStoreError(f"offsetTable key {topic_at_group!r} is not 'topic@group'")
+        if not isinstance(queue_offsets, dict):
+            raise OffsetStoreError(f"offsetTable[{topic_at_group!r}] is not an object")
+        snapshot[(topic, group)] = _decode_queue_offsets(topic_at_group, queue_offsets)
+    return snapshot
+
+
+def _decode_queue_offsets(topic_at_group: str, queue_offsets: dict[str, object]) -> dict[int, int]:
+    decoded: dict[int, int] = {}
+    for queue_key, offset in queue_offsets.items():
+        if not _DECIMAL_INTEGER.fullmatch(queue_key):
+            raise OffsetStoreError(f"offsetTable[{topic_at_group!r}] has non-integer queue id {queue_key!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise OffsetStoreError(
+                f"offsetTable[{topic_at_group!r}][{queue_key}] is {offset!r}, not an integer offset"
+            )
+        decoded[int(queue_key)] = offset
+    return decoded
+
+
+def encode_offset_table(snapshot: OffsetSnapshot) -> str:
+    """Render a snapshot as standard JSON in RocketMQ's consumerOffset.json shape.
+
+    Example::
+
+        >>> text = encode_offset_table({("TopicTest", "CID_TEST"): {1: 3, 0: 5}})
+        >>> json.loads(text)
+        {'offsetTable': {'TopicTest@CID_TEST': {'0': 5, '1': 3}}}
+        >>> text.splitlines()[1]
+        '\\t"offsetTable": {'
+    """
+    by_key = {
+        f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": queue_offsets
+        for (topic, group), queue_offsets in snapshot.items()
+    }
+    offset_table = {
+        key: {str(queue_id): by_key[key][queue_id] for queue_id in sorted(by_key[key])}
+        for key in sorted(by_key)
+    }
+    return json.dumps({"offsetTable": offset_table}, indent="\t") + "\n"
+
+
+class OffsetFile:
+    """consumerOffset.json at ``path``, with its ``.bak`` and ``.tmp`` siblings.
+
+    A missing file (and no ``.bak``) loads as an empty table. A crash during :meth:`persist`
+    leaves either the old or the new file in place, never a mix; a stray ``.tmp`` is ignored.
+
+    Example::
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as directory:
+        ...     offset_file = OffsetFile(os.path.join(directory, "consumerOffset.json"))
+        ...     table = offset_file.load()
+        ...     table.commit("CID_TEST", "TopicTest", 0, 5)
+        ...     offset_file.persist(table)
+        ...     OffsetFile(offset_file.path).load().query("CID_TEST", "TopicTest", 0)
+        5
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Point at ``path``; nothing is read or created until :meth:`load` or :meth:`persist`."""
+        self.path = Path(path)
+        self.backup_path = self.path.with_name(self.path.name + ".bak")
+        self.tmp_path = self.path.with_name(self.path.name + ".tmp")
+        self._backup_tmp_path = self.path.with_name(self.path.name + ".bak.tmp")
+        # Serialises persists: two at once would interleave writes to the same .tmp file.
+        self._lock = threading.Lock()
+
+    def load(self) -> ConsumerOffsetTable:
+        """Read the offsets, falling back to ``.bak`` when the file is missing or unusable.
+
+        Warns :class:`OffsetFileRecoveredWarning` after a fallback; raises
+        :class:`OffsetStoreError` naming both files when neither is usable.
+        """
+        with self._lock:
+            main_missing = False
+            try:
+                return _table_from_bytes(self.path, _read_bytes(self.path))
+            except FileNotFoundError:
+                main_missing = True
+                main_problem = f"{self.path} is missing"
+            except OffsetStoreError as exc:
+                main_problem = exc.remark
+            try:
+                table = _table_from_bytes(self.backup_path, _read_bytes(self.backup_path))
+            except FileNotFoundError as exc:
+                if main_missing:
+                    return ConsumerOffsetTable()
+                raise OffsetStoreError(f"{main_problem}; and there is no backup {self.backup_path}") from exc
+            except OffsetStoreError as exc:
+                raise OffsetStoreError(
+                    f"{main_problem}; and the backup is unusable too: {exc.remark}"
+                ) from exc
+        warnings.warn(
+            OffsetFileRecoveredWarning(f"{main_problem}; loaded consumer offsets from {self.backup_path}"),
+            stacklevel=2,
+        )
+        return table
+
+    def persist(self, table: ConsumerOffsetTable) -> None:
+        """Write ``table`` durably: ``.tmp`` + fsync, back up the current file, rename, fsync dir.
+
+        Raises :class:`OffsetStoreError` when the disk refuses; the previous file is then intact.
+        """
+        text = encode_offset_table(table.snapshot())
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _write_synced(self.tmp_path, text.encode("utf-8"))
+                self._back_up_current_file()
+                os.replace(self.tmp_path, self.path)
+                _sync_directory(self.path.parent)
+            except OSError as exc:
+                raise OffsetStoreError(f"cannot persist consumer offsets to {self.path}: {exc}") from exc
+
+    def _back_up_current_file(self) -> None:
+        try:
+            current = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            _table_from_bytes(self.path, current)
+        except OffsetStoreError:
+            # The file about to be replaced is itself broken: keep the older, usable .bak.
+            return
+        _write_synced(self._backup_tmp_path, current)
+        os.replace(self._backup_tmp_path, self.backup_path)
+
+    def __repr__(self) -> str:
+        return f"OffsetFile({str(self.path)!r})"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """Return the file's bytes; FileNotFoundError passes through, other OSErrors are translated."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise OffsetStoreError(f"cannot read {path}: {exc}") from exc
+
+
+def _table_from_bytes(path: Path, raw: bytes) -> ConsumerOffsetTable:
+    try:
+        return ConsumerOffsetTable(decode_offset_table(raw.decode("utf-8")))
+    except UnicodeDecodeError as exc:
+        raise OffsetStoreError(f"{path} is not UTF-8 text: {exc}") from exc
+    except OffsetStoreError as exc:
+        raise OffsetStoreError(f"{path} is unusable: {exc.remark}") from exc
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as stream:
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename inside ``directory`` durable (POSIX only; Windows cannot open a directory)."""
+    if os.name != "posix":
+        return
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

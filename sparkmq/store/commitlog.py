@@ -1,0 +1,192 @@
+"""CommitLog: the one append-only log of every stored record, across fixed-size segments."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sparkmq.errors import StoreError
+from sparkmq.message import layout as L
+from sparkmq.message.record import Host, MessageBatch, blank_filler, encode_records
+from sparkmq.store.mapped_file import MappedFile
+from sparkmq.store.mapped_file_queue import MappedFileQueue
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_INT16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where a batch went: per-message physical offsets and sizes."""
+
+    physical_offsets: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedRecord:
+    """A valid record met by a recovery scan, with what dispatch needs."""
+
+    physical_offset: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    sys_flag: int
+    store_timestamp: int
+    properties_raw: bytes
+
+
+class CommitLog:
+    """Appends batches (one write per segment touched) and reads records by physical offset."""
+
+    def __init__(self, queue: MappedFileQueue, store_host: Host) -> None:
+        self.queue = queue
+        self.store_host = store_host
+
+    @property
+    def file_bytes(self) -> int:
+        return self.queue.file_bytes
+
+    @property
+    def min_offset(self) -> int:
+        return max(self.queue.min_offset, 0)
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    def append(self, batch: MessageBatch, queue_offset: int, store_timestamp: int) -> AppendResult:
+        """Append every message of ``batch``; records that do not fit a segment's end go to the next.
+
+        A record never spans segments: when ``size + 8`` exceeds what is left, an 8-byte
+        END_OF_FILE filler closes the segment (``CommitLog.doAppend``).
+        """
+        sizes = batch.sizes
+        if len(sizes) and int(sizes.max()) + L.END_FILE_MIN_BLANK_LENGTH > self.file_bytes:
+            raise StoreError(f"a record of {int(sizes.max())} bytes cannot fit a {self.file_bytes}-byte segment")
+        physical = np.empty(len(sizes), dtype=np.int64)
+        first = 0
+        while first < len(sizes):
+            mapped = self.queue.last_file()
+            ends = np.cumsum(sizes[first:]) + L.END_FILE_MIN_BLANK_LENGTH
+            fit = int(np.searchsorted(ends, mapped.remaining, side="right"))
+            if fit == 0:
+                mapped.append(blank_filler(mapped.remaining)[: mapped.remaining])
+                mapped.mark_full()
+                continue
+            stop = first + fit
+            start = mapped.start_offset + mapped.write_position
+            data = encode_records(batch, first, stop, queue_offset + first, start, store_timestamp, self.store_host)
+            mapped.append(data)
+            physical[first:stop] = start + np.concatenate(([0], np.cumsum(sizes[first : stop - 1])))
+            first = stop
+        return AppendResult(physical, sizes)
+
+    def read(self, physical_offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``physical_offset`` or None when that segment is gone."""
+        mapped = self.queue.find(physical_offset)
+        if mapped is None:
+            return None
+        pos = physical_offset - mapped.start_offset
+        if pos + size > mapped.write_position:
+            return None
+        return mapped.read(pos, size)
+
+    def read_runs(self, physical_offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]) -> list[bytes] | None:
+        """Read records, one copy per run of records contiguous in the log; None if any is gone."""
+        if len(sizes) == 0:
+            return []
+        ends = physical_offsets + sizes
+        breaks = np.flatnonzero(physical_offsets[1:] != ends[:-1]) + 1
+        run_starts = np.concatenate(([0], breaks))
+        run_stops = np.concatenate((breaks, [len(sizes)]))
+        buffers: list[bytes] = []
+        for a, b in zip(run_starts.tolist(), run_stops.tolist()):
+            start = int(physical_offsets[a])
+            data = self.read(start, int(ends[b - 1]) - start)
+            if data is None:
+                return None
+            buffers.append(data)
+        return buffers
+
+    def size_at(self, physical_offset: int) -> int:
+        """TOTALSIZE of the record at ``physical_offset`` (0 if none is there)."""
+        head = self.read(physical_offset, 4)
+        return int.from_bytes(head, "big", signed=True) if head else 0
+
+    def flush(self) -> int:
+        return self.queue.flush()
+
+    def scan(self, start_offset: int, check_crc: bool) -> Iterator[ScannedRecord]:
+        """Valid records from ``start_offset`` on, stopping at the first invalid or empty one.
+
+        After exhausting it, ``self.scan_end`` is the offset just past the last valid record
+        (``processOffset`` of RocketMQ's recovery).
+        """
+        self.scan_end = start_offset
+        mapped = self.queue.find(start_offset)
+        while mapped is not None:
+            pos = start_offset - mapped.start_offset
+            with mapped.view() as view:
+                limit = mapped.write_position
+                while pos + 8 <= limit:
+                    size, magic = _SIZE_MAGIC.unpack_from(view, pos)
+                    if magic == L.BLANK_MAGIC_CODE and size == limit - pos:
+                        pos = limit
+                        break
+                    record = _check_record(view, pos, limit, mapped.start_offset, check_crc)
+                    if record is None:
+                        return
+                    yield record
+                    pos += record.size
+                    self.scan_end = mapped.start_offset + pos
+            if pos < limit:
+                return  # a partial head at the very end of the segment
+            index = self.queue.files.index(mapped)
+            if index + 1 >= len(self.queue.files):
+                self.scan_end = mapped.end_offset if pos >= mapped.file_bytes else self.scan_end
+                return
+            mapped = self.queue.files[index + 1]
+            start_offset = mapped.start_offset
+            self.scan_end = start_offset
+
+    def first_store_timestamp(self, mapped: MappedFile) -> int:
+        """STORETIMESTAMP of a segment's first record, 0 if it does not begin with a message."""
+        with mapped.view() as view:
+            size, magic = _SIZE_MAGIC.unpack_from(view, 0)
+            if magic != L.MESSAGE_MAGIC_CODE or size < L.RECORD_FIXED_BYTES:
+                return 0
+            return int.from_bytes(view[L.POS_STORE_TIMESTAMP : L.POS_STORE_TIMESTAMP + 8], "big", signed=True)
+
+
+def _check_record(view: memoryview, pos: int, limit: int, file_start: int, check_crc: bool) -> ScannedRecord | None:
+    """``checkMessageAndReturnSize``: a valid record at ``pos`` or None (magic, sizes, position, CRC)."""
+    if limit - pos < L.RECORD_FIXED_BYTES:
+        return None
+    (total, magic, crc, qid, _flag, qoff, phys, sysflag, _bts, _bip, _bport, sts, *_rest, blen) = L.RECORD_HEAD.unpack_from(view, pos)
+    if magic != L.MESSAGE_MAGIC_CODE or total < L.RECORD_FIXED_BYTES or total > limit - pos:
+        return None
+    if phys != file_start + pos or blen < 0 or L.POS_BODY + blen + 3 > total:
+        return None
+    body_end = pos + L.POS_BODY + blen
+    topic_len = view[body_end]
+    props_at = body_end + 1 + topic_len
+    if props_at + 2 > pos + total:
+        return None
+    (props_len,) = _INT16.unpack_from(view, props_at)
+    if props_len < 0 or L.record_size(blen, topic_len, props_len) != total:
+        return None
+    if check_crc and zlib.crc32(view[pos + L.POS_BODY : body_end]) & 0x7FFFFFFF != crc:
+        return None
+    try:
+        topic = bytes(view[body_end + 1 : props_at]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    props = bytes(view[props_at + 2 : props_at + 2 + props_len])
+    return ScannedRecord(file_start + pos, total, topic, qid, qoff, sysflag, sts, props)

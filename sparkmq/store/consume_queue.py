@@ -1,0 +1,180 @@
+"""ConsumeQueue: one queue's index into the CommitLog, 20-byte units of (offset, size, tagsCode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from sparkmq.store.mapped_file import MappedFile
+from sparkmq.store.mapped_file_queue import MappedFileQueue
+
+UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+assert UNIT_DTYPE.itemsize == UNIT_BYTES
+BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes {0, Integer.MAX_VALUE, 0}
+
+
+class ConsumeQueue:
+    """The units of ``topic``/``queue_id``; logical offset k lives at byte ``20*k``."""
+
+    def __init__(self, topic: str, queue_id: int, root: Path, units_per_file: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(root / topic / str(queue_id), units_per_file * UNIT_BYTES)
+        self.min_logic_offset = 0  # byte offset of the first live unit
+        self.max_physical_offset = -1  # end (offset + size) of the last unit's record
+
+    @property
+    def max_offset(self) -> int:
+        """The next logical offset to write (``getMaxOffsetInQueue``)."""
+        return self.files.max_offset // UNIT_BYTES
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // UNIT_BYTES
+
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> int:
+        """Find the last valid unit from the third-from-last file on; truncate after it.
+
+        Returns the end physical offset of the last valid unit (-1 when the queue is empty).
+        """
+        files = self.files.files
+        end = files[0].start_offset if files else 0
+        for mapped in files[max(len(files) - 3, 0) :]:
+            with mapped.view() as view:
+                units = np.frombuffer(view, dtype=UNIT_DTYPE)
+                bad = (units["offset"] < 0) | (units["size"] <= 0)
+                valid = int(np.argmax(bad)) if bad.any() else len(units)
+                if valid:
+                    last = units[valid - 1]
+                    if int(last["size"]) != BLANK_UNIT_SIZE:
+                        self.max_physical_offset = int(last["offset"]) + int(last["size"])
+                del units, bad
+            end = mapped.start_offset + valid * UNIT_BYTES
+            if valid < mapped.file_bytes // UNIT_BYTES:
+                break
+        self.files.truncate_dirty(end)
+        if files:
+            self.min_logic_offset = max(self.min_logic_offset, files[0].start_offset)
+        return self.max_physical_offset
+
+    def append(self, queue_offset: int, offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], tags_codes: npt.NDArray[np.int64]) -> None:
+        """Write units for consecutive logical offsets from ``queue_offset``.
+
+        Units already present are skipped (replay is idempotent); a gap before
+        ``queue_offset`` is filled with blank units so positions stay aligned.
+        """
+        current = self.max_offset
+        skip = current - queue_offset
+        if skip >= len(offsets):
+            return
+        if skip > 0:
+            offsets, sizes, tags_codes = offsets[skip:], sizes[skip:], tags_codes[skip:]
+            queue_offset = current
+        units = np.empty(len(offsets), dtype=UNIT_DTYPE)
+        units["offset"] = offsets
+        units["size"] = sizes
+        units["tags_code"] = tags_codes
+        if not self.files.files:
+            self.min_logic_offset = queue_offset * UNIT_BYTES
+        elif queue_offset > current:
+            self._write(self._blank_units(queue_offset - current).tobytes())
+        self._write(units.tobytes())
+        self.max_physical_offset = int(offsets[-1]) + int(sizes[-1])
+
+    @staticmethod
+    def _blank_units(count: int) -> npt.NDArray[np.void]:
+        blanks = np.zeros(count, dtype=UNIT_DTYPE)
+        blanks["size"] = BLANK_UNIT_SIZE
+        return blanks
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            mapped = self.files.last_file(self.min_logic_offset)
+            if not self.files.files[:-1] and mapped.write_position == 0 and mapped.start_offset < self.min_logic_offset:
+                mapped.append(self._blank_units((self.min_logic_offset - mapped.start_offset) // UNIT_BYTES).tobytes())
+            take = min(mapped.remaining, len(view))
+            mapped.append(view[:take])
+            view = view[take:]
+
+    def read_units(self, start: int, max_count: int) -> npt.NDArray[np.void]:
+        """Up to ``max_count`` units from logical offset ``start`` (copied, across files)."""
+        parts = []
+        offset = start * UNIT_BYTES
+        end = min(self.files.max_offset, offset + max_count * UNIT_BYTES)
+        while offset < end:
+            mapped = self.files.find(offset)
+            if mapped is None:
+                break
+            pos = offset - mapped.start_offset
+            take = min(end - offset, mapped.write_position - pos)
+            if take <= 0:
+                break
+            parts.append(mapped.read(pos, take))
+            offset += take
+        return np.frombuffer(b"".join(parts), dtype=UNIT_DTYPE)
+
+    def last_unit(self) -> npt.NDArray[np.void] | None:
+        if self.max_offset <= self.min_offset:
+            return None
+        return self.read_units(self.max_offset - 1, 1)[0]
+
+    def truncate_after_physical(self, physical_end: int) -> None:
+        """Drop units whose record ends after ``physical_end`` (``truncateDirtyLogicFiles``)."""
+        if self.max_offset > self.min_offset:
+            first_dirty = self._first_unit_ending_after(physical_end)
+            if first_dirty < self.max_offset:
+                self.files.truncate_dirty(first_dirty * UNIT_BYTES)
+        last = self.last_unit()
+        self.max_physical_offset = -1 if last is None else int(last["offset"]) + int(last["size"])
+        if not self.files.files:
+            self.min_logic_offset = 0
+
+    def _first_unit_ending_after(self, physical_end: int) -> int:
+        lo, hi = self.min_offset, self.max_offset
+        units = self.read_units(lo, hi - lo)
+        ends = units["offset"].astype(np.int64) + units["size"].astype(np.int64)
+        real = units["size"] != BLANK_UNIT_SIZE
+        dirty = np.flatnonzero(real & (ends > physical_end))
+        return lo + int(dirty[0]) if len(dirty) else hi
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Advance the minimum to the first unit whose record is still in the CommitLog."""
+        lo, hi = self.min_offset, self.max_offset
+        if hi <= lo:
+            return
+        units = self.read_units(lo, hi - lo)
+        live = np.flatnonzero((units["offset"] >= commitlog_min) & (units["size"] != BLANK_UNIT_SIZE))
+        first = lo + int(live[0]) if len(live) else hi
+        self.min_logic_offset = max(self.min_logic_offset, first * UNIT_BYTES)
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete files whose last unit points below the CommitLog minimum; fix the minimum."""
+        def expired(mapped: MappedFile) -> bool:
+            with mapped.view() as view:
+                units = np.frombuffer(view, dtype=UNIT_DTYPE)
+                last = units[-1]
+                result = int(last["size"]) > 0 and int(last["offset"]) + int(last["size"]) <= commitlog_min
+                del units, last
+            return result
+
+        deleted = self.files.delete_while(expired)
+        if self.files.files:
+            self.min_logic_offset = max(self.min_logic_offset, self.files.files[0].start_offset)
+        self.correct_min_offset(commitlog_min)
+        return deleted
+
+    def flush(self) -> None:
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()
+
+    def destroy(self) -> None:
+        self.files.destroy()

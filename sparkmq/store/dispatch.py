@@ -1,0 +1,150 @@
+"""Dispatch: derive ConsumeQueue units and IndexFile entries from CommitLog records.
+
+The put path hands over what it just appended (``requests_for_put``); recovery and the
+start-up catch-up hand over records re-read from the CommitLog (``requests_for_scan``).
+Both produce the same ``DispatchRequest`` columns, and both sinks skip what they already
+hold, so replaying is idempotent (rule: derived indexes are rebuilt from the CommitLog).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sparkmq.message import layout as L
+from sparkmq.message.hashing import java_string_hashes
+from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
+from sparkmq.store.commitlog import ScannedRecord
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_TAGS = TAGS.encode()
+_KEYS = KEYS.encode()
+_UNIQ = UNIQ_KEY.encode()
+_DELAY = DELAY_TIME_LEVEL.encode()
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    """Consecutive records of one queue (queue offsets ``queue_offset`` onwards), as columns."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offsets: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+    tags_codes: npt.NDArray[np.int64]
+    store_timestamps: npt.NDArray[np.int64]
+    index_keys: list[str]
+    index_key_rows: npt.NDArray[np.int64]  # which record each index key belongs to
+
+
+class TagsCoder:
+    """tagsCode of records: Java hashCode of TAGS; for delayed messages, the deliver time."""
+
+    def __init__(self, delay_level_millis: Sequence[int]) -> None:
+        self._delay_millis = list(delay_level_millis)
+        self._cache: dict[bytes, int] = {}
+
+    def codes(self, topic: str, properties: Sequence[bytes], store_timestamps: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        if topic == SCHEDULE_TOPIC:
+            return np.array([store_timestamps[i] + self._delay_of(p) for i, p in enumerate(properties)], dtype=np.int64)
+        cache = self._cache
+        out = np.zeros(len(properties), dtype=np.int64)
+        unknown: dict[bytes, list[int]] = {}
+        for i, raw in enumerate(properties):
+            tag = find_property(raw, _TAGS)
+            if tag:
+                code = cache.get(tag)
+                if code is None:
+                    unknown.setdefault(tag, []).append(i)
+                else:
+                    out[i] = code
+        if unknown:
+            tags = list(unknown)
+            hashes = java_string_hashes([t.decode("utf-8", errors="replace") for t in tags])
+            for tag, code in zip(tags, hashes.tolist()):
+                if len(cache) < 100_000:
+                    cache[tag] = code
+                out[unknown[tag]] = code
+        return out
+
+    def _delay_of(self, raw: bytes) -> int:
+        level = find_property(raw, _DELAY)
+        try:
+            index = min(max(int(level or b"0"), 1), len(self._delay_millis)) - 1
+        except ValueError:
+            index = 0
+        return self._delay_millis[index] if self._delay_millis else 0
+
+
+def index_keys_of(topic: str, properties: Sequence[bytes]) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """``topic#key`` for each record's UNIQ_KEY and KEYS tokens, with the record row of each."""
+    keys: list[str] = []
+    rows: list[int] = []
+    prefix = topic + "#"
+    for row, raw in enumerate(properties):
+        uniq = find_property(raw, _UNIQ)
+        if uniq:
+            keys.append(prefix + uniq.decode("utf-8", errors="replace"))
+            rows.append(row)
+        business = find_property(raw, _KEYS)
+        if business:
+            for token in business.decode("utf-8", errors="replace").split(" "):
+                if token:
+                    keys.append(prefix + token)
+                    rows.append(row)
+    return keys, np.array(rows, dtype=np.int64)
+
+
+def request_for_put(
+    coder: TagsCoder, topic: str, queue_id: int, queue_offset: int, properties: Sequence[bytes],
+    physical_offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], store_timestamp: int,
+) -> DispatchRequest:
+    """The dispatch request of a batch just appended (same topic and queue, consecutive offsets)."""
+    timestamps = np.full(len(sizes), store_timestamp, dtype=np.int64)
+    keys, rows = index_keys_of(topic, properties)
+    return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes,
+                           coder.codes(topic, properties, timestamps), timestamps, keys, rows)
+
+
+def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:
+    """Group re-read records into per-queue runs of consecutive queue offsets, in log order per queue."""
+    pending: dict[tuple[str, int], list[ScannedRecord]] = {}
+    count = 0
+    for record in records:
+        kind = L.transaction_type(record.sys_flag)
+        if kind not in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE):
+            continue
+        run = pending.setdefault((record.topic, record.queue_id), [])
+        if run and run[-1].queue_offset + 1 != record.queue_offset:
+            yield _request_of_run(coder, run)
+            pending[(record.topic, record.queue_id)] = run = []
+        run.append(record)
+        count += 1
+        if count >= chunk:
+            for run in pending.values():
+                if run:
+                    yield _request_of_run(coder, run)
+            pending.clear()
+            count = 0
+    for run in pending.values():
+        if run:
+            yield _request_of_run(coder, run)
+
+
+def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchRequest:
+    first = run[0]
+    props = [r.properties_raw for r in run]
+    physical = np.fromiter((r.physical_offset for r in run), dtype=np.int64, count=len(run))
+    sizes = np.fromiter((r.size for r in run), dtype=np.int64, count=len(run))
+    timestamps = np.fromiter((r.store_timestamp for r in run), dtype=np.int64, count=len(run))
+    keys, rows = index_keys_of(first.topic, props)
+    return DispatchRequest(first.topic, first.queue_id, first.queue_offset, physical, sizes,
+                           coder.codes(first.topic, props, timestamps), timestamps, keys, rows)
+
+
+DispatchListener = Callable[[str, int, int], None]
+"""Called after dispatch with (topic, queue_id, new max offset): wakes long-polling pulls."""

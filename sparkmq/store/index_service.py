@@ -1,0 +1,113 @@
+"""IndexService: the IndexFiles of a store, newest last; puts keys and answers key queries."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from sparkmq.store.index_file import IndexFile, index_key_hashes
+
+
+def index_file_name(now: float) -> str:
+    """``yyyyMMddHHmmssSSS`` in local time, as RocketMQ names index files."""
+    stamp = datetime.fromtimestamp(now)
+    return stamp.strftime("%Y%m%d%H%M%S") + f"{stamp.microsecond // 1000:03d}"
+
+
+class IndexService:
+    """Keeps ``IndexFile`` objects in ``directory`` and routes puts to the newest one."""
+
+    def __init__(self, directory: Path, slots: int, entries: int) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.entries = entries
+        self.files: list[IndexFile] = []
+
+    def load(self, trusted_until: int | None) -> None:
+        """Open existing files; after an abnormal exit drop those newer than ``trusted_until``."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
+            index = IndexFile(path, self.slots, self.entries)
+            if trusted_until is not None and index.end_timestamp > trusted_until:
+                index.destroy()
+            else:
+                self.files.append(index)
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.files[-1].end_phy_offset if self.files else 0
+
+    def _writable(self) -> IndexFile:
+        if not self.files or self.files[-1].is_full:
+            previous = self.files[-1] if self.files else None
+            now = time.time()
+            path = self.directory / index_file_name(now)
+            while path.exists() or (previous is not None and path.name <= previous.path.name):
+                now += 0.001
+                path = self.directory / index_file_name(now)
+            begin_ts = previous.end_timestamp if previous else 0
+            begin_phy = previous.end_phy_offset if previous else 0
+            if previous is not None:
+                previous.flush()
+            self.files.append(IndexFile(path, self.slots, self.entries, begin_ts, begin_phy))
+        return self.files[-1]
+
+    def put(self, keys: list[str], phy_offsets: npt.NDArray[np.int64], store_timestamps: npt.NDArray[np.int64]) -> int | None:
+        """Index ``keys`` (already ``topic#key``); skip what the newest file already covers.
+
+        Returns the endTimestamp of a file that filled up (for the checkpoint), else None.
+        """
+        if not keys:
+            return None
+        fresh = phy_offsets >= self.end_phy_offset
+        if not fresh.all():
+            keep = np.flatnonzero(fresh)
+            keys = [keys[i] for i in keep.tolist()]
+            phy_offsets, store_timestamps = phy_offsets[keep], store_timestamps[keep]
+        hashes = index_key_hashes(keys)
+        finished = None
+        first = 0
+        while first < len(keys):
+            index = self._writable()
+            take = min(index.free_entries, len(keys) - first)
+            index.put(hashes[first : first + take], phy_offsets[first : first + take], store_timestamps[first : first + take])
+            first += take
+            if index.is_full:
+                finished = index.end_timestamp
+        return finished
+
+    def query(self, key: str, max_count: int, begin: int, end: int) -> list[int]:
+        """Physical offsets for ``topic#key`` stored within [begin, end], newest first."""
+        key_hash = int(index_key_hashes([key])[0])
+        found: list[int] = []
+        for index in reversed(self.files):
+            if len(found) >= max_count:
+                break
+            if index.overlaps(begin, end):
+                found.extend(index.select(key_hash, max_count - len(found), begin, end))
+        return found
+
+    def delete_below(self, commitlog_min: int) -> int:
+        """Delete files whose entries all point below the CommitLog minimum (never the newest)."""
+        count = 0
+        while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
+            self.files.pop(0).destroy()
+            count += 1
+        return count
+
+    def truncate_after(self, physical_end: int) -> None:
+        """Drop files whose entries reach past ``physical_end``; dispatch rebuilds them."""
+        while self.files and self.files[-1].end_phy_offset >= physical_end and self.files[-1].index_count > 1:
+            self.files.pop().destroy()
+
+    def flush(self) -> None:
+        for index in self.files:
+            index.flush()
+
+    def close(self) -> None:
+        for index in self.files:
+            index.close()

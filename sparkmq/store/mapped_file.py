@@ -1,0 +1,141 @@
+"""MappedFile: one fixed-size segment file, memory-mapped, named by its 20-digit start offset."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from sparkmq.errors import StoreError
+
+PAGE_BYTES = mmap.PAGESIZE
+_ZERO_SCAN_CHUNK = 4 * 1024 * 1024
+
+
+def offset_to_file_name(offset: int) -> str:
+    """``UtilAll.offset2FileName``: the start offset zero-padded to 20 digits.
+
+    >>> offset_to_file_name(1073741824)
+    '00000000001073741824'
+    """
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A segment of ``file_bytes`` mapped into memory; appends go to ``write_position``.
+
+    >>> # MappedFile(Path("commitlog/00000000000000000000"), 1024).append(b"abc") -> 0
+    """
+
+    def __init__(self, path: Path, file_bytes: int) -> None:
+        self.path = path
+        self.file_bytes = file_bytes
+        self.start_offset = int(path.name)
+        exists = path.exists()
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open segment {path}: {exc}") from exc
+        try:
+            size = os.fstat(fd).st_size
+            if exists and size != file_bytes:
+                raise StoreError(f"segment {path} has {size} bytes, not the configured {file_bytes}")
+            if not exists:
+                os.ftruncate(fd, file_bytes)
+            self._mmap = mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            raise StoreError(f"cannot map segment {path}: {exc}") from exc
+        finally:
+            os.close(fd)
+        self.write_position = 0 if not exists else file_bytes
+        self.flushed_position = self.write_position
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.file_bytes
+
+    @property
+    def remaining(self) -> int:
+        return self.file_bytes - self.write_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.write_position >= self.file_bytes
+
+    def append(self, data: bytes | memoryview) -> int:
+        """Copy ``data`` at the write position; return the position it went to."""
+        pos = self.write_position
+        end = pos + len(data)
+        if end > self.file_bytes:
+            raise StoreError(f"append of {len(data)} bytes overflows segment {self.path.name} at {pos}")
+        self._mmap[pos:end] = data
+        self.write_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | memoryview) -> None:
+        """Overwrite bytes at ``pos`` without moving the write position (index headers, slots)."""
+        self._mmap[pos : pos + len(data)] = data
+
+    def mark_full(self) -> None:
+        """Treat the rest of the file as used (after an END_OF_FILE filler)."""
+        self.write_position = self.file_bytes
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of ``size`` bytes at ``pos`` (within this file)."""
+        return self._mmap[pos : pos + size]
+
+    def view(self) -> memoryview:
+        """A view of the whole mapping; release it (``with``) before closing the file."""
+        return memoryview(self._mmap)
+
+    def flush(self) -> int:
+        """msync the dirty range ``[flushed, write)``; return the new flushed position."""
+        target = self.write_position
+        if target > self.flushed_position:
+            start = self.flushed_position - self.flushed_position % PAGE_BYTES
+            self._mmap.flush(start, target - start)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def flush_all(self) -> None:
+        """msync the whole mapping (index files, consume queue units written out of order)."""
+        self._mmap.flush()
+        self.flushed_position = self.write_position
+
+    def truncate_to(self, pos: int) -> None:
+        """Set the write position to ``pos`` and zero the written bytes after it.
+
+        Zeroing keeps a later, shorter append from leaving an old valid record behind the new
+        end; only chunks holding data are written, so a sparse tail stays sparse.
+        """
+        end = self._last_nonzero_chunk_end(pos)
+        if end > pos:
+            self._mmap[pos:end] = bytes(end - pos)
+            self._mmap.flush()
+        self.write_position = self.flushed_position = pos
+
+    def _last_nonzero_chunk_end(self, pos: int) -> int:
+        with memoryview(self._mmap) as whole:
+            data = np.frombuffer(whole, dtype=np.uint8)
+            end = pos
+            for chunk in range(pos, self.file_bytes, _ZERO_SCAN_CHUNK):
+                stop = min(chunk + _ZERO_SCAN_CHUNK, self.file_bytes)
+                if data[chunk:stop].any():
+                    end = stop
+            del data
+        return end
+
+    def last_modified(self) -> float:
+        return self.path.stat().st_mtime
+
+    def close(self) -> None:
+        """Unmap; raises BufferError if a view is still held."""
+        if not self._mmap.closed:
+            self._mmap.close()
+
+    def destroy(self) -> None:
+        """Unmap and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,143 @@
+"""MappedFileQueue: the ordered segments of one log (CommitLog, or one ConsumeQueue)."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sparkmq.errors import StoreError
+from sparkmq.store.mapped_file import MappedFile, offset_to_file_name
+
+
+class MappedFileQueue:
+    """Segments of ``file_bytes`` in ``directory``, each named by its start offset.
+
+    Offsets are global: segment ``k`` covers ``[start, start + file_bytes)``.
+    """
+
+    def __init__(self, directory: Path, file_bytes: int) -> None:
+        self.directory = directory
+        self.file_bytes = file_bytes
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Open the existing segments in name order; refuse gaps and foreign files."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p.name for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
+        for name in names:
+            mapped = MappedFile(self.directory / name, self.file_bytes)
+            if self.files and mapped.start_offset != self.files[-1].end_offset:
+                mapped.close()
+                raise StoreError(f"segment {name} in {self.directory} does not follow {self.files[-1].path.name}")
+            self.files.append(mapped)
+
+    @property
+    def min_offset(self) -> int:
+        """Start of the first live segment (-1 when there is none)."""
+        return self.files[0].start_offset if self.files else -1
+
+    @property
+    def max_offset(self) -> int:
+        """Global offset of the write position (0 when there are no segments)."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.start_offset + last.write_position
+
+    @property
+    def flushed_offset(self) -> int:
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.start_offset + last.flushed_position
+
+    def last_file(self, start_offset: int = 0) -> MappedFile:
+        """The segment to append to, creating the next one when the last is full.
+
+        ``start_offset`` names the first segment when the queue is empty (a ConsumeQueue
+        that begins at a non-zero logical offset).
+        """
+        if self.files and not self.files[-1].is_full:
+            return self.files[-1]
+        if self.files:
+            start = self.files[-1].end_offset
+        else:
+            start = start_offset - start_offset % self.file_bytes
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes)
+        mapped.write_position = mapped.flushed_position = 0
+        self.files.append(mapped)
+        return mapped
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment holding global ``offset``, or None below the minimum / past the end."""
+        if not self.files or offset < self.files[0].start_offset:
+            return None
+        index = (offset - self.files[0].start_offset) // self.file_bytes
+        if index >= len(self.files):
+            return None
+        return self.files[index]
+
+    def index_of_start(self, start: int) -> int:
+        starts = [f.start_offset for f in self.files]
+        return bisect.bisect_right(starts, start) - 1
+
+    def flush(self) -> int:
+        """Flush every segment with unflushed bytes; return the flushed global offset."""
+        for mapped in self.files:
+            if mapped.flushed_position < mapped.write_position:
+                mapped.flush()
+        return self.flushed_offset
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop everything at and after global ``offset``: later segments go, the containing one is cut."""
+        keep: list[MappedFile] = []
+        for mapped in self.files:
+            if mapped.end_offset <= offset:
+                keep.append(mapped)
+            elif offset >= mapped.start_offset:
+                mapped.truncate_to(offset - mapped.start_offset)
+                keep.append(mapped)
+            else:
+                mapped.destroy()
+        self.files = keep
+
+    def delete_first(self, count: int) -> list[MappedFile]:
+        """Destroy the first ``count`` segments; return them."""
+        gone, self.files = self.files[:count], self.files[count:]
+        for mapped in gone:
+            mapped.destroy()
+        return gone
+
+    def delete_expired_by_time(self, reserved_seconds: float, force: bool, max_files: int = 10) -> int:
+        """Delete old segments from the front, never the newest, stopping at the first young one."""
+        now = time.time()
+        count = 0
+        for mapped in self.files[:-1][:max_files]:
+            if not force and mapped.last_modified() + reserved_seconds > now:
+                break
+            count += 1
+        self.delete_first(count)
+        return count
+
+    def delete_while(self, predicate: Callable[[MappedFile], bool]) -> int:
+        """Delete segments from the front while ``predicate`` holds (never the newest)."""
+        count = 0
+        for mapped in self.files[:-1]:
+            if not predicate(mapped):
+                break
+            count += 1
+        self.delete_first(count)
+        return count
+
+    def destroy(self) -> None:
+        """Delete every segment and the directory if it ends up empty."""
+        self.delete_first(len(self.files))
+        if self.directory.exists() and not any(self.directory.iterdir()):
+            self.directory.rmdir()
+
+    def close(self) -> None:
+        for mapped in self.files:
+            mapped.close()

@@ -1,0 +1,386 @@
+"""MessageStore: the facade over CommitLog, ConsumeQueues, IndexFiles, flush and retention.
+
+>>> # with MessageStore(StoreConfig(Path("store"))) as store:
+>>> #     result = store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"]))
+>>> #     store.get_messages("group", "TopicTest", 0, 0, 32).message_count  -> 1
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Collection
+from concurrent.futures import Future
+from pathlib import Path
+
+from sparkmq.errors import MessageError, MessageTooLargeError, StoreClosedError, StoreLockedError
+from sparkmq.message import layout as L
+from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
+from sparkmq.store.checkpoint import StoreCheckpoint
+from sparkmq.store.commitlog import CommitLog
+from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
+from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
+from sparkmq.store.flush import GroupCommitService, PeriodicService
+from sparkmq.store.index_service import IndexService
+from sparkmq.store.mapped_file import PAGE_BYTES
+from sparkmq.store.mapped_file_queue import MappedFileQueue
+from sparkmq.store.reads import read_queue
+from sparkmq.store.recovery import Recovery, RecoveryReport
+from sparkmq.store.retention import Retention
+from sparkmq.store.status import GetMessageStatus, GetResult, PutMessageStatus, PutResult
+
+logger = logging.getLogger(__name__)
+DEFAULT_MAX_TRANSFER_BYTES = 4 * 1024 * 1024
+
+
+class MessageStore:
+    """The durable store: ``start()`` recovers, puts append + dispatch, ``close()`` flushes."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.commitlog = CommitLog(MappedFileQueue(config.commitlog_dir, config.commitlog_file_bytes), config.store_host)
+        self.index = IndexService(config.index_dir, config.index_hash_slots, config.index_entries)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.coder = TagsCoder(delay_level_millis(config.message_delay_level))
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._next_queue_offset: dict[tuple[str, int], int] = {}
+        self._listeners: list[DispatchListener] = []
+        self._lock = threading.RLock()  # appends, dispatch, deletion, reads of segment lists
+        self._flush_lock = threading.Lock()
+        self._last_store_timestamp = 0
+        self._last_dispatched_timestamp = 0
+        self._lock_fd: int | None = None
+        self._services: list[PeriodicService] = []
+        self._group_commit: GroupCommitService | None = None
+        self._last_thorough_flush = time.monotonic()
+        self.retention = Retention(self)
+        self.running = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> RecoveryReport:
+        """Lock the directory, load, recover, catch up dispatch, start the flush and clean services."""
+        cfg = self.config
+        cfg.root_dir.mkdir(parents=True, exist_ok=True)
+        self._acquire_lock()
+        last_exit_ok = not cfg.abort_path.exists()
+        self.commitlog.queue.load()
+        self._load_queues()
+        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+        index_rebuild_from = self._load_index(last_exit_ok)
+        recovery = Recovery(self.commitlog, list(self._queues.values()), self.index, self.checkpoint,
+                            self.coder, cfg.check_crc_on_recover)
+        report = recovery.run(last_exit_ok, index_rebuild_from, self._dispatch)
+        self._catch_up(last_exit_ok)
+        self._recover_queue_table()
+        cfg.abort_path.touch()
+        self._start_services()
+        self.running = True
+        logger.info("store %s started: %s", cfg.root_dir, report)
+        return report
+
+    def close(self) -> None:
+        """Stop services, flush everything, persist the checkpoint, remove the abort marker."""
+        if not self.running:
+            self._release_lock()
+            return
+        self.running = False
+        for service in self._services:
+            service.stop()
+        if self._group_commit is not None:
+            self._group_commit.stop()
+        with self._lock:
+            self.flush()
+            for queue in self._queues.values():
+                queue.close()
+            self.index.close()
+            self.commitlog.queue.close()
+            if self.checkpoint is not None:
+                self.checkpoint.close()
+        self.config.abort_path.unlink(missing_ok=True)
+        self._release_lock()
+
+    def __enter__(self) -> MessageStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _acquire_lock(self) -> None:
+        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise StoreLockedError(f"store {self.config.root_dir} is in use by another process") from exc
+        os.write(fd, b"lock")
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _load_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        if not root.exists():
+            return
+        for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()):
+                queue = ConsumeQueue(topic_dir.name, int(queue_dir.name), root, self.config.consume_queue_units_per_file)
+                queue.load()
+                self._queues[(topic_dir.name, int(queue_dir.name))] = queue
+
+    def _load_index(self, last_exit_ok: bool) -> int | None:
+        """Load index files; after a crash drop the unfinished ones and say where to rebuild from."""
+        if last_exit_ok:
+            self.index.load(None)
+            return None
+        assert self.checkpoint is not None
+        self.index.load(None)
+        untrusted = [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
+        rebuild_from = min((f.begin_phy_offset for f in untrusted), default=None)
+        for index in untrusted:
+            self.index.files.remove(index)
+            index.destroy()
+        return rebuild_from
+
+    def _catch_up(self, last_exit_ok: bool) -> None:
+        """Dispatch CommitLog records the ConsumeQueues or index do not hold yet (the reput)."""
+        queue_end = max((q.max_physical_offset for q in self._queues.values()), default=-1)
+        start = queue_end if queue_end >= 0 else self.commitlog.min_offset
+        if self.index.files:
+            start = min(start, self.index.end_phy_offset)
+        start = max(start, self.commitlog.min_offset)
+        if start < self.commitlog.max_offset:
+            for request in requests_for_scan(self.coder, self.commitlog.scan(start, check_crc=False)):
+                self._dispatch(request)
+
+    def _recover_queue_table(self) -> None:
+        cl_min = self.commitlog.min_offset
+        for key, queue in self._queues.items():
+            queue.correct_min_offset(cl_min)
+            self._next_queue_offset[key] = queue.max_offset
+
+    def _start_services(self) -> None:
+        cfg = self.config
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitService(self._flush_commitlog)
+            self._group_commit.start()
+        else:
+            self._services.append(PeriodicService(self._flush_commitlog_if_due, cfg.flush_interval_commitlog_ms / 1000, "sparkmq-flush-commitlog"))
+        self._services.append(PeriodicService(self._flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"))
+        self._services.append(PeriodicService(self.retention.run, cfg.clean_resource_interval_ms / 1000, "sparkmq-clean"))
+        for service in self._services:
+            service.start()
+
+    # -- writes ----------------------------------------------------------------------------
+    def submit_messages(self, batch: MessageBatch) -> tuple[PutResult, Future[int] | None]:
+        """Append and dispatch ``batch``; return the result and, with SYNC flush, the flush future.
+
+        The messages are readable at once. Acknowledge a SYNC-flush producer only after the
+        future resolves (``put_messages`` waits for it, up to ``syncFlushTimeout``).
+        """
+        try:
+            batch.check_sizes(self.config.max_message_bytes)
+        except MessageTooLargeError as exc:
+            status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.remark else PutMessageStatus.MESSAGE_ILLEGAL
+            return PutResult(status, exc.remark), None
+        except MessageError as exc:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
+        if not self.running:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, "the message store is not running"), None
+        if len(batch) == 0:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch"), None
+        key = (batch.topic, batch.queue_id)
+        tx_type = L.transaction_type(batch.sys_flag)
+        dispatched = tx_type in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
+        with self._lock:
+            queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
+            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+            appended = self.commitlog.append(batch, queue_offset, store_timestamp)
+            self._last_store_timestamp = store_timestamp
+            if dispatched:
+                self._next_queue_offset[key] = queue_offset + len(batch)
+                self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset, batch.properties,
+                                               appended.physical_offsets, appended.sizes, store_timestamp))
+        result = PutResult(PutMessageStatus.PUT_OK, "", appended.physical_offsets, appended.sizes, queue_offset,
+                           store_timestamp, self.config.store_host)
+        flushed = None
+        if self._group_commit is not None:
+            flushed = self._group_commit.request(int(appended.physical_offsets[-1] + appended.sizes[-1]))
+        return result, flushed
+
+    def put_messages(self, batch: MessageBatch) -> PutResult:
+        """Append ``batch`` and return once it is as durable as the flush mode promises."""
+        result, flushed = self.submit_messages(batch)
+        if flushed is not None:
+            try:
+                flushed.result(timeout=self.config.sync_flush_timeout_ms / 1000)
+            except TimeoutError:
+                return PutResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, "flush did not finish within syncFlushTimeout",
+                                 result.physical_offsets, result.sizes, result.queue_offset, result.store_timestamp,
+                                 result.store_host)
+        return result
+
+    def _dispatch(self, request: DispatchRequest) -> None:
+        with self._lock:
+            key = (request.topic, request.queue_id)
+            queue = self._queues.get(key)
+            if queue is None:
+                queue = ConsumeQueue(request.topic, request.queue_id, self.config.consume_queue_dir,
+                                     self.config.consume_queue_units_per_file)
+                self._queues[key] = queue
+            queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
+            if request.index_keys:
+                rows = request.index_key_rows
+                finished = self.index.put(request.index_keys, request.physical_offsets[rows], request.store_timestamps[rows])
+                if finished is not None and self.checkpoint is not None:
+                    self.checkpoint.index_msg_timestamp = finished
+            self._last_dispatched_timestamp = int(request.store_timestamps[-1])
+            max_offset = queue.max_offset
+            for listener in self._listeners:
+                listener(request.topic, request.queue_id, max_offset)
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        """Call ``listener(topic, queue_id, max_offset)`` after every dispatch (long polling)."""
+        self._listeners.append(listener)
+
+    # -- flush -----------------------------------------------------------------------------
+    def _flush_commitlog(self) -> int:
+        with self._flush_lock:
+            covered = self._last_store_timestamp
+            flushed = self.commitlog.flush()
+            if self.checkpoint is not None and covered:
+                self.checkpoint.physic_msg_timestamp = covered
+            return flushed
+
+    def _flush_commitlog_if_due(self) -> None:
+        dirty = self.commitlog.max_offset - self.commitlog.queue.flushed_offset
+        thorough = time.monotonic() - self._last_thorough_flush >= self.config.flush_commitlog_thorough_interval_ms / 1000
+        if dirty >= self.config.flush_commitlog_least_pages * PAGE_BYTES or (thorough and dirty > 0):
+            self._flush_commitlog()
+            self._last_thorough_flush = time.monotonic()
+
+    def _flush_indexes(self) -> None:
+        with self._lock:
+            covered = self._last_dispatched_timestamp
+            queues = list(self._queues.values())
+        with self._flush_lock:
+            for queue in queues:
+                queue.flush()
+            self.index.flush()
+            if self.checkpoint is not None:
+                if covered:
+                    self.checkpoint.logics_msg_timestamp = covered
+                self.checkpoint.flush()
+
+    def flush(self) -> None:
+        """Flush the CommitLog, every ConsumeQueue, the index and the checkpoint now."""
+        self._flush_commitlog()
+        self._flush_indexes()
+
+    # -- reads -----------------------------------------------------------------------------
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def get_messages(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
+                     max_bytes: int = DEFAULT_MAX_TRANSFER_BYTES, tags_codes: Collection[int] | None = None) -> GetResult:
+        """Read up to ``max_count`` records from ``offset`` of a queue (``group`` names the reader)."""
+        if not self.running:
+            raise StoreClosedError("the message store is not running")
+        with self._lock:
+            return read_queue(self.commitlog, self._queues.get((topic, queue_id)), offset, max_count, max_bytes, tags_codes)
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.max_offset if queue else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.min_offset if queue else 0
+
+    def queue_ids(self) -> dict[str, list[int]]:
+        """Every topic that has ConsumeQueues, with its queue ids."""
+        topics: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self._queues):
+            topics.setdefault(topic, []).append(queue_id)
+        return topics
+
+    def _store_timestamp_at_queue_offset(self, queue: ConsumeQueue, offset: int) -> int:
+        unit = queue.read_units(offset, 1)
+        if len(unit) == 0 or int(unit[0]["size"]) == BLANK_UNIT_SIZE:
+            return -1
+        head = self.commitlog.read(int(unit[0]["offset"]) + L.POS_STORE_TIMESTAMP, 8)
+        return -1 if head is None else int.from_bytes(head, "big", signed=True)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the first live message of a queue, -1 when there is none."""
+        with self._lock:
+            queue = self._queues.get((topic, queue_id))
+            if queue is None or queue.max_offset <= queue.min_offset:
+                return -1
+            return self._store_timestamp_at_queue_offset(queue, queue.min_offset)
+
+    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first queue offset stored at or after ``timestamp`` (the max offset when none is)."""
+        with self._lock:
+            queue = self._queues.get((topic, queue_id))
+            if queue is None:
+                return 0
+            lo, hi = queue.min_offset, queue.max_offset
+            while lo < hi:
+                mid = (lo + hi) // 2
+                stored = self._store_timestamp_at_queue_offset(queue, mid)
+                if 0 <= stored < timestamp:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+
+    def look_message_by_offset(self, physical_offset: int) -> StoredMessage | None:
+        """The record at a physical offset, or None when there is none (or it was deleted)."""
+        with self._lock:
+            size = self.commitlog.size_at(physical_offset)
+            if size < L.RECORD_FIXED_BYTES:
+                return None
+            data = self.commitlog.read(physical_offset, size)
+        if data is None:
+            return None
+        try:
+            return decode_record(data)
+        except MessageError:
+            return None
+
+    def query_messages(self, topic: str, key: str, max_count: int, begin: int = 0, end: int = 2**62) -> list[StoredMessage]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, newest first."""
+        with self._lock:
+            offsets = self.index.query(f"{topic}#{key}", max_count, begin, end)
+        found = []
+        for offset in offsets:
+            message = self.look_message_by_offset(offset)
+            if message is None or message.topic != topic:
+                continue
+            props = message.properties
+            if props.get("UNIQ_KEY") == key or key in props.get("KEYS", "").split(" "):
+                found.append(message)
+        return found
+
+    def delete_topics(self, topics: Collection[str]) -> None:
+        """Drop the ConsumeQueues of ``topics`` (their records age out of the CommitLog)."""
+        with self._lock, self._flush_lock:
+            for key in [k for k in self._queues if k[0] in topics]:
+                self._queues.pop(key).destroy()
+                self._next_queue_offset.pop(key, None)
+            for topic in topics:
+                topic_dir = self.config.consume_queue_dir / topic
+                if topic_dir.exists() and not any(topic_dir.iterdir()):
+                    topic_dir.rmdir()
+
+    @property
+    def store_dir(self) -> Path:
+        return self.config.root_dir
