@@ -1,15 +1,12 @@
-"""The main job; a placeholder until the real pipeline is written."""
+"""The main job that ``make run`` runs: for now the store demo (``jobs/store_demo.py``).
+
+It grows into the Spark pipeline (sink → broker → source → Delta) as the broker and Spark
+parts land.
+"""
 
 from __future__ import annotations
 
-import sys
-
-
-def main() -> int:
-    """Say that the main job is not written yet and succeed."""
-    print("main job not yet written")
-    return 0
-
+from jobs.store_demo import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main(["--fresh"]))
