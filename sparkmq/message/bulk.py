@@ -70,6 +70,9 @@ def decode_columns(buf: bytes | bytearray | memoryview, starts: npt.NDArray[np.i
     topic_len_at = body_starts + body_lengths
     topic_lengths = raw[topic_len_at].astype(np.int64)
     props_len_at = topic_len_at + 1 + topic_lengths
+    if (props_len_at + 2 > starts + totals).any():  # check before indexing: a bad length must not IndexError
+        bad = int(starts[np.argmax(props_len_at + 2 > starts + totals)])
+        raise CorruptRecordError(f"record at {bad}: topic length runs past the record")
     props_lengths = (raw[props_len_at].astype(np.int64) << 8) | raw[props_len_at + 1]
     if (L.RECORD_FIXED_BYTES + body_lengths + topic_lengths + props_lengths != totals).any():
         bad = int(starts[np.argmax(L.RECORD_FIXED_BYTES + body_lengths + topic_lengths + props_lengths != totals)])

@@ -69,3 +69,33 @@ def java_string_hashes(texts: Sequence[str]) -> npt.NDArray[np.int32]:
     sums = np.zeros(count, dtype=np.uint32)
     sums[nonempty] = np.add.reduceat(weighted, starts[nonempty], dtype=np.uint32)
     return sums.view(np.int32)
+
+
+def java_prefixed_hashes(prefix: str, values: Sequence[bytes]) -> npt.NDArray[np.int32]:
+    """``java_string_hash(prefix + v.decode())`` for each UTF-8 ``v``, vectorised over bytes.
+
+    For ASCII values the UTF-16 code units are the bytes themselves, so the hash of
+    ``prefix + v`` is ``hash(prefix) * 31**len(v) + hash(v)`` (mod 2**32) with no decoding.
+    Anything non-ASCII takes the ``java_string_hashes`` path.
+
+    >>> java_prefixed_hashes("T#", [b"k1"]).tolist() == [java_string_hash("T#k1")]
+    True
+    """
+    count = len(values)
+    if count == 0:
+        return np.zeros(0, dtype=np.int32)
+    joined = b"".join(values)
+    data = np.frombuffer(joined, dtype=np.uint8)
+    if data.size and int(data.max()) >= 0x80:
+        return java_string_hashes([prefix + v.decode("utf-8", errors="replace") for v in values])
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
+    ends = np.cumsum(lengths)
+    powers = _powers_of_31(int(lengths.max()) + 1)
+    sums = np.zeros(count, dtype=np.uint32)
+    if data.size:
+        key_of_unit = np.repeat(np.arange(count), lengths)
+        weighted = data.astype(np.uint32) * powers[ends[key_of_unit] - 1 - np.arange(data.size)]
+        nonempty = lengths > 0
+        sums[nonempty] = np.add.reduceat(weighted, (ends - lengths)[nonempty], dtype=np.uint32)
+    prefix_hash = np.uint32(java_string_hash(prefix) & _MASK32)
+    return (prefix_hash * powers[lengths] + sums).astype(np.uint32).view(np.int32)

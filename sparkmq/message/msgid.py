@@ -49,7 +49,7 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
         raise MessageError(f"offset msgId {msg_id!r} is not 32 hex characters")
     try:
         ip, port, offset = _OFFSET_ID.unpack(bytes.fromhex(msg_id))
-    except ValueError as exc:
+    except (ValueError, struct.error) as exc:  # struct.error: fromhex skips spaces, leaving < 16 bytes
         raise MessageError(f"offset msgId {msg_id!r} is not hexadecimal") from exc
     return str(ipaddress.IPv4Address(ip)), port, offset
 

@@ -86,15 +86,20 @@ def append_properties(item_properties: bytes, extra: bytes) -> bytes:
 def find_property(raw: bytes, key: bytes) -> bytes | None:
     """The raw value of ``key`` in an encoded properties string, without parsing the rest.
 
+    Agrees with ``decode_properties`` (and Java's HashMap parse): the last item with a
+    non-empty value wins, since batch-level properties are appended after an item's own.
+
     >>> find_property(b"KEYS\\x01k1\\x02TAGS\\x01TagA", b"TAGS")
     b'TagA'
     """
     needle = key + b"\x01"
-    at = raw.find(needle)
-    while at > 0 and raw[at - 1] != 2:
-        at = raw.find(needle, at + 1)
-    if at < 0:
-        return None
-    start = at + len(needle)
-    end = raw.find(b"\x02", start)
-    return raw[start:] if end < 0 else raw[start:end]
+    at = raw.rfind(needle)
+    while at >= 0:
+        if at == 0 or raw[at - 1] == 2:  # only at the start of an item
+            start = at + len(needle)
+            end = raw.find(b"\x02", start)
+            value = raw[start:] if end < 0 else raw[start:end]
+            if value:
+                return value
+        at = raw.rfind(needle, 0, at)
+    return None

@@ -130,13 +130,12 @@ def encode_records(
     sizes = batch.sizes[first:stop]
     bodies = batch.bodies[first:stop]
     props = batch.properties[first:stop]
-    heads = np.zeros(count, dtype=HEAD_DTYPE)
+    heads = np.empty(count, dtype=HEAD_DTYPE)
     heads["total_size"] = sizes
     heads["magic"] = L.MESSAGE_MAGIC_CODE
     heads["body_crc"] = [zlib.crc32(b) & 0x7FFFFFFF for b in bodies]
     heads["queue_id"] = batch.queue_id
-    if batch.flags is not None:
-        heads["flag"] = batch.flags[first:stop]
+    heads["flag"] = 0 if batch.flags is None else batch.flags[first:stop]
     heads["queue_offset"] = np.arange(queue_offset, queue_offset + count, dtype=np.int64)
     heads["physical_offset"] = physical_offset + np.concatenate(([0], np.cumsum(sizes)[:-1])) if count else 0
     heads["sys_flag"] = batch.sys_flag
@@ -225,10 +224,13 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
     body = view[pos + L.POS_BODY : body_end]
     if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
         raise CorruptRecordError(f"record at {pos}: body CRC mismatch")
+    try:
+        topic = bytes(view[body_end + 1 : props_len_at]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(f"record at {pos}: topic is not UTF-8") from exc
     return StoredMessage(
         total, crc, qid, flag, qoff, phys, sysflag, bts, Host(bytes(bip), bport), sts, Host(bytes(sip), sport),
-        recon, ptx, body, bytes(view[body_end + 1 : props_len_at]).decode("utf-8"),
-        bytes(view[props_len_at + 2 : props_len_at + 2 + props_len]),
+        recon, ptx, body, topic, bytes(view[props_len_at + 2 : props_len_at + 2 + props_len]),
     )
 
 

@@ -8,6 +8,7 @@ hold, so replaying is idempotent (rule: derived indexes are rebuilt from the Com
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from sparkmq.message import layout as L
 from sparkmq.message.hashing import java_string_hashes
 from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
 from sparkmq.store.commitlog import ScannedRecord
+from sparkmq.store.index_file import index_hash_values
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = TAGS.encode()
@@ -37,8 +39,32 @@ class DispatchRequest:
     sizes: npt.NDArray[np.int64]
     tags_codes: npt.NDArray[np.int64]
     store_timestamps: npt.NDArray[np.int64]
-    index_keys: list[str]
-    index_key_rows: npt.NDArray[np.int64]  # which record each index key belongs to
+    index_hashes: npt.NDArray[np.int64]  # IndexFile key hashes of the records' keys
+    index_rows: npt.NDArray[np.int64]  # which record each key hash belongs to
+
+
+def _property_pattern(key: str) -> re.Pattern[bytes]:
+    # A literal "\x02KEY\x01" lets the regex engine jump between candidates quickly.
+    return re.compile(rb"\x02" + key.encode() + rb"\x01([^\x02]*)")
+
+
+_TAGS_RE = _property_pattern(TAGS)
+_KEYS_RE = _property_pattern(KEYS)
+_UNIQ_RE = _property_pattern(UNIQ_KEY)
+
+
+def property_column(properties: Sequence[bytes], pattern: re.Pattern[bytes], key: bytes) -> list[bytes | None]:
+    """The value of one property for every record (None where absent or empty).
+
+    One regex pass over the whole batch when every record has the property once (the
+    common case); otherwise record by record.
+    """
+    found = pattern.findall(b"\x02" + b"\x02".join(properties))
+    if len(found) == len(properties):
+        return [value or None for value in found]
+    if not found:
+        return [None] * len(properties)
+    return [find_property(raw, key) or None for raw in properties]
 
 
 class TagsCoder:
@@ -51,25 +77,16 @@ class TagsCoder:
     def codes(self, topic: str, properties: Sequence[bytes], store_timestamps: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         if topic == SCHEDULE_TOPIC:
             return np.array([store_timestamps[i] + self._delay_of(p) for i, p in enumerate(properties)], dtype=np.int64)
+        tags = property_column(properties, _TAGS_RE, _TAGS)
         cache = self._cache
-        out = np.zeros(len(properties), dtype=np.int64)
-        unknown: dict[bytes, list[int]] = {}
-        for i, raw in enumerate(properties):
-            tag = find_property(raw, _TAGS)
-            if tag:
-                code = cache.get(tag)
-                if code is None:
-                    unknown.setdefault(tag, []).append(i)
-                else:
-                    out[i] = code
-        if unknown:
-            tags = list(unknown)
-            hashes = java_string_hashes([t.decode("utf-8", errors="replace") for t in tags])
-            for tag, code in zip(tags, hashes.tolist()):
-                if len(cache) < 100_000:
-                    cache[tag] = code
-                out[unknown[tag]] = code
-        return out
+        missing = {t for t in tags if t is not None and t not in cache}
+        if missing:
+            ordered = list(missing)
+            hashes = java_string_hashes([t.decode("utf-8", errors="replace") for t in ordered])
+            if len(cache) > 100_000:
+                cache.clear()
+            cache.update(zip(ordered, hashes.tolist()))
+        return np.array([0 if t is None else cache[t] for t in tags], dtype=np.int64)
 
     def _delay_of(self, raw: bytes) -> int:
         level = find_property(raw, _DELAY)
@@ -80,23 +97,23 @@ class TagsCoder:
         return self._delay_millis[index] if self._delay_millis else 0
 
 
-def index_keys_of(topic: str, properties: Sequence[bytes]) -> tuple[list[str], npt.NDArray[np.int64]]:
-    """``topic#key`` for each record's UNIQ_KEY and KEYS tokens, with the record row of each."""
-    keys: list[str] = []
-    rows: list[int] = []
-    prefix = topic + "#"
-    for row, raw in enumerate(properties):
-        uniq = find_property(raw, _UNIQ)
-        if uniq:
-            keys.append(prefix + uniq.decode("utf-8", errors="replace"))
-            rows.append(row)
-        business = find_property(raw, _KEYS)
-        if business:
-            for token in business.decode("utf-8", errors="replace").split(" "):
+def index_hashes_of(topic: str, properties: Sequence[bytes]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """IndexFile key hashes of ``topic#UNIQ_KEY`` and ``topic#<each KEYS token>``, with their record rows."""
+    values: list[bytes] = []
+    rows: list[npt.NDArray[np.int64]] = []
+    for column in (property_column(properties, _UNIQ_RE, _UNIQ), property_column(properties, _KEYS_RE, _KEYS)):
+        if None not in column and b" " not in b"\x00".join(column):  # type: ignore[arg-type]
+            values.extend(column)  # type: ignore[arg-type]
+            rows.append(np.arange(len(column), dtype=np.int64))
+            continue
+        for i, value in enumerate(column):
+            for token in value.split(b" ") if value else ():
                 if token:
-                    keys.append(prefix + token)
-                    rows.append(row)
-    return keys, np.array(rows, dtype=np.int64)
+                    values.append(token)
+                    rows.append(np.array([i], dtype=np.int64))
+    if not values:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return index_hash_values(topic + "#", values), np.concatenate(rows)
 
 
 def request_for_put(
@@ -105,9 +122,9 @@ def request_for_put(
 ) -> DispatchRequest:
     """The dispatch request of a batch just appended (same topic and queue, consecutive offsets)."""
     timestamps = np.full(len(sizes), store_timestamp, dtype=np.int64)
-    keys, rows = index_keys_of(topic, properties)
+    hashes, rows = index_hashes_of(topic, properties)
     return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes,
-                           coder.codes(topic, properties, timestamps), timestamps, keys, rows)
+                           coder.codes(topic, properties, timestamps), timestamps, hashes, rows)
 
 
 def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:
@@ -141,9 +158,9 @@ def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchReque
     physical = np.fromiter((r.physical_offset for r in run), dtype=np.int64, count=len(run))
     sizes = np.fromiter((r.size for r in run), dtype=np.int64, count=len(run))
     timestamps = np.fromiter((r.store_timestamp for r in run), dtype=np.int64, count=len(run))
-    keys, rows = index_keys_of(first.topic, props)
+    hashes, rows = index_hashes_of(first.topic, props)
     return DispatchRequest(first.topic, first.queue_id, first.queue_offset, physical, sizes,
-                           coder.codes(first.topic, props, timestamps), timestamps, keys, rows)
+                           coder.codes(first.topic, props, timestamps), timestamps, hashes, rows)
 
 
 DispatchListener = Callable[[str, int, int], None]

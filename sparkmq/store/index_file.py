@@ -10,13 +10,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from sparkmq.errors import StoreError
-from sparkmq.message.hashing import java_string_hashes
+from sparkmq.message.hashing import java_prefixed_hashes, java_string_hashes
 
 HEADER_BYTES = 40
 SLOT_BYTES = 4
@@ -26,12 +27,21 @@ _HEADER = struct.Struct(">qqqqii")
 _INT_MAX = 2**31 - 1
 
 
+def _positive(hashes: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+    """``Math.abs(hashCode)``, 0 where it overflows (Integer.MIN_VALUE stays negative in Java)."""
+    positive = np.abs(hashes.astype(np.int64))
+    positive[positive > _INT_MAX] = 0
+    return positive
+
+
 def index_key_hashes(keys: list[str]) -> npt.NDArray[np.int64]:
-    """``abs(key.hashCode())``, 0 where Math.abs overflows (Integer.MIN_VALUE)."""
-    hashes = java_string_hashes(keys).astype(np.int64)
-    hashes = np.abs(hashes)
-    hashes[hashes > _INT_MAX] = 0
-    return hashes
+    """IndexFile hashes of whole keys (``topic#key``)."""
+    return _positive(java_string_hashes(keys))
+
+
+def index_hash_values(prefix: str, values: Sequence[bytes]) -> npt.NDArray[np.int64]:
+    """IndexFile hashes of ``prefix + value`` for UTF-8 ``values``, without building strings."""
+    return _positive(java_prefixed_hashes(prefix, values))
 
 
 class IndexFile:

@@ -56,24 +56,19 @@ class IndexService:
             self.files.append(IndexFile(path, self.slots, self.entries, begin_ts, begin_phy))
         return self.files[-1]
 
-    def put(self, keys: list[str], phy_offsets: npt.NDArray[np.int64], store_timestamps: npt.NDArray[np.int64]) -> int | None:
-        """Index ``keys`` (already ``topic#key``); skip what the newest file already covers.
+    def put(self, hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64], store_timestamps: npt.NDArray[np.int64]) -> int | None:
+        """Index key ``hashes`` (see ``index_file``); skip what the newest file already covers.
 
         Returns the endTimestamp of a file that filled up (for the checkpoint), else None.
         """
-        if not keys:
-            return None
         fresh = phy_offsets >= self.end_phy_offset
         if not fresh.all():
-            keep = np.flatnonzero(fresh)
-            keys = [keys[i] for i in keep.tolist()]
-            phy_offsets, store_timestamps = phy_offsets[keep], store_timestamps[keep]
-        hashes = index_key_hashes(keys)
+            hashes, phy_offsets, store_timestamps = hashes[fresh], phy_offsets[fresh], store_timestamps[fresh]
         finished = None
         first = 0
-        while first < len(keys):
+        while first < len(hashes):
             index = self._writable()
-            take = min(index.free_entries, len(keys) - first)
+            take = min(index.free_entries, len(hashes) - first)
             index.put(hashes[first : first + take], phy_offsets[first : first + take], store_timestamps[first : first + take])
             first += take
             if index.is_full:

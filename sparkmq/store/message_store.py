@@ -236,9 +236,9 @@ class MessageStore:
                                      self.config.consume_queue_units_per_file)
                 self._queues[key] = queue
             queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
-            if request.index_keys:
-                rows = request.index_key_rows
-                finished = self.index.put(request.index_keys, request.physical_offsets[rows], request.store_timestamps[rows])
+            if len(request.index_hashes):
+                rows = request.index_rows
+                finished = self.index.put(request.index_hashes, request.physical_offsets[rows], request.store_timestamps[rows])
                 if finished is not None and self.checkpoint is not None:
                     self.checkpoint.index_msg_timestamp = finished
             self._last_dispatched_timestamp = int(request.store_timestamps[-1])
