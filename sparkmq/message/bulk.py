@@ -74,6 +74,9 @@ def decode_columns(buf: bytes | bytearray | memoryview, starts: npt.NDArray[np.i
         bad = int(starts[np.argmax(props_len_at + 2 > starts + totals)])
         raise CorruptRecordError(f"record at {bad}: topic length runs past the record")
     props_lengths = (raw[props_len_at].astype(np.int64) << 8) | raw[props_len_at + 1]
+    if (props_lengths > 0x7FFF).any() or (heads["sys_flag"] & (L.BORNHOST_V6_FLAG | L.STOREHOST_V6_FLAG)).any():
+        bad = int(starts[np.argmax((props_lengths > 0x7FFF) | ((heads["sys_flag"] & 0x30) != 0))])
+        raise CorruptRecordError(f"record at {bad}: negative properties length or IPv6 host flags")
     if (L.RECORD_FIXED_BYTES + body_lengths + topic_lengths + props_lengths != totals).any():
         bad = int(starts[np.argmax(L.RECORD_FIXED_BYTES + body_lengths + topic_lengths + props_lengths != totals)])
         raise CorruptRecordError(f"record at {bad}: TOTALSIZE does not match its field lengths")

@@ -25,8 +25,8 @@ HEAD_DTYPE = np.dtype(
     [
         ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
         ("flag", ">i4"), ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"),
-        ("born_timestamp", ">i8"), ("born_ip", "S4"), ("born_port", ">i4"),
-        ("store_timestamp", ">i8"), ("store_ip", "S4"), ("store_port", ">i4"),
+        ("born_timestamp", ">i8"), ("born_ip", "u1", (4,)), ("born_port", ">i4"),
+        ("store_timestamp", ">i8"), ("store_ip", "u1", (4,)), ("store_port", ">i4"),
         ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_length", ">i4"),
     ]
 )
@@ -138,12 +138,12 @@ def encode_records(
     heads["flag"] = 0 if batch.flags is None else batch.flags[first:stop]
     heads["queue_offset"] = np.arange(queue_offset, queue_offset + count, dtype=np.int64)
     heads["physical_offset"] = physical_offset + np.concatenate(([0], np.cumsum(sizes)[:-1])) if count else 0
-    heads["sys_flag"] = batch.sys_flag
+    heads["sys_flag"] = batch.sys_flag & ~(L.BORNHOST_V6_FLAG | L.STOREHOST_V6_FLAG)  # hosts are always IPv4
     heads["born_timestamp"] = batch.born_timestamp
-    heads["born_ip"] = batch.born_host.ip
+    heads["born_ip"] = np.frombuffer(batch.born_host.ip, dtype=np.uint8)
     heads["born_port"] = batch.born_host.port
     heads["store_timestamp"] = store_timestamp
-    heads["store_ip"] = store_host.ip
+    heads["store_ip"] = np.frombuffer(store_host.ip, dtype=np.uint8)
     heads["store_port"] = store_host.port
     heads["reconsume_times"] = batch.reconsume_times
     heads["prepared_transaction_offset"] = batch.prepared_transaction_offset

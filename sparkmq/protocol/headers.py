@@ -1,0 +1,354 @@
+"""Typed custom headers of the client <-> broker commands (Java 4.9.7 ``protocol/header``).
+
+Field types follow the Java classes: ``Int32`` = ``Integer``, ``Int64`` = ``Long``; fields
+without a default are ``@CFNotNull``. Response headers are what the C++ client parses, so they
+must go out through :meth:`~sparkmq.protocol.schema.CommandHeader.to_fields` (strings only:
+C++ 1.2.3 reads a JSON number as 0).
+
+Example::
+
+    >>> ext = {"consumerGroup": "CID", "topic": "T", "queueId": 0, "commitOffset": -1}
+    >>> from sparkmq.protocol.scalars import ext_value
+    >>> UpdateConsumerOffsetRequestHeader.from_fields({k: ext_value(k, v) for k, v in ext.items()})
+    UpdateConsumerOffsetRequestHeader(consumer_group='CID', topic='T', queue_id=0, commit_offset=-1)
+    >>> PullMessageResponseHeader(0, 5, 0, 9).to_fields()
+    {'suggestWhichBrokerId': '0', 'nextBeginOffset': '5', 'minOffset': '0', 'maxOffset': '9'}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .codes import RequestCode
+from .schema import CommandHeader, Int32, Int64, wire_key
+
+# --- send ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageRequestHeader(CommandHeader):
+    """SEND_MESSAGE (10) with long names; C++ 1.2.3 sends it for single and batch sends.
+
+    ``batch`` arrives as ``"1"``/``"0"`` from C++ and is true for ``"1"`` or ``"true"``.
+    """
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int32
+    queue_id: Int32
+    sys_flag: Int32
+    born_timestamp: Int64
+    flag: Int32
+    properties: str | None = None
+    reconsume_times: Int32 | None = None
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: Int32 | None = None
+    bname: str | None = None  # RpcRequestHeader.bname (4.9.5+), broker name
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageRequestHeaderV2(CommandHeader):
+    """SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320): the same fields under keys ``a``..``n``."""
+
+    producer_group: str = wire_key("a")
+    topic: str = wire_key("b")
+    default_topic: str = wire_key("c")
+    default_topic_queue_nums: Int32 = wire_key("d")
+    queue_id: Int32 = wire_key("e")
+    sys_flag: Int32 = wire_key("f")
+    born_timestamp: Int64 = wire_key("g")
+    flag: Int32 = wire_key("h")
+    properties: str | None = wire_key("i", None)
+    reconsume_times: Int32 | None = wire_key("j", None)
+    unit_mode: bool = wire_key("k", False)
+    max_reconsume_times: Int32 | None = wire_key("l", None)
+    batch: bool = wire_key("m", False)
+    bname: str | None = wire_key("n", None)
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        """``createSendMessageRequestHeaderV1``: the same values with the long names."""
+        return SendMessageRequestHeader(**_values(self))
+
+    @classmethod
+    def from_v1(cls, v1: SendMessageRequestHeader) -> SendMessageRequestHeaderV2:
+        """``createSendMessageRequestHeaderV2``."""
+        return cls(**_values(v1))
+
+
+def _values(header: object) -> dict[str, Any]:
+    return {f.name: getattr(header, f.name) for f in dataclasses.fields(header)}  # type: ignore[arg-type]
+
+
+def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
+    """Decode the header of any send code into the V1 form, as Java's ``parseRequestHeader``.
+
+    >>> parse_send_request_header(310, {"a": "P", "b": "T", "c": "TBW102", "d": "4", "e": "3",
+    ...                                 "f": "0", "g": "1", "h": "0", "k": "false"}).queue_id
+    3
+    """
+    if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        return SendMessageRequestHeaderV2.from_fields(ext_fields).to_v1()
+    return SendMessageRequestHeader.from_fields(ext_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageResponseHeader(CommandHeader):
+    """Answer to a send; C++ 1.2.3 crashes if it is missing and reads only string values.
+
+    ``MSG_REGION`` / ``TRACE_ON`` are not in Java's class but the Java broker adds them.
+    """
+
+    msg_id: str
+    queue_id: Int32
+    queue_offset: Int64
+    transaction_id: str | None = None
+    msg_region: str | None = wire_key("MSG_REGION", None)
+    trace_on: bool | None = wire_key("TRACE_ON", None)
+
+
+# --- pull and offsets ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PullMessageRequestHeader(CommandHeader):
+    """PULL_MESSAGE (11); ``sys_flag`` holds :class:`~sparkmq.protocol.codes.PullSysFlag` bits."""
+
+    consumer_group: str
+    topic: str
+    queue_id: Int32
+    queue_offset: Int64
+    max_msg_nums: Int32
+    sys_flag: Int32
+    commit_offset: Int64
+    suspend_timeout_millis: Int64
+    sub_version: Int64
+    subscription: str | None = None
+    expression_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PullMessageResponseHeader(CommandHeader):
+    """All four fields are required by both clients, as strings."""
+
+    suggest_which_broker_id: Int64
+    next_begin_offset: Int64
+    min_offset: Int64
+    max_offset: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    """QUERY_CONSUMER_OFFSET (14)."""
+
+    consumer_group: str
+    topic: str
+    queue_id: Int32
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    """UPDATE_CONSUMER_OFFSET (15); ali-ons sends ``commitOffset`` -1 for unconsumed queues."""
+
+    consumer_group: str
+    topic: str
+    queue_id: Int32
+    commit_offset: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class TopicQueueRequestHeader(CommandHeader):
+    """GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32): topic + queue."""
+
+    topic: str
+    queue_id: Int32
+
+
+GetMaxOffsetRequestHeader = TopicQueueRequestHeader
+GetMinOffsetRequestHeader = TopicQueueRequestHeader
+GetEarliestMsgStoretimeRequestHeader = TopicQueueRequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetResponseHeader(CommandHeader):
+    """``offset``: answer to 14, 29, 30 and 31."""
+
+    offset: Int64
+
+
+QueryConsumerOffsetResponseHeader = OffsetResponseHeader
+GetMaxOffsetResponseHeader = OffsetResponseHeader
+GetMinOffsetResponseHeader = OffsetResponseHeader
+SearchOffsetResponseHeader = OffsetResponseHeader
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOffsetRequestHeader(CommandHeader):
+    """SEARCH_OFFSET_BY_TIMESTAMP (29): ``timestamp`` in ms."""
+
+    topic: str
+    queue_id: Int32
+    timestamp: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
+    """Store time of the message at the queue's min offset."""
+
+    timestamp: Int64
+
+
+# --- message lookup --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ViewMessageRequestHeader(CommandHeader):
+    """VIEW_MESSAGE_BY_ID (33): the CommitLog physical offset taken from an offset msgId."""
+
+    offset: Int64
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageRequestHeader(CommandHeader):
+    """QUERY_MESSAGE (12); an extra ``_UNIQUE_KEY_QUERY`` of "true" means look up by UNIQ_KEY."""
+
+    topic: str
+    key: str
+    max_num: Int32
+    begin_timestamp: Int64
+    end_timestamp: Int64
+    unique_key_query: bool | None = wire_key("_UNIQUE_KEY_QUERY", None)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageResponseHeader(CommandHeader):
+    """Answer to QUERY_MESSAGE (the body holds the raw messages)."""
+
+    index_last_update_timestamp: Int64
+    index_last_update_phyoffset: Int64
+
+
+# --- consumer and client management ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRequestHeader(CommandHeader):
+    """GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY_CONSUMER_IDS_CHANGED (40), 203: ``consumerGroup``."""
+
+    consumer_group: str
+
+
+GetConsumerListByGroupRequestHeader = ConsumerGroupRequestHeader
+NotifyConsumerIdsChangedRequestHeader = ConsumerGroupRequestHeader
+GetConsumerConnectionListRequestHeader = ConsumerGroupRequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterClientRequestHeader(CommandHeader):
+    """UNREGISTER_CLIENT (35); C++ sends ``""`` for the group it is not unregistering."""
+
+    client_id: str = wire_key("clientID")
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    """CONSUMER_SEND_MSG_BACK (36); C++ 1.2.3 sends only offset, group and delayLevel."""
+
+    offset: Int64
+    group: str
+    delay_level: Int32
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: Int32 | None = None
+
+
+# --- transactions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionRequestHeader(CommandHeader):
+    """END_TRANSACTION (37): ``commitOrRollback`` 0 / 8 (commit) / 12 (rollback)."""
+
+    producer_group: str
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    commit_or_rollback: Int32
+    msg_id: str
+    from_transaction_check: bool | None = None
+    transaction_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTransactionStateRequestHeader(CommandHeader):
+    """CHECK_TRANSACTION_STATE (39), broker -> producer."""
+
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+# --- broker -> client ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumerRunningInfoRequestHeader(CommandHeader):
+    """GET_CONSUMER_RUNNING_INFO (307), broker -> consumer."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetRequestHeader(CommandHeader):
+    """RESET_CONSUMER_CLIENT_OFFSET (220); C++ ``atoi``s ``isForce``, so "true" reads as false."""
+
+    topic: str
+    group: str
+    timestamp: Int64
+    is_force: bool
+
+
+__all__ = [
+    "CheckTransactionStateRequestHeader",
+    "ConsumerGroupRequestHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "EndTransactionRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
+    "GetEarliestMsgStoretimeRequestHeader",
+    "GetEarliestMsgStoretimeResponseHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "OffsetResponseHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "ResetOffsetRequestHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
+    "SendMessageRequestHeader",
+    "SendMessageRequestHeaderV2",
+    "SendMessageResponseHeader",
+    "TopicQueueRequestHeader",
+    "UnregisterClientRequestHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "ViewMessageRequestHeader",
+    "parse_send_request_header",
+]

@@ -1,0 +1,94 @@
+"""Java ``String.hashCode``: hand-computed values and the vectorised path against the plain one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkmq.message import java_string_hash, java_string_hashes
+
+
+def _by_definition(text: str) -> int:
+    """s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as a signed 32-bit int."""
+    units = []
+    for ch in text:
+        cp = ord(ch)
+        if cp >= 0x10000:  # a surrogate pair
+            cp -= 0x10000
+            units += [0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF)]
+        else:
+            units.append(cp)
+    n = len(units)
+    total = sum(u * 31 ** (n - 1 - i) for i, u in enumerate(units)) % 2**32
+    return total - 2**32 if total >= 2**31 else total
+
+
+KNOWN = [
+    ("", 0),
+    ("a", 97),
+    ("ab", 97 * 31 + 98),
+    ("Aa", 2112),
+    ("BB", 2112),  # the classic collision
+    ("TagA", 84 * 31**3 + 97 * 31**2 + 103 * 31 + 65),  # 2598919
+    ("hello", 99162322),
+    ("polygenelubricants", -(2**31)),  # famous: hashes to Integer.MIN_VALUE
+    ("\U0001F600", 0xD83D * 31 + 0xDE00),  # 😀 = surrogates D83D DE00 -> 1772899, not 0x1F600
+    ("a\U0001F600b", (97 * 31**3 + 0xD83D * 31**2 + 0xDE00 * 31 + 98) % 2**32),
+    ("\uffff" * 3, 0xFFFF * (31**2 + 31 + 1)),  # 65076255: code units are unsigned 16-bit
+    ("TopicTest", -1902610879),  # overflows to a negative int
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), KNOWN, ids=[repr(t) for t, _ in KNOWN])
+def test_known_values(text: str, expected: int) -> None:
+    assert _by_definition(text) == expected
+    assert java_string_hash(text) == expected
+    assert java_string_hashes([text]).tolist() == [expected]
+
+
+def test_known_literals() -> None:
+    assert java_string_hash("TagA") == 2598919
+    assert java_string_hash("\U0001F600") == 1772899
+    assert java_string_hash("TopicTest") == -1902610879
+    assert java_string_hash("x" * 40) == 847293440
+
+
+def test_hashes_dtype_and_empty() -> None:
+    out = java_string_hashes(["", "a", "", "TagA", ""])
+    assert out.dtype == np.int32
+    assert out.tolist() == [0, 97, 0, 2598919, 0]
+    assert java_string_hashes([]).tolist() == []
+    assert java_string_hashes(["", ""]).tolist() == [0, 0]
+
+
+def test_long_strings_grow_the_power_table() -> None:
+    texts = ["q" * 5000, "\U0001F600" * 3000, "z"]
+    assert java_string_hashes(texts).tolist() == [_by_definition(t) for t in texts]
+
+
+any_text = st.text(st.one_of(st.characters(exclude_categories=("Cs",)), st.characters(min_codepoint=0x10000)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.just(""), any_text), max_size=30))
+def test_vectorised_equals_plain(texts: list[str]) -> None:
+    expected = [java_string_hash(s) for s in texts]
+    assert java_string_hashes(texts).tolist() == expected
+    assert expected == [_by_definition(s) for s in texts]
+
+
+prefix_values = st.lists(st.one_of(st.binary(max_size=30).map(lambda b: bytes(c & 0x7F for c in b)),
+                                   st.text(max_size=10).map(str.encode)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.just(""), any_text), prefix_values)
+def test_prefixed_hashes_equal_hash_of_concatenation(prefix: str, values: list[bytes]) -> None:
+    from sparkmq.message import hashing
+
+    prefixed = getattr(hashing, "java_prefixed_hashes", None)
+    if prefixed is None:
+        pytest.skip("java_prefixed_hashes is not in this tree")
+    assert prefixed(prefix, values).tolist() == [java_string_hash(prefix + v.decode()) for v in values]
