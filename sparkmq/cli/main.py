@@ -1,5 +1,8 @@
 """Entry point of the ``sparkmq`` command (console script and ``python -m sparkmq``).
 
+Each subcommand lives in its own module with ``register(subcommands)``, which adds its
+parser and sets ``run`` (``args -> exit code``) as the parser default.
+
 Example::
 
     $ sparkmq version
@@ -9,39 +12,35 @@ Example::
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
 import sparkmq
+from sparkmq.cli import broker_command, dev_command, namesrv_command
+
+SUBCOMMAND_MODULES = (namesrv_command, broker_command, dev_command)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with one sub-parser per subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="sparkmq",
-        description="RocketMQ's design rebuilt in Python, native to Spark.",
-    )
-    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    subcommands.add_parser("version", help="print the sparkmq version and exit")
-    return parser
-
-
-def run_version() -> int:
+def run_version(args: argparse.Namespace) -> int:
     """Print the installed sparkmq version on stdout."""
     sys.stdout.write(f"{sparkmq.__version__}\n")
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with one sub-parser per subcommand."""
+    parser = argparse.ArgumentParser(prog="sparkmq", description="RocketMQ's design rebuilt in Python, native to Spark.")
+    parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING, ...)")
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subcommands.add_parser("version", help="print the sparkmq version and exit").set_defaults(run=run_version)
+    for module in SUBCOMMAND_MODULES:
+        module.register(subcommands)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (``sys.argv[1:]`` when ``None``), run the subcommand, return its exit code.
-
-    Example::
-
-        >>> main(["version"])  # doctest: +SKIP
-        0.1.0
-        0
-    """
+    """Parse ``argv`` (``sys.argv[1:]`` when ``None``), run the subcommand, return its exit code."""
     args = build_parser().parse_args(argv)
-    if args.command == "version":
-        return run_version()
-    raise AssertionError(f"subcommand {args.command!r} has no handler")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.run(args))

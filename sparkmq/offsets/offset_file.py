@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-import warnings
-from pathlib import Path
 
+from sparkmq.config_file import ConfigFile, ConfigFileRecoveredWarning
 from sparkmq.errors import OffsetStoreError
 from sparkmq.offsets.table import TOPIC_GROUP_SEPARATOR, ConsumerOffsetTable, OffsetSnapshot
 
@@ -28,7 +26,7 @@ _STRING_OR_BARE_INTEGER_KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?[0-9]
 _DECIMAL_INTEGER = re.compile(r"-?[0-9]+")
 
 
-class OffsetFileRecoveredWarning(UserWarning):
+class OffsetFileRecoveredWarning(ConfigFileRecoveredWarning):
     """consumerOffset.json was unusable and the offsets were loaded from its ``.bak`` copy."""
 
 
@@ -115,7 +113,7 @@ def encode_offset_table(snapshot: OffsetSnapshot) -> str:
 
 
 class OffsetFile:
-    """consumerOffset.json at ``path``, with its ``.bak`` and ``.tmp`` siblings.
+    """consumerOffset.json at ``path``, with its ``.bak`` and ``.tmp`` siblings (see ConfigFile).
 
     A missing file (and no ``.bak``) loads as an empty table. A crash during :meth:`persist`
     leaves either the old or the new file in place, never a mix; a stray ``.tmp`` is ignored.
@@ -134,12 +132,12 @@ class OffsetFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Point at ``path``; nothing is read or created until :meth:`load` or :meth:`persist`."""
-        self.path = Path(path)
-        self.backup_path = self.path.with_name(self.path.name + ".bak")
-        self.tmp_path = self.path.with_name(self.path.name + ".tmp")
-        self._backup_tmp_path = self.path.with_name(self.path.name + ".bak.tmp")
-        # Serialises persists: two at once would interleave writes to the same .tmp file.
-        self._lock = threading.Lock()
+        self._file: ConfigFile[ConsumerOffsetTable] = ConfigFile(
+            path, _table_from_text, _text_of_table, OffsetStoreError, OffsetFileRecoveredWarning
+        )
+        self.path = self._file.path
+        self.backup_path = self._file.backup_path
+        self.tmp_path = self._file.tmp_path
 
     def load(self) -> ConsumerOffsetTable:
         """Read the offsets, falling back to ``.bak`` when the file is missing or unusable.
@@ -147,96 +145,20 @@ class OffsetFile:
         Warns :class:`OffsetFileRecoveredWarning` after a fallback; raises
         :class:`OffsetStoreError` naming both files when neither is usable.
         """
-        with self._lock:
-            main_missing = False
-            try:
-                return _table_from_bytes(self.path, _read_bytes(self.path))
-            except FileNotFoundError:
-                main_missing = True
-                main_problem = f"{self.path} is missing"
-            except OffsetStoreError as exc:
-                main_problem = exc.remark
-            try:
-                table = _table_from_bytes(self.backup_path, _read_bytes(self.backup_path))
-            except FileNotFoundError as exc:
-                if main_missing:
-                    return ConsumerOffsetTable()
-                raise OffsetStoreError(f"{main_problem}; and there is no backup {self.backup_path}") from exc
-            except OffsetStoreError as exc:
-                raise OffsetStoreError(
-                    f"{main_problem}; and the backup is unusable too: {exc.remark}"
-                ) from exc
-        warnings.warn(
-            OffsetFileRecoveredWarning(f"{main_problem}; loaded consumer offsets from {self.backup_path}"),
-            stacklevel=2,
-        )
-        return table
+        table = self._file.load()
+        return ConsumerOffsetTable() if table is None else table
 
     def persist(self, table: ConsumerOffsetTable) -> None:
-        """Write ``table`` durably: ``.tmp`` + fsync, back up the current file, rename, fsync dir.
-
-        Raises :class:`OffsetStoreError` when the disk refuses; the previous file is then intact.
-        """
-        text = encode_offset_table(table.snapshot())
-        with self._lock:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                _write_synced(self.tmp_path, text.encode("utf-8"))
-                self._back_up_current_file()
-                os.replace(self.tmp_path, self.path)
-                _sync_directory(self.path.parent)
-            except OSError as exc:
-                raise OffsetStoreError(f"cannot persist consumer offsets to {self.path}: {exc}") from exc
-
-    def _back_up_current_file(self) -> None:
-        try:
-            current = self.path.read_bytes()
-        except FileNotFoundError:
-            return
-        try:
-            _table_from_bytes(self.path, current)
-        except OffsetStoreError:
-            # The file about to be replaced is itself broken: keep the older, usable .bak.
-            return
-        _write_synced(self._backup_tmp_path, current)
-        os.replace(self._backup_tmp_path, self.backup_path)
+        """Write ``table`` durably; raises :class:`OffsetStoreError` when the disk refuses."""
+        self._file.persist(table)
 
     def __repr__(self) -> str:
         return f"OffsetFile({str(self.path)!r})"
 
 
-def _read_bytes(path: Path) -> bytes:
-    """Return the file's bytes; FileNotFoundError passes through, other OSErrors are translated."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise OffsetStoreError(f"cannot read {path}: {exc}") from exc
+def _table_from_text(text: str) -> ConsumerOffsetTable:
+    return ConsumerOffsetTable(decode_offset_table(text))
 
 
-def _table_from_bytes(path: Path, raw: bytes) -> ConsumerOffsetTable:
-    try:
-        return ConsumerOffsetTable(decode_offset_table(raw.decode("utf-8")))
-    except UnicodeDecodeError as exc:
-        raise OffsetStoreError(f"{path} is not UTF-8 text: {exc}") from exc
-    except OffsetStoreError as exc:
-        raise OffsetStoreError(f"{path} is unusable: {exc.remark}") from exc
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as stream:
-        stream.write(data)
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make a rename inside ``directory`` durable (POSIX only; Windows cannot open a directory)."""
-    if os.name != "posix":
-        return
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+def _text_of_table(table: ConsumerOffsetTable) -> str:
+    return encode_offset_table(table.snapshot())

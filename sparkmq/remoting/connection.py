@@ -103,6 +103,11 @@ class RemotingConnection(asyncio.Protocol):
 
     # -- sending ---------------------------------------------------------------------------
     @property
+    def in_flight(self) -> int:
+        """Requests from the peer still being served."""
+        return len(self._tasks)
+
+    @property
     def is_open(self) -> bool:
         return self._transport is not None and not self._transport.is_closing()
 

@@ -58,13 +58,19 @@ class RemotingServer:
         self._connections.add(connection)
         return connection
 
-    async def start(self) -> int:
-        """Listen; return the bound port."""
+    async def start(self, serve: bool = True) -> int:
+        """Bind (and with ``serve`` accept connections); return the bound port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
+        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True,
+                                                start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("remoting server listening on %s:%d", self.host, self.port)
+        logger.info("remoting server bound to %s:%d", self.host, self.port)
         return self.port
+
+    async def start_serving(self) -> None:
+        """Accept connections on a server bound with ``start(serve=False)``."""
+        assert self._server is not None
+        await self._server.start_serving()
 
     def stop_accepting(self) -> None:
         if self._server is not None:

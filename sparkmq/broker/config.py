@@ -1,0 +1,170 @@
+"""BrokerConfig: RocketMQ's broker.conf keys, parsed once at the edge into a frozen dataclass.
+
+``broker.conf`` is a Java properties file (``key=value``, ``#`` comments). Keys sparkmq does
+not know are reported (RocketMQ ignores them silently; a typo would go unseen); a known key
+with a bad value raises :class:`ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkmq.errors import ConfigError
+from sparkmq.message.msgid import ipv4_bytes
+from sparkmq.message.record import Host
+from sparkmq.store.config import FlushDiskType, StoreConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """A broker's settings; field comments name the broker.conf key.
+
+    >>> BrokerConfig.from_properties({"brokerName": "b1", "listenPort": "0"}).broker_name
+    'b1'
+    """
+
+    broker_cluster_name: str = "DefaultCluster"  # brokerClusterName
+    broker_name: str = "broker-a"  # brokerName
+    broker_id: int = 0  # brokerId
+    broker_ip: str = "127.0.0.1"  # brokerIP1
+    namesrv_addr: str = ""  # namesrvAddr, "host:port;host:port"
+    listen_host: str = ""  # the interface to bind, "" = brokerIP1 (not a RocketMQ key)
+    listen_port: int = 10911  # listenPort
+    store_path_root_dir: Path = Path("store")  # storePathRootDir
+    store_path_commit_log: Path | None = None  # storePathCommitLog
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024  # mapedFileSizeCommitLog
+    mapped_file_size_consume_queue: int = 300_000 * 20  # mapedFileSizeConsumeQueue
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH  # flushDiskType
+    broker_role: str = "ASYNC_MASTER"  # brokerRole
+    delete_when: str = "04"  # deleteWhen
+    file_reserved_time: float = 72  # fileReservedTime (hours)
+    disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio (percent)
+    auto_create_topic_enable: bool = True  # autoCreateTopicEnable
+    auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
+    default_topic_queue_nums: int = 8  # defaultTopicQueueNums
+    max_message_size: int = 4 * 1024 * 1024  # maxMessageSize
+    long_polling_enable: bool = True  # longPollingEnable
+    short_polling_time_mills: int = 1000  # shortPollingTimeMills
+    register_name_server_period: int = 30_000  # registerNameServerPeriod (ms)
+    flush_consumer_offset_interval: int = 5000  # flushConsumerOffsetInterval (ms)
+    sync_flush_timeout: int = 5000  # syncFlushTimeout (ms)
+    client_channel_expired_ms: int = 120_000  # a client silent this long is dropped
+    # sparkmq moves data in bulk: Java caps a pull at 32 messages / 256 KiB; clients ask for less anyway.
+    max_transfer_count_on_message_in_memory: int = 4096  # maxTransferCountOnMessageInMemory
+    max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+    notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
+    region_id: str = "DefaultRegion"  # regionId
+    trace_on: bool = True  # traceOn
+
+    @property
+    def address(self) -> str:
+        """``brokerIP1:listenPort``: what the NameServer hands to clients."""
+        return f"{self.broker_ip}:{self.listen_port}"
+
+    def namesrv_addresses(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def store_config(self) -> StoreConfig:
+        """The store's settings derived from this broker's."""
+        return StoreConfig(
+            root_dir=self.store_path_root_dir,
+            commitlog_dir_override=self.store_path_commit_log,
+            commitlog_file_bytes=self.mapped_file_size_commit_log,
+            consume_queue_units_per_file=max(self.mapped_file_size_consume_queue // 20, 1),
+            max_message_bytes=self.max_message_size,
+            flush_disk_type=self.flush_disk_type,
+            sync_flush_timeout_ms=self.sync_flush_timeout,
+            file_reserved_time_hours=self.file_reserved_time,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio / 100,
+            message_delay_level=self.message_delay_level,
+            store_host=Host(ipv4_bytes(self.broker_ip), self.listen_port),
+        )
+
+    def with_port(self, port: int) -> BrokerConfig:
+        return dataclasses.replace(self, listen_port=port)
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, str], **overrides: Any) -> BrokerConfig:
+        """Build from broker.conf ``properties`` (RocketMQ key names), then apply ``overrides``."""
+        values: dict[str, Any] = {}
+        for key, raw in properties.items():
+            name = _FIELD_OF_KEY.get(key)
+            if name is None:
+                logger.warning("broker.conf key %r is not one sparkmq knows; ignored", key)
+                continue
+            values[name] = _convert(key, name, raw.strip())
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        config = cls(**values)
+        if not 0 <= config.listen_port <= 65535:
+            raise ConfigError(f"listenPort {config.listen_port} is not a TCP port")
+        if config.default_topic_queue_nums <= 0:
+            raise ConfigError(f"defaultTopicQueueNums {config.default_topic_queue_nums} must be positive")
+        return config
+
+
+def _java_key(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+_FIELD_OF_KEY: dict[str, str] = {_java_key(f.name): f.name for f in dataclasses.fields(BrokerConfig)}
+_FIELD_OF_KEY.update({
+    "brokerIP1": "broker_ip", "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
+    "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue", "listenHost": "listen_host",
+})
+_TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
+
+
+def _convert(key: str, name: str, raw: str) -> Any:
+    kind = _TYPES[name]
+    try:
+        if kind == "bool":
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(raw)
+            return raw.lower() == "true"
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "FlushDiskType":
+            return FlushDiskType(raw)
+        if kind in ("Path", "Path | None"):
+            return Path(raw)
+        return raw
+    except ValueError as exc:
+        raise ConfigError(f"broker.conf {key}={raw!r} is not a valid {kind}") from exc
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text (``key=value`` or ``key: value``; ``#``/``!`` comments).
+
+    >>> parse_properties("# c\\nbrokerName = b1\\nlistenPort:10911\\n")
+    {'brokerName': 'b1', 'listenPort': '10911'}
+    """
+    result: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        cut = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            raise ConfigError(f"broker.conf line {number} is not key=value: {line!r}")
+        result[stripped[:cut].strip()] = stripped[cut + 1 :].strip()
+    return result
+
+
+def local_ip() -> str:
+    """The first non-loopback IPv4 address of this host, or 127.0.0.1."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

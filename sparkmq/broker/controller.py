@@ -1,0 +1,167 @@
+"""BrokerController: the composition root of a broker (store, tables, processors, services).
+
+>>> # async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
+>>> #     print(broker.config.address)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+
+from sparkmq.broker.clients import ClientManager
+from sparkmq.broker.config import BrokerConfig
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.locks import RebalanceLockManager
+from sparkmq.broker.long_polling import PullHoldService
+from sparkmq.broker.processors.admin import AdminProcessors
+from sparkmq.broker.processors.consumer import ConsumerProcessors
+from sparkmq.broker.processors.pull import PullProcessor
+from sparkmq.broker.processors.send import SendProcessor
+from sparkmq.broker.processors.send_back import SendBackProcessor
+from sparkmq.broker.registration import NamesrvRegistration
+from sparkmq.broker.schedule import ScheduleMessageService
+from sparkmq.broker.subscriptions import SubscriptionGroupManager
+from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.offsets import OffsetFile
+from sparkmq.protocol import RequestCode
+from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
+from sparkmq.store import MessageStore
+
+logger = logging.getLogger(__name__)
+CLIENT_SCAN_INTERVAL_S = 10.0
+SCHEDULE_INTERVAL_S = 0.1  # DELAY_FOR_A_WHILE
+IN_FLIGHT_GRACE_S = 2.0
+
+
+class BrokerController:
+    """Builds and runs one broker; ``start()`` recovers the store, then serves."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port)
+        self.namesrv_client = RemotingClient()
+        self.store: MessageStore | None = None
+        self.context: BrokerContext | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._registration: NamesrvRegistration | None = None
+        self._offset_file: OffsetFile | None = None
+        self._schedule: ScheduleMessageService | None = None
+
+    async def start(self) -> None:
+        port = await self.server.start(serve=False)
+        self.config = cfg = dataclasses.replace(self.config, listen_port=port)
+        config_dir = cfg.store_path_root_dir / "config"
+        self.store = store = MessageStore(cfg.store_config())
+        await asyncio.to_thread(store.start)
+        self._offset_file = OffsetFile(config_dir / "consumerOffset.json")
+        topics = TopicConfigManager(config_dir / "topics.json", cluster_name=cfg.broker_cluster_name,
+                                    broker_name=cfg.broker_name, auto_create=cfg.auto_create_topic_enable,
+                                    default_queue_nums=cfg.default_topic_queue_nums)
+        topics.load()
+        topics.persist()
+        groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group)
+        groups.load()
+        holds = PullHoldService(asyncio.get_running_loop())
+        store.add_dispatch_listener(holds.notify)
+        self.context = ctx = BrokerContext(cfg, store, self._offset_file.load(), topics, groups,
+                                           ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager())
+        self._register_processors(ctx)
+        self.server.on_connection_closed(self._connection_closed)
+        self._schedule = ScheduleMessageService(store, config_dir / "delayOffset.json", len(cfg.message_delay_level.split()))
+        self._schedule.load()
+        self._registration = NamesrvRegistration(cfg, topics, self.namesrv_client)
+        topics.on_change = self._registration.request_now
+        self._every(cfg.flush_consumer_offset_interval / 1000, self._persist_offsets, "persist-offsets")
+        self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
+        self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
+        await self.server.start_serving()
+        self._registration.start()
+        logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)
+
+    def _register_processors(self, ctx: BrokerContext) -> None:
+        send, pull, send_back = SendProcessor(ctx), PullProcessor(ctx), SendBackProcessor(ctx)
+        consumer, admin = ConsumerProcessors(ctx), AdminProcessors(ctx)
+        table: dict[RequestCode, Callable[..., Awaitable[object]]] = {
+            RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send, RequestCode.SEND_BATCH_MESSAGE: send,
+            RequestCode.PULL_MESSAGE: pull, RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
+            RequestCode.HEART_BEAT: consumer.heartbeat, RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset, RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
+            RequestCode.LOCK_BATCH_MQ: consumer.lock_batch, RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
+            RequestCode.GET_MAX_OFFSET: admin.max_offset, RequestCode.GET_MIN_OFFSET: admin.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: admin.earliest_time, RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,
+            RequestCode.QUERY_MESSAGE: admin.query_message, RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic, RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats, RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+        }
+        for code, processor in table.items():
+            self.server.register(code, processor)  # type: ignore[arg-type]
+
+    def _every(self, interval_s: float, action: Callable[[], None], name: str) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    action()
+                except Exception:  # a periodic service keeps running; the failure is logged with its traceback
+                    logger.exception("broker service %s failed", name)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=f"sparkmq-{name}"))
+
+    def _connection_closed(self, connection: RemotingConnection) -> None:
+        if self.context is not None:
+            self.context.notify_consumer_ids_changed(self.context.clients.connection_closed(connection))
+
+    def _expire_clients(self) -> None:
+        assert self.context is not None
+        self.context.notify_consumer_ids_changed(self.context.clients.expire_silent())
+
+    def _persist_offsets(self) -> None:
+        assert self.context is not None and self._offset_file is not None
+        self._offset_file.persist(self.context.offsets)
+
+    def _deliver_delayed(self) -> None:
+        assert self._schedule is not None
+        self._schedule.deliver_due()
+
+    async def close(self) -> None:
+        """Stop accepting, answer parked pulls, unregister, persist tables, flush and close the store."""
+        self.server.stop_accepting()
+        if self._registration is not None:
+            await self._registration.close()
+        if self.context is not None:
+            self.context.holds.wake_all()
+            await self._drain_in_flight()
+        await self.server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.context is not None:
+            self._persist_offsets()
+            self.context.topics.persist()
+            self.context.groups.persist()
+        if self._schedule is not None:
+            self._schedule.persist()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+        await self.namesrv_client.close()
+        logger.info("broker %s stopped", self.config.broker_name)
+
+    async def _drain_in_flight(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IN_FLIGHT_GRACE_S
+        while loop.time() < deadline and any(c.in_flight for c in self.server.connections):
+            await asyncio.sleep(0.01)
+
+    async def __aenter__(self) -> BrokerController:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

@@ -1,0 +1,65 @@
+"""Long polling: pulls that found nothing wait here until a message arrives or they time out.
+
+``wait(topic, queue_id, offset, timeout)`` parks a pull; the store's dispatch listener calls
+``notify(topic, queue_id, max_offset)``, which wakes every pull of that queue waiting below
+``max_offset`` (``PullRequestHoldService`` + ``NotifyMessageArrivingListener``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+
+
+class PullHoldService:
+    """Parked pulls per queue; ``notify`` may be called from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = defaultdict(list)
+
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """Park until the queue's max offset passes ``offset``; False on timeout."""
+        future: asyncio.Future[None] = self._loop.create_future()
+        key = (topic, queue_id)
+        entry = (offset, future)
+        self._waiting[key].append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._waiting.get(key)
+            if waiters is not None:
+                if entry in waiters:
+                    waiters.remove(entry)
+                if not waiters:
+                    del self._waiting[key]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """A dispatch happened: wake the pulls of this queue that now have something to read."""
+        if not self._waiting:
+            return
+        if threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self._wake, topic, queue_id, max_offset)
+        else:
+            self._wake(topic, queue_id, max_offset)
+
+    def _wake(self, topic: str, queue_id: int, max_offset: int) -> None:
+        for offset, future in self._waiting.get((topic, queue_id), ()):
+            if offset < max_offset and not future.done():
+                future.set_result(None)
+
+    def wake_all(self) -> None:
+        """Release every parked pull (shutdown): each answers with what it finds."""
+        for waiters in self._waiting.values():
+            for _offset, future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    @property
+    def parked(self) -> int:
+        return sum(len(w) for w in self._waiting.values())

@@ -1,0 +1,129 @@
+"""Queue offsets, message lookups, topic administration and statistics.
+
+GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
+VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
+GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS, GET_BROKER_RUNTIME_INFO.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.protocol import RemotingCommand, ResponseCode
+from sparkmq.protocol.admin_bodies import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
+from sparkmq.protocol.admin_headers import CreateTopicRequestHeader, GetConsumeStatsRequestHeader, TopicRequestHeader
+from sparkmq.protocol.bodies import KVTable, MessageQueue
+from sparkmq.protocol.headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    OffsetResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    ViewMessageRequestHeader,
+)
+from sparkmq.protocol.namesrv_bodies import TopicConfig
+from sparkmq.remoting import RemotingConnection
+
+MAX_QUERY_MESSAGES = 64  # defaultQueryMaxNum
+
+
+class AdminProcessors:
+    """The processors of this module, sharing one broker context."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self.ctx = context
+        self.started_at = time.time()
+
+    async def max_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = TopicQueueRequestHeader.from_fields(request.ext_fields)
+        return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.max_offset_in_queue(h.topic, h.queue_id)).to_fields())
+
+    async def min_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = TopicQueueRequestHeader.from_fields(request.ext_fields)
+        return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.min_offset_in_queue(h.topic, h.queue_id)).to_fields())
+
+    async def search_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.from_fields(request.ext_fields)
+        offset = self.ctx.store.offset_by_timestamp(h.topic, h.queue_id, h.timestamp)
+        return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
+
+    async def earliest_time(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = TopicQueueRequestHeader.from_fields(request.ext_fields)
+        stamp = self.ctx.store.earliest_message_time(h.topic, h.queue_id)
+        return request.make_response(ext_fields=GetEarliestMsgStoretimeResponseHeader(stamp).to_fields())
+
+    async def view_message(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = ViewMessageRequestHeader.from_fields(request.ext_fields)
+        message = self.ctx.store.look_message_by_offset(h.offset)
+        if message is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {h.offset}")
+        raw = self.ctx.store.commitlog.read(h.offset, message.total_size)
+        return request.make_response(body=raw or b"")
+
+    async def query_message(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = QueryMessageRequestHeader.from_fields(request.ext_fields)
+        found = self.ctx.store.query_messages(h.topic, h.key, min(h.max_num, MAX_QUERY_MESSAGES) if h.max_num > 0
+                                              else MAX_QUERY_MESSAGES, h.begin_timestamp, h.end_timestamp)
+        index = self.ctx.store.index
+        fields = QueryMessageResponseHeader(index.files[-1].end_timestamp if index.files else 0,
+                                            index.end_phy_offset).to_fields()
+        if not found:
+            return request.make_response(ResponseCode.QUERY_NOT_FOUND, remark="can not find message, maybe time range not correct",
+                                         ext_fields=fields)
+        body = b"".join(self.ctx.store.commitlog.read(m.physical_offset, m.total_size) or b"" for m in found)
+        return request.make_response(ext_fields=fields, body=body)
+
+    async def create_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = CreateTopicRequestHeader.from_fields(request.ext_fields)
+        if h.topic == h.default_topic:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"the topic[{h.topic}] is conflict with system reserved words.")
+        self.ctx.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
+                                        h.topic_sys_flag or 0, h.order))
+        return request.make_response()
+
+    async def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = TopicRequestHeader.from_fields(request.ext_fields)
+        self.ctx.topics.delete(h.topic)
+        self.ctx.store.delete_topics([h.topic])
+        self.ctx.offsets.remove_topic(h.topic)
+        return request.make_response()
+
+    async def all_topic_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return request.make_response(body=self.ctx.topics.wrapper().encode())
+
+    async def topic_stats(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = TopicRequestHeader.from_fields(request.ext_fields)
+        topic = self.ctx.topics.get(h.topic)
+        if topic is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{h.topic}] not exist")
+        store = self.ctx.store
+        table = {MessageQueue(h.topic, self.ctx.config.broker_name, q):
+                 TopicOffset(store.min_offset_in_queue(h.topic, q), store.max_offset_in_queue(h.topic, q))
+                 for q in range(topic.write_queue_nums)}
+        return request.make_response(body=TopicStatsTable(table).encode())
+
+    async def consume_stats(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_fields(request.ext_fields)
+        ctx = self.ctx
+        topics = [h.topic] if h.topic else sorted(ctx.offsets.topics_of_group(h.consumer_group))
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for name in topics:
+            topic = ctx.topics.get(name)
+            if topic is None:
+                continue
+            for q in range(topic.read_queue_nums):
+                committed = ctx.offsets.query(h.consumer_group, name, q)
+                table[MessageQueue(name, ctx.config.broker_name, q)] = OffsetWrapper(
+                    ctx.store.max_offset_in_queue(name, q), max(committed, 0))
+        return request.make_response(body=ConsumeStats(table).encode())
+
+    async def runtime_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        store = self.ctx.store
+        info = {
+            "brokerVersionDesc": "sparkmq", "commitLogMinOffset": str(store.commitlog.min_offset),
+            "commitLogMaxOffset": str(store.commitlog.max_offset), "bootTimestamp": str(int(self.started_at * 1000)),
+            "runtime": f"{int(time.time() - self.started_at)} s", "pullHoldCount": str(self.ctx.holds.parked),
+        }
+        return request.make_response(body=KVTable(info).encode())

@@ -1,0 +1,84 @@
+"""PULL_MESSAGE (11) with long polling.
+
+Reads up to ``maxMsgNums`` records from the store as one body of whole stored records
+(what both real clients decode). When nothing is there and the client allows suspension,
+the pull parks until a message arrives on its queue or ``suspendTimeoutMillis`` passes.
+"""
+
+from __future__ import annotations
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.filtering import tag_codes
+from sparkmq.protocol import PullSysFlag, RemotingCommand, ResponseCode
+from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sparkmq.remoting import RemotingConnection
+from sparkmq.store import GetMessageStatus, GetResult
+
+MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before
+MAX_PULL_BYTES = 8 * 1024 * 1024  # a pull body stays well under the 16 MiB frame limit
+
+
+def response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCode:
+    """RocketMQ's mapping of GetMessageStatus to a PULL response code (``PullMessageProcessor``)."""
+    if status is GetMessageStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in (GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.NO_MATCHED_MESSAGE):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    if status in (GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.OFFSET_OVERFLOW_ONE):
+        return ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL
+
+
+class PullProcessor:
+    """Serves PULL_MESSAGE for one broker."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self.ctx = context
+
+    async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        header = PullMessageRequestHeader.from_fields(request.ext_fields)
+        ctx = self.ctx
+        group = ctx.groups.find_or_create(header.consumer_group)
+        if group is None:
+            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                         remark=f"subscription group [{header.consumer_group}] does not exist")
+        topic = ctx.topics.get(header.topic)
+        if topic is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
+                                         remark=f"topic[{header.topic}] not exist, apply first please!")
+        if not 0 <= header.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"))
+        codes = self._tag_codes(header)
+        flags = PullSysFlag(header.sys_flag)
+        if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0:
+            ctx.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        result = self._read(header, codes)
+        code = response_code(result.status, header.queue_offset)
+        if code is ResponseCode.PULL_NOT_FOUND and PullSysFlag.SUSPEND in flags and header.suspend_timeout_millis > 0:
+            timeout = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
+            if not ctx.config.long_polling_enable:
+                timeout = min(timeout, ctx.config.short_polling_time_mills / 1000)
+            await ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
+            result = self._read(header, codes)
+            code = response_code(result.status, header.queue_offset)
+        fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
+        if code is ResponseCode.SUCCESS:
+            return request.make_response(code, ext_fields=fields, body=result.body())
+        return request.make_response(code, remark=result.status.value, ext_fields=fields)
+
+    def _tag_codes(self, header: PullMessageRequestHeader) -> frozenset[int] | None:
+        if PullSysFlag.SUBSCRIPTION in PullSysFlag(header.sys_flag):
+            return tag_codes(header.subscription, header.expression_type)
+        subscription = self.ctx.clients.subscription(header.consumer_group, header.topic)
+        if subscription is None:
+            return None
+        return tag_codes(subscription.sub_string, subscription.expression_type)
+
+    def _read(self, header: PullMessageRequestHeader, codes: frozenset[int] | None) -> GetResult:
+        return self.ctx.store.get_messages(header.consumer_group, header.topic, header.queue_id, header.queue_offset,
+                                           min(header.max_msg_nums, self.ctx.config.max_transfer_count_on_message_in_memory),
+                                           min(self.ctx.config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES), codes)

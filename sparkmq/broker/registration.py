@@ -1,0 +1,89 @@
+"""NameServer registration: REGISTER_BROKER every ``registerNameServerPeriod`` and on topic changes.
+
+The broker keeps one connection per NameServer; a NameServer evicts a broker whose
+connection closes, so staying connected is part of being alive. UNREGISTER_BROKER at
+shutdown removes the routes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+
+from sparkmq.broker.config import BrokerConfig
+from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.errors import SparkmqError
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.admin_headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from sparkmq.protocol.namesrv_bodies import RegisterBrokerBody
+from sparkmq.remoting import RemotingClient
+
+logger = logging.getLogger(__name__)
+REGISTER_TIMEOUT_S = 6.0
+
+
+class NamesrvRegistration:
+    """Registers one broker with every configured NameServer."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient) -> None:
+        self.config = config
+        self.topics = topics
+        self.client = client
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sparkmq-register-broker")
+
+    def request_now(self) -> None:
+        """Register again soon (a topic changed)."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        period = self.config.register_name_server_period / 1000
+        while True:
+            await self.register_all()
+            try:
+                await asyncio.wait_for(self._wake.wait(), period)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    def _header(self, body: bytes) -> dict[str, str]:
+        cfg = self.config
+        return RegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.address,
+                                           cfg.broker_id, False, zlib.crc32(body) & 0x7FFFFFFF).to_fields()
+
+    async def register_all(self) -> int:
+        """Register with each NameServer; return how many accepted (failures are logged, retried next period)."""
+        body = RegisterBrokerBody(self.topics.wrapper()).encode()
+        accepted = 0
+        for address in self.config.namesrv_addresses():
+            try:
+                response = await self.client.invoke(address, RequestCode.REGISTER_BROKER, self._header(body), body,
+                                                    timeout=REGISTER_TIMEOUT_S)
+            except SparkmqError as exc:
+                logger.warning("register broker with NameServer %s failed: %s", address, exc.remark)
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                accepted += 1
+            else:
+                logger.warning("NameServer %s refused registration: %d %s", address, response.code, response.remark)
+        return accepted
+
+    async def close(self) -> None:
+        """Stop re-registering and unregister from every NameServer."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        cfg = self.config
+        header = UnRegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.broker_id).to_fields()
+        for address in cfg.namesrv_addresses():
+            try:
+                await self.client.invoke(address, RequestCode.UNREGISTER_BROKER, header, timeout=2.0)
+            except SparkmqError as exc:
+                logger.warning("unregister from NameServer %s failed: %s", address, exc.remark)

@@ -1,0 +1,134 @@
+"""TopicConfigManager: the broker's topic table, persisted as config/topics.json.
+
+Mirrors RocketMQ's ``TopicConfigManager``: system topics at start, TBW102 when auto-create
+is on, auto-creation on send (queues = min(requested, TBW102's), perm without INHERIT),
+a ``dataVersion`` bumped on every change so the NameServer sees it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sparkmq.config_file import ConfigFile
+from sparkmq.errors import ConfigError, InvalidTopicError
+from sparkmq.message.record import validate_topic
+from sparkmq.protocol import PermName
+from sparkmq.protocol.namesrv_bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"  # MixAll.AUTO_CREATE_TOPIC_KEY_TOPIC
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_QUEUES = 18
+# Producers may not send to these (TopicValidator.isNotAllowedSendTopic): NO_PERMISSION.
+NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
+                                     TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
+READ_WRITE = int(PermName.PERM_READ | PermName.PERM_WRITE)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+class TopicConfigManager:
+    """Topics by name; ``on_change`` runs after every change (re-register with NameServers)."""
+
+    def __init__(self, path: Path, *, cluster_name: str, broker_name: str, auto_create: bool,
+                 default_queue_nums: int, on_change: Callable[[], None] | None = None) -> None:
+        self._file: ConfigFile[TopicConfigSerializeWrapper] = ConfigFile(
+            path, lambda text: TopicConfigSerializeWrapper.decode(text.encode()), lambda w: w.encode().decode(),
+            ConfigError,
+        )
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(int(time.time() * 1000), 0)
+        self.on_change = on_change
+        self._auto_create = auto_create
+        self._system = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1, READ_WRITE),
+            TopicConfig(cluster_name, 16, 16, int(PermName.PERM_INHERIT)),
+            TopicConfig(broker_name, 1, 1, int(PermName.PERM_INHERIT)),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1, READ_WRITE),
+            TopicConfig(SCHEDULE_TOPIC, SCHEDULE_QUEUES, SCHEDULE_QUEUES, READ_WRITE),
+        ]
+        if auto_create:
+            self._system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, default_queue_nums, default_queue_nums,
+                                            int(PermName.PERM_READ | PermName.PERM_WRITE | PermName.PERM_INHERIT)))
+
+    def load(self) -> None:
+        """Read topics.json (or its .bak); system topics are (re)added."""
+        wrapper = self._file.load()
+        if wrapper is not None:
+            self.topics = dict(wrapper.topic_config_table)
+            self.data_version = wrapper.data_version
+        for topic in self._system:
+            self.topics.setdefault(topic.topic_name, topic)
+
+    def persist(self) -> None:
+        self._file.persist(self.wrapper())
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(dict(self.topics), self.data_version)
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
+        self.persist()
+        if self.on_change is not None:
+            self.on_change()
+
+    def put(self, config: TopicConfig) -> TopicConfig:
+        """Create or update a topic (UPDATE_AND_CREATE_TOPIC)."""
+        validate_topic(config.topic_name)
+        self.topics[config.topic_name] = config
+        self._changed()
+        return config
+
+    def create_on_send(self, topic: str, requested_queues: int) -> TopicConfig | None:
+        """``createTopicInSendMessageMethod``: auto-create from TBW102, or None when not allowed."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        template = self.topics.get(AUTO_CREATE_TOPIC_KEY)
+        if not self._auto_create or template is None:
+            return None
+        queues = max(1, min(requested_queues, template.write_queue_nums))
+        perm = template.perm & ~int(PermName.PERM_INHERIT)
+        return self.put(TopicConfig(topic, queues, queues, perm))
+
+    def create_system_topic(self, topic: str, queues: int) -> TopicConfig:
+        """Retry/DLQ topics: created on demand whatever ``autoCreateTopicEnable`` says."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        return self.put(TopicConfig(topic, queues, queues, READ_WRITE))
+
+    def delete(self, topic: str) -> bool:
+        if self.topics.pop(topic, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def user_topics(self) -> list[str]:
+        system = {t.topic_name for t in self._system}
+        return sorted(t for t in self.topics if t not in system)
+
+
+def check_sendable(topic: str) -> None:
+    """Raise InvalidTopicError for names producers may never use."""
+    validate_topic(topic)
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise InvalidTopicError(f"sending message to topic [{topic}] is forbidden")
+

@@ -1,0 +1,59 @@
+"""``sparkmq dev``: a NameServer and a Broker in one process, store under the project.
+
+For local use and the main job: ``sparkmq dev`` prints
+``dev namesrv 127.0.0.1:9876 broker 127.0.0.1:10911`` once both serve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from sparkmq.broker.controller import BrokerController
+from sparkmq.cli.broker_command import add_broker_arguments, broker_config
+from sparkmq.cli.service import run_service
+from sparkmq.namesrv import NameServer, NamesrvConfig
+
+DEFAULT_STORE_DIR = Path("data/store")
+
+
+class DevCluster:
+    """A NameServer and one broker registered with it; start/close in the right order."""
+
+    def __init__(self, namesrv: NameServer, broker_config_without_namesrv: Any) -> None:
+        self.namesrv = namesrv
+        self._broker_config = broker_config_without_namesrv
+        self.broker: BrokerController | None = None
+
+    async def start(self) -> None:
+        await self.namesrv.start()
+        config = dataclasses.replace(self._broker_config, namesrv_addr=self.namesrv.address)
+        self.broker = BrokerController(config)
+        await self.broker.start()
+
+    async def close(self) -> None:
+        if self.broker is not None:
+            await self.broker.close()
+        await self.namesrv.close()
+
+    def ready_line(self) -> str:
+        assert self.broker is not None
+        return f"dev namesrv {self.namesrv.address} broker {self.broker.config.address}"
+
+
+def register(subcommands: Any) -> None:
+    """Add the ``dev`` subcommand."""
+    parser = subcommands.add_parser("dev", help="run a NameServer and a broker in one process")
+    add_broker_arguments(parser)
+    parser.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (0 picks a free one)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.store_dir is None:
+        args.store_dir = DEFAULT_STORE_DIR
+    broker = broker_config(args)
+    cluster = DevCluster(NameServer(NamesrvConfig(broker.broker_ip, args.namesrv_port)), broker)
+    return run_service(cluster, ready_line_of=cluster.ready_line)

@@ -1,0 +1,57 @@
+"""``sparkmq namesrv``: run a NameServer until SIGTERM/SIGINT.
+
+Once bound it prints one line on stdout, flushed, naming the real port (``--port 0`` picks a
+free one)::
+
+    $ sparkmq namesrv --port 0
+    namesrv listening on 127.0.0.1:40123
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from sparkmq.cli.service import run_service
+from sparkmq.errors import ConfigError
+from sparkmq.namesrv import NameServer, NamesrvConfig
+from sparkmq.namesrv.config import DEFAULT_BROKER_EXPIRED_S, DEFAULT_PORT, DEFAULT_SCAN_INTERVAL_S
+
+
+def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
+    """The frozen config of the parsed options.
+
+    >>> config_from_args(argparse.Namespace(host="0.0.0.0", port=0, scan_interval=1.0, broker_expired=5.0))
+    NamesrvConfig(host='0.0.0.0', port=0, scan_interval_s=1.0, broker_expired_s=5.0)
+    """
+    return NamesrvConfig(args.host, args.port, args.scan_interval, args.broker_expired)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until signalled; exit code 0 after a clean close, 2 for a bad option."""
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        print(f"sparkmq namesrv: {exc.remark}", file=sys.stderr)
+        return 2
+    namesrv = NameServer(config)
+    return run_service(namesrv, ready_line_of=lambda: f"namesrv listening on {namesrv.address}")
+
+
+def register(subcommands: Any) -> None:
+    """Add the ``namesrv`` subcommand to ``subcommands`` (an argparse sub-parsers action)."""
+    parser: argparse.ArgumentParser = subcommands.add_parser(
+        "namesrv", help="run a NameServer (brokers register here; clients look up routes)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port; 0 picks a free one (default: {DEFAULT_PORT})")
+    parser.add_argument("--scan-interval", type=float, default=DEFAULT_SCAN_INTERVAL_S, metavar="S",
+                        help=f"seconds between scans for silent brokers (default: {DEFAULT_SCAN_INTERVAL_S:g})")
+    parser.add_argument("--broker-expired", type=float, default=DEFAULT_BROKER_EXPIRED_S, metavar="S",
+                        help=f"evict a broker silent this many seconds (default: {DEFAULT_BROKER_EXPIRED_S:g})")
+    parser.set_defaults(run=run)
+
+
+__all__ = ["config_from_args", "register", "run"]
