@@ -80,8 +80,8 @@ class ConfigFile(Generic[T]):
 
     def persist(self, value: T) -> None:
         """Write ``value`` durably; raise ``error`` when the disk refuses (the old file stays intact)."""
-        data = self._encode(value).encode("utf-8")
-        with self._lock:
+        with self._lock:  # encode under the lock: the last writer then holds the newest state
+            data = self._encode(value).encode("utf-8")
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 _write_synced(self.tmp_path, data)

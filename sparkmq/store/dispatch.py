@@ -128,28 +128,23 @@ def request_for_put(
 
 
 def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:
-    """Group re-read records into per-queue runs of consecutive queue offsets, in log order per queue."""
-    pending: dict[tuple[str, int], list[ScannedRecord]] = {}
-    count = 0
+    """Group re-read records into runs of one queue's consecutive offsets, yielded in log order.
+
+    Runs must not be reordered across queues: the index skips records below its end
+    physical offset, so a later record of another queue dispatched first would hide these.
+    """
+    run: list[ScannedRecord] = []
     for record in records:
         kind = L.transaction_type(record.sys_flag)
         if kind not in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE):
             continue
-        run = pending.setdefault((record.topic, record.queue_id), [])
-        if run and run[-1].queue_offset + 1 != record.queue_offset:
+        if run and (len(run) >= chunk or run[-1].queue_offset + 1 != record.queue_offset
+                    or run[-1].queue_id != record.queue_id or run[-1].topic != record.topic):
             yield _request_of_run(coder, run)
-            pending[(record.topic, record.queue_id)] = run = []
+            run = []
         run.append(record)
-        count += 1
-        if count >= chunk:
-            for run in pending.values():
-                if run:
-                    yield _request_of_run(coder, run)
-            pending.clear()
-            count = 0
-    for run in pending.values():
-        if run:
-            yield _request_of_run(coder, run)
+    if run:
+        yield _request_of_run(coder, run)
 
 
 def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchRequest:

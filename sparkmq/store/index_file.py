@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from sparkmq.errors import StoreError
 from sparkmq.message.hashing import java_prefixed_hashes, java_string_hashes
+from sparkmq.store.mapped_file import create_full_size
 
 HEADER_BYTES = 40
 SLOT_BYTES = 4
@@ -54,13 +55,15 @@ class IndexFile:
         self.file_bytes = HEADER_BYTES + slots * SLOT_BYTES + entries * ENTRY_BYTES
         exists = path.exists()
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if exists:
+                fd = os.open(path, os.O_RDWR)
+            else:
+                head = _HEADER.pack(begin_timestamp, begin_timestamp, begin_phy_offset, begin_phy_offset, 0, 1)
+                fd = create_full_size(path, self.file_bytes, head)
             try:
                 size = os.fstat(fd).st_size
-                if exists and size != self.file_bytes:
+                if size != self.file_bytes:
                     raise StoreError(f"index file {path} has {size} bytes, not {self.file_bytes}")
-                if not exists:
-                    os.ftruncate(fd, self.file_bytes)
                 self._mmap = mmap.mmap(fd, self.file_bytes)
             finally:
                 os.close(fd)

@@ -41,8 +41,8 @@ class IndexService:
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy_offset if self.files else 0
 
-    def _writable(self) -> IndexFile:
-        if not self.files or self.files[-1].is_full:
+    def _writable(self, new_file: bool = False) -> IndexFile:
+        if new_file or not self.files or self.files[-1].is_full:
             previous = self.files[-1] if self.files else None
             now = time.time()
             path = self.directory / index_file_name(now)
@@ -61,17 +61,29 @@ class IndexService:
 
         Returns the endTimestamp of a file that filled up (for the checkpoint), else None.
         """
-        fresh = phy_offsets >= self.end_phy_offset
-        if not fresh.all():
+        # Entries go in log order and a record's keys never straddle two files, so the newest
+        # file's end_phy_offset is a record whose keys are all indexed: replays (each restart's
+        # catch-up, recovery) skip it and everything before it, and index everything after it.
+        order = np.argsort(phy_offsets, kind="stable")
+        hashes, phy_offsets, store_timestamps = hashes[order], phy_offsets[order], store_timestamps[order]
+        indexed = len(self.files) > 1 or (len(self.files) == 1 and self.files[0].index_count > 1)
+        if indexed:
+            fresh = phy_offsets > self.end_phy_offset
             hashes, phy_offsets, store_timestamps = hashes[fresh], phy_offsets[fresh], store_timestamps[fresh]
         finished = None
-        first = 0
-        while first < len(hashes):
-            index = self._writable()
-            take = min(index.free_entries, len(hashes) - first)
-            index.put(hashes[first : first + take], phy_offsets[first : first + take], store_timestamps[first : first + take])
-            first += take
-            if index.is_full:
+        first, count, new_file = 0, len(hashes), False
+        while first < count:
+            index = self._writable(new_file)
+            stop = min(first + index.free_entries, count)
+            if stop < count and phy_offsets[stop] == phy_offsets[stop - 1]:
+                whole = first + int(np.searchsorted(phy_offsets[first:stop], phy_offsets[stop], side="left"))
+                if whole > first or index.index_count > 1:  # split only a record too big for a file
+                    stop = whole
+            if stop > first:
+                index.put(hashes[first:stop], phy_offsets[first:stop], store_timestamps[first:stop])
+            first = stop
+            new_file = first < count  # the rest goes to a new file, even if this one has a few free entries
+            if new_file or index.is_full:
                 finished = index.end_timestamp
         return finished
 

@@ -23,6 +23,25 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def create_full_size(path: Path, file_bytes: int, head: bytes = b"") -> int:
+    """Create ``path`` with ``file_bytes`` bytes (beginning with ``head``); return an open fd.
+
+    The file is sized under a temporary name and renamed into place, so a crash between
+    creating and sizing it never leaves a short file that every later start would refuse.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, file_bytes)
+        if head:
+            os.pwrite(fd, head, 0)
+        os.rename(tmp, path)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 class MappedFile:
     """A segment of ``file_bytes`` mapped into memory; appends go to ``write_position``.
 
@@ -35,15 +54,13 @@ class MappedFile:
         self.start_offset = int(path.name)
         exists = path.exists()
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR) if exists else create_full_size(path, file_bytes)
         except OSError as exc:
             raise StoreError(f"cannot open segment {path}: {exc}") from exc
         try:
             size = os.fstat(fd).st_size
-            if exists and size != file_bytes:
+            if size != file_bytes:
                 raise StoreError(f"segment {path} has {size} bytes, not the configured {file_bytes}")
-            if not exists:
-                os.ftruncate(fd, file_bytes)
             self._mmap = mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as exc:
             raise StoreError(f"cannot map segment {path}: {exc}") from exc

@@ -94,6 +94,7 @@ class MappedFileQueue:
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at and after global ``offset``: later segments go, the containing one is cut."""
         keep: list[MappedFile] = []
+        gone: list[MappedFile] = []
         for mapped in self.files:
             if mapped.end_offset <= offset:
                 keep.append(mapped)
@@ -101,7 +102,9 @@ class MappedFileQueue:
                 mapped.truncate_to(offset - mapped.start_offset)
                 keep.append(mapped)
             else:
-                mapped.destroy()
+                gone.append(mapped)
+        for mapped in reversed(gone):  # newest first: a crash midway leaves no hole that load refuses
+            mapped.destroy()
         self.files = keep
 
     def delete_first(self, count: int) -> list[MappedFile]:
