@@ -1,0 +1,34 @@
+"""Latency fault tolerance: brokers that failed or answered slowly are avoided for a while.
+
+RocketMQ's ``MQFaultStrategy``: a send taking ``latencyMax[i]`` ms or more makes the broker
+unavailable for ``notAvailableDuration[i]`` ms; a failed send counts as 30 s of latency.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
+FAILURE_LATENCY_MS = 30_000
+
+
+class LatencyFaultTolerance:
+    """Broker name → monotonic time (ms) from which it may be used again."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._available_from: dict[str, float] = {}
+
+    def record(self, broker_name: str, latency_ms: float, failed: bool = False) -> None:
+        latency = FAILURE_LATENCY_MS if failed else latency_ms
+        pause = 0
+        for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_MS)):
+            if latency >= limit:
+                pause = duration
+                break
+        self._available_from[broker_name] = self._clock() * 1000 + pause
+
+    def is_available(self, broker_name: str) -> bool:
+        return self._clock() * 1000 >= self._available_from.get(broker_name, 0)

@@ -1,0 +1,175 @@
+"""ClientInstance: what one producer or consumer needs from the cluster, asyncio-native.
+
+It resolves topic routes through the NameServers (cached, refreshed every 30 s and after
+errors), keeps one connection per broker, heartbeats every broker in its routes every
+30 s, serves broker → client requests (NOTIFY_CONSUMER_IDS_CHANGED) and unregisters
+cleanly on close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import random
+from collections.abc import Awaitable, Callable
+
+from sparkmq.client.routes import TopicRoute
+from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
+from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
+from sparkmq.protocol.bodies import TopicRouteData
+from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
+from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from sparkmq.remoting import RemotingClient, RemotingConnection
+
+logger = logging.getLogger(__name__)
+ROUTE_REFRESH_S = 30.0
+HEARTBEAT_S = 30.0
+NAMESRV_TIMEOUT_S = 5.0
+
+
+def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
+    """Return a SUCCESS response; raise the error tree's exception for any other code."""
+    if response.code == ResponseCode.SUCCESS:
+        return response
+    remark = f"{what}: {response.remark or code_name(response.code, response=True)}"
+    if response.code == ResponseCode.TOPIC_NOT_EXIST:
+        raise TopicNotExistError(remark)
+    raise RemoteError(remark, code=response.code, retriable=response.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR))
+
+
+class ClientInstance:
+    """Routes, connections and heartbeats for the groups of one client object."""
+
+    def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1") -> None:
+        self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not self.namesrv_addresses:
+            raise SparkmqError("namesrv_addr names no NameServer (expected host:port[;host:port])")
+        self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{random.getrandbits(32):08x}"
+        self.remoting = RemotingClient(handler=self._serve)
+        self.routes: dict[str, TopicRoute] = {}
+        self.producer_groups: set[str] = set()
+        self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
+        self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._every(ROUTE_REFRESH_S, self.refresh_routes)),
+                       loop.create_task(self._every(HEARTBEAT_S, self.heartbeat))]
+
+    async def _every(self, interval_s: float, action: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await action()
+            except SparkmqError as exc:
+                logger.warning("client %s: periodic %s failed: %s", self.client_id, action.__name__, exc.remark)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._unregister()
+        await self.remoting.close()
+
+    # -- routes ------------------------------------------------------------------------------
+    async def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        """The topic's route; TopicNotExistError when no NameServer knows it."""
+        cached = self.routes.get(topic)
+        if cached is not None and not refresh:
+            return cached
+        header = GetRouteInfoRequestHeader(topic).to_fields()
+        last_error: SparkmqError | None = None
+        for address in random.sample(self.namesrv_addresses, len(self.namesrv_addresses)):
+            try:
+                response = await self.remoting.invoke(address, RequestCode.GET_ROUTEINFO_BY_TOPIC, header,
+                                                      timeout=NAMESRV_TIMEOUT_S)
+                check_response(response, f"route of topic {topic}")
+            except TopicNotExistError:
+                self.routes.pop(topic, None)
+                raise
+            except SparkmqError as exc:
+                last_error = exc
+                continue
+            route = TopicRoute(topic, TopicRouteData.decode(response.body))
+            self.routes[topic] = route
+            return route
+        assert last_error is not None
+        raise last_error
+
+    async def publish_route(self, topic: str, default_topic: str, default_queue_nums: int) -> TopicRoute:
+        """The route to send to: the topic's own, or for a topic not created yet the brokers of
+        ``default_topic`` (TBW102) with at most ``default_queue_nums`` queues each, so that the
+        broker auto-creates it (``getDefaultTopicRouteInfoFromNameServer``)."""
+        try:
+            return await self.route(topic)
+        except TopicNotExistError:
+            template = await self.route(default_topic)
+        queues = tuple(dataclasses.replace(q, read_queue_nums=min(q.read_queue_nums, default_queue_nums),
+                                           write_queue_nums=min(q.write_queue_nums, default_queue_nums))
+                       for q in template.data.queue_datas)
+        route = TopicRoute(topic, dataclasses.replace(template.data, queue_datas=queues))
+        self.routes[topic] = route
+        return route
+
+    async def refresh_routes(self) -> None:
+        for topic in list(self.routes):
+            try:
+                await self.route(topic, refresh=True)
+            except TopicNotExistError:
+                logger.warning("topic %s disappeared from the NameServers", topic)
+
+    def broker_address(self, broker_name: str) -> str:
+        for route in self.routes.values():
+            address = route.master_address(broker_name)
+            if address:
+                return address
+        raise RemoteError(f"no known master address for broker {broker_name}", retriable=True)
+
+    def broker_addresses(self) -> list[str]:
+        return sorted({a for r in self.routes.values() for a in r.broker_addresses()})
+
+    # -- heartbeats ------------------------------------------------------------------------
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(self.client_id, tuple(ProducerData(g) for g in sorted(self.producer_groups)),
+                             tuple(build() for build in self.consumer_data.values()))
+
+    async def heartbeat(self) -> None:
+        """Send a heartbeat to every broker in the known routes."""
+        body = self.heartbeat_data().encode()
+        for address in self.broker_addresses():
+            try:
+                check_response(await self.remoting.invoke(address, RequestCode.HEART_BEAT, body=body), "heartbeat")
+            except SparkmqError as exc:
+                logger.warning("heartbeat to %s failed: %s", address, exc.remark)
+
+    async def _unregister(self) -> None:
+        for address in self.broker_addresses():
+            for group in self.producer_groups:
+                await self._unregister_one(address, UnregisterClientRequestHeader(self.client_id, group, None))
+            for group in self.consumer_data:
+                await self._unregister_one(address, UnregisterClientRequestHeader(self.client_id, None, group))
+
+    async def _unregister_one(self, address: str, header: UnregisterClientRequestHeader) -> None:
+        try:
+            await self.remoting.invoke(address, RequestCode.UNREGISTER_CLIENT, header.to_fields(), timeout=2.0)
+        except SparkmqError as exc:
+            logger.warning("unregister from %s failed: %s", address, exc.remark)
+
+    # -- broker -> client ------------------------------------------------------------------
+    async def _serve(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            group = NotifyConsumerIdsChangedRequestHeader.from_fields(request.ext_fields).consumer_group
+            hook = self.rebalance_hooks.get(group)
+            if hook is not None:
+                asyncio.get_running_loop().create_task(hook())
+            return None
+        return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                     remark=f"request type {request.code} not supported by this client")
+
+    async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
+                            timeout: float = 3.0) -> RemotingCommand:
+        return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)

@@ -1,0 +1,260 @@
+"""Pull consumers: ``AsyncPullConsumer`` and the blocking ``PullConsumer``.
+
+Assign queues (or subscribe to a topic's queues), ``poll`` for messages (long-polling on
+the broker), ``seek``/``seek_to_begin``/``seek_to_end``, ``commit`` positions to the
+broker's offset manager — explicitly or every ``auto_commit_interval_s``. ``pull_raw``
+hands back a queue's stored records as one buffer for bulk decoding (the Spark path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparkmq.client import loop_thread
+from sparkmq.client.instance import ClientInstance, check_response
+from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.errors import SparkmqError
+from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.headers import (
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+
+logger = logging.getLogger(__name__)
+PULL_TIMEOUT_MARGIN_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull of one queue: a body of whole stored records and the offsets around it."""
+
+    status: ResponseCode
+    body: bytes
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+    @property
+    def found(self) -> bool:
+        return self.status == ResponseCode.SUCCESS
+
+
+class AsyncPullConsumer:
+    """Reads queues at positions the caller controls.
+
+    >>> # async with AsyncPullConsumer("CID_reports", "127.0.0.1:9876") as consumer:
+    >>> #     await consumer.subscribe("orders")
+    >>> #     messages = await consumer.poll(timeout_s=1.0)
+    """
+
+    def __init__(self, group: str, namesrv_addr: str, *, pull_batch_size: int = 32,
+                 auto_commit_interval_s: float | None = 5.0, instance_name: str | None = None) -> None:
+        self.group = group
+        self.instance = ClientInstance(namesrv_addr, instance_name)
+        self.pull_batch_size = pull_batch_size
+        self.auto_commit_interval_s = auto_commit_interval_s
+        self.positions: dict[MessageQueue, int] = {}
+        self._committed: dict[MessageQueue, int] = {}
+        self._next_queue = 0
+        self._auto_commit: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.instance.start()
+        if self.auto_commit_interval_s:
+            self._auto_commit = asyncio.get_running_loop().create_task(self._commit_periodically())
+
+    async def close(self) -> None:
+        if self._auto_commit is not None:
+            self._auto_commit.cancel()
+            await asyncio.gather(self._auto_commit, return_exceptions=True)
+            await self.commit()
+        await self.instance.close()
+
+    async def __aenter__(self) -> AsyncPullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- assignment and positions ------------------------------------------------------------
+    async def queues_of(self, topic: str) -> list[MessageQueue]:
+        return (await self.instance.route(topic)).subscribe_queues()
+
+    async def assign(self, queues: Sequence[MessageQueue]) -> None:
+        """Read exactly these queues, each from the group's committed offset (0 when none)."""
+        for queue in queues:
+            if queue.topic not in self.instance.routes:
+                await self.instance.route(queue.topic)
+            if queue not in self.positions:
+                self.positions[queue] = max(await self.committed(queue), 0)
+
+    async def subscribe(self, topic: str) -> None:
+        """Read every queue of ``topic``."""
+        await self.assign(await self.queues_of(topic))
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        self.positions[queue] = offset
+
+    async def seek_to_begin(self, queue: MessageQueue) -> None:
+        self.positions[queue] = await self.min_offset(queue)
+
+    async def seek_to_end(self, queue: MessageQueue) -> None:
+        self.positions[queue] = await self.max_offset(queue)
+
+    # -- broker queries --------------------------------------------------------------------
+    async def _offset_query(self, code: int, queue: MessageQueue, fields: dict[str, str]) -> int:
+        response = check_response(await self.instance.invoke_broker(queue.broker_name, code, fields), f"offset of {queue}")
+        return OffsetResponseHeader.from_fields(response.ext_fields).offset
+
+    async def min_offset(self, queue: MessageQueue) -> int:
+        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue, TopicQueueRequestHeader(queue.topic, queue.queue_id).to_fields())
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue, TopicQueueRequestHeader(queue.topic, queue.queue_id).to_fields())
+
+    async def committed(self, queue: MessageQueue) -> int:
+        """The group's committed offset of ``queue`` on the broker, -1 when there is none."""
+        fields = QueryConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id).to_fields()
+        response = await self.instance.invoke_broker(queue.broker_name, RequestCode.QUERY_CONSUMER_OFFSET, fields)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        return OffsetResponseHeader.from_fields(check_response(response, f"committed offset of {queue}").ext_fields).offset
+
+    # -- reading ---------------------------------------------------------------------------
+    async def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
+                       expression: str = "*") -> PullResult:
+        """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``)."""
+        flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
+        header = PullMessageRequestHeader(self.group, queue.topic, queue.queue_id, offset, max_messages, int(flags), 0,
+                                          int(suspend_s * 1000), 0, expression, "TAG")
+        response = await self.instance.invoke_broker(queue.broker_name, RequestCode.PULL_MESSAGE, header.to_fields(),
+                                                     timeout=suspend_s + PULL_TIMEOUT_MARGIN_S)
+        if response.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                                 ResponseCode.PULL_OFFSET_MOVED):
+            check_response(response, f"pull {queue} at {offset}")
+        fields = PullMessageResponseHeader.from_fields(response.ext_fields)
+        return PullResult(ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset,
+                          fields.max_offset)
+
+    async def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
+        """Messages from the next queue that has any, advancing its position; [] after ``timeout_s``."""
+        if not self.positions:
+            raise SparkmqError("poll before assign/subscribe: no queue to read")
+        queues = list(self.positions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            for _ in range(len(queues)):
+                queue = queues[self._next_queue % len(queues)]
+                self._next_queue += 1
+                result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size)
+                if result.status == ResponseCode.PULL_OFFSET_MOVED:
+                    logger.warning("offset %d of %s moved to %d", self.positions[queue], queue, result.next_begin_offset)
+                self.positions[queue] = result.next_begin_offset
+                if result.found:
+                    return decode_pull_body(result.body, queue.broker_name)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            queue = queues[self._next_queue % len(queues)]
+            result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size,
+                                         suspend_s=min(remaining, 0.5 if len(queues) > 1 else remaining))
+            self.positions[queue] = result.next_begin_offset
+            if result.found:
+                self._next_queue += 1
+                return decode_pull_body(result.body, queue.broker_name)
+
+    # -- committing ------------------------------------------------------------------------
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Store positions (or ``offsets``) in the broker's offset manager."""
+        for queue, offset in (offsets or self.positions).items():
+            if self._committed.get(queue) == offset:
+                continue
+            fields = UpdateConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id, offset).to_fields()
+            check_response(await self.instance.invoke_broker(queue.broker_name, RequestCode.UPDATE_CONSUMER_OFFSET, fields),
+                           f"commit {queue}")
+            self._committed[queue] = offset
+
+    async def _commit_periodically(self) -> None:
+        assert self.auto_commit_interval_s
+        while True:
+            await asyncio.sleep(self.auto_commit_interval_s)
+            try:
+                await self.commit()
+            except SparkmqError as exc:
+                logger.warning("auto-commit of group %s failed: %s", self.group, exc.remark)
+
+
+class PullConsumer:
+    """The blocking pull consumer (``AsyncPullConsumer`` on the process's client loop)."""
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        self._async = AsyncPullConsumer(group, namesrv_addr, **options)
+
+    def start(self) -> None:
+        loop_thread.run(self._async.start())
+
+    def close(self) -> None:
+        loop_thread.run(self._async.close())
+
+    def __enter__(self) -> PullConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def positions(self) -> dict[MessageQueue, int]:
+        return dict(self._async.positions)
+
+    def queues_of(self, topic: str) -> list[MessageQueue]:
+        return loop_thread.run(self._async.queues_of(topic))
+
+    def assign(self, queues: Sequence[MessageQueue]) -> None:
+        loop_thread.run(self._async.assign(queues))
+
+    def subscribe(self, topic: str) -> None:
+        loop_thread.run(self._async.subscribe(topic))
+
+    def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
+        return loop_thread.run(self._async.poll(timeout_s, max_messages))
+
+    def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0) -> PullResult:
+        return loop_thread.run(self._async.pull_raw(queue, offset, max_messages, suspend_s))
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        self._async.seek(queue, offset)
+
+    def seek_to_begin(self, queue: MessageQueue) -> None:
+        loop_thread.run(self._async.seek_to_begin(queue))
+
+    def seek_to_end(self, queue: MessageQueue) -> None:
+        loop_thread.run(self._async.seek_to_end(queue))
+
+    def committed(self, queue: MessageQueue) -> int:
+        return loop_thread.run(self._async.committed(queue))
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        return loop_thread.run(self._async.min_offset(queue))
+
+    def max_offset(self, queue: MessageQueue) -> int:
+        return loop_thread.run(self._async.max_offset(queue))
+
+    def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        loop_thread.run(self._async.commit(offsets))
+
+    def commit_async(self, offsets: dict[MessageQueue, int] | None = None):  # type: ignore[no-untyped-def]
+        """Commit without waiting; a concurrent future."""
+        return loop_thread.submit(self._async.commit(offsets))
+
