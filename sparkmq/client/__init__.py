@@ -3,8 +3,11 @@
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer, Producer, select_by_hash
 from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
+from sparkmq.client.push_consumer import AsyncPushConsumer, ConsumeResult, PushConsumer
+from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
 
 __all__ = [
-    "AsyncProducer", "AsyncPullConsumer", "Message", "Producer", "PullConsumer", "PullResult", "ReceivedMessage",
-    "SendResult", "SendStatus", "select_by_hash",
+    "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "Producer", "PullConsumer",
+    "PullResult", "PushConsumer", "ReceivedMessage", "SendResult", "SendStatus", "allocate_averagely",
+    "allocate_averagely_by_circle", "select_by_hash",
 ]
