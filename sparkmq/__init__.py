@@ -1,16 +1,39 @@
 """sparkmq: Apache RocketMQ's design rebuilt in Python, native to Spark Structured Streaming.
 
-The package root exports the public API only. For now that is the exception tree of
-:mod:`sparkmq.errors`; clients, the broker and the Spark data source join it as they land.
+The package root exports the public API only: the clients for services that are not Spark
+jobs (producer, pull and push consumers, their message and result types) and the exception
+tree of :mod:`sparkmq.errors`.
 
 Example::
 
     >>> import sparkmq
     >>> issubclass(sparkmq.OffsetStoreError, sparkmq.SparkmqError)
     True
+    >>> # with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
+    >>> #     producer.send(sparkmq.Message("orders", b"hello", tags="books"))
 """
 
 from __future__ import annotations
+
+from sparkmq.client import (
+    AsyncProducer,
+    AsyncPullConsumer,
+    AsyncPushConsumer,
+    ConsumeResult,
+    Message,
+    Producer,
+    PullConsumer,
+    PullResult,
+    PushConsumer,
+    ReceivedMessage,
+    SendResult,
+    SendStatus,
+    allocate_averagely,
+    allocate_averagely_by_circle,
+    select_by_hash,
+)
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.heartbeat import MessageModel
 
 from sparkmq.errors import (
     BrokerBusyError,
@@ -34,6 +57,23 @@ from sparkmq.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncProducer",
+    "AsyncPullConsumer",
+    "AsyncPushConsumer",
+    "ConsumeResult",
+    "Message",
+    "MessageModel",
+    "MessageQueue",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PushConsumer",
+    "ReceivedMessage",
+    "SendResult",
+    "SendStatus",
+    "allocate_averagely",
+    "allocate_averagely_by_circle",
+    "select_by_hash",
     "BrokerBusyError",
     "ConfigError",
     "CorruptRecordError",

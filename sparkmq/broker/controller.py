@@ -78,7 +78,7 @@ class BrokerController:
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
         self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
         await self.server.start_serving()
-        self._registration.start()
+        await self._registration.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)
 
     def _register_processors(self, ctx: BrokerContext) -> None:

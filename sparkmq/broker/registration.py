@@ -33,7 +33,9 @@ class NamesrvRegistration:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Register once now (so routes exist when the broker says it is ready), then periodically."""
+        await self.register_all()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sparkmq-register-broker")
 
     def request_now(self) -> None:
@@ -43,12 +45,12 @@ class NamesrvRegistration:
     async def _run(self) -> None:
         period = self.config.register_name_server_period / 1000
         while True:
-            await self.register_all()
             try:
                 await asyncio.wait_for(self._wake.wait(), period)
             except TimeoutError:
                 pass
             self._wake.clear()
+            await self.register_all()
 
     def _header(self, body: bytes) -> dict[str, str]:
         cfg = self.config

@@ -20,6 +20,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
 
 
+# The thread reading each process's stdout, by pid: joined (EOF) before the pipe is closed.
+_PUMPS: dict[int, threading.Thread] = {}
+
+
+def _release_output(process: subprocess.Popen[str]) -> None:
+    """After the process is reaped: let the reader reach EOF, then close the pipe (no ResourceWarning)."""
+    pump = _PUMPS.pop(process.pid, None)
+    if pump is not None:
+        pump.join(5.0)
+    if process.stdout is not None and (pump is None or not pump.is_alive()):
+        process.stdout.close()
+
+
 @dataclass
 class ServiceProcess:
     """A running ``python -m sparkmq ...`` process and the address it announced."""
@@ -47,10 +60,13 @@ class ServiceProcess:
                     seen.set()
             seen.set()
 
-        threading.Thread(target=pump, daemon=True).start()
+        pump_thread = threading.Thread(target=pump, daemon=True)
+        pump_thread.start()
+        _PUMPS[process.pid] = pump_thread
         if not seen.wait(READY_TIMEOUT_S) or not ready:
             process.kill()
             process.wait()
+            _release_output(process)
             raise RuntimeError(f"{' '.join(args)} did not become ready:\n" + "\n".join(output[-40:]))
         return cls(process, ready[0], output)
 
@@ -67,6 +83,7 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        _release_output(self.process)
         return int(self.process.returncode)
 
     def kill(self) -> None:
@@ -74,6 +91,7 @@ class ServiceProcess:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        _release_output(self.process)
 
     def __enter__(self) -> ServiceProcess:
         return self

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.message.record import decode_record
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader, GetConsumeStatsRequestHeader, TopicRequestHeader
@@ -25,8 +26,10 @@ from sparkmq.protocol.headers import (
 )
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
+from sparkmq.store import GetMessageStatus
 
 MAX_QUERY_MESSAGES = 64  # defaultQueryMaxNum
+STATS_READER = "sparkmq-admin-stats"  # the group name a statistics read is made under
 
 
 class AdminProcessors:
@@ -99,10 +102,19 @@ class AdminProcessors:
         if topic is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{h.topic}] not exist")
         store = self.ctx.store
-        table = {MessageQueue(h.topic, self.ctx.config.broker_name, q):
-                 TopicOffset(store.min_offset_in_queue(h.topic, q), store.max_offset_in_queue(h.topic, q))
-                 for q in range(topic.write_queue_nums)}
+        table = {}
+        for q in range(topic.write_queue_nums):
+            max_offset = store.max_offset_in_queue(h.topic, q)
+            table[MessageQueue(h.topic, self.ctx.config.broker_name, q)] = TopicOffset(
+                store.min_offset_in_queue(h.topic, q), max_offset, self._store_time_at(h.topic, q, max_offset - 1))
         return request.make_response(body=TopicStatsTable(table).encode())
+
+    def _store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at a queue offset, 0 when there is none (Java's lastUpdateTimestamp)."""
+        if offset < 0:
+            return 0
+        result = self.ctx.store.get_messages(STATS_READER, topic, queue_id, offset, 1)
+        return decode_record(result.body()).store_timestamp if result.status is GetMessageStatus.FOUND else 0
 
     async def consume_stats(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_fields(request.ext_fields)
@@ -116,7 +128,7 @@ class AdminProcessors:
             for q in range(topic.read_queue_nums):
                 committed = ctx.offsets.query(h.consumer_group, name, q)
                 table[MessageQueue(name, ctx.config.broker_name, q)] = OffsetWrapper(
-                    ctx.store.max_offset_in_queue(name, q), max(committed, 0))
+                    ctx.store.max_offset_in_queue(name, q), max(committed, 0), self._store_time_at(name, q, committed - 1))
         return request.make_response(body=ConsumeStats(table).encode())
 
     async def runtime_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import tag_codes
-from sparkmq.protocol import PullSysFlag, RemotingCommand, ResponseCode
+from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
 from sparkmq.store import GetMessageStatus, GetResult
@@ -48,6 +48,9 @@ class PullProcessor:
         if topic is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
                                          remark=f"topic[{header.topic}] not exist, apply first please!")
+        if not topic.perm & PermName.PERM_READ:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         remark=f"the topic[{header.topic}] pulling message is forbidden")
         if not 0 <= header.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"

@@ -12,7 +12,7 @@ import random
 import zlib
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.delay import redirect_if_delayed
+from sparkmq.broker.delay import delay_level_of, redirect_if_delayed
 from sparkmq.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_sendable, dlq_topic
 from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
@@ -66,7 +66,8 @@ class SendProcessor:
         except MessageError as exc:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=exc.remark)
         batch = self._route_retry_and_dlq(batch, header)
-        batch = redirect_if_delayed(batch, self._max_delay_level)
+        if not _is_batch(request, header):  # a batch never goes through the schedule topic
+            batch = redirect_if_delayed(batch, self._max_delay_level)
         wait = find_property(batch.properties[0], WAIT_STORE_MSG_OK.encode()) != b"false"
         result = await self.ctx.put(batch, wait_flush=wait)
         return self._response(request, result, queue_id, PUT_STATUS_TO_RESPONSE[result.status])
@@ -84,7 +85,10 @@ class SendProcessor:
         sys_flag = header.sys_flag
         common = dict(sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=host,
                       reconsume_times=header.reconsume_times or 0)
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        if _is_batch(request, header):
+            if delay_level_of(props) > 0 or L.transaction_type(sys_flag) != L.TRANSACTION_NOT_TYPE:
+                # CommitLog.asyncPutMessages refuses both with MESSAGE_ILLEGAL
+                raise MessageError("a batch may carry neither a delay level nor a transaction type")
             body = request.body
             if sys_flag & L.COMPRESSED_FLAG:
                 body = _inflate(body)
@@ -120,6 +124,10 @@ class SendProcessor:
         fields = SendMessageResponseHeader(msg_ids, queue_id, result.queue_offset, msg_region=cfg.region_id,
                                            trace_on=cfg.trace_on).to_fields()
         return request.make_response(code, ext_fields=fields)
+
+
+def _is_batch(request: RemotingCommand, header: SendMessageRequestHeader) -> bool:
+    return request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
 
 
 def _inflate(body: bytes) -> bytes:
