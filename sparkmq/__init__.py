@@ -56,6 +56,17 @@ from sparkmq.errors import (
 
 __version__ = "0.1.0"
 
+
+def register(spark: object) -> None:
+    """Register the ``sparkmq`` Spark data source with ``spark`` (imports pyspark only when called).
+
+    Without this call ``format("sparkmq")`` still works: ``pyspark_sparkmq.DefaultSource``
+    is found by PySpark's data source lookup.
+    """
+    from sparkmq.source import register as register_source
+
+    register_source(spark)
+
 __all__ = [
     "AsyncProducer",
     "AsyncPullConsumer",
@@ -73,6 +84,7 @@ __all__ = [
     "SendStatus",
     "allocate_averagely",
     "allocate_averagely_by_circle",
+    "register",
     "select_by_hash",
     "BrokerBusyError",
     "ConfigError",

@@ -1,0 +1,166 @@
+"""Stored records → pyarrow RecordBatch in bulk, matching the source schema exactly.
+
+Everything is vectorised: record heads come from one numpy gather (``decode_columns``),
+bodies are gathered into one contiguous buffer, properties are split into a
+``map<string,string>`` with pyarrow compute, hosts and offset msgIds are formatted with
+numpy. Only compressed bodies (rare) are touched one by one.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkmq.message import layout as L
+from sparkmq.message.bulk import RecordColumns, decode_columns
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = pa.schema([
+    pa.field("topic", pa.string()), pa.field("brokerName", pa.string()), pa.field("queueId", pa.int32()),
+    pa.field("queueOffset", pa.int64()), pa.field("commitLogOffset", pa.int64()), pa.field("msgId", pa.string()),
+    pa.field("keys", pa.string()), pa.field("tags", pa.string()), pa.field("body", pa.binary()),
+    pa.field("properties", pa.map_(pa.string(), pa.string())), pa.field("bornTimestamp", TIMESTAMP),
+    pa.field("storeTimestamp", TIMESTAMP), pa.field("bornHost", pa.string()), pa.field("storeHost", pa.string()),
+    pa.field("reconsumeTimes", pa.int32()),
+])
+SCHEMA_DDL = (
+    "topic string, brokerName string, queueId int, queueOffset long, commitLogOffset long, msgId string, "
+    "keys string, tags string, body binary, properties map<string,string>, bornTimestamp timestamp, "
+    "storeTimestamp timestamp, bornHost string, storeHost string, reconsumeTimes int"
+)
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+
+def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+            kind: pa.DataType) -> pa.Array:
+    """``raw[start:start+length]`` per row as a ``kind`` array.
+
+    Builds Arrow binary *views* (16 bytes each: length, then up to 12 inline bytes, or a
+    4-byte prefix + buffer offset) pointing into ``raw`` and lets Arrow's C++ cast copy
+    the bytes out: no per-row Python and no per-byte index arrays.
+    """
+    count = len(starts)
+    views = np.zeros((count, 16), dtype=np.uint8)
+    words = views.view(np.int32).reshape(count, 4)
+    words[:, 0] = lengths
+    head_index = np.minimum(starts[:, None] + np.arange(12), max(len(raw) - 1, 0))
+    head = raw[head_index] if len(raw) else np.zeros((count, 12), dtype=np.uint8)
+    head[np.arange(12)[None, :] >= lengths[:, None]] = 0
+    short = lengths <= 12
+    views[short, 4:16] = head[short]
+    views[~short, 4:8] = head[~short, :4]
+    words[~short, 3] = starts[~short]
+    view_kind = pa.string_view() if kind == pa.string() else pa.binary_view()
+    array = pa.Array.from_buffers(view_kind, count, [None, pa.py_buffer(views), pa.py_buffer(raw)])
+    return pc.cast(array, kind)
+
+
+def _binary(data: bytes, offsets: npt.NDArray[np.int32], kind: pa.DataType) -> pa.Array:
+    return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data)])
+
+
+def _constant_string(value: str, count: int) -> pa.Array:
+    encoded = value.encode("utf-8")
+    offsets = (np.arange(count + 1, dtype=np.int64) * len(encoded)).astype(np.int32)
+    return _binary(encoded * count, offsets, pa.string())
+
+
+def _hosts(ips: npt.NDArray[np.uint8], ports: npt.NDArray[np.int32]) -> pa.Array:
+    """``a.b.c.d:port`` per row, formatting each distinct host once."""
+    packed = (ips.astype(np.uint64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1], dtype=np.uint64)) << np.uint64(16)
+    keys = packed | ports.astype(np.uint64)
+    unique, index = np.unique(keys, return_inverse=True)
+    texts = [f"{(k >> 40) & 255}.{(k >> 32) & 255}.{(k >> 24) & 255}.{(k >> 16) & 255}:{k & 65535}" for k in unique.tolist()]
+    return pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)), pa.array(texts, pa.string())).dictionary_decode()
+
+
+def _offset_msg_ids(columns: RecordColumns) -> pa.Array:
+    """Uppercase hex of storeIP | storePort | physicalOffset for every row, without Python loops."""
+    heads = columns.heads
+    count = len(heads)
+    raw = np.empty((count, 16), dtype=np.uint8)
+    raw[:, :4] = heads["store_ip"]
+    raw[:, 4:8] = heads["store_port"].astype(">i4").view(np.uint8).reshape(count, 4)
+    raw[:, 8:] = heads["physical_offset"].astype(">i8").view(np.uint8).reshape(count, 8)
+    chars = np.empty((count, 32), dtype=np.uint8)
+    chars[:, 0::2] = _HEX[raw >> 4]
+    chars[:, 1::2] = _HEX[raw & 15]
+    return _binary(chars.tobytes(), (np.arange(count + 1, dtype=np.int64) * 32).astype(np.int32), pa.string())
+
+
+def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """(properties map, TAGS, KEYS, UNIQ_KEY) columns from the properties strings."""
+    count = len(columns)
+    strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.string())
+    items = pc.split_pattern(strings, "\x02")
+    flat = pc.list_flatten(items)
+    parents = pc.list_parent_indices(items).to_numpy()
+    pairs = pc.split_pattern(flat, "\x01", max_splits=1)
+    lengths = pc.list_value_length(pairs).to_numpy(zero_copy_only=False)
+    keep = lengths == 2
+    if not keep.all():
+        pairs = pairs.filter(pa.array(keep))
+        parents = parents[keep]
+    keys = pc.list_element(pairs, 0)
+    values = pc.list_element(pairs, 1)
+    nonempty = (pc.utf8_length(keys).to_numpy(zero_copy_only=False) > 0) & (pc.utf8_length(values).to_numpy(zero_copy_only=False) > 0)
+    if not nonempty.all():
+        mask = pa.array(nonempty)
+        keys, values, parents = keys.filter(mask), values.filter(mask), parents[nonempty]
+    map_offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(np.bincount(parents, minlength=count), out=map_offsets[1:])
+    props = pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
+    key_names = keys.to_numpy(zero_copy_only=False)
+
+    def column(name: str) -> pa.Array:
+        where = np.flatnonzero(key_names == name)
+        index = np.full(count, -1, dtype=np.int64)
+        index[parents[where]] = where  # the last occurrence wins, as in decode_properties
+        return values.take(pa.array(index, mask=index < 0))
+
+    return props, column("TAGS"), column("KEYS"), column("UNIQ_KEY")
+
+
+def _bodies(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> pa.Array:
+    compressed = np.flatnonzero(columns.heads["sys_flag"] & L.COMPRESSED_FLAG)
+    array = _slices(raw, columns.body_starts, columns.body_lengths, pa.binary())
+    if len(compressed) == 0:
+        return array
+    bodies = array.to_pylist()
+    for i in compressed.tolist():
+        bodies[i] = zlib.decompress(bodies[i])
+    return pa.array(bodies, pa.binary())
+
+
+def records_to_arrow(buffer: bytes | memoryview, broker_name: str, starts: npt.NDArray[np.int64] | None = None) -> pa.RecordBatch:
+    """Every stored record of ``buffer`` (a PULL body) as one RecordBatch of ``ARROW_SCHEMA``."""
+    columns = decode_columns(buffer, starts)
+    count = len(columns)
+    if count == 0:
+        return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+    raw = np.frombuffer(columns.buffer, dtype=np.uint8)
+    heads = columns.heads
+    props, tags, keys, uniq = _properties(raw, columns)
+    store_host = _hosts(heads["store_ip"], heads["store_port"].astype(np.int32))
+    arrays = [
+        _slices(raw, columns.topic_starts, columns.topic_lengths, pa.string()),
+        _constant_string(broker_name, count),
+        pa.array(heads["queue_id"].astype(np.int32)),
+        pa.array(heads["queue_offset"].astype(np.int64)),
+        pa.array(heads["physical_offset"].astype(np.int64)),
+        pc.coalesce(uniq, _offset_msg_ids(columns)),
+        keys,
+        tags,
+        _bodies(raw, columns),
+        props,
+        pa.array(heads["born_timestamp"].astype(np.int64) * 1000, TIMESTAMP),
+        pa.array(heads["store_timestamp"].astype(np.int64) * 1000, TIMESTAMP),
+        _hosts(heads["born_ip"], heads["born_port"].astype(np.int32)),
+        store_host,
+        pa.array(heads["reconsume_times"].astype(np.int32)),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

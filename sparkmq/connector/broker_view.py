@@ -1,0 +1,156 @@
+"""Blocking cluster access for the Spark driver and executors: queues, offsets, commits, range reads.
+
+One ``BrokerView`` per (NameServer, group) and process is cached (``view_for``), so the
+Python workers Spark reuses keep their connections from task to task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Iterable, Iterator
+
+from sparkmq.client import loop_thread
+from sparkmq.client.instance import check_response
+from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.errors import SparkmqError, TopicNotExistError
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.bodies import MessageQueue, TopicList
+from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
+
+_views: dict[tuple[str, str], BrokerView] = {}
+_views_lock = threading.Lock()
+SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC", "TBW102", "SELF_TEST_TOPIC",
+                         "OFFSET_MOVED_EVENT", "TRANS_CHECK_MAX_TIME_TOPIC", "BenchmarkTest")
+
+
+class DataLossError(SparkmqError):
+    """Offsets the query needs are gone from the broker (retention) or went backwards."""
+
+
+def view_for(namesrv_addr: str, group: str) -> BrokerView:
+    """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
+    key = (namesrv_addr, group)
+    with _views_lock:
+        view = _views.get(key)
+        if view is None:
+            view = _views[key] = BrokerView(namesrv_addr, group)
+        return view
+
+
+class BrokerView:
+    """Queue and offset operations, each a blocking call run on the client loop."""
+
+    def __init__(self, namesrv_addr: str, group: str) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.group = group
+        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None)
+        loop_thread.run(self._reader.instance.start())
+
+    def _run(self, coro):  # type: ignore[no-untyped-def]
+        return loop_thread.run(coro)
+
+    # -- queues ----------------------------------------------------------------------------
+    def queues(self, topics: Iterable[str] = (), pattern: str | None = None,
+               assign: dict[str, tuple[int, ...]] | None = None) -> list[MessageQueue]:
+        """Readable queues of ``topics``, of the topics matching ``pattern``, or the assigned ones."""
+        return self._run(self._queues(list(topics), pattern, assign))
+
+    async def _queues(self, topics: list[str], pattern: str | None, assign: dict[str, tuple[int, ...]] | None) -> list[MessageQueue]:
+        if pattern is not None:
+            regex = re.compile(pattern)
+            topics = [t for t in await self._all_topics() if regex.fullmatch(t) and not t.startswith(SYSTEM_TOPIC_PREFIXES)]
+        if assign is not None:
+            queues = []
+            for topic, ids in assign.items():
+                known = {q.queue_id: q for q in await self._topic_queues(topic, must_exist=True)}
+                missing = [i for i in ids if i not in known]
+                if missing:
+                    raise SparkmqError(f"assign names queues {missing} that topic {topic} does not have")
+                queues += [known[i] for i in ids]
+            return queues
+        found: list[MessageQueue] = []
+        for topic in topics:
+            found += await self._topic_queues(topic, must_exist=pattern is None)
+        return found
+
+    async def _topic_queues(self, topic: str, must_exist: bool) -> list[MessageQueue]:
+        try:
+            return (await self._reader.instance.route(topic, refresh=True)).subscribe_queues()
+        except TopicNotExistError:
+            if must_exist:
+                raise
+            return []
+
+    async def _all_topics(self) -> list[str]:
+        last: SparkmqError | None = None
+        for address in self._reader.instance.namesrv_addresses:
+            try:
+                response = await self._reader.instance.remoting.invoke(address, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+                return sorted(TopicList.decode(check_response(response, "topic list").body).topic_list)
+            except SparkmqError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    # -- offsets ---------------------------------------------------------------------------
+    def max_offsets(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
+        return self._run(self._each(queues, self._reader.max_offset))
+
+    def min_offsets(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
+        return self._run(self._each(queues, self._reader.min_offset))
+
+    def committed(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
+        """The group's committed offsets (-1 where none)."""
+        return self._run(self._each(queues, self._reader.committed))
+
+    def offsets_for_timestamp(self, queues: list[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
+        async def search(queue: MessageQueue) -> int:
+            fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, timestamp_ms).to_fields()
+            response = await self._reader.instance.invoke_broker(queue.broker_name, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
+            return OffsetResponseHeader.from_fields(check_response(response, f"offset by time of {queue}").ext_fields).offset
+
+        return self._run(self._each(queues, search))
+
+    async def _each(self, queues: list[MessageQueue], action) -> dict[MessageQueue, int]:  # type: ignore[no-untyped-def]
+        values = await asyncio.gather(*(action(q) for q in queues))
+        return dict(zip(queues, values))
+
+    def commit(self, offsets: dict[MessageQueue, int]) -> None:
+        """Commit offsets to the group in the broker's offset manager."""
+        if offsets:
+            self._run(self._reader.commit(offsets))
+
+    def broker_address(self, queue: MessageQueue) -> str:
+        return self._reader.instance.broker_address(queue.broker_name)
+
+    # -- reading ---------------------------------------------------------------------------
+    def read_range(self, queue: MessageQueue, start: int, end: int, batch_size: int, expression: str = "*",
+                   fail_on_data_loss: bool = True) -> Iterator[bytes]:
+        """Pull bodies (whole stored records) covering exactly queue offsets [start, end).
+
+        A start below the queue's minimum (retention) or a gap is data loss: raised as
+        DataLossError naming queue, range and cause, or skipped when ``fail_on_data_loss``
+        is False. The last body may hold records at or past ``end``; callers trim by offset.
+        """
+        offset = start
+        while offset < end:
+            result = self._run(self._reader.pull_raw(queue, offset, min(batch_size, end - offset), 0.0, expression))
+            if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
+                lost = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} offsets [{offset}, {min(result.min_offset, end)}) are gone " \
+                       f"(the broker's minimum is {result.min_offset}: deleted by retention)"
+                if fail_on_data_loss:
+                    raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
+                offset = max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
+                continue
+            if result.status == ResponseCode.PULL_NOT_FOUND:
+                if fail_on_data_loss:
+                    raise DataLossError(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
+                                        f"{result.max_offset}, before the planned end {end} (offsets went backwards)")
+                return
+            if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
+                offset = result.next_begin_offset
+                continue
+            yield result.body
+            offset = result.next_begin_offset

@@ -1,0 +1,282 @@
+"""The Spark data source ``sparkmq``: stream and batch readers over sparkmq (RocketMQ) queues.
+
+>>> # sparkmq.register(spark)      # or nothing: pyspark_sparkmq.DefaultSource auto-registers
+>>> # (spark.readStream.format("sparkmq").option("namesrvAddr", "127.0.0.1:9876")
+>>> #      .option("topic", "orders").option("consumerGroup", "orders-to-delta").load())
+
+Offsets are ``{topic: {"broker:queueId": offset}}`` with sorted keys. Each micro-batch reads
+exactly [start, end) per queue; ``read()`` pulls those ranges and yields Arrow RecordBatches
+built in bulk. After each finished batch the group's offsets on the broker are moved to the
+batch end (from ``latestOffset``, because Spark's ``commit`` comes one batch late and never
+for the last batch), so lag shows on the broker; the checkpoint stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from sparkmq.connector.arrow import SCHEMA_DDL, records_to_arrow
+from sparkmq.connector.broker_view import BrokerView, view_for
+from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
+from sparkmq.connector.options import SinkOptions, SourceOptions
+from sparkmq.protocol.bodies import MessageQueue
+
+logger = logging.getLogger(__name__)
+BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
+
+
+@dataclass(frozen=True)
+class QueueRange(InputPartition):  # type: ignore[misc]
+    """One task's work: queue offsets [start, end) of one queue."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+
+def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None) -> list[QueueRange]:
+    """Non-empty ranges per queue, split into pieces of at most ``max_records``."""
+    ranges = []
+    for queue in sorted(end, key=lambda q: (q.topic, q.broker_name, q.queue_id)):
+        first, last = start.get(queue, 0), end[queue]
+        step = max_records or max(last - first, 1)
+        for piece in range(first, last, step):
+            ranges.append(QueueRange(queue.topic, queue.broker_name, queue.queue_id, piece, min(piece + step, last)))
+    return ranges
+
+
+def read_range(options: SourceOptions, group: str, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
+    view = view_for(options.namesrv_addr, group)
+    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, options.sub_expression,
+                                options.fail_on_data_loss):
+        batch = records_to_arrow(body, part.broker_name)
+        offsets = batch.column("queueOffset")
+        inside = pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end))
+        if not pc.all(inside).as_py():
+            batch = batch.filter(inside)
+        if batch.num_rows:
+            yield batch
+
+
+class _Resolver:
+    """Turns start/end options into offsets for a set of queues."""
+
+    def __init__(self, options: SourceOptions, view: BrokerView) -> None:
+        self.options = options
+        self.view = view
+
+    def queues(self) -> list[MessageQueue]:
+        o = self.options
+        return self.view.queues(o.topics, o.topic_pattern, o.assign)
+
+    def by_mode(self, queues: list[MessageQueue], mode: str, json_offsets: dict[str, dict[str, int]] | None,
+                timestamp: int | None, by_timestamp: dict[str, dict[str, int]] | None) -> QueueOffsets:
+        low, high = self.view.min_offsets(queues), self.view.max_offsets(queues)
+        if timestamp is not None:
+            return self.view.offsets_for_timestamp(queues, timestamp)
+        result: QueueOffsets = {}
+        for queue in queues:
+            if by_timestamp is not None and self._lookup(by_timestamp, queue) is not None:
+                stamp = self._lookup(by_timestamp, queue)
+                result[queue] = self.view.offsets_for_timestamp([queue], int(stamp))[queue]  # type: ignore[arg-type]
+                continue
+            wanted = self._lookup(json_offsets, queue) if json_offsets is not None else None
+            if wanted is None:
+                wanted = -2 if mode in ("earliest", "group", "json") else -1
+            result[queue] = low[queue] if wanted == -2 else high[queue] if wanted == -1 else min(max(wanted, 0), high[queue])
+        return result
+
+    @staticmethod
+    def _lookup(table: dict[str, dict[str, int]] | None, queue: MessageQueue) -> int | None:
+        per_topic = (table or {}).get(queue.topic) or {}
+        for key in (f"{queue.broker_name}:{queue.queue_id}", str(queue.queue_id)):
+            if key in per_topic:
+                return per_topic[key]
+        return None
+
+
+class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Micro-batch reader; its state lives in Spark's long-lived driver-side Python process."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        assert options.consumer_group is not None
+        self.group = options.consumer_group
+        self._initial: dict[str, dict[str, int]] | None = None
+        self._committed: QueueOffsets = {}
+        self._latest: QueueOffsets = {}
+        self._available_now: QueueOffsets | None = None
+        self._last_batch_at = time.monotonic()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "group": self.group}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    @property
+    def view(self) -> BrokerView:
+        return view_for(self.options.namesrv_addr, self.group)
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        """Resolved once: the group's committed offsets where it has them, else the starting option.
+
+        The resolved offsets are committed to the group at once, so a restart before the first
+        batch finishes starts from the same place (Spark persists nothing for Python sources).
+        """
+        if self._initial is None:
+            o = self.options
+            resolver = _Resolver(o, self.view)
+            queues = resolver.queues()
+            committed = self.view.committed(queues)
+            fresh = [q for q in queues if committed[q] < 0]
+            start = {q: committed[q] for q in queues if committed[q] >= 0}
+            if fresh:
+                start.update(resolver.by_mode(fresh, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp,
+                                              o.starting_offsets_by_timestamp))
+                self.view.commit({q: start[q] for q in fresh})
+            self._committed = dict(start)
+            self._initial = to_json_offsets(start)
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.max_bytes_per_trigger:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read up to what exists now, in batches honouring the limits."""
+        self._available_now = self.view.max_offsets(_Resolver(self.options, self.view).queues())
+
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        begin = from_json_offsets(start)
+        self._commit_finished(begin)
+        queues = _Resolver(self.options, self.view).queues()
+        latest = self.view.max_offsets(queues)
+        if self._available_now is not None:
+            latest = {q: min(o, self._available_now.get(q, 0)) for q, o in latest.items()}
+        self._latest = latest
+        for queue, offset in begin.items():  # never plan below the start (a queue that shrank is data loss)
+            latest[queue] = max(latest.get(queue, offset), offset)
+        backlog = sum(latest[q] - begin.get(q, 0) for q in latest)
+        if self._wait_for_more(backlog, limit):
+            return start
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin, latest, limit.max_rows)
+        elif isinstance(limit, ReadMaxBytes):
+            end = rate_limit(begin, latest, max(1, limit.max_bytes // self._average_record_bytes(begin, latest)))
+        else:
+            end = latest
+        if any(end[q] != begin.get(q, 0) for q in end):
+            self._last_batch_at = time.monotonic()
+        return to_json_offsets(end)
+
+    def _wait_for_more(self, backlog: int, limit: ReadLimit) -> bool:
+        """minOffsetsPerTrigger: hold back a small batch until maxTriggerDelay has passed."""
+        minimum = self.options.min_offsets_per_trigger
+        if not minimum or backlog == 0 or backlog >= minimum or self._available_now is not None:
+            return False
+        return (time.monotonic() - self._last_batch_at) * 1000 < self.options.max_trigger_delay_ms
+
+    def _average_record_bytes(self, begin: QueueOffsets, latest: QueueOffsets) -> int:
+        """A size estimate for maxBytesPerTrigger: one record of the first queue with a backlog."""
+        for queue, end in latest.items():
+            first = begin.get(queue, 0)
+            if end > first:
+                for body in self.view.read_range(queue, first, first + 1, 1, "*", False):
+                    return max(len(body), 1)
+        return 1
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return to_json_offsets(self._latest) if self._latest else None
+
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRange]:
+        return plan_ranges(from_json_offsets(start), from_json_offsets(end), self.options.max_records_per_partition)
+
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        return read_range(self.options, self.group, partition)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Spark's own commit (one batch late): a backstop for ``latestOffset``'s commits."""
+        self._commit_finished(from_json_offsets(end))
+
+    def _commit_finished(self, offsets: QueueOffsets) -> None:
+        """Move the group's broker offsets forward to what Spark has finished (never backwards)."""
+        ahead = {q: o for q, o in offsets.items() if o > self._committed.get(q, -1)}
+        if ahead:
+            self.view.commit(ahead)
+            self._committed.update(ahead)
+
+
+class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
+    """``spark.read.format("sparkmq")``: starting to ending offsets (or timestamps), once."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.group = options.consumer_group or BATCH_READER_GROUP
+
+    def partitions(self) -> list[QueueRange]:
+        o = self.options
+        view = view_for(o.namesrv_addr, self.group)
+        resolver = _Resolver(o, view)
+        queues = resolver.queues()
+        start = resolver.by_mode(queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp,
+                                 o.starting_offsets_by_timestamp)
+        end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
+        return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
+
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        return read_range(self.options, self.group, partition)
+
+
+class SparkmqDataSource(DataSource):  # type: ignore[misc]
+    """``format("sparkmq")``: readers and writers for sparkmq / RocketMQ topics."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sparkmq"
+
+    def schema(self) -> str:
+        # Spark asks for the schema when a read is defined: reject bad options right here.
+        SourceOptions.parse(self.options)
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> SparkmqBatchReader:
+        return SparkmqBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> SparkmqStreamReader:
+        return SparkmqStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from sparkmq.sink import SparkmqBatchWriter
+
+        return SparkmqBatchWriter(SinkOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from sparkmq.sink import SparkmqStreamWriter
+
+        return SparkmqStreamWriter(SinkOptions.parse(self.options), schema)
+
+
+def register(spark: Any) -> None:
+    """Register the ``sparkmq`` format with a SparkSession (auto-registration also works)."""
+    spark.dataSource.register(SparkmqDataSource)
