@@ -27,7 +27,7 @@ from sparkmq.client.message import Message
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.errors import SparkmqError
-from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.client import MessageQueue
 
 logger = logging.getLogger(__name__)
 SEND_ATTEMPTS = 3

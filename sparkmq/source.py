@@ -29,7 +29,7 @@ from sparkmq.connector.arrow import SCHEMA_DDL, records_to_arrow
 from sparkmq.connector.broker_view import BrokerView, view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
 from sparkmq.connector.options import SinkOptions, SourceOptions
-from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.client import MessageQueue
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker

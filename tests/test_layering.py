@@ -63,8 +63,10 @@ CONTRACTS = (
     Contract("sparkmq.client", _names("protocol", "remoting", "message", "errors"), None, SPARK_MODULES),
     Contract("sparkmq.broker", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
     Contract("sparkmq.namesrv", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
-    Contract("sparkmq.source", _names("client", "message", "errors"), None),
-    Contract("sparkmq.sink", _names("client", "message", "errors"), None),
+    # The Spark side: connector/ holds what source and sink share (options, offsets, Arrow path).
+    Contract("sparkmq.connector", _names("client", "message", "protocol", "errors"), None),
+    Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
+    Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
 )
 # The command line is a composition root: it may import anything (as may sparkmq/__init__.py).
 UNCONSTRAINED = _names("cli")

@@ -5,9 +5,10 @@ from sparkmq.client.producer import AsyncProducer, Producer, select_by_hash
 from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
 from sparkmq.client.push_consumer import AsyncPushConsumer, ConsumeResult, PushConsumer
 from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
+from sparkmq.protocol.bodies import MessageQueue
 
 __all__ = [
-    "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "Producer", "PullConsumer",
+    "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "MessageQueue", "Producer", "PullConsumer",
     "PullResult", "PushConsumer", "ReceivedMessage", "SendResult", "SendStatus", "allocate_averagely",
     "allocate_averagely_by_circle", "select_by_hash",
 ]
