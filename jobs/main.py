@@ -1,12 +1,8 @@
-"""The main job that ``make run`` runs: for now the store demo (``jobs/store_demo.py``).
-
-It grows into the Spark pipeline (sink → broker → source → Delta) as the broker and Spark
-parts land.
-"""
+"""The main job ``make run`` runs: order events through sparkmq into Delta (``orders_pipeline``)."""
 
 from __future__ import annotations
 
-from jobs.store_demo import main
+from jobs.orders_pipeline import main
 
 if __name__ == "__main__":
     raise SystemExit(main(["--fresh"]))

@@ -16,6 +16,8 @@ Example::
 from __future__ import annotations
 
 from sparkmq.client import (
+    Admin,
+    QueueLag,
     AsyncProducer,
     AsyncPullConsumer,
     AsyncPushConsumer,
@@ -32,6 +34,7 @@ from sparkmq.client import (
     allocate_averagely_by_circle,
     select_by_hash,
 )
+from sparkmq.embedded import EmbeddedCluster
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import MessageModel
 
@@ -67,11 +70,14 @@ def register(spark: object) -> None:
 
     register_source(spark)
 
+
 __all__ = [
+    "Admin",
     "AsyncProducer",
     "AsyncPullConsumer",
     "AsyncPushConsumer",
     "ConsumeResult",
+    "EmbeddedCluster",
     "Message",
     "MessageModel",
     "MessageQueue",
@@ -79,6 +85,7 @@ __all__ = [
     "PullConsumer",
     "PullResult",
     "PushConsumer",
+    "QueueLag",
     "ReceivedMessage",
     "SendResult",
     "SendStatus",

@@ -69,7 +69,7 @@ CONTRACTS = (
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
 )
 # The command line is a composition root: it may import anything (as may sparkmq/__init__.py).
-UNCONSTRAINED = _names("cli")
+UNCONSTRAINED = _names("cli", "embedded")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """sparkmq's own clients: producers, pull and push consumers (asyncio core, blocking facades)."""
 
+from sparkmq.client.admin import Admin, QueueLag
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer, Producer, select_by_hash
 from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
@@ -8,7 +9,7 @@ from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_c
 from sparkmq.protocol.bodies import MessageQueue
 
 __all__ = [
-    "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "MessageQueue", "Producer", "PullConsumer",
-    "PullResult", "PushConsumer", "ReceivedMessage", "SendResult", "SendStatus", "allocate_averagely",
+    "Admin", "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "MessageQueue", "Producer", "PullConsumer",
+    "PullResult", "PushConsumer", "QueueLag", "ReceivedMessage", "SendResult", "SendStatus", "allocate_averagely",
     "allocate_averagely_by_circle", "select_by_hash",
 ]
