@@ -5,10 +5,14 @@ VENV_PYTHON := $(VENV)/bin/python
 # Re-install only when pyproject.toml changes; the stamp lives inside the venv it describes.
 VENV_STAMP := $(VENV)/.installed-from-pyproject
 PYTEST_ARGS ?=
+# The real C++ RocketMQ client (PyPI rocketmq 0.4.4) for tests/interop, in a venv of its own:
+# its top-level `rocketmq` package must not meet anything else.
+ROCKETMQ_VENV := .venv-rocketmq
+ROCKETMQ_STAMP := $(ROCKETMQ_VENV)/.installed-rocketmq-0.4.4
 
 .PHONY: venv run test clean
 
-venv: $(VENV_STAMP)
+venv: $(VENV_STAMP) $(ROCKETMQ_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs a JVM)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless; \
@@ -19,6 +23,11 @@ $(VENV_STAMP): pyproject.toml
 	$(VENV_PYTHON) -m pip install --quiet -e '.[test]'
 	touch $@
 
+$(ROCKETMQ_STAMP):
+	test -x $(ROCKETMQ_VENV)/bin/python || $(PYTHON) -m venv $(ROCKETMQ_VENV)
+	$(ROCKETMQ_VENV)/bin/python -m pip install --quiet rocketmq==0.4.4
+	touch $@
+
 run: venv
 	$(VENV_PYTHON) -m jobs.main
 
@@ -26,4 +35,4 @@ test: venv
 	$(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .hypothesis
+	rm -rf $(VENV) $(ROCKETMQ_VENV) build dist *.egg-info .hypothesis
