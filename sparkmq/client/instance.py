@@ -19,7 +19,7 @@ from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
-from sparkmq.protocol.bodies import TopicRouteData
+from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
@@ -54,6 +54,7 @@ class ClientInstance:
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._hook_tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -69,9 +70,10 @@ class ClientInstance:
                 logger.warning("client %s: periodic %s failed: %s", self.client_id, action.__name__, exc.remark)
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks = self._tasks + list(self._hook_tasks)
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._unregister()
         await self.remoting.close()
 
@@ -165,11 +167,32 @@ class ClientInstance:
             group = NotifyConsumerIdsChangedRequestHeader.from_fields(request.ext_fields).consumer_group
             hook = self.rebalance_hooks.get(group)
             if hook is not None:
-                asyncio.get_running_loop().create_task(hook())
+                # Keep a reference (the loop holds tasks weakly) and log a failure instead of losing it.
+                task = asyncio.get_running_loop().create_task(self._run_hook(group, hook))
+                self._hook_tasks.add(task)
+                task.add_done_callback(self._hook_tasks.discard)
             return None
         return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      remark=f"request type {request.code} not supported by this client")
 
+    async def _run_hook(self, group: str, hook: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await hook()
+        except SparkmqError as exc:
+            logger.warning("client %s: rebalance of %s after NOTIFY_CONSUMER_IDS_CHANGED failed: %s",
+                           self.client_id, group, exc.remark)
+
     async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
                             timeout: float = 3.0) -> RemotingCommand:
         return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)
+
+    async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
+                                  timeout: float = 3.0) -> RemotingCommand:
+        """Like ``invoke_broker`` for the broker of ``queue``, looking its topic's route up first when no
+        cached route names that broker (a queue the caller built itself, or a broker new to the route)."""
+        try:
+            address = self.broker_address(queue.broker_name)
+        except RemoteError:
+            await self.route(queue.topic, refresh=True)
+            address = self.broker_address(queue.broker_name)
+        return await self.remoting.invoke(address, code, ext_fields, body, timeout)

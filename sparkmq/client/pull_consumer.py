@@ -113,7 +113,7 @@ class AsyncPullConsumer:
 
     # -- broker queries --------------------------------------------------------------------
     async def _offset_query(self, code: int, queue: MessageQueue, fields: dict[str, str]) -> int:
-        response = check_response(await self.instance.invoke_broker(queue.broker_name, code, fields), f"offset of {queue}")
+        response = check_response(await self.instance.invoke_queue_broker(queue, code, fields), f"offset of {queue}")
         return OffsetResponseHeader.from_fields(response.ext_fields).offset
 
     async def min_offset(self, queue: MessageQueue) -> int:
@@ -125,7 +125,7 @@ class AsyncPullConsumer:
     async def committed(self, queue: MessageQueue) -> int:
         """The group's committed offset of ``queue`` on the broker, -1 when there is none."""
         fields = QueryConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id).to_fields()
-        response = await self.instance.invoke_broker(queue.broker_name, RequestCode.QUERY_CONSUMER_OFFSET, fields)
+        response = await self.instance.invoke_queue_broker(queue, RequestCode.QUERY_CONSUMER_OFFSET, fields)
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return -1
         return OffsetResponseHeader.from_fields(check_response(response, f"committed offset of {queue}").ext_fields).offset
@@ -137,7 +137,7 @@ class AsyncPullConsumer:
         flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
         header = PullMessageRequestHeader(self.group, queue.topic, queue.queue_id, offset, max_messages, int(flags), 0,
                                           int(suspend_s * 1000), 0, expression, "TAG")
-        response = await self.instance.invoke_broker(queue.broker_name, RequestCode.PULL_MESSAGE, header.to_fields(),
+        response = await self.instance.invoke_queue_broker(queue, RequestCode.PULL_MESSAGE, header.to_fields(),
                                                      timeout=suspend_s + PULL_TIMEOUT_MARGIN_S)
         if response.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
                                  ResponseCode.PULL_OFFSET_MOVED):
@@ -176,14 +176,23 @@ class AsyncPullConsumer:
 
     # -- committing ------------------------------------------------------------------------
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
-        """Store positions (or ``offsets``) in the broker's offset manager."""
-        for queue, offset in (offsets or self.positions).items():
-            if self._committed.get(queue) == offset:
-                continue
-            fields = UpdateConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id, offset).to_fields()
-            check_response(await self.instance.invoke_broker(queue.broker_name, RequestCode.UPDATE_CONSUMER_OFFSET, fields),
-                           f"commit {queue}")
-            self._committed[queue] = offset
+        """Store positions (or ``offsets``) in the broker's offset manager.
+
+        The queues' updates go out together, not one round trip after another: a member taking
+        over a queue at a rebalance reads the committed offset, and the sooner it is stored the
+        less that member consumes again. The first failure is raised once all have finished.
+        """
+        changed = {q: o for q, o in (offsets or self.positions).items() if self._committed.get(q) != o}
+        outcomes = await asyncio.gather(*(self._commit_one(q, o) for q, o in changed.items()), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
+        fields = UpdateConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id, offset).to_fields()
+        check_response(await self.instance.invoke_queue_broker(queue, RequestCode.UPDATE_CONSUMER_OFFSET, fields),
+                       f"commit {queue}")
+        self._committed[queue] = offset
 
     async def _commit_periodically(self) -> None:
         assert self.auto_commit_interval_s

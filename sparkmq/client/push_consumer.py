@@ -40,6 +40,9 @@ PULL_SUSPEND_S = 15.0
 FLOW_CONTROL_PAUSE_S = 1.0
 RETRY_LATER_S = 5.0
 ORDERLY_SUSPEND_S = 1.0
+DROP_CONSUME_WAIT_S = 1.0  # RebalanceImpl's consume-lock tryLock(1000) when an orderly queue is removed
+LOCK_RETRY_S = 1.0  # an orderly queue still locked by its previous owner is tried again this soon (then 2 s, 4 s, ...)
+CLOSE_CONSUME_WAIT_S = 10.0
 
 
 class ConsumeResult(enum.Enum):
@@ -87,7 +90,12 @@ class AsyncPushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._closing = False
         self._orderly_locks: dict[MessageQueue, asyncio.Lock] = {}
-        self._offset_file = (offset_dir or Path.home() / ".sparkmq_offsets") / f"{self.instance.client_id}-{group}.json" \
+        self._retry_task: asyncio.Task[None] | None = None
+        self._retry_delay_s = LOCK_RETRY_S
+        # BROADCASTING keeps offsets in a local file. Named after ``instance_name`` when given, so a
+        # restarted consumer finds it; the client id carries a random part and would never match.
+        owner = instance_name or self.instance.client_id
+        self._offset_file = (offset_dir or Path.home() / ".sparkmq_offsets") / f"{owner}-{group}.json" \
             if message_model is MessageModel.BROADCASTING else None
 
     def subscribe(self, topic: str, expression: str, listener: Listener) -> None:
@@ -112,13 +120,13 @@ class AsyncPushConsumer:
         if not self._subscriptions:
             raise SparkmqError("subscribe to at least one topic before start()")
         self.instance.consumer_data[self.group] = self._consumer_data
-        self.instance.rebalance_hooks[self.group] = self.rebalance
+        self.instance.rebalance_hooks[self.group] = self._members_changed
         await self.instance.start()
         for topic in self._topics():
             try:
                 await self.instance.route(topic)
             except SparkmqError as exc:
-                logger.warning("no route for %s yet: %s", topic, exc.remark)
+                logger.info("no route for %s yet: %s", topic, exc.remark)  # %RETRY%group of a new group
         self._load_local_offsets()
         await self.instance.heartbeat()
         await self.rebalance()
@@ -137,18 +145,37 @@ class AsyncPushConsumer:
                 logger.warning("consumer %s: %s failed: %s", self.group, action.__name__, exc.remark)
 
     async def close(self) -> None:
-        """Stop pulling, finish what is being consumed, persist offsets, unlock, unregister."""
+        """Stop pulling, finish what is being consumed, persist offsets, unlock, unregister.
+
+        Messages already handed to the pool are finished (up to ``CLOSE_CONSUME_WAIT_S``) and
+        their offsets persisted *before* the queues are unlocked and the client unregisters,
+        so the members that take the queues over do not consume them again.
+        """
         self.instance.rebalance_hooks.pop(self.group, None)
-        for task in self._tasks:
+        tasks = self._tasks + ([self._retry_task] if self._retry_task is not None else [])
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         async with self._rebalance_lock:
-            self._closing = True
-            for queue in list(self._queues):
-                await self._drop(queue, persist=False)
-        if self._consume_tasks:
-            await asyncio.wait(self._consume_tasks, timeout=10)
-        await self.persist_offsets()
+            pulls = list(self._pull_tasks.values())
+            self._pull_tasks.clear()
+            for task in pulls:
+                task.cancel()
+            await asyncio.gather(*pulls, return_exceptions=True)
+            self._closing = True  # listener calls not started yet are skipped, running ones finish
+            if self._consume_tasks:
+                await asyncio.wait(self._consume_tasks, timeout=CLOSE_CONSUME_WAIT_S)
+            for process in self._queues.values():
+                process.dropped = True
+            await self.persist_offsets()
+            queues = list(self._queues)
+            self._queues.clear()
+            if self.orderly:
+                for queue in queues:
+                    await self._unlock([queue])
+        if self._retry_task is not None:  # scheduled by a rebalance that ran while close waited for the lock
+            self._retry_task.cancel()
+            await asyncio.gather(self._retry_task, return_exceptions=True)
         self.instance.consumer_data.pop(self.group, None)
         await self.instance.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -161,27 +188,72 @@ class AsyncPushConsumer:
         await self.close()
 
     # -- rebalance -------------------------------------------------------------------------
+    async def _members_changed(self) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED: persist offsets first, then rebalance.
+
+        A member taking over one of our queues starts at the broker's committed offset; storing
+        ours now (not at the next 5 s persist) keeps what it consumes again to the few messages
+        consumed between this persist and our drop of the queue.
+        """
+        if self.message_model is MessageModel.CLUSTERING:
+            await self.persist_offsets()
+        await self.rebalance()
+
     async def rebalance(self) -> None:
-        """Recompute this member's queues and start/stop their pull loops."""
+        """Recompute this member's queues and start/stop their pull loops.
+
+        A topic whose route or member list cannot be read keeps the queues it has (RocketMQ's
+        ``rebalanceByTopic`` leaves the assignment alone), so a NameServer hiccup never stops
+        consumption.
+        """
         async with self._rebalance_lock:
             if self._closing:
                 return
             wanted: set[MessageQueue] = set()
+            missing = False
             for topic in self._topics():
                 try:
                     queues = (await self.instance.route(topic, refresh=True)).subscribe_queues()
+                    if self.message_model is MessageModel.BROADCASTING:
+                        wanted.update(queues)
+                        continue
+                    ids = await self._member_ids(queues)
                 except SparkmqError as exc:
-                    logger.info("rebalance of %s skips %s: %s", self.group, topic, exc.remark)
+                    logger.info("rebalance of %s keeps its queues of %s: %s", self.group, topic, exc.remark)
+                    wanted.update(q for q in self._queues if q.topic == topic)
+                    # e.g. %RETRY%group: the broker creates it at our first heartbeat and the
+                    # NameServer learns of it a moment later
+                    missing = True
                     continue
-                if self.message_model is MessageModel.BROADCASTING:
-                    wanted.update(queues)
-                    continue
-                ids = await self._member_ids(queues)
                 wanted.update(self.allocate(self.instance.client_id, queues, ids))
             for queue in [q for q in self._queues if q not in wanted]:
                 await self._drop(queue)
             for queue in sorted(wanted - set(self._queues), key=lambda q: (q.topic, q.broker_name, q.queue_id)):
-                await self._take(queue)
+                try:
+                    missing |= not await self._take(queue)
+                except SparkmqError as exc:
+                    logger.warning("consumer %s cannot take %s yet: %s", self.group, queue, exc.remark)
+                    missing = True
+            if missing:
+                self._rebalance_soon()
+            else:
+                self._retry_delay_s = LOCK_RETRY_S
+
+    def _rebalance_soon(self) -> None:
+        """Try again shortly (a route not there yet, a queue not locked or not started) rather than at
+        the next periodic pass; the delay doubles while something stays missing."""
+        if self._retry_task is None or self._retry_task.done():
+            delay = self._retry_delay_s
+            self._retry_delay_s = min(delay * 2, REBALANCE_INTERVAL_S)
+            self._retry_task = asyncio.get_running_loop().create_task(self._rebalance_later(delay))
+
+    async def _rebalance_later(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        self._retry_task = None  # this rebalance may schedule the next try
+        try:
+            await self.rebalance()
+        except SparkmqError as exc:
+            logger.warning("consumer %s: rebalance failed: %s", self.group, exc.remark)
 
     async def _member_ids(self, queues: list[MessageQueue]) -> list[str]:
         if not queues:
@@ -190,9 +262,10 @@ class AsyncPushConsumer:
         response = await self.instance.invoke_broker(queues[0].broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
         return list(ConsumerListBody.decode(check_response(response, "consumer list").body).consumer_id_list)
 
-    async def _take(self, queue: MessageQueue) -> None:
+    async def _take(self, queue: MessageQueue) -> bool:
+        """Start pulling ``queue``; False when an orderly queue is still locked by another member."""
         if self.orderly and not await self._lock([queue]):
-            return  # another member still holds it; the next rebalance tries again
+            return False  # another member still holds it; tried again shortly
         offset = self.offsets.get(queue, -1)
         if offset < 0 and self.message_model is MessageModel.CLUSTERING:
             offset = await self._reader.committed(queue)
@@ -202,17 +275,41 @@ class AsyncPushConsumer:
         process = self._queues[queue] = ProcessQueue()
         process.locked = self.orderly
         self._pull_tasks[queue] = asyncio.get_running_loop().create_task(self._pull_loop(queue, process, offset))
+        return True
 
     async def _drop(self, queue: MessageQueue, persist: bool = True) -> None:
+        """Stop pulling ``queue`` and hand it back: persist its offset, forget it, unlock it (orderly).
+
+        Orderly: the message being consumed is finished first (up to ``DROP_CONSUME_WAIT_S``, like
+        RocketMQ's consume-lock ``tryLock``) and its offset persisted, so the next owner starts
+        right after it — nothing is consumed twice and the order holds across the move.
+        """
         process = self._queues.pop(queue)
-        process.dropped = True
+        process.dropped = True  # no further message starts
         task = self._pull_tasks.pop(queue)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        if persist:
-            await self.persist_offsets([queue])
-        if self.orderly:
-            await self._unlock([queue])
+        consume_lock = self._queue_lock(queue) if self.orderly else None
+        holding = False
+        if consume_lock is not None:
+            try:
+                holding = await asyncio.wait_for(consume_lock.acquire(), DROP_CONSUME_WAIT_S)
+            except TimeoutError:
+                logger.warning("%s: a listener call on %s is still running; releasing the queue anyway", self.group, queue)
+        try:
+            if persist:
+                await self.persist_offsets([queue])
+            if self.message_model is MessageModel.CLUSTERING:
+                # The next owner may move it on: if it comes back, start from the broker's committed
+                # offset (RocketMQ's removeOffset), not from what this member had consumed back then.
+                self.offsets.pop(queue, None)
+            process.locked = False  # a listener call still running no longer records its offset
+            if self.orderly:
+                await self._unlock([queue])
+        finally:
+            if holding:
+                assert consume_lock is not None
+                consume_lock.release()
 
     # -- pulling and consuming -------------------------------------------------------------
     async def _pull_loop(self, queue: MessageQueue, process: ProcessQueue, offset: int) -> None:
@@ -255,7 +352,10 @@ class AsyncPushConsumer:
         topic = message.properties.get("RETRY_TOPIC", message.topic) if message.topic.startswith("%RETRY%") else message.topic
         return self._topics().get(topic, self._topics()[message.topic])[1]
 
-    def _call(self, message: ReceivedMessage) -> bool:
+    def _call(self, message: ReceivedMessage) -> bool | None:
+        """Run the listener: True consumed, False to retry, None not run because the consumer is closing."""
+        if self._closing:
+            return None
         try:
             return self._listener_of(message)(message) in (None, ConsumeResult.SUCCESS)
         except Exception:  # the user's listener failed: the message is retried, the failure logged
@@ -266,10 +366,11 @@ class AsyncPushConsumer:
         loop = asyncio.get_running_loop()
         results = await asyncio.gather(*(loop.run_in_executor(self._executor, self._call, m) for m in messages))
         for message, ok in zip(messages, results):
-            if not ok and self.message_model is MessageModel.CLUSTERING:
+            if ok is False and self.message_model is MessageModel.CLUSTERING:
                 while not await self._send_back(message) and not process.dropped:
                     await asyncio.sleep(RETRY_LATER_S)
-        committable = process.remove(messages)
+        # Messages skipped at close stay in the process queue: the committed offset stops before them.
+        committable = process.remove([m for m, ok in zip(messages, results) if ok is not None])
         if not process.dropped:
             self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
 
@@ -278,16 +379,27 @@ class AsyncPushConsumer:
         async with self._queue_lock(queue):
             for message in messages:
                 attempts = 0
-                while not process.dropped and not await loop.run_in_executor(self._executor, self._call, message):
+                while not process.dropped:
+                    outcome = await loop.run_in_executor(self._executor, self._call, message)
+                    if outcome is None:
+                        return  # closing: this message and the rest stay unconsumed and uncommitted
+                    if outcome:
+                        break
                     attempts += 1
                     if attempts > self.max_reconsume_times:
                         await self._send_back(message, delay_level=-1)  # to the DLQ
                         break
                     await asyncio.sleep(ORDERLY_SUSPEND_S)
-                if process.dropped:
+                else:
+                    return  # dropped before this message started
+                # Consumed while this member still holds the queue's lock: record it even if the
+                # queue is being dropped (the drop persists it before unlocking).
+                if not process.locked:
                     return
                 committable = process.remove([message])
                 self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
+                if process.dropped:
+                    return
 
     def _queue_lock(self, queue: MessageQueue) -> asyncio.Lock:
         return self._orderly_locks.setdefault(queue, asyncio.Lock())
@@ -318,10 +430,11 @@ class AsyncPushConsumer:
             logger.warning("unlock of %s failed: %s", queues, exc.remark)
 
     async def _relock(self) -> None:
-        for queue in list(self._queues):
-            if not await self._lock([queue]):
-                logger.warning("lost the lock of %s; dropping it", queue)
-                await self._drop(queue, persist=True)
+        async with self._rebalance_lock:  # never races a rebalance dropping the same queue
+            for queue in list(self._queues):
+                if not self._closing and not await self._lock([queue]):
+                    logger.warning("lost the lock of %s; dropping it", queue)
+                    await self._drop(queue, persist=True)
 
     # -- offsets ---------------------------------------------------------------------------
     async def persist_offsets(self, queues: list[MessageQueue] | None = None) -> None:
