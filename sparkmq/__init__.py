@@ -34,7 +34,6 @@ from sparkmq.client import (
     allocate_averagely_by_circle,
     select_by_hash,
 )
-from sparkmq.embedded import EmbeddedCluster
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import MessageModel
 
@@ -58,6 +57,16 @@ from sparkmq.errors import (
 )
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``EmbeddedCluster`` is imported on first use: it pulls in the broker and the store,
+    which producers, consumers and Spark workers never need."""
+    if name == "EmbeddedCluster":
+        from sparkmq.embedded import EmbeddedCluster
+
+        return EmbeddedCluster
+    raise AttributeError(f"module 'sparkmq' has no attribute {name!r}")
 
 
 def register(spark: object) -> None:
