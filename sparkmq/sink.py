@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 import zlib
 from collections import defaultdict
@@ -79,6 +80,10 @@ def _rows(batch: pa.RecordBatch, options: SinkOptions) -> list[tuple[Message, in
     count = batch.num_rows
     bodies = cols["body"]
     topics = [options.topic] * count if options.topic else cols["topic"]
+    absent = [None] * count  # built once: a default list per row and column made this quadratic
+    tags, keys, props_column = cols.get("tags", absent), cols.get("keys", absent), cols.get("properties", absent)
+    delays, queue_ids = cols.get("delayLevel", absent), cols.get("queueId", absent)
+    sharding_keys = cols.get("shardingKey", absent)
     out = []
     for i in range(count):
         body = bodies[i]
@@ -86,11 +91,9 @@ def _rows(batch: pa.RecordBatch, options: SinkOptions) -> list[tuple[Message, in
             raise SparkmqError(f"row {i} has a null body")
         if topics[i] is None:
             raise SparkmqError(f"row {i} has a null topic and no 'topic' option is set")
-        props = cols.get("properties", [None] * count)[i]
-        message = Message(topics[i], body, tags=cols.get("tags", [None] * count)[i],
-                          keys=cols.get("keys", [None] * count)[i], properties=dict(props or []),
-                          delay_level=int(cols.get("delayLevel", [0] * count)[i] or 0))
-        out.append((message, cols.get("queueId", [None] * count)[i], cols.get("shardingKey", [None] * count)[i]))
+        message = Message(topics[i], body, tags=tags[i], keys=keys[i], properties=dict(props_column[i] or []),
+                          delay_level=int(delays[i] or 0))
+        out.append((message, queue_ids[i], sharding_keys[i]))
     return out
 
 
@@ -98,7 +101,9 @@ async def _send_all(producer: AsyncProducer, options: SinkOptions, batches: Iter
     result = SinkCommitMessage()
     in_flight = asyncio.Semaphore(options.max_in_flight)
     pending: list[asyncio.Task[None]] = []
-    round_robin = 0
+    # Rows without queueId/shardingKey go round robin in runs of batch_size, from a random queue: every
+    # task starting at queue 0 would pile small writes (a few rows per task or micro-batch) onto queue 0.
+    round_robin = random.randrange(1 << 20) * options.batch_size
 
     async def send(group: list[Message], queue: MessageQueue) -> None:
         async with in_flight:
@@ -123,8 +128,12 @@ async def _send_all(producer: AsyncProducer, options: SinkOptions, batches: Iter
 
     for batch in batches:
         groups: dict[MessageQueue, list[Message]] = defaultdict(list)
+        routes: dict[str, list[MessageQueue]] = {}  # once per topic and Arrow batch, not per row
         for message, queue_id, sharding_key in _rows(batch, options):
-            queues = (await producer.instance.publish_route(message.topic, "TBW102", 4)).publish_queues()
+            queues = routes.get(message.topic)
+            if queues is None:
+                route = await producer.instance.publish_route(message.topic, "TBW102", 4)
+                queues = routes[message.topic] = route.publish_queues()
             if queue_id is not None:
                 matching = [q for q in queues if q.queue_id == queue_id]
                 if not matching:

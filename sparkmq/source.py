@@ -177,7 +177,9 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._latest = latest
         for queue, offset in begin.items():  # never plan below the start (a queue that shrank is data loss)
             latest[queue] = max(latest.get(queue, offset), offset)
-        backlog = sum(latest[q] - begin.get(q, 0) for q in latest)
+        # A queue found since the last batch (new topic or queue) starts at 0, and counts against the limits.
+        begin = {**{q: 0 for q in latest}, **begin}
+        backlog = sum(latest[q] - begin[q] for q in latest)
         if self._wait_for_more(backlog, limit):
             return start
         if isinstance(limit, ReadMaxRows):

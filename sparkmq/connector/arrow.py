@@ -111,6 +111,9 @@ def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.
     if not nonempty.all():
         mask = pa.array(nonempty)
         keys, values, parents = keys.filter(mask), values.filter(mask), parents[nonempty]
+    last = _last_of_each_key(parents, keys)
+    if last is not None:
+        keys, values, parents = keys.take(pa.array(last)), values.take(pa.array(last)), parents[last]
     map_offsets = np.zeros(count + 1, dtype=np.int32)
     np.cumsum(np.bincount(parents, minlength=count), out=map_offsets[1:])
     props = pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
@@ -123,6 +126,31 @@ def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.
         return values.take(pa.array(index, mask=index < 0))
 
     return props, column("TAGS"), column("KEYS"), column("UNIQ_KEY")
+
+
+def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDArray[np.int64] | None:
+    """Entries to keep so that no row's map repeats a key (the last occurrence wins, as in
+    ``decode_properties``), or None when no row repeats one.
+
+    Repeats are real: a batch sent by RocketMQ's Java/C++ clients carries batch-level properties
+    (``WAIT``) that the broker appends to each item's own. ``parents`` is non-decreasing. The
+    check is one pass (per row, the OR of one bit per distinct key equals their sum only when no
+    key repeats); dropping compares each entry with the next ones of its row, one shift at a time.
+    """
+    if len(parents) == 0:
+        return None
+    encoded = pc.dictionary_encode(keys)
+    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = np.bincount(parents)
+    if len(encoded.dictionary) <= 62:
+        starts = (np.cumsum(counts) - counts)[counts > 0]
+        bits = np.left_shift(np.int64(1), ids)
+        if np.array_equal(np.bitwise_or.reduceat(bits, starts), np.add.reduceat(bits, starts)):
+            return None
+    drop = np.zeros(len(ids), dtype=bool)
+    for shift in range(1, int(counts.max())):
+        drop[:-shift] |= (parents[:-shift] == parents[shift:]) & (ids[:-shift] == ids[shift:])
+    return np.flatnonzero(~drop) if drop.any() else None
 
 
 def _bodies(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> pa.Array:

@@ -16,6 +16,8 @@ from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.errors import SparkmqError, TopicNotExistError
 from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.admin_bodies import ConsumeStats
+from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
@@ -102,8 +104,28 @@ class BrokerView:
         return self._run(self._each(queues, self._reader.min_offset))
 
     def committed(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
-        """The group's committed offsets (-1 where none)."""
-        return self._run(self._each(queues, self._reader.committed))
+        """The group's committed offsets (-1 where none).
+
+        QUERY_CONSUMER_OFFSET alone cannot say "none": like Java's ConsumerManageProcessor, the
+        broker answers 0 for a group without an offset while the queue still begins at 0. So we
+        first ask each broker (GET_CONSUME_STATS with a blank topic, Java's ``whichTopicByConsumer``)
+        which topics the group has offsets for; queues of other topics have none.
+        """
+        return self._run(self._committed(queues))
+
+    async def _committed(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
+        brokers = sorted({q.broker_name for q in queues})
+        known = dict(zip(brokers, await asyncio.gather(*(self._group_topics(b) for b in brokers))))
+        with_offsets = [q for q in queues if q.topic in known[q.broker_name]]
+        found = await self._each(with_offsets, self._reader.committed)
+        return {q: found.get(q, -1) for q in queues}
+
+    async def _group_topics(self, broker_name: str) -> set[str]:
+        """Topics for which ``broker_name`` holds offsets of this group."""
+        fields = GetConsumeStatsRequestHeader(self.group, None).to_fields()
+        response = await self._reader.instance.invoke_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
+        stats = ConsumeStats.decode(check_response(response, f"consume stats of {self.group}").body)
+        return {queue.topic for queue in stats.offset_table}
 
     def offsets_for_timestamp(self, queues: list[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
         async def search(queue: MessageQueue) -> int:

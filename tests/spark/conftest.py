@@ -1,0 +1,43 @@
+"""Fixtures for the Spark connector tests: ONE SparkSession, one NameServer + broker, fresh names per test.
+
+The helpers (session builder, cluster questions over the protocol, query runners) live in
+``tests/support/spark_harness.py`` so the subprocess driver can share them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.processes import BrokerProcess, NamesrvProcess
+from support.spark_harness import Cluster, Names, build_session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    session = build_session()
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    store = tmp_path_factory.mktemp("spark-store")
+    with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address) as broker:
+        made = Cluster(namesrv, broker)
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+@pytest.fixture
+def names(tmp_path: Path) -> Names:
+    """Fresh group / checkpoint names for one test."""
+    return Names(tmp_path)

@@ -1,0 +1,80 @@
+"""Issue 5, point 6: batch reads (``spark.read.format("sparkmq")``) bounded by offsets or time, and a
+batch write read back by a batch read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from sparkmq.client import Message
+
+QUEUES = 4
+POSITIONS = "queueId int, queueOffset long"
+
+
+def batch_reader(spark, cluster, **options: object):  # type: ignore[no-untyped-def]
+    read = spark.read.format("sparkmq").option("namesrvAddr", cluster.ns)
+    for key, value in options.items():
+        read = read.option(key, str(value))
+    return read.load()
+
+
+def fill(cluster, topic: str, per_queue: int, prefix: str) -> None:
+    for queue_id in range(QUEUES):
+        cluster.send([Message(topic, f"{prefix}-{queue_id}-{i}".encode()) for i in range(per_queue)], queue_id=queue_id)
+
+
+def test_batch_read_between_json_starting_and_ending_offsets(spark, cluster) -> None:
+    topic = cluster.topic(QUEUES)
+    fill(cluster, topic, 10, "m")
+    starting = json.dumps({topic: {"0": 2, "1": -2}})  # queues 2, 3: earliest (the batch default)
+    ending = json.dumps({topic: {"0": 5, "broker-a:1": -1, "2": 3}})  # queue 3: latest
+    df = batch_reader(spark, cluster, topic=topic, startingOffsets=starting, endingOffsets=ending)
+    actual = df.select("queueId", "queueOffset").orderBy("queueId", "queueOffset")
+    expected = [(0, o) for o in range(2, 5)] + [(1, o) for o in range(10)] + [(2, o) for o in range(3)] + \
+        [(3, o) for o in range(10)]
+    assert_df_equality(actual, spark.createDataFrame(expected, POSITIONS))
+    # The body of each row is the message stored at that offset.
+    bodies = {(r.queueId, r.queueOffset): r.body for r in df.collect()}
+    assert all(body == f"m-{q}-{o}".encode() for (q, o), body in bodies.items())
+
+
+def test_batch_read_up_to_an_ending_timestamp(spark, cluster) -> None:
+    topic = cluster.topic(QUEUES)
+    fill(cluster, topic, 4, "old")
+    time.sleep(0.3)
+    middle = int(time.time() * 1000)
+    time.sleep(0.3)
+    fill(cluster, topic, 3, "new")
+    df = batch_reader(spark, cluster, topic=topic, endingTimestamp=middle)
+    actual = df.select(F.col("body").cast("string").alias("body")).orderBy("body")
+    expected = spark.createDataFrame(sorted((f"old-{q}-{i}",) for q in range(QUEUES) for i in range(4)), "body string")
+    assert_df_equality(actual, expected)
+    # From that timestamp on, to the end: the rest.
+    rest = batch_reader(spark, cluster, topic=topic, startingTimestamp=middle)
+    assert sorted(r.body.decode() for r in rest.collect()) == sorted(f"new-{q}-{i}" for q in range(QUEUES) for i in range(3))
+
+
+def test_batch_write_then_batch_read_round_trip(spark, cluster) -> None:
+    topic = cluster.topic(QUEUES)
+    rows = [(f"body-{i}".encode(), f"key{i}", f"tag{i % 3}", {"i": str(i)}) for i in range(60)]
+    schema = "body binary, keys string, tags string, properties map<string,string>"
+    (spark.createDataFrame(rows, schema).repartition(2).write.format("sparkmq").mode("append")
+     .option("namesrvAddr", cluster.ns).option("topic", topic).save())
+    back = batch_reader(spark, cluster, topic=topic, maxRecordsPerPartition=7)
+    assert back.rdd.getNumPartitions() >= 60 // 7
+    actual = back.select("body", "keys", "tags", F.map_filter("properties", lambda k, _v: k == "i").alias("properties"))
+    assert_df_equality(actual, spark.createDataFrame(rows, schema),
+                       transforms=[lambda df: df.orderBy("keys")])
+
+
+def test_batch_read_of_assigned_queues_only(spark, cluster) -> None:
+    topic = cluster.topic(QUEUES)
+    fill(cluster, topic, 3, "a")
+    df = batch_reader(spark, cluster, assign=json.dumps({topic: [1, 3]}))
+    actual = df.select("queueId", "queueOffset").orderBy("queueId", "queueOffset")
+    assert_df_equality(actual, spark.createDataFrame([(q, o) for q in (1, 3) for o in range(3)], POSITIONS))
