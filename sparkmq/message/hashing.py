@@ -2,12 +2,15 @@
 
 ``h = 31*h + c`` over UTF-16 code units with 32-bit wrap-around. ``java_string_hash``
 is the plain reference; ``java_string_hashes`` computes many at once with numpy and
-must return exactly the same values (tests run both).
+must return exactly the same values (tests run both). For UTF-8 bytes (property values
+as stored): ``java_utf8_hash`` one at a time, ``java_hashes_of_slices`` for many slices
+of one buffer at once, again with the same values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +29,27 @@ def java_string_hash(text: str) -> int:
     units = text.encode("utf-16-be")
     for i in range(0, len(units), 2):
         h = (31 * h + (units[i] << 8 | units[i + 1])) & _MASK32
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@lru_cache(maxsize=256)
+def _unsigned_hash(text: str) -> int:
+    return java_string_hash(text) & _MASK32
+
+
+def java_utf8_hash(value: bytes, prefix: str = "") -> int:
+    """``java_string_hash(prefix + value.decode("utf-8", errors="replace"))``, without the decode for ASCII.
+
+    The plain per-value path (small batches, the reference of ``java_hashes_of_slices``).
+
+    >>> java_utf8_hash(b"k1", "T#") == java_string_hash("T#k1")
+    True
+    """
+    if not value.isascii():
+        return java_string_hash(prefix + value.decode("utf-8", errors="replace"))
+    h = _unsigned_hash(prefix)
+    for c in value:  # ASCII: the UTF-16 code units are the bytes themselves
+        h = (31 * h + c) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -74,28 +98,86 @@ def java_string_hashes(texts: Sequence[str]) -> npt.NDArray[np.int32]:
 def java_prefixed_hashes(prefix: str, values: Sequence[bytes]) -> npt.NDArray[np.int32]:
     """``java_string_hash(prefix + v.decode())`` for each UTF-8 ``v``, vectorised over bytes.
 
-    For ASCII values the UTF-16 code units are the bytes themselves, so the hash of
-    ``prefix + v`` is ``hash(prefix) * 31**len(v) + hash(v)`` (mod 2**32) with no decoding.
-    Anything non-ASCII takes the ``java_string_hashes`` path.
-
     >>> java_prefixed_hashes("T#", [b"k1"]).tolist() == [java_string_hash("T#k1")]
     True
     """
-    count = len(values)
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    data = np.frombuffer(b"".join(values), dtype=np.uint8)
+    return java_hashes_of_slices(data, np.cumsum(lengths) - lengths, lengths, [(prefix, len(values))])
+
+
+def _power_table(base: int, n: int) -> npt.NDArray[np.uint32]:
+    """``base**k mod 2**32`` for k in [0, n), by doubling (log2(n) numpy passes)."""
+    table = np.ones(1, dtype=np.uint32)
+    while len(table) < n:
+        table = np.concatenate((table, table * np.uint32(pow(base, len(table), 1 << 32))))
+    return table[:n]
+
+
+_INVERSE_31 = pow(31, -1, 1 << 32)  # 31 is odd, so it has an inverse mod 2**32
+_SLICE_TABLES: list[npt.NDArray[np.uint32]] = [np.ones(1, dtype=np.uint32), np.ones(1, dtype=np.uint32)]
+_SLICE_TABLE_CACHE_MAX = 1 << 20  # entries (8 MiB for both); bigger buffers get tables of their own, not kept
+
+
+def _slice_tables(n: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """(31**k, 31**-k) mod 2**32 for k in [0, n)."""
+    powers, inverses = _SLICE_TABLES
+    if len(powers) < n:
+        size = max(n, 2 * len(powers), 4096)
+        powers, inverses = _power_table(31, size), _power_table(_INVERSE_31, size)
+        if size <= _SLICE_TABLE_CACHE_MAX:
+            _SLICE_TABLES[:] = [powers, inverses]
+    return powers, inverses
+
+
+def java_hashes_of_slices(
+    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+    prefixes: Sequence[tuple[str, int]] = (),
+) -> npt.NDArray[np.int32]:
+    """``java_utf8_hash(bytes(data[s:s + n]), prefix)`` for every slice, vectorised.
+
+    The slices are UTF-8 text inside one buffer (e.g. property values in a joined
+    properties string); nothing is copied out per slice. ``prefixes`` lists runs of
+    ``(prefix, count)``: the first ``count`` slices are hashed after the first prefix, the
+    next run after the second, and so on; slices past the runs get no prefix.
+
+    With ``A(p) = sum(data[q] * 31**-q for q < p)`` (one cumulative sum over the buffer,
+    mod 2**32, where 31 is invertible), the hash of ``data[s:e]`` is
+    ``31**(e-1) * (A(e) - A(s))`` and a prefix adds ``hash(prefix) * 31**(e-s)``. That
+    holds for ASCII, whose UTF-16 code units are its bytes; a slice holding a byte >= 0x80
+    is re-hashed on its own through ``java_utf8_hash`` (decode with replacement).
+
+    >>> buf = np.frombuffer(b"xxTagAyyk1", dtype=np.uint8)
+    >>> java_hashes_of_slices(buf, np.array([2, 8]), np.array([4, 2]), [("T#", 1)]).tolist() == [
+    ...     java_string_hash("T#TagA"), java_string_hash("k1")]
+    True
+    """
+    count = len(starts)
     if count == 0:
         return np.zeros(0, dtype=np.int32)
-    joined = b"".join(values)
-    data = np.frombuffer(joined, dtype=np.uint8)
-    if data.size and int(data.max()) >= 0x80:
-        return java_string_hashes([prefix + v.decode("utf-8", errors="replace") for v in values])
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
-    ends = np.cumsum(lengths)
-    powers = _powers_of_31(int(lengths.max()) + 1)
-    sums = np.zeros(count, dtype=np.uint32)
-    if data.size:
-        key_of_unit = np.repeat(np.arange(count), lengths)
-        weighted = data.astype(np.uint32) * powers[ends[key_of_unit] - 1 - np.arange(data.size)]
-        nonempty = lengths > 0
-        sums[nonempty] = np.add.reduceat(weighted, (ends - lengths)[nonempty], dtype=np.uint32)
-    prefix_hash = np.uint32(java_string_hash(prefix) & _MASK32)
-    return (prefix_hash * powers[lengths] + sums).astype(np.uint32).view(np.int32)
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    ends = starts + lengths
+    size = int(ends.max())  # only the buffer up to the last slice end matters
+    powers, inverses = _slice_tables(size + 1)
+    cumulative = np.zeros(size + 1, dtype=np.uint32)
+    np.cumsum(data[:size] * inverses[:size], dtype=np.uint32, out=cumulative[1:])
+    # An empty slice reads powers[-1] when it starts at 0, times a zero difference.
+    sums = (cumulative[ends] - cumulative[starts]) * powers[ends - 1]
+    names = [prefix for prefix, _ in prefixes]
+    runs = [run for _, run in prefixes]
+    if any(names):
+        heads = np.array([_unsigned_hash(p) for p in names] + [0], dtype=np.uint32)
+        per_slice = np.repeat(heads, [*runs, max(count - sum(runs), 0)])[:count]
+        sums = sums + per_slice * powers[lengths]  # uint32 arithmetic wraps mod 2**32
+    hashes = sums.astype(np.uint32).view(np.int32)
+    if size and int(data[:size].max()) >= 0x80:
+        high = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(data[:size] >= 0x80, out=high[1:])
+        boundaries = np.cumsum(runs).tolist()
+        for row in np.flatnonzero(high[ends] != high[starts]).tolist():
+            run = int(np.searchsorted(boundaries, row, side="right"))
+            start = int(starts[row])
+            hashes[row] = java_utf8_hash(data[start : start + int(lengths[row])].tobytes(),
+                                         names[run] if run < len(names) else "")
+    return hashes

@@ -11,7 +11,7 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +38,7 @@ _SIZE_AND_MAGIC = struct.Struct(">ii")
 _TOPIC_CHARSET = frozenset(b"%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
+@lru_cache(maxsize=4096)
 def validate_topic(topic: str) -> bytes:
     """UTF-8 bytes of a valid topic (``TopicValidator``: ≤127 bytes, ``[%|a-zA-Z0-9_-]``)."""
     encoded = topic.encode("utf-8")
@@ -59,6 +60,19 @@ class Host:
 
     def __str__(self) -> str:
         return f"{'.'.join(str(b) for b in self.ip)}:{self.port}"
+
+
+SMALL_BATCH_MAX = 16
+"""Batches of at most this many records take the plain paths (``struct`` and pure Python).
+
+numpy costs 1-3 µs a call whatever the array size, and a bulk put makes ~150 calls
+(~250 µs), while the plain code costs ~10 µs per record: putting 100 B messages, plain
+beats bulk up to about 24 records a batch (13 vs 31 µs/msg at 8, 12 vs 17 at 16, 11 vs
+10 at 32). Both paths write the same bytes; tests run both.
+"""
+
+IntColumn = npt.NDArray[np.int64] | list[int]
+"""A column of ints: a numpy array for bulk batches, a list on the plain path of small ones."""
 
 
 @dataclass
@@ -88,28 +102,62 @@ class MessageBatch:
     def __len__(self) -> int:
         return len(self.bodies)
 
-    @cached_property
+    @property
     def topic_bytes(self) -> bytes:
-        return validate_topic(self.topic)
+        return validate_topic(self.topic)  # memoised per topic
+
+    def _check_columns(self) -> int:
+        n = len(self.bodies)
+        if len(self.properties) != n or (self.flags is not None and len(self.flags) != n):
+            raise ValueError("bodies, properties and flags must have the same length")
+        return n
 
     @cached_property
     def sizes(self) -> npt.NDArray[np.int64]:
         """TOTALSIZE of each record this batch becomes."""
-        n = len(self.bodies)
-        if len(self.properties) != n or (self.flags is not None and len(self.flags) != n):
-            raise ValueError("bodies, properties and flags must have the same length")
-        body_lens = np.fromiter(map(len, self.bodies), dtype=np.int64, count=n)
+        n = self._check_columns()
+        if n <= SMALL_BATCH_MAX:
+            return np.array(self.size_list, dtype=np.int64)
         prop_lens = np.fromiter(map(len, self.properties), dtype=np.int64, count=n)
         if n and int(prop_lens.max()) > L.MAX_PROPERTIES_BYTES:
             raise MessageTooLargeError(f"properties of {int(prop_lens.max())} bytes exceed {L.MAX_PROPERTIES_BYTES}")
-        return L.RECORD_FIXED_BYTES + len(self.topic_bytes) + body_lens + prop_lens
+        return L.RECORD_FIXED_BYTES + len(self.topic_bytes) + self.body_lengths + prop_lens
+
+    @cached_property
+    def body_lengths(self) -> npt.NDArray[np.int64]:
+        """Length of each body."""
+        return np.fromiter(map(len, self.bodies), dtype=np.int64, count=len(self.bodies))
+
+    @property
+    def size_list(self) -> list[int]:
+        """``sizes`` as Python ints, computed without numpy (the plain path of small batches)."""
+        cached: list[int] | None = self.__dict__.get("_size_list")
+        if cached is None:
+            cached = self.__dict__["_size_list"] = self._compute_size_list()
+        return cached
+
+    def _compute_size_list(self) -> list[int]:
+        self._check_columns()
+        longest = max(map(len, self.properties), default=0)
+        if longest > L.MAX_PROPERTIES_BYTES:
+            raise MessageTooLargeError(f"properties of {longest} bytes exceed {L.MAX_PROPERTIES_BYTES}")
+        fixed = L.RECORD_FIXED_BYTES + len(self.topic_bytes)
+        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties)]
 
     def check_sizes(self, max_message_bytes: int) -> None:
         """Raise MessageTooLargeError when any record would exceed ``max_message_bytes``."""
-        if len(self) and int(self.sizes.max()) > max_message_bytes:
-            worst = int(np.argmax(self.sizes))
+        if not len(self):
+            return
+        if len(self) <= SMALL_BATCH_MAX:
+            sizes = self.size_list
+            largest = max(sizes)
+            worst = sizes.index(largest)
+        else:
+            largest = int(self.sizes.max())
+            worst = int(np.argmax(self.sizes)) if largest > max_message_bytes else -1
+        if largest > max_message_bytes:
             raise MessageTooLargeError(
-                f"message {worst} of topic {self.topic!r} is {int(self.sizes[worst])} bytes, over maxMessageSize {max_message_bytes}"
+                f"message {worst} of topic {self.topic!r} is {largest} bytes, over maxMessageSize {max_message_bytes}"
             )
 
 
@@ -125,38 +173,83 @@ def encode_records(
     """Records ``first:stop`` of ``batch`` as one contiguous buffer starting at ``physical_offset``.
 
     Queue offsets run consecutively from ``queue_offset``; one store timestamp for all.
+    Up to ``SMALL_BATCH_MAX`` records go through ``encode_records_plain``, more through
+    ``encode_records_bulk``; both return the same bytes.
     """
+    encode = encode_records_plain if stop - first <= SMALL_BATCH_MAX else encode_records_bulk
+    return encode(batch, first, stop, queue_offset, physical_offset, store_timestamp, store_host)
+
+
+def encode_records_plain(
+    batch: MessageBatch, first: int, stop: int, queue_offset: int, physical_offset: int, store_timestamp: int,
+    store_host: Host,
+) -> bytes:
+    """``encode_records`` one record at a time with ``struct`` (the reference; fastest for a few records)."""
+    # The size lists validate the whole batch (the properties limit), as ``sizes`` does.
+    sizes = batch.size_list[first:stop] if len(batch) <= SMALL_BATCH_MAX else batch.sizes[first:stop].tolist()
+    topic = batch.topic_bytes
+    topic_part = bytes([len(topic)]) + topic
+    sys_flag = batch.sys_flag & ~(L.BORNHOST_V6_FLAG | L.STOREHOST_V6_FLAG)  # hosts are always IPv4
+    flags = batch.flags
+    pack = L.RECORD_HEAD.pack
+    parts: list[bytes] = []
+    position = physical_offset
+    for i, size in zip(range(first, stop), sizes):
+        body, prop = batch.bodies[i], batch.properties[i]
+        parts.append(pack(
+            size, L.MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, batch.queue_id, 0 if flags is None else flags[i],
+            queue_offset + i - first, position, sys_flag, batch.born_timestamp, batch.born_host.ip, batch.born_host.port,
+            store_timestamp, store_host.ip, store_host.port, batch.reconsume_times, batch.prepared_transaction_offset,
+            len(body),
+        ))
+        parts.append(body)
+        parts.append(topic_part + _INT16.pack(len(prop)))
+        parts.append(prop)
+        position += size
+    return b"".join(parts)
+
+
+def encode_records_bulk(
+    batch: MessageBatch, first: int, stop: int, queue_offset: int, physical_offset: int, store_timestamp: int,
+    store_host: Host,
+) -> bytes:
+    """``encode_records`` with numpy: one pass for the heads, one for the topic/length tails, one join."""
     count = stop - first
+    if count <= 0:
+        return b""
     sizes = batch.sizes[first:stop]
     bodies = batch.bodies[first:stop]
     props = batch.properties[first:stop]
+    # The fields a batch shares come from one packed head; then the per-record columns.
+    shared = L.RECORD_HEAD.pack(
+        0, L.MESSAGE_MAGIC_CODE, 0, batch.queue_id, 0, 0, 0,
+        batch.sys_flag & ~(L.BORNHOST_V6_FLAG | L.STOREHOST_V6_FLAG),  # hosts are always IPv4
+        batch.born_timestamp, batch.born_host.ip, batch.born_host.port, store_timestamp, store_host.ip,
+        store_host.port, batch.reconsume_times, batch.prepared_transaction_offset, 0,
+    )
     heads = np.empty(count, dtype=HEAD_DTYPE)
+    heads[:] = np.frombuffer(shared, dtype=HEAD_DTYPE)[0]
     heads["total_size"] = sizes
-    heads["magic"] = L.MESSAGE_MAGIC_CODE
-    heads["body_crc"] = [zlib.crc32(b) & 0x7FFFFFFF for b in bodies]
-    heads["queue_id"] = batch.queue_id
-    heads["flag"] = 0 if batch.flags is None else batch.flags[first:stop]
+    heads["body_crc"] = np.fromiter(map(zlib.crc32, bodies), dtype=np.uint32, count=count) & 0x7FFFFFFF
+    if batch.flags is not None:
+        heads["flag"] = batch.flags[first:stop]
     heads["queue_offset"] = np.arange(queue_offset, queue_offset + count, dtype=np.int64)
-    heads["physical_offset"] = physical_offset + np.concatenate(([0], np.cumsum(sizes)[:-1])) if count else 0
-    heads["sys_flag"] = batch.sys_flag & ~(L.BORNHOST_V6_FLAG | L.STOREHOST_V6_FLAG)  # hosts are always IPv4
-    heads["born_timestamp"] = batch.born_timestamp
-    heads["born_ip"] = np.frombuffer(batch.born_host.ip, dtype=np.uint8)
-    heads["born_port"] = batch.born_host.port
-    heads["store_timestamp"] = store_timestamp
-    heads["store_ip"] = np.frombuffer(store_host.ip, dtype=np.uint8)
-    heads["store_port"] = store_host.port
-    heads["reconsume_times"] = batch.reconsume_times
-    heads["prepared_transaction_offset"] = batch.prepared_transaction_offset
-    heads["body_length"] = [len(b) for b in bodies]
-    head_bytes = memoryview(heads.tobytes())
-    topic_part = bytes([len(batch.topic_bytes)]) + batch.topic_bytes
-    parts: list[bytes | memoryview] = []
-    append = parts.append
-    for i in range(count):
-        prop = props[i]
-        append(head_bytes[i * L.HEADER_BYTES : (i + 1) * L.HEADER_BYTES])
-        append(bodies[i])
-        append(topic_part + len(prop).to_bytes(2, "big") + prop)
+    heads["physical_offset"] = physical_offset + np.cumsum(sizes) - sizes
+    body_lengths = batch.body_lengths[first:stop]
+    heads["body_length"] = body_lengths
+    # Between body and properties: int8 topic length | topic | int16 properties length.
+    topic = batch.topic_bytes
+    tails = np.empty((count, len(topic) + 3), dtype=np.uint8)
+    tails[:, 0] = len(topic)
+    tails[:, 1 : 1 + len(topic)] = np.frombuffer(topic, dtype=np.uint8)
+    prop_lens = sizes - (L.RECORD_FIXED_BYTES + len(topic)) - body_lengths
+    tails[:, -2] = prop_lens >> 8
+    tails[:, -1] = prop_lens & 0xFF
+    parts: list[bytes] = [b""] * (4 * count)
+    parts[0::4] = heads.view(f"V{L.HEADER_BYTES}").tolist()
+    parts[1::4] = bodies
+    parts[2::4] = tails.view(f"V{len(topic) + 3}").ravel().tolist()
+    parts[3::4] = props
     return b"".join(parts)
 
 

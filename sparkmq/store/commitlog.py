@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from sparkmq.errors import StoreError
 from sparkmq.message import layout as L
-from sparkmq.message.record import Host, MessageBatch, blank_filler, encode_records
+from sparkmq.message.record import SMALL_BATCH_MAX, Host, IntColumn, MessageBatch, blank_filler, encode_records
 from sparkmq.store.mapped_file import MappedFile
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
@@ -22,10 +22,10 @@ _INT16 = struct.Struct(">h")
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """Where a batch went: per-message physical offsets and sizes."""
+    """Where a batch went: per-message physical offsets and sizes (lists for small batches)."""
 
-    physical_offsets: npt.NDArray[np.int64]
-    sizes: npt.NDArray[np.int64]
+    physical_offsets: IntColumn
+    sizes: IntColumn
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +65,41 @@ class CommitLog:
         """Append every message of ``batch``; records that do not fit a segment's end go to the next.
 
         A record never spans segments: when ``size + 8`` exceeds what is left, an 8-byte
-        END_OF_FILE filler closes the segment (``CommitLog.doAppend``).
+        END_OF_FILE filler closes the segment (``CommitLog.doAppend``). Batches of up to
+        ``SMALL_BATCH_MAX`` records take ``append_plain`` (lists), larger ones ``append_bulk``.
         """
+        if len(batch) <= SMALL_BATCH_MAX:
+            return self.append_plain(batch, queue_offset, store_timestamp)
+        return self.append_bulk(batch, queue_offset, store_timestamp)
+
+    def append_plain(self, batch: MessageBatch, queue_offset: int, store_timestamp: int) -> AppendResult:
+        """``append`` record by record in Python; offsets and sizes come back as lists."""
+        sizes = batch.size_list
+        if sizes and max(sizes) + L.END_FILE_MIN_BLANK_LENGTH > self.file_bytes:
+            raise StoreError(f"a record of {max(sizes)} bytes cannot fit a {self.file_bytes}-byte segment")
+        physical: list[int] = []
+        first = 0
+        while first < len(sizes):
+            mapped = self.queue.last_file()
+            room = mapped.remaining - L.END_FILE_MIN_BLANK_LENGTH
+            stop, used = first, 0
+            while stop < len(sizes) and used + sizes[stop] <= room:
+                used += sizes[stop]
+                stop += 1
+            if stop == first:
+                mapped.append(blank_filler(mapped.remaining)[: mapped.remaining])
+                mapped.mark_full()
+                continue
+            position = mapped.start_offset + mapped.write_position
+            mapped.append(encode_records(batch, first, stop, queue_offset + first, position, store_timestamp, self.store_host))
+            for size in sizes[first:stop]:
+                physical.append(position)
+                position += size
+            first = stop
+        return AppendResult(physical, sizes)
+
+    def append_bulk(self, batch: MessageBatch, queue_offset: int, store_timestamp: int) -> AppendResult:
+        """``append`` with numpy columns: one encode and one copy per segment touched."""
         sizes = batch.sizes
         if len(sizes) and int(sizes.max()) + L.END_FILE_MIN_BLANK_LENGTH > self.file_bytes:
             raise StoreError(f"a record of {int(sizes.max())} bytes cannot fit a {self.file_bytes}-byte segment")

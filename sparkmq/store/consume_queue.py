@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from sparkmq.message.record import IntColumn
 from sparkmq.store.mapped_file import MappedFile
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
@@ -14,6 +16,23 @@ UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert UNIT_DTYPE.itemsize == UNIT_BYTES
 BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes {0, Integer.MAX_VALUE, 0}
+_UNIT = struct.Struct(">qiq")
+_BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+
+
+def encode_units_plain(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> bytes:
+    """Units for the given columns, one ``struct.pack`` each (the reference of ``encode_units_bulk``)."""
+    pack = _UNIT.pack
+    return b"".join([pack(int(o), int(s), int(t)) for o, s, t in zip(offsets, sizes, tags_codes)])
+
+
+def encode_units_bulk(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> bytes:
+    """Units for the given columns through one numpy structured array."""
+    units = np.empty(len(offsets), dtype=UNIT_DTYPE)
+    units["offset"] = offsets
+    units["size"] = sizes
+    units["tags_code"] = tags_codes
+    return units.tobytes()
 
 
 class ConsumeQueue:
@@ -63,7 +82,7 @@ class ConsumeQueue:
             self.min_logic_offset = max(self.min_logic_offset, files[0].start_offset)
         return self.max_physical_offset
 
-    def append(self, queue_offset: int, offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], tags_codes: npt.NDArray[np.int64]) -> None:
+    def append(self, queue_offset: int, offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> None:
         """Write units for consecutive logical offsets from ``queue_offset``.
 
         Units already present are skipped (replay is idempotent); a gap before
@@ -76,29 +95,24 @@ class ConsumeQueue:
         if skip > 0:
             offsets, sizes, tags_codes = offsets[skip:], sizes[skip:], tags_codes[skip:]
             queue_offset = current
-        units = np.empty(len(offsets), dtype=UNIT_DTYPE)
-        units["offset"] = offsets
-        units["size"] = sizes
-        units["tags_code"] = tags_codes
+        encode = encode_units_plain if isinstance(offsets, list) else encode_units_bulk  # lists: a small batch
         if not self.files.files:
             self.min_logic_offset = queue_offset * UNIT_BYTES
         elif queue_offset > current:
-            self._write(self._blank_units(queue_offset - current).tobytes())
-        self._write(units.tobytes())
+            self._write(_BLANK_UNIT * (queue_offset - current))
+        self._write(encode(offsets, sizes, tags_codes))
         self.max_physical_offset = int(offsets[-1]) + int(sizes[-1])
 
-    @staticmethod
-    def _blank_units(count: int) -> npt.NDArray[np.void]:
-        blanks = np.zeros(count, dtype=UNIT_DTYPE)
-        blanks["size"] = BLANK_UNIT_SIZE
-        return blanks
-
     def _write(self, data: bytes) -> None:
+        files = self.files.files
+        if files and len(data) <= files[-1].remaining and (len(files) > 1 or files[-1].write_position):
+            files[-1].append(data)  # the common case: it fits the current file
+            return
         view = memoryview(data)
         while view:
             mapped = self.files.last_file(self.min_logic_offset)
-            if not self.files.files[:-1] and mapped.write_position == 0 and mapped.start_offset < self.min_logic_offset:
-                mapped.append(self._blank_units((self.min_logic_offset - mapped.start_offset) // UNIT_BYTES).tobytes())
+            if len(files) == 1 and mapped.write_position == 0 and mapped.start_offset < self.min_logic_offset:
+                mapped.append(_BLANK_UNIT * ((self.min_logic_offset - mapped.start_offset) // UNIT_BYTES))
             take = min(mapped.remaining, len(view))
             mapped.append(view[:take])
             view = view[take:]

@@ -4,11 +4,14 @@ The put path hands over what it just appended (``requests_for_put``); recovery a
 start-up catch-up hand over records re-read from the CommitLog (``requests_for_scan``).
 Both produce the same ``DispatchRequest`` columns, and both sinks skip what they already
 hold, so replaying is idempotent (rule: derived indexes are rebuilt from the CommitLog).
+
+The columns (tags codes, index key hashes) come from ``dispatch_columns_plain`` (record
+by record with ``find_property``: the reference, and the path of small batches) or
+``dispatch_columns_bulk`` (numpy over a ``PropertyTable``); tests check that they agree.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -16,55 +19,46 @@ import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message import layout as L
-from sparkmq.message.hashing import java_string_hashes
+from sparkmq.message.hashing import java_hashes_of_slices, java_utf8_hash
 from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
+from sparkmq.message.property_table import PropertyTable
+from sparkmq.message.record import SMALL_BATCH_MAX, IntColumn
 from sparkmq.store.commitlog import ScannedRecord
-from sparkmq.store.index_file import index_hash_values
+from sparkmq.store.index_file import index_hash_value, positive_hashes
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = TAGS.encode()
 _KEYS = KEYS.encode()
 _UNIQ = UNIQ_KEY.encode()
 _DELAY = DELAY_TIME_LEVEL.encode()
+_TAGS_CACHE_MAX = 100_000
 
 
 @dataclass(slots=True)
 class DispatchRequest:
-    """Consecutive records of one queue (queue offsets ``queue_offset`` onwards), as columns."""
+    """Consecutive records of one queue (queue offsets ``queue_offset`` onwards), as columns.
+
+    Columns are numpy arrays, or lists when the batch is small (``SMALL_BATCH_MAX``).
+    """
 
     topic: str
     queue_id: int
     queue_offset: int
-    physical_offsets: npt.NDArray[np.int64]
-    sizes: npt.NDArray[np.int64]
-    tags_codes: npt.NDArray[np.int64]
-    store_timestamps: npt.NDArray[np.int64]
-    index_hashes: npt.NDArray[np.int64]  # IndexFile key hashes of the records' keys
-    index_rows: npt.NDArray[np.int64]  # which record each key hash belongs to
+    physical_offsets: IntColumn
+    sizes: IntColumn
+    tags_codes: IntColumn
+    store_timestamps: IntColumn
+    index_hashes: IntColumn  # IndexFile key hashes of the records' keys
+    index_rows: IntColumn  # which record each key hash belongs to
 
 
-def _property_pattern(key: str) -> re.Pattern[bytes]:
-    # A literal "\x02KEY\x01" lets the regex engine jump between candidates quickly.
-    return re.compile(rb"\x02" + key.encode() + rb"\x01([^\x02]*)")
+def property_column(properties: Sequence[bytes], key: bytes) -> list[bytes | None]:
+    """The value of one property for every record, None where absent or empty (plain reference).
 
-
-_TAGS_RE = _property_pattern(TAGS)
-_KEYS_RE = _property_pattern(KEYS)
-_UNIQ_RE = _property_pattern(UNIQ_KEY)
-
-
-def property_column(properties: Sequence[bytes], pattern: re.Pattern[bytes], key: bytes) -> list[bytes | None]:
-    """The value of one property for every record (None where absent or empty).
-
-    One regex pass over the whole batch when every record has the property once (the
-    common case); otherwise record by record.
+    ``PropertyTable.values`` is the bulk path; both follow ``find_property``: the last
+    non-empty value of a repeated key wins.
     """
-    found = pattern.findall(b"\x02" + b"\x02".join(properties))
-    if len(found) == len(properties):
-        return [value or None for value in found]
-    if not found:
-        return [None] * len(properties)
-    return [find_property(raw, key) or None for raw in properties]
+    return [find_property(raw, key) for raw in properties]
 
 
 class TagsCoder:
@@ -74,19 +68,20 @@ class TagsCoder:
         self._delay_millis = list(delay_level_millis)
         self._cache: dict[bytes, int] = {}
 
-    def codes(self, topic: str, properties: Sequence[bytes], store_timestamps: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        if topic == SCHEDULE_TOPIC:
-            return np.array([store_timestamps[i] + self._delay_of(p) for i, p in enumerate(properties)], dtype=np.int64)
-        tags = property_column(properties, _TAGS_RE, _TAGS)
-        cache = self._cache
-        missing = {t for t in tags if t is not None and t not in cache}
-        if missing:
-            ordered = list(missing)
-            hashes = java_string_hashes([t.decode("utf-8", errors="replace") for t in ordered])
-            if len(cache) > 100_000:
-                cache.clear()
-            cache.update(zip(ordered, hashes.tolist()))
-        return np.array([0 if t is None else cache[t] for t in tags], dtype=np.int64)
+    def code(self, tag: bytes | None) -> int:
+        """The tagsCode of one TAGS value (0 when there is none), memoised."""
+        if tag is None:
+            return 0
+        code = self._cache.get(tag)
+        if code is None:
+            if len(self._cache) >= _TAGS_CACHE_MAX:
+                self._cache.clear()
+            code = self._cache[tag] = java_utf8_hash(tag)
+        return code
+
+    def deliver_times(self, properties: Sequence[bytes], store_timestamps: Sequence[int]) -> list[int]:
+        """tagsCodes of SCHEDULE_TOPIC_XXXX records: store time + the delay of their level."""
+        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps)]
 
     def _delay_of(self, raw: bytes) -> int:
         level = find_property(raw, _DELAY)
@@ -97,34 +92,72 @@ class TagsCoder:
         return self._delay_millis[index] if self._delay_millis else 0
 
 
-def index_hashes_of(topic: str, properties: Sequence[bytes]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """IndexFile key hashes of ``topic#UNIQ_KEY`` and ``topic#<each KEYS token>``, with their record rows."""
-    values: list[bytes] = []
-    rows: list[npt.NDArray[np.int64]] = []
-    for column in (property_column(properties, _UNIQ_RE, _UNIQ), property_column(properties, _KEYS_RE, _KEYS)):
-        if None not in column and b" " not in b"\x00".join(column):  # type: ignore[arg-type]
-            values.extend(column)  # type: ignore[arg-type]
-            rows.append(np.arange(len(column), dtype=np.int64))
-            continue
-        for i, value in enumerate(column):
-            for token in value.split(b" ") if value else ():
-                if token:
-                    values.append(token)
-                    rows.append(np.array([i], dtype=np.int64))
-    if not values:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return index_hash_values(topic + "#", values), np.concatenate(rows)
+def dispatch_columns_plain(coder: TagsCoder, topic: str, properties: Sequence[bytes],
+                           store_timestamps: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+    """(tags code per record, IndexFile key hashes, the record row of each hash), record by
+    record with ``find_property``: the reference, and the path of small batches.
+
+    Index keys: every record's ``topic#UNIQ_KEY``, then every record's ``topic#<KEYS
+    token>`` (space-separated, empty tokens skipped). The index sorts by physical offset,
+    stably, so each record's entries end up as RocketMQ's ``buildIndex`` writes them.
+    """
+    if topic == SCHEDULE_TOPIC:
+        codes = coder.deliver_times(properties, store_timestamps)
+    else:
+        codes = [coder.code(find_property(raw, _TAGS)) for raw in properties]
+    prefix = topic + "#"
+    hashes: list[int] = []
+    rows: list[int] = []
+    for row, raw in enumerate(properties):
+        uniq = find_property(raw, _UNIQ)
+        if uniq is not None:
+            hashes.append(index_hash_value(prefix, uniq))
+            rows.append(row)
+    for row, raw in enumerate(properties):
+        for token in (find_property(raw, _KEYS) or b"").split(b" "):
+            if token:
+                hashes.append(index_hash_value(prefix, token))
+                rows.append(row)
+    return codes, hashes, rows
+
+
+def dispatch_columns_bulk(coder: TagsCoder, topic: str, properties: Sequence[bytes],
+                          store_timestamps: npt.NDArray[np.int64]) -> tuple[
+                              npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``dispatch_columns_plain`` with numpy: one scan finds UNIQ_KEY, KEYS and TAGS in every
+    record, one pass hashes them all straight from the joined properties buffer."""
+    table = PropertyTable(properties)
+    uniq, keys, tags = table.find((_UNIQ, _KEYS, _TAGS))
+    keys = table.split(keys)
+    indexed = len(uniq.rows) + len(keys.rows)
+    scheduled = topic == SCHEDULE_TOPIC  # tags codes are deliver times, not hashes
+    parts = (uniq, keys) if scheduled else (uniq, keys, tags)
+    hashes = java_hashes_of_slices(table.data, np.concatenate([p.starts for p in parts]),
+                                   np.concatenate([p.lengths for p in parts]), [(topic + "#", indexed)])
+    if scheduled:
+        codes = np.array(coder.deliver_times(properties, store_timestamps.tolist()), dtype=np.int64)
+    else:
+        codes = np.zeros(len(properties), dtype=np.int64)
+        codes[tags.rows] = hashes[indexed:]
+    return codes, positive_hashes(hashes[:indexed]), np.concatenate((uniq.rows, keys.rows))
 
 
 def request_for_put(
     coder: TagsCoder, topic: str, queue_id: int, queue_offset: int, properties: Sequence[bytes],
-    physical_offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], store_timestamp: int,
+    physical_offsets: IntColumn, sizes: IntColumn, store_timestamp: int,
 ) -> DispatchRequest:
-    """The dispatch request of a batch just appended (same topic and queue, consecutive offsets)."""
-    timestamps = np.full(len(sizes), store_timestamp, dtype=np.int64)
-    hashes, rows = index_hashes_of(topic, properties)
-    return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes,
-                           coder.codes(topic, properties, timestamps), timestamps, hashes, rows)
+    """The dispatch request of a batch just appended (same topic and queue, consecutive offsets).
+
+    Up to ``SMALL_BATCH_MAX`` records take ``dispatch_columns_plain`` (lists), more take
+    ``dispatch_columns_bulk``.
+    """
+    if len(properties) <= SMALL_BATCH_MAX:
+        timestamps = [store_timestamp] * len(properties)
+        codes, hashes, rows = dispatch_columns_plain(coder, topic, properties, timestamps)
+        return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes, codes, timestamps, hashes, rows)
+    bulk_timestamps = np.full(len(properties), store_timestamp, dtype=np.int64)
+    bulk = dispatch_columns_bulk(coder, topic, properties, bulk_timestamps)
+    return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes, bulk[0], bulk_timestamps, bulk[1], bulk[2])
 
 
 def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:
@@ -150,12 +183,17 @@ def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk:
 def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchRequest:
     first = run[0]
     props = [r.properties_raw for r in run]
-    physical = np.fromiter((r.physical_offset for r in run), dtype=np.int64, count=len(run))
-    sizes = np.fromiter((r.size for r in run), dtype=np.int64, count=len(run))
-    timestamps = np.fromiter((r.store_timestamp for r in run), dtype=np.int64, count=len(run))
-    hashes, rows = index_hashes_of(first.topic, props)
-    return DispatchRequest(first.topic, first.queue_id, first.queue_offset, physical, sizes,
-                           coder.codes(first.topic, props, timestamps), timestamps, hashes, rows)
+    physical = [r.physical_offset for r in run]
+    sizes = [r.size for r in run]
+    timestamps = [r.store_timestamp for r in run]
+    if len(run) <= SMALL_BATCH_MAX:
+        codes, hashes, rows = dispatch_columns_plain(coder, first.topic, props, timestamps)
+        return DispatchRequest(first.topic, first.queue_id, first.queue_offset, physical, sizes, codes, timestamps,
+                               hashes, rows)
+    bulk_timestamps = np.array(timestamps, dtype=np.int64)
+    bulk = dispatch_columns_bulk(coder, first.topic, props, bulk_timestamps)
+    return DispatchRequest(first.topic, first.queue_id, first.queue_offset, np.array(physical, dtype=np.int64),
+                           np.array(sizes, dtype=np.int64), bulk[0], bulk_timestamps, bulk[1], bulk[2])
 
 
 DispatchListener = Callable[[str, int, int], None]

@@ -2,7 +2,9 @@
 
 Layout (``IndexFile.java``): a 40-byte header, ``slots`` int32 chain heads, then 20-byte
 entries ``keyHash i32 | phyOffset i64 | timeDiff i32 (s) | prevIndex i32``. Entry numbers
-start at 1; 0 ends a chain. Inserts of a whole batch are vectorised with numpy.
+start at 1; 0 ends a chain. Inserts of a bulk batch (numpy columns) are vectorised
+(``put_bulk``); those of a small batch (lists) go one by one with ``struct``
+(``put_plain``, the reference). Both write the same bytes.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from sparkmq.errors import StoreError
-from sparkmq.message.hashing import java_prefixed_hashes, java_string_hashes
+from sparkmq.message.hashing import java_string_hashes, java_utf8_hash
+from sparkmq.message.record import IntColumn
 from sparkmq.store.mapped_file import create_full_size
 
 HEADER_BYTES = 40
@@ -25,10 +27,13 @@ SLOT_BYTES = 4
 ENTRY_BYTES = 20
 ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 _HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_SLOT = struct.Struct(">i")
+assert _ENTRY.size == ENTRY_DTYPE.itemsize == ENTRY_BYTES
 _INT_MAX = 2**31 - 1
 
 
-def _positive(hashes: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+def positive_hashes(hashes: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
     """``Math.abs(hashCode)``, 0 where it overflows (Integer.MIN_VALUE stays negative in Java)."""
     positive = np.abs(hashes.astype(np.int64))
     positive[positive > _INT_MAX] = 0
@@ -37,12 +42,13 @@ def _positive(hashes: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
 
 def index_key_hashes(keys: list[str]) -> npt.NDArray[np.int64]:
     """IndexFile hashes of whole keys (``topic#key``)."""
-    return _positive(java_string_hashes(keys))
+    return positive_hashes(java_string_hashes(keys))
 
 
-def index_hash_values(prefix: str, values: Sequence[bytes]) -> npt.NDArray[np.int64]:
-    """IndexFile hashes of ``prefix + value`` for UTF-8 ``values``, without building strings."""
-    return _positive(java_prefixed_hashes(prefix, values))
+def index_hash_value(prefix: str, value: bytes) -> int:
+    """IndexFile hash of ``prefix + value`` for one UTF-8 ``value`` (the plain path)."""
+    h = abs(java_utf8_hash(value, prefix))
+    return 0 if h > _INT_MAX else h
 
 
 class IndexFile:
@@ -92,7 +98,7 @@ class IndexFile:
         _HEADER.pack_into(self._mmap, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
                           self.end_phy_offset, self.hash_slot_count, self.index_count)
 
-    def put(self, hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64], store_timestamps: npt.NDArray[np.int64]) -> None:
+    def put(self, hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn) -> None:
         """Insert entries in order (the caller keeps within ``free_entries``)."""
         count = len(hashes)
         if count == 0:
@@ -102,35 +108,72 @@ class IndexFile:
         if self.index_count <= 1:
             self.begin_timestamp = int(store_timestamps[0])
             self.begin_phy_offset = int(phy_offsets[0])
+        if isinstance(hashes, list):  # the plain path of a small batch
+            self.put_plain(hashes, phy_offsets, store_timestamps)
+        else:
+            self.put_bulk(np.asarray(hashes, dtype=np.int64), np.asarray(phy_offsets, dtype=np.int64),
+                          np.asarray(store_timestamps, dtype=np.int64))
+        self.index_count += count
+        self.end_timestamp = int(store_timestamps[-1])
+        self.end_phy_offset = int(phy_offsets[-1])
+        self._write_header()
+
+    def put_plain(self, hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn) -> None:
+        """Write entries one at a time with ``struct`` (the reference of ``put_bulk``); header left to ``put``.
+
+        Like ``put_bulk``, a slot head is trusted only if it names an entry written before
+        this batch; within the batch an entry chains to the previous entry of its slot.
+        """
+        mm = self._mmap
+        slots_at = HEADER_BYTES
+        entries_at = HEADER_BYTES + self.slots * SLOT_BYTES
+        before = self.index_count
+        begin = self.begin_timestamp
+        chained: dict[int, int] = {}  # slot -> the last entry this batch put there
+        number = before
+        for key_hash, phy_offset, stored_at in zip(hashes, phy_offsets, store_timestamps):
+            slot = int(key_hash) % self.slots
+            prev = chained.get(slot)
+            if prev is None:
+                (prev,) = _SLOT.unpack_from(mm, slots_at + slot * SLOT_BYTES)
+                if prev <= 0 or prev > before:
+                    prev = 0
+                    self.hash_slot_count += 1
+            diff = min(max((int(stored_at) - begin) // 1000, 0), _INT_MAX) if begin > 0 else 0
+            _ENTRY.pack_into(mm, entries_at + number * ENTRY_BYTES, int(key_hash), int(phy_offset), diff, prev)
+            _SLOT.pack_into(mm, slots_at + slot * SLOT_BYTES, number)
+            chained[slot] = number
+            number += 1
+
+    def put_bulk(self, hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64],
+                 store_timestamps: npt.NDArray[np.int64]) -> None:
+        """Write entries with numpy: slot chains of the whole batch at once; header left to ``put``."""
+        count = len(hashes)
+        before = self.index_count
         slots = hashes % self.slots
-        numbers = np.arange(self.index_count, self.index_count + count, dtype=np.int64)
         heads = self._slots[slots].astype(np.int64)
-        heads[(heads <= 0) | (heads > self.index_count)] = 0
+        heads[(heads <= 0) | (heads > before)] = 0  # trust only heads naming entries written before
         # Within the batch, an entry chains to the previous entry of its own slot.
         order = np.argsort(slots, kind="stable")
         sorted_slots = slots[order]
-        same_as_previous = np.concatenate(([False], sorted_slots[1:] == sorted_slots[:-1]))
+        numbers = order + before  # entry numbers in slot order
+        same_as_previous = np.append(False, sorted_slots[1:] == sorted_slots[:-1])
         prev = heads[order]
-        prev[same_as_previous] = numbers[order][np.flatnonzero(same_as_previous) - 1]
+        self.hash_slot_count += int(np.count_nonzero(prev[~same_as_previous] == 0))
+        prev[same_as_previous] = numbers[:-1][same_as_previous[1:]]
         prev_in_order = np.empty(count, dtype=np.int64)
         prev_in_order[order] = prev
         if self.begin_timestamp > 0:
             diffs = np.clip((store_timestamps - self.begin_timestamp) // 1000, 0, _INT_MAX)
         else:
             diffs = np.zeros(count, dtype=np.int64)
-        block = self._entries[self.index_count : self.index_count + count]
+        block = self._entries[before : before + count]
         block["key_hash"] = hashes
         block["phy_offset"] = phy_offsets
         block["time_diff"] = diffs
         block["prev_index"] = prev_in_order
-        last_of_slot = np.concatenate((sorted_slots[1:] != sorted_slots[:-1], [True]))
-        touched = sorted_slots[last_of_slot]
-        self.hash_slot_count += int(np.count_nonzero(heads[order][~same_as_previous] == 0))
-        self._slots[touched] = numbers[order][last_of_slot]
-        self.index_count += count
-        self.end_timestamp = int(store_timestamps[-1])
-        self.end_phy_offset = int(phy_offsets[-1])
-        self._write_header()
+        last_of_slot = np.append(sorted_slots[1:] != sorted_slots[:-1], True)
+        self._slots[sorted_slots[last_of_slot]] = numbers[last_of_slot]
 
     def select(self, key_hash: int, max_count: int, begin: int, end: int) -> list[int]:
         """Physical offsets of entries with ``key_hash`` stored in [begin, end] ms, newest first."""

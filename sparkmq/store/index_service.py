@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import time
 from datetime import datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from sparkmq.message.record import IntColumn
 from sparkmq.store.index_file import IndexFile, index_key_hashes
 
 
@@ -56,7 +58,7 @@ class IndexService:
             self.files.append(IndexFile(path, self.slots, self.entries, begin_ts, begin_phy))
         return self.files[-1]
 
-    def put(self, hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64], store_timestamps: npt.NDArray[np.int64]) -> int | None:
+    def put(self, hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn) -> int | None:
         """Index key ``hashes`` (see ``index_file``); skip what the newest file already covers.
 
         Returns the endTimestamp of a file that filled up (for the checkpoint), else None.
@@ -64,19 +66,21 @@ class IndexService:
         # Entries go in log order and a record's keys never straddle two files, so the newest
         # file's end_phy_offset is a record whose keys are all indexed: replays (each restart's
         # catch-up, recovery) skip it and everything before it, and index everything after it.
-        order = np.argsort(phy_offsets, kind="stable")
-        hashes, phy_offsets, store_timestamps = hashes[order], phy_offsets[order], store_timestamps[order]
         indexed = len(self.files) > 1 or (len(self.files) == 1 and self.files[0].index_count > 1)
-        if indexed:
-            fresh = phy_offsets > self.end_phy_offset
-            hashes, phy_offsets, store_timestamps = hashes[fresh], phy_offsets[fresh], store_timestamps[fresh]
+        skip_to = self.end_phy_offset if indexed else None
+        if isinstance(hashes, list):  # the plain path of a small batch
+            hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(hashes, phy_offsets, store_timestamps, skip_to)
+        else:
+            hashes, phy_offsets, store_timestamps = _fresh_in_log_order_bulk(
+                np.asarray(hashes, dtype=np.int64), np.asarray(phy_offsets, dtype=np.int64),
+                np.asarray(store_timestamps, dtype=np.int64), skip_to)
         finished = None
         first, count, new_file = 0, len(hashes), False
         while first < count:
             index = self._writable(new_file)
             stop = min(first + index.free_entries, count)
             if stop < count and phy_offsets[stop] == phy_offsets[stop - 1]:
-                whole = first + int(np.searchsorted(phy_offsets[first:stop], phy_offsets[stop], side="left"))
+                whole = bisect.bisect_left(phy_offsets, phy_offsets[stop], first, stop)
                 if whole > first or index.index_count > 1:  # split only a record too big for a file
                     stop = whole
             if stop > first:
@@ -118,3 +122,23 @@ class IndexService:
     def close(self) -> None:
         for index in self.files:
             index.close()
+
+
+def _fresh_in_log_order_plain(hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn,
+                              skip_to: int | None) -> tuple[list[int], list[int], list[int]]:
+    """Entries sorted by physical offset (stable), without those at or below ``skip_to``."""
+    order = sorted(range(len(hashes)), key=phy_offsets.__getitem__)
+    if skip_to is not None:
+        order = [i for i in order if phy_offsets[i] > skip_to]
+    return ([int(hashes[i]) for i in order], [int(phy_offsets[i]) for i in order],
+            [int(store_timestamps[i]) for i in order])
+
+
+def _fresh_in_log_order_bulk(hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64],
+                             store_timestamps: npt.NDArray[np.int64], skip_to: int | None) -> tuple[
+                                 npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``_fresh_in_log_order_plain`` with numpy."""
+    order = np.argsort(phy_offsets, kind="stable")
+    if skip_to is not None:
+        order = order[phy_offsets[order] > skip_to]
+    return hashes[order], phy_offsets[order], store_timestamps[order]

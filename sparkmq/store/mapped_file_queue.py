@@ -17,9 +17,10 @@ class MappedFileQueue:
     Offsets are global: segment ``k`` covers ``[start, start + file_bytes)``.
     """
 
-    def __init__(self, directory: Path, file_bytes: int) -> None:
+    def __init__(self, directory: Path, file_bytes: int, sync_by_fd: bool = False) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
+        self.sync_by_fd = sync_by_fd  # see MappedFile: fdatasync instead of msync (CommitLog)
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
@@ -27,7 +28,7 @@ class MappedFileQueue:
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
         for name in names:
-            mapped = MappedFile(self.directory / name, self.file_bytes)
+            mapped = MappedFile(self.directory / name, self.file_bytes, self.sync_by_fd)
             if self.files and mapped.start_offset != self.files[-1].end_offset:
                 mapped.close()
                 raise StoreError(f"segment {name} in {self.directory} does not follow {self.files[-1].path.name}")
@@ -66,7 +67,7 @@ class MappedFileQueue:
         else:
             start = start_offset - start_offset % self.file_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes)
+        mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd)
         mapped.write_position = mapped.flushed_position = 0
         self.files.append(mapped)
         return mapped
@@ -85,11 +86,19 @@ class MappedFileQueue:
         return bisect.bisect_right(starts, start) - 1
 
     def flush(self) -> int:
-        """Flush every segment with unflushed bytes; return the flushed global offset."""
-        for mapped in self.files:
+        """Flush every segment with unflushed bytes; return the flushed global offset.
+
+        The offset comes from the segments this call flushed: an append running meanwhile
+        may fill the last one and open the next, and ``flushed_offset`` read afterwards
+        would then claim bytes this flush never covered.
+        """
+        files = list(self.files)
+        for mapped in files:
             if mapped.flushed_position < mapped.write_position:
                 mapped.flush()
-        return self.flushed_offset
+        if not files:
+            return 0
+        return files[-1].start_offset + files[-1].flushed_position
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at and after global ``offset``: later segments go, the containing one is cut."""

@@ -16,6 +16,8 @@ from collections.abc import Collection
 from concurrent.futures import Future
 from pathlib import Path
 
+import numpy as np
+
 from sparkmq.errors import MessageError, MessageTooLargeError, StoreClosedError, StoreLockedError
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
@@ -42,7 +44,8 @@ class MessageStore:
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
-        self.commitlog = CommitLog(MappedFileQueue(config.commitlog_dir, config.commitlog_file_bytes), config.store_host)
+        self.commitlog = CommitLog(MappedFileQueue(config.commitlog_dir, config.commitlog_file_bytes, sync_by_fd=True),
+                                   config.store_host)
         self.index = IndexService(config.index_dir, config.index_hash_slots, config.index_entries)
         self.checkpoint: StoreCheckpoint | None = None
         self.coder = TagsCoder(delay_level_millis(config.message_delay_level))
@@ -208,11 +211,13 @@ class MessageStore:
                 self._next_queue_offset[key] = queue_offset + len(batch)
                 self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset, batch.properties,
                                                appended.physical_offsets, appended.sizes, store_timestamp))
-        result = PutResult(PutMessageStatus.PUT_OK, "", appended.physical_offsets, appended.sizes, queue_offset,
-                           store_timestamp, self.config.store_host)
+        physical_offsets, sizes = appended.physical_offsets, appended.sizes
+        end = int(physical_offsets[-1]) + int(sizes[-1])
+        result = PutResult(PutMessageStatus.PUT_OK, "", np.asarray(physical_offsets, dtype=np.int64),
+                           np.asarray(sizes, dtype=np.int64), queue_offset, store_timestamp, self.config.store_host)
         flushed = None
         if self._group_commit is not None:
-            flushed = self._group_commit.request(int(appended.physical_offsets[-1] + appended.sizes[-1]))
+            flushed = self._group_commit.request(end)
         return result, flushed
 
     def put_messages(self, batch: MessageBatch) -> PutResult:
@@ -237,8 +242,14 @@ class MessageStore:
                 self._queues[key] = queue
             queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
             if len(request.index_hashes):
-                rows = request.index_rows
-                finished = self.index.put(request.index_hashes, request.physical_offsets[rows], request.store_timestamps[rows])
+                rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
+                if isinstance(rows, list):  # the plain path of a small batch
+                    offsets = [offsets[r] for r in rows]
+                    timestamps = [timestamps[r] for r in rows]
+                else:
+                    offsets = np.asarray(offsets)[rows]
+                    timestamps = np.asarray(timestamps)[rows]
+                finished = self.index.put(request.index_hashes, offsets, timestamps)
                 if finished is not None and self.checkpoint is not None:
                     self.checkpoint.index_msg_timestamp = finished
             self._last_dispatched_timestamp = int(request.store_timestamps[-1])

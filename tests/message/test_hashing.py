@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkmq.message import java_string_hash, java_string_hashes
+from sparkmq.message.hashing import java_hashes_of_slices, java_utf8_hash
 
 
 def _by_definition(text: str) -> int:
@@ -92,3 +93,58 @@ def test_prefixed_hashes_equal_hash_of_concatenation(prefix: str, values: list[b
     if prefixed is None:
         pytest.skip("java_prefixed_hashes is not in this tree")
     assert prefixed(prefix, values).tolist() == [java_string_hash(prefix + v.decode()) for v in values]
+
+
+# UTF-8 bytes as they arrive: ASCII, any text (multi-byte, astral), and invalid sequences.
+utf8_ish = st.one_of(
+    st.binary(max_size=24).map(lambda b: bytes(c & 0x7F for c in b)),
+    st.text(max_size=10).map(str.encode),
+    st.binary(max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.just(""), any_text), utf8_ish)
+def test_utf8_hash_equals_hash_of_the_decoded_concatenation(prefix: str, value: bytes) -> None:
+    assert java_utf8_hash(value, prefix) == java_string_hash(prefix + value.decode("utf-8", errors="replace"))
+
+
+@st.composite
+def sliced_buffers(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]], list[tuple[str, int]]]:
+    """A buffer of concatenated values with filler between them, the value slices, prefix runs."""
+    values = draw(st.lists(utf8_ish, max_size=20))
+    buffer, slices = b"", []
+    for value in values:
+        buffer += draw(utf8_ish)  # filler the slices must not see
+        slices.append((len(buffer), len(value)))
+        buffer += value
+    if slices and draw(st.booleans()):
+        slices.append((0, 0))  # an empty slice at position 0
+    runs = draw(st.lists(st.tuples(st.one_of(st.just(""), any_text), st.integers(0, 8)), max_size=3))
+    return buffer, draw(st.permutations(slices)), runs
+
+
+@settings(max_examples=300, deadline=None)
+@given(sliced_buffers())
+def test_slice_hashes_equal_the_plain_hash_of_each_slice(case: tuple[bytes, list[tuple[int, int]], list[tuple[str, int]]]) -> None:
+    buffer, slices, runs = case
+    expected, row = [], 0
+    prefixes = [p for p, n in runs for _ in range(n)]
+    for start, length in slices:
+        prefix = prefixes[row] if row < len(prefixes) else ""
+        expected.append(java_utf8_hash(buffer[start : start + length], prefix))
+        row += 1
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    starts = np.array([s for s, _ in slices], dtype=np.int64)
+    lengths = np.array([n for _, n in slices], dtype=np.int64)
+    got = java_hashes_of_slices(data, starts, lengths, runs)
+    assert got.dtype == np.int32
+    assert got.tolist() == expected
+
+
+def test_slice_hashes_of_long_buffers_grow_the_tables() -> None:
+    values = [bytes([65 + i % 26]) * (1000 + i) for i in range(300)]  # ~450 KB
+    data = np.frombuffer(b"".join(values), dtype=np.uint8)
+    lengths = np.array([len(v) for v in values], dtype=np.int64)
+    got = java_hashes_of_slices(data, np.cumsum(lengths) - lengths, lengths, [("Topic#", 300)])
+    assert got.tolist() == [java_string_hash("Topic#" + v.decode()) for v in values]

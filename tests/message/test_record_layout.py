@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -28,10 +29,16 @@ from sparkmq.message import (
     record_starts,
     validate_topic,
 )
+from sparkmq.message.record import encode_records_bulk, encode_records_plain
+
+Encoder = Callable[[MessageBatch, int, int, int, int, int, Host], bytes]
 
 MAGIC = 0xDAA320A7  # MESSAGE_MAGIC_CODE (v1)
 BLANK_MAGIC = 0xCBD43194  # BLANK_MAGIC_CODE
 LOCALHOST = bytes([127, 0, 0, 1])
+# encode_records picks one of the other two by batch size; each must write the spec's bytes.
+ENCODERS = pytest.mark.parametrize("encode", [encode_records, encode_records_plain, encode_records_bulk],
+                                   ids=["auto", "plain", "bulk"])
 
 
 # --------------------------------------------------------------------------- spec codec
@@ -176,10 +183,11 @@ def _sample_batch() -> MessageBatch:
     )
 
 
-def test_sparkmq_records_decode_field_by_field() -> None:
+@ENCODERS
+def test_sparkmq_records_decode_field_by_field(encode: Encoder) -> None:
     batch = _sample_batch()
     store = Host(bytes([10, 0, 0, 9]), 10911)
-    buf = encode_records(batch, 0, len(batch), 100, 5000, 1_700_000_000_000, store)
+    buf = encode(batch, 0, len(batch), 100, 5000, 1_700_000_000_000, store)
     records = spec_decode_all(buf)
     assert len(records) == len(batch)
     expected_physical = 5000
@@ -206,18 +214,20 @@ def test_sparkmq_records_decode_field_by_field() -> None:
     assert expected_physical == 5000 + len(buf)
 
 
-def test_body_crc_is_masked_to_31_bits() -> None:
+@ENCODERS
+def test_body_crc_is_masked_to_31_bits(encode: Encoder) -> None:
     assert zlib.crc32(HIGH_CRC_BODY) & 0x80000000
     batch = MessageBatch("T", 0, [HIGH_CRC_BODY], [b""])
-    (r,) = spec_decode_all(encode_records(batch, 0, 1, 0, 0, 0, Host(LOCALHOST, 1)))
+    (r,) = spec_decode_all(encode(batch, 0, 1, 0, 0, 0, Host(LOCALHOST, 1)))
     assert r.body_crc == zlib.crc32(HIGH_CRC_BODY) - 0x80000000
     assert r.body_crc >= 0
 
 
-def test_java_fixed_positions() -> None:
+@ENCODERS
+def test_java_fixed_positions(encode: Encoder) -> None:
     """MESSAGE_MAGIC_CODE_POSTION 4, FLAG 16, QUEUE_OFFSET 20, PHYSIC_OFFSET 28, SYSFLAG 36, STORETIMESTAMP 56."""
     batch = MessageBatch("T", 2, [b"abc"], [b""], flags=[0x0BADCAFE], sys_flag=0x8, born_timestamp=11)
-    rec = encode_records(batch, 0, 1, 0x0102030405, 0x0A0B0C0D0E, 0x0F0E0D0C0B, Host(LOCALHOST, 10911))
+    rec = encode(batch, 0, 1, 0x0102030405, 0x0A0B0C0D0E, 0x0F0E0D0C0B, Host(LOCALHOST, 10911))
     assert rec[4:8] == bytes.fromhex("daa320a7")
     assert struct.unpack_from(">i", rec, 16)[0] == 0x0BADCAFE
     assert struct.unpack_from(">q", rec, 20)[0] == 0x0102030405
@@ -227,22 +237,24 @@ def test_java_fixed_positions() -> None:
     assert len(rec) == 91 + 3 + 1 + 0
 
 
-def test_encode_a_slice_of_a_batch() -> None:
+@ENCODERS
+def test_encode_a_slice_of_a_batch(encode: Encoder) -> None:
     batch = _sample_batch()
-    buf = encode_records(batch, 2, 4, 900, 64, 5, Host(LOCALHOST, 1))
+    buf = encode(batch, 2, 4, 900, 64, 5, Host(LOCALHOST, 1))
     records = spec_decode_all(buf)
     assert [r.body for r in records] == list(batch.bodies[2:4])
     assert [r.properties for r in records] == list(batch.properties[2:4])
     assert [r.flag for r in records] == list(batch.flags[2:4])  # type: ignore[index]
     assert [r.queue_offset for r in records] == [900, 901]
     assert [r.physical_offset for r in records] == [64, 64 + records[0].total_size]
-    assert encode_records(batch, 3, 3, 0, 0, 0, Host(LOCALHOST, 1)) == b""
+    assert encode(batch, 3, 3, 0, 0, 0, Host(LOCALHOST, 1)) == b""
 
 
-def test_flags_default_to_zero_and_topic_of_127_bytes() -> None:
+@ENCODERS
+def test_flags_default_to_zero_and_topic_of_127_bytes(encode: Encoder) -> None:
     topic = "t" * 127
     batch = MessageBatch(topic, 0, [b"a", b"b"], [b"", b""])
-    records = spec_decode_all(encode_records(batch, 0, 2, 0, 0, 0, Host(LOCALHOST, 1)))
+    records = spec_decode_all(encode(batch, 0, 2, 0, 0, 0, Host(LOCALHOST, 1)))
     assert [r.flag for r in records] == [0, 0]
     assert [r.topic for r in records] == [topic, topic]
 
@@ -546,13 +558,14 @@ def test_valid_topics() -> None:
         assert validate_topic(topic) == topic.encode()
 
 
-def test_properties_limit() -> None:
+@ENCODERS
+def test_properties_limit(encode: Encoder) -> None:
     ok = MessageBatch("T", 0, [b""], [b"p" * 32767])
-    (r,) = spec_decode_all(encode_records(ok, 0, 1, 0, 0, 0, Host(LOCALHOST, 1)))
+    (r,) = spec_decode_all(encode(ok, 0, 1, 0, 0, 0, Host(LOCALHOST, 1)))
     assert len(r.properties) == 32767
     too_big = MessageBatch("T", 0, [b"", b""], [b"", b"p" * 32768])
     with pytest.raises(MessageTooLargeError):
-        encode_records(too_big, 0, 2, 0, 0, 0, Host(LOCALHOST, 1))
+        encode(too_big, 0, 2, 0, 0, 0, Host(LOCALHOST, 1))
     with pytest.raises(MessageTooLargeError):
         encode_properties({"K": "v" * 32766})  # 1 + 1 + 32766 = 32768 bytes
     assert len(encode_properties({"K": "v" * 32765})) == 32767

@@ -25,6 +25,7 @@ from sparkmq.message import (
     iter_records,
 )
 from sparkmq.message.properties import append_properties, find_property
+from sparkmq.message.record import encode_records_bulk, encode_records_plain
 
 MIB = 1024 * 1024
 TOPIC_CHARS = "%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
@@ -104,8 +105,13 @@ def test_records_roundtrip_single_and_bulk(case: BatchCase) -> None:
     b = case.batch
     biggest = max(map(len, b.bodies))
     event("a body of exactly 4 MiB" if biggest == 4 * MIB else "a body over 64 KiB" if biggest > 65536 else "small bodies")
-    buf = encode_records(b, 0, len(b), case.queue_offset, case.physical_offset, case.store_timestamp, case.store_host)
+    args = (case.queue_offset, case.physical_offset, case.store_timestamp, case.store_host)
+    buf = encode_records(b, 0, len(b), *args)
     assert len(buf) == int(b.sizes.sum())
+    assert encode_records_plain(b, 0, len(b), *args) == encode_records_bulk(b, 0, len(b), *args) == buf
+    cut = len(b) // 2  # a slice starts mid-batch: offsets continue from the arguments
+    assert encode_records_plain(b, cut, len(b), *args) == encode_records_bulk(b, cut, len(b), *args)
+    assert b.size_list == b.sizes.tolist()
     messages = list(iter_records(memoryview(buf), check_crc=True))
     assert len(messages) == len(b)
     physical = case.physical_offset
