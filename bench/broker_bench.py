@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -44,10 +43,9 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
@@ -316,21 +314,8 @@ async def run_cases(broker: BrokerProcess, scale: int, inflight: int, profile_di
 
 
 # -- driver --------------------------------------------------------------------------------
-def bench_root() -> Path:
-    system_tmp = Path(tempfile.gettempdir())
-    if os.stat(system_tmp).st_dev == os.stat(REPO).st_dev:
-        return system_tmp
-    local = REPO / ".bench-tmp"
-    local.mkdir(exist_ok=True)
-    return local
 
 
-def machine() -> dict[str, str]:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "loadavg_at_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
 
 
 def table(results: list[Result]) -> str:

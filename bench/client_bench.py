@@ -47,7 +47,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import resource
 import shutil
@@ -60,10 +59,9 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench_common import REPO, bench_root, machine, loadavg  # noqa: E402 - bench/ is sys.path[0]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
@@ -615,27 +613,10 @@ def table(rows: list[Row]) -> str:
 
 
 # -- driver --------------------------------------------------------------------------------
-def bench_root() -> Path:
-    system_tmp = Path(tempfile.gettempdir())
-    if os.stat(system_tmp).st_dev == os.stat(REPO).st_dev:
-        return system_tmp
-    local = REPO / ".bench-tmp"
-    local.mkdir(exist_ok=True)
-    return local
 
 
-def machine() -> dict[str, str]:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                           text=True).stdout.strip()
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
-            "python": platform.python_version(), "commit": commit + (" + uncommitted changes" if dirty else "")}
 
 
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

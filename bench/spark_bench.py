@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from bench_common import REPO, loadavg  # noqa: E402 - bench/ is sys.path[0]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers use this venv
@@ -452,8 +452,6 @@ def machine() -> str:
             f"{subprocess.run(['java', '-version'], capture_output=True, text=True).stderr.split(chr(34))[1]}")
 
 
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def table(runs: list[Run]) -> str:

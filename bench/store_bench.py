@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -32,10 +31,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
@@ -87,14 +85,6 @@ def plan_batches(count: int, body_bytes: int, batch: int) -> list[tuple[int, lis
 
 
 # -- store lifecycle -----------------------------------------------------------------------
-def bench_root() -> Path:
-    """A parent for temp dirs on the repository's disk (the system tmp if it is that disk)."""
-    system_tmp = Path(tempfile.gettempdir())
-    if os.stat(system_tmp).st_dev == os.stat(REPO).st_dev:
-        return system_tmp
-    local = REPO / ".bench-tmp"
-    local.mkdir(exist_ok=True)
-    return local
 
 
 @contextmanager
@@ -281,15 +271,6 @@ def read_case(count: int, max_count: int, runs: int, min_seconds: float, body_by
 
 
 # -- driver --------------------------------------------------------------------------------
-def machine() -> dict[str, str]:
-    return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(os.cpu_count()),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "tmp_dir": str(bench_root()),
-        "loadavg_at_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-    }
 
 
 def run(quick: bool, only: str | None) -> list[Result]:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from store_checks import crash_config, expected_batch  # the script's folder is sys.path[0]
+from support.store_checks import crash_config, expected_batch
 
 from sparkmq.store import MessageStore
 

@@ -9,7 +9,6 @@ store directory is kept across rounds, so every round recovers what the previous
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import random
 import signal
@@ -18,7 +17,6 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from sparkmq.message import StoredMessage
@@ -29,19 +27,7 @@ _REPO = _HERE.parent.parent
 WRITER = _HERE / "crash_writer.py"
 
 
-def _load_store_checks() -> ModuleType:
-    """``store_checks.py`` next to this file (tests/store is no package under importlib mode)."""
-    name = "_store_tests_store_checks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _HERE / "store_checks.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-sc = _load_store_checks()
+from support import store_checks as sc  # noqa: E402 - shared with crash_writer.py
 
 SEED = 4_242
 ROUNDS = 24
@@ -73,7 +59,7 @@ class Round:
 
 def _writer_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO), str(_REPO / "tests"), env.get("PYTHONPATH", "")) if p)
     env["PYTHONWARNINGS"] = "error"
     return env
 

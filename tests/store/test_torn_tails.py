@@ -8,14 +8,12 @@ Segments are preallocated, so damage overwrites bytes and never shrinks a file.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import sys
 import time
 import types
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,19 +27,7 @@ from sparkmq.store.mapped_file import MappedFile
 _HERE = Path(__file__).parent
 
 
-def _load_store_checks() -> ModuleType:
-    """``store_checks.py`` next to this file (tests/store is no package under importlib mode)."""
-    name = "_store_tests_store_checks"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _HERE / "store_checks.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-sc = _load_store_checks()
+from support import store_checks as sc  # noqa: E402 - shared with crash_writer.py
 SEED = 7
 TOPIC = sc.TOPIC
 CRASHED = pytest.mark.parametrize("crashed", [False, True], ids=["clean-exit", "crashed"])
