@@ -33,6 +33,8 @@ from sparkmq.client import MessageQueue
 logger = logging.getLogger(__name__)
 SEND_ATTEMPTS = 3
 RETRY_PAUSE_S = 0.5
+ROUTE_WAIT_FIRST_PAUSE_S = 0.2
+ROUTE_WAIT_MAX_PAUSE_S = 2.0
 _producers: dict[tuple[str, str], AsyncProducer] = {}
 _producers_lock = threading.Lock()
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
@@ -132,8 +134,8 @@ async def _send_all(producer: AsyncProducer, options: SinkOptions, batches: Iter
         for message, queue_id, sharding_key in _rows(batch, options):
             queues = routes.get(message.topic)
             if queues is None:
-                route = await producer.instance.publish_route(message.topic, "TBW102", 4)
-                queues = routes[message.topic] = route.publish_queues()
+                queues = routes[message.topic] = await _writable_queues(producer, message.topic,
+                                                                        options.send_retry_timeout_ms / 1000)
             if queue_id is not None:
                 matching = [q for q in queues if q.queue_id == queue_id]
                 if not matching:
@@ -157,6 +159,31 @@ async def _send_all(producer: AsyncProducer, options: SinkOptions, batches: Iter
     if failures:
         raise SparkmqError(f"{len(failures)} of {len(pending)} sends failed; first: {failures[0]}") from failures[0]
     return result
+
+
+async def _writable_queues(producer: AsyncProducer, topic: str, timeout_s: float) -> list[MessageQueue]:
+    """The topic's writable queues, waiting (with backoff, up to ``timeout_s``) while no broker serves it.
+
+    While a broker restarts, the NameServer drops its routes: a retried task waits here for
+    them to come back instead of failing again at once and using up Spark's task attempts.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    pause = ROUTE_WAIT_FIRST_PAUSE_S
+    while True:
+        try:
+            queues = (await producer.instance.publish_route(topic, "TBW102", 4)).publish_queues()
+            if queues:
+                return queues
+            problem = f"topic {topic} has no writable queue"
+        except SparkmqError as exc:
+            problem = exc.remark
+        if loop.time() + pause > deadline:
+            raise SparkmqError(f"no broker serves topic {topic} after waiting {timeout_s:.0f} s "
+                               f"(sendRetryTimeout): {problem}", retriable=True)
+        producer.instance.routes.pop(topic, None)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, ROUTE_WAIT_MAX_PAUSE_S)
 
 
 class _Writer:

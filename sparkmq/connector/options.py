@@ -209,8 +209,10 @@ class SinkOptions:
     batch_size: int = 256
     max_in_flight: int = 16
     delivery_guarantee: str = "at-least-once"
+    send_retry_timeout_ms: int = 30_000  # how long a task waits for a broker to serve the topic again
 
-    KNOWN = frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight", "deliveryguarantee"})
+    KNOWN = frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight", "deliveryguarantee",
+                       "sendretrytimeout"})
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -227,4 +229,5 @@ class SinkOptions:
         return cls(namesrv, (opts.get("topic") or "").strip() or None,
                    (opts.get("producergroup") or "sparkmq-spark-sink").strip(),
                    _positive_int("batchSize", opts.get("batchsize")) or 256,
-                   _positive_int("maxInFlight", opts.get("maxinflight")) or 16, guarantee)
+                   _positive_int("maxInFlight", opts.get("maxinflight")) or 16, guarantee,
+                   _duration_ms("sendRetryTimeout", opts.get("sendretrytimeout"), 30_000))
