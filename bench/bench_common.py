@@ -41,3 +41,11 @@ def machine() -> dict[str, str]:
     return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
             "python": platform.python_version(), "platform": platform.platform(), "commit": commit(),
             "tmp_dir": str(bench_root()), "loadavg_at_start": loadavg()}
+
+
+def short_frame(frame: str, line_too: bool = False) -> str:
+    """A py-spy frame ``"func (path/to/file.py:12)"`` as ``"func (to/file.py:12)"``, or without the line."""
+    function, _, location = frame.rpartition(" (")
+    path, _, number = location.rstrip(")").rpartition(":")
+    short = "/".join(path.split("/")[-2:])
+    return f"{function} ({short}:{number})" if line_too else f"{function} ({short})"

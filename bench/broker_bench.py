@@ -45,7 +45,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import REPO, bench_root, machine, short_frame as _where  # noqa: E402 - bench/ is sys.path[0]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
@@ -168,13 +168,6 @@ def summarize(collapsed: Path, top: int = 15) -> str:
     lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common(top)]
     return "\n".join(lines)
 
-
-def _where(frame: str, line_too: bool = False) -> str:
-    """``"func (path/to/file.py:12)"`` → ``"func (file.py:12)"``, or ``"func (to/file.py)"`` without the line."""
-    function, _, location = frame.rpartition(" (")
-    path, _, number = location.rstrip(")").rpartition(":")
-    short = "/".join(path.split("/")[-2:])
-    return f"{function} ({short}:{number})" if line_too else f"{function} ({short})"
 
 
 # -- inputs, built before any clock starts -------------------------------------------------

@@ -61,7 +61,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine, loadavg  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import REPO, bench_root, machine, loadavg, short_frame as _where  # noqa: E402 - bench/ is sys.path[0]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
@@ -239,12 +239,6 @@ def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], to
         lines += [f"  {n * us_per_sample:8.2f}  {f}" for f, n in syscalls.most_common(5)]
     return "\n".join(lines)
 
-
-def _where(frame: str, line_too: bool = False) -> str:
-    function, _, location = frame.rpartition(" (")
-    path, _, number = location.rstrip(")").rpartition(":")
-    short = "/".join(path.split("/")[-2:])
-    return f"{function} ({short}:{number})" if line_too else f"{function} ({short})"
 
 
 # -- the sparkmq cases ---------------------------------------------------------------------

@@ -112,6 +112,3 @@ class ClientManager:
     def subscription(self, group: str, topic: str) -> SubscriptionData | None:
         info = self.consumers.get(group)
         return info.subscriptions.get(topic) if info else None
-
-    def groups_of_topic(self, topic: str) -> list[str]:
-        return sorted(g for g, info in self.consumers.items() if topic in info.subscriptions)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,9 +88,6 @@ class BrokerConfig:
             store_host=Host(ipv4_bytes(self.broker_ip), self.listen_port),
         )
 
-    def with_port(self, port: int) -> BrokerConfig:
-        return dataclasses.replace(self, listen_port=port)
-
     @classmethod
     def from_properties(cls, properties: dict[str, str], **overrides: Any) -> BrokerConfig:
         """Build from broker.conf ``properties`` (RocketMQ key names), then apply ``overrides``."""
@@ -161,10 +157,3 @@ def parse_properties(text: str) -> dict[str, str]:
         result[stripped[:cut].strip()] = stripped[cut + 1 :].strip()
     return result
 
-
-def local_ip() -> str:
-    """The first non-loopback IPv4 address of this host, or 127.0.0.1."""
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"

@@ -121,9 +121,6 @@ class TopicConfigManager:
         self._changed()
         return True
 
-    def user_topics(self) -> list[str]:
-        system = {t.topic_name for t in self._system}
-        return sorted(t for t in self.topics if t not in system)
 
 
 def check_sendable(topic: str) -> None:

@@ -15,6 +15,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 
+from sparkmq.client.periodic import run_every
 from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
@@ -58,16 +59,8 @@ class ClientInstance:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._every(ROUTE_REFRESH_S, self.refresh_routes)),
-                       loop.create_task(self._every(HEARTBEAT_S, self.heartbeat))]
-
-    async def _every(self, interval_s: float, action: Callable[[], Awaitable[object]]) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await action()
-            except SparkmqError as exc:
-                logger.warning("client %s: periodic %s failed: %s", self.client_id, action.__name__, exc.remark)
+        self._tasks = [loop.create_task(run_every(ROUTE_REFRESH_S, self.refresh_routes, f"client {self.client_id}")),
+                       loop.create_task(run_every(HEARTBEAT_S, self.heartbeat, f"client {self.client_id}"))]
 
     async def close(self) -> None:
         tasks = self._tasks + list(self._hook_tasks)
@@ -108,8 +101,12 @@ class ClientInstance:
         broker auto-creates it (``getDefaultTopicRouteInfoFromNameServer``)."""
         try:
             return await self.route(topic)
-        except TopicNotExistError:
-            template = await self.route(default_topic)
+        except TopicNotExistError as missing:
+            try:
+                template = await self.route(default_topic)
+            except TopicNotExistError as exc:
+                raise TopicNotExistError(f"no broker serves topic {topic} (and none offers {default_topic} to create it): "
+                                         f"{missing.remark}") from exc
         queues = tuple(dataclasses.replace(q, read_queue_nums=min(q.read_queue_nums, default_queue_nums),
                                            write_queue_nums=min(q.write_queue_nums, default_queue_nums))
                        for q in template.data.queue_datas)

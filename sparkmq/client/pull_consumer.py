@@ -17,6 +17,7 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.periodic import run_every
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -70,7 +71,8 @@ class AsyncPullConsumer:
     async def start(self) -> None:
         await self.instance.start()
         if self.auto_commit_interval_s:
-            self._auto_commit = asyncio.get_running_loop().create_task(self._commit_periodically())
+            self._auto_commit = asyncio.get_running_loop().create_task(
+                run_every(self.auto_commit_interval_s, self.commit, f"auto-commit of group {self.group}"))
 
     async def close(self) -> None:
         if self._auto_commit is not None:
@@ -194,14 +196,6 @@ class AsyncPullConsumer:
                        f"commit {queue}")
         self._committed[queue] = offset
 
-    async def _commit_periodically(self) -> None:
-        assert self.auto_commit_interval_s
-        while True:
-            await asyncio.sleep(self.auto_commit_interval_s)
-            try:
-                await self.commit()
-            except SparkmqError as exc:
-                logger.warning("auto-commit of group %s failed: %s", self.group, exc.remark)
 
 
 class PullConsumer:

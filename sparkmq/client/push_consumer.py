@@ -23,6 +23,7 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.periodic import run_every
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
@@ -131,18 +132,10 @@ class AsyncPushConsumer:
         await self.instance.heartbeat()
         await self.rebalance()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._every(REBALANCE_INTERVAL_S, self.rebalance)),
-                       loop.create_task(self._every(PERSIST_INTERVAL_S, self.persist_offsets))]
+        self._tasks = [loop.create_task(run_every(REBALANCE_INTERVAL_S, self.rebalance, f"consumer {self.group}")),
+                       loop.create_task(run_every(PERSIST_INTERVAL_S, self.persist_offsets, f"consumer {self.group}"))]
         if self.orderly:
-            self._tasks.append(loop.create_task(self._every(LOCK_INTERVAL_S, self._relock)))
-
-    async def _every(self, interval_s: float, action: Callable[[], Any]) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await action()
-            except SparkmqError as exc:
-                logger.warning("consumer %s: %s failed: %s", self.group, action.__name__, exc.remark)
+            self._tasks.append(loop.create_task(run_every(LOCK_INTERVAL_S, self._relock, f"consumer {self.group}")))
 
     async def close(self) -> None:
         """Stop pulling, finish what is being consumed, persist offsets, unlock, unregister.

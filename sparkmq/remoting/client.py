@@ -86,11 +86,6 @@ class RemotingClient:
         connection = await self.connection(address)
         connection.send(RemotingCommand.request(code, connection.next_opaque(), ext_fields=ext_fields, body=body, oneway=True))
 
-    def close_connection(self, address: str) -> None:
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close()
-
     async def close(self) -> None:
         connections = list(self._connections.values())
         self._connections.clear()

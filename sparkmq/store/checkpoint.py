@@ -36,10 +36,6 @@ class StoreCheckpoint:
         """``getMinTimestamp``: the older of physic/logics, less 3 s, never negative."""
         return max(min(self.physic_msg_timestamp, self.logics_msg_timestamp) - _SAFETY_MARGIN_MS, 0)
 
-    def min_timestamp_index(self) -> int:
-        """``getMinTimestampIndex``: also bounded by the index timestamp."""
-        return min(self.min_timestamp(), self.index_msg_timestamp)
-
     def flush(self) -> None:
         """Write the three fields and msync the page."""
         _FIELDS.pack_into(self._mmap, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp)

@@ -52,13 +52,6 @@ class DispatchRequest:
     index_rows: IntColumn  # which record each key hash belongs to
 
 
-def property_column(properties: Sequence[bytes], key: bytes) -> list[bytes | None]:
-    """The value of one property for every record, None where absent or empty (plain reference).
-
-    ``PropertyTable.values`` is the bulk path; both follow ``find_property``: the last
-    non-empty value of a repeated key wins.
-    """
-    return [find_property(raw, key) for raw in properties]
 
 
 class TagsCoder:

@@ -102,10 +102,6 @@ class MappedFile:
         self.write_position = end
         return pos
 
-    def write_at(self, pos: int, data: bytes | memoryview) -> None:
-        """Overwrite bytes at ``pos`` without moving the write position (index headers, slots)."""
-        self._mmap[pos : pos + len(data)] = data
-
     def mark_full(self) -> None:
         """Treat the rest of the file as used (after an END_OF_FILE filler)."""
         self.write_position = self.file_bytes
@@ -142,11 +138,6 @@ class MappedFile:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-    def flush_all(self) -> None:
-        """msync the whole mapping (index files, consume queue units written out of order)."""
-        self._mmap.flush()
-        self.flushed_position = self.write_position
 
     def truncate_to(self, pos: int) -> None:
         """Set the write position to ``pos`` and zero the written bytes after it.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -80,10 +79,6 @@ class MappedFileQueue:
         if index >= len(self.files):
             return None
         return self.files[index]
-
-    def index_of_start(self, start: int) -> int:
-        starts = [f.start_offset for f in self.files]
-        return bisect.bisect_right(starts, start) - 1
 
     def flush(self) -> int:
         """Flush every segment with unflushed bytes; return the flushed global offset.

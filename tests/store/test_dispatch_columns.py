@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.properties import decode_properties
 from sparkmq.message.record import SMALL_BATCH_MAX
+from sparkmq.message.properties import find_property
 from sparkmq.store.dispatch import (
     SCHEDULE_TOPIC,
     TagsCoder,
     dispatch_columns_bulk,
     dispatch_columns_plain,
-    property_column,
     request_for_put,
 )
 from sparkmq.store.index_file import index_key_hashes
@@ -79,7 +79,7 @@ def test_plain_and_bulk_columns_equal_the_reference(topic: str, properties: list
 def test_repeated_and_missing_tags_regression() -> None:
     """One record repeats TAGS and the next lacks it: the count of matches equals the count of records."""
     properties = [b"TAGS\x01A\x02TAGS\x01B", b"KEYS\x01x"]
-    assert property_column(properties, b"TAGS") == [b"B", None]
+    assert [find_property(raw, b"TAGS") for raw in properties] == [b"B", None]
     codes, _, _ = dispatch_columns_bulk(TagsCoder(DELAYS), "T", properties, np.zeros(2, dtype=np.int64))
     assert codes.tolist() == [java_string_hash("B"), 0]
 
