@@ -3,6 +3,9 @@
 Group commit: each put asks for "flushed past offset X" and gets a future; one thread runs
 an fsync covering every request queued so far and completes them all, so concurrent
 writers share fsyncs (``CommitLog.GroupCommitService``).
+
+A waiter may give up on its future (a timed-out SYNC send); completing such a future is not
+an error, and nothing a future or a flush does can end the group-commit thread.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 logger = logging.getLogger(__name__)
 
@@ -48,20 +51,25 @@ class GroupCommitService:
                 if self._stopped and not self._pending:
                     return
                 batch, self._pending = self._pending, []
-            self._complete(batch)
+            try:
+                self._complete(batch)
+            except Exception:  # the thread outlives any one batch; the batch's waiters time out
+                logger.exception("group commit failed to complete %d requests", len(batch))
 
     def _complete(self, batch: list[tuple[int, Future[int]]]) -> None:
         try:
             flushed = self._flush()
         except Exception as exc:  # every waiter must learn that its flush failed
-            logger.exception("group commit flush failed")
+            logger.error("group commit flush failed: %s", exc)
             for _offset, future in batch:
-                future.set_exception(exc)
+                _settle(future, exception=exc)
             return
         late = []
         for offset, future in batch:
+            if future.done():
+                continue  # its waiter gave up
             if flushed >= offset:
-                future.set_result(flushed)
+                _settle(future, result=flushed)
             else:
                 late.append((offset, future))
         if late:
@@ -74,6 +82,17 @@ class GroupCommitService:
             self._stopped = True
             self._cond.notify()
         self._thread.join()
+
+
+def _settle(future: Future[int], result: int = 0, exception: BaseException | None = None) -> None:
+    """Complete ``future`` unless its waiter cancelled it meanwhile (then nobody reads it)."""
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        logger.debug("flush request completed after its waiter gave up")
 
 
 class PeriodicService:

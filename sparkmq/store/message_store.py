@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -18,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import MessageError, MessageTooLargeError, StoreClosedError, StoreLockedError
+from sparkmq.errors import (DiskError, MessageError, MessageTooLargeError, SegmentAllocationError, StoreClosedError,
+                            StoreLockedError)
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
-from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService
 from sparkmq.store.index_service import IndexService
@@ -61,6 +63,7 @@ class MessageStore:
         self._group_commit: GroupCommitService | None = None
         self._last_thorough_flush = time.monotonic()
         self.retention = Retention(self)
+        self.disk_error: str | None = None  # set once by the first failed fsync/msync: read-only from then on
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -96,14 +99,19 @@ class MessageStore:
         if self._group_commit is not None:
             self._group_commit.stop()
         with self._lock:
-            self.flush()
+            if self.disk_error is None:
+                self.flush()
             for queue in self._queues.values():
                 queue.close()
             self.index.close()
             self.commitlog.queue.close()
             if self.checkpoint is not None:
-                self.checkpoint.close()
-        self.config.abort_path.unlink(missing_ok=True)
+                self.checkpoint.close()  # its fields only ever hold what a successful flush covered
+        if self.disk_error is None:
+            self.config.abort_path.unlink(missing_ok=True)
+        else:
+            logger.error("store %s closed after a disk error; the abort marker stays so the next start recovers",
+                         self.config.root_dir)
         self._release_lock()
 
     def __enter__(self) -> MessageStore:
@@ -171,6 +179,7 @@ class MessageStore:
 
     def _start_services(self) -> None:
         cfg = self.config
+        self.retention.check_disk_space()
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._group_commit = GroupCommitService(self._flush_commitlog)
             self._group_commit.start()
@@ -195,8 +204,9 @@ class MessageStore:
             return PutResult(status, exc.remark), None
         except MessageError as exc:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
-        if not self.running:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, "the message store is not running"), None
+        refusal = self._write_refusal()
+        if refusal is not None:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal), None
         if len(batch) == 0:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch"), None
         key = (batch.topic, batch.queue_id)
@@ -205,12 +215,22 @@ class MessageStore:
         with self._lock:
             queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            appended = self.commitlog.append(batch, queue_offset, store_timestamp)
-            self._last_store_timestamp = store_timestamp
-            if dispatched:
-                self._next_queue_offset[key] = queue_offset + len(batch)
-                self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset, batch.properties,
-                                               appended.physical_offsets, appended.sizes, store_timestamp))
+            start = self.commitlog.max_offset
+            queue = self._queues.get(key)
+            queue_end = queue.max_physical_offset if queue is not None else -1
+            try:
+                appended = self.commitlog.append(batch, queue_offset, store_timestamp)
+                self._last_store_timestamp = store_timestamp
+                if dispatched:
+                    self._next_queue_offset[key] = queue_offset + len(batch)
+                    self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
+                                                   batch.properties, appended.physical_offsets, appended.sizes,
+                                                   store_timestamp))
+            except SegmentAllocationError as exc:
+                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+                logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
+                return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+                                 f"create mapped file failed, server is busy or broken: {exc.remark}"), None
         physical_offsets, sizes = appended.physical_offsets, appended.sizes
         end = int(physical_offsets[-1]) + int(sizes[-1])
         result = PutResult(PutMessageStatus.PUT_OK, "", np.asarray(physical_offsets, dtype=np.int64),
@@ -223,14 +243,53 @@ class MessageStore:
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""
         result, flushed = self.submit_messages(batch)
-        if flushed is not None:
-            try:
-                flushed.result(timeout=self.config.sync_flush_timeout_ms / 1000)
-            except TimeoutError:
-                return PutResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, "flush did not finish within syncFlushTimeout",
-                                 result.physical_offsets, result.sizes, result.queue_offset, result.store_timestamp,
-                                 result.store_host)
+        if flushed is None:
+            return result
+        try:
+            flushed.result(timeout=self.config.sync_flush_timeout_ms / 1000)
+        except Exception as exc:  # a timeout or the flush's own failure: both become a status
+            return self.flush_outcome(result, exc)
         return result
+
+    def flush_outcome(self, result: PutResult, error: BaseException | None) -> PutResult:
+        """What a SYNC put whose flush wait ended with ``error`` (None: flushed) answers.
+
+        A wait past ``syncFlushTimeout`` is FLUSH_DISK_TIMEOUT (the record is stored, its
+        fsync still pending); a failed flush is SERVICE_NOT_AVAILABLE naming the disk error.
+        """
+        if error is None:
+            return result
+        if isinstance(error, TimeoutError):
+            return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT,
+                                       remark="flush did not finish within syncFlushTimeout")
+        return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not flushed to disk: {error}")
+
+    def _write_refusal(self) -> str | None:
+        """Why puts are refused now (None when they are not)."""
+        if not self.running:
+            return "the message store is not running"
+        if self.disk_error is not None:
+            return (f"the message store is read-only after a disk error ({self.disk_error}); "
+                    "restart the broker once the disk is repaired")
+        return self.retention.write_refusal
+
+    def _roll_back(self, start: int, key: tuple[str, int] | None, queue_offset: int, queue_end: int) -> None:
+        """Undo a put that failed midway: the CommitLog from ``start`` and its ConsumeQueue units.
+
+        Holds the flush lock too: a flush running meanwhile would otherwise record a flushed
+        position past the cut. Index entries left behind are harmless (queries re-check the record).
+        """
+        try:
+            with self._flush_lock:
+                self.commitlog.queue.truncate_dirty(start)
+                queue = self._queues.get(key) if key is not None else None
+                if queue is not None and queue.max_offset > queue_offset:
+                    queue.files.truncate_dirty(queue_offset * UNIT_BYTES)
+                    queue.max_physical_offset = queue_end
+                if key is not None:
+                    self._next_queue_offset[key] = queue_offset
+        except (DiskError, OSError) as exc:
+            self._fail_stop(exc)
 
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:
@@ -262,15 +321,31 @@ class MessageStore:
         self._listeners.append(listener)
 
     # -- flush -----------------------------------------------------------------------------
+    def _fail_stop(self, error: BaseException) -> None:
+        """Turn the store read-only after a failed fsync/msync (see :class:`DiskError`)."""
+        if self.disk_error is None:
+            self.disk_error = str(error)
+            logger.critical("disk error in store %s: %s. The store is now read-only: puts are refused, reads go on, "
+                            "the checkpoint no longer advances. Restart once the disk is repaired: recovery "
+                            "rebuilds from the CommitLog.", self.config.root_dir, error)
+
     def _flush_commitlog(self) -> int:
         with self._flush_lock:
+            if self.disk_error is not None:
+                raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
             covered = self._last_store_timestamp
-            flushed = self.commitlog.flush()
+            try:
+                flushed = self.commitlog.flush()
+            except DiskError as exc:
+                self._fail_stop(exc)
+                raise
             if self.checkpoint is not None and covered:
                 self.checkpoint.physic_msg_timestamp = covered
             return flushed
 
     def _flush_commitlog_if_due(self) -> None:
+        if self.disk_error is not None:
+            return
         dirty = self.commitlog.max_offset - self.commitlog.queue.flushed_offset
         thorough = time.monotonic() - self._last_thorough_flush >= self.config.flush_commitlog_thorough_interval_ms / 1000
         if dirty >= self.config.flush_commitlog_least_pages * PAGE_BYTES or (thorough and dirty > 0):
@@ -282,13 +357,19 @@ class MessageStore:
             covered = self._last_dispatched_timestamp
             queues = list(self._queues.values())
         with self._flush_lock:
-            for queue in queues:
-                queue.flush()
-            self.index.flush()
-            if self.checkpoint is not None:
-                if covered:
-                    self.checkpoint.logics_msg_timestamp = covered
-                self.checkpoint.flush()
+            if self.disk_error is not None:
+                return  # logged when it happened; nothing may advance the checkpoint now
+            try:
+                for queue in queues:
+                    queue.flush()
+                self.index.flush()
+                if self.checkpoint is not None:
+                    if covered:
+                        self.checkpoint.logics_msg_timestamp = covered
+                    self.checkpoint.flush()
+            except (DiskError, OSError) as exc:
+                self._fail_stop(exc)
+                raise
 
     def flush(self) -> None:
         """Flush the CommitLog, every ConsumeQueue, the index and the checkpoint now."""
