@@ -17,6 +17,7 @@ from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from sparkmq.message.record import MessageBatch
 from sparkmq.store import MessageStore, PutResult
+from sparkmq.store.flush import flush_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ class BrokerContext:
         waiter.add_done_callback(_retrieve)
         done, _pending = await asyncio.wait({waiter}, timeout=self.config.sync_flush_timeout / 1000)
         if not done:
-            return self.store.flush_outcome(result, TimeoutError())
-        return self.store.flush_outcome(result, waiter.exception())
+            return flush_outcome(result, TimeoutError())
+        return flush_outcome(result, waiter.exception())
 
     def notify_consumer_ids_changed(self, groups: list[str]) -> None:
         """Tell every member of ``groups`` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""

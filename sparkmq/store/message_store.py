@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import logging
 import os
@@ -28,9 +27,8 @@ from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
-from sparkmq.store.flush import GroupCommitService, PeriodicService
+from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
-from sparkmq.store.mapped_file import PAGE_BYTES
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.reads import read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport
@@ -55,15 +53,13 @@ class MessageStore:
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
         self._lock = threading.RLock()  # appends, dispatch, deletion, reads of segment lists
-        self._flush_lock = threading.Lock()
         self._last_store_timestamp = 0
         self._last_dispatched_timestamp = 0
         self._lock_fd: int | None = None
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
-        self._last_thorough_flush = time.monotonic()
         self.retention = Retention(self)
-        self.disk_error: str | None = None  # set once by the first failed fsync/msync: read-only from then on
+        self.flusher = StoreFlush(self)
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -181,11 +177,11 @@ class MessageStore:
         cfg = self.config
         self.retention.check_disk_space()
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self._group_commit = GroupCommitService(self._flush_commitlog)
+            self._group_commit = GroupCommitService(self.flusher.flush_commitlog)
             self._group_commit.start()
         else:
-            self._services.append(PeriodicService(self._flush_commitlog_if_due, cfg.flush_interval_commitlog_ms / 1000, "sparkmq-flush-commitlog"))
-        self._services.append(PeriodicService(self._flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"))
+            self._services.append(PeriodicService(self.flusher.flush_commitlog_if_due, cfg.flush_interval_commitlog_ms / 1000, "sparkmq-flush-commitlog"))
+        self._services.append(PeriodicService(self.flusher.flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"))
         self._services.append(PeriodicService(self.retention.run, cfg.clean_resource_interval_ms / 1000, "sparkmq-clean"))
         for service in self._services:
             service.start()
@@ -248,21 +244,8 @@ class MessageStore:
         try:
             flushed.result(timeout=self.config.sync_flush_timeout_ms / 1000)
         except Exception as exc:  # a timeout or the flush's own failure: both become a status
-            return self.flush_outcome(result, exc)
+            return flush_outcome(result, exc)
         return result
-
-    def flush_outcome(self, result: PutResult, error: BaseException | None) -> PutResult:
-        """What a SYNC put whose flush wait ended with ``error`` (None: flushed) answers.
-
-        A wait past ``syncFlushTimeout`` is FLUSH_DISK_TIMEOUT (the record is stored, its
-        fsync still pending); a failed flush is SERVICE_NOT_AVAILABLE naming the disk error.
-        """
-        if error is None:
-            return result
-        if isinstance(error, TimeoutError):
-            return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                                       remark="flush did not finish within syncFlushTimeout")
-        return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not flushed to disk: {error}")
 
     def _write_refusal(self) -> str | None:
         """Why puts are refused now (None when they are not)."""
@@ -280,7 +263,7 @@ class MessageStore:
         position past the cut. Index entries left behind are harmless (queries re-check the record).
         """
         try:
-            with self._flush_lock:
+            with self.flusher.lock:
                 self.commitlog.queue.truncate_dirty(start)
                 queue = self._queues.get(key) if key is not None else None
                 if queue is not None and queue.max_offset > queue_offset:
@@ -289,7 +272,7 @@ class MessageStore:
                 if key is not None:
                     self._next_queue_offset[key] = queue_offset
         except (DiskError, OSError) as exc:
-            self._fail_stop(exc)
+            self.flusher.fail_stop(exc)
 
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:
@@ -321,60 +304,14 @@ class MessageStore:
         self._listeners.append(listener)
 
     # -- flush -----------------------------------------------------------------------------
-    def _fail_stop(self, error: BaseException) -> None:
-        """Turn the store read-only after a failed fsync/msync (see :class:`DiskError`)."""
-        if self.disk_error is None:
-            self.disk_error = str(error)
-            logger.critical("disk error in store %s: %s. The store is now read-only: puts are refused, reads go on, "
-                            "the checkpoint no longer advances. Restart once the disk is repaired: recovery "
-                            "rebuilds from the CommitLog.", self.config.root_dir, error)
-
-    def _flush_commitlog(self) -> int:
-        with self._flush_lock:
-            if self.disk_error is not None:
-                raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
-            covered = self._last_store_timestamp
-            try:
-                flushed = self.commitlog.flush()
-            except DiskError as exc:
-                self._fail_stop(exc)
-                raise
-            if self.checkpoint is not None and covered:
-                self.checkpoint.physic_msg_timestamp = covered
-            return flushed
-
-    def _flush_commitlog_if_due(self) -> None:
-        if self.disk_error is not None:
-            return
-        dirty = self.commitlog.max_offset - self.commitlog.queue.flushed_offset
-        thorough = time.monotonic() - self._last_thorough_flush >= self.config.flush_commitlog_thorough_interval_ms / 1000
-        if dirty >= self.config.flush_commitlog_least_pages * PAGE_BYTES or (thorough and dirty > 0):
-            self._flush_commitlog()
-            self._last_thorough_flush = time.monotonic()
-
-    def _flush_indexes(self) -> None:
-        with self._lock:
-            covered = self._last_dispatched_timestamp
-            queues = list(self._queues.values())
-        with self._flush_lock:
-            if self.disk_error is not None:
-                return  # logged when it happened; nothing may advance the checkpoint now
-            try:
-                for queue in queues:
-                    queue.flush()
-                self.index.flush()
-                if self.checkpoint is not None:
-                    if covered:
-                        self.checkpoint.logics_msg_timestamp = covered
-                    self.checkpoint.flush()
-            except (DiskError, OSError) as exc:
-                self._fail_stop(exc)
-                raise
+    @property
+    def disk_error(self) -> str | None:
+        """The first failed fsync/msync, after which the store is read-only (None while healthy)."""
+        return self.flusher.disk_error
 
     def flush(self) -> None:
         """Flush the CommitLog, every ConsumeQueue, the index and the checkpoint now."""
-        self._flush_commitlog()
-        self._flush_indexes()
+        self.flusher.flush_all()
 
     # -- reads -----------------------------------------------------------------------------
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
@@ -464,7 +401,7 @@ class MessageStore:
 
     def delete_topics(self, topics: Collection[str]) -> None:
         """Drop the ConsumeQueues of ``topics`` (their records age out of the CommitLog)."""
-        with self._lock, self._flush_lock:
+        with self._lock, self.flusher.lock:
             for key in [k for k in self._queues if k[0] in topics]:
                 self._queues.pop(key).destroy()
                 self._next_queue_offset.pop(key, None)

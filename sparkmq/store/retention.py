@@ -99,7 +99,7 @@ class Retention:
                     queues.append(queue.files)
                 index_files = store.index.detach_below(cl_min)
                 logger.info("retention deleted %d CommitLog segments; minimum offset now %d", deleted, cl_min)
-        with store._flush_lock:  # noqa: SLF001 - a flush in progress may still use the retired files
+        with store.flusher.lock:  # a flush in progress may still use the retired files
             for queue in queues:
                 queue.destroy_retired()
             for index in index_files:
