@@ -224,3 +224,16 @@ class StoreFlush:
         """The CommitLog, then every ConsumeQueue, the index and the checkpoint."""
         self.flush_commitlog()
         self.flush_indexes()
+
+    def close_checkpoint(self) -> None:
+        """Write and close the checkpoint; after a disk error its own msync may fail too, which
+        must not keep the store from closing (its fields only hold what flushes covered)."""
+        checkpoint = self.store.checkpoint
+        if checkpoint is None:
+            return
+        try:
+            checkpoint.close()
+        except OSError as exc:
+            if self.disk_error is None:
+                raise
+            logger.error("checkpoint %s not written on close after the disk error: %s", checkpoint.path, exc)

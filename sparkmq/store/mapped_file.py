@@ -161,13 +161,17 @@ class MappedFile:
         """Set the write position to ``pos`` and zero the written bytes after it.
 
         Zeroing keeps a later, shorter append from leaving an old valid record behind the new
-        end; only chunks holding data are written, so a sparse tail stays sparse.
+        end; only chunks holding data are written. The positions move first: a failing sync
+        (:class:`DiskError`) still leaves nothing past ``pos`` readable.
         """
+        self.write_position = self.flushed_position = pos
         end = self._last_nonzero_chunk_end(pos)
         if end > pos:
             self._mmap[pos:end] = bytes(end - pos)
-            disk.msync(self._mmap)
-        self.write_position = self.flushed_position = pos
+            try:
+                disk.msync(self._mmap)
+            except OSError as exc:
+                raise DiskError(f"flush of {self.path} after truncating it at {pos} failed: {exc}") from exc
 
     def _last_nonzero_chunk_end(self, pos: int) -> int:
         with memoryview(self._mmap) as whole:

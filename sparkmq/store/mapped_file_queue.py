@@ -96,20 +96,27 @@ class MappedFileQueue:
         return files[-1].start_offset + files[-1].flushed_position
 
     def truncate_dirty(self, offset: int) -> None:
-        """Drop everything at and after global ``offset``: later segments go, the containing one is cut."""
+        """Drop everything at and after global ``offset``: later segments go, the containing one is cut.
+
+        The in-memory queue is cut first, so a failing sync while zeroing (a ``DiskError``)
+        leaves no segment or position past ``offset`` behind.
+        """
         keep: list[MappedFile] = []
         gone: list[MappedFile] = []
+        cut: MappedFile | None = None
         for mapped in self.files:
             if mapped.end_offset <= offset:
                 keep.append(mapped)
             elif offset >= mapped.start_offset:
-                mapped.truncate_to(offset - mapped.start_offset)
+                cut = mapped
                 keep.append(mapped)
             else:
                 gone.append(mapped)
+        self.files = keep
         for mapped in reversed(gone):  # newest first: a crash midway leaves no hole that load refuses
             mapped.destroy()
-        self.files = keep
+        if cut is not None:
+            cut.truncate_to(offset - cut.start_offset)
 
     def retire_first(self, count: int) -> list[MappedFile]:
         """Take the first ``count`` segments out of the queue; ``destroy_retired`` deletes them.

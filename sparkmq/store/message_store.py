@@ -101,8 +101,7 @@ class MessageStore:
                 queue.close()
             self.index.close()
             self.commitlog.queue.close()
-            if self.checkpoint is not None:
-                self.checkpoint.close()  # its fields only ever hold what a successful flush covered
+            self.flusher.close_checkpoint()
         if self.disk_error is None:
             self.config.abort_path.unlink(missing_ok=True)
         else:
@@ -227,6 +226,10 @@ class MessageStore:
                 logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
                 return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
                                  f"create mapped file failed, server is busy or broken: {exc.remark}"), None
+            except DiskError as exc:  # an index file's msync on its roll
+                self.flusher.fail_stop(exc)
+                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}"), None
         physical_offsets, sizes = appended.physical_offsets, appended.sizes
         end = int(physical_offsets[-1]) + int(sizes[-1])
         result = PutResult(PutMessageStatus.PUT_OK, "", np.asarray(physical_offsets, dtype=np.int64),
@@ -257,22 +260,25 @@ class MessageStore:
         return self.retention.write_refusal
 
     def _roll_back(self, start: int, key: tuple[str, int] | None, queue_offset: int, queue_end: int) -> None:
-        """Undo a put that failed midway: the CommitLog from ``start`` and its ConsumeQueue units.
+        """Undo a put that failed midway: its ConsumeQueue units, then the CommitLog from ``start``.
 
         Holds the flush lock too: a flush running meanwhile would otherwise record a flushed
         position past the cut. Index entries left behind are harmless (queries re-check the record).
         """
-        try:
-            with self.flusher.lock:
-                self.commitlog.queue.truncate_dirty(start)
-                queue = self._queues.get(key) if key is not None else None
+        queue = self._queues.get(key) if key is not None else None
+        with self.flusher.lock:
+            if key is not None:
+                self._next_queue_offset[key] = queue_offset
+            try:
                 if queue is not None and queue.max_offset > queue_offset:
-                    queue.files.truncate_dirty(queue_offset * UNIT_BYTES)
                     queue.max_physical_offset = queue_end
-                if key is not None:
-                    self._next_queue_offset[key] = queue_offset
-        except (DiskError, OSError) as exc:
-            self.flusher.fail_stop(exc)
+                    queue.files.truncate_dirty(queue_offset * UNIT_BYTES)
+            except DiskError as exc:
+                self.flusher.fail_stop(exc)
+            try:
+                self.commitlog.queue.truncate_dirty(start)
+            except DiskError as exc:
+                self.flusher.fail_stop(exc)
 
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:

@@ -158,19 +158,40 @@ def test_failed_fsync_turns_the_store_read_only_and_a_restart_recovers(tmp_path:
         again.close()
 
 
-def test_failed_consume_queue_msync_also_stops_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_msync_also_stops_writes_and_a_broken_disk_does_not_stop_close(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     config = tiny_config(tmp_path / "s")
     with MessageStore(config) as store:
         acked = Acked(store)
         assert acked.put().ok
-        monkeypatch.setattr(disk, "msync", eio)
+        monkeypatch.setattr(disk, "msync", eio)  # ConsumeQueue, IndexFile and checkpoint syncs, until the end
         with pytest.raises(DiskError):
             store.flush()
-        monkeypatch.undo()
         refused = acked.put()
         assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "read-only" in refused.remark
         acked.assert_all_readable()
     assert config.abort_path.exists()
+    monkeypatch.undo()
+    with MessageStore(config) as again:
+        acked.assert_all_readable(again)
+        check_consistent(again)
+
+
+def test_a_failed_msync_of_a_finished_index_file_undoes_the_put(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tiny_config(tmp_path / "s", flush_disk_type=SYNC)
+    with MessageStore(config) as store:
+        acked = Acked(store)
+        assert acked.put().ok
+        monkeypatch.setattr(disk, "msync", eio)
+        while (result := acked.put()).ok:  # until an IndexFile fills and is synced on its roll
+            pass
+        assert result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "Input/output error" in result.remark
+        assert store.disk_error is not None
+        acked.assert_all_readable()
+        monkeypatch.undo()
+    with MessageStore(config) as again:
+        acked.assert_all_readable(again)
+        check_consistent(again)
 
 
 # --- a full disk -----------------------------------------------------------------------------
