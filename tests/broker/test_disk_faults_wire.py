@@ -1,4 +1,4 @@
-"""What a client sees over a real socket when the broker's disk stalls, fails or fills.
+"""What a client sees over a real socket when the broker's disk stalls, fails or fills; the disk keys of broker.conf.
 
 An in-process broker (SYNC flush) on a loopback port; faults are injected through
 ``sparkmq.store.disk``. Every acknowledged message is pulled back at the end.
@@ -6,13 +6,17 @@ An in-process broker (SYNC flush) on a loopback port; faults are injected throug
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from sparkmq.broker.config import BrokerConfig
+from sparkmq.errors import ConfigError
 from sparkmq.protocol import ResponseCode
 from sparkmq.store import disk
 from sparkmq.store.config import FlushDiskType
@@ -125,3 +129,51 @@ def test_a_segment_that_cannot_be_allocated_answers_system_error(tmp_path: Path,
         await sent.assert_all_pulled(w)
 
     run_broker(tmp_path / "store", scenario, **SYNC)
+
+
+def test_above_disk_space_warning_level_sends_get_service_not_available_until_space_returns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = Sent()
+
+    async def scenario(w: Wire) -> None:
+        store = w.broker.store
+        assert store is not None
+        assert (await sent.send(w))[0] == ResponseCode.SUCCESS
+        used = [0.95]
+        monkeypatch.setattr(store.retention, "disk_used_ratio", lambda: used[0])
+        await until(lambda: store.retention.write_refusal is not None)  # the periodic check saw it
+        code, remark = await sent.send(w)
+        assert code == ResponseCode.SERVICE_NOT_AVAILABLE and "disk is full" in remark, remark
+        await sent.assert_all_pulled(w)
+        used[0] = 0.5
+        await until(lambda: store.retention.write_refusal is None)
+        assert (await sent.send(w))[0] == ResponseCode.SUCCESS
+        await sent.assert_all_pulled(w)
+
+    run_broker(tmp_path / "store", scenario, clean_resource_interval=20)
+
+
+async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait on the loop until ``predicate()`` holds (fails after ``timeout_s``)."""
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def test_disk_keys_of_broker_conf_reach_the_store() -> None:
+    config = BrokerConfig.from_properties({
+        "diskMaxUsedSpaceRatio": "70", "diskSpaceCleanForciblyRatio": "80", "diskSpaceWarningLevelRatio": "88",
+        "cleanFileForciblyEnable": "false", "cleanResourceInterval": "2000", "maxHashSlotNum": "1000",
+        "maxIndexNum": "4000", "mapedFileSizeConsumeQueue": "6000"})
+    store = config.store_config()
+    assert (store.disk_max_used_space_ratio, store.disk_space_clean_forcibly_ratio,
+            store.disk_space_warning_level_ratio) == (0.70, 0.80, 0.88)
+    assert store.clean_file_forcibly_enable is False and store.clean_resource_interval_ms == 2000
+    assert (store.index_hash_slots, store.index_entries, store.consume_queue_units_per_file) == (1000, 4000, 300)
+    defaults = BrokerConfig().store_config()
+    assert (defaults.disk_space_clean_forcibly_ratio, defaults.disk_space_warning_level_ratio) == (0.85, 0.90)
+    assert defaults.clean_file_forcibly_enable is True
+    with pytest.raises(ConfigError, match="diskSpaceWarningLevelRatio 101"):
+        BrokerConfig.from_properties({"diskSpaceWarningLevelRatio": "101"})
+    with pytest.raises(ConfigError, match="maxIndexNum 0"):
+        BrokerConfig.from_properties({"maxIndexNum": "0"})
