@@ -96,7 +96,10 @@ class MessageStore:
             self._group_commit.stop()
         with self._lock:
             if self.disk_error is None:
-                self.flush()
+                try:
+                    self.flush()
+                except DiskError:
+                    pass  # logged by the fail-stop; closing goes on and the abort marker stays
             for queue in self._queues.values():
                 queue.close()
             self.index.close()

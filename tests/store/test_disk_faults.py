@@ -286,3 +286,23 @@ def test_a_new_segment_and_its_directory_entry_are_fsynced_before_the_put_is_ack
         file_sync = synced.index(f"{segment}.tmp")  # fsynced under its temporary name, then renamed
         assert synced.index(str(segment.parent), file_sync) > file_sync
         acked.assert_all_readable()
+
+
+def test_a_flush_failing_at_close_still_closes_and_leaves_recovery_to_the_next_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tiny_config(tmp_path / "s")  # ASYNC: acknowledged at once, flushed at close
+    with MessageStore(config) as store:
+        acked = Acked(store)
+        for _ in range(3):
+            assert acked.put().ok
+        monkeypatch.setattr(disk, "fdatasync", eio)
+    assert store.disk_error is not None and "Input/output error" in store.disk_error
+    assert config.abort_path.exists()
+    monkeypatch.undo()
+    again = MessageStore(config)
+    assert again.start().last_exit_ok is False
+    try:
+        acked.assert_all_readable(again)
+        check_consistent(again)
+    finally:
+        again.close()
