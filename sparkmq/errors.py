@@ -14,7 +14,9 @@ and whether retrying the same call may succeed (``retriable``)::
     ├── StoreError                 the durable store cannot do what was asked
     │   ├── CorruptRecordError     a record that fails magic, size or CRC checks
     │   ├── StoreClosedError       the store is closed or shutting down
-    │   └── StoreLockedError       another process owns the store directory
+    │   ├── StoreLockedError       another process owns the store directory
+    │   ├── DiskError              an fsync/msync failed: the store turned read-only
+    │   └── SegmentAllocationError a new segment file could not be created (disk full)
     ├── OffsetStoreError           consumer offsets cannot be loaded or persisted
     ├── ConfigError                a bad configuration key or option value
     └── RemoteError                an error response from a broker or NameServer
@@ -103,6 +105,20 @@ class StoreClosedError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another process holds the store directory's lock file."""
+
+
+class DiskError(StoreError):
+    """An fsync or msync failed; the store stops accepting writes until a restart recovers it.
+
+    Linux marks the pages of a failed writeback clean, so a later fsync would "succeed"
+    without writing them: the only safe answer is to stop (fail-stop).
+    """
+
+
+class SegmentAllocationError(StoreError):
+    """A new segment file could not be created or preallocated (ENOSPC, EIO, ...)."""
+
+    retriable = True
 
 
 class OffsetStoreError(SparkmqError):

@@ -44,7 +44,13 @@ class BrokerConfig:
     broker_role: str = "ASYNC_MASTER"  # brokerRole
     delete_when: str = "04"  # deleteWhen
     file_reserved_time: float = 72  # fileReservedTime (hours)
-    disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio (percent)
+    disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio (percent): delete expired files at once above it
+    disk_space_clean_forcibly_ratio: int = 85  # diskSpaceCleanForciblyRatio (percent): unexpired ones too
+    disk_space_warning_level_ratio: int = 90  # diskSpaceWarningLevelRatio (percent): refuse writes above it
+    clean_file_forcibly_enable: bool = True  # cleanFileForciblyEnable
+    clean_resource_interval: int = 10_000  # cleanResourceInterval (ms): retention and the disk-space check
+    max_hash_slot_num: int = 5_000_000  # maxHashSlotNum (per IndexFile)
+    max_index_num: int = 20_000_000  # maxIndexNum (per IndexFile)
     auto_create_topic_enable: bool = True  # autoCreateTopicEnable
     auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
     default_topic_queue_nums: int = 8  # defaultTopicQueueNums
@@ -78,12 +84,18 @@ class BrokerConfig:
             commitlog_dir_override=self.store_path_commit_log,
             commitlog_file_bytes=self.mapped_file_size_commit_log,
             consume_queue_units_per_file=max(self.mapped_file_size_consume_queue // 20, 1),
+            index_hash_slots=self.max_hash_slot_num,
+            index_entries=self.max_index_num,
             max_message_bytes=self.max_message_size,
             flush_disk_type=self.flush_disk_type,
             sync_flush_timeout_ms=self.sync_flush_timeout,
             file_reserved_time_hours=self.file_reserved_time,
             delete_when=self.delete_when,
             disk_max_used_space_ratio=self.disk_max_used_space_ratio / 100,
+            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio / 100,
+            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio / 100,
+            clean_file_forcibly_enable=self.clean_file_forcibly_enable,
+            clean_resource_interval_ms=self.clean_resource_interval,
             message_delay_level=self.message_delay_level,
             store_host=Host(ipv4_bytes(self.broker_ip), self.listen_port),
         )
@@ -104,6 +116,12 @@ class BrokerConfig:
             raise ConfigError(f"listenPort {config.listen_port} is not a TCP port")
         if config.default_topic_queue_nums <= 0:
             raise ConfigError(f"defaultTopicQueueNums {config.default_topic_queue_nums} must be positive")
+        for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
+            if not 0 <= getattr(config, _FIELD_OF_KEY[key]) <= 100:
+                raise ConfigError(f"{key} {getattr(config, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
+        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval"):
+            if getattr(config, _FIELD_OF_KEY[key]) <= 0:
+                raise ConfigError(f"{key} {getattr(config, _FIELD_OF_KEY[key])} must be positive")
         return config
 
 

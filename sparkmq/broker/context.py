@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -17,7 +16,8 @@ from sparkmq.offsets import ConsumerOffsetTable
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from sparkmq.message.record import MessageBatch
-from sparkmq.store import MessageStore, PutMessageStatus, PutResult
+from sparkmq.store import MessageStore, PutResult
+from sparkmq.store.flush import flush_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +36,20 @@ class BrokerContext:
     locks: RebalanceLockManager
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
-        """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync."""
+        """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync.
+
+        The wait never cancels the flush request: the group-commit thread still completes
+        it, and the next put's fsync is not affected by this one timing out.
+        """
         result, flushed = self.store.submit_messages(batch)
-        if flushed is not None and wait_flush:
-            try:
-                await asyncio.wait_for(asyncio.wrap_future(flushed), self.config.sync_flush_timeout / 1000)
-            except TimeoutError:
-                return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        return result
+        if flushed is None or not wait_flush:
+            return result
+        waiter = asyncio.wrap_future(flushed)
+        waiter.add_done_callback(_retrieve)
+        done, _pending = await asyncio.wait({waiter}, timeout=self.config.sync_flush_timeout / 1000)
+        if not done:
+            return flush_outcome(result, TimeoutError())
+        return flush_outcome(result, waiter.exception())
 
     def notify_consumer_ids_changed(self, groups: list[str]) -> None:
         """Tell every member of ``groups`` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""
@@ -56,3 +62,9 @@ class BrokerContext:
                                                   ext_fields=header, oneway=True)
                 connection.send(request)
             logger.info("consumer group %s changed: %s", group, self.clients.consumer_ids(group))
+
+
+def _retrieve(future: asyncio.Future[int]) -> None:
+    """Read a flush outcome nobody waits for any more, so asyncio does not report it as lost."""
+    if not future.cancelled():
+        future.exception()

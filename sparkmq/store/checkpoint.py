@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 from sparkmq.errors import StoreError
+from sparkmq.store import disk
 
 CHECKPOINT_BYTES = 4096  # one OS page, as RocketMQ maps it
 _FIELDS = struct.Struct(">qqq")
@@ -24,7 +25,7 @@ class StoreCheckpoint:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 if os.fstat(fd).st_size < CHECKPOINT_BYTES:
-                    os.ftruncate(fd, CHECKPOINT_BYTES)
+                    disk.preallocate(fd, CHECKPOINT_BYTES)  # a sparse page would SIGBUS on a full disk
                 self._mmap = mmap.mmap(fd, CHECKPOINT_BYTES)
             finally:
                 os.close(fd)
@@ -39,7 +40,7 @@ class StoreCheckpoint:
     def flush(self) -> None:
         """Write the three fields and msync the page."""
         _FIELDS.pack_into(self._mmap, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp)
-        self._mmap.flush()
+        disk.msync(self._mmap)
 
     def close(self) -> None:
         if not self._mmap.closed:

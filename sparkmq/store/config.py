@@ -60,7 +60,10 @@ class StoreConfig:
     sync_flush_timeout_ms: int = 5000  # syncFlushTimeout
     file_reserved_time_hours: float = 72  # fileReservedTime
     delete_when: str = "04"  # deleteWhen: hours separated by ';'
-    disk_max_used_space_ratio: float = 0.75  # diskMaxUsedSpaceRatio
+    disk_max_used_space_ratio: float = 0.75  # diskMaxUsedSpaceRatio: above it, delete expired files at once
+    disk_space_clean_forcibly_ratio: float = 0.85  # diskSpaceCleanForciblyRatio: above it, unexpired too
+    disk_space_warning_level_ratio: float = 0.90  # diskSpaceWarningLevelRatio: above it, refuse writes
+    clean_file_forcibly_enable: bool = True  # cleanFileForciblyEnable
     clean_resource_interval_ms: int = 10_000  # cleanResourceInterval
     check_crc_on_recover: bool = True  # checkCRCOnRecover
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL  # messageDelayLevel

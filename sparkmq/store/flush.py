@@ -1,17 +1,30 @@
-"""Flush services: ASYNC (a background interval flush) and SYNC (group commit).
+"""Flush services: ASYNC (a background interval flush) and SYNC (group commit), and the
+store's flushes with their fail-stop (:class:`StoreFlush`).
 
 Group commit: each put asks for "flushed past offset X" and gets a future; one thread runs
 an fsync covering every request queued so far and completes them all, so concurrent
 writers share fsyncs (``CommitLog.GroupCommitService``).
+
+A waiter may give up on its future (a timed-out SYNC send); completing such a future is not
+an error, and nothing a future or a flush does can end the group-commit thread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
+from typing import TYPE_CHECKING
+
+from sparkmq.errors import DiskError
+from sparkmq.store.mapped_file import PAGE_BYTES
+from sparkmq.store.status import PutMessageStatus, PutResult
+
+if TYPE_CHECKING:
+    from sparkmq.store.message_store import MessageStore
 
 logger = logging.getLogger(__name__)
 
@@ -48,20 +61,25 @@ class GroupCommitService:
                 if self._stopped and not self._pending:
                     return
                 batch, self._pending = self._pending, []
-            self._complete(batch)
+            try:
+                self._complete(batch)
+            except Exception:  # the thread outlives any one batch; the batch's waiters time out
+                logger.exception("group commit failed to complete %d requests", len(batch))
 
     def _complete(self, batch: list[tuple[int, Future[int]]]) -> None:
         try:
             flushed = self._flush()
         except Exception as exc:  # every waiter must learn that its flush failed
-            logger.exception("group commit flush failed")
+            logger.error("group commit flush failed: %s", exc)
             for _offset, future in batch:
-                future.set_exception(exc)
+                _settle(future, exception=exc)
             return
         late = []
         for offset, future in batch:
+            if future.done():
+                continue  # its waiter gave up
             if flushed >= offset:
-                future.set_result(flushed)
+                _settle(future, result=flushed)
             else:
                 late.append((offset, future))
         if late:
@@ -74,6 +92,17 @@ class GroupCommitService:
             self._stopped = True
             self._cond.notify()
         self._thread.join()
+
+
+def _settle(future: Future[int], result: int = 0, exception: BaseException | None = None) -> None:
+    """Complete ``future`` unless its waiter cancelled it meanwhile (then nobody reads it)."""
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        logger.debug("flush request completed after its waiter gave up")
 
 
 class PeriodicService:
@@ -100,3 +129,111 @@ class PeriodicService:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+
+
+def flush_outcome(result: PutResult, error: BaseException | None) -> PutResult:
+    """What a SYNC put whose flush wait ended with ``error`` (None: flushed) answers.
+
+    A wait past ``syncFlushTimeout`` is FLUSH_DISK_TIMEOUT (the record is stored, its fsync
+    still pending); a failed flush is SERVICE_NOT_AVAILABLE naming the disk error.
+
+    >>> flush_outcome(PutResult(PutMessageStatus.PUT_OK), TimeoutError()).status.value
+    'FLUSH_DISK_TIMEOUT'
+    """
+    if error is None:
+        return result
+    if isinstance(error, TimeoutError):
+        return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT,
+                                   remark="flush did not finish within syncFlushTimeout")
+    return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not flushed to disk: {error}")
+
+
+class StoreFlush:
+    """The flushes of one store, under one lock, and their fail-stop.
+
+    The first failed fsync/msync sets ``disk_error``: from then on nothing is flushed and the
+    checkpoint never advances (Linux marks the failed pages clean, so a later fsync would
+    "succeed" without writing them); the store refuses puts until a restart recovers it.
+    ``lock`` is held across every sync, so whoever deletes files waits for it without the
+    store lock.
+    """
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self.lock = threading.Lock()
+        self.disk_error: str | None = None
+        self._last_thorough = time.monotonic()
+
+    def fail_stop(self, error: BaseException) -> None:
+        """Turn the store read-only after a failed fsync/msync (logged once, loudly)."""
+        if self.disk_error is None:
+            self.disk_error = str(error)
+            logger.critical("disk error in store %s: %s. The store is now read-only: puts are refused, reads go on, "
+                            "the checkpoint no longer advances. Restart once the disk is repaired: recovery "
+                            "rebuilds from the CommitLog.", self.store.config.root_dir, error)
+
+    def flush_commitlog(self) -> int:
+        """Sync the CommitLog; return the flushed offset. Raises :class:`DiskError` once failed."""
+        store = self.store
+        with self.lock:
+            if self.disk_error is not None:
+                raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
+            covered = store._last_store_timestamp  # noqa: SLF001 - part of the store
+            try:
+                flushed = store.commitlog.flush()
+            except DiskError as exc:
+                self.fail_stop(exc)
+                raise
+            if store.checkpoint is not None and covered:
+                store.checkpoint.physic_msg_timestamp = covered
+            return flushed
+
+    def flush_commitlog_if_due(self) -> None:
+        """ASYNC flush: sync when enough pages are dirty, or any are and a thorough flush is due."""
+        if self.disk_error is not None:
+            return  # logged when it happened
+        cfg, commitlog = self.store.config, self.store.commitlog
+        dirty = commitlog.max_offset - commitlog.queue.flushed_offset
+        thorough = time.monotonic() - self._last_thorough >= cfg.flush_commitlog_thorough_interval_ms / 1000
+        if dirty >= cfg.flush_commitlog_least_pages * PAGE_BYTES or (thorough and dirty > 0):
+            self.flush_commitlog()
+            self._last_thorough = time.monotonic()
+
+    def flush_indexes(self) -> None:
+        """Sync every ConsumeQueue and the index, then the checkpoint."""
+        store = self.store
+        with store._lock:  # noqa: SLF001
+            covered = store._last_dispatched_timestamp  # noqa: SLF001
+            queues = list(store._queues.values())  # noqa: SLF001
+        with self.lock:
+            if self.disk_error is not None:
+                return  # logged when it happened; nothing may advance the checkpoint now
+            try:
+                for queue in queues:
+                    queue.flush()
+                store.index.flush()
+                if store.checkpoint is not None:
+                    if covered:
+                        store.checkpoint.logics_msg_timestamp = covered
+                    store.checkpoint.flush()
+            except (DiskError, OSError) as exc:
+                self.fail_stop(exc)
+                raise
+
+    def flush_all(self) -> None:
+        """The CommitLog, then every ConsumeQueue, the index and the checkpoint."""
+        self.flush_commitlog()
+        self.flush_indexes()
+
+    def close_checkpoint(self) -> None:
+        """Write and close the checkpoint; after a disk error its own msync may fail too, which
+        must not keep the store from closing (its fields only hold what flushes covered)."""
+        checkpoint = self.store.checkpoint
+        if checkpoint is None:
+            return
+        try:
+            checkpoint.close()
+        except OSError as exc:
+            if self.disk_error is None:
+                raise
+            logger.error("checkpoint %s not written on close after the disk error: %s", checkpoint.path, exc)

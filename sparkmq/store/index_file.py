@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from sparkmq.errors import StoreError
+from sparkmq.errors import DiskError, StoreError
+from sparkmq.store import disk
 from sparkmq.message.hashing import java_string_hashes, java_utf8_hash
 from sparkmq.message.record import IntColumn
 from sparkmq.store.mapped_file import create_full_size
@@ -196,7 +197,10 @@ class IndexFile:
         return self.begin_timestamp <= end and self.end_timestamp >= begin - 1000
 
     def flush(self) -> None:
-        self._mmap.flush()
+        try:
+            disk.msync(self._mmap)
+        except OSError as exc:
+            raise DiskError(f"flush of {self.path} failed: {exc}") from exc
 
     def close(self) -> None:
         if not self._mmap.closed:

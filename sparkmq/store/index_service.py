@@ -102,13 +102,12 @@ class IndexService:
                 found.extend(index.select(key_hash, max_count - len(found), begin, end))
         return found
 
-    def delete_below(self, commitlog_min: int) -> int:
-        """Delete files whose entries all point below the CommitLog minimum (never the newest)."""
-        count = 0
+    def detach_below(self, commitlog_min: int) -> list[IndexFile]:
+        """Take out files whose entries all point below the CommitLog minimum (never the newest); the caller destroys them."""
+        gone = []
         while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
-            self.files.pop(0).destroy()
-            count += 1
-        return count
+            gone.append(self.files.pop(0))
+        return gone
 
     def truncate_after(self, physical_end: int) -> None:
         """Drop files whose entries reach past ``physical_end``; dispatch rebuilds them."""
@@ -116,7 +115,7 @@ class IndexService:
             self.files.pop().destroy()
 
     def flush(self) -> None:
-        for index in self.files:
+        for index in list(self.files):  # retention may take the oldest out meanwhile
             index.flush()
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import StoreError
+from sparkmq.errors import DiskError, SegmentAllocationError, StoreError
+from sparkmq.store import disk
 
 PAGE_BYTES = mmap.PAGESIZE
 # On Linux, msync(MS_SYNC) is vfs_fsync_range(datasync=1) on the file: fdatasync on a
@@ -29,21 +30,31 @@ def offset_to_file_name(offset: int) -> str:
 
 
 def create_full_size(path: Path, file_bytes: int, head: bytes = b"") -> int:
-    """Create ``path`` with ``file_bytes`` bytes (beginning with ``head``); return an open fd.
+    """Create ``path`` with ``file_bytes`` preallocated bytes (beginning with ``head``); return an open fd.
 
-    The file is sized under a temporary name and renamed into place, so a crash between
-    creating and sizing it never leaves a short file that every later start would refuse.
+    The file is preallocated (a full disk fails here with ENOSPC instead of a SIGBUS on a
+    later write through the mapping), fsynced, renamed into place, and its directory is
+    fsynced: a record acknowledged in the new segment cannot vanish with its directory
+    entry on power loss, and a crash never leaves a short file that a start would refuse.
+    Raises :class:`SegmentAllocationError` naming the file and the OS error.
     """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.ftruncate(fd, file_bytes)
+        disk.make_directories(path.parent)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        raise SegmentAllocationError(f"cannot create segment {path}: {exc}") from exc
+    try:
+        disk.preallocate(fd, file_bytes)
         if head:
             os.pwrite(fd, head, 0)
+        disk.fsync(fd)
         os.rename(tmp, path)
-    except OSError:
+        disk.fsync_directory(path.parent)
+    except OSError as exc:
         os.close(fd)
-        raise
+        tmp.unlink(missing_ok=True)  # give back whatever part of the space was reserved
+        raise SegmentAllocationError(f"cannot create segment {path}: {exc}") from exc
     return fd
 
 
@@ -64,10 +75,13 @@ class MappedFile:
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
         exists = path.exists()
-        try:
-            fd = os.open(path, os.O_RDWR) if exists else create_full_size(path, file_bytes)
-        except OSError as exc:
-            raise StoreError(f"cannot open segment {path}: {exc}") from exc
+        if exists:
+            try:
+                fd = os.open(path, os.O_RDWR)
+            except OSError as exc:
+                raise StoreError(f"cannot open segment {path}: {exc}") from exc
+        else:
+            fd = create_full_size(path, file_bytes)
         try:
             size = os.fstat(fd).st_size
             if size != file_bytes:
@@ -118,17 +132,21 @@ class MappedFile:
         """Make ``[flushed, write)`` durable (msync or fdatasync); return the new flushed position.
 
         Bytes below the write position read here were copied in before it moved, so the
-        sync covers them even while appends go on in another thread.
+        sync covers them even while appends go on in another thread. A failed sync raises
+        :class:`DiskError` and leaves the flushed position where it was.
         """
         target = self.write_position
         if target > self.flushed_position:
-            if self._sync_by_fd:
-                if self._fd is None:
-                    self._fd = os.open(self.path, os.O_RDWR)
-                os.fdatasync(self._fd)
-            else:
-                start = self.flushed_position - self.flushed_position % PAGE_BYTES
-                self._mmap.flush(start, target - start)
+            try:
+                if self._sync_by_fd:
+                    if self._fd is None:
+                        self._fd = os.open(self.path, os.O_RDWR)
+                    disk.fdatasync(self._fd)
+                else:
+                    start = self.flushed_position - self.flushed_position % PAGE_BYTES
+                    disk.msync(self._mmap, start, target - start)
+            except OSError as exc:
+                raise DiskError(f"flush of {self.path} failed: {exc}") from exc
             self.flushed_position = target
             if target >= self.file_bytes:
                 self._close_fd()
@@ -143,13 +161,17 @@ class MappedFile:
         """Set the write position to ``pos`` and zero the written bytes after it.
 
         Zeroing keeps a later, shorter append from leaving an old valid record behind the new
-        end; only chunks holding data are written, so a sparse tail stays sparse.
+        end; only chunks holding data are written. The positions move first: a failing sync
+        (:class:`DiskError`) still leaves nothing past ``pos`` readable.
         """
+        self.write_position = self.flushed_position = pos
         end = self._last_nonzero_chunk_end(pos)
         if end > pos:
             self._mmap[pos:end] = bytes(end - pos)
-            self._mmap.flush()
-        self.write_position = self.flushed_position = pos
+            try:
+                disk.msync(self._mmap)
+            except OSError as exc:
+                raise DiskError(f"flush of {self.path} after truncating it at {pos} failed: {exc}") from exc
 
     def _last_nonzero_chunk_end(self, pos: int) -> int:
         with memoryview(self._mmap) as whole:

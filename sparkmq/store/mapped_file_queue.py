@@ -21,6 +21,7 @@ class MappedFileQueue:
         self.file_bytes = file_bytes
         self.sync_by_fd = sync_by_fd  # see MappedFile: fdatasync instead of msync (CommitLog)
         self.files: list[MappedFile] = []
+        self.retired: list[MappedFile] = []  # taken out of ``files``, not yet closed and unlinked
 
     def load(self) -> None:
         """Open the existing segments in name order; refuse gaps and foreign files."""
@@ -65,7 +66,6 @@ class MappedFileQueue:
             start = self.files[-1].end_offset
         else:
             start = start_offset - start_offset % self.file_bytes
-        self.directory.mkdir(parents=True, exist_ok=True)
         mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd)
         mapped.write_position = mapped.flushed_position = 0
         self.files.append(mapped)
@@ -96,55 +96,73 @@ class MappedFileQueue:
         return files[-1].start_offset + files[-1].flushed_position
 
     def truncate_dirty(self, offset: int) -> None:
-        """Drop everything at and after global ``offset``: later segments go, the containing one is cut."""
+        """Drop everything at and after global ``offset``: later segments go, the containing one is cut.
+
+        The in-memory queue is cut first, so a failing sync while zeroing (a ``DiskError``)
+        leaves no segment or position past ``offset`` behind.
+        """
         keep: list[MappedFile] = []
         gone: list[MappedFile] = []
+        cut: MappedFile | None = None
         for mapped in self.files:
             if mapped.end_offset <= offset:
                 keep.append(mapped)
             elif offset >= mapped.start_offset:
-                mapped.truncate_to(offset - mapped.start_offset)
+                cut = mapped
                 keep.append(mapped)
             else:
                 gone.append(mapped)
+        self.files = keep
         for mapped in reversed(gone):  # newest first: a crash midway leaves no hole that load refuses
             mapped.destroy()
-        self.files = keep
+        if cut is not None:
+            cut.truncate_to(offset - cut.start_offset)
 
-    def delete_first(self, count: int) -> list[MappedFile]:
-        """Destroy the first ``count`` segments; return them."""
+    def retire_first(self, count: int) -> list[MappedFile]:
+        """Take the first ``count`` segments out of the queue; ``destroy_retired`` deletes them.
+
+        Retention retires under the store lock (a list change) and destroys under the flush
+        lock only, so it never makes puts and reads wait behind an fsync.
+        """
         gone, self.files = self.files[:count], self.files[count:]
-        for mapped in gone:
-            mapped.destroy()
+        self.retired.extend(gone)
         return gone
 
+    def destroy_retired(self) -> int:
+        """Unmap and delete every retired segment; return how many."""
+        gone, self.retired = self.retired, []
+        for mapped in gone:
+            mapped.destroy()
+        return len(gone)
+
     def delete_expired_by_time(self, reserved_seconds: float, force: bool, max_files: int = 10) -> int:
-        """Delete old segments from the front, never the newest, stopping at the first young one."""
+        """Retire old segments from the front, never the newest, stopping at the first young one."""
         now = time.time()
         count = 0
         for mapped in self.files[:-1][:max_files]:
             if not force and mapped.last_modified() + reserved_seconds > now:
                 break
             count += 1
-        self.delete_first(count)
+        self.retire_first(count)
         return count
 
     def delete_while(self, predicate: Callable[[MappedFile], bool]) -> int:
-        """Delete segments from the front while ``predicate`` holds (never the newest)."""
+        """Retire segments from the front while ``predicate`` holds (never the newest)."""
         count = 0
         for mapped in self.files[:-1]:
             if not predicate(mapped):
                 break
             count += 1
-        self.delete_first(count)
+        self.retire_first(count)
         return count
 
     def destroy(self) -> None:
         """Delete every segment and the directory if it ends up empty."""
-        self.delete_first(len(self.files))
+        self.retire_first(len(self.files))
+        self.destroy_retired()
         if self.directory.exists() and not any(self.directory.iterdir()):
             self.directory.rmdir()
 
     def close(self) -> None:
-        for mapped in self.files:
+        for mapped in self.files + self.retired:
             mapped.close()

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import MessageError, MessageTooLargeError, StoreClosedError, StoreLockedError
+from sparkmq.errors import (DiskError, MessageError, MessageTooLargeError, SegmentAllocationError, StoreClosedError,
+                            StoreLockedError)
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
-from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
-from sparkmq.store.flush import GroupCommitService, PeriodicService
+from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
-from sparkmq.store.mapped_file import PAGE_BYTES
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.reads import read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport
@@ -53,14 +53,13 @@ class MessageStore:
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
         self._lock = threading.RLock()  # appends, dispatch, deletion, reads of segment lists
-        self._flush_lock = threading.Lock()
         self._last_store_timestamp = 0
         self._last_dispatched_timestamp = 0
         self._lock_fd: int | None = None
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
-        self._last_thorough_flush = time.monotonic()
         self.retention = Retention(self)
+        self.flusher = StoreFlush(self)
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -96,14 +95,21 @@ class MessageStore:
         if self._group_commit is not None:
             self._group_commit.stop()
         with self._lock:
-            self.flush()
+            if self.disk_error is None:
+                try:
+                    self.flush()
+                except DiskError:
+                    pass  # logged by the fail-stop; closing goes on and the abort marker stays
             for queue in self._queues.values():
                 queue.close()
             self.index.close()
             self.commitlog.queue.close()
-            if self.checkpoint is not None:
-                self.checkpoint.close()
-        self.config.abort_path.unlink(missing_ok=True)
+            self.flusher.close_checkpoint()
+        if self.disk_error is None:
+            self.config.abort_path.unlink(missing_ok=True)
+        else:
+            logger.error("store %s closed after a disk error; the abort marker stays so the next start recovers",
+                         self.config.root_dir)
         self._release_lock()
 
     def __enter__(self) -> MessageStore:
@@ -171,12 +177,13 @@ class MessageStore:
 
     def _start_services(self) -> None:
         cfg = self.config
+        self.retention.check_disk_space()
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self._group_commit = GroupCommitService(self._flush_commitlog)
+            self._group_commit = GroupCommitService(self.flusher.flush_commitlog)
             self._group_commit.start()
         else:
-            self._services.append(PeriodicService(self._flush_commitlog_if_due, cfg.flush_interval_commitlog_ms / 1000, "sparkmq-flush-commitlog"))
-        self._services.append(PeriodicService(self._flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"))
+            self._services.append(PeriodicService(self.flusher.flush_commitlog_if_due, cfg.flush_interval_commitlog_ms / 1000, "sparkmq-flush-commitlog"))
+        self._services.append(PeriodicService(self.flusher.flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"))
         self._services.append(PeriodicService(self.retention.run, cfg.clean_resource_interval_ms / 1000, "sparkmq-clean"))
         for service in self._services:
             service.start()
@@ -195,8 +202,9 @@ class MessageStore:
             return PutResult(status, exc.remark), None
         except MessageError as exc:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
-        if not self.running:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, "the message store is not running"), None
+        refusal = self._write_refusal()
+        if refusal is not None:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal), None
         if len(batch) == 0:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch"), None
         key = (batch.topic, batch.queue_id)
@@ -205,12 +213,26 @@ class MessageStore:
         with self._lock:
             queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            appended = self.commitlog.append(batch, queue_offset, store_timestamp)
-            self._last_store_timestamp = store_timestamp
-            if dispatched:
-                self._next_queue_offset[key] = queue_offset + len(batch)
-                self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset, batch.properties,
-                                               appended.physical_offsets, appended.sizes, store_timestamp))
+            start = self.commitlog.max_offset
+            queue = self._queues.get(key)
+            queue_end = queue.max_physical_offset if queue is not None else -1
+            try:
+                appended = self.commitlog.append(batch, queue_offset, store_timestamp)
+                self._last_store_timestamp = store_timestamp
+                if dispatched:
+                    self._next_queue_offset[key] = queue_offset + len(batch)
+                    self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
+                                                   batch.properties, appended.physical_offsets, appended.sizes,
+                                                   store_timestamp))
+            except SegmentAllocationError as exc:
+                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+                logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
+                return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+                                 f"create mapped file failed, server is busy or broken: {exc.remark}"), None
+            except DiskError as exc:  # an index file's msync on its roll
+                self.flusher.fail_stop(exc)
+                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}"), None
         physical_offsets, sizes = appended.physical_offsets, appended.sizes
         end = int(physical_offsets[-1]) + int(sizes[-1])
         result = PutResult(PutMessageStatus.PUT_OK, "", np.asarray(physical_offsets, dtype=np.int64),
@@ -223,14 +245,43 @@ class MessageStore:
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""
         result, flushed = self.submit_messages(batch)
-        if flushed is not None:
-            try:
-                flushed.result(timeout=self.config.sync_flush_timeout_ms / 1000)
-            except TimeoutError:
-                return PutResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, "flush did not finish within syncFlushTimeout",
-                                 result.physical_offsets, result.sizes, result.queue_offset, result.store_timestamp,
-                                 result.store_host)
+        if flushed is None:
+            return result
+        try:
+            flushed.result(timeout=self.config.sync_flush_timeout_ms / 1000)
+        except Exception as exc:  # a timeout or the flush's own failure: both become a status
+            return flush_outcome(result, exc)
         return result
+
+    def _write_refusal(self) -> str | None:
+        """Why puts are refused now (None when they are not)."""
+        if not self.running:
+            return "the message store is not running"
+        if self.disk_error is not None:
+            return (f"the message store is read-only after a disk error ({self.disk_error}); "
+                    "restart the broker once the disk is repaired")
+        return self.retention.write_refusal
+
+    def _roll_back(self, start: int, key: tuple[str, int] | None, queue_offset: int, queue_end: int) -> None:
+        """Undo a put that failed midway: its ConsumeQueue units, then the CommitLog from ``start``.
+
+        Holds the flush lock too: a flush running meanwhile would otherwise record a flushed
+        position past the cut. Index entries left behind are harmless (queries re-check the record).
+        """
+        queue = self._queues.get(key) if key is not None else None
+        with self.flusher.lock:
+            if key is not None:
+                self._next_queue_offset[key] = queue_offset
+            try:
+                if queue is not None and queue.max_offset > queue_offset:
+                    queue.max_physical_offset = queue_end
+                    queue.files.truncate_dirty(queue_offset * UNIT_BYTES)
+            except DiskError as exc:
+                self.flusher.fail_stop(exc)
+            try:
+                self.commitlog.queue.truncate_dirty(start)
+            except DiskError as exc:
+                self.flusher.fail_stop(exc)
 
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:
@@ -262,38 +313,14 @@ class MessageStore:
         self._listeners.append(listener)
 
     # -- flush -----------------------------------------------------------------------------
-    def _flush_commitlog(self) -> int:
-        with self._flush_lock:
-            covered = self._last_store_timestamp
-            flushed = self.commitlog.flush()
-            if self.checkpoint is not None and covered:
-                self.checkpoint.physic_msg_timestamp = covered
-            return flushed
-
-    def _flush_commitlog_if_due(self) -> None:
-        dirty = self.commitlog.max_offset - self.commitlog.queue.flushed_offset
-        thorough = time.monotonic() - self._last_thorough_flush >= self.config.flush_commitlog_thorough_interval_ms / 1000
-        if dirty >= self.config.flush_commitlog_least_pages * PAGE_BYTES or (thorough and dirty > 0):
-            self._flush_commitlog()
-            self._last_thorough_flush = time.monotonic()
-
-    def _flush_indexes(self) -> None:
-        with self._lock:
-            covered = self._last_dispatched_timestamp
-            queues = list(self._queues.values())
-        with self._flush_lock:
-            for queue in queues:
-                queue.flush()
-            self.index.flush()
-            if self.checkpoint is not None:
-                if covered:
-                    self.checkpoint.logics_msg_timestamp = covered
-                self.checkpoint.flush()
+    @property
+    def disk_error(self) -> str | None:
+        """The first failed fsync/msync, after which the store is read-only (None while healthy)."""
+        return self.flusher.disk_error
 
     def flush(self) -> None:
         """Flush the CommitLog, every ConsumeQueue, the index and the checkpoint now."""
-        self._flush_commitlog()
-        self._flush_indexes()
+        self.flusher.flush_all()
 
     # -- reads -----------------------------------------------------------------------------
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
@@ -383,7 +410,7 @@ class MessageStore:
 
     def delete_topics(self, topics: Collection[str]) -> None:
         """Drop the ConsumeQueues of ``topics`` (their records age out of the CommitLog)."""
-        with self._lock, self._flush_lock:
+        with self._lock, self.flusher.lock:
             for key in [k for k in self._queues if k[0] in topics]:
                 self._queues.pop(key).destroy()
                 self._next_queue_offset.pop(key, None)

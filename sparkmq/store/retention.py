@@ -1,4 +1,9 @@
-"""Retention: delete expired CommitLog segments, then the ConsumeQueue and index files below them."""
+"""Retention: delete expired CommitLog segments, then the ConsumeQueue and index files below them.
+
+Also the disk-space guard of ``CleanCommitLogService.isSpaceToDelete``: above
+``diskSpaceWarningLevelRatio`` the store refuses writes until usage falls back to
+``diskSpaceCleanForciblyRatio`` or below.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sparkmq.store.index_file import IndexFile
+    from sparkmq.store.mapped_file_queue import MappedFileQueue
     from sparkmq.store.message_store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -25,34 +32,76 @@ class RetentionReport:
 
 
 class Retention:
-    """``CleanCommitLogService`` + ``CleanConsumeQueueService`` for one store."""
+    """``CleanCommitLogService`` + ``CleanConsumeQueueService`` for one store.
+
+    ``write_refusal`` is None while writes are allowed, else the remark a refused put gets.
+    """
 
     def __init__(self, store: MessageStore) -> None:
         self.store = store
+        self.write_refusal: str | None = None
+        self._clean_immediately = False
 
     def disk_used_ratio(self) -> float:
-        usage = shutil.disk_usage(self.store.config.commitlog_dir)
-        return usage.used / usage.total if usage.total else 0.0
+        """The fuller of the CommitLog's and the ConsumeQueues' filesystems (used / total)."""
+        cfg = self.store.config
+        ratios = []
+        for directory in {cfg.commitlog_dir, cfg.root_dir}:
+            usage = shutil.disk_usage(directory if directory.exists() else cfg.root_dir)
+            ratios.append(usage.used / usage.total if usage.total else 0.0)
+        return max(ratios)
+
+    def check_disk_space(self) -> float:
+        """Update ``write_refusal`` from the disk usage now; return the used ratio."""
+        cfg = self.store.config
+        ratio = self.disk_used_ratio()
+        self._clean_immediately = ratio > cfg.disk_space_clean_forcibly_ratio
+        if ratio > cfg.disk_space_warning_level_ratio:
+            if self.write_refusal is None:
+                logger.error("disk %.1f%% used, above diskSpaceWarningLevelRatio %.0f%%: the store refuses writes",
+                             ratio * 100, cfg.disk_space_warning_level_ratio * 100)
+            self.write_refusal = (
+                f"the broker's disk is full: {ratio:.1%} of {cfg.commitlog_dir} used, above diskSpaceWarningLevelRatio "
+                f"{cfg.disk_space_warning_level_ratio:.0%}; writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}")
+        elif not self._clean_immediately and self.write_refusal is not None:
+            logger.warning("disk %.1f%% used: the store accepts writes again", ratio * 100)
+            self.write_refusal = None
+        return ratio
 
     def run(self, now: float | None = None, force: bool = False) -> RetentionReport:
-        """One cleaning pass: at a ``deleteWhen`` hour delete segments older than
-        ``fileReservedTime``; above ``diskMaxUsedSpaceRatio`` (or with ``force``) delete at once.
+        """One cleaning pass: at a ``deleteWhen`` hour, or above ``diskMaxUsedSpaceRatio``,
+        delete segments older than ``fileReservedTime``; above ``diskSpaceCleanForciblyRatio``
+        with ``cleanFileForciblyEnable`` (or with ``force``) delete them whatever their age.
         The newest segment is never deleted."""
         cfg = self.store.config
         moment = time.time() if now is None else now
         time_trigger = time.localtime(moment).tm_hour in cfg.delete_hours()
-        space_trigger = self.disk_used_ratio() > cfg.disk_max_used_space_ratio
+        space_trigger = self.check_disk_space() > cfg.disk_max_used_space_ratio
         if not (time_trigger or space_trigger or force):
             return RetentionReport(0, False, False)
+        at_once = force or (self._clean_immediately and cfg.clean_file_forcibly_enable)
+        deleted = self._delete(cfg.file_reserved_time_hours * 3600, at_once)
+        return RetentionReport(deleted, time_trigger, space_trigger)
+
+    def _delete(self, reserved_seconds: float, at_once: bool) -> int:
         store = self.store
-        with store._lock, store._flush_lock:  # noqa: SLF001 - retention is part of the store
-            deleted = store.commitlog.queue.delete_expired_by_time(
-                cfg.file_reserved_time_hours * 3600, force=space_trigger or force, max_files=DELETE_FILES_BATCH_MAX
-            )
+        # Under the store lock only list changes happen; the files are unmapped and unlinked
+        # under the flush lock alone, so puts and reads never wait behind an fsync here.
+        with store._lock:  # noqa: SLF001 - retention is part of the store
+            commitlog = store.commitlog.queue
+            deleted = commitlog.delete_expired_by_time(reserved_seconds, force=at_once, max_files=DELETE_FILES_BATCH_MAX)
+            queues: list[MappedFileQueue] = [commitlog]
+            index_files: list[IndexFile] = []
             if deleted:
                 cl_min = store.commitlog.min_offset
                 for queue in store._queues.values():  # noqa: SLF001
                     queue.delete_expired(cl_min)
-                store.index.delete_below(cl_min)
+                    queues.append(queue.files)
+                index_files = store.index.detach_below(cl_min)
                 logger.info("retention deleted %d CommitLog segments; minimum offset now %d", deleted, cl_min)
-        return RetentionReport(deleted, time_trigger, space_trigger)
+        with store.flusher.lock:  # a flush in progress may still use the retired files
+            for queue in queues:
+                queue.destroy_retired()
+            for index in index_files:
+                index.destroy()
+        return deleted

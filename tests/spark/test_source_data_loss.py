@@ -1,6 +1,6 @@
 """Issue 5, point 4 (failOnDataLoss): offsets deleted by retention fail the query, or are skipped.
 
-A broker of its own with 64 KiB CommitLog segments and forced retention (``diskMaxUsedSpaceRatio=0``
+A broker of its own with 64 KiB CommitLog segments and forced retention (``diskSpaceCleanForciblyRatio=0``
 makes every clean pass, every 10 s, delete all but the newest segment). A query that has to
 start below the queue's new minimum either fails with an error naming the queue, the missing
 range and the cause (``failOnDataLoss=true``, the default), or skips the gone offsets, reads the
@@ -19,7 +19,8 @@ from sparkmq.client import Message
 from support.processes import BrokerProcess, NamesrvProcess
 from support.spark_harness import Cluster, Collected, reader, run_available_now, start_query, wait_until
 
-RETENTION = ["--set", "mapedFileSizeCommitLog=65536", "--set", "deleteWhen=", "--set", "diskMaxUsedSpaceRatio=0"]
+RETENTION = ["--set", "mapedFileSizeCommitLog=65536", "--set", "deleteWhen=", "--set", "diskMaxUsedSpaceRatio=0",
+             "--set", "diskSpaceCleanForciblyRatio=0"]
 SENT = 150
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from sparkmq.message import MessageBatch, encode_properties
-from sparkmq.store import MessageStore
+from sparkmq.store import MessageStore, disk
 from sparkmq.store.index_file import IndexFile
 from sparkmq.store.mapped_file import MappedFile
 from sparkmq.store.mapped_file_queue import MappedFileQueue
@@ -178,7 +178,7 @@ def test_commitlog_segments_sync_by_fdatasync_and_let_go_of_full_ones(tmp_path: 
         pytest.skip("fdatasync is used on Linux only")
     synced: list[int] = []
     real = os.fdatasync
-    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    monkeypatch.setattr(disk, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
     mapped = MappedFile(tmp_path / f"{0:020d}", 4096, sync_by_fd=True)
     try:
         mapped.append(b"x" * 100)

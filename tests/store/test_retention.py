@@ -43,7 +43,7 @@ def test_time_trigger_deletes_old_segments_but_never_the_newest(tmp_path: Path) 
 
 
 def test_space_trigger_deletes_at_once_and_reads_below_minimum_report_it(tmp_path: Path) -> None:
-    with MessageStore(tiny_config(tmp_path / "s", disk_max_used_space_ratio=0.0)) as store:
+    with MessageStore(tiny_config(tmp_path / "s", disk_max_used_space_ratio=0.0, disk_space_clean_forcibly_ratio=0.0)) as store:
         fill(store, 600)
         queue = store.consume_queue("T", 0)
         files_before = len(queue.files.files)
@@ -62,7 +62,7 @@ def test_space_trigger_deletes_at_once_and_reads_below_minimum_report_it(tmp_pat
 
 
 def test_minimum_survives_restart(tmp_path: Path) -> None:
-    config = tiny_config(tmp_path / "s", disk_max_used_space_ratio=0.0)
+    config = tiny_config(tmp_path / "s", disk_max_used_space_ratio=0.0, disk_space_clean_forcibly_ratio=0.0)
     with MessageStore(config) as store:
         fill(store, 600)
         store.retention.run()

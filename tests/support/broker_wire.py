@@ -30,13 +30,15 @@ from sparkmq.remoting.connection import RequestHandler
 TIMEOUT_S = 5.0
 SMALL_COMMITLOG = 1 << 20  # 1 MiB segments: rolls are exercised by ordinary tests
 SMALL_CONSUME_QUEUE = 1000 * 20  # 1000 units per ConsumeQueue file
+SMALL_INDEX_SLOTS, SMALL_INDEX_ENTRIES = 5000, 20_000  # a 420 KB IndexFile, not the default 420 MB (preallocated)
 
 
 def small_config(store_dir: Path, **overrides: Any) -> BrokerConfig:
     """A NameServer-less broker on a free port with small store segments."""
     values: dict[str, Any] = dict(listen_port=0, store_path_root_dir=store_dir, namesrv_addr="",
                                   mapped_file_size_commit_log=SMALL_COMMITLOG,
-                                  mapped_file_size_consume_queue=SMALL_CONSUME_QUEUE)
+                                  mapped_file_size_consume_queue=SMALL_CONSUME_QUEUE,
+                                  max_hash_slot_num=SMALL_INDEX_SLOTS, max_index_num=SMALL_INDEX_ENTRIES)
     values.update(overrides)
     return BrokerConfig(**values)
 

@@ -12,7 +12,8 @@ def tiny_config(root: Path, **overrides: object) -> StoreConfig:
     """A store config with 16 KiB CommitLog segments and 32-unit ConsumeQueue files."""
     settings: dict[str, object] = dict(
         commitlog_file_bytes=16 * 1024, consume_queue_units_per_file=32, index_hash_slots=64, index_entries=200,
-        delete_when="", disk_max_used_space_ratio=1.0,
+        delete_when="", disk_max_used_space_ratio=1.0, disk_space_clean_forcibly_ratio=1.0,
+        disk_space_warning_level_ratio=1.0,
     )
     settings.update(overrides)
     return StoreConfig(root, **settings)  # type: ignore[arg-type]

@@ -1,0 +1,53 @@
+"""The durability system calls of the store, in one place.
+
+Every fsync, fdatasync, msync and preallocation the store makes goes through this module's
+attributes, looked up at call time, so a test injects a disk fault by replacing one of them
+(``monkeypatch.setattr(disk, "fdatasync", failing)``) and nothing else changes.
+
+>>> # disk.preallocate(fd, 1 << 20)  -> raises OSError(ENOSPC) on a full disk, never SIGBUS later
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+fsync = os.fsync
+fdatasync = os.fdatasync
+fallocate = os.posix_fallocate
+
+
+def msync(mapping: mmap.mmap, start: int = 0, size: int | None = None) -> None:
+    """``msync(MS_SYNC)`` of ``[start, start + size)`` of ``mapping`` (all of it by default)."""
+    if size is None:
+        mapping.flush()
+    else:
+        mapping.flush(start, size)
+
+
+def preallocate(fd: int, size: int) -> None:
+    """Reserve ``size`` bytes of disk for ``fd``: a full disk fails here, with ENOSPC.
+
+    A sparse file written through a mapping would instead fault (SIGBUS) on the first write
+    into a hole the filesystem cannot fill, killing the process.
+    """
+    fallocate(fd, 0, size)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the entries of ``directory`` (a file created or renamed in it) durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_directories(directory: Path) -> None:
+    """``mkdir -p`` whose new entries are durable: each created level's parent is fsynced."""
+    if directory.is_dir():
+        return
+    make_directories(directory.parent)
+    directory.mkdir(exist_ok=True)
+    fsync_directory(directory.parent)
