@@ -17,6 +17,7 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.selector import MessageSelector
 from sparkmq.client.periodic import run_every
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
@@ -64,6 +65,7 @@ class AsyncPullConsumer:
         self.pull_batch_size = pull_batch_size
         self.auto_commit_interval_s = auto_commit_interval_s
         self.positions: dict[MessageQueue, int] = {}
+        self.selectors: dict[str, MessageSelector] = {}  # per topic; the broker filters
         self._committed: dict[MessageQueue, int] = {}
         self._next_queue = 0
         self._auto_commit: asyncio.Task[None] | None = None
@@ -100,8 +102,9 @@ class AsyncPullConsumer:
             if queue not in self.positions:
                 self.positions[queue] = max(await self.committed(queue), 0)
 
-    async def subscribe(self, topic: str) -> None:
-        """Read every queue of ``topic``."""
+    async def subscribe(self, topic: str, selector: str | MessageSelector = "*") -> None:
+        """Read every queue of ``topic``, only messages ``selector`` accepts (tags or SQL92)."""
+        self.selectors[topic] = MessageSelector.of(selector)
         await self.assign(await self.queues_of(topic))
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
@@ -134,11 +137,13 @@ class AsyncPullConsumer:
 
     # -- reading ---------------------------------------------------------------------------
     async def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
-                       expression: str = "*") -> PullResult:
-        """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``)."""
+                       expression: str | MessageSelector = "*") -> PullResult:
+        """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``);
+        ``expression`` is a tag expression or a :class:`MessageSelector`."""
         flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
+        selector = MessageSelector.of(expression)
         header = PullMessageRequestHeader(self.group, queue.topic, queue.queue_id, offset, max_messages, int(flags), 0,
-                                          int(suspend_s * 1000), 0, expression, "TAG")
+                                          int(suspend_s * 1000), 0, selector.expression, selector.expression_type)
         response = await self.instance.invoke_queue_broker(queue, RequestCode.PULL_MESSAGE, header.to_fields(),
                                                      timeout=suspend_s + PULL_TIMEOUT_MARGIN_S)
         if response.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -159,7 +164,8 @@ class AsyncPullConsumer:
             for _ in range(len(queues)):
                 queue = queues[self._next_queue % len(queues)]
                 self._next_queue += 1
-                result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size)
+                result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size, 0.0,
+                                             self.selectors.get(queue.topic, "*"))
                 if result.status == ResponseCode.PULL_OFFSET_MOVED:
                     logger.warning("offset %d of %s moved to %d", self.positions[queue], queue, result.next_begin_offset)
                 self.positions[queue] = result.next_begin_offset
@@ -170,7 +176,8 @@ class AsyncPullConsumer:
                 return []
             queue = queues[self._next_queue % len(queues)]
             result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size,
-                                         suspend_s=min(remaining, 0.5 if len(queues) > 1 else remaining))
+                                         min(remaining, 0.5 if len(queues) > 1 else remaining),
+                                         self.selectors.get(queue.topic, "*"))
             self.positions[queue] = result.next_begin_offset
             if result.found:
                 self._next_queue += 1
@@ -227,14 +234,15 @@ class PullConsumer:
     def assign(self, queues: Sequence[MessageQueue]) -> None:
         loop_thread.run(self._async.assign(queues))
 
-    def subscribe(self, topic: str) -> None:
-        loop_thread.run(self._async.subscribe(topic))
+    def subscribe(self, topic: str, selector: str | MessageSelector = "*") -> None:
+        loop_thread.run(self._async.subscribe(topic, selector))
 
     def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
         return loop_thread.run(self._async.poll(timeout_s, max_messages))
 
-    def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0) -> PullResult:
-        return loop_thread.run(self._async.pull_raw(queue, offset, max_messages, suspend_s))
+    def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
+                 expression: str | MessageSelector = "*") -> PullResult:
+        return loop_thread.run(self._async.pull_raw(queue, offset, max_messages, suspend_s, expression))
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         self._async.seek(queue, offset)

@@ -31,7 +31,8 @@ from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from sparkmq.protocol.headers import ConsumerGroupRequestHeader, ConsumerSendMsgBackRequestHeader
-from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
+from sparkmq.client.selector import MessageSelector
+from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 
 logger = logging.getLogger(__name__)
 REBALANCE_INTERVAL_S = 20.0
@@ -81,7 +82,7 @@ class AsyncPushConsumer:
         self.max_reconsume_times = max_reconsume_times
         self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name)
         self.instance = self._reader.instance
-        self._subscriptions: dict[str, tuple[str, Listener]] = {}
+        self._subscriptions: dict[str, tuple[MessageSelector, Listener]] = {}
         self._executor = ThreadPoolExecutor(consume_threads, thread_name_prefix=f"sparkmq-consume-{group}")
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -99,20 +100,20 @@ class AsyncPushConsumer:
         self._offset_file = (offset_dir or Path.home() / ".sparkmq_offsets") / f"{owner}-{group}.json" \
             if message_model is MessageModel.BROADCASTING else None
 
-    def subscribe(self, topic: str, expression: str, listener: Listener) -> None:
-        """Receive ``topic`` messages matching ``expression`` (``"*"``, ``"TagA || TagB"``)."""
-        self._subscriptions[topic] = (expression or "*", listener)
+    def subscribe(self, topic: str, expression: str | MessageSelector, listener: Listener) -> None:
+        """Receive ``topic`` messages matching ``expression``: tags (``"*"``, ``"TagA || TagB"``) or a
+        :class:`MessageSelector` (``MessageSelector.by_sql("a > 5")``)."""
+        self._subscriptions[topic] = (MessageSelector.of(expression), listener)
 
-    def _topics(self) -> dict[str, tuple[str, Listener]]:
+    def _topics(self) -> dict[str, tuple[MessageSelector, Listener]]:
         topics = dict(self._subscriptions)
         if self.message_model is MessageModel.CLUSTERING and self._subscriptions:
             first_listener = next(iter(self._subscriptions.values()))[1]
-            topics.setdefault(retry_topic(self.group), ("*", first_listener))
+            topics.setdefault(retry_topic(self.group), (MessageSelector(), first_listener))
         return topics
 
     def _consumer_data(self) -> ConsumerData:
-        subs = tuple(SubscriptionData(t, expr, tuple(x.strip() for x in expr.split("||")) if expr != "*" else ())
-                     for t, (expr, _listener) in sorted(self._topics().items()))
+        subs = tuple(selector.subscription_data(t) for t, (selector, _listener) in sorted(self._topics().items()))
         return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model,
                             ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, subs)
 
@@ -306,13 +307,14 @@ class AsyncPushConsumer:
 
     # -- pulling and consuming -------------------------------------------------------------
     async def _pull_loop(self, queue: MessageQueue, process: ProcessQueue, offset: int) -> None:
-        expression, _listener = self._topics()[queue.topic]
+        selector, _listener = self._topics()[queue.topic]
+        tags = selector.tags()
         while not process.dropped:
             if len(process) >= self.max_cached_per_queue:
                 await asyncio.sleep(FLOW_CONTROL_PAUSE_S)
                 continue
             try:
-                result = await self._reader.pull_raw(queue, offset, self.pull_batch_size, PULL_SUSPEND_S, expression)
+                result = await self._reader.pull_raw(queue, offset, self.pull_batch_size, PULL_SUSPEND_S, selector)
             except SparkmqError as exc:
                 logger.warning("pull %s at %d failed: %s", queue, offset, exc.remark)
                 await asyncio.sleep(RETRY_LATER_S / 5)
@@ -325,8 +327,7 @@ class AsyncPushConsumer:
                     self.offsets[queue] = max(self.offsets.get(queue, 0), offset) if result.status != ResponseCode.PULL_OFFSET_MOVED else offset
                 continue
             messages = decode_pull_body(result.body, queue.broker_name)
-            if expression != "*":
-                tags = {t.strip() for t in expression.split("||")}
+            if tags is not None:  # the broker filters by tag hash code; a hash collision is caught here
                 skipped = [m for m in messages if m.tags not in tags]
                 messages = [m for m in messages if m.tags in tags]
                 if not messages:
@@ -470,10 +471,11 @@ class PushConsumer:
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
         self._options = options
         self._args = (group, namesrv_addr)
-        self._subscriptions: list[tuple[str, str, Listener]] = []
+        self._subscriptions: list[tuple[str, str | MessageSelector, Listener]] = []
         self._async: AsyncPushConsumer | None = None
 
-    def subscribe(self, topic: str, expression: str, listener: Listener) -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector, listener: Listener) -> None:
+        """Receive ``topic`` messages matching a tag expression or a :class:`MessageSelector`."""
         self._subscriptions.append((topic, expression, listener))
 
     def start(self) -> None:
