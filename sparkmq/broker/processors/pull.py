@@ -44,6 +44,9 @@ class PullProcessor:
         if group is None:
             return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                          remark=f"subscription group [{header.consumer_group}] does not exist")
+        if not group.consume_enable:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         remark=f"subscription group no permission, {header.consumer_group}")
         topic = ctx.topics.get(header.topic)
         if topic is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
