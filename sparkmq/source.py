@@ -64,7 +64,7 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
 def read_range(options: SourceOptions, group: str, part: QueueRange) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
     view = view_for(options.namesrv_addr, group)
-    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, options.sub_expression,
+    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, options.selector,
                                 options.fail_on_data_loss):
         batch = records_to_arrow(body, part.broker_name)
         offsets = batch.column("queueOffset")

@@ -66,6 +66,7 @@ class BrokerConfig:
     max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
     notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
+    enable_property_filter: bool = False  # enablePropertyFilter: SQL92 subscriptions
     region_id: str = "DefaultRegion"  # regionId
     trace_on: bool = True  # traceOn
 

@@ -91,6 +91,7 @@ class BrokerController:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
             RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset, RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
             RequestCode.LOCK_BATCH_MQ: consumer.lock_batch, RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
+            RequestCode.CHECK_CLIENT_CONFIG: consumer.check_client_config,
             RequestCode.GET_MAX_OFFSET: admin.max_offset, RequestCode.GET_MIN_OFFSET: admin.min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: admin.earliest_time, RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,

@@ -1,12 +1,24 @@
-"""Tag filtering: a subscription expression (``"TagA || TagB"``, ``"*"``) as tag hash codes."""
+"""Subscription filters: a TAG expression as ConsumeQueue tag codes, a SQL92 one as a record filter.
+
+>>> sorted(parse_tags("TagA || TagB"))
+['TagA', 'TagB']
+>>> resolve("*", "TAG", property_filter_enabled=False)
+MessageFilter(tags_codes=None, record_filter=None)
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from sparkmq.errors import SparkmqError
 from sparkmq.message.hashing import java_string_hash
+from sparkmq.message.properties import decode_properties
 
 SUBSCRIPTION_PARSE_FAILED = 23
 SUB_ALL = "*"
+TAG = "TAG"
+SQL92 = "SQL92"
 
 
 class SubscriptionParseError(SparkmqError):
@@ -15,11 +27,21 @@ class SubscriptionParseError(SparkmqError):
     code = SUBSCRIPTION_PARSE_FAILED
 
 
+class PropertyFilterDisabledError(SparkmqError):
+    """SYSTEM_ERROR: a SQL92 subscription on a broker without ``enablePropertyFilter=true``."""
+
+
+@dataclass(frozen=True)
+class MessageFilter:
+    """What a read filters on: tag codes (None = all) and a filter over raw properties (or None)."""
+
+    tags_codes: frozenset[int] | None = None
+    record_filter: Callable[[bytes], bool] | None = None
+
+
 def parse_tags(expression: str | None) -> frozenset[str] | None:
     """The tags of an expression, or None for "all" (``*`` or empty).
 
-    >>> sorted(parse_tags("TagA || TagB"))
-    ['TagA', 'TagB']
     >>> parse_tags("*") is None
     True
     """
@@ -31,9 +53,21 @@ def parse_tags(expression: str | None) -> frozenset[str] | None:
     return tags
 
 
-def tag_codes(expression: str | None, expression_type: str | None = "TAG") -> frozenset[int] | None:
-    """ConsumeQueue tag codes matching ``expression`` (None = everything)."""
-    if expression_type not in (None, "", "TAG"):
-        raise SubscriptionParseError(f"expression type {expression_type!r} is not supported yet (only TAG)")
-    tags = parse_tags(expression)
-    return None if tags is None else frozenset(java_string_hash(t) for t in tags)
+def is_tag_type(expression_type: str | None) -> bool:
+    """``ExpressionType.isTagType``: empty or TAG."""
+    return expression_type in (None, "", TAG)
+
+
+def resolve(expression: str | None, expression_type: str | None, property_filter_enabled: bool) -> MessageFilter:
+    """The filter of one subscription; raises with RocketMQ's code and remark when it cannot be used."""
+    if is_tag_type(expression_type):
+        tags = parse_tags(expression)
+        return MessageFilter(None if tags is None else frozenset(java_string_hash(t) for t in tags))
+    if expression_type != SQL92:
+        raise SubscriptionParseError(f"expression type {expression_type!r} is not supported (TAG or SQL92)")
+    if not property_filter_enabled:
+        raise PropertyFilterDisabledError(f"The broker does not support consumer to filter message by {expression_type}")
+    from sparkmq.broker.sql92 import compile_sql92  # lark is loaded only by brokers that filter by SQL92
+
+    selector = compile_sql92(expression or "")
+    return MessageFilter(None, lambda raw: selector.matches(decode_properties(raw)))

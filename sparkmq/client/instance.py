@@ -20,8 +20,10 @@ from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
-from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
-from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
+from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
+from sparkmq.protocol.headers import (
+    ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
+)
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
 
@@ -178,6 +180,12 @@ class ClientInstance:
         except SparkmqError as exc:
             logger.warning("client %s: rebalance of %s after NOTIFY_CONSUMER_IDS_CHANGED failed: %s",
                            self.client_id, group, exc.remark)
+
+    async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
+        """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""
+        fields = ConsumerGroupRequestHeader(group).to_fields()
+        response = await self.invoke_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
+        return list(ConsumerListBody.decode(check_response(response, f"members of {group}").body).consumer_id_list)
 
     async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
                             timeout: float = 3.0) -> RemotingCommand:

@@ -23,6 +23,7 @@ from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.errors import MessageError, MessageTooLargeError, RemoteError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
+from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.record import validate_topic
 from sparkmq.protocol import RequestCode, ResponseCode
@@ -43,9 +44,25 @@ QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
 
 def select_by_hash(queues: list[MessageQueue], message: Message, arg: Any) -> MessageQueue:
-    """Ordered messages: the same ``arg`` always picks the same queue (``SelectMessageQueueByHash``)."""
-    key = arg if isinstance(arg, int) else zlib.crc32(str(arg).encode())
-    return queues[abs(key) % len(queues)]
+    """Ordered messages: the same ``arg`` always picks the same queue, the very queue Java's
+    ``SelectMessageQueueByHash`` picks (``abs(arg.hashCode() % n)``: ``String.hashCode`` for a
+    string, the value of an int, ``Long.hashCode`` past 32 bits), so Java and Python producers
+    sharing keys keep per-key order.
+
+    >>> [q.queue_id for q in [select_by_hash([MessageQueue("T", "b", i) for i in range(8)], None, k) for k in ("order-1", 7, -9)]]
+    [6, 7, 1]
+    """
+    return queues[abs(_java_hash_code(arg)) % len(queues)]
+
+
+def _java_hash_code(arg: Any) -> int:
+    if isinstance(arg, int) and not isinstance(arg, bool):
+        if -(2**31) <= arg < 2**31:
+            return arg
+        bits = arg & 0xFFFFFFFFFFFFFFFF
+        folded = (bits ^ (bits >> 32)) & 0xFFFFFFFF
+        return folded - (1 << 32) if folded & 0x80000000 else folded
+    return java_string_hash(str(arg))
 
 
 class AsyncProducer:

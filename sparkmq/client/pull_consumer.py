@@ -17,6 +17,9 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.rebalance import allocate_averagely
+from sparkmq.client.selector import MessageSelector
+from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from sparkmq.client.periodic import run_every
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
@@ -32,6 +35,7 @@ from sparkmq.protocol.headers import (
 
 logger = logging.getLogger(__name__)
 PULL_TIMEOUT_MARGIN_S = 5.0
+REBALANCE_INTERVAL_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,11 @@ class PullResult:
 class AsyncPullConsumer:
     """Reads queues at positions the caller controls.
 
+    ``assign`` reads exactly the queues given. ``subscribe`` makes this consumer a member of its
+    group (RocketMQ's lite pull consumer): it heartbeats its subscriptions and the group's members
+    split each subscribed topic's queues among themselves, again every 20 s and whenever the broker
+    says the members changed; a queue that moves away has its position committed first.
+
     >>> # async with AsyncPullConsumer("CID_reports", "127.0.0.1:9876") as consumer:
     >>> #     await consumer.subscribe("orders")
     >>> #     messages = await consumer.poll(timeout_s=1.0)
@@ -64,9 +73,12 @@ class AsyncPullConsumer:
         self.pull_batch_size = pull_batch_size
         self.auto_commit_interval_s = auto_commit_interval_s
         self.positions: dict[MessageQueue, int] = {}
+        self.selectors: dict[str, MessageSelector] = {}  # per topic; the broker filters
         self._committed: dict[MessageQueue, int] = {}
         self._next_queue = 0
         self._auto_commit: asyncio.Task[None] | None = None
+        self._rebalancing: asyncio.Task[None] | None = None
+        self._rebalance_lock = asyncio.Lock()
 
     async def start(self) -> None:
         await self.instance.start()
@@ -75,6 +87,10 @@ class AsyncPullConsumer:
                 run_every(self.auto_commit_interval_s, self.commit, f"auto-commit of group {self.group}"))
 
     async def close(self) -> None:
+        if self._rebalancing is not None:
+            self._rebalancing.cancel()
+            await asyncio.gather(self._rebalancing, return_exceptions=True)
+        self.instance.rebalance_hooks.pop(self.group, None)
         if self._auto_commit is not None:
             self._auto_commit.cancel()
             await asyncio.gather(self._auto_commit, return_exceptions=True)
@@ -100,9 +116,37 @@ class AsyncPullConsumer:
             if queue not in self.positions:
                 self.positions[queue] = max(await self.committed(queue), 0)
 
-    async def subscribe(self, topic: str) -> None:
-        """Read every queue of ``topic``."""
-        await self.assign(await self.queues_of(topic))
+    async def subscribe(self, topic: str, selector: str | MessageSelector = "*") -> None:
+        """Read this member's share of ``topic``'s queues, only messages ``selector`` accepts (tags or SQL92)."""
+        self.selectors[topic] = MessageSelector.of(selector)
+        await self.instance.route(topic)
+        if self._rebalancing is None:
+            self.instance.consumer_data[self.group] = self._consumer_data
+            self.instance.rebalance_hooks[self.group] = self.rebalance
+            self._rebalancing = asyncio.get_running_loop().create_task(
+                run_every(REBALANCE_INTERVAL_S, self.rebalance, f"lite pull consumer {self.group}"))
+        await self.instance.heartbeat()
+        await self.rebalance()
+
+    def _consumer_data(self) -> ConsumerData:
+        subs = tuple(selector.subscription_data(topic) for topic, selector in sorted(self.selectors.items()))
+        return ConsumerData(self.group, ConsumeType.CONSUME_ACTIVELY, MessageModel.CLUSTERING,
+                            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, subs)
+
+    async def rebalance(self) -> None:
+        """Take this member's share of every subscribed topic (``allocate_averagely``) and let go of the rest."""
+        async with self._rebalance_lock:
+            wanted: set[MessageQueue] = set()
+            for topic in self.selectors:
+                queues = (await self.instance.route(topic, refresh=True)).subscribe_queues()
+                ids = await self.instance.consumer_ids(self.group, queues[0].broker_name) if queues else []
+                wanted.update(allocate_averagely(self.instance.client_id, queues, ids))
+            gone = [q for q in self.positions if q.topic in self.selectors and q not in wanted]
+            if gone and self.auto_commit_interval_s:
+                await self.commit({q: self.positions[q] for q in gone})
+            for queue in gone:
+                del self.positions[queue]
+            await self.assign(sorted(wanted - set(self.positions), key=lambda q: (q.topic, q.broker_name, q.queue_id)))
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         self.positions[queue] = offset
@@ -134,11 +178,13 @@ class AsyncPullConsumer:
 
     # -- reading ---------------------------------------------------------------------------
     async def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
-                       expression: str = "*") -> PullResult:
-        """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``)."""
+                       expression: str | MessageSelector = "*") -> PullResult:
+        """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``);
+        ``expression`` is a tag expression or a :class:`MessageSelector`."""
         flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
+        selector = MessageSelector.of(expression)
         header = PullMessageRequestHeader(self.group, queue.topic, queue.queue_id, offset, max_messages, int(flags), 0,
-                                          int(suspend_s * 1000), 0, expression, "TAG")
+                                          int(suspend_s * 1000), 0, selector.expression, selector.expression_type)
         response = await self.instance.invoke_queue_broker(queue, RequestCode.PULL_MESSAGE, header.to_fields(),
                                                      timeout=suspend_s + PULL_TIMEOUT_MARGIN_S)
         if response.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -149,32 +195,47 @@ class AsyncPullConsumer:
                           fields.max_offset)
 
     async def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
-        """Messages from the next queue that has any, advancing its position; [] after ``timeout_s``."""
-        if not self.positions:
+        """Messages from the next queue that has any, advancing its position; [] after ``timeout_s``.
+
+        A subscribed member that holds no queue right now (more members than queues) waits and gets [].
+        """
+        if not self.positions and not self.selectors:
             raise SparkmqError("poll before assign/subscribe: no queue to read")
-        queues = list(self.positions)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            for _ in range(len(queues)):
+            queues = list(self.positions)  # a rebalance may change them between pulls
+            for queue in queues:
                 queue = queues[self._next_queue % len(queues)]
                 self._next_queue += 1
-                result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size)
-                if result.status == ResponseCode.PULL_OFFSET_MOVED:
-                    logger.warning("offset %d of %s moved to %d", self.positions[queue], queue, result.next_begin_offset)
-                self.positions[queue] = result.next_begin_offset
-                if result.found:
-                    return decode_pull_body(result.body, queue.broker_name)
+                messages = await self._pull_next(queue, max_messages, 0.0)
+                if messages:
+                    return messages
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
+            if not queues:
+                await asyncio.sleep(min(remaining, 0.5))
+                continue
             queue = queues[self._next_queue % len(queues)]
-            result = await self.pull_raw(queue, self.positions[queue], max_messages or self.pull_batch_size,
-                                         suspend_s=min(remaining, 0.5 if len(queues) > 1 else remaining))
-            self.positions[queue] = result.next_begin_offset
-            if result.found:
+            messages = await self._pull_next(queue, max_messages, min(remaining, 0.5 if len(queues) > 1 else remaining))
+            if messages:
                 self._next_queue += 1
-                return decode_pull_body(result.body, queue.broker_name)
+                return messages
+
+    async def _pull_next(self, queue: MessageQueue, max_messages: int | None, suspend_s: float) -> list[ReceivedMessage]:
+        """Pull ``queue`` at its position and advance it, unless a rebalance took the queue meanwhile."""
+        offset = self.positions.get(queue)
+        if offset is None:
+            return []
+        result = await self.pull_raw(queue, offset, max_messages or self.pull_batch_size, suspend_s,
+                                     self.selectors.get(queue.topic, "*"))
+        if result.status == ResponseCode.PULL_OFFSET_MOVED:
+            logger.warning("offset %d of %s moved to %d", offset, queue, result.next_begin_offset)
+        if self.positions.get(queue) != offset:
+            return []  # taken away (or moved by seek) while the pull was out
+        self.positions[queue] = result.next_begin_offset
+        return decode_pull_body(result.body, queue.broker_name) if result.found else []
 
     # -- committing ------------------------------------------------------------------------
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
@@ -227,14 +288,15 @@ class PullConsumer:
     def assign(self, queues: Sequence[MessageQueue]) -> None:
         loop_thread.run(self._async.assign(queues))
 
-    def subscribe(self, topic: str) -> None:
-        loop_thread.run(self._async.subscribe(topic))
+    def subscribe(self, topic: str, selector: str | MessageSelector = "*") -> None:
+        loop_thread.run(self._async.subscribe(topic, selector))
 
     def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
         return loop_thread.run(self._async.poll(timeout_s, max_messages))
 
-    def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0) -> PullResult:
-        return loop_thread.run(self._async.pull_raw(queue, offset, max_messages, suspend_s))
+    def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
+                 expression: str | MessageSelector = "*") -> PullResult:
+        return loop_thread.run(self._async.pull_raw(queue, offset, max_messages, suspend_s, expression))
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
         self._async.seek(queue, offset)

@@ -2,26 +2,28 @@
 
 The group's queues are split among its members (rebalance every 20 s and whenever the
 broker says the members changed); each assigned queue has a pull loop with flow control;
-a thread pool runs the listener. Concurrent mode hands messages to the pool as they come
-and sends failures back for a delayed retry; orderly mode locks each queue on the broker
-and consumes it strictly in order in one thread at a time. Offsets go to the broker every
-5 s and at shutdown (CLUSTERING) or to a local file (BROADCASTING).
+the consume services (``consume_service``) run the listener on a thread pool. Concurrent mode
+hands messages to the pool as they come and sends failures back for a delayed retry; orderly
+mode locks each queue on the broker and consumes it strictly in order, suspending (never
+skipping) a failing queue. Offsets go to the broker every 5 s and at shutdown (CLUSTERING) or
+to a local file (BROADCASTING). A group with no committed offset starts where
+``consume_from_where`` says (RocketMQ's ``computePullFromWhere``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import json
 import logging
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import time
 from pathlib import Path
 from typing import Any
 
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
+from sparkmq.client.consume_service import (
+    ORDERLY_SUSPEND_S, ConsumeResult, Listener, ListenerRunner, consume_concurrently, consume_in_order,
+)
+from sparkmq.client.local_offsets import LocalOffsetFile
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.client.periodic import run_every
 from sparkmq.client.process_queue import ProcessQueue
@@ -29,31 +31,29 @@ from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RequestCode, ResponseCode
-from sparkmq.protocol.bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue
-from sparkmq.protocol.headers import ConsumerGroupRequestHeader, ConsumerSendMsgBackRequestHeader
-from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
+from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from sparkmq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader, OffsetResponseHeader, SearchOffsetRequestHeader,
+)
+from sparkmq.client.selector import MessageSelector
+from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 
 logger = logging.getLogger(__name__)
 REBALANCE_INTERVAL_S = 20.0
 PERSIST_INTERVAL_S = 5.0
 LOCK_INTERVAL_S = 20.0
 PULL_SUSPEND_S = 15.0
-FLOW_CONTROL_PAUSE_S = 1.0
+FLOW_CONTROL_PAUSE_S = 0.05  # PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
 RETRY_LATER_S = 5.0
-ORDERLY_SUSPEND_S = 1.0
+CONSUME_TIMESTAMP_BACK_S = 30 * 60  # consumeTimestamp defaults to half an hour ago
+CONCURRENT_MAX_RECONSUME_TIMES = 16  # maxReconsumeTimes -1 means 16 (concurrent) or unlimited (orderly)
 DROP_CONSUME_WAIT_S = 1.0  # RebalanceImpl's consume-lock tryLock(1000) when an orderly queue is removed
 LOCK_RETRY_S = 1.0  # an orderly queue still locked by its previous owner is tried again this soon (then 2 s, 4 s, ...)
 CLOSE_CONSUME_WAIT_S = 10.0
 
 
-class ConsumeResult(enum.Enum):
-    """What a listener says of a message: consumed, or try again later."""
-
-    SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-Listener = Callable[[ReceivedMessage], "ConsumeResult | None"]
+_FROM_WHERE = frozenset({ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                         ConsumeFromWhere.CONSUME_FROM_TIMESTAMP})
 
 
 def retry_topic(group: str) -> str:
@@ -64,25 +64,47 @@ class AsyncPushConsumer:
     """Receives the messages of subscribed topics and hands each to ``listener``.
 
     >>> # consumer = AsyncPushConsumer("CID_orders", "127.0.0.1:9876")
-    >>> # consumer.subscribe("orders", "books || games", handle)   # handle(msg) -> None or ConsumeResult
+    >>> # consumer.subscribe("orders", "books || games", handle)   # handle(msg) -> ConsumeResult.SUCCESS
     >>> # await consumer.start(); ...; await consumer.close()
+
+    Options (DefaultMQPushConsumer's, in snake case): ``consume_from_where`` and
+    ``consume_timestamp_ms`` (where a group without a committed offset starts: LAST_OFFSET, the
+    default, FIRST_OFFSET, or TIMESTAMP, half an hour ago unless given);
+    ``consume_message_batch_max_size`` (above 1 the listener gets a list); flow control per queue
+    by ``pull_threshold_for_queue`` messages, ``pull_threshold_size_for_queue_mib`` of bodies and
+    ``consume_concurrently_max_span`` offsets; ``consume_timeout_s``; ``max_reconsume_times``
+    (None: 16 for concurrent consumers, unlimited retries for orderly ones);
+    ``suspend_current_queue_time_s`` (how long an orderly queue waits before retrying a failure).
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, message_model: MessageModel = MessageModel.CLUSTERING,
                  orderly: bool = False, allocate: AllocateStrategy = allocate_averagely, consume_threads: int = 4,
-                 pull_batch_size: int = 32, max_cached_per_queue: int = 1000, max_reconsume_times: int = 16,
-                 offset_dir: Path | None = None, instance_name: str | None = None) -> None:
+                 pull_batch_size: int = 32, consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp_ms: int | None = None, consume_message_batch_max_size: int = 1,
+                 pull_threshold_for_queue: int = 1000, pull_threshold_size_for_queue_mib: int = 100,
+                 consume_concurrently_max_span: int = 2000, consume_timeout_s: float = 15 * 60,
+                 max_reconsume_times: int | None = None, suspend_current_queue_time_s: float = ORDERLY_SUSPEND_S,
+                 offset_dir: Path | None = None,
+                 instance_name: str | None = None) -> None:
+        if consume_from_where not in _FROM_WHERE:
+            raise ValueError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
         self.group = group
         self.message_model = message_model
         self.orderly = orderly
         self.allocate = allocate
         self.pull_batch_size = pull_batch_size
-        self.max_cached_per_queue = max_cached_per_queue
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - CONSUME_TIMESTAMP_BACK_S) * 1000)
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_bytes = pull_threshold_size_for_queue_mib * 1024 * 1024
+        self.consume_concurrently_max_span = consume_concurrently_max_span
         self.max_reconsume_times = max_reconsume_times
+        self.suspend_current_queue_time_s = suspend_current_queue_time_s
         self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name)
         self.instance = self._reader.instance
-        self._subscriptions: dict[str, tuple[str, Listener]] = {}
-        self._executor = ThreadPoolExecutor(consume_threads, thread_name_prefix=f"sparkmq-consume-{group}")
+        self._subscriptions: dict[str, tuple[MessageSelector, Listener]] = {}
+        self._runner = ListenerRunner(group, consume_threads, consume_timeout_s, consume_message_batch_max_size,
+                                      self._listener_of, lambda: self._closing)
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._consume_tasks: set[asyncio.Task[None]] = set()
@@ -96,25 +118,24 @@ class AsyncPushConsumer:
         # BROADCASTING keeps offsets in a local file. Named after ``instance_name`` when given, so a
         # restarted consumer finds it; the client id carries a random part and would never match.
         owner = instance_name or self.instance.client_id
-        self._offset_file = (offset_dir or Path.home() / ".sparkmq_offsets") / f"{owner}-{group}.json" \
+        self._offset_file = LocalOffsetFile((offset_dir or Path.home() / ".sparkmq_offsets") / f"{owner}-{group}.json") \
             if message_model is MessageModel.BROADCASTING else None
 
-    def subscribe(self, topic: str, expression: str, listener: Listener) -> None:
-        """Receive ``topic`` messages matching ``expression`` (``"*"``, ``"TagA || TagB"``)."""
-        self._subscriptions[topic] = (expression or "*", listener)
+    def subscribe(self, topic: str, expression: str | MessageSelector, listener: Listener) -> None:
+        """Receive ``topic`` messages matching ``expression``: tags (``"*"``, ``"TagA || TagB"``) or a
+        :class:`MessageSelector` (``MessageSelector.by_sql("a > 5")``)."""
+        self._subscriptions[topic] = (MessageSelector.of(expression), listener)
 
-    def _topics(self) -> dict[str, tuple[str, Listener]]:
+    def _topics(self) -> dict[str, tuple[MessageSelector, Listener]]:
         topics = dict(self._subscriptions)
         if self.message_model is MessageModel.CLUSTERING and self._subscriptions:
             first_listener = next(iter(self._subscriptions.values()))[1]
-            topics.setdefault(retry_topic(self.group), ("*", first_listener))
+            topics.setdefault(retry_topic(self.group), (MessageSelector(), first_listener))
         return topics
 
     def _consumer_data(self) -> ConsumerData:
-        subs = tuple(SubscriptionData(t, expr, tuple(x.strip() for x in expr.split("||")) if expr != "*" else ())
-                     for t, (expr, _listener) in sorted(self._topics().items()))
-        return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model,
-                            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, subs)
+        subs = tuple(selector.subscription_data(t) for t, (selector, _listener) in sorted(self._topics().items()))
+        return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model, self.consume_from_where, subs)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -128,7 +149,8 @@ class AsyncPushConsumer:
                 await self.instance.route(topic)
             except SparkmqError as exc:
                 logger.info("no route for %s yet: %s", topic, exc.remark)  # %RETRY%group of a new group
-        self._load_local_offsets()
+        if self._offset_file is not None:
+            self.offsets.update(self._offset_file.load())
         await self.instance.heartbeat()
         await self.rebalance()
         loop = asyncio.get_running_loop()
@@ -171,7 +193,7 @@ class AsyncPushConsumer:
             await asyncio.gather(self._retry_task, return_exceptions=True)
         self.instance.consumer_data.pop(self.group, None)
         await self.instance.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._runner.shutdown()
 
     async def __aenter__(self) -> AsyncPushConsumer:
         await self.start()
@@ -249,11 +271,7 @@ class AsyncPushConsumer:
             logger.warning("consumer %s: rebalance failed: %s", self.group, exc.remark)
 
     async def _member_ids(self, queues: list[MessageQueue]) -> list[str]:
-        if not queues:
-            return []
-        fields = ConsumerGroupRequestHeader(self.group).to_fields()
-        response = await self.instance.invoke_broker(queues[0].broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
-        return list(ConsumerListBody.decode(check_response(response, "consumer list").body).consumer_id_list)
+        return await self.instance.consumer_ids(self.group, queues[0].broker_name) if queues else []
 
     async def _take(self, queue: MessageQueue) -> bool:
         """Start pulling ``queue``; False when an orderly queue is still locked by another member."""
@@ -263,12 +281,24 @@ class AsyncPushConsumer:
         if offset < 0 and self.message_model is MessageModel.CLUSTERING:
             offset = await self._reader.committed(queue)
         if offset < 0:
-            offset = 0 if queue.topic.startswith("%RETRY%") else await self._reader.max_offset(queue)
+            offset = await self._first_offset(queue)
         self.offsets[queue] = offset
         process = self._queues[queue] = ProcessQueue()
         process.locked = self.orderly
         self._pull_tasks[queue] = asyncio.get_running_loop().create_task(self._pull_loop(queue, process, offset))
         return True
+
+    async def _first_offset(self, queue: MessageQueue) -> int:
+        """Where a queue the group never consumed starts (``computePullFromWhere``)."""
+        retry = queue.topic.startswith("%RETRY%")
+        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
+                retry and self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
+            return 0
+        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not retry:
+            fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, self.consume_timestamp_ms).to_fields()
+            response = await self.instance.invoke_queue_broker(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
+            return OffsetResponseHeader.from_fields(check_response(response, f"offset of {queue} by time").ext_fields).offset
+        return await self._reader.max_offset(queue)
 
     async def _drop(self, queue: MessageQueue, persist: bool = True) -> None:
         """Stop pulling ``queue`` and hand it back: persist its offset, forget it, unlock it (orderly).
@@ -306,13 +336,14 @@ class AsyncPushConsumer:
 
     # -- pulling and consuming -------------------------------------------------------------
     async def _pull_loop(self, queue: MessageQueue, process: ProcessQueue, offset: int) -> None:
-        expression, _listener = self._topics()[queue.topic]
+        selector, _listener = self._topics()[queue.topic]
+        tags = selector.tags()
         while not process.dropped:
-            if len(process) >= self.max_cached_per_queue:
+            if self._flow_controlled(process):
                 await asyncio.sleep(FLOW_CONTROL_PAUSE_S)
                 continue
             try:
-                result = await self._reader.pull_raw(queue, offset, self.pull_batch_size, PULL_SUSPEND_S, expression)
+                result = await self._reader.pull_raw(queue, offset, self.pull_batch_size, PULL_SUSPEND_S, selector)
             except SparkmqError as exc:
                 logger.warning("pull %s at %d failed: %s", queue, offset, exc.remark)
                 await asyncio.sleep(RETRY_LATER_S / 5)
@@ -325,8 +356,7 @@ class AsyncPushConsumer:
                     self.offsets[queue] = max(self.offsets.get(queue, 0), offset) if result.status != ResponseCode.PULL_OFFSET_MOVED else offset
                 continue
             messages = decode_pull_body(result.body, queue.broker_name)
-            if expression != "*":
-                tags = {t.strip() for t in expression.split("||")}
+            if tags is not None:  # the broker filters by tag hash code; a hash collision is caught here
                 skipped = [m for m in messages if m.tags not in tags]
                 messages = [m for m in messages if m.tags in tags]
                 if not messages:
@@ -335,6 +365,11 @@ class AsyncPushConsumer:
             process.add(messages)
             self._spawn(self._consume_orderly(queue, process, messages) if self.orderly
                         else self._consume_concurrently(queue, process, messages))
+
+    def _flow_controlled(self, process: ProcessQueue) -> bool:
+        """Pause pulling while a queue caches too many messages, bytes, or (concurrent) too wide a span."""
+        return (len(process) >= self.pull_threshold_for_queue or process.cached_bytes >= self.pull_threshold_size_bytes
+                or (not self.orderly and process.span > self.consume_concurrently_max_span))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -345,61 +380,35 @@ class AsyncPushConsumer:
         topic = message.properties.get("RETRY_TOPIC", message.topic) if message.topic.startswith("%RETRY%") else message.topic
         return self._topics().get(topic, self._topics()[message.topic])[1]
 
-    def _call(self, message: ReceivedMessage) -> bool | None:
-        """Run the listener: True consumed, False to retry, None not run because the consumer is closing."""
-        if self._closing:
-            return None
-        try:
-            return self._listener_of(message)(message) in (None, ConsumeResult.SUCCESS)
-        except Exception:  # the user's listener failed: the message is retried, the failure logged
-            logger.exception("listener of %s failed on message %s", self.group, message.msg_id)
-            return False
-
     async def _consume_concurrently(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
-        loop = asyncio.get_running_loop()
-        results = await asyncio.gather(*(loop.run_in_executor(self._executor, self._call, m) for m in messages))
-        for message, ok in zip(messages, results):
-            if ok is False and self.message_model is MessageModel.CLUSTERING:
-                while not await self._send_back(message) and not process.dropped:
-                    await asyncio.sleep(RETRY_LATER_S)
-        # Messages skipped at close stay in the process queue: the committed offset stops before them.
-        committable = process.remove([m for m, ok in zip(messages, results) if ok is not None])
+        done = await consume_concurrently(self._runner, messages, clustering=self.message_model is MessageModel.CLUSTERING,
+                                          send_back=self._send_back, dropped=lambda: process.dropped)
+        committable = process.remove(done)
         if not process.dropped:
             self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
 
     async def _consume_orderly(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
-        loop = asyncio.get_running_loop()
+        def consumed(chunk: list[ReceivedMessage]) -> bool:
+            # Consumed while this member still holds the queue's lock: record it even if the
+            # queue is being dropped (the drop persists it before unlocking).
+            if not process.locked:
+                return False
+            self.offsets[queue] = max(self.offsets.get(queue, 0), process.remove(chunk))
+            return not process.dropped
+
         async with self._queue_lock(queue):
-            for message in messages:
-                attempts = 0
-                while not process.dropped:
-                    outcome = await loop.run_in_executor(self._executor, self._call, message)
-                    if outcome is None:
-                        return  # closing: this message and the rest stay unconsumed and uncommitted
-                    if outcome:
-                        break
-                    attempts += 1
-                    if attempts > self.max_reconsume_times:
-                        await self._send_back(message, delay_level=-1)  # to the DLQ
-                        break
-                    await asyncio.sleep(ORDERLY_SUSPEND_S)
-                else:
-                    return  # dropped before this message started
-                # Consumed while this member still holds the queue's lock: record it even if the
-                # queue is being dropped (the drop persists it before unlocking).
-                if not process.locked:
-                    return
-                committable = process.remove([message])
-                self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
-                if process.dropped:
-                    return
+            await consume_in_order(self._runner, messages, max_reconsume_times=self.max_reconsume_times,
+                                   dead_letter=lambda message: self._send_back(message, delay_level=-1),
+                                   dropped=lambda: process.dropped, consumed=consumed,
+                                   suspend_s=self.suspend_current_queue_time_s)
 
     def _queue_lock(self, queue: MessageQueue) -> asyncio.Lock:
         return self._orderly_locks.setdefault(queue, asyncio.Lock())
 
     async def _send_back(self, message: ReceivedMessage, delay_level: int = 0) -> bool:
+        max_times = CONCURRENT_MAX_RECONSUME_TIMES if self.max_reconsume_times is None else self.max_reconsume_times
         fields = ConsumerSendMsgBackRequestHeader(message.commit_log_offset, self.group, delay_level, message.msg_id,
-                                                  message.topic, False, self.max_reconsume_times).to_fields()
+                                                  message.topic, False, max_times).to_fields()
         try:
             response = await self.instance.remoting.invoke(message.store_host, RequestCode.CONSUMER_SEND_MSG_BACK, fields)
             check_response(response, "send back")
@@ -433,47 +442,47 @@ class AsyncPushConsumer:
     async def persist_offsets(self, queues: list[MessageQueue] | None = None) -> None:
         chosen = {q: o for q, o in self.offsets.items() if queues is None or q in queues}
         if self._offset_file is not None:
-            self._write_local_offsets()
+            try:
+                self._offset_file.save(self.offsets)
+            except SparkmqError as exc:
+                logger.warning("persisting offsets of %s failed: %s", self.group, exc.remark)
             return
         try:
             await self._reader.commit(chosen)
         except SparkmqError as exc:
             logger.warning("persisting offsets of %s failed: %s", self.group, exc.remark)
 
-    def _load_local_offsets(self) -> None:
-        if self._offset_file is None or not self._offset_file.exists():
-            return
-        for entry in json.loads(self._offset_file.read_text(encoding="utf-8")):
-            self.offsets[MessageQueue(entry["topic"], entry["brokerName"], entry["queueId"])] = entry["offset"]
-
-    def _write_local_offsets(self) -> None:
-        assert self._offset_file is not None
-        self._offset_file.parent.mkdir(parents=True, exist_ok=True)
-        entries = [dict(q.to_json(), offset=o) for q, o in self.offsets.items()]
-        tmp = self._offset_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries), encoding="utf-8")
-        os.replace(tmp, self._offset_file)
-
     @property
     def assigned(self) -> list[MessageQueue]:
         return sorted(self._queues, key=lambda q: (q.topic, q.broker_name, q.queue_id))
+
+    @property
+    def cached_message_count(self) -> int:
+        """Messages pulled and not yet consumed, over all queues (what flow control bounds)."""
+        return sum(len(process) for process in self._queues.values())
+
+    @property
+    def cached_message_bytes(self) -> int:
+        return sum(process.cached_bytes for process in self._queues.values())
 
 
 class PushConsumer:
     """The blocking push consumer: ``AsyncPushConsumer`` on the process's client loop.
 
     >>> # consumer = PushConsumer("CID_orders", "127.0.0.1:9876")
-    >>> # consumer.subscribe("orders", "*", lambda message: print(message.body))
+    >>> # def handle(message): print(message.body); return ConsumeResult.SUCCESS
+    >>> # consumer.subscribe("orders", "*", handle)
     >>> # consumer.start(); ...; consumer.close()
     """
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
         self._options = options
         self._args = (group, namesrv_addr)
-        self._subscriptions: list[tuple[str, str, Listener]] = []
+        self._subscriptions: list[tuple[str, str | MessageSelector, Listener]] = []
         self._async: AsyncPushConsumer | None = None
 
-    def subscribe(self, topic: str, expression: str, listener: Listener) -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector, listener: Listener) -> None:
+        """Receive ``topic`` messages matching a tag expression or a :class:`MessageSelector`."""
         self._subscriptions.append((topic, expression, listener))
 
     def start(self) -> None:
@@ -500,3 +509,7 @@ class PushConsumer:
     @property
     def assigned(self) -> list[MessageQueue]:
         return self._async.assigned if self._async else []
+
+    @property
+    def cached_message_count(self) -> int:
+        return self._async.cached_message_count if self._async else 0

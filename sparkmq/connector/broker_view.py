@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError, TopicNotExistError
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats
@@ -148,7 +149,7 @@ class BrokerView:
         return self._reader.instance.broker_address(queue.broker_name)
 
     # -- reading ---------------------------------------------------------------------------
-    def read_range(self, queue: MessageQueue, start: int, end: int, batch_size: int, expression: str = "*",
+    def read_range(self, queue: MessageQueue, start: int, end: int, batch_size: int, expression: str | MessageSelector = "*",
                    fail_on_data_loss: bool = True) -> Iterator[bytes]:
         """Pull bodies (whole stored records) covering exactly queue offsets [start, end).
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import ConfigError
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})
@@ -102,6 +103,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     sub_expression: str = "*"
+    sql_filter: str | None = None
     fail_on_data_loss: bool = True
     max_records_per_partition: int | None = None
     pull_batch_size: int = 4096
@@ -109,9 +111,14 @@ class SourceOptions:
     KNOWN = frozenset({
         "namesrvaddr", "topic", "topicpattern", "assign", "consumergroup", "startingoffsets", "startingtimestamp",
         "startingoffsetsbytimestamp", "endingoffsets", "endingtimestamp", "maxoffsetspertrigger",
-        "maxbytespertrigger", "minoffsetspertrigger", "maxtriggerdelay", "subexpression", "failondataloss",
+        "maxbytespertrigger", "minoffsetspertrigger", "maxtriggerdelay", "subexpression", "sqlfilter", "failondataloss",
         "maxrecordsperpartition", "pullbatchsize",
     })
+
+    @property
+    def selector(self) -> MessageSelector:
+        """What the broker filters on: ``sqlFilter`` (SQL92 over properties) or ``subExpression`` (tags)."""
+        return MessageSelector.by_sql(self.sql_filter) if self.sql_filter else MessageSelector.by_tag(self.sub_expression)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None = None) -> SourceOptions:
@@ -172,10 +179,13 @@ class SourceOptions:
             min_offsets_per_trigger=_positive_int("minOffsetsPerTrigger", opts.get("minoffsetspertrigger")),
             max_trigger_delay_ms=_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay"), DEFAULT_MAX_TRIGGER_DELAY_MS),
             sub_expression=(opts.get("subexpression") or "*").strip() or "*",
+            sql_filter=(opts.get("sqlfilter") or "").strip() or None,
             fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss"), True),
             max_records_per_partition=_positive_int("maxRecordsPerPartition", opts.get("maxrecordsperpartition")),
             pull_batch_size=_positive_int("pullBatchSize", opts.get("pullbatchsize")) or 4096,
         )
+        if parsed.sql_filter is not None and parsed.sub_expression != "*":
+            raise OptionError("sqlFilter", "cannot be combined with subExpression: put the tag test in the SQL (TAGS IN ('A'))")
         if streaming:
             if parsed.consumer_group is None:
                 raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")

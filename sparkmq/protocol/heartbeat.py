@@ -166,7 +166,36 @@ class HeartbeatData:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CheckClientRequestBody:
+    """Body of CHECK_CLIENT_CONFIG (46): a Java consumer asks whether the broker can serve a
+    subscription (sent on start for SQL92 subscriptions).
+
+    >>> body = CheckClientRequestBody("c1", "G", SubscriptionData("T", "a > 1", expression_type="SQL92"))
+    >>> CheckClientRequestBody.decode(body.encode()).subscription_data.sub_string
+    'a > 1'
+    """
+
+    client_id: str
+    group: str
+    subscription_data: SubscriptionData | None
+
+    def encode(self) -> bytes:
+        obj: dict[str, Any] = {"clientId": self.client_id, "group": self.group}
+        if self.subscription_data is not None:
+            obj["subscriptionData"] = self.subscription_data.to_json()
+        return dumps(obj).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
+        obj = as_object(loads(data, what="CheckClientRequestBody"), "CheckClientRequestBody")
+        sub = obj.get("subscriptionData")
+        return cls(get_str(obj, "clientId", "CheckClientRequestBody", ""), get_str(obj, "group", "CheckClientRequestBody", ""),
+                   None if sub is None else SubscriptionData.from_json(sub, "subscriptionData"))
+
+
 __all__ = [
+    "CheckClientRequestBody",
     "ConsumeFromWhere",
     "ConsumeType",
     "ConsumerData",

@@ -30,7 +30,7 @@ from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder,
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.mapped_file_queue import MappedFileQueue
-from sparkmq.store.reads import read_queue
+from sparkmq.store.reads import RecordFilter, read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport
 from sparkmq.store.retention import Retention
 from sparkmq.store.status import GetMessageStatus, GetResult, PutMessageStatus, PutResult
@@ -327,12 +327,18 @@ class MessageStore:
         return self._queues.get((topic, queue_id))
 
     def get_messages(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
-                     max_bytes: int = DEFAULT_MAX_TRANSFER_BYTES, tags_codes: Collection[int] | None = None) -> GetResult:
-        """Read up to ``max_count`` records from ``offset`` of a queue (``group`` names the reader)."""
+                     max_bytes: int = DEFAULT_MAX_TRANSFER_BYTES, tags_codes: Collection[int] | None = None,
+                     record_filter: RecordFilter | None = None) -> GetResult:
+        """Read up to ``max_count`` records from ``offset`` of a queue (``group`` names the reader).
+
+        ``tags_codes`` keeps units whose tag code is listed; ``record_filter`` then keeps records
+        whose raw properties it accepts (a SQL92 subscription).
+        """
         if not self.running:
             raise StoreClosedError("the message store is not running")
         with self._lock:
-            return read_queue(self.commitlog, self._queues.get((topic, queue_id)), offset, max_count, max_bytes, tags_codes)
+            return read_queue(self.commitlog, self._queues.get((topic, queue_id)), offset, max_count, max_bytes,
+                              tags_codes, record_filter)
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))

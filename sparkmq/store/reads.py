@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import numpy as np
+import numpy.typing as npt
 
+from sparkmq.message import layout as L
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from sparkmq.store.status import GetMessageStatus, GetResult
 
 MAX_FILTER_SCAN_UNITS = 16_000  # maxFilterMessageCount: units scanned per read when filtering
+# A record filter reads and evaluates each candidate in Python: scan fewer units per read so one
+# pull never holds the store (and the broker's loop) for long; the client simply pulls again.
+MAX_RECORD_FILTER_SCAN_UNITS = 2_048
+RecordFilter = Callable[[bytes], bool]  # the raw properties of a stored record -> keep it?
 
 
 def read_queue(commitlog: CommitLog, queue: ConsumeQueue | None, offset: int, max_count: int, max_bytes: int,
-               tags_codes: Collection[int] | None) -> GetResult:
-    """``DefaultMessageStore.getMessage`` for one queue, moving records as whole runs."""
+               tags_codes: Collection[int] | None, record_filter: RecordFilter | None = None) -> GetResult:
+    """``DefaultMessageStore.getMessage`` for one queue, moving records as whole runs.
+
+    ``tags_codes`` filters on ConsumeQueue units; ``record_filter`` (SQL92) then sees each
+    remaining candidate's properties, read from the CommitLog.
+    """
     if queue is None:
         return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     low, high = queue.min_offset, queue.max_offset
@@ -27,7 +37,10 @@ def read_queue(commitlog: CommitLog, queue: ConsumeQueue | None, offset: int, ma
         return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
     if offset > high:
         return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
-    window = max_count if tags_codes is None else max(max_count, MAX_FILTER_SCAN_UNITS)
+    if record_filter is not None:
+        window = max(max_count, MAX_RECORD_FILTER_SCAN_UNITS)
+    else:
+        window = max_count if tags_codes is None else max(max_count, MAX_FILTER_SCAN_UNITS)
     units = queue.read_units(offset, min(window, high - offset))
     physical = units["offset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
@@ -38,13 +51,16 @@ def read_queue(commitlog: CommitLog, queue: ConsumeQueue | None, offset: int, ma
     if tags_codes is not None:
         wanted &= np.isin(units["tags_code"].astype(np.int64), np.fromiter(tags_codes, dtype=np.int64))
     matched = np.flatnonzero(wanted)
+    seen = len(units)
+    if record_filter is not None and len(matched):
+        matched, seen = _filter_records(commitlog, physical, sizes, matched, max_count, record_filter, seen)
     rows = matched[:max_count]
     if len(rows):
         within = np.cumsum(sizes[rows]) <= max_bytes
         within[0] = True  # one message always goes, however large
         rows = rows[: len(rows) if within.all() else int(np.argmin(within))]
     # Stopped by a limit: resume right after the last record taken; else every unit was seen.
-    scanned = int(rows[-1]) + 1 if len(rows) < len(matched) else len(units)
+    scanned = int(rows[-1]) + 1 if len(rows) < len(matched) else seen
     next_offset = offset + scanned
     if len(rows) == 0:
         status = GetMessageStatus.MESSAGE_WAS_REMOVING if removed.any() else GetMessageStatus.NO_MATCHED_MESSAGE
@@ -53,3 +69,38 @@ def read_queue(commitlog: CommitLog, queue: ConsumeQueue | None, offset: int, ma
     if buffers is None:
         return GetResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, low, high)
     return GetResult(GetMessageStatus.FOUND, next_offset, low, high, buffers, offset + rows, physical[rows], sizes[rows])
+
+
+def _filter_records(commitlog: CommitLog, physical: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+                    candidates: npt.NDArray[np.intp], max_count: int, keep: RecordFilter,
+                    seen: int) -> tuple[npt.NDArray[np.intp], int]:
+    """The candidates whose properties ``keep`` accepts, read chunk by chunk until ``max_count``
+    are found; returns them and how many units were seen (all, unless it stopped early)."""
+    chunk = max(2 * max_count, 256)
+    kept: list[int] = []
+    for first in range(0, len(candidates), chunk):
+        rows = candidates[first : first + chunk]
+        buffers = commitlog.read_runs(physical[rows], sizes[rows])
+        if buffers is None:  # a segment went away meanwhile: take none of this chunk
+            break
+        row_sizes = iter(sizes[rows].tolist())
+        row_ids = iter(rows.tolist())
+        for buffer in buffers:
+            view, pos = memoryview(buffer), 0
+            while pos < len(buffer):
+                row, size = next(row_ids), next(row_sizes)
+                if keep(_properties_of(view, pos)):
+                    kept.append(row)
+                pos += size
+        if len(kept) >= max_count:
+            return np.asarray(kept, dtype=np.intp), int(rows[-1]) + 1
+    return np.asarray(kept, dtype=np.intp), seen
+
+
+def _properties_of(view: memoryview, pos: int) -> bytes:
+    """The raw properties of the record at ``pos`` (fixed v1 positions)."""
+    body_len = int.from_bytes(view[pos + L.POS_BODY_LENGTH : pos + L.POS_BODY], "big")
+    topic_at = pos + L.POS_BODY + body_len
+    props_at = topic_at + 1 + view[topic_at]
+    props_len = int.from_bytes(view[props_at : props_at + 2], "big")
+    return bytes(view[props_at + 2 : props_at + 2 + props_len])

@@ -78,3 +78,13 @@ def test_batch_read_of_assigned_queues_only(spark, cluster) -> None:
     df = batch_reader(spark, cluster, assign=json.dumps({topic: [1, 3]}))
     actual = df.select("queueId", "queueOffset").orderBy("queueId", "queueOffset")
     assert_df_equality(actual, spark.createDataFrame([(q, o) for q in (1, 3) for o in range(3)], POSITIONS))
+
+
+def test_batch_read_with_a_sql_filter_keeps_only_matching_rows(spark, cluster) -> None:
+    topic = cluster.topic(QUEUES)
+    for queue_id in range(QUEUES):
+        cluster.send([Message(topic, f"q{queue_id}-{i}".encode(), properties={"n": str(i), "kind": ("a", "b")[i % 2]})
+                      for i in range(20)], queue_id=queue_id)
+    df = batch_reader(spark, cluster, topic=topic, sqlFilter="n BETWEEN 5 AND 12 AND kind = 'b'")
+    got = sorted(r.body.decode() for r in df.collect())
+    assert got == sorted(f"q{q}-{i}" for q in range(QUEUES) for i in range(5, 13) if i % 2)

@@ -32,6 +32,7 @@ def _load(spark, options: dict[str, str], batch: bool = False):  # type: ignore[
     pytest.param({**GOOD, "startingOffsets": '{"T": {"0": -3}}'}, "startingOffsets", id="startingOffsets JSON -3"),
     pytest.param({**GOOD, "maxOffsetsPerTrigger": "ten"}, "maxOffsetsPerTrigger", id="non-numeric maxOffsetsPerTrigger"),
     pytest.param({**GOOD, "failOnDataLoss": "maybe"}, "failOnDataLoss", id="failOnDataLoss not a boolean"),
+    pytest.param({**GOOD, "sqlFilter": "a > 1", "subExpression": "TagA"}, "sqlFilter", id="sqlFilter with subExpression"),
 ])
 def test_bad_option_fails_at_definition_naming_it(spark, cluster, options, named) -> None:
     given = {"namesrvAddr": cluster.ns, **options}

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkmq.client import Message, Producer, PullConsumer, PushConsumer, ReceivedMessage
+from sparkmq.client import ConsumeResult, Message, Producer, PullConsumer, PushConsumer, ReceivedMessage
 from sparkmq.client.message import decode_pull_body
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader, GetRouteInfoRequestHeader
@@ -96,12 +96,15 @@ class Inbox:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: itertools.count = field(default_factory=itertools.count)
 
-    def listener(self, consumer: str, before: Callable[[ReceivedMessage], None] | None = None) -> Callable[[ReceivedMessage], None]:
-        def listen(message: ReceivedMessage) -> None:
+    def listener(self, consumer: str, before: Callable[[ReceivedMessage], None] | None = None
+                 ) -> Callable[[ReceivedMessage], ConsumeResult]:
+        """A listener that records each message and says it was consumed."""
+        def listen(message: ReceivedMessage) -> ConsumeResult:
             if before is not None:
                 before(message)
             with self._lock:
                 self.receipts.append(Receipt(next(self._seq), consumer, message, time.monotonic()))
+            return ConsumeResult.SUCCESS
 
         return listen
 

@@ -1,9 +1,10 @@
 """Client and consumer management: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
-QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ."""
+QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ, CHECK_CLIENT_CONFIG."""
 
 from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.filtering import resolve
 from sparkmq.broker.topics import retry_topic
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
@@ -14,7 +15,7 @@ from sparkmq.protocol.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from sparkmq.protocol.heartbeat import HeartbeatData, MessageModel
+from sparkmq.protocol.heartbeat import CheckClientRequestBody, HeartbeatData, MessageModel
 from sparkmq.remoting import RemotingConnection
 
 
@@ -77,4 +78,13 @@ class ConsumerProcessors:
     async def unlock_batch(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)
         self.ctx.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
+        return request.make_response()
+
+    async def check_client_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """Can this broker serve the subscription? SYSTEM_ERROR when SQL92 is off, SUBSCRIPTION_PARSE_FAILED
+        (with the position) for a bad expression, SUCCESS otherwise (``ClientManageProcessor.checkClientConfig``)."""
+        body = CheckClientRequestBody.decode(request.body)
+        if body.subscription_data is not None:
+            sub = body.subscription_data
+            resolve(sub.sub_string, sub.expression_type, self.ctx.config.enable_property_filter)
         return request.make_response()

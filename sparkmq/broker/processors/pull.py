@@ -8,7 +8,7 @@ the pull parks until a message arrives on its queue or ``suspendTimeoutMillis`` 
 from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.filtering import tag_codes
+from sparkmq.broker.filtering import MessageFilter, resolve
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
@@ -44,6 +44,9 @@ class PullProcessor:
         if group is None:
             return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                          remark=f"subscription group [{header.consumer_group}] does not exist")
+        if not group.consume_enable:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         remark=f"subscription group no permission, {header.consumer_group}")
         topic = ctx.topics.get(header.topic)
         if topic is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
@@ -55,33 +58,37 @@ class PullProcessor:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
                 f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"))
-        codes = self._tag_codes(header)
+        message_filter = self._filter(header)
         flags = PullSysFlag(header.sys_flag)
         if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0:
             ctx.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        result = self._read(header, codes)
+        result = self._read(header, message_filter)
         code = response_code(result.status, header.queue_offset)
         if code is ResponseCode.PULL_NOT_FOUND and PullSysFlag.SUSPEND in flags and header.suspend_timeout_millis > 0:
             timeout = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
             if not ctx.config.long_polling_enable:
                 timeout = min(timeout, ctx.config.short_polling_time_mills / 1000)
             await ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
-            result = self._read(header, codes)
+            result = self._read(header, message_filter)
             code = response_code(result.status, header.queue_offset)
         fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
         if code is ResponseCode.SUCCESS:
             return request.make_response(code, ext_fields=fields, body=result.body())
         return request.make_response(code, remark=result.status.value, ext_fields=fields)
 
-    def _tag_codes(self, header: PullMessageRequestHeader) -> frozenset[int] | None:
+    def _filter(self, header: PullMessageRequestHeader) -> MessageFilter:
+        """The pull's own subscription (FLAG_SUBSCRIPTION), else the one the group's heartbeat sent."""
+        enabled = self.ctx.config.enable_property_filter
         if PullSysFlag.SUBSCRIPTION in PullSysFlag(header.sys_flag):
-            return tag_codes(header.subscription, header.expression_type)
+            return resolve(header.subscription, header.expression_type, enabled)
         subscription = self.ctx.clients.subscription(header.consumer_group, header.topic)
         if subscription is None:
-            return None
-        return tag_codes(subscription.sub_string, subscription.expression_type)
+            return MessageFilter()
+        return resolve(subscription.sub_string, subscription.expression_type, enabled)
 
-    def _read(self, header: PullMessageRequestHeader, codes: frozenset[int] | None) -> GetResult:
+    def _read(self, header: PullMessageRequestHeader, message_filter: MessageFilter) -> GetResult:
+        config = self.ctx.config
         return self.ctx.store.get_messages(header.consumer_group, header.topic, header.queue_id, header.queue_offset,
-                                           min(header.max_msg_nums, self.ctx.config.max_transfer_count_on_message_in_memory),
-                                           min(self.ctx.config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES), codes)
+                                           min(header.max_msg_nums, config.max_transfer_count_on_message_in_memory),
+                                           min(config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES),
+                                           message_filter.tags_codes, message_filter.record_filter)

@@ -20,7 +20,7 @@ from sparkmq.message.batch import decode_batch_items
 from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
 from sparkmq.message.properties import WAIT_STORE_MSG_OK, append_properties, find_property
 from sparkmq.message.record import Host, MessageBatch
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, parse_send_request_header
 from sparkmq.remoting import RemotingConnection
 from sparkmq.store import PutMessageStatus, PutResult
@@ -57,6 +57,9 @@ class SendProcessor:
         if topic_config is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
                                          remark=f"topic[{header.topic}] not exist, apply first please!")
+        if not topic_config.perm & PermName.PERM_WRITE:
+            return request.make_response(ResponseCode.NO_PERMISSION,
+                                         remark=f"the topic[{header.topic}] sending message is forbidden")
         queue_id = header.queue_id if header.queue_id >= 0 else random.randrange(topic_config.write_queue_nums)
         if queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums):
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
