@@ -62,6 +62,9 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
     region_id: str = "DefaultRegion"  # regionId
     trace_on: bool = True  # traceOn
+    transaction_time_out: int = 6000  # transactionTimeOut (ms): a half message younger than this is not checked
+    transaction_check_max: int = 15  # transactionCheckMax: checks before a half message is discarded
+    transaction_check_interval: int = 60_000  # transactionCheckInterval (ms) between check-back rounds
 
     @property
     def address(self) -> str:
@@ -102,6 +105,8 @@ class BrokerConfig:
         config = cls(**values)
         if not 0 <= config.listen_port <= 65535:
             raise ConfigError(f"listenPort {config.listen_port} is not a TCP port")
+        if config.transaction_check_interval <= 0:
+            raise ConfigError(f"transactionCheckInterval {config.transaction_check_interval} must be positive (ms)")
         if config.default_topic_queue_nums <= 0:
             raise ConfigError(f"defaultTopicQueueNums {config.default_topic_queue_nums} must be positive")
         return config
