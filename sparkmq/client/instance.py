@@ -2,7 +2,7 @@
 
 It resolves topic routes through the NameServers (cached, refreshed every 30 s and after
 errors), keeps one connection per broker, heartbeats every broker in its routes every
-30 s, serves broker → client requests (NOTIFY_CONSUMER_IDS_CHANGED) and unregisters
+30 s, serves broker → client requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) and unregisters
 cleanly on close.
 """
 
@@ -21,7 +21,11 @@ from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
-from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
+from sparkmq.message.properties import PRODUCER_GROUP, find_property
+from sparkmq.message.record import StoredMessage, decode_record
+from sparkmq.protocol.headers import (
+    CheckTransactionStateRequestHeader, NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
+)
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
 
@@ -29,6 +33,8 @@ logger = logging.getLogger(__name__)
 ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
+# Answers a broker's CHECK_TRANSACTION_STATE (by sending END_TRANSACTION back on ``connection``).
+TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Awaitable[None]]
 
 
 def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
@@ -54,6 +60,7 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
+        self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[None]] = set()
 
@@ -169,8 +176,29 @@ class ClientInstance:
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction(request, connection)
+            return None
         return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      remark=f"request type {request.code} not supported by this client")
+
+    def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
+        """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
+            message = decode_record(request.body)
+        except SparkmqError as exc:
+            logger.warning("client %s: bad CHECK_TRANSACTION_STATE from %s:%d: %s", self.client_id, *connection.peer, exc.remark)
+            return
+        group = (find_property(message.properties_raw, PRODUCER_GROUP.encode()) or b"").decode()
+        checker = self.transaction_checkers.get(group)
+        if checker is None:
+            logger.warning("client %s: CHECK_TRANSACTION_STATE for group %r, which no transaction producer here serves",
+                           self.client_id, group)
+            return
+        task = asyncio.get_running_loop().create_task(checker(header, message, connection))
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_tasks.discard)
 
     async def _run_hook(self, group: str, hook: Callable[[], Awaitable[None]]) -> None:
         try:
