@@ -104,7 +104,6 @@ class AsyncTransactionProducer(AsyncProducer):
         super().__init__(group, namesrv_addr, **options)
         self.execute_local = execute_local
         self.check_local = check_local
-        self._announced: set[str] = set()  # brokers that have had a heartbeat naming this group
 
     async def start(self) -> None:
         self.instance.transaction_checkers[self.group] = self._answer_check
@@ -126,12 +125,7 @@ class AsyncTransactionProducer(AsyncProducer):
         """Step 1: store ``message`` as a half message (``TRAN_MSG``, ``PGROUP``, sysFlag PREPARED)."""
         props = {**message.properties, TRANSACTION_PREPARED: "true", PRODUCER_GROUP: self.group}
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
-        result = await self._send_one(half, L.TRANSACTION_PREPARED_TYPE, None, None, None, False)
-        address = self.instance.broker_address(result.queue.broker_name)
-        if address not in self._announced:  # so a check-back can find this group without waiting 30 s
-            await self.instance.heartbeat()
-            self._announced.add(address)
-        return result
+        return await self._send_one(half, L.TRANSACTION_PREPARED_TYPE, None, None, None, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back

@@ -273,10 +273,27 @@ def test_one_bad_half_message_does_not_stop_the_check(tmp_path: Path, caplog: py
     run_tx(tmp_path, scenario)
 
 
+def test_the_sending_connection_is_asked_before_any_heartbeat(tmp_path: Path) -> None:
+    async def scenario(broker: BrokerController, tx: TxWire) -> None:
+        await tx.prepare("TxTopic", b"early")  # C++ clients may send long before their first heartbeat
+        assert await checker(broker).check_once() == 1
+        check = await tx.next_check()
+        await tx.end_ok(check.half, COMMIT, from_check=True)
+        assert bodies(await tx.read("TxTopic", 1)) == [b"early"]
+
+    run_tx(tmp_path, scenario)
+
+
 def test_no_live_producer_means_asking_again_next_round(tmp_path: Path) -> None:
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
-        await tx.prepare("TxTopic", b"orphan")  # no heartbeat: the broker knows no producer of the group
-        assert await checker(broker).check_once() == 1 and tx.checks.empty()
+        async with TxWire(tx.address, GROUP) as gone:
+            await gone.prepare("TxTopic", b"orphan")
+        async def closed_seen() -> None:  # the broker has seen the producer's connection close
+            while broker.context is not None and broker.context.clients.producers.get(GROUP):
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(closed_seen(), 10)
+        assert await checker(broker).check_once() == 1 and tx.checks.empty()  # counted, asked nobody
         await tx.heartbeat()
         assert await checker(broker).check_once() == 1
         check = await tx.next_check()

@@ -13,12 +13,13 @@ import logging
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.transactions.check import TransactionCheckService
 from sparkmq.broker.transactions.end import EndTransactionProcessor
-from sparkmq.broker.transactions.state import TransactionState, half_message, is_prepared
+from sparkmq.broker.transactions.prepare import prepare_half
+from sparkmq.broker.transactions.state import TransactionState, is_prepared
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["EndTransactionProcessor", "TransactionCheckService", "TransactionService", "TransactionState",
-           "half_message", "is_prepared"]
+           "is_prepared", "prepare_half"]
 
 
 class TransactionService:
