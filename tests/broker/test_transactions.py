@@ -19,6 +19,7 @@ import pytest
 
 from sparkmq.broker.controller import BrokerController
 from sparkmq.broker.transactions.check import TransactionCheckService
+from sparkmq.broker.transactions.state import committed_message
 from sparkmq.message import layout as L
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import MessageBatch
@@ -300,6 +301,51 @@ def test_no_live_producer_means_asking_again_next_round(tmp_path: Path) -> None:
         assert check.message.properties["TRANSACTION_CHECK_TIMES"] == "2"
         await tx.end_ok(check.half, COMMIT, from_check=True)
         assert bodies(await tx.read("TxTopic", 1)) == [b"orphan"]
+
+    run_tx(tmp_path, scenario)
+
+
+def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The crash window between END's two appends: the commit is in the store, the op is not."""
+    async def crash_after_commit(broker: BrokerController, tx: TxWire) -> None:
+        half = await tx.prepare("TxTopic", b"half-done")
+        (stored,) = await tx.read(HALF, 0)
+        assert broker.store is not None and broker.store.submit_messages(committed_message(stored))[0].ok
+        halves.append(half)
+
+    async def after_restart(broker: BrokerController, tx: TxWire) -> None:
+        await tx.heartbeat()
+        with caplog.at_level(logging.WARNING, "sparkmq.broker.transactions"):
+            assert await checker(broker).check_once() == 0
+        assert "had no op record" in caplog.text and tx.checks.empty()
+        assert bodies(await tx.read(OP, 0)) == [b"0"]
+        assert "already ended" in await tx.end_ok(halves[0], COMMIT)
+        assert bodies(await tx.read("TxTopic", 1)) == [b"half-done"]
+
+    halves: list[Half] = []
+    run_tx(tmp_path, crash_after_commit)
+    run_tx(tmp_path, after_restart)
+
+
+def test_wire_shape_of_check_and_of_a_cpp_end(tmp_path: Path) -> None:
+    """CHECK_TRANSACTION_STATE as remoting-protocol.md §4.13 has it; END as C++ 1.2.x writes it."""
+    async def scenario(broker: BrokerController, tx: TxWire) -> None:
+        await tx.prepare("TxTopic", b"wire", queue_id=2)
+        assert await checker(broker).check_once() == 1
+        check = await tx.next_check()
+        assert check.raw.code == 39 and check.raw.is_oneway and check.raw.language.name == "JAVA"
+        assert check.raw.ext_fields == {
+            "tranStateTableOffset": str(check.half.queue_offset), "commitLogOffset": str(check.half.commit_log_offset),
+            "msgId": check.message.properties["UNIQ_KEY"], "transactionId": check.message.properties["UNIQ_KEY"],
+            "offsetMsgId": check.message.offset_msg_id,
+        }
+        assert (check.message.topic, check.message.queue_id, check.message.store_host.port) == ("TxTopic", 2, broker.config.listen_port)
+        cpp_end = {"producerGroup": GROUP, "tranStateTableOffset": str(check.half.queue_offset),
+                   "commitLogOffset": str(check.half.commit_log_offset), "commitOrRollback": "8",
+                   "fromTransactionCheck": "1", "msgId": check.half.uniq_key, "transactionId": check.half.uniq_key}
+        response = await tx.raw(37, cpp_end)
+        assert response.code == ResponseCode.SUCCESS, response
+        assert bodies(await tx.read("TxTopic", 2)) == [b"wire"]
 
     run_tx(tmp_path, scenario)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import UniqueIdGenerator, decode_offset_msg_id
@@ -23,6 +24,7 @@ from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, Response
 from sparkmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from sparkmq.protocol.heartbeat import HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
+from support.broker_wire import RawRequest
 
 COMMIT, ROLLBACK, UNKNOWN = L.TRANSACTION_COMMIT_TYPE, L.TRANSACTION_ROLLBACK_TYPE, L.TRANSACTION_NOT_TYPE
 TIMEOUT_S = 10.0
@@ -45,6 +47,7 @@ class Check:
 
     header: CheckTransactionStateRequestHeader
     message: StoredMessage
+    raw: RemotingCommand
 
     @property
     def half(self) -> Half:
@@ -64,7 +67,7 @@ class TxWire:
     async def _serve(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | None:
         assert request.code == RequestCode.CHECK_TRANSACTION_STATE and request.is_oneway, request
         header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
-        await self.checks.put(Check(header, decode_record(request.body, check_crc=True)))
+        await self.checks.put(Check(header, decode_record(request.body, check_crc=True), request))
         return None
 
     async def __aenter__(self) -> TxWire:
@@ -75,6 +78,12 @@ class TxWire:
 
     async def call(self, code: int, fields: dict[str, str], body: bytes = b"") -> RemotingCommand:
         return await self.client.invoke(self.address, code, fields, body, TIMEOUT_S)
+
+    async def raw(self, code: int, fields: dict[str, Any], body: bytes = b"") -> RemotingCommand:
+        """A request with a verbatim JSON header (as C++ writes it: CPP, version 63)."""
+        connection = await self.client.connection(self.address)
+        request = RawRequest(code, connection.next_opaque(), fields, body)
+        return await connection.request(request, TIMEOUT_S)  # type: ignore[arg-type]
 
     async def heartbeat(self) -> None:
         body = HeartbeatData(f"127.0.0.1@tx-{self.group}", (ProducerData(self.group),)).encode()

@@ -7,6 +7,8 @@ younger than ``transactionTimeOut`` stops the scan (those after it are younger s
 with ``CHECK_IMMUNITY_TIME_IN_SECONDS`` not yet passed is re-appended unchanged. Any other is
 re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and its producer group is asked, oneway,
 with CHECK_TRANSACTION_STATE naming the new copy; the producer answers with END_TRANSACTION.
+Before asking, the index is consulted for a commit of the same transaction id: a crash between
+an END's commit and its op record must not lead to a second commit.
 
 The scan reads and writes the store, so it runs in a worker thread; the questions go out on
 the event loop, to a live connection of the group known from heartbeats.
@@ -25,10 +27,13 @@ from enum import Enum
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.broker.transactions.state import (
-    HALF_QUEUE_ID, SYSTEM_GROUP, TransactionState, check_body, discarded_message, half_copy, read_queue_records,
-    transaction_id,
+    HALF_QUEUE_ID, SYSTEM_GROUP, TransactionState, check_body, discarded_message, half_copy, op_message,
+    read_queue_records, transaction_id,
 )
-from sparkmq.message.properties import CHECK_IMMUNITY_TIME_IN_SECONDS, PRODUCER_GROUP, TRANSACTION_CHECK_TIMES, UNIQ_KEY
+from sparkmq.message import layout as L
+from sparkmq.message.properties import (
+    CHECK_IMMUNITY_TIME_IN_SECONDS, PRODUCER_GROUP, REAL_TOPIC, TRANSACTION_CHECK_TIMES, UNIQ_KEY,
+)
 from sparkmq.message.record import StoredMessage
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import CheckTransactionStateRequestHeader
@@ -66,7 +71,7 @@ class TransactionCheckService:
         self._stopping = False
         self._scanning = threading.Lock()  # held by the worker thread while it scans
         self.rounds = 0
-        self.discarded = 0
+        self._topics_written: set[str] = set()  # system topics the scan wrote to (to be created in the table)
 
     async def run(self) -> None:
         """Check every ``transactionCheckInterval`` until cancelled; a failing round is logged."""
@@ -83,8 +88,8 @@ class TransactionCheckService:
         requests = await asyncio.to_thread(self._scan_if_running, int(time.time() * 1000))
         for request in requests:
             self._send(request)
-        if self.discarded:  # the topic table belongs to the event loop, not the scanning thread
-            self.ctx.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+        for topic in sorted(self._topics_written):  # the topic table belongs to the event loop, not the scanning thread
+            self.ctx.topics.create_system_topic(topic, 1)
         self.rounds += 1
         return len(requests)
 
@@ -130,6 +135,8 @@ class TransactionCheckService:
         txid = transaction_id(half)
         if self.state.is_ended(txid):
             return _Verdict.NEXT
+        if self._committed_without_op(half, txid):
+            return _Verdict.NEXT
         config = self.ctx.config
         times = _int_property(half, TRANSACTION_CHECK_TIMES) or 0
         if times >= config.transaction_check_max:
@@ -151,6 +158,19 @@ class TransactionCheckService:
         requests.append(CheckRequest(group, txid, header, check_body(copy)))
         return _Verdict.NEXT
 
+    def _committed_without_op(self, half: StoredMessage, txid: str) -> bool:
+        """A crash between an END's commit and its op record leaves the commit stored but the
+        transaction open: find the commit by its id (the index), and write the missing op."""
+        real_topic = half.properties.get(REAL_TOPIC, "")
+        committed = any(L.transaction_type(m.sys_flag) == L.TRANSACTION_COMMIT_TYPE
+                        for m in self.ctx.store.query_messages(real_topic, txid, 32)) if real_topic else False
+        if committed and self.state.claim(txid):
+            self._topics_written.add(TRANS_OP_HALF_TOPIC)
+            result, _flushed = self.ctx.store.submit_messages(op_message(half))
+            logger.warning("transaction %s was committed but had no op record (a crash in between?): op written (%s)",
+                           txid, result.status.value)
+        return committed
+
     def _put_back(self, half: StoredMessage, check_times: int) -> StoredMessage | None:
         """``putBackHalfMsgQueue``: append a copy to the half queue; the copy as stored, or None."""
         result, _flushed = self.ctx.store.submit_messages(half_copy(half, check_times))
@@ -161,10 +181,10 @@ class TransactionCheckService:
         return copy
 
     def _discard(self, half: StoredMessage, txid: str, times: int) -> None:
-        self.discarded += 1
+        self._topics_written.add(TRANS_CHECK_MAX_TIME_TOPIC)
         result, _flushed = self.ctx.store.submit_messages(discarded_message(half))
         logger.warning("transaction %s of group %s (topic %s) checked %d times without an answer: discarded to %s (%s)",
-                       txid, half.properties.get(PRODUCER_GROUP), half.properties.get("REAL_TOPIC"), times,
+                       txid, half.properties.get(PRODUCER_GROUP), half.properties.get(REAL_TOPIC), times,
                        TRANS_CHECK_MAX_TIME_TOPIC, result.status.value)
 
     def _send(self, request: CheckRequest) -> None:

@@ -66,15 +66,15 @@ class EndTransactionProcessor:
         if not self.state.claim(txid):
             logger.info("%s %s from %s for transaction %s: already ended, nothing done", origin, kind, peer, txid)
             return request.make_response(ResponseCode.SUCCESS, remark=f"transaction {txid} already ended: nothing done")
+        self.ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
         if kind == "COMMIT":
             committed, _flushed = self.ctx.store.submit_messages(committed_message(half))
             if not committed.ok:
                 self.state.release(txid)
                 return self._refuse(request, peer, f"COMMIT {txid}: storing the message failed: "
                                                    f"{committed.status.value} {committed.remark}")
-        self.ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
         op, _flushed = self.ctx.store.submit_messages(op_message(half))
-        if not op.ok:  # the decision is stored (a commit is visible) but not the op: a check-back may ask again
+        if not op.ok:  # the decision is stored but not its op: the check-back finds the commit and writes the op
             logger.error("%s %s: the op record in %s could not be stored: %s %s", kind, txid, TRANS_OP_HALF_TOPIC,
                          op.status, op.remark)
         logger.info("%s %s from %s: transaction %s of group %s (half queue offset %d)", origin, kind, peer, txid,
