@@ -86,8 +86,7 @@ class TransactionCheckService:
     async def check_once(self) -> int:
         """One round: scan (in a thread), then send the questions; return how many were asked."""
         requests = await asyncio.to_thread(self._scan_if_running, int(time.time() * 1000))
-        for request in requests:
-            self._send(request)
+        self._send(requests)
         for topic in sorted(self._topics_written):  # the topic table belongs to the event loop, not the scanning thread
             self.ctx.topics.create_system_topic(topic, 1)
         self.rounds += 1
@@ -187,14 +186,20 @@ class TransactionCheckService:
                        txid, half.properties.get(PRODUCER_GROUP), half.properties.get(REAL_TOPIC), times,
                        TRANS_CHECK_MAX_TIME_TOPIC, result.status.value)
 
-    def _send(self, request: CheckRequest) -> None:
-        channels = [c for c in self.ctx.clients.producers.get(request.group, {}).values() if c.connection.is_open]
-        if not channels:
-            logger.warning("no live producer of group %r to check transaction %s; asking again next round",
-                           request.group, request.txid)
-            return
-        connection = random.choice(channels).connection
-        command = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, connection.next_opaque(),
-                                          ext_fields=request.header.to_fields(), body=request.body, oneway=True)
-        connection.send(command)
-        logger.info("asked %s:%d (group %s) about transaction %s", *connection.peer, request.group, request.txid)
+    def _send(self, requests: list[CheckRequest]) -> None:
+        """Ask each request's group, on a live connection of it chosen at random (``getAvailableChannel``)."""
+        by_group: dict[str, list[CheckRequest]] = {}
+        for request in requests:
+            by_group.setdefault(request.group, []).append(request)
+        for group, asks in by_group.items():
+            channels = [c.connection for c in self.ctx.clients.producers.get(group, {}).values() if c.connection.is_open]
+            if not channels:
+                logger.warning("no live producer of group %r to check %d transaction(s) (%s, ...); asking again next round",
+                               group, len(asks), asks[0].txid)
+                continue
+            for request in asks:
+                connection = random.choice(channels)
+                connection.send(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, connection.next_opaque(),
+                                                        ext_fields=request.header.to_fields(), body=request.body,
+                                                        oneway=True))
+                logger.info("asked %s:%d (group %s) about transaction %s", *connection.peer, group, request.txid)
