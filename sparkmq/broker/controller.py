@@ -47,10 +47,10 @@ class BrokerController:
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.transactions: TransactionService | None = None
         self._registration: NamesrvRegistration | None = None
         self._offset_file: OffsetFile | None = None
         self._schedule: ScheduleMessageService | None = None
-        self.transactions: TransactionService | None = None
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
@@ -137,6 +137,8 @@ class BrokerController:
     async def close(self) -> None:
         """Stop accepting, answer parked pulls, unregister, persist tables, flush and close the store."""
         self.server.stop_accepting()
+        if self.transactions is not None:  # its scan thread must be done before the store closes
+            await self.transactions.close()
         if self._registration is not None:
             await self._registration.close()
         if self.context is not None:
@@ -147,8 +149,6 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self.transactions is not None:
-            await self.transactions.close()
         if self.context is not None:
             self._persist_offsets()
             self.context.topics.persist()

@@ -167,6 +167,9 @@ class ClientInstance:
 
     # -- broker -> client ------------------------------------------------------------------
     async def _serve(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | None:
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction(request, connection)
+            return None
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             group = NotifyConsumerIdsChangedRequestHeader.from_fields(request.ext_fields).consumer_group
             hook = self.rebalance_hooks.get(group)
@@ -176,29 +179,8 @@ class ClientInstance:
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
-        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
-            self._check_transaction(request, connection)
-            return None
         return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      remark=f"request type {request.code} not supported by this client")
-
-    def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
-        """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""
-        try:
-            header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
-            message = decode_record(request.body)
-        except SparkmqError as exc:
-            logger.warning("client %s: bad CHECK_TRANSACTION_STATE from %s:%d: %s", self.client_id, *connection.peer, exc.remark)
-            return
-        group = (find_property(message.properties_raw, PRODUCER_GROUP.encode()) or b"").decode()
-        checker = self.transaction_checkers.get(group)
-        if checker is None:
-            logger.warning("client %s: CHECK_TRANSACTION_STATE for group %r, which no transaction producer here serves",
-                           self.client_id, group)
-            return
-        task = asyncio.get_running_loop().create_task(checker(header, message, connection))
-        self._hook_tasks.add(task)
-        task.add_done_callback(self._hook_tasks.discard)
 
     async def _run_hook(self, group: str, hook: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -221,3 +203,21 @@ class ClientInstance:
             await self.route(queue.topic, refresh=True)
             address = self.broker_address(queue.broker_name)
         return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+
+    def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
+        """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
+            message = decode_record(request.body)
+        except SparkmqError as exc:
+            logger.warning("client %s: bad CHECK_TRANSACTION_STATE from %s:%d: %s", self.client_id, *connection.peer, exc.remark)
+            return
+        group = (find_property(message.properties_raw, PRODUCER_GROUP.encode()) or b"").decode()
+        checker = self.transaction_checkers.get(group)
+        if checker is None:
+            logger.warning("client %s: CHECK_TRANSACTION_STATE for group %r, which no transaction producer here serves",
+                           self.client_id, group)
+            return
+        task = asyncio.get_running_loop().create_task(checker(header, message, connection))
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_tasks.discard)

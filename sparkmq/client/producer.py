@@ -85,16 +85,11 @@ class AsyncProducer:
     async def send(self, message: Message, *, selector: QueueSelector | None = None, arg: Any = None,
                    queue: MessageQueue | None = None, oneway: bool = False) -> SendResult:
         """Send one message; with ``selector``/``arg`` (ordered messages) or ``queue`` the queue is fixed."""
-        return await self._send_one(message, 0, selector, arg, queue, oneway)
-
-    async def _send_one(self, message: Message, extra_sys_flag: int, selector: QueueSelector | None, arg: Any,
-                        queue: MessageQueue | None, oneway: bool) -> SendResult:
-        """``send`` with sysFlag bits added (a transaction's half message sets PREPARED)."""
         validate_topic(message.topic)
         body, sys_flag = self._body_of(message)
         unique_id = self._ids.next_id()
         props = message.encoded_properties(unique_id)
-        header = self._header(message.topic, sys_flag | extra_sys_flag, props, message.flag)
+        header = self._header(message.topic, sys_flag, props, message.flag)
         code = RequestCode.SEND_MESSAGE_V2
         return await self._send_with_retries(message.topic, code, header, body, unique_id, selector, arg, message,
                                               queue, oneway)

@@ -29,7 +29,7 @@ from sparkmq.errors import SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
-from sparkmq.message.record import StoredMessage
+from sparkmq.message.record import StoredMessage, validate_topic
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from sparkmq.remoting import RemotingConnection
@@ -125,7 +125,12 @@ class AsyncTransactionProducer(AsyncProducer):
         """Step 1: store ``message`` as a half message (``TRAN_MSG``, ``PGROUP``, sysFlag PREPARED)."""
         props = {**message.properties, TRANSACTION_PREPARED: "true", PRODUCER_GROUP: self.group}
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
-        return await self._send_one(half, L.TRANSACTION_PREPARED_TYPE, None, None, None, False)
+        validate_topic(half.topic)
+        body, sys_flag = self._body_of(half)
+        unique_id = self._ids.next_id()
+        header = self._header(half.topic, sys_flag | L.TRANSACTION_PREPARED_TYPE, half.encoded_properties(unique_id), half.flag)
+        return await self._send_with_retries(half.topic, RequestCode.SEND_MESSAGE_V2, header, body, unique_id, None, None,
+                                             half, None, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back
