@@ -55,6 +55,9 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000  # flushConsumerOffsetInterval (ms)
     sync_flush_timeout: int = 5000  # syncFlushTimeout (ms)
     client_channel_expired_ms: int = 120_000  # a client silent this long is dropped
+    transaction_time_out: int = 6000  # transactionTimeOut (ms): a half message younger than this is not checked
+    transaction_check_max: int = 15  # transactionCheckMax: checks before a half message is discarded
+    transaction_check_interval: int = 60_000  # transactionCheckInterval (ms) between check-back rounds
     # sparkmq moves data in bulk: Java caps a pull at 32 messages / 256 KiB; clients ask for less anyway.
     max_transfer_count_on_message_in_memory: int = 4096  # maxTransferCountOnMessageInMemory
     max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory
@@ -62,9 +65,6 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
     region_id: str = "DefaultRegion"  # regionId
     trace_on: bool = True  # traceOn
-    transaction_time_out: int = 6000  # transactionTimeOut (ms): a half message younger than this is not checked
-    transaction_check_max: int = 15  # transactionCheckMax: checks before a half message is discarded
-    transaction_check_interval: int = 60_000  # transactionCheckInterval (ms) between check-back rounds
 
     @property
     def address(self) -> str:
@@ -105,8 +105,6 @@ class BrokerConfig:
         config = cls(**values)
         if not 0 <= config.listen_port <= 65535:
             raise ConfigError(f"listenPort {config.listen_port} is not a TCP port")
-        if config.transaction_check_interval <= 0:
-            raise ConfigError(f"transactionCheckInterval {config.transaction_check_interval} must be positive (ms)")
         if config.default_topic_queue_nums <= 0:
             raise ConfigError(f"defaultTopicQueueNums {config.default_topic_queue_nums} must be positive")
         return config

@@ -5,16 +5,15 @@ from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendSta
 from sparkmq.client.producer import AsyncProducer, Producer, select_by_hash
 from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
 from sparkmq.client.push_consumer import AsyncPushConsumer, ConsumeResult, PushConsumer
+from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
 from sparkmq.client.transaction_producer import (
     AsyncTransactionProducer, LocalTransactionState, TransactionProducer, TransactionSendResult,
 )
-from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
 from sparkmq.protocol.bodies import MessageQueue
 
 __all__ = [
-    "Admin", "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "AsyncTransactionProducer", "ConsumeResult",
-    "LocalTransactionState", "Message", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PushConsumer",
-    "QueueLag", "ReceivedMessage", "SendResult", "SendStatus", "TransactionProducer", "TransactionSendResult",
-    "allocate_averagely",
+    "Admin", "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "MessageQueue", "Producer", "PullConsumer",
+    "PullResult", "PushConsumer", "QueueLag", "ReceivedMessage", "SendResult", "SendStatus", "allocate_averagely",
     "allocate_averagely_by_circle", "select_by_hash",
+    "AsyncTransactionProducer", "LocalTransactionState", "TransactionProducer", "TransactionSendResult",
 ]

@@ -13,13 +13,17 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.controller import BrokerController
+from sparkmq.broker.transactions import TransactionService
 from sparkmq.broker.transactions.check import TransactionCheckService
 from sparkmq.broker.transactions.state import committed_message
+from sparkmq.errors import ConfigError
 from sparkmq.message import layout as L
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import MessageBatch
@@ -418,3 +422,13 @@ def test_restart_between_prepare_and_check_asks_the_producer(tmp_path: Path) -> 
             return bodies(await tx.read("TxTopic", 1))
 
         assert _in_loop(broker.address, answer) == [b"in-doubt"]
+
+
+def test_broker_conf_keys() -> None:
+    config = BrokerConfig.from_properties({"transactionCheckInterval": "1000", "transactionTimeOut": "250",
+                                           "transactionCheckMax": "3"})
+    assert (config.transaction_check_interval, config.transaction_time_out, config.transaction_check_max) == (1000, 250, 3)
+    defaults = BrokerConfig()
+    assert (defaults.transaction_check_interval, defaults.transaction_time_out, defaults.transaction_check_max) == (60_000, 6000, 15)
+    with pytest.raises(ConfigError, match="transactionCheckInterval 0 must be positive"):
+        TransactionService(SimpleNamespace(config=BrokerConfig(transaction_check_interval=0)))  # type: ignore[arg-type]

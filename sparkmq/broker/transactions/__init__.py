@@ -14,6 +14,7 @@ from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.transactions.check import TransactionCheckService
 from sparkmq.broker.transactions.end import EndTransactionProcessor
 from sparkmq.broker.transactions.prepare import prepare_half
+from sparkmq.errors import ConfigError
 from sparkmq.broker.transactions.state import TransactionState, is_prepared
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ class TransactionService:
     """The transaction state, its END processor and its check-back loop for one broker."""
 
     def __init__(self, context: BrokerContext) -> None:
+        if context.config.transaction_check_interval <= 0:
+            raise ConfigError(f"transactionCheckInterval {context.config.transaction_check_interval} must be positive (ms)")
         self.state = TransactionState(context.store)
         self.end_transaction = EndTransactionProcessor(context, self.state)
         self.checker = TransactionCheckService(context, self.state)
