@@ -70,7 +70,6 @@ class TransactionCheckService:
         self.state = state
         self._stopping = False
         self._scanning = threading.Lock()  # held by the worker thread while it scans
-        self.rounds = 0
         self._topics_written: set[str] = set()  # system topics the scan wrote to (to be created in the table)
 
     async def run(self) -> None:
@@ -89,7 +88,6 @@ class TransactionCheckService:
         self._send(requests)
         for topic in sorted(self._topics_written):  # the topic table belongs to the event loop, not the scanning thread
             self.ctx.topics.create_system_topic(topic, 1)
-        self.rounds += 1
         return len(requests)
 
     async def close(self) -> None:
