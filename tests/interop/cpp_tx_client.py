@@ -6,7 +6,7 @@ line per event on stdout, the harness (``support/rocketmq_cpp.py``) parses them.
 
     transact   send COUNT messages with send_message_in_transaction; the local transaction of
                message i answers DECIDE[i % len(DECIDE)] (commit / rollback / unknown); a
-               check-back answers --check. After the sends it waits until --wait-checks checks
+               check-back answers --check for those that said unknown, the decision for the others. After the sends it waits until --wait-checks checks
                arrived (or a line on stdin, or the deadline), then shuts down.
 
 Example::
@@ -48,13 +48,15 @@ def run_transact(args: argparse.Namespace) -> None:
     enough = threading.Event()
 
     def on_check(message: Any) -> TransactionStatus:
-        body = text(message.body)
+        body, seq = text(message.body), text(message.get_property("seq")) or "0"
+        decided = decisions[int(seq) % len(decisions)]
+        answer = args.check if decided == "unknown" else decided  # as an application's local state would say
         emit({"event": "checked", "body": body, "topic": text(message.topic), "queue_id": int(message.queue_id),
-              "seq": text(message.get_property("seq")), "answer": args.check})
+              "seq": seq, "answer": answer})
         checks.append(body or "")
         if args.wait_checks and len(checks) >= args.wait_checks:
             enough.set()
-        return STATES[args.check]
+        return STATES[answer]
 
     producer = TransactionMQProducer(args.group, on_check)
     producer.set_namesrv_addr(args.namesrv)
@@ -94,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--group", required=True)
     sub.add_argument("--count", type=int, required=True)
     sub.add_argument("--decide", default="commit", help="comma-separated commit/rollback/unknown, cycled")
-    sub.add_argument("--check", default="commit", choices=sorted(STATES), help="the answer to every check-back")
+    sub.add_argument("--check", default="commit", choices=sorted(STATES),
+                     help="the check-back answer for messages whose local transaction said unknown")
     sub.add_argument("--wait-checks", type=int, default=0, help="wait for this many check-backs before shutdown")
     sub.add_argument("--deadline", type=float, default=60.0)
     sub.add_argument("--linger", type=float, default=0.0)
