@@ -6,8 +6,9 @@ line per event on stdout, the harness (``support/rocketmq_cpp.py``) parses them.
 
     transact   send COUNT messages with send_message_in_transaction; the local transaction of
                message i answers DECIDE[i % len(DECIDE)] (commit / rollback / unknown); a
-               check-back answers --check for those that said unknown, the decision for the others. After the sends it waits until --wait-checks checks
-               arrived (or a line on stdin, or the deadline), then shuts down.
+               check-back answers --check for those that said unknown, the decision for the
+               others. After the sends it waits until --wait-checks checks arrived (or a line
+               on stdin, or the deadline), then shuts down.
 
 Example::
 
