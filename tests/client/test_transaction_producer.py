@@ -21,6 +21,11 @@ from sparkmq import (
     AsyncTransactionProducer, LocalTransactionState, Message, PullConsumer, ReceivedMessage, SendStatus,
     SparkmqError, TransactionProducer,
 )
+from sparkmq.message.properties import encode_properties
+from sparkmq.message.record import Host, MessageBatch, encode_records_plain
+from sparkmq.protocol import RemotingCommand, RequestCode
+from sparkmq.protocol.headers import CheckTransactionStateRequestHeader
+from sparkmq.remoting import RemotingConnection, RemotingServer
 from support.client_harness import create_topic, read_queue, wait_for, wait_for_route
 from support.processes import BrokerProcess, NamesrvProcess
 
@@ -165,3 +170,37 @@ def test_send_in_transaction_needs_a_local_callback(cluster: TxCluster) -> None:
                 await producer.send_in_transaction(tx_message("T", "x"))
 
     asyncio.run(scenario())
+
+
+def test_check_answer_on_the_wire() -> None:
+    """A scripted broker (our RemotingServer) sends CHECK_TRANSACTION_STATE on the producer's own
+    connection; the answer is a oneway END_TRANSACTION with exactly Java's fields (remoting-protocol.md §4.13)."""
+    async def scenario() -> RemotingCommand:
+        answers: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+
+        async def record(request: RemotingCommand, connection: RemotingConnection) -> None:
+            await answers.put(request)
+
+        server = RemotingServer("127.0.0.1", 0)
+        server.register(RequestCode.END_TRANSACTION, record)  # type: ignore[arg-type]
+        port = await server.start()
+        producer = AsyncTransactionProducer("PID_wire", "127.0.0.1:1", check_local=lambda m: ROLLBACK)
+        try:
+            await producer.start()
+            await producer.instance.remoting.connection(f"127.0.0.1:{port}")
+            (to_client,) = server.connections
+            props = encode_properties({"PGROUP": "PID_wire", "UNIQ_KEY": "UNIQ1", "REAL_TOPIC": "T", "REAL_QID": "1"})
+            body = encode_records_plain(MessageBatch("T", 1, [b"b"], [props]), 0, 1, 7, 4242, 1, Host(b"\x7f\0\0\1", port))
+            header = CheckTransactionStateRequestHeader(7, 4242, "UNIQ1", "UNIQ1", "OFFSETID")
+            to_client.send(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, to_client.next_opaque(),
+                                                   ext_fields=header.to_fields(), body=body, oneway=True))
+            return await asyncio.wait_for(answers.get(), WAIT_S)
+        finally:
+            await producer.close()
+            await server.close()
+
+    end = asyncio.run(scenario())
+    assert end.code == RequestCode.END_TRANSACTION and end.is_oneway and end.body in (b"", None)
+    assert end.ext_fields == {"producerGroup": "PID_wire", "tranStateTableOffset": "7", "commitLogOffset": "4242",
+                              "commitOrRollback": "12", "msgId": "UNIQ1", "fromTransactionCheck": "true",
+                              "transactionId": "UNIQ1"}
