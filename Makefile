@@ -9,10 +9,14 @@ PYTEST_ARGS ?=
 # its top-level `rocketmq` package must not meet anything else.
 ROCKETMQ_VENV := .venv-rocketmq
 ROCKETMQ_STAMP := $(ROCKETMQ_VENV)/.installed-rocketmq-0.4.4
+# The 0.4.4 C API has no transaction producer; the 0.5.0rc2 pre-release bundles a librocketmq that
+# has one. Its `rocketmq` package would overwrite 0.4.4's, hence a third venv.
+ROCKETMQ_TX_VENV := .venv-rocketmq-tx
+ROCKETMQ_TX_STAMP := $(ROCKETMQ_TX_VENV)/.installed-rocketmq-client-python-0.5.0rc2
 
 .PHONY: venv run test clean
 
-venv: $(VENV_STAMP) $(ROCKETMQ_STAMP)
+venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs a JVM)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless; \
@@ -28,6 +32,11 @@ $(ROCKETMQ_STAMP):
 	$(ROCKETMQ_VENV)/bin/python -m pip install --quiet rocketmq==0.4.4
 	touch $@
 
+$(ROCKETMQ_TX_STAMP):
+	test -x $(ROCKETMQ_TX_VENV)/bin/python || $(PYTHON) -m venv $(ROCKETMQ_TX_VENV)
+	$(ROCKETMQ_TX_VENV)/bin/python -m pip install --quiet --pre rocketmq-client-python==0.5.0rc2
+	touch $@
+
 run: venv
 	$(VENV_PYTHON) -m jobs.main
 
@@ -35,4 +44,4 @@ test: venv
 	$(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ROCKETMQ_VENV) build dist *.egg-info .hypothesis
+	rm -rf $(VENV) $(ROCKETMQ_VENV) $(ROCKETMQ_TX_VENV) build dist *.egg-info .hypothesis

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import sparkmq
+import sparkmq.client
 import sparkmq.errors
 from sparkmq.cli.main import main
 
@@ -48,3 +49,10 @@ def test_python_dash_m_sparkmq_version() -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == f"{sparkmq.__version__}\n"
+
+
+def test_transaction_producer_api_is_public() -> None:
+    for name in ("TransactionProducer", "AsyncTransactionProducer", "LocalTransactionState", "TransactionSendResult"):
+        assert name in sparkmq.__all__ and getattr(sparkmq, name) is getattr(sparkmq.client, name)
+    # the values are END_TRANSACTION's commitOrRollback codes
+    assert {s.name: s.value for s in sparkmq.LocalTransactionState} == {"COMMIT": 8, "ROLLBACK": 12, "UNKNOWN": 0}

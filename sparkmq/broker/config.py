@@ -61,6 +61,9 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000  # flushConsumerOffsetInterval (ms)
     sync_flush_timeout: int = 5000  # syncFlushTimeout (ms)
     client_channel_expired_ms: int = 120_000  # a client silent this long is dropped
+    transaction_time_out: int = 6000  # transactionTimeOut (ms): a half message younger than this is not checked
+    transaction_check_max: int = 15  # transactionCheckMax: checks before a half message is discarded
+    transaction_check_interval: int = 60_000  # transactionCheckInterval (ms) between check-back rounds
     # sparkmq moves data in bulk: Java caps a pull at 32 messages / 256 KiB; clients ask for less anyway.
     max_transfer_count_on_message_in_memory: int = 4096  # maxTransferCountOnMessageInMemory
     max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory

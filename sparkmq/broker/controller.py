@@ -25,6 +25,7 @@ from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.broker.transactions import TransactionService
 from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
@@ -46,6 +47,7 @@ class BrokerController:
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.transactions: TransactionService | None = None
         self._registration: NamesrvRegistration | None = None
         self._offset_file: OffsetFile | None = None
         self._schedule: ScheduleMessageService | None = None
@@ -69,6 +71,9 @@ class BrokerController:
         self.context = ctx = BrokerContext(cfg, store, self._offset_file.load(), topics, groups,
                                            ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager())
         self._register_processors(ctx)
+        self.transactions = TransactionService(ctx)
+        self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
+        await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
         self._schedule = ScheduleMessageService(store, config_dir / "delayOffset.json", len(cfg.message_delay_level.split()))
         self._schedule.load()
@@ -133,6 +138,8 @@ class BrokerController:
     async def close(self) -> None:
         """Stop accepting, answer parked pulls, unregister, persist tables, flush and close the store."""
         self.server.stop_accepting()
+        if self.transactions is not None:  # its scan thread must be done before the store closes
+            await self.transactions.close()
         if self._registration is not None:
             await self._registration.close()
         if self.context is not None:

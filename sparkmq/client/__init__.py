@@ -7,10 +7,14 @@ from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullRe
 from sparkmq.client.push_consumer import AsyncPushConsumer, ConsumeResult, PushConsumer
 from sparkmq.client.selector import MessageSelector
 from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
+from sparkmq.client.transaction_producer import (
+    AsyncTransactionProducer, LocalTransactionState, TransactionProducer, TransactionSendResult,
+)
 from sparkmq.protocol.bodies import MessageQueue
 
 __all__ = [
     "Admin", "AsyncProducer", "AsyncPullConsumer", "AsyncPushConsumer", "ConsumeResult", "Message", "MessageQueue", "MessageSelector", "Producer", "PullConsumer",
     "PullResult", "PushConsumer", "QueueLag", "ReceivedMessage", "SendResult", "SendStatus", "allocate_averagely",
     "allocate_averagely_by_circle", "select_by_hash",
+    "AsyncTransactionProducer", "LocalTransactionState", "TransactionProducer", "TransactionSendResult",
 ]

@@ -2,7 +2,7 @@
 
 It resolves topic routes through the NameServers (cached, refreshed every 30 s and after
 errors), keeps one connection per broker, heartbeats every broker in its routes every
-30 s, serves broker → client requests (NOTIFY_CONSUMER_IDS_CHANGED) and unregisters
+30 s, serves broker → client requests (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) and unregisters
 cleanly on close.
 """
 
@@ -20,9 +20,12 @@ from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
+from sparkmq.message.properties import PRODUCER_GROUP, find_property
+from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
-    ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
+    CheckTransactionStateRequestHeader, ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
@@ -31,6 +34,8 @@ logger = logging.getLogger(__name__)
 ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
+# Answers a broker's CHECK_TRANSACTION_STATE (by sending END_TRANSACTION back on ``connection``).
+TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Awaitable[None]]
 
 
 def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
@@ -56,6 +61,7 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
+        self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[None]] = set()
 
@@ -162,6 +168,9 @@ class ClientInstance:
 
     # -- broker -> client ------------------------------------------------------------------
     async def _serve(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | None:
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction(request, connection)
+            return None
         if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             group = NotifyConsumerIdsChangedRequestHeader.from_fields(request.ext_fields).consumer_group
             hook = self.rebalance_hooks.get(group)
@@ -201,3 +210,21 @@ class ClientInstance:
             await self.route(queue.topic, refresh=True)
             address = self.broker_address(queue.broker_name)
         return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+
+    def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
+        """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
+            message = decode_record(request.body)
+        except SparkmqError as exc:
+            logger.warning("client %s: bad CHECK_TRANSACTION_STATE from %s:%d: %s", self.client_id, *connection.peer, exc.remark)
+            return
+        group = (find_property(message.properties_raw, PRODUCER_GROUP.encode()) or b"").decode()
+        checker = self.transaction_checkers.get(group)
+        if checker is None:
+            logger.warning("client %s: CHECK_TRANSACTION_STATE for group %r, which no transaction producer here serves",
+                           self.client_id, group)
+            return
+        task = asyncio.get_running_loop().create_task(checker(header, message, connection))
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_tasks.discard)

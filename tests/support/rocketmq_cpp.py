@@ -23,14 +23,17 @@ from support.processes import REPO_ROOT
 
 CPP_PYTHON = REPO_ROOT / ".venv-rocketmq" / "bin" / "python"
 DRIVER = REPO_ROOT / "tests" / "interop" / "cpp_client.py"
+# The transaction producer: PyPI rocketmq-client-python 0.5.0rc2 in .venv-rocketmq-tx (0.4.4 has none).
+CPP_TX_PYTHON = REPO_ROOT / ".venv-rocketmq-tx" / "bin" / "python"
+TX_DRIVER = REPO_ROOT / "tests" / "interop" / "cpp_tx_client.py"
 Record = dict[str, Any]
 
 
-def require_cpp_python() -> Path:
+def require_cpp_python(python: Path = CPP_PYTHON) -> Path:
     """The interpreter that has the C++ client; a clear failure (not a skip) when it is missing."""
-    if not os.access(CPP_PYTHON, os.X_OK):
-        raise AssertionError(f"{CPP_PYTHON} is missing: run `make venv` (it creates .venv-rocketmq with rocketmq==0.4.4)")
-    return CPP_PYTHON
+    if not os.access(python, os.X_OK):
+        raise AssertionError(f"{python} is missing: run `make venv` (it creates {python.parents[1].name})")
+    return python
 
 
 @dataclass
@@ -45,13 +48,13 @@ class CppClientRun:
     pumps: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
-    def start(cls, home: Path, *args: str) -> CppClientRun:
-        """Start ``cpp_client.py ARGS`` with HOME=``home`` (the C++ library logs under $HOME/logs)."""
-        python = require_cpp_python()
+    def start(cls, home: Path, *args: str, python: Path = CPP_PYTHON, driver: Path = DRIVER) -> CppClientRun:
+        """Start ``driver ARGS`` (``cpp_client.py``) with HOME=``home`` (the C++ library logs under $HOME/logs)."""
+        python = require_cpp_python(python)
         home.mkdir(parents=True, exist_ok=True)
         env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "VIRTUAL_ENV"))}
         env.update(HOME=str(home), PYTHONUNBUFFERED="1")
-        command = [str(python), str(DRIVER), *args]
+        command = [str(python), str(driver), *args]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=env, cwd=home)
         run = cls(command, process)

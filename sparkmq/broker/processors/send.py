@@ -14,6 +14,8 @@ import zlib
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import delay_level_of, redirect_if_delayed
 from sparkmq.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_sendable, dlq_topic
+from sparkmq.broker.transactions.prepare import prepare_half
+from sparkmq.broker.transactions.state import is_prepared
 from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import decode_batch_items
@@ -70,7 +72,9 @@ class SendProcessor:
         except MessageError as exc:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, remark=exc.remark)
         batch = self._route_retry_and_dlq(batch, header)
-        if not _is_batch(request, header):  # a batch never goes through the schedule topic
+        if is_prepared(batch):  # transactions: the half message waits in RMQ_SYS_TRANS_HALF_TOPIC for its END
+            batch = prepare_half(self.ctx, batch, header.producer_group, connection)
+        elif not _is_batch(request, header):  # a batch never goes through the schedule topic
             batch = redirect_if_delayed(batch, self._max_delay_level)
         wait = find_property(batch.properties[0], WAIT_STORE_MSG_OK.encode()) != b"false"
         result = await self.ctx.put(batch, wait_flush=wait)

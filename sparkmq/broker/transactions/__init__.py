@@ -1,0 +1,47 @@
+"""Transactional messages: half messages, END_TRANSACTION and the check-back (store-format.md §12).
+
+:class:`TransactionService` bundles the three for the controller: ``end_transaction`` is the
+END_TRANSACTION processor, ``start()`` rebuilds the state from the store and starts the
+check-back loop, ``close()`` stops it before the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.transactions.check import TransactionCheckService
+from sparkmq.broker.transactions.end import EndTransactionProcessor
+from sparkmq.broker.transactions.prepare import prepare_half
+from sparkmq.errors import ConfigError
+from sparkmq.broker.transactions.state import TransactionState, is_prepared
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EndTransactionProcessor", "TransactionCheckService", "TransactionService", "TransactionState",
+           "is_prepared", "prepare_half"]
+
+
+class TransactionService:
+    """The transaction state, its END processor and its check-back loop for one broker."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        if context.config.transaction_check_interval <= 0:
+            raise ConfigError(f"transactionCheckInterval {context.config.transaction_check_interval} must be positive (ms)")
+        self.state = TransactionState(context.store)
+        self.end_transaction = EndTransactionProcessor(context, self.state)
+        self.checker = TransactionCheckService(context, self.state)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        ended = await asyncio.to_thread(self.state.load)
+        logger.info("transactions: %d ended transactions known from the op queue", ended)
+        self._task = asyncio.get_running_loop().create_task(self.checker.run(), name="sparkmq-transaction-check")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.checker.close()
