@@ -12,6 +12,8 @@ from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_conne
 
 logger = logging.getLogger(__name__)
 REFUSAL_LOG_INTERVAL_S = 1.0
+#: ``NettyServerConfig.serverSocketBacklog``: 1024 (asyncio's 100 drops SYNs in a burst: 1 s retries).
+ACCEPT_BACKLOG = 1024
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
 
@@ -84,7 +86,7 @@ class RemotingServer:
         """Bind (and with ``serve`` accept connections); return the bound port."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True,
-                                                start_serving=serve)
+                                                backlog=ACCEPT_BACKLOG, start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
         logger.info("remoting server bound to %s:%d (at most %d connections)", self.host, self.port,
                     self.max_connections)
