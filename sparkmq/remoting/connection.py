@@ -94,6 +94,11 @@ class RemotingConnection(asyncio.Protocol):
         if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
             self._block_reading("in-flight")
 
+    def eof_received(self) -> bool:
+        # The peer finished sending: answer what it asked, then close (True keeps writing open).
+        self._close_when_served()
+        return True
+
     def pause_writing(self) -> None:
         # The peer is not reading: stop reading its requests until it catches up.
         self._writable.clear()

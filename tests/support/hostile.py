@@ -9,12 +9,14 @@ escape ``\\ud800`` (what an attacker sends; sparkmq's own encoder would escape t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import struct
+import threading
 import time
 
-from sparkmq.errors import RemoteError
+from sparkmq.errors import ProtocolError, RemoteError
 from sparkmq.message import iter_records
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
@@ -122,3 +124,84 @@ class HealthyClient:
             stored.update(batch)
             first = max(batch) + 1
         assert {o: stored.get(o) for o in self.acknowledged} == self.acknowledged
+
+
+class HealthyLoop:
+    """A :class:`HealthyClient` doing round trips on its own thread until :meth:`stop`.
+
+    >>> # with HealthyLoop(broker.address) as healthy: ...hostile traffic...; then healthy.stop()
+    """
+
+    def __init__(self, broker: str, topic: str = "HealthyTopic") -> None:
+        self.broker, self.topic = broker, topic
+        self.round_trips = 0
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="healthy-client", daemon=True)
+
+    def __enter__(self) -> HealthyLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def wait_for_round_trips(self, count: int) -> None:
+        """Block until ``count`` more round trips succeeded (or one failed)."""
+        target = self.round_trips + count
+        while self.round_trips < target and self.failure is None and self._thread.is_alive():
+            self._stop.wait(0.01)
+
+    def stop(self) -> None:
+        """End the loop, having checked every acknowledged message is still there; raise its failure."""
+        self._stop.set()
+        self._thread.join(60)
+        if self.failure is not None:
+            raise AssertionError(f"the healthy client failed after {self.round_trips} round trips") from self.failure
+
+    async def _main(self) -> None:
+        client = RemotingClient()
+        healthy = HealthyClient(client, self.broker, self.topic)
+        try:
+            while not self._stop.is_set():
+                await healthy.round_trip(f"healthy-{self.round_trips}")
+                self.round_trips += 1
+            await healthy.check_nothing_lost()
+        except BaseException as exc:  # handed to the test thread by stop()
+            self.failure = exc
+        finally:
+            await client.close()
+
+
+def expected_answers(stream: bytes) -> list[int]:
+    """Opaques of the requests in ``stream`` a server must answer: every non-oneway request decoded
+    before the first bad frame or the unfinished tail (the same sans-I/O decoder the server runs)."""
+    decoder, opaques = FrameDecoder(), []
+    decoder.receive_data(stream)
+    while True:
+        try:
+            command = decoder.next_command()
+        except ProtocolError:
+            return opaques
+        if command is None:
+            return opaques
+        if not command.is_response and not command.is_oneway:
+            opaques.append(command.opaque)
+
+
+def exchange(address: str, stream: bytes) -> list[RemotingCommand]:
+    """Send ``stream``, half-close, and read every response until the server closes."""
+    with RawPeer(address) as peer:
+        try:
+            peer.send(stream)
+            peer.sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server already hung up on an earlier bad frame; its answers are still readable
+        responses: list[RemotingCommand] = []
+        try:
+            while data := peer.sock.recv(1 << 20):
+                responses += peer._decoder.feed(data)
+        except ConnectionResetError:
+            pass  # closed with our bytes unread: what it answered before is in ``responses``
+        return responses
