@@ -105,6 +105,8 @@ class RemotingConnection(asyncio.Protocol):
         self._block_reading("writes")
 
     def resume_writing(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.activity()  # the peer took our bytes: progress
         self._writable.set()
         self._unblock_reading("writes")
 
@@ -179,6 +181,11 @@ class RemotingConnection(asyncio.Protocol):
     def reading_paused(self) -> bool:
         """True while this connection does not read (too many in flight, peer not reading, failed)."""
         return bool(self._read_blockers)
+
+    @property
+    def writes_paused(self) -> bool:
+        """True while the peer does not take our responses (over the write high-water mark)."""
+        return not self._writable.is_set()
 
     @property
     def write_buffer_bytes(self) -> int:
@@ -261,8 +268,12 @@ class RemotingConnection(asyncio.Protocol):
             self._pending.pop(command.opaque, None)
 
     def close(self) -> None:
+        """Close after the buffered writes are flushed; abort at once if the peer is not reading them."""
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+            if self.writes_paused:
+                self._transport.abort()
+            else:
+                self._transport.close()
 
     async def wait_closed(self) -> None:
         await self.closed
@@ -273,7 +284,8 @@ class Watchdog:
 
     One timer per connection, re-armed lazily: activity only records the time, and the timer,
     when it fires, either closes the connection or sleeps until the next deadline. A connection
-    serving a request (a parked long-poll PULL) is not idle.
+    serving a request (a parked long-poll PULL) is not idle, unless its peer has not taken a
+    byte of our responses for as long (a reader that never reads, as Netty's all-idle state).
     """
 
     def __init__(self, connection: RemotingConnection, idle_s: float | None, frame_s: float | None) -> None:
@@ -326,7 +338,7 @@ class Watchdog:
             connection.close()
             return
         if self._idle_s is not None and now >= self._last_activity + self._idle_s:
-            if connection.in_flight:
+            if connection.in_flight and not connection.writes_paused:
                 self._last_activity = now  # serving a parked request is not idleness
             else:
                 logger.info("closing connection %s from %s:%d: idle for %.3g s", connection.id, *connection.peer,

@@ -96,7 +96,7 @@ def test_a_peer_that_never_reads_pauses_reading_and_bounds_the_write_buffer() ->
         await healthy(client, address, "warm")  # the healthy client's connection exists first
         writer.write(b"".join(RemotingCommand.request(RequestCode.PULL_MESSAGE, i).encode() for i in range(requests)))
         (hostile,) = [c for c in server.connections if c.peer[1] == writer.get_extra_info("sockname")[1]]
-        await until(lambda: hostile.reading_paused and not hostile._writable.is_set(), "writes paused")
+        await until(lambda: hostile.reading_paused and hostile.writes_paused, "writes paused")
         assert hostile.write_buffer_bytes <= WRITE_HIGH_WATER_BYTES + RESPONSE_BYTES + 1024
         assert len(served) < requests
         await healthy(client, address, "still served")
@@ -234,3 +234,15 @@ def test_unfinished_frames_of_all_connections_share_one_cap() -> None:
         await until(lambda: server.frame_budget.used == 0, "released on close")
 
     run(body, ServerLimits(max_buffered_frame_bytes=MAX_FRAME_BYTES))
+
+
+def test_a_peer_that_never_reads_is_closed_when_idle_even_with_requests_in_flight() -> None:
+    async def body(server: RemotingServer, client: RemotingClient, address: str, port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(RemotingCommand.request(RequestCode.PULL_MESSAGE, i).encode() for i in range(100)))
+        writer.transport.pause_reading()  # our side stops reading too: the server's writes stay paused
+        await until(lambda: not server.connections, "the stuck connection closed by the idle timeout")
+        await healthy(client, address, "fine")
+        await close(writer)
+
+    run(body, ServerLimits(idle_timeout_s=0.3))
