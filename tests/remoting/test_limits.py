@@ -246,3 +246,18 @@ def test_a_peer_that_never_reads_is_closed_when_idle_even_with_requests_in_fligh
         await close(writer)
 
     run(body, ServerLimits(idle_timeout_s=0.3))
+
+
+def test_broker_conf_keys_set_the_limits_and_bad_values_are_config_errors() -> None:
+    from sparkmq.broker.config import BrokerConfig
+    from sparkmq.errors import ConfigError
+
+    config = BrokerConfig.from_properties({"serverChannelMaxIdleTimeSeconds": "1", "serverMaxConnections": "7",
+                                           "serverFrameDeadlineSeconds": "0.5",
+                                           "serverMaxBufferedFrameBytes": str(2 * MAX_FRAME_BYTES)})
+    assert config.server_limits() == ServerLimits(7, 1.0, 0.5, 2 * MAX_FRAME_BYTES)
+    assert BrokerConfig().server_limits() == ServerLimits()  # 120 s idle, as Java
+    for bad in ({"max_connections": 0}, {"idle_timeout_s": 0.0}, {"frame_deadline_s": float("inf")},
+                {"max_buffered_frame_bytes": 1024}):
+        with pytest.raises(ConfigError):
+            ServerLimits(**bad)  # type: ignore[arg-type]
