@@ -16,6 +16,7 @@ from typing import Any
 from sparkmq.errors import ConfigError
 from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
+from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
 from sparkmq.store.config import FlushDiskType, StoreConfig
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,11 @@ class BrokerConfig:
     enable_property_filter: bool = False  # enablePropertyFilter: SQL92 subscriptions
     region_id: str = "DefaultRegion"  # regionId
     trace_on: bool = True  # traceOn
+    # Hostile peers (sparkmq keys except the first): 0 connections = half the descriptor limit.
+    server_channel_max_idle_time_seconds: float = IDLE_TIMEOUT_S  # serverChannelMaxIdleTimeSeconds
+    server_max_connections: int = 0  # serverMaxConnections
+    server_frame_deadline_seconds: float = FRAME_DEADLINE_S  # serverFrameDeadlineSeconds
+    server_max_buffered_frame_bytes: int = MAX_BUFFERED_FRAME_BYTES  # serverMaxBufferedFrameBytes
 
     @property
     def address(self) -> str:
@@ -80,6 +86,11 @@ class BrokerConfig:
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def server_limits(self) -> ServerLimits:
+        """What the remoting server allows each peer (and all of them together)."""
+        return ServerLimits(self.server_max_connections or None, self.server_channel_max_idle_time_seconds,
+                            self.server_frame_deadline_seconds, self.server_max_buffered_frame_bytes)
 
     def store_config(self) -> StoreConfig:
         """The store's settings derived from this broker's."""

@@ -42,7 +42,7 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port)
+        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits())
         self.namesrv_client = RemotingClient()
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None

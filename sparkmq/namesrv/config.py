@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparkmq.errors import ConfigError
+from sparkmq.remoting import ServerLimits
 
 #: RocketMQ's default NameServer port (Java ``NettyServerConfig.listenPort`` for the NameServer).
 DEFAULT_PORT = 9876
@@ -19,7 +20,9 @@ DEFAULT_BROKER_EXPIRED_S = 120.0
 class NamesrvConfig:
     """Where the NameServer listens and how it expires silent brokers.
 
-    ``port=0`` binds a free port (read ``NameServer.port`` after ``start()``).
+    ``port=0`` binds a free port (read ``NameServer.port`` after ``start()``). ``limits`` bounds
+    what peers may cost; ``guard_registrations`` refuses a REGISTER_BROKER or UNREGISTER_BROKER
+    that would take over or drop a broker registered from another live connection.
 
     Example::
 
@@ -35,6 +38,8 @@ class NamesrvConfig:
     port: int = DEFAULT_PORT
     scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S
     broker_expired_s: float = DEFAULT_BROKER_EXPIRED_S
+    limits: ServerLimits = field(default_factory=ServerLimits, repr=False)
+    guard_registrations: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
         if not self.host:

@@ -9,6 +9,9 @@ SYSTEM_ERROR and the remark) and answers what the real clients need:
   sends the C++ client to its ``TBW102`` fallback.
 * REGISTER_BROKER (103): ``haServerAddr``/``masterAddr`` as string extFields (left out for a
   master, as Java leaves them null) and an empty ``ORDER_TOPIC_CONFIG`` KVTable body.
+* REGISTER_BROKER / UNREGISTER_BROKER for a broker id or address registered from another live
+  connection: NO_PERMISSION (16) (Java lets anyone take over a broker's routes; sparkmq does
+  unless ``guard_registrations`` is off).
 * UNREGISTER_BROKER (104), GET_BROKER_CLUSTER_INFO (106),
   GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216).
 
@@ -66,8 +69,17 @@ class NamesrvProcessors:
         [103, 104, 105, 106, 206, 216]
     """
 
-    def __init__(self, routes: RouteInfoManager[RemotingConnection]) -> None:
+    def __init__(self, routes: RouteInfoManager[RemotingConnection], *, guard_registrations: bool = True) -> None:
         self._routes = routes
+        self._guard = guard_registrations
+
+    def _refusal(self, request: RemotingCommand, connection: RemotingConnection, what: str, broker_addr: str,
+                 broker_name: str, broker_id: int) -> RemotingCommand | None:
+        conflict = self._routes.registration_conflict(broker_addr, broker_name, broker_id, connection) if self._guard else None
+        if conflict is None:
+            return None
+        logger.warning("%s from %s:%d refused: %s", what, *connection.peer, conflict)
+        return request.make_response(ResponseCode.NO_PERMISSION, remark=f"{what} refused: {conflict}")
 
     def table(self) -> dict[RequestCode, Processor]:
         """Request code → processor (bound coroutine methods)."""
@@ -92,6 +104,10 @@ class NamesrvProcessors:
             logger.warning("REGISTER_BROKER from %s (%s): body crc32 %d does not match header %d",
                            header.broker_addr, header.broker_name, body_crc32(request.body), header.body_crc32)
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")
+        refusal = self._refusal(request, connection, "REGISTER_BROKER", header.broker_addr, header.broker_name,
+                                header.broker_id)
+        if refusal is not None:
+            return refusal
         wrapper = _topic_config_wrapper(request, header.compressed)
         result = self._routes.register_broker(header.cluster_name, header.broker_addr, header.broker_name,
                                               header.broker_id, header.ha_server_addr, wrapper, connection)
@@ -103,6 +119,10 @@ class NamesrvProcessors:
     async def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """UNREGISTER_BROKER (104): forget one broker id; SUCCESS even if it was unknown."""
         header = UnRegisterBrokerRequestHeader.from_fields(request.ext_fields)
+        refusal = self._refusal(request, connection, "UNREGISTER_BROKER", header.broker_addr, header.broker_name,
+                                header.broker_id)
+        if refusal is not None:
+            return refusal
         self._routes.unregister_broker(header.cluster_name, header.broker_addr, header.broker_name, header.broker_id)
         logger.info("broker %s id %d (%s) unregistered", header.broker_name, header.broker_id, header.broker_addr)
         return request.make_response()

@@ -151,6 +151,28 @@ class RouteInfoManager(Generic[C]):
             del self._broker_addr_table[broker_name]
             self._remove_broker_names({broker_name}, cluster_name)
 
+    def registration_conflict(self, broker_addr: str, broker_name: str, broker_id: int, channel: C | None) -> str | None:
+        """Why ``channel`` may not register or unregister this broker, or None if it may.
+
+        A broker id (and an address) registered from another connection that is still open and
+        not expired belongs to that connection: anyone else would take over or drop its routes.
+        A restarted broker registers again once its old connection closed (the server evicts it
+        at once) or its registration expired.
+        """
+        group = self._broker_addr_table.get(broker_name)
+        slot_addr = None if group is None else group.addrs.get(broker_id)
+        for addr, what in ((slot_addr, f"broker {broker_name} id {broker_id}"), (broker_addr, f"address {broker_addr}")):
+            live = None if addr is None else self._broker_live_table.get(addr)
+            if (live is not None and live.channel is not None and live.channel is not channel
+                    and not self._expired(live)):
+                return (f"{what} is registered as {addr} from another live connection; it can register again "
+                        f"once that connection closes or its registration expires "
+                        f"({self.broker_channel_expired_ms} ms after its last one)")
+        return None
+
+    def _expired(self, info: BrokerLiveInfo[C]) -> bool:
+        return info.last_update_ms < self._clock() - self.broker_channel_expired_ms
+
     # -- eviction ------------------------------------------------------------------------------
     def evict_stale(self) -> list[tuple[str, BrokerLiveInfo[C]]]:
         """Drop brokers silent for more than ``broker_channel_expired_ms`` (``scanNotActiveBroker``).
@@ -158,8 +180,7 @@ class RouteInfoManager(Generic[C]):
         Returns ``(address, live info)`` of each evicted broker; the caller closes
         ``info.channel`` as Java does.
         """
-        deadline = self._clock() - self.broker_channel_expired_ms
-        stale = [(addr, info) for addr, info in self._broker_live_table.items() if info.last_update_ms < deadline]
+        stale = [(addr, info) for addr, info in self._broker_live_table.items() if self._expired(info)]
         for addr, _info in stale:
             self._remove_broker_addr(addr)
         return stale

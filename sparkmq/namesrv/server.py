@@ -41,8 +41,8 @@ class NameServer:
         self.routes: RouteInfoManager[RemotingConnection] = RouteInfoManager(
             broker_channel_expired_ms=config.broker_expired_ms, clock=clock
         )
-        self._remoting = RemotingServer(config.host, config.port)
-        NamesrvProcessors(self.routes).register_with(self._remoting)
+        self._remoting = RemotingServer(config.host, config.port, config.limits)
+        NamesrvProcessors(self.routes, guard_registrations=config.guard_registrations).register_with(self._remoting)
         self._remoting.on_connection_closed(self._connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
         self._started = False
@@ -54,6 +54,11 @@ class NameServer:
         if not self._started:
             raise RuntimeError("NameServer.port is known only after start()")
         return self._remoting.port
+
+    @property
+    def remoting(self) -> RemotingServer:
+        """The remoting server (its connections and limits), for operators and tests."""
+        return self._remoting
 
     @property
     def address(self) -> str:

@@ -38,7 +38,7 @@ from .fastjson import (
     get_str,
     loads,
 )
-from .scalars import is_java_integer
+from .scalars import is_java_integer, java_integer
 
 
 def _encode(obj: object) -> bytes:
@@ -72,7 +72,7 @@ def broker_id_key(key: str, path: str) -> int:
     """A ``brokerAddrs`` key (``"0"`` or fastjson's bare ``0``, already a string) as an int."""
     if not is_java_integer(key):
         raise InvalidFieldError(f"{path} key {key[:40]!r} is not a broker id", field=path)
-    return int(key)
+    return java_integer(key)
 
 
 # --- route (GET_ROUTEINFO_BY_TOPIC) ----------------------------------------------------------

@@ -13,6 +13,10 @@ big-endian, where ``length`` does not count itself (``RemotingCommand.encode`` i
 * Decoding accepts JSON (type 0) and ROCKETMQ binary (type 1) headers. JSON extFields values
   that are numbers or booleans (C++ and ali-ons send them) become strings; booleans become
   ``"true"``/``"false"``, Java's ``Boolean.toString``.
+* A decoded *request* whose remark or extFields hold a lone surrogate, a NUL or an over-long
+  value carries :attr:`RemotingCommand.defect`: the connection answers it with that error and
+  never hands it to a processor. Encoding escapes lone surrogates instead of failing, so any
+  response can be sent, whatever text it echoes.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 
-from sparkmq.errors import FrameTooLargeError, ProtocolError
+from sparkmq.errors import FrameTooLargeError, InvalidFieldError, ProtocolError
 
 from .codes import (
     BINARY_HEADER_FIXED_BYTES,
@@ -39,7 +43,8 @@ from .codes import (
     ResponseCode,
     SerializeType,
 )
-from .scalars import ext_value, is_java_integer
+from .scalars import ext_value, is_java_integer, java_integer
+from .wire_text import MAX_FIELD_CHARS, encodable, request_text_defect
 
 _PREFIX = struct.Struct(">II")  # length, serializeType << 24 | headerLength
 _HEADER_LENGTH = struct.Struct(">I")
@@ -76,6 +81,8 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     serialize_type: SerializeType = SerializeType.JSON
+    #: Set on a decoded request whose text is unfit (see :mod:`.wire_text`); answer it, never serve it.
+    defect: InvalidFieldError | None = field(default=None, compare=False)
 
     @classmethod
     def request(
@@ -212,7 +219,18 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         f'"opaque":{int(cmd.opaque)}{remark},"serializeTypeCurrentRPC":"JSON",'
         f'"version":{int(cmd.version)},"extFields":{_dumps(cmd.ext_fields)}}}'
     )
-    return _utf8(text)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, e.g. echoed from a request: escape, never fail
+        return _encode_json_header(_escaped(cmd))
+
+
+def _escaped(cmd: RemotingCommand) -> RemotingCommand:
+    return RemotingCommand(
+        code=cmd.code, language=cmd.language, version=cmd.version, opaque=cmd.opaque, flag=cmd.flag,
+        remark=None if cmd.remark is None else encodable(cmd.remark),
+        ext_fields={encodable(k): encodable(v) for k, v in cmd.ext_fields.items()},
+    )
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -233,10 +251,7 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 
 def _utf8(text: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate, e.g. echoed from a "\ud800" escape
-        raise ProtocolError(f"text is not encodable as UTF-8: {exc}") from exc
+    return encodable(text).encode("utf-8")
 
 
 # --- decoding --------------------------------------------------------------------------------
@@ -263,16 +278,21 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
         ext = {k: s for k, v in ext_raw.items() if (s := ext_value(k, v)) is not None}
     else:
         raise ProtocolError(f"extFields is a JSON {type(ext_raw).__name__}, not an object")
+    flag = _header_int(obj, "flag", 0)
+    remark = ext_value("remark", obj.get("remark"))
+    # Raw UTF-8 cannot encode a surrogate or a NUL in JSON text: only a \u escape yields one.
+    suspect = b"\\u" in raw or len(raw) > MAX_FIELD_CHARS
     return RemotingCommand(
         code=_header_int(obj, "code", None),
         language=_language(obj.get("language")),
         version=_header_int(obj, "version", 0),
         opaque=_header_int(obj, "opaque", None),
-        flag=_header_int(obj, "flag", 0),
-        remark=ext_value("remark", obj.get("remark")),
+        flag=flag,
+        remark=remark,
         ext_fields=ext,
         body=body,
         serialize_type=SerializeType.JSON,
+        defect=request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None,
     )
 
 
@@ -283,7 +303,7 @@ def _header_int(obj: dict[str, object], key: str, default: int | None) -> int:
             raise ProtocolError(f"JSON header has no {key!r}")
         return default
     if isinstance(value, str) and is_java_integer(value):
-        value = int(value)  # fastjson would coerce a numeric string into the int field
+        value = java_integer(value)  # fastjson would coerce a numeric string into the int field
     if isinstance(value, bool) or not isinstance(value, int) or not INT32_MIN <= value <= INT32_MAX:
         raise ProtocolError(f"JSON header {key!r} is not an int32: {str(value)[:40]!r}")
     return value
@@ -311,16 +331,19 @@ def _decode_binary_header(raw: bytes, body: bytes) -> RemotingCommand:
     ext_bytes, position = _take(raw, position, ext_length, len(raw), "extFields")
     if position != len(raw):
         raise ProtocolError(f"ROCKETMQ header has {len(raw) - position} trailing bytes")
+    remark = _text(remark_bytes) if remark_bytes else None  # length 0 decodes as null in Java
+    ext_fields = _decode_binary_map(ext_bytes)
     return RemotingCommand(
         code=code,
         language=LanguageCode(language) if language in LanguageCode._value2member_map_ else LanguageCode.OTHER,
         version=version,
         opaque=opaque,
         flag=flag,
-        remark=_text(remark_bytes) if remark_bytes else None,  # length 0 decodes as null in Java
-        ext_fields=_decode_binary_map(ext_bytes),
+        remark=remark,
+        ext_fields=ext_fields,
         body=body,
         serialize_type=SerializeType.ROCKETMQ,
+        defect=None if flag & RESPONSE_FLAG else request_text_defect(remark, ext_fields),
     )
 
 

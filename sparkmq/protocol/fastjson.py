@@ -30,7 +30,8 @@ from typing import Any, TypeVar
 
 from sparkmq.errors import InvalidFieldError
 
-from .scalars import is_java_integer
+from .scalars import is_java_integer, java_integer
+from .wire_text import quote, text_defect
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _STRUCTURAL = re.compile(r'["{}\[\],]')
@@ -64,15 +65,32 @@ def loads(data: bytes | bytearray | memoryview | str, *, what: str) -> Any:
         except UnicodeDecodeError as exc:
             raise InvalidFieldError(f"{what} body is not UTF-8: {exc}", field=what) from exc
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError as exc:
         raise InvalidFieldError(f"{what} body nests too deeply", field=what) from exc
     except ValueError:
-        pass  # standard JSON failed: try again with fastjson's map keys quoted
-    try:
-        return json.loads(quote_map_keys(text))
-    except (ValueError, RecursionError) as exc:
-        raise InvalidFieldError(f"{what} body is not JSON: {exc}", field=what) from exc
+        try:  # standard JSON failed: try again with fastjson's map keys quoted
+            value = json.loads(quote_map_keys(text))
+        except (ValueError, RecursionError) as exc:
+            raise InvalidFieldError(f"{what} body is not JSON: {exc}", field=what) from exc
+    if "\\u" in text:  # only a \u escape can yield a lone surrogate or a NUL: refuse both
+        _check_strings(value, what)
+    return value
+
+
+def _check_strings(value: object, path: str) -> None:
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            problem = text_defect(item, max_chars=None)  # a body may be long: the frame bounds it
+            if problem is not None:
+                raise InvalidFieldError(f"{where} {problem}", field=where)
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                stack += [(key, f"{where} key {quote(key)}"), (member, f"{where}.{quote(key)}")]
+        elif isinstance(item, list):
+            stack += [(member, f"{where}[{i}]") for i, member in enumerate(item)]
 
 
 def quote_map_keys(text: str) -> str:
@@ -202,7 +220,7 @@ def get_str(obj: dict[str, Any], key: str, path: str, default: Any = _REQUIRED) 
 def as_int(value: object, path: str) -> int:
     """A JSON integer, or a string of one (C++ sends ``subVersion`` as a string)."""
     if isinstance(value, str) and is_java_integer(value):
-        return int(value)
+        return java_integer(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):

@@ -53,9 +53,31 @@ def ext_value(key: str, value: object) -> str | None:
     raise ProtocolError(f"extFields value for {key!r} is a JSON {type(value).__name__}, not a scalar")
 
 
+#: int64 needs 19 significant digits; a longer literal is out of every range we parse. Checked
+#: before ``int()``, which refuses more than 4,300 digits with a ValueError (CVE-2020-10735).
+MAX_SIGNIFICANT_DIGITS = 19
+
+
 def is_java_integer(raw: str) -> bool:
     """Whether ``raw`` has the syntax Java's ``Integer.parseInt``/``Long.parseLong`` accept."""
     return _JAVA_INTEGER.fullmatch(raw) is not None
+
+
+def java_integer(raw: str) -> int:
+    """The value of a literal :func:`is_java_integer` accepted, never raising for its length.
+
+    A literal with more than :data:`MAX_SIGNIFICANT_DIGITS` significant digits gives a value
+    just outside int64 (with its sign), so the caller's range check reports it.
+
+    >>> java_integer("-007"), java_integer("9" * 5000) == 10**19
+    (-7, True)
+    """
+    negative = raw.startswith("-")
+    digits = raw.lstrip("+-").lstrip("0")
+    if len(digits) > MAX_SIGNIFICANT_DIGITS:
+        return -(10**MAX_SIGNIFICANT_DIGITS) if negative else 10**MAX_SIGNIFICANT_DIGITS
+    value = int(digits) if digits else 0
+    return -value if negative else value
 
 
 def parse_int(raw: str, field: str, *, bits: int = 64) -> int:
@@ -66,10 +88,10 @@ def parse_int(raw: str, field: str, *, bits: int = 64) -> int:
     """
     if _JAVA_INTEGER.fullmatch(raw) is None:
         raise InvalidFieldError(f"header field {field!r} is not an integer: {raw[:40]!r}", field=field)
-    value = int(raw)
+    value = java_integer(raw)
     low, high = (INT32_MIN, INT32_MAX) if bits == 32 else (INT64_MIN, INT64_MAX)
     if not low <= value <= high:
-        raise InvalidFieldError(f"header field {field!r} is out of int{bits} range: {value}", field=field)
+        raise InvalidFieldError(f"header field {field!r} is out of int{bits} range: {raw[:40]!r}", field=field)
     return value
 
 
@@ -92,4 +114,4 @@ def format_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-__all__ = ["ext_value", "format_bool", "is_java_integer", "parse_bool", "parse_int"]
+__all__ = ["MAX_SIGNIFICANT_DIGITS", "ext_value", "format_bool", "is_java_integer", "java_integer", "parse_bool", "parse_int"]

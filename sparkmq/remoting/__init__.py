@@ -2,6 +2,7 @@
 
 from sparkmq.remoting.client import RemotingClient, split_address
 from sparkmq.remoting.connection import RemotingConnection
+from sparkmq.remoting.limits import ServerLimits
 from sparkmq.remoting.server import Processor, RemotingServer
 
-__all__ = ["Processor", "RemotingClient", "RemotingConnection", "RemotingServer", "split_address"]
+__all__ = ["Processor", "RemotingClient", "RemotingConnection", "RemotingServer", "ServerLimits", "split_address"]

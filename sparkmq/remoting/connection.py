@@ -2,7 +2,14 @@
 
 Requests are served concurrently (a parked PULL must not block a SEND on the same socket);
 responses complete the caller's future by opaque. A protocol violation closes only this
-connection. The server and the client both use this class; they differ in who connects.
+connection, after every command that preceded the bad frame was answered. The server and the
+client both use this class; they differ in who connects.
+
+Bounded by design: reading pauses while too many requests are in flight or while the peer does
+not read its responses (asyncio's ``pause_writing``), so a peer that pipelines and never reads
+costs at most the write high-water mark plus the responses already being built. On a server,
+a :class:`Watchdog` closes the connection when it stays idle or a frame takes too long, and a
+shared :class:`FrameBudget` caps the unfinished frames all connections hold.
 """
 
 from __future__ import annotations
@@ -14,22 +21,29 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
-from sparkmq.protocol import FrameDecoder, RemotingCommand, ResponseCode
+from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
+from sparkmq.remoting.limits import FrameBudget, ServerLimits
 
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS = 1024  # per connection; reading pauses above it (bounded buffering)
 WRITE_HIGH_WATER_BYTES = 8 * 1024 * 1024
+_REMARK_CHARS = 300  # of an encoding failure quoted back to the peer
 
 RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
 
 
 class RemotingConnection(asyncio.Protocol):
-    """A framed, multiplexed remoting connection; ``handler`` serves the peer's requests."""
+    """A framed, multiplexed remoting connection; ``handler`` serves the peer's requests.
+
+    ``limits`` and ``budget`` (a server's) add the idle timeout, the frame deadline and the
+    shared cap on unfinished frames; a client connection has none of them.
+    """
 
     _ids = itertools.count(1)
 
-    def __init__(self, handler: RequestHandler | None, on_close: Callable[[RemotingConnection], None] | None = None) -> None:
+    def __init__(self, handler: RequestHandler | None, on_close: Callable[[RemotingConnection], None] | None = None,
+                 *, limits: ServerLimits | None = None, budget: FrameBudget | None = None) -> None:
         self.id = next(self._ids)
         self._handler = handler
         self._on_close = on_close
@@ -38,7 +52,14 @@ class RemotingConnection(asyncio.Protocol):
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._opaques = itertools.count(1)
-        self._paused = False
+        self._read_blockers: set[str] = set()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._closing_when_served = False
+        self._limits = limits
+        self._budget = budget
+        self._charged = 0  # bytes of this connection's unfinished frame counted in the budget
+        self._watchdog: Watchdog | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
@@ -51,46 +72,138 @@ class RemotingConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
+        if self._limits is not None and (self._limits.idle_timeout_s or self._limits.frame_deadline_s):
+            self._watchdog = Watchdog(self, self._limits.idle_timeout_s, self._limits.frame_deadline_s)
 
     def data_received(self, data: bytes) -> None:
+        if self._closing_when_served:
+            return
+        if self._watchdog is not None:
+            self._watchdog.activity()
+        decoded = False
         try:
-            commands = self._decoder.feed(data)
+            self._decoder.receive_data(data)
+            while (command := self._decoder.next_command()) is not None:
+                decoded = True
+                self._dispatch(command)
         except ProtocolError as exc:
             logger.warning("closing connection %s from %s:%d: %s", self.id, *self.peer, exc.remark)
-            self.close()
+            self._close_when_served()
             return
-        for command in commands:
-            if command.is_response:
-                future = self._pending.pop(command.opaque, None)
-                if future is not None and not future.done():
-                    future.set_result(command)
-            elif self._handler is not None:
-                task = asyncio.get_running_loop().create_task(self._serve(command))
-                self._tasks.add(task)
-                task.add_done_callback(self._task_done)
-        if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS and self._transport is not None and not self._paused:
-            self._paused = True
-            self._transport.pause_reading()
+        self._account_unfinished_frame(decoded)
+        if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
+            self._block_reading("in-flight")
+
+    def eof_received(self) -> bool:
+        # The peer finished sending: answer what it asked, then close (True keeps writing open).
+        self._close_when_served()
+        return True
+
+    def pause_writing(self) -> None:
+        # The peer is not reading: stop reading its requests until it catches up.
+        self._writable.clear()
+        self._block_reading("writes")
+
+    def resume_writing(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.activity()  # the peer took our bytes: progress
+        self._writable.set()
+        self._unblock_reading("writes")
 
     def connection_lost(self, exc: Exception | None) -> None:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} closed", retriable=True))
         self._pending.clear()
+        self._writable.set()  # requests waiting to be served go on and find the connection closed
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._release_budget()
         if not self.closed.done():
             self.closed.set_result(None)
         if self._on_close is not None:
             self._on_close(self)
 
+    # -- reading ---------------------------------------------------------------------------
+    def _dispatch(self, command: RemotingCommand) -> None:
+        if command.is_response:
+            future = self._pending.pop(command.opaque, None)
+            if future is not None and not future.done():
+                future.set_result(command)
+        elif command.defect is not None:
+            logger.info("refused request code %d from %s:%d: %s", command.code, *self.peer, command.defect.remark)
+            if not command.is_oneway:
+                self.send(command.make_response(command.defect.code, remark=command.defect.remark))
+        elif self._handler is not None:
+            task = asyncio.get_running_loop().create_task(self._serve(command))
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+
+    def _account_unfinished_frame(self, decoded: bool) -> None:
+        buffered = self._decoder.buffered_bytes
+        if self._watchdog is not None:
+            self._watchdog.frame_progress(buffered, decoded)
+        if self._budget is None or buffered == self._charged:
+            return
+        delta, self._charged = buffered - self._charged, buffered
+        if not self._budget.charge(delta):
+            logger.warning("closing connection %s from %s:%d: unfinished frames of all connections hold %d bytes,"
+                           " over the cap of %d", self.id, *self.peer, self._budget.used, self._budget.limit)
+            self._release_budget()
+            self.close()
+
+    def _release_budget(self) -> None:
+        if self._budget is not None and self._charged:
+            self._budget.charge(-self._charged)
+            self._charged = 0
+
+    def _close_when_served(self) -> None:
+        """Stop reading; close once every request already decoded has been answered."""
+        self._closing_when_served = True
+        self._release_budget()
+        self._block_reading("failed")
+        if not self._tasks:
+            self.close()
+
+    def _block_reading(self, reason: str) -> None:
+        if not self._read_blockers and self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+        self._read_blockers.add(reason)
+
+    def _unblock_reading(self, reason: str) -> None:
+        if reason not in self._read_blockers:
+            return
+        self._read_blockers.discard(reason)
+        if not self._read_blockers and self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    @property
+    def reading_paused(self) -> bool:
+        """True while this connection does not read (too many in flight, peer not reading, failed)."""
+        return bool(self._read_blockers)
+
+    @property
+    def writes_paused(self) -> bool:
+        """True while the peer does not take our responses (over the write high-water mark)."""
+        return not self._writable.is_set()
+
+    @property
+    def write_buffer_bytes(self) -> int:
+        """Bytes written but not yet taken by the kernel (bounded by the pause above)."""
+        return 0 if self._transport is None else self._transport.get_write_buffer_size()
+
     # -- serving ---------------------------------------------------------------------------
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if self._paused and len(self._tasks) < MAX_IN_FLIGHT_REQUESTS // 2 and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
+        if len(self._tasks) < MAX_IN_FLIGHT_REQUESTS // 2:
+            self._unblock_reading("in-flight")
+        if self._closing_when_served and not self._tasks:
+            self.close()
 
     async def _serve(self, request: RemotingCommand) -> None:
         assert self._handler is not None
+        if not self._writable.is_set():
+            await self._writable.wait()  # build no response while the peer is not reading the last ones
         try:
             response = await self._handler(request, self)
         except SparkmqError as exc:
@@ -112,11 +225,25 @@ class RemotingConnection(asyncio.Protocol):
         return self._transport is not None and not self._transport.is_closing()
 
     def send(self, command: RemotingCommand) -> None:
-        """Write a command (response or oneway request); dropped if the connection is closed."""
+        """Write a command; dropped if the connection is closed.
+
+        A response that cannot be encoded (a frame over the maximum, a bad field) is logged and
+        replaced by a SYSTEM_ERROR response with the same opaque: every request gets an answer.
+        """
         if not self.is_open:
             return
         assert self._transport is not None
-        head, body = command.encode_parts()
+        try:
+            head, body = command.encode_parts()
+        except (SparkmqError, ValueError, TypeError) as exc:
+            if not command.is_response:
+                raise
+            logger.exception("response code %d to %s:%d cannot be encoded", command.code, *self.peer)
+            remark = f"the response could not be encoded: {type(exc).__name__}: {exc}"[:_REMARK_CHARS]
+            head, body = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque, flag=RESPONSE_FLAG,
+                                         remark=remark).encode_parts()
+        if self._watchdog is not None:
+            self._watchdog.activity()
         if body:
             self._transport.writelines((head, body))
         else:
@@ -141,8 +268,81 @@ class RemotingConnection(asyncio.Protocol):
             self._pending.pop(command.opaque, None)
 
     def close(self) -> None:
+        """Close after the buffered writes are flushed; abort at once if the peer is not reading them."""
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+            if self.writes_paused:
+                self._transport.abort()
+            else:
+                self._transport.close()
 
     async def wait_closed(self) -> None:
         await self.closed
+
+
+class Watchdog:
+    """Closes a server connection idle for ``idle_s`` or stuck in one frame for ``frame_s``.
+
+    One timer per connection, re-armed lazily: activity only records the time, and the timer,
+    when it fires, either closes the connection or sleeps until the next deadline. A connection
+    serving a request (a parked long-poll PULL) is not idle, unless its peer has not taken a
+    byte of our responses for as long (a reader that never reads, as Netty's all-idle state).
+    """
+
+    def __init__(self, connection: RemotingConnection, idle_s: float | None, frame_s: float | None) -> None:
+        self._connection = connection
+        self._idle_s = idle_s
+        self._frame_s = frame_s
+        self._loop = asyncio.get_running_loop()
+        self._last_activity = self._loop.time()
+        self._frame_started: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def activity(self) -> None:
+        self._last_activity = self._loop.time()
+
+    def frame_progress(self, buffered: int, decoded: bool) -> None:
+        """After a read: ``buffered`` bytes of an unfinished frame remain; ``decoded`` frames completed."""
+        if not buffered:
+            self._frame_started = None
+        elif decoded or self._frame_started is None:
+            self._frame_started = self._loop.time()
+            self._arm()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _due(self) -> float | None:
+        dues = []
+        if self._idle_s is not None:
+            dues.append(self._last_activity + self._idle_s)
+        if self._frame_s is not None and self._frame_started is not None:
+            dues.append(self._frame_started + self._frame_s)
+        return min(dues) if dues else None
+
+    def _arm(self) -> None:
+        due = self._due()
+        if due is None or (self._timer is not None and self._timer.when() <= due):
+            return
+        self.cancel()
+        self._timer = self._loop.call_at(due, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now, connection = self._loop.time(), self._connection
+        if self._frame_s is not None and self._frame_started is not None and now >= self._frame_started + self._frame_s:
+            logger.warning("closing connection %s from %s:%d: a frame did not finish arriving within %.3g s",
+                           connection.id, *connection.peer, self._frame_s)
+            connection.close()
+            return
+        if self._idle_s is not None and now >= self._last_activity + self._idle_s:
+            if connection.in_flight and not connection.writes_paused:
+                self._last_activity = now  # serving a parked request is not idleness
+            else:
+                logger.info("closing connection %s from %s:%d: idle for %.3g s", connection.id, *connection.peer,
+                            self._idle_s)
+                connection.close()
+                return
+        self._arm()

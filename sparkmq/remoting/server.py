@@ -8,8 +8,12 @@ from collections.abc import Awaitable, Callable
 
 from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
 from sparkmq.remoting.connection import RemotingConnection
+from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
 
 logger = logging.getLogger(__name__)
+REFUSAL_LOG_INTERVAL_S = 1.0
+#: ``NettyServerConfig.serverSocketBacklog``: 1024 (asyncio's 100 drops SYNs in a burst: 1 s retries).
+ACCEPT_BACKLOG = 1024
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
 
@@ -17,13 +21,21 @@ Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCo
 class RemotingServer:
     """A TCP server on ``host:port`` (0 = a free port); ``register`` maps codes to processors.
 
+    ``limits`` bounds what peers may cost it: a connection over ``max_connections`` is closed
+    at once (logged), idle ones after ``idle_timeout_s``, and unfinished frames are capped.
+
     >>> # server = RemotingServer("127.0.0.1", 0); server.register(RequestCode.HEART_BEAT, on_heartbeat)
     >>> # await server.start(); ...; await server.close()
     """
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, limits: ServerLimits | None = None) -> None:
         self.host = host
         self.port = port
+        self.limits = ServerLimits() if limits is None else limits
+        self.max_connections = self.limits.max_connections or default_max_connections()
+        self.frame_budget = FrameBudget(self.limits.max_buffered_frame_bytes)
+        self.refused_connections = 0
+        self._last_refusal_log = float("-inf")
         self._processors: dict[int, Processor] = {}
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
@@ -53,18 +65,31 @@ class RemotingServer:
         for listener in self._close_listeners:
             listener(connection)
 
-    def _new_connection(self) -> RemotingConnection:
-        connection = RemotingConnection(self._dispatch, self._connection_closed)
+    def _new_connection(self) -> asyncio.Protocol:
+        if len(self._connections) >= self.max_connections:
+            return _Refused(self)
+        connection = RemotingConnection(self._dispatch, self._connection_closed, limits=self.limits,
+                                        budget=self.frame_budget)
         self._connections.add(connection)
         return connection
+
+    def record_refusal(self, peer: object) -> None:
+        """Count (and at most once a second log) a connection closed for being over the limit."""
+        self.refused_connections += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._last_refusal_log >= REFUSAL_LOG_INTERVAL_S:  # one line per second under a flood
+            self._last_refusal_log = now
+            logger.warning("refused a connection from %s: %d connections open, the limit is %d (%d refused so far)",
+                           peer, len(self._connections), self.max_connections, self.refused_connections)
 
     async def start(self, serve: bool = True) -> int:
         """Bind (and with ``serve`` accept connections); return the bound port."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True,
-                                                start_serving=serve)
+                                                backlog=ACCEPT_BACKLOG, start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("remoting server bound to %s:%d", self.host, self.port)
+        logger.info("remoting server bound to %s:%d (at most %d connections)", self.host, self.port,
+                    self.max_connections)
         return self.port
 
     async def start_serving(self) -> None:
@@ -85,3 +110,14 @@ class RemotingServer:
             await connection.wait_closed()
         if self._server is not None:
             await self._server.wait_closed()
+
+
+class _Refused(asyncio.Protocol):
+    """A connection over the limit: counted, logged, closed before it costs anything."""
+
+    def __init__(self, server: RemotingServer) -> None:
+        self._server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._server.record_refusal(transport.get_extra_info("peername"))
+        transport.close()

@@ -245,3 +245,16 @@ def test_close_is_idempotent_and_port_needs_start() -> None:
         await namesrv.close()
 
     asyncio.run(main())
+
+
+def test_a_registration_whose_body_holds_a_lone_surrogate_is_answered_and_not_stored() -> None:
+    async def body(namesrv: NameServer, client: RemotingClient, address: str) -> None:
+        raw = register_body(1, "PLACEHOLDER").replace(b"PLACEHOLDER", b"\\ud800")
+        header = RegisterBrokerRequestHeader("broker-a", BROKER_A, CLUSTER, BROKER_A, 0, body_crc32=body_crc32(raw))
+        response = await client.invoke(address, RequestCode.REGISTER_BROKER, header.to_fields(), raw)
+        assert response.code == ResponseCode.SYSTEM_ERROR and "holds a lone surrogate" in (response.remark or "")
+        assert namesrv.routes.all_topics() == () and namesrv.routes.live_broker_addrs == ()
+        topics = await client.invoke(address, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        assert topics.code == ResponseCode.SUCCESS
+
+    run(body)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import re
+
 import pytest
 
 from sparkmq.errors import InvalidFieldError
@@ -210,3 +212,13 @@ def test_string_lists_reject_non_strings() -> None:
     with pytest.raises(InvalidFieldError) as info:
         ConsumerListBody.decode(b'{"consumerIdList":["a",1]}')
     assert info.value.field == "consumerIdList[1]"
+
+
+@pytest.mark.parametrize(("raw", "where"), [
+    (b'{"topicList":["ok","\\ud800"]}', "'topicList'[1] holds a lone surrogate"),
+    (b'{"table":{"a\\u0000":1}}', "'table' key 'a\\x00' holds a NUL"),
+])
+def test_json_bodies_refuse_lone_surrogates_and_nuls(raw: bytes, where: str) -> None:
+    with pytest.raises(InvalidFieldError, match=re.escape(where)):
+        loads(raw, what="demo")
+    assert loads(b'{"t":"caf\\u00e9 \\ud83d\\ude00"}', what="demo") == {"t": "caf\u00e9 \U0001F600"}

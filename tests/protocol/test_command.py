@@ -113,9 +113,56 @@ def test_encode_refuses_frames_over_the_maximum() -> None:
         RemotingCommand(code=0, opaque=1, body=bytes(MAX_FRAME_BYTES)).encode()
 
 
-def test_lone_surrogate_is_a_protocol_error() -> None:
-    with pytest.raises(ProtocolError, match="UTF-8"):
-        RemotingCommand(code=0, opaque=1, remark="\ud800").encode()
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_lone_surrogate_is_escaped_on_encode_never_an_error(binary: bool) -> None:
+    command = RemotingCommand(code=17, opaque=1, remark="Nope\ud800", ext_fields={"topic\udfff": "T\ud800"})
+    frame = command.encode_rocketmq() if binary else command.encode()
+    decoded = RemotingCommand.decode(frame[4:])
+    assert (decoded.remark, decoded.ext_fields) == ("Nope\\ud800", {"topic\\udfff": "T\\ud800"})
+    assert decoded.defect is None
+
+
+def _json_request(ext_json: str, remark: str = "null") -> bytes:
+    header = ('{"code":17,"flag":0,"language":"JAVA","opaque":42,"remark":%s,"version":0,"extFields":%s}'
+              % (remark, ext_json)).encode()
+    return struct.pack(">I", len(header)) + header
+
+
+@pytest.mark.parametrize(("ext_json", "remark", "expected"), [
+    ('{"topicFilterType":"\\ud800"}', "null", "'topicFilterType' holds a lone surrogate U+D800 at index 0"),
+    ('{"topic":"a\\u0000b"}', "null", "'topic' holds a NUL character at index 1"),
+    ('{"topic":"%s"}' % ("x" * 40_000), "null", "'topic' is 40000 characters long, over the limit of 32767"),
+    ('{"a\\udc00":"v"}', "null", "header field name 'a\\udc00' holds a lone surrogate"),
+    ("{}", '"\\udbff"', "'remark' holds a lone surrogate U+DBFF"),
+])
+def test_unfit_request_text_is_a_defect_naming_the_field(ext_json: str, remark: str, expected: str) -> None:
+    command = RemotingCommand.decode(_json_request(ext_json, remark))
+    assert command.opaque == 42 and command.defect is not None
+    assert expected in command.defect.remark
+    command.make_response(command.defect.code, remark=command.defect.remark).encode()  # always answerable
+
+
+def test_unfit_text_in_a_binary_header_is_a_defect() -> None:
+    frame = RemotingCommand(code=10, opaque=3, ext_fields={"topic": "a\x00"}).encode_rocketmq()
+    defect = RemotingCommand.decode(frame[4:]).defect
+    assert defect is not None and defect.field == "topic"
+
+
+def test_fit_text_has_no_defect_and_responses_are_never_checked() -> None:
+    assert RemotingCommand.decode(_json_request('{"topic":"caf\\u00e9 \\ud83d\\ude00"}')).defect is None
+    response = RemotingCommand(code=0, opaque=1, flag=1, remark="x\x00").encode()
+    assert RemotingCommand.decode(response[4:]).defect is None
+
+
+@pytest.mark.parametrize("digits", ["9" * 5000, "-" + "1" * 4400, "0" * 5000 + "7"])
+def test_huge_integer_strings_are_protocol_errors_not_value_errors(digits: str) -> None:
+    header = ('{"code":"%s","opaque":1}' % digits).encode()
+    payload = struct.pack(">I", len(header)) + header
+    if digits.lstrip("0") == "7":
+        assert RemotingCommand.decode(payload).code == 7
+    else:
+        with pytest.raises(ProtocolError, match="'code' is not an int32"):
+            RemotingCommand.decode(payload)
 
 
 def test_repr_shows_body_size_not_body() -> None:
