@@ -16,9 +16,14 @@ from typing import Any
 from sparkmq.errors import ConfigError
 from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
+from sparkmq.protocol import MAX_FRAME_BYTES
 from sparkmq.store.config import FlushDiskType, StoreConfig
 
 logger = logging.getLogger(__name__)
+# Room a frame needs besides one stored record: the command's JSON header, where a send carries
+# the properties (≤ 32767 bytes, JSON-escaped at up to 6 bytes each) and a pull answer its offsets.
+FRAME_HEADER_RESERVE_BYTES = 256 * 1024
+MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,24 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
     region_id: str = "DefaultRegion"  # regionId
     trace_on: bool = True  # traceOn
+    max_topic_queue_nums: int = 1024  # maxTopicQueueNums: read/write queues an admin may give a topic
+    max_subscription_group_nums: int = 10_000  # maxSubscriptionGroupNums: groups auto-creation stops at
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort {self.listen_port} is not a TCP port")
+        if not 0 < self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
+            raise ConfigError(
+                f"maxMessageSize {self.max_message_size} does not fit the remoting frame limit of {MAX_FRAME_BYTES} "
+                f"bytes: a stored message must travel in one frame with {FRAME_HEADER_RESERVE_BYTES} bytes for its "
+                f"header, so maxMessageSize may be at most {MAX_MESSAGE_SIZE_LIMIT}")
+        for key, value in (("maxTopicQueueNums", self.max_topic_queue_nums),
+                           ("maxSubscriptionGroupNums", self.max_subscription_group_nums)):
+            if value <= 0:
+                raise ConfigError(f"{key} {value} must be positive")
+        if not 0 < self.default_topic_queue_nums <= self.max_topic_queue_nums:
+            raise ConfigError(f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
+                              f"1..maxTopicQueueNums ({self.max_topic_queue_nums})")
 
     @property
     def address(self) -> str:
@@ -99,12 +122,7 @@ class BrokerConfig:
                 continue
             values[name] = _convert(key, name, raw.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
-        config = cls(**values)
-        if not 0 <= config.listen_port <= 65535:
-            raise ConfigError(f"listenPort {config.listen_port} is not a TCP port")
-        if config.default_topic_queue_nums <= 0:
-            raise ConfigError(f"defaultTopicQueueNums {config.default_topic_queue_nums} must be positive")
-        return config
+        return cls(**values)
 
 
 def _java_key(name: str) -> str:

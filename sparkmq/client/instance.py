@@ -15,7 +15,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 
-from sparkmq.client.periodic import run_every
+from sparkmq.remoting.periodic import run_once, run_every, stop_tasks
 from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
@@ -63,10 +63,7 @@ class ClientInstance:
                        loop.create_task(run_every(HEARTBEAT_S, self.heartbeat, f"client {self.client_id}"))]
 
     async def close(self) -> None:
-        tasks = self._tasks + list(self._hook_tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(self._tasks + list(self._hook_tasks), f"client {self.client_id}")
         await self._unregister()
         await self.remoting.close()
 
@@ -165,19 +162,13 @@ class ClientInstance:
             hook = self.rebalance_hooks.get(group)
             if hook is not None:
                 # Keep a reference (the loop holds tasks weakly) and log a failure instead of losing it.
-                task = asyncio.get_running_loop().create_task(self._run_hook(group, hook))
+                task = asyncio.get_running_loop().create_task(
+                    run_once(hook, f"client {self.client_id}: rebalance of {group} after NOTIFY_CONSUMER_IDS_CHANGED"))
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
         return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      remark=f"request type {request.code} not supported by this client")
-
-    async def _run_hook(self, group: str, hook: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await hook()
-        except SparkmqError as exc:
-            logger.warning("client %s: rebalance of %s after NOTIFY_CONSUMER_IDS_CHANGED failed: %s",
-                           self.client_id, group, exc.remark)
 
     async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
                             timeout: float = 3.0) -> RemotingCommand:

@@ -17,7 +17,7 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
-from sparkmq.client.periodic import run_every
+from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -76,8 +76,7 @@ class AsyncPullConsumer:
 
     async def close(self) -> None:
         if self._auto_commit is not None:
-            self._auto_commit.cancel()
-            await asyncio.gather(self._auto_commit, return_exceptions=True)
+            await stop_tasks([self._auto_commit], f"pull consumer {self.group}")
             await self.commit()
         await self.instance.close()
 

@@ -3,6 +3,8 @@
 Checks topic and queue, auto-creates topics, splits batches (inflating C++ 1.2.3's
 compressed batch bodies first), moves delayed messages to the schedule topic and
 over-retried messages to the DLQ, stores, and with SYNC flush answers only after the fsync.
+Transactional half messages are refused (NO_PERMISSION, as RocketMQ answers with
+``rejectTransactionMessage``) until the broker can commit or roll them back.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import decode_batch_items
 from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
-from sparkmq.message.properties import WAIT_STORE_MSG_OK, append_properties, find_property
+from sparkmq.message.properties import TRANSACTION_PREPARED, WAIT_STORE_MSG_OK, append_properties, find_property
 from sparkmq.message.record import Host, MessageBatch
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, parse_send_request_header
@@ -52,10 +54,17 @@ class SendProcessor:
         except InvalidTopicError as exc:
             code = ResponseCode.NO_PERMISSION if "forbidden" in exc.remark else ResponseCode.SYSTEM_ERROR
             return request.make_response(code, remark=exc.remark)
+        if _is_half_message(header):
+            return request.make_response(ResponseCode.NO_PERMISSION, remark=(
+                f"the broker[{self.ctx.config.broker_ip}] sending transaction message is forbidden"))
+        topics_before = self.ctx.topics.version
         topic_config = self._topic_for_send(header)
         if topic_config is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
                                          remark=f"topic[{header.topic}] not exist, apply first please!")
+        if header.queue_id < 0 and topic_config.write_queue_nums <= 0:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
+                f"topic[{header.topic}] has no writable queue: writeQueueNums is {topic_config.write_queue_nums}"))
         queue_id = header.queue_id if header.queue_id >= 0 else random.randrange(topic_config.write_queue_nums)
         if queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums):
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
@@ -70,6 +79,8 @@ class SendProcessor:
             batch = redirect_if_delayed(batch, self._max_delay_level)
         wait = find_property(batch.properties[0], WAIT_STORE_MSG_OK.encode()) != b"false"
         result = await self.ctx.put(batch, wait_flush=wait)
+        if self.ctx.topics.version != topics_before:  # a topic made for this message is on disk before the ack
+            await self.ctx.persister.persist("topics.json")
         return self._response(request, result, queue_id, PUT_STATUS_TO_RESPONSE[result.status])
 
     def _topic_for_send(self, header: SendMessageRequestHeader):  # type: ignore[no-untyped-def]
@@ -124,6 +135,16 @@ class SendProcessor:
         fields = SendMessageResponseHeader(msg_ids, queue_id, result.queue_offset, msg_region=cfg.region_id,
                                            trace_on=cfg.trace_on).to_fields()
         return request.make_response(code, ext_fields=fields)
+
+
+def _is_half_message(header: SendMessageRequestHeader) -> bool:
+    """A transaction's prepared (half) message: by sysFlag, or by the TRAN_MSG property Java checks."""
+    if L.transaction_type(header.sys_flag) == L.TRANSACTION_PREPARED_TYPE:
+        return True
+    props = header.properties or ""
+    if TRANSACTION_PREPARED + "\x01" not in props:  # the common case, without encoding the properties
+        return False
+    return (find_property(props.encode("utf-8", "surrogatepass"), TRANSACTION_PREPARED.encode()) or b"").lower() == b"true"
 
 
 def _is_batch(request: RemotingCommand, header: SendMessageRequestHeader) -> bool:
