@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 logger = logging.getLogger(__name__)
 
+RECANCEL_AFTER_S = 1.0
 Action = Callable[[], "Awaitable[object] | object"]
 
 
@@ -46,12 +47,24 @@ async def run_every(interval_s: float, action: Action, name: str, *, wake: async
         if wake is None:
             await asyncio.sleep(interval_s)
         else:
-            try:
-                await asyncio.wait_for(wake.wait(), interval_s)
-            except TimeoutError:
-                pass
+            await _wait_or_wake(interval_s, wake)
             wake.clear()
         await run_once(action, name)
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            # The round swallowed our cancellation (asyncio.wait_for does, on Python 3.11, when
+            # its future completes at the same moment): stop anyway.
+            raise asyncio.CancelledError
+
+
+async def _wait_or_wake(interval_s: float, wake: asyncio.Event) -> None:
+    # Not asyncio.wait_for: on Python 3.11 it can swallow a cancel that races its timeout,
+    # and the loop then never stops.
+    timer = asyncio.get_running_loop().call_later(interval_s, wake.set)
+    try:
+        await wake.wait()
+    finally:
+        timer.cancel()
 
 
 async def run_once(action: Action, name: str) -> bool:
@@ -68,10 +81,12 @@ async def run_once(action: Action, name: str) -> bool:
 
 async def stop_tasks(tasks: Iterable[asyncio.Task[None]], owner: str) -> None:
     """Cancel ``tasks``, wait for them, and log every way one ended other than by cancellation."""
-    pending = list(tasks)
-    for task in pending:
-        task.cancel()
-    results = await asyncio.gather(*pending, return_exceptions=True)
-    for task, result in zip(pending, results):
-        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-            logger.error("%s: background task %s ended with an error", owner, task.get_name(), exc_info=result)
+    stopping = set(tasks)
+    everything = list(stopping)
+    while stopping:  # cancel again what swallowed a cancellation (see run_every)
+        for task in stopping:
+            task.cancel()
+        _done, stopping = await asyncio.wait(stopping, timeout=RECANCEL_AFTER_S)
+    for task in everything:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s: background task %s ended with an error", owner, task.get_name(), exc_info=task.exception())
