@@ -15,7 +15,6 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 
-from sparkmq.remoting.periodic import run_once, run_every, stop_tasks
 from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
@@ -24,6 +23,7 @@ from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
+from sparkmq.remoting.periodic import run_every, run_once, stop_tasks
 
 logger = logging.getLogger(__name__)
 ROUTE_REFRESH_S = 30.0
@@ -55,7 +55,7 @@ class ClientInstance:
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._hook_tasks: set[asyncio.Task[None]] = set()
+        self._hook_tasks: set[asyncio.Task[bool]] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -63,7 +63,7 @@ class ClientInstance:
                        loop.create_task(run_every(HEARTBEAT_S, self.heartbeat, f"client {self.client_id}"))]
 
     async def close(self) -> None:
-        await stop_tasks(self._tasks + list(self._hook_tasks), f"client {self.client_id}")
+        await stop_tasks([*self._tasks, *self._hook_tasks], f"client {self.client_id}")
         await self._unregister()
         await self.remoting.close()
 

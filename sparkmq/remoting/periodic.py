@@ -30,6 +30,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +75,12 @@ async def run_once(action: Action, name: str) -> bool:
         if inspect.isawaitable(outcome):
             await outcome
     except Exception:  # the policy: log with the traceback, go on with the next round
-        logger.exception("periodic task %s failed; it runs again next round", name)
+        logger.exception("background task %s failed; its loop goes on", name)
         return False
     return True
 
 
-async def stop_tasks(tasks: Iterable[asyncio.Task[None]], owner: str) -> None:
+async def stop_tasks(tasks: Iterable[asyncio.Task[Any]], owner: str) -> None:
     """Cancel ``tasks``, wait for them, and log every way one ended other than by cancellation."""
     stopping = set(tasks)
     everything = list(stopping)
