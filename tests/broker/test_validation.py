@@ -121,6 +121,11 @@ def test_bad_group_and_topic_names_are_answered_on_every_path(tmp_path: Path) ->
             response = await w.raw(code, {"topic": "/etc\ud800", "queueId": "0"})
             assert response.code == ResponseCode.SYSTEM_ERROR, (code, response)
             assert "The specified topic['/etc\\ud800'] contains illegal characters" in (response.remark or "")
+        pull_fields = {"consumerGroup": "CID", "topic": "Nope\ud800", "queueId": "0", "queueOffset": "0",
+                       "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
+                       "subVersion": "0"}
+        surrogate = await w.raw(B.PULL_MESSAGE, pull_fields)  # answered, never an unencodable remark
+        assert surrogate.code == ResponseCode.SYSTEM_ERROR and "'Nope\\ud800'" in (surrogate.remark or ""), surrogate
         beat = await w.heartbeat("c1", "bad.group", {"Named": "*"})
         assert beat.code == ResponseCode.SYSTEM_ERROR and "bad.group" in (beat.remark or "")
         await still_serving(w)
