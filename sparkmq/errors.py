@@ -21,7 +21,9 @@ and whether retrying the same call may succeed (``retriable``)::
     ├── ConfigError                a bad configuration key or option value
     └── RemoteError                an error response from a broker or NameServer
         ├── TopicNotExistError     TOPIC_NOT_EXIST (17)
-        └── BrokerBusyError        SYSTEM_BUSY (2), retriable
+        ├── BrokerBusyError        SYSTEM_BUSY (2), retriable
+        └── DurabilityNotConfirmedError  FLUSH_DISK_TIMEOUT (10), FLUSH_SLAVE_TIMEOUT (12),
+                                   SLAVE_NOT_AVAILABLE (11): stored, not confirmed; retriable
 
 Foreign exceptions (``OSError``, ``struct.error``, ``json.JSONDecodeError``) are
 translated once, at the boundary that meets them, with ``raise ... from exc``.
@@ -146,6 +148,22 @@ class BrokerBusyError(RemoteError):
     retriable = True
 
 
+class DurabilityNotConfirmedError(RemoteError):
+    """The broker took a message but could not confirm the flush or replication it promised.
+
+    RocketMQ answers such a send with FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or
+    SLAVE_NOT_AVAILABLE; the message may or may not survive a crash, so it is not delivered.
+    ``status`` names the answer (``"FLUSH_DISK_TIMEOUT"``, ...). Sending again may store the
+    message twice (at-least-once) but is the only way to be sure: the error is retriable.
+    """
+
+    retriable = True
+
+    def __init__(self, remark: str, *, code: int, status: str) -> None:
+        super().__init__(remark, code=code)
+        self.status = status
+
+
 class InvalidFieldError(ProtocolError):
     """A well-framed command whose custom header field or JSON body is missing or malformed.
 
@@ -162,6 +180,7 @@ class InvalidFieldError(ProtocolError):
 __all__ = [
     "BrokerBusyError",
     "ConfigError",
+    "DurabilityNotConfirmedError",
     "CorruptRecordError",
     "FrameTooLargeError",
     "InvalidFieldError",

@@ -4,8 +4,11 @@ Input columns: ``body`` (binary or string, required), ``topic`` (required unless
 ``topic`` option is set; the option wins), ``keys``, ``tags``, ``properties``
 map<string,string>, ``queueId`` int, ``shardingKey`` (same key → same queue),
 ``delayLevel`` int. Each task sends its rows in SEND_BATCH_MESSAGE frames (many in flight)
-and reports success only after every broker acknowledgement: at-least-once. A failed send
-fails the task, so Spark retries it; ``abort`` says what was not acknowledged.
+and reports success only after every broker acknowledgement: at-least-once. An answer that
+stored a message without confirming its flush or replication (FLUSH_DISK_TIMEOUT,
+FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: ``DurabilityNotConfirmedError``) is no
+acknowledgement: it is retried, then fails the task like any failed send, so Spark retries
+it; ``abort`` says what was not acknowledged.
 """
 
 from __future__ import annotations

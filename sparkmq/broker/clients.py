@@ -65,6 +65,7 @@ class ClientManager:
         """Remove a client from the named groups; return consumer groups whose ids changed."""
         if producer_group:
             self.producers.get(producer_group, {}).pop(connection.id, None)
+            self._drop_empty_producer_groups()
         changed = []
         info = self.consumers.get(consumer_group or "")
         if info is not None and info.channels.pop(connection.id, None) is not None:
@@ -77,6 +78,7 @@ class ClientManager:
         """Drop a closed connection everywhere; return consumer groups whose ids changed."""
         for channels in self.producers.values():
             channels.pop(connection.id, None)
+        self._drop_empty_producer_groups()
         return self._drop_consumer_channels(lambda ch: ch.connection.id == connection.id)
 
     def expire_silent(self) -> list[str]:
@@ -85,7 +87,12 @@ class ClientManager:
         for channels in self.producers.values():
             for key in [k for k, ch in channels.items() if ch.last_update < deadline]:
                 channels.pop(key).connection.close()
+        self._drop_empty_producer_groups()
         return self._drop_consumer_channels(lambda ch: ch.last_update < deadline, close=True)
+
+    def _drop_empty_producer_groups(self) -> None:
+        for group in [g for g, channels in self.producers.items() if not channels]:
+            del self.producers[group]
 
     def _drop_consumer_channels(self, doomed: Callable[[ClientChannel], bool], close: bool = False) -> list[str]:
         changed = []

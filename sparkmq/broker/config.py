@@ -17,9 +17,14 @@ from sparkmq.errors import ConfigError
 from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
 from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
+from sparkmq.protocol import MAX_FRAME_BYTES
 from sparkmq.store.config import FlushDiskType, StoreConfig
 
 logger = logging.getLogger(__name__)
+# Room a frame needs besides one stored record: the command's JSON header, where a send carries
+# the properties (≤ 32767 bytes, JSON-escaped at up to 6 bytes each) and a pull answer its offsets.
+FRAME_HEADER_RESERVE_BYTES = 256 * 1024
+MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,30 @@ class BrokerConfig:
     server_max_connections: int = 0  # serverMaxConnections
     server_frame_deadline_seconds: float = FRAME_DEADLINE_S  # serverFrameDeadlineSeconds
     server_max_buffered_frame_bytes: int = MAX_BUFFERED_FRAME_BYTES  # serverMaxBufferedFrameBytes
+    max_topic_queue_nums: int = 1024  # maxTopicQueueNums: read/write queues an admin may give a topic
+    max_subscription_group_nums: int = 10_000  # maxSubscriptionGroupNums: groups auto-creation stops at
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort {self.listen_port} is not a TCP port")
+        if not 0 < self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
+            raise ConfigError(
+                f"maxMessageSize {self.max_message_size} does not fit the remoting frame limit of {MAX_FRAME_BYTES} "
+                f"bytes: a stored message must travel in one frame with {FRAME_HEADER_RESERVE_BYTES} bytes for its "
+                f"header, so maxMessageSize may be at most {MAX_MESSAGE_SIZE_LIMIT}")
+        for key, value in (("maxTopicQueueNums", self.max_topic_queue_nums),
+                           ("maxSubscriptionGroupNums", self.max_subscription_group_nums)):
+            if value <= 0:
+                raise ConfigError(f"{key} {value} must be positive")
+        if not 0 < self.default_topic_queue_nums <= self.max_topic_queue_nums:
+            raise ConfigError(f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
+                              f"1..maxTopicQueueNums ({self.max_topic_queue_nums})")
+        for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
+            if not 0 <= getattr(self, _FIELD_OF_KEY[key]) <= 100:
+                raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
+        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval"):
+            if getattr(self, _FIELD_OF_KEY[key]) <= 0:
+                raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} must be positive")
 
     @property
     def address(self) -> str:
@@ -126,18 +155,7 @@ class BrokerConfig:
                 continue
             values[name] = _convert(key, name, raw.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
-        config = cls(**values)
-        if not 0 <= config.listen_port <= 65535:
-            raise ConfigError(f"listenPort {config.listen_port} is not a TCP port")
-        if config.default_topic_queue_nums <= 0:
-            raise ConfigError(f"defaultTopicQueueNums {config.default_topic_queue_nums} must be positive")
-        for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
-            if not 0 <= getattr(config, _FIELD_OF_KEY[key]) <= 100:
-                raise ConfigError(f"{key} {getattr(config, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
-        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval"):
-            if getattr(config, _FIELD_OF_KEY[key]) <= 0:
-                raise ConfigError(f"{key} {getattr(config, _FIELD_OF_KEY[key])} must be positive")
-        return config
+        return cls(**values)
 
 
 def _java_key(name: str) -> str:

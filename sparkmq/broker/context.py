@@ -10,6 +10,7 @@ from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
+from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.offsets import ConsumerOffsetTable
@@ -34,6 +35,7 @@ class BrokerContext:
     clients: ClientManager
     holds: PullHoldService
     locks: RebalanceLockManager
+    persister: TablePersister
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
         """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync.

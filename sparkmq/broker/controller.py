@@ -16,6 +16,7 @@ from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
+from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
 from sparkmq.broker.processors.pull import PullProcessor
@@ -29,12 +30,14 @@ from sparkmq.broker.transactions import TransactionService
 from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
+from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 CLIENT_SCAN_INTERVAL_S = 10.0
 SCHEDULE_INTERVAL_S = 0.1  # DELAY_FOR_A_WHILE
 IN_FLIGHT_GRACE_S = 2.0
+PERSIST_TICK_S = 1.0  # changed topics, groups and delay progress reach disk within this
 
 
 class BrokerController:
@@ -51,6 +54,7 @@ class BrokerController:
         self._registration: NamesrvRegistration | None = None
         self._offset_file: OffsetFile | None = None
         self._schedule: ScheduleMessageService | None = None
+        self.persister = TablePersister(f"broker {config.broker_name}")
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
@@ -61,25 +65,36 @@ class BrokerController:
         self._offset_file = OffsetFile(config_dir / "consumerOffset.json")
         topics = TopicConfigManager(config_dir / "topics.json", cluster_name=cfg.broker_cluster_name,
                                     broker_name=cfg.broker_name, auto_create=cfg.auto_create_topic_enable,
-                                    default_queue_nums=cfg.default_topic_queue_nums)
+                                    default_queue_nums=cfg.default_topic_queue_nums,
+                                    max_queue_nums=cfg.max_topic_queue_nums)
         topics.load()
-        topics.persist()
-        groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group)
+        await asyncio.to_thread(topics.persist)
+        groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group,
+                                          cfg.max_subscription_group_nums)
         groups.load()
         holds = PullHoldService(asyncio.get_running_loop())
         store.add_dispatch_listener(holds.notify)
-        self.context = ctx = BrokerContext(cfg, store, self._offset_file.load(), topics, groups,
-                                           ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager())
+        offsets = self._offset_file.load()
+        self.context = ctx = BrokerContext(cfg, store, offsets, topics, groups,
+                                           ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager(),
+                                           self.persister)
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
         await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
-        self._schedule = ScheduleMessageService(store, config_dir / "delayOffset.json", len(cfg.message_delay_level.split()))
-        self._schedule.load()
+        self._schedule = schedule = ScheduleMessageService(store, config_dir / "delayOffset.json",
+                                                           len(cfg.message_delay_level.split()))
+        schedule.load()
+        offsets_interval_s = cfg.flush_consumer_offset_interval / 1000
+        self.persister.add("consumerOffset.json", lambda: offsets.version, lambda: offsets, self._offset_file.persist,
+                           offsets_interval_s)
+        self.persister.add("topics.json", lambda: topics.version, topics.wrapper, topics.write)
+        self.persister.add("subscriptionGroup.json", lambda: groups.version, groups.snapshot, groups.write)
+        self.persister.add("delayOffset.json", lambda: schedule.version, schedule.snapshot, schedule.write)
         self._registration = NamesrvRegistration(cfg, topics, self.namesrv_client)
         topics.on_change = self._registration.request_now
-        self._every(cfg.flush_consumer_offset_interval / 1000, self._persist_offsets, "persist-offsets")
+        self._every(min(PERSIST_TICK_S, offsets_interval_s), self.persister.persist_changed, "persist-tables")
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
         self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
         await self.server.start_serving()
@@ -108,16 +123,9 @@ class BrokerController:
         for code, processor in table.items():
             self.server.register(code, processor)  # type: ignore[arg-type]
 
-    def _every(self, interval_s: float, action: Callable[[], None], name: str) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(interval_s)
-                try:
-                    action()
-                except Exception:  # a periodic service keeps running; the failure is logged with its traceback
-                    logger.exception("broker service %s failed", name)
-
-        self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=f"sparkmq-{name}"))
+    def _every(self, interval_s: float, action: Callable[[], object], name: str) -> None:
+        loop = run_every(interval_s, action, f"broker {self.config.broker_name} {name}")
+        self._tasks.append(asyncio.get_running_loop().create_task(loop, name=f"sparkmq-{name}"))
 
     def _connection_closed(self, connection: RemotingConnection) -> None:
         if self.context is not None:
@@ -127,39 +135,42 @@ class BrokerController:
         assert self.context is not None
         self.context.notify_consumer_ids_changed(self.context.clients.expire_silent())
 
-    def _persist_offsets(self) -> None:
-        assert self.context is not None and self._offset_file is not None
-        self._offset_file.persist(self.context.offsets)
-
     def _deliver_delayed(self) -> None:
         assert self._schedule is not None
         self._schedule.deliver_due()
 
     async def close(self) -> None:
-        """Stop accepting, answer parked pulls, unregister, persist tables, flush and close the store."""
+        """Stop accepting, answer parked pulls, unregister, persist tables, flush and close the store.
+
+        Every step runs even when an earlier one failed (each failure is logged with its
+        traceback), so one unwritable table never leaves the others unsaved or the abort marker behind.
+        """
         self.server.stop_accepting()
         if self.transactions is not None:  # its scan thread must be done before the store closes
             await self.transactions.close()
         if self._registration is not None:
-            await self._registration.close()
+            await self._close_step("unregister from NameServers", self._registration.close)
         if self.context is not None:
             self.context.holds.wake_all()
-            await self._drain_in_flight()
-        await self.server.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._close_step("drain in-flight requests", self._drain_in_flight)
+        await self._close_step("close connections", self.server.close)
+        await stop_tasks(self._tasks, f"broker {self.config.broker_name}")
         self._tasks.clear()
-        if self.context is not None:
-            self._persist_offsets()
-            self.context.topics.persist()
-            self.context.groups.persist()
-        if self._schedule is not None:
-            self._schedule.persist()
+        failed = await self.persister.persist_changed(ignore_intervals=True)
         if self.store is not None:
-            await asyncio.to_thread(self.store.close)
-        await self.namesrv_client.close()
-        logger.info("broker %s stopped", self.config.broker_name)
+            await self._close_step("close the store", lambda: asyncio.to_thread(self.store.close))  # type: ignore[union-attr]
+        await self._close_step("close NameServer connections", self.namesrv_client.close)
+        if failed:
+            logger.error("broker %s stopped, but %s could not be persisted (see above)", self.config.broker_name,
+                         ", ".join(failed))
+        else:
+            logger.info("broker %s stopped", self.config.broker_name)
+
+    async def _close_step(self, what: str, step: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await step()
+        except Exception:  # closing goes on: the rest must still be persisted and the store closed
+            logger.exception("broker %s: %s failed during close", self.config.broker_name, what)
 
     async def _drain_in_flight(self) -> None:
         loop = asyncio.get_running_loop()

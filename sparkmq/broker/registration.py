@@ -18,6 +18,7 @@ from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from sparkmq.protocol.namesrv_bodies import RegisterBrokerBody
 from sparkmq.remoting import RemotingClient
+from sparkmq.remoting.periodic import run_every, run_once, stop_tasks
 
 logger = logging.getLogger(__name__)
 REGISTER_TIMEOUT_S = 6.0
@@ -35,22 +36,15 @@ class NamesrvRegistration:
 
     async def start(self) -> None:
         """Register once now (so routes exist when the broker says it is ready), then periodically."""
-        await self.register_all()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="sparkmq-register-broker")
+        name = f"broker {self.config.broker_name} registration"
+        await run_once(self.register_all, name)
+        period = self.config.register_name_server_period / 1000
+        self._task = asyncio.get_running_loop().create_task(run_every(period, self.register_all, name, wake=self._wake),
+                                                            name="sparkmq-register-broker")
 
     def request_now(self) -> None:
         """Register again soon (a topic changed)."""
         self._wake.set()
-
-    async def _run(self) -> None:
-        period = self.config.register_name_server_period / 1000
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), period)
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            await self.register_all()
 
     def _header(self, body: bytes) -> dict[str, str]:
         cfg = self.config
@@ -77,11 +71,7 @@ class NamesrvRegistration:
     async def close(self) -> None:
         """Stop re-registering and unregister from every NameServer."""
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await stop_tasks([self._task], f"broker {self.config.broker_name}")
         cfg = self.config
         header = UnRegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.broker_id).to_fields()
         for address in cfg.namesrv_addresses():

@@ -44,21 +44,28 @@ class ScheduleMessageService:
         self.levels = levels
         self._file: ConfigFile[dict[int, int]] = ConfigFile(path, _decode, _encode, ConfigError)
         self.offsets: dict[int, int] = {}
+        self.version = 0  # bumped when progress moved; the broker's persister writes delayOffset.json
 
     def load(self) -> None:
         self.offsets = self._file.load() or {}
 
-    def persist(self) -> None:
-        self._file.persist(self.offsets)
+    def snapshot(self) -> dict[int, int]:
+        """A copy of the progress to write from another thread."""
+        return dict(self.offsets)
+
+    def write(self, snapshot: dict[int, int]) -> None:
+        """Write a :meth:`snapshot` to delayOffset.json (blocking: fsyncs)."""
+        self._file.persist(snapshot)
 
     def deliver_due(self, now_ms: int | None = None) -> int:
         """Deliver every due message of every level; return how many were delivered."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
+        before = dict(self.offsets)
         delivered = 0
         for level in range(1, self.levels + 1):
             delivered += self._deliver_level(level, now)
-        if delivered:
-            self.persist()
+        if self.offsets != before:
+            self.version += 1
         return delivered
 
     def _deliver_level(self, level: int, now: int) -> int:

@@ -1,4 +1,10 @@
-"""SubscriptionGroupManager: consumer group settings, persisted as config/subscriptionGroup.json."""
+"""SubscriptionGroupManager: consumer group settings, persisted as config/subscriptionGroup.json.
+
+Creating a group is cheap (a dict entry and a version bump): the broker's persister writes the
+file off the event loop, batching many new groups into one write. Auto-creation stops at
+``max_groups`` (``maxSubscriptionGroupNums``), so heartbeats and pulls naming ever new groups
+cannot grow the table and the file without bound.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from sparkmq.config_file import ConfigFile
+from sparkmq.broker.validation import check_group
 from sparkmq.errors import ConfigError
 
 DEFAULT_RETRY_MAX_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
 DEFAULT_RETRY_QUEUE_NUMS = 1
+DEFAULT_MAX_GROUPS = 10_000  # maxSubscriptionGroupNums
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,20 +54,40 @@ def _encode(groups: dict[str, SubscriptionGroupConfig]) -> str:
 class SubscriptionGroupManager:
     """Groups by name; unknown groups are auto-created when ``auto_create`` is on."""
 
-    def __init__(self, path: Path, auto_create: bool) -> None:
+    def __init__(self, path: Path, auto_create: bool, max_groups: int = DEFAULT_MAX_GROUPS) -> None:
         self._file: ConfigFile[dict[str, SubscriptionGroupConfig]] = ConfigFile(path, _decode, _encode, ConfigError)
         self._auto_create = auto_create
+        self.max_groups = max_groups
         self.groups: dict[str, SubscriptionGroupConfig] = {}
+        self.version = 0  # bumped on every change; the persister writes the file when it moved
 
     def load(self) -> None:
         self.groups = self._file.load() or {}
 
-    def persist(self) -> None:
-        self._file.persist(self.groups)
+    def snapshot(self) -> dict[str, SubscriptionGroupConfig]:
+        """A copy of the table to write from another thread."""
+        return dict(self.groups)
+
+    def write(self, snapshot: dict[str, SubscriptionGroupConfig]) -> None:
+        """Write a :meth:`snapshot` to subscriptionGroup.json (blocking: fsyncs)."""
+        self._file.persist(snapshot)
 
     def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's settings, auto-creating it when allowed; None when it does not exist and cannot be created.
+
+        Raises InvalidFieldError for a malformed group name.
+        """
         config = self.groups.get(group)
-        if config is None and self._auto_create:
-            config = self.groups[group] = SubscriptionGroupConfig(group)
-            self.persist()
+        if config is None:
+            check_group(group)
+            if self._auto_create and len(self.groups) < self.max_groups:
+                config = self.groups[group] = SubscriptionGroupConfig(group)
+                self.version += 1
         return config
+
+    def refusal(self, group: str) -> str:
+        """The remark for a group that :meth:`find_or_create` did not create."""
+        if not self._auto_create:
+            return f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup=false)"
+        return (f"subscription group [{group}] does not exist and the broker already holds {len(self.groups)} groups "
+                f"(maxSubscriptionGroupNums={self.max_groups})")

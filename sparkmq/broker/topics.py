@@ -2,7 +2,8 @@
 
 Mirrors RocketMQ's ``TopicConfigManager``: system topics at start, TBW102 when auto-create
 is on, auto-creation on send (queues = min(requested, TBW102's), perm without INHERIT),
-a ``dataVersion`` bumped on every change so the NameServer sees it.
+a ``dataVersion`` bumped on every change so the NameServer sees it. Changes only bump
+``version``; the broker's persister writes topics.json off the event loop (``persistence.py``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sparkmq.broker.validation import check_topic, check_topic_config
 from sparkmq.config_file import ConfigFile
-from sparkmq.errors import ConfigError, InvalidTopicError
-from sparkmq.message.record import validate_topic
+from sparkmq.errors import ConfigError, InvalidFieldError, InvalidTopicError
 from sparkmq.protocol import PermName
 from sparkmq.protocol.namesrv_bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
@@ -26,7 +27,14 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SCHEDULE_QUEUES = 18
+DEFAULT_MAX_QUEUE_NUMS = 1024  # maxTopicQueueNums
+# TopicValidator.SYSTEM_TOPIC_SET: no admin may create, update or delete these.
+SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, BENCHMARK_TOPIC, TRANS_HALF_TOPIC, TRACE_TOPIC,
+                           TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
 # Producers may not send to these (TopicValidator.isNotAllowedSendTopic): NO_PERMISSION.
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
                                      TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
@@ -45,7 +53,8 @@ class TopicConfigManager:
     """Topics by name; ``on_change`` runs after every change (re-register with NameServers)."""
 
     def __init__(self, path: Path, *, cluster_name: str, broker_name: str, auto_create: bool,
-                 default_queue_nums: int, on_change: Callable[[], None] | None = None) -> None:
+                 default_queue_nums: int, on_change: Callable[[], None] | None = None,
+                 max_queue_nums: int = DEFAULT_MAX_QUEUE_NUMS) -> None:
         self._file: ConfigFile[TopicConfigSerializeWrapper] = ConfigFile(
             path, lambda text: TopicConfigSerializeWrapper.decode(text.encode()), lambda w: w.encode().decode(),
             ConfigError,
@@ -53,6 +62,8 @@ class TopicConfigManager:
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self.on_change = on_change
+        self.version = 0  # bumped on every change; the persister writes topics.json when it moved
+        self.max_queue_nums = max_queue_nums
         self._auto_create = auto_create
         self._system = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1, READ_WRITE),
@@ -75,7 +86,17 @@ class TopicConfigManager:
             self.topics.setdefault(topic.topic_name, topic)
 
     def persist(self) -> None:
-        self._file.persist(self.wrapper())
+        """Write topics.json now (blocking: call it from a worker thread)."""
+        self.write(self.wrapper())
+
+    def write(self, snapshot: TopicConfigSerializeWrapper) -> None:
+        """Write a :meth:`wrapper` snapshot to topics.json (blocking: fsyncs)."""
+        self._file.persist(snapshot)
+
+    def is_system(self, topic: str) -> bool:
+        """``TopicValidator.isSystemTopic``, plus this broker's cluster and broker name topics."""
+        return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) or any(
+            t.topic_name == topic for t in self._system)
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(dict(self.topics), self.data_version)
@@ -85,13 +106,13 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
-        self.persist()
+        self.version += 1
         if self.on_change is not None:
             self.on_change()
 
     def put(self, config: TopicConfig) -> TopicConfig:
-        """Create or update a topic (UPDATE_AND_CREATE_TOPIC)."""
-        validate_topic(config.topic_name)
+        """Create or update a topic; raise InvalidTopicError / InvalidFieldError for bad settings."""
+        check_topic_config(config, self.max_queue_nums)
         self.topics[config.topic_name] = config
         self._changed()
         return config
@@ -104,7 +125,7 @@ class TopicConfigManager:
         template = self.topics.get(AUTO_CREATE_TOPIC_KEY)
         if not self._auto_create or template is None:
             return None
-        queues = max(1, min(requested_queues, template.write_queue_nums))
+        queues = max(1, min(requested_queues, template.write_queue_nums, self.max_queue_nums))
         perm = template.perm & ~int(PermName.PERM_INHERIT)
         return self.put(TopicConfig(topic, queues, queues, perm))
 
@@ -115,7 +136,18 @@ class TopicConfigManager:
             return existing
         return self.put(TopicConfig(topic, queues, queues, READ_WRITE))
 
+    def update_by_admin(self, config: TopicConfig) -> TopicConfig:
+        """UPDATE_AND_CREATE_TOPIC: like :meth:`put`, but system topics are refused."""
+        check_topic(config.topic_name)
+        if self.is_system(config.topic_name):
+            raise InvalidFieldError(f"The topic[{config.topic_name}] is conflict with system topic.", field="topic")
+        return self.put(config)
+
     def delete(self, topic: str) -> bool:
+        """DELETE_TOPIC_IN_BROKER: forget ``topic``; system topics are refused, names are checked."""
+        check_topic(topic)
+        if self.is_system(topic):
+            raise InvalidFieldError(f"The topic[{topic}] is conflict with system topic.", field="topic")
         if self.topics.pop(topic, None) is None:
             return False
         self._changed()
@@ -125,7 +157,7 @@ class TopicConfigManager:
 
 def check_sendable(topic: str) -> None:
     """Raise InvalidTopicError for names producers may never use."""
-    validate_topic(topic)
+    check_topic(topic)
     if topic in NOT_ALLOWED_SEND_TOPICS:
         raise InvalidTopicError(f"sending message to topic [{topic}] is forbidden")
 

@@ -15,7 +15,6 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 
-from sparkmq.client.periodic import run_every
 from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
@@ -29,6 +28,7 @@ from sparkmq.protocol.headers import (
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from sparkmq.remoting import RemotingClient, RemotingConnection
+from sparkmq.remoting.periodic import run_every, run_once, stop_tasks
 
 logger = logging.getLogger(__name__)
 ROUTE_REFRESH_S = 30.0
@@ -63,7 +63,7 @@ class ClientInstance:
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
-        self._hook_tasks: set[asyncio.Task[None]] = set()
+        self._hook_tasks: set[asyncio.Task[bool]] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -71,10 +71,7 @@ class ClientInstance:
                        loop.create_task(run_every(HEARTBEAT_S, self.heartbeat, f"client {self.client_id}"))]
 
     async def close(self) -> None:
-        tasks = self._tasks + list(self._hook_tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks([*self._tasks, *self._hook_tasks], f"client {self.client_id}")
         await self._unregister()
         await self.remoting.close()
 
@@ -176,19 +173,13 @@ class ClientInstance:
             hook = self.rebalance_hooks.get(group)
             if hook is not None:
                 # Keep a reference (the loop holds tasks weakly) and log a failure instead of losing it.
-                task = asyncio.get_running_loop().create_task(self._run_hook(group, hook))
+                task = asyncio.get_running_loop().create_task(
+                    run_once(hook, f"client {self.client_id}: rebalance of {group} after NOTIFY_CONSUMER_IDS_CHANGED"))
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
         return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      remark=f"request type {request.code} not supported by this client")
-
-    async def _run_hook(self, group: str, hook: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await hook()
-        except SparkmqError as exc:
-            logger.warning("client %s: rebalance of %s after NOTIFY_CONSUMER_IDS_CHANGED failed: %s",
-                           self.client_id, group, exc.remark)
 
     async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
         """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""

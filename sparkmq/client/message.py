@@ -58,7 +58,11 @@ class Message:
 
 
 class SendStatus(enum.Enum):
-    """How the broker stored a sent message (RocketMQ's SendStatus)."""
+    """How the broker stored a sent message (RocketMQ's SendStatus).
+
+    sparkmq's producers return only ``SEND_OK``: the other three are raised as
+    :class:`~sparkmq.errors.DurabilityNotConfirmedError`, whose ``status`` is the member's name.
+    """
 
     SEND_OK = 0
     FLUSH_DISK_TIMEOUT = 1

@@ -1,7 +1,11 @@
 """Producers: ``AsyncProducer`` (asyncio) and ``Producer`` (blocking, same behaviour).
 
 Round-robin over the topic's writable queues, avoiding brokers that recently failed or
-were slow; ``retry_times_when_send_failed`` further attempts go to another broker. Bodies
+were slow; ``retry_times_when_send_failed`` further attempts go to another broker. A send
+returns only when the broker stored the message as promised: FLUSH_DISK_TIMEOUT,
+FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers are retried like failures and, when
+every attempt got one, raise :class:`DurabilityNotConfirmedError` (retriable, ``status``
+names the answer); never a "delivered" result. Bodies
 of 4 KiB or more are zlib-compressed with RocketMQ's flag. ``send_batch`` encodes the whole
 batch into one SEND_BATCH_MESSAGE frame: one write, one acknowledgement.
 """
@@ -20,7 +24,7 @@ from sparkmq.client import loop_thread
 from sparkmq.client.fault import LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import Message, SendResult, SendStatus
-from sparkmq.errors import MessageError, MessageTooLargeError, RemoteError, SparkmqError
+from sparkmq.errors import DurabilityNotConfirmedError, MessageError, MessageTooLargeError, RemoteError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.hashing import java_string_hash
@@ -36,9 +40,8 @@ COMPRESS_LEVEL = 5
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # maxMessageSize
 DEFAULT_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
-_STATUS_OF_CODE = {ResponseCode.SUCCESS: SendStatus.SEND_OK, ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-                   ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-                   ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE}
+# Answers that mean "stored, but not as durably as promised": not delivered, retried.
+_NOT_CONFIRMED_CODES = (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
 
 QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
@@ -101,7 +104,13 @@ class AsyncProducer:
 
     async def send(self, message: Message, *, selector: QueueSelector | None = None, arg: Any = None,
                    queue: MessageQueue | None = None, oneway: bool = False) -> SendResult:
-        """Send one message; with ``selector``/``arg`` (ordered messages) or ``queue`` the queue is fixed."""
+        """Send one message; with ``selector``/``arg`` (ordered messages) or ``queue`` the queue is fixed.
+
+        Returns a ``SEND_OK`` result once the broker stored the message as promised. Raises
+        :class:`DurabilityNotConfirmedError` when every attempt was answered FLUSH_DISK_TIMEOUT,
+        FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message may be stored; sending it again
+        is safe for at-least-once), and the error tree's other exceptions for other failures.
+        """
         validate_topic(message.topic)
         body, sys_flag = self._body_of(message)
         unique_id = self._ids.next_id()
@@ -112,7 +121,7 @@ class AsyncProducer:
                                               queue, oneway)
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
-        """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels)."""
+        """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels); errors as :meth:`send`."""
         if not messages:
             raise MessageError("send_batch needs at least one message")
         topic = messages[0].topic
@@ -174,15 +183,16 @@ class AsyncProducer:
                 logger.warning("send to %s failed (attempt %d/%d): %s", queue.broker_name, attempt + 1, attempts, exc.remark)
                 continue
             self.faults.record(queue.broker_name, (time.monotonic() - started) * 1000)
-            status = _STATUS_OF_CODE.get(response.code)  # type: ignore[call-overload]
-            if status is None:
+            if response.code != ResponseCode.SUCCESS:
                 error = _send_error(response, topic)
                 if not error.retriable:
                     raise error
+                logger.warning("send to %s not acknowledged (attempt %d/%d): %s", queue.broker_name, attempt + 1,
+                               attempts, error.remark)
                 last_broker, last_error = queue.broker_name, error
                 continue
             result = SendMessageResponseHeader.from_fields(response.ext_fields)
-            return SendResult(status, unique_id, result.msg_id, queue, result.queue_offset)
+            return SendResult(SendStatus.SEND_OK, unique_id, result.msg_id, queue, result.queue_offset)
         assert last_error is not None
         raise last_error
 
@@ -197,6 +207,10 @@ class AsyncProducer:
 
 
 def _send_error(response: Any, topic: str) -> SparkmqError:
+    if response.code in _NOT_CONFIRMED_CODES:
+        status = ResponseCode(response.code).name
+        return DurabilityNotConfirmedError(f"send to {topic}: the broker answered {status} ({response.remark or 'no remark'});"
+                                           " the message is not confirmed as stored", code=response.code, status=status)
     try:
         check_response(response, f"send to {topic}")
     except SparkmqError as exc:
@@ -229,11 +243,14 @@ class Producer:
 
     def send(self, message: Message, *, selector: QueueSelector | None = None, arg: Any = None,
              queue: MessageQueue | None = None, timeout_s: float | None = None) -> SendResult:
-        """Send and wait for the broker's acknowledgement."""
+        """Send and wait for the broker's acknowledgement; raises as :meth:`AsyncProducer.send`."""
         return loop_thread.run(self._async.send(message, selector=selector, arg=arg, queue=queue), timeout_s)
 
     def send_async(self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None) -> Future[SendResult]:
-        """Send without waiting; the future (and ``callback``, given the future) completes on acknowledgement."""
+        """Send without waiting; the future (and ``callback``, given the future) completes on acknowledgement.
+
+        The future fails with :class:`DurabilityNotConfirmedError` as :meth:`AsyncProducer.send` raises it.
+        """
         future = loop_thread.submit(self._async.send(message))
         if callback is not None:
             future.add_done_callback(callback)
@@ -244,6 +261,6 @@ class Producer:
         loop_thread.run(self._async.send(message, oneway=True))
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
-        """Send messages of one topic as one batch and wait for the acknowledgement."""
+        """Send messages of one topic as one batch and wait for the acknowledgement; raises as :meth:`send`."""
         return loop_thread.run(self._async.send_batch(messages, queue=queue))
 

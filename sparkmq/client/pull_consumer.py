@@ -20,7 +20,7 @@ from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.client.rebalance import allocate_averagely
 from sparkmq.client.selector import MessageSelector
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
-from sparkmq.client.periodic import run_every
+from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -88,12 +88,10 @@ class AsyncPullConsumer:
 
     async def close(self) -> None:
         if self._rebalancing is not None:
-            self._rebalancing.cancel()
-            await asyncio.gather(self._rebalancing, return_exceptions=True)
+            await stop_tasks([self._rebalancing], f"pull consumer {self.group}")
         self.instance.rebalance_hooks.pop(self.group, None)
         if self._auto_commit is not None:
-            self._auto_commit.cancel()
-            await asyncio.gather(self._auto_commit, return_exceptions=True)
+            await stop_tasks([self._auto_commit], f"pull consumer {self.group}")
             await self.commit()
         await self.instance.close()
 

@@ -25,7 +25,7 @@ from sparkmq.client.consume_service import (
 )
 from sparkmq.client.local_offsets import LocalOffsetFile
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
-from sparkmq.client.periodic import run_every
+from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
@@ -168,15 +168,11 @@ class AsyncPushConsumer:
         """
         self.instance.rebalance_hooks.pop(self.group, None)
         tasks = self._tasks + ([self._retry_task] if self._retry_task is not None else [])
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks, f"push consumer {self.group}")
         async with self._rebalance_lock:
             pulls = list(self._pull_tasks.values())
             self._pull_tasks.clear()
-            for task in pulls:
-                task.cancel()
-            await asyncio.gather(*pulls, return_exceptions=True)
+            await stop_tasks(pulls, f"push consumer {self.group}")
             self._closing = True  # listener calls not started yet are skipped, running ones finish
             if self._consume_tasks:
                 await asyncio.wait(self._consume_tasks, timeout=CLOSE_CONSUME_WAIT_S)
@@ -189,8 +185,7 @@ class AsyncPushConsumer:
                 for queue in queues:
                     await self._unlock([queue])
         if self._retry_task is not None:  # scheduled by a rebalance that ran while close waited for the lock
-            self._retry_task.cancel()
-            await asyncio.gather(self._retry_task, return_exceptions=True)
+            await stop_tasks([self._retry_task], f"push consumer {self.group}")
         self.instance.consumer_data.pop(self.group, None)
         await self.instance.close()
         self._runner.shutdown()
@@ -310,8 +305,7 @@ class AsyncPushConsumer:
         process = self._queues.pop(queue)
         process.dropped = True  # no further message starts
         task = self._pull_tasks.pop(queue)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop_tasks([task], f"push consumer {self.group}")
         consume_lock = self._queue_lock(queue) if self.orderly else None
         holding = False
         if consume_lock is not None:

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Self
 
 from sparkmq.remoting import RemotingConnection, RemotingServer
+from sparkmq.remoting.periodic import run_every
 
 from .config import NamesrvConfig
 from .processors import NamesrvProcessors
@@ -71,7 +72,8 @@ class NameServer:
             raise RuntimeError("NameServer.start() called twice")
         self._started = True
         await self._remoting.start()
-        self._scan_task = asyncio.get_running_loop().create_task(self._scan_forever(), name="namesrv-broker-scan")
+        scan = run_every(self.config.scan_interval_s, self.scan_not_active_brokers, "namesrv-broker-scan")
+        self._scan_task = asyncio.get_running_loop().create_task(scan, name="namesrv-broker-scan")
         self._scan_task.add_done_callback(_report_scan_failure)
         logger.info("name server listening on %s (brokers expire after %.3g s)", self.address,
                     self.config.broker_expired_s)
@@ -105,11 +107,6 @@ class NameServer:
             if info.channel is not None:
                 info.channel.close()
         return [addr for addr, _info in evicted]
-
-    async def _scan_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.scan_interval_s)
-            self.scan_not_active_brokers()
 
     def _connection_closed(self, connection: RemotingConnection) -> None:
         removed = self.routes.channel_closed(connection)

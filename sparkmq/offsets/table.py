@@ -64,6 +64,7 @@ class ConsumerOffsetTable:
         """Build an empty table, or one holding a copy of ``snapshot``."""
         self._lock = threading.Lock()
         self._offsets: OffsetSnapshot = {}
+        self._version = 0
         for (topic, group), queue_offsets in (snapshot or {}).items():
             check_name("topic", topic)
             check_name("group", group)
@@ -82,7 +83,23 @@ class ConsumerOffsetTable:
         check_non_negative("queue_id", queue_id)
         check_non_negative("offset", offset)
         with self._lock:
-            self._offsets.setdefault((topic, group), {})[queue_id] = offset
+            queue_offsets = self._offsets.setdefault((topic, group), {})
+            if queue_offsets.get(queue_id) != offset:
+                queue_offsets[queue_id] = offset
+                self._version += 1
+
+    @property
+    def version(self) -> int:
+        """A counter that moves whenever the table changes: persist only when it moved.
+
+        >>> table = ConsumerOffsetTable()
+        >>> before = table.version
+        >>> table.commit("g", "t", 0, 5); table.commit("g", "t", 0, 5)
+        >>> table.version - before
+        1
+        """
+        with self._lock:
+            return self._version
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """Return the committed offset, or :data:`OFFSET_ABSENT` (-1) when there is none."""
@@ -110,6 +127,7 @@ class ConsumerOffsetTable:
             doomed = [key for key in self._offsets if key[1] == group]
             for key in doomed:
                 del self._offsets[key]
+            self._version += bool(doomed)
             return len(doomed)
 
     def remove_topic(self, topic: str) -> int:
@@ -118,6 +136,7 @@ class ConsumerOffsetTable:
             doomed = [key for key in self._offsets if key[0] == topic]
             for key in doomed:
                 del self._offsets[key]
+            self._version += bool(doomed)
             return len(doomed)
 
     def snapshot(self) -> OffsetSnapshot:

@@ -49,6 +49,7 @@ def test_cpp_heartbeat_registers_a_consumer_and_its_retry_topic(tmp_path: Path) 
         table = TopicConfigSerializeWrapper.decode((await w.call(B.GET_ALL_TOPIC_CONFIG)).body).topic_config_table
         retry = table["%RETRY%CID_TEST"]
         assert (retry.read_queue_nums, retry.write_queue_nums, retry.perm) == (1, 1, 6)
+        assert await w.broker.persister.persist_changed() == []  # tables are written off the loop, batched
         groups = json.loads((tmp_path / "config" / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
         assert groups["CID_TEST"]["retryMaxTimes"] == 16
 
@@ -244,6 +245,7 @@ def test_delayed_message_is_delivered_after_its_level(tmp_path: Path) -> None:
         props = record.properties
         assert (props["REAL_TOPIC"], props["REAL_QID"], props["TAGS"]) == ("Later", "1", "d")
         assert "DELAY" not in props and bytes(record.body) == b"in a second"
+        assert await w.broker.persister.persist_changed() == []  # delay progress is written off the loop, batched
         offsets = json.loads((tmp_path / "config" / "delayOffset.json").read_text())["offsetTable"]
         assert offsets["1"] == 1
 

@@ -15,9 +15,17 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from sparkmq.client import Message, ReceivedMessage
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from sparkmq import sink
+from sparkmq.client import Message, ReceivedMessage, loop_thread
+from sparkmq.connector.options import SinkOptions
+from sparkmq.errors import DurabilityNotConfirmedError, SparkmqError
+from sparkmq.protocol import ResponseCode
 from support.processes import BrokerProcess, NamesrvProcess
 from support.spark_harness import Cluster, reader
+from support.unconfirming_broker import UnconfirmingCluster
 
 QUEUES = 4
 SYSTEM_PROPERTIES = {"UNIQ_KEY", "WAIT", "TAGS", "KEYS", "DELAY"}
@@ -175,3 +183,45 @@ def test_broker_restart_mid_write_retries_tasks_and_loses_nothing(spark, own_clu
                  if (info := tracker.getStageInfo(stage)) is not None)
     print(f"rows stored {sum(seen.values())} for {count} written; failed task attempts: {failed}")
     assert failed >= 1, "the broker restart should have failed (and retried) at least one task"
+
+
+# --- issue 15: an unconfirmed send is a failure, never a written row ------------------------------
+
+
+@pytest.fixture
+def unconfirming(tmp_path) -> Iterator[UnconfirmingCluster]:  # type: ignore[no-untyped-def]
+    """A real broker whose sends can answer FLUSH_DISK_TIMEOUT & co. (support.unconfirming_broker)."""
+    with UnconfirmingCluster.start(tmp_path / "store") as running:
+        try:
+            yield running
+        finally:
+            with sink._producers_lock:  # the in-process writer's cached producer: close, do not leak it
+                producers = [sink._producers.pop(key) for key in list(sink._producers) if key[0] == running.ns]
+            for producer in producers:
+                loop_thread.run(producer.close())
+
+
+def test_unconfirmed_answers_are_retried_then_fail_the_task(unconfirming: UnconfirmingCluster) -> None:
+    topic = unconfirming.topic("SinkUnconfirmed", queues=1)
+    options = SinkOptions.parse({"namesrvAddr": unconfirming.ns, "topic": topic, "batchSize": "4"})
+    schema = StructType([StructField("body", BinaryType())])
+    rows = pa.record_batch([pa.array([f"r{i}".encode() for i in range(4)], pa.binary())], names=["body"])
+    writer_ = sink.SparkmqBatchWriter(options, schema)
+
+    unconfirming.answers.extend([ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT])
+    written = writer_.write(iter([rows]))  # the task's own retries reach a confirmed attempt
+    assert (written.sent, written.queues) == (4, {f"{topic}/broker-a/0": (8, 11)})
+
+    unconfirming.always.append(ResponseCode.SLAVE_NOT_AVAILABLE)
+    with pytest.raises(SparkmqError) as raised:
+        writer_.write(iter([rows]))
+    assert isinstance(raised.value.__cause__, DurabilityNotConfirmedError)
+    assert raised.value.__cause__.status == "SLAVE_NOT_AVAILABLE"
+
+
+def test_a_write_whose_sends_are_never_confirmed_fails(spark, unconfirming: UnconfirmingCluster) -> None:
+    topic = unconfirming.topic("SinkNeverConfirmed", queues=1)
+    unconfirming.always.append(ResponseCode.FLUSH_DISK_TIMEOUT)
+    df = spark.createDataFrame([(b"never",)], "body binary")
+    with pytest.raises(Exception, match="FLUSH_DISK_TIMEOUT"):
+        df.write.format("sparkmq").mode("append").option("namesrvAddr", unconfirming.ns).option("topic", topic).save()

@@ -3,6 +3,10 @@
 GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
 VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
 GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS, GET_BROKER_RUNTIME_INFO.
+
+Every topic and group name is checked (``validation.py``) before it reaches the store or a
+table; a bad one is answered SYSTEM_ERROR with the reason. Topic changes are on disk before
+their answer: the reply waits for topics.json, written on a worker thread.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import time
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.validation import check_group, check_topic
 from sparkmq.message.record import decode_record
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
@@ -41,19 +46,23 @@ class AdminProcessors:
 
     async def max_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.max_offset_in_queue(h.topic, h.queue_id)).to_fields())
 
     async def min_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.min_offset_in_queue(h.topic, h.queue_id)).to_fields())
 
     async def search_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         offset = self.ctx.store.offset_by_timestamp(h.topic, h.queue_id, h.timestamp)
         return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
 
     async def earliest_time(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         stamp = self.ctx.store.earliest_message_time(h.topic, h.queue_id)
         return request.make_response(ext_fields=GetEarliestMsgStoretimeResponseHeader(stamp).to_fields())
 
@@ -67,6 +76,7 @@ class AdminProcessors:
 
     async def query_message(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         found = self.ctx.store.query_messages(h.topic, h.key, min(h.max_num, MAX_QUERY_MESSAGES) if h.max_num > 0
                                               else MAX_QUERY_MESSAGES, h.begin_timestamp, h.end_timestamp)
         index = self.ctx.store.index
@@ -80,17 +90,20 @@ class AdminProcessors:
 
     async def create_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         if h.topic == h.default_topic:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"the topic[{h.topic}] is conflict with system reserved words.")
-        self.ctx.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
-                                        h.topic_sys_flag or 0, h.order))
+        self.ctx.topics.update_by_admin(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                                                    h.topic_filter_type, h.topic_sys_flag or 0, h.order))
+        await self.ctx.persister.persist("topics.json")
         return request.make_response()
 
     async def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicRequestHeader.from_fields(request.ext_fields)
-        self.ctx.topics.delete(h.topic)
+        self.ctx.topics.delete(h.topic)  # checks the name and refuses system topics before any file is touched
         self.ctx.store.delete_topics([h.topic])
         self.ctx.offsets.remove_topic(h.topic)
+        await self.ctx.persister.persist("topics.json")
         return request.make_response()
 
     async def all_topic_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -98,6 +111,7 @@ class AdminProcessors:
 
     async def topic_stats(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicRequestHeader.from_fields(request.ext_fields)
+        check_topic(h.topic)
         topic = self.ctx.topics.get(h.topic)
         if topic is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{h.topic}] not exist")
@@ -118,6 +132,9 @@ class AdminProcessors:
 
     async def consume_stats(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_fields(request.ext_fields)
+        check_group(h.consumer_group)
+        if h.topic:
+            check_topic(h.topic)
         ctx = self.ctx
         topics = [h.topic] if h.topic else sorted(ctx.offsets.topics_of_group(h.consumer_group))
         table: dict[MessageQueue, OffsetWrapper] = {}

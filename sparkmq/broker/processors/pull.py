@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import MessageFilter, resolve
+from sparkmq.broker.validation import check_topic
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
@@ -40,10 +41,11 @@ class PullProcessor:
     async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         header = PullMessageRequestHeader.from_fields(request.ext_fields)
         ctx = self.ctx
+        check_topic(header.topic)
         group = ctx.groups.find_or_create(header.consumer_group)
         if group is None:
             return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                         remark=f"subscription group [{header.consumer_group}] does not exist")
+                                         remark=ctx.groups.refusal(header.consumer_group))
         if not group.consume_enable:
             return request.make_response(ResponseCode.NO_PERMISSION,
                                          remark=f"subscription group no permission, {header.consumer_group}")

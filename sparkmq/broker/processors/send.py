@@ -3,6 +3,8 @@
 Checks topic and queue, auto-creates topics, splits batches (inflating C++ 1.2.3's
 compressed batch bodies first), moves delayed messages to the schedule topic and
 over-retried messages to the DLQ, stores, and with SYNC flush answers only after the fsync.
+Transactional half messages are refused (NO_PERMISSION, as RocketMQ answers with
+``rejectTransactionMessage``) until the broker can commit or roll them back.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class SendProcessor:
         except InvalidTopicError as exc:
             code = ResponseCode.NO_PERMISSION if "forbidden" in exc.remark else ResponseCode.SYSTEM_ERROR
             return request.make_response(code, remark=exc.remark)
+        topics_before = self.ctx.topics.version
         topic_config = self._topic_for_send(header)
         if topic_config is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
@@ -62,6 +65,9 @@ class SendProcessor:
         if not topic_config.perm & PermName.PERM_WRITE:
             return request.make_response(ResponseCode.NO_PERMISSION,
                                          remark=f"the topic[{header.topic}] sending message is forbidden")
+        if header.queue_id < 0 and topic_config.write_queue_nums <= 0:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
+                f"topic[{header.topic}] has no writable queue: writeQueueNums is {topic_config.write_queue_nums}"))
         queue_id = header.queue_id if header.queue_id >= 0 else random.randrange(topic_config.write_queue_nums)
         if queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums):
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
@@ -78,6 +84,8 @@ class SendProcessor:
             batch = redirect_if_delayed(batch, self._max_delay_level)
         wait = find_property(batch.properties[0], WAIT_STORE_MSG_OK.encode()) != b"false"
         result = await self.ctx.put(batch, wait_flush=wait)
+        if self.ctx.topics.version != topics_before:  # a topic made for this message is on disk before the ack
+            await self.ctx.persister.persist("topics.json")
         return self._response(request, result, queue_id, PUT_STATUS_TO_RESPONSE[result.status])
 
     def _topic_for_send(self, header: SendMessageRequestHeader):  # type: ignore[no-untyped-def]

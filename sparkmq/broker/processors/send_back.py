@@ -27,7 +27,7 @@ class SendBackProcessor:
         ctx = self.ctx
         group = ctx.groups.find_or_create(h.group)
         if group is None:
-            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"subscription group not exist, {h.group}")
+            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=ctx.groups.refusal(h.group))
         message = ctx.store.look_message_by_offset(h.offset)
         if message is None:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"look message by offset failed, {h.offset}")
@@ -43,11 +43,14 @@ class SendBackProcessor:
         else:
             topic = retry_topic(h.group)
             props[DELAY_TIME_LEVEL] = str(h.delay_level if h.delay_level > 0 else FIRST_RETRY_DELAY_LEVEL + reconsume_times)
+        topics_before = ctx.topics.version
         ctx.topics.create_system_topic(topic, 1)
         batch = MessageBatch(topic, 0, [bytes(message.body)], [encode_properties(props)], [message.flag],
                              message.sys_flag, message.born_timestamp, message.born_host, reconsume_times + 1)
         batch = redirect_if_delayed(batch, len(ctx.config.message_delay_level.split()))
         result = await ctx.put(batch)
+        if ctx.topics.version != topics_before:  # the retry/DLQ topic is on disk before the ack
+            await ctx.persister.persist("topics.json")
         if result.status is not PutMessageStatus.PUT_OK:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{result.status.value} {result.remark}")
         return request.make_response()

@@ -15,6 +15,7 @@ from sparkmq.broker.transactions.check import TransactionCheckService
 from sparkmq.broker.transactions.end import EndTransactionProcessor
 from sparkmq.broker.transactions.prepare import prepare_half
 from sparkmq.errors import ConfigError
+from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.broker.transactions.state import TransactionState, is_prepared
 
 logger = logging.getLogger(__name__)
@@ -37,11 +38,12 @@ class TransactionService:
     async def start(self) -> None:
         ended = await asyncio.to_thread(self.state.load)
         logger.info("transactions: %d ended transactions known from the op queue", ended)
-        self._task = asyncio.get_running_loop().create_task(self.checker.run(), name="sparkmq-transaction-check")
+        interval_s = self.checker.ctx.config.transaction_check_interval / 1000
+        self._task = asyncio.get_running_loop().create_task(
+            run_every(interval_s, self.checker.check_once, "transaction check-back"), name="sparkmq-transaction-check")
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await stop_tasks([self._task], "transaction check-back")
             self._task = None
         await self.checker.close()

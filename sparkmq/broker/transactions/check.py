@@ -72,16 +72,6 @@ class TransactionCheckService:
         self._scanning = threading.Lock()  # held by the worker thread while it scans
         self._topics_written: set[str] = set()  # system topics the scan wrote to (to be created in the table)
 
-    async def run(self) -> None:
-        """Check every ``transactionCheckInterval`` until cancelled; a failing round is logged."""
-        interval_s = self.ctx.config.transaction_check_interval / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await self.check_once()
-            except Exception:  # the loop must outlive any one bad round; the traceback is logged
-                logger.exception("transaction check round failed; the next one runs in %.1f s", interval_s)
-
     async def check_once(self) -> int:
         """One round: scan (in a thread), then send the questions; return how many were asked."""
         requests = await asyncio.to_thread(self._scan_if_running, int(time.time() * 1000))

@@ -1,0 +1,87 @@
+"""Issue 15: FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE are not "delivered".
+
+A real NameServer and broker (``support.unconfirming_broker``) store every message; chosen sends
+answer one of the three codes instead of SUCCESS. The producer retries such an answer like a
+failure (``retry_times_when_send_failed``) and, when no attempt is confirmed, raises
+DurabilityNotConfirmedError carrying the status: sync, async and batch sends alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+
+from sparkmq import DurabilityNotConfirmedError, SparkmqError
+from sparkmq.client import Message, Producer, SendResult, SendStatus
+from sparkmq.protocol import ResponseCode
+from support.unconfirming_broker import UnconfirmingCluster
+
+UNCONFIRMED = [ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UnconfirmingCluster]:
+    with UnconfirmingCluster.start(tmp_path_factory.mktemp("unconfirming")) as running:
+        yield running
+
+
+@pytest.fixture
+def producer(cluster: UnconfirmingCluster) -> Iterator[Producer]:
+    cluster.answers.clear()
+    cluster.always.clear()
+    with Producer("PID_unconfirmed", cluster.ns) as opened:
+        yield opened
+    cluster.always.clear()
+
+
+def test_an_unconfirmed_answer_is_retried_and_the_confirmed_attempt_returned(cluster: UnconfirmingCluster,
+                                                                              producer: Producer) -> None:
+    topic = cluster.topic("UnconfirmedOnce", queues=1)
+    cluster.answers.append(ResponseCode.FLUSH_DISK_TIMEOUT)
+    result = producer.send(Message(topic, b"m"))
+    assert result.status is SendStatus.SEND_OK and result.queue_offset == 1
+    assert not cluster.answers
+    assert cluster.stored(topic, 0) == 2  # at-least-once: the unconfirmed copy stays stored
+
+
+@pytest.mark.parametrize("code", UNCONFIRMED, ids=lambda c: ResponseCode(c).name)
+def test_every_attempt_unconfirmed_raises_a_retriable_error_with_the_status(cluster: UnconfirmingCluster,
+                                                                            producer: Producer, code: int) -> None:
+    topic = cluster.topic(f"Unconfirmed{int(code)}", queues=1)
+    cluster.always.append(code)
+    with pytest.raises(DurabilityNotConfirmedError) as raised:
+        producer.send(Message(topic, b"m"))
+    error = raised.value
+    assert (error.code, error.status, error.retriable) == (code, ResponseCode(code).name, True)
+    assert ResponseCode(code).name in error.remark
+    assert cluster.stored(topic, 0) == 3  # 1 + retry_times_when_send_failed (2) attempts
+
+
+def test_async_and_batch_sends_raise_too(cluster: UnconfirmingCluster, producer: Producer) -> None:
+    topic = cluster.topic("UnconfirmedAsyncBatch", queues=1)
+    cluster.always.append(ResponseCode.FLUSH_SLAVE_TIMEOUT)
+    future: Future[SendResult] = producer.send_async(Message(topic, b"async"))
+    with pytest.raises(DurabilityNotConfirmedError) as from_async:
+        future.result(30)
+    assert from_async.value.status == "FLUSH_SLAVE_TIMEOUT"
+    with pytest.raises(DurabilityNotConfirmedError) as from_batch:
+        producer.send_batch([Message(topic, b"b1"), Message(topic, b"b2")])
+    assert from_batch.value.status == "FLUSH_SLAVE_TIMEOUT"
+    assert isinstance(from_batch.value, SparkmqError)
+    cluster.always.clear()
+    assert producer.send_batch([Message(topic, b"b3")]).status is SendStatus.SEND_OK
+
+
+def test_a_fixed_queue_is_not_retried_elsewhere_but_still_raises(cluster: UnconfirmingCluster,
+                                                                  producer: Producer) -> None:
+    topic = cluster.topic("UnconfirmedFixed", queues=2)
+    producer.send(Message(topic, b"warm-up"))  # the producer learns the route
+    queue = next(q for q in producer._async.instance.routes[topic].publish_queues() if q.queue_id == 1)
+    before = cluster.stored(topic, 1)
+    cluster.answers.append(ResponseCode.SLAVE_NOT_AVAILABLE)
+    with pytest.raises(DurabilityNotConfirmedError):
+        producer.send(Message(topic, b"fixed"), queue=queue)
+    assert producer.send(Message(topic, b"fixed again"), queue=queue).status is SendStatus.SEND_OK
+    assert cluster.stored(topic, 1) == before + 2
