@@ -45,7 +45,9 @@ def test_delete_topic_refuses_paths_and_system_topics(tmp_path: Path) -> None:
         for name in (str(outside), "../unrelated", "..", ".", "", "a/b", "Nope\ud800", "x" * 128):
             response = await w.raw(B.DELETE_TOPIC_IN_BROKER, {"topic": name})
             assert response.code == ResponseCode.SYSTEM_ERROR, (name, response)
-            assert "The specified topic" in (response.remark or ""), response.remark
+            # a lone surrogate is refused at the edge, before any processor sees the request
+            expected = "lone surrogate" if "\ud800" in name else "The specified topic"
+            assert expected in (response.remark or ""), response.remark
         for system in ("TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "DefaultCluster", "broker-a", "rmq_sys_x"):
             response = await w.call(B.DELETE_TOPIC_IN_BROKER, {"topic": system})
             assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR,
@@ -63,7 +65,7 @@ def test_delete_topic_refuses_paths_and_system_topics(tmp_path: Path) -> None:
     ("writeQueueNums", "2147483647", "writeQueueNums 2147483647 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)"),
     ("perm", "99", "perm 99 of topic[Bad] is not a combination of PermName bits (0..15)"),
     ("topicSysFlag", "9", "topicSysFlag 9 of topic[Bad] is not a combination of TopicSysFlag bits (0..3)"),
-    ("topicFilterType", "\ud800", "topicFilterType '\\ud800' of topic[Bad] is not one of MULTI_TAG, SINGLE_TAG"),
+    ("topicFilterType", "\ud800", "header field 'topicFilterType' holds a lone surrogate U+D800 at index 0"),  # the edge
     ("topicFilterType", "SQL92", "topicFilterType 'SQL92' of topic[Bad] is not one of MULTI_TAG, SINGLE_TAG"),
 ])
 def test_create_topic_refuses_out_of_range_settings(tmp_path: Path, field: str, value: str, remark: str) -> None:
@@ -118,14 +120,14 @@ def test_bad_group_and_topic_names_are_answered_on_every_path(tmp_path: Path) ->
         pulled = await w.pull("bad/group", "Named", 0, 0)
         assert pulled.code == ResponseCode.SYSTEM_ERROR and "group" in (pulled.remark or "")
         for code in (B.GET_MAX_OFFSET, B.GET_MIN_OFFSET, B.GET_EARLIEST_MSG_STORETIME, B.GET_TOPIC_STATS_INFO):
-            response = await w.raw(code, {"topic": "/etc\ud800", "queueId": "0"})
+            response = await w.raw(code, {"topic": "/etc", "queueId": "0"})
             assert response.code == ResponseCode.SYSTEM_ERROR, (code, response)
-            assert "The specified topic['/etc\\ud800'] contains illegal characters" in (response.remark or "")
+            assert "The specified topic['/etc'] contains illegal characters" in (response.remark or "")
         pull_fields = {"consumerGroup": "CID", "topic": "Nope\ud800", "queueId": "0", "queueOffset": "0",
                        "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
                        "subVersion": "0"}
         surrogate = await w.raw(B.PULL_MESSAGE, pull_fields)  # answered, never an unencodable remark
-        assert surrogate.code == ResponseCode.SYSTEM_ERROR and "'Nope\\ud800'" in (surrogate.remark or ""), surrogate
+        assert surrogate.code == ResponseCode.SYSTEM_ERROR and "lone surrogate" in (surrogate.remark or ""), surrogate
         beat = await w.heartbeat("c1", "bad.group", {"Named": "*"})
         assert beat.code == ResponseCode.SYSTEM_ERROR and "bad.group" in (beat.remark or "")
         await still_serving(w)
