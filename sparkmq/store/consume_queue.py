@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
-from sparkmq.store.mapped_file import MappedFile
+from sparkmq.store.mapped_file import MappedFile, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
 UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
@@ -18,6 +20,8 @@ assert UNIT_DTYPE.itemsize == UNIT_BYTES
 BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes {0, Integer.MAX_VALUE, 0}
 _UNIT = struct.Struct(">qiq")
 _BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+_BLANK_RUN_READ = 256  # units read at a time while stepping over blank units
+logger = logging.getLogger(__name__)
 
 
 def encode_units_plain(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> bytes:
@@ -54,8 +58,22 @@ class ConsumeQueue:
     def min_offset(self) -> int:
         return self.min_logic_offset // UNIT_BYTES
 
-    def load(self) -> None:
+    def load(self) -> bool:
+        """Open the files; when one is missing between others, delete them all and return False.
+
+        A hole cannot be filled in place (units are found by position), so a queue with one
+        is dropped whole and rebuilt from the CommitLog by the caller.
+        """
+        directory = self.files.directory
+        starts = sorted(int(p.name) for p in directory.glob("[0-9]" * 20) if p.is_file()) if directory.is_dir() else []
+        if any(b - a != self.files.file_bytes for a, b in zip(starts, starts[1:])):
+            logger.warning("ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
+                           self.topic, self.queue_id, [offset_to_file_name(s) for s in starts])
+            for start in starts:
+                (directory / offset_to_file_name(start)).unlink()
+            return False
         self.files.load()
+        return True
 
     def recover(self) -> int:
         """Find the last valid unit from the third-from-last file on; truncate after it.
@@ -107,7 +125,9 @@ class ConsumeQueue:
         files = self.files.files
         if files and len(data) <= files[-1].remaining and (len(files) > 1 or files[-1].write_position):
             files[-1].append(data)  # the common case: it fits the current file
-            return
+            if not files[-1].is_full:
+                return
+            data = b""
         view = memoryview(data)
         while view:
             mapped = self.files.last_file(self.min_logic_offset)
@@ -116,6 +136,10 @@ class ConsumeQueue:
             take = min(mapped.remaining, len(view))
             mapped.append(view[:take])
             view = view[take:]
+        if files and files[-1].is_full:
+            # The next file exists as soon as one fills: a full last file at start-up then
+            # means the files after it were lost (see recovery.lost_queue_start).
+            self.files.last_file()
 
     def read_units(self, start: int, max_count: int) -> npt.NDArray[np.void]:
         """Up to ``max_count`` units from logical offset ``start`` (copied, across files)."""
@@ -151,22 +175,52 @@ class ConsumeQueue:
             self.min_logic_offset = 0
 
     def _first_unit_ending_after(self, physical_end: int) -> int:
-        lo, hi = self.min_offset, self.max_offset
-        units = self.read_units(lo, hi - lo)
-        ends = units["offset"].astype(np.int64) + units["size"].astype(np.int64)
-        real = units["size"] != BLANK_UNIT_SIZE
-        dirty = np.flatnonzero(real & (ends > physical_end))
-        return lo + int(dirty[0]) if len(dirty) else hi
+        """The first real unit whose record ends after ``physical_end`` (the max offset if none)."""
+        return self._first_real_unit_where(lambda offset, size: offset + size > physical_end)
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Advance the minimum to the first unit whose record is still in the CommitLog."""
-        lo, hi = self.min_offset, self.max_offset
-        if hi <= lo:
+        if self.max_offset <= self.min_offset:
             return
-        units = self.read_units(lo, hi - lo)
-        live = np.flatnonzero((units["offset"] >= commitlog_min) & (units["size"] != BLANK_UNIT_SIZE))
-        first = lo + int(live[0]) if len(live) else hi
+        first = self._first_real_unit_where(lambda offset, _size: offset >= commitlog_min)
         self.min_logic_offset = max(self.min_logic_offset, first * UNIT_BYTES)
+
+    def _first_real_unit_where(self, holds: Callable[[int, int], bool]) -> int:
+        """Binary search over [min, max) for the first real unit where ``holds(offset, size)``.
+
+        Real units are ordered by physical offset, so a predicate that is monotone in it
+        splits them once; blank units are stepped over. Reads O(log n) units, not the queue.
+        """
+        lo, hi = self.min_offset, self.max_offset
+        found = hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            real, offset, size = self._next_real_unit(mid, hi)
+            if real >= hi:
+                hi = mid
+            elif holds(offset, size):
+                found, hi = real, mid
+            else:
+                lo = real + 1
+        return found
+
+    def _next_real_unit(self, start: int, stop: int) -> tuple[int, int, int]:
+        """(index, offset, size) of the first non-blank unit in [start, stop); index ``stop`` if none."""
+        while start < stop:
+            units = self.read_units(start, min(stop - start, _BLANK_RUN_READ))
+            if len(units) == 0:
+                break
+            real = np.flatnonzero(units["size"] != BLANK_UNIT_SIZE)
+            if len(real):
+                unit = units[int(real[0])]
+                return start + int(real[0]), int(unit["offset"]), int(unit["size"])
+            start += len(units)
+        return stop, 0, 0
+
+    def first_real_unit(self) -> tuple[int, int] | None:
+        """(logical offset, physical offset) of the first non-blank live unit, None if there is none."""
+        index, offset, _size = self._next_real_unit(self.min_offset, self.max_offset)
+        return None if index >= self.max_offset else (index, offset)
 
     def delete_expired(self, commitlog_min: int) -> int:
         """Delete files whose last unit points below the CommitLog minimum; fix the minimum."""

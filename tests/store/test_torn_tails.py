@@ -204,8 +204,12 @@ def test_torn_record_in_the_middle_of_the_last_segment_followed_by_zeros(tmp_pat
     reopen_and_check(root, written)
 
 
-@CRASHED
-def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_path: Path, crashed: bool) -> None:
+def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_path: Path) -> None:
+    """After a machine crash (an abort marker naming no boot) the replay starts at a segment
+    the checkpoint proves safe and catches a tear before the newest record. After a clean exit
+    or a crash of the process alone, start-up trusts what precedes the newest intact record
+    (bounded start-up): a tear there is a disk fault that start-up does not look for."""
+    crashed = True
     root = tmp_path / "store"
     written = fill(root, 60)
     segments = sorted(int(p.name) for p in (root / "commitlog").iterdir())
@@ -307,25 +311,11 @@ def queue_with_most_files(root: Path) -> Path:
     return max(dirs, key=lambda d: len(list(d.iterdir())))
 
 
-# Known gaps ("rebuild what is missing"): abnormal recovery replays only from the segment the
-# checkpoint proves safe (RocketMQ's recoverAbnormally), so derived files lost *before* it are not
-# rebuilt; and a ConsumeQueue cannot grow back at its front or fill a hole, so a lost first (or
-# middle) file stays lost whatever the age. strict: these flip to failures once fixed.
-NOT_BEFORE_SAFE_START = pytest.mark.xfail(strict=True, reason="replay starts at the checkpoint's safe segment")
-NO_FRONT_REBUILD = pytest.mark.xfail(strict=True, reason="a ConsumeQueue is never rebuilt at its front or middle")
-
-
 def lost_queue_cases() -> list[Any]:
-    cases = []
-    for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]:
-        for aged in (False, True):
-            marks = []
-            if loss in ("first-file", "middle-file"):
-                marks.append(NO_FRONT_REBUILD)
-            elif aged and loss in ("queue-dir", "all-queues", "idle-queue-last-file"):
-                marks.append(NOT_BEFORE_SAFE_START)
-            cases.append(pytest.param(loss, aged, marks=marks, id=f"{loss}-{'aged' if aged else 'recent'}"))
-    return cases
+    """Every loss, with the data recent (replayed anyway) or aged (before the checkpoint's safe segment)."""
+    return [pytest.param(loss, aged, id=f"{loss}-{'aged' if aged else 'recent'}")
+            for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]
+            for aged in (False, True)]
 
 
 @pytest.mark.parametrize(("loss", "aged"), lost_queue_cases())
@@ -363,12 +353,9 @@ def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monk
 
 
 def lost_index_cases() -> list[Any]:
-    cases = []
-    for loss in ["index-files", "newest-index-file", "checkpoint-zeroed", "checkpoint-deleted"]:
-        for aged in (False, True):
-            marks = [NOT_BEFORE_SAFE_START] if aged and loss == "index-files" else []
-            cases.append(pytest.param(loss, aged, marks=marks, id=f"{loss}-{'aged' if aged else 'recent'}"))
-    return cases
+    return [pytest.param(loss, aged, id=f"{loss}-{'aged' if aged else 'recent'}")
+            for loss in ["index-files", "newest-index-file", "checkpoint-zeroed", "checkpoint-deleted"]
+            for aged in (False, True)]
 
 
 @pytest.mark.parametrize(("loss", "aged"), lost_index_cases())
