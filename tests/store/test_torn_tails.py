@@ -23,6 +23,7 @@ from sparkmq.message import layout as L
 from sparkmq.store import GetMessageStatus, MessageStore
 from sparkmq.store import message_store as message_store_module
 from sparkmq.store.mapped_file import MappedFile
+from sparkmq.store.recovery import boot_id
 
 _HERE = Path(__file__).parent
 
@@ -30,7 +31,8 @@ _HERE = Path(__file__).parent
 from support import store_checks as sc  # noqa: E402 - shared with crash_writer.py
 SEED = 7
 TOPIC = sc.TOPIC
-CRASHED = pytest.mark.parametrize("crashed", [False, True], ids=["clean-exit", "crashed"])
+PROCESS = "process"  # ``crashed`` value: only the process died (the abort marker names this boot)
+CRASHED = pytest.mark.parametrize("crashed", [False, PROCESS, True], ids=["clean-exit", "process-crash", "crashed"])
 
 
 class Written:
@@ -63,11 +65,12 @@ class Written:
         return queues
 
 
-def open_store(root: Path, crashed: bool = False) -> tuple[MessageStore, Any]:
-    """Start a store over ``root``; ``crashed`` leaves an abort marker first (abnormal recovery)."""
+def open_store(root: Path, crashed: bool | str = False) -> tuple[MessageStore, Any]:
+    """Start a store over ``root``; ``crashed`` leaves an abort marker first (abnormal recovery):
+    empty as after a machine crash, or naming this boot (``PROCESS``) as after a kill -9."""
     config = sc.crash_config(root)
     if crashed:
-        config.abort_path.touch()
+        config.abort_path.write_text(boot_id() if crashed == PROCESS else "")
     store = MessageStore(config)
     return store, store.start()
 
@@ -313,14 +316,17 @@ def queue_with_most_files(root: Path) -> Path:
 
 def lost_queue_cases() -> list[Any]:
     """Every loss, with the data recent (replayed anyway) or aged (before the checkpoint's safe segment)."""
-    return [pytest.param(loss, aged, id=f"{loss}-{'aged' if aged else 'recent'}")
-            for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]
-            for aged in (False, True)]
+    cases = [pytest.param(loss, aged, True, id=f"{loss}-{'aged' if aged else 'recent'}")
+             for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]
+             for aged in (False, True)]
+    cases += [pytest.param(loss, True, crashed, id=f"{loss}-aged-{'process-crash' if crashed else 'clean-exit'}")
+              for loss in ["queue-dir", "idle-queue-last-file", "first-file", "middle-file"] for crashed in (PROCESS, False)]
+    return cases
 
 
-@pytest.mark.parametrize(("loss", "aged"), lost_queue_cases())
+@pytest.mark.parametrize(("loss", "aged", "crashed"), lost_queue_cases())
 def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            loss: str, aged: bool) -> None:
+                                                            loss: str, aged: bool, crashed: bool | str) -> None:
     root = tmp_path / "store"
     written = fill_aged(root, monkeypatch, aged)
     queue_dir = root / "consumequeue" / TOPIC / "2" if loss.startswith("idle") else queue_with_most_files(root)
@@ -341,10 +347,13 @@ def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monk
             if path.is_file():
                 path.unlink()
     end = written.last[2] + written.last[3]
-    store, report = open_store(root, crashed=True)
+    store, report = open_store(root, crashed)
     try:
-        assert not report.last_exit_ok
-        assert (report.dispatched_from > 0) is aged  # aged: the replay starts at a later segment
+        assert report.last_exit_ok is not crashed
+        if crashed is True:
+            assert (report.dispatched_from > 0) is aged  # aged: the replay starts at a later segment
+        else:
+            assert report.anchored  # the tail replay starts at the newest record
         assert_holds(store, written, end)
         append_continues(store, written, int(queue_dir.name), end)
     finally:
