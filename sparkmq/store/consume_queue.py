@@ -21,6 +21,7 @@ BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes {0, Integer.MAX_VALUE, 0}
 _UNIT = struct.Struct(">qiq")
 _BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 _BLANK_RUN_READ = 256  # units read at a time while stepping over blank units
+_RECOVER_CHUNK = 4096  # units checked at a time by recover
 logger = logging.getLogger(__name__)
 
 
@@ -75,27 +76,31 @@ class ConsumeQueue:
         self.files.load()
         return True
 
-    def recover(self) -> int:
-        """Find the last valid unit from the third-from-last file on; truncate after it.
+    def recover(self, zero_tail: bool = True) -> int:
+        """Find the last valid unit from the third-from-last file on; cut after it.
 
-        Returns the end physical offset of the last valid unit (-1 when the queue is empty).
+        Reads units in chunks and stops at the first invalid one, so a queue costs what it
+        holds in its last files, not their size. ``zero_tail=False`` (the page cache survived:
+        nothing was written past a zero unit) skips zeroing the rest of the file when the
+        first invalid unit is all zeros. Returns the end physical offset of the last valid
+        unit (-1 when there is none).
         """
         files = self.files.files
         end = files[0].start_offset if files else 0
-        for mapped in files[max(len(files) - 3, 0) :]:
-            with mapped.view() as view:
-                units = np.frombuffer(view, dtype=UNIT_DTYPE)
-                bad = (units["offset"] < 0) | (units["size"] <= 0)
-                valid = int(np.argmax(bad)) if bad.any() else len(units)
-                if valid:
-                    last = units[valid - 1]
-                    if int(last["size"]) != BLANK_UNIT_SIZE:
-                        self.max_physical_offset = int(last["offset"]) + int(last["size"])
-                del units, bad
+        clean_cut = False
+        for number in range(max(len(files) - 3, 0), len(files)):
+            mapped = files[number]
+            valid, last_end, clean_cut = _valid_prefix(mapped)
+            if last_end >= 0:
+                self.max_physical_offset = last_end
             end = mapped.start_offset + valid * UNIT_BYTES
             if valid < mapped.file_bytes // UNIT_BYTES:
+                clean_cut = clean_cut and number == len(files) - 1
                 break
-        self.files.truncate_dirty(end)
+        if files and clean_cut and not zero_tail:
+            files[-1].write_position = files[-1].flushed_position = end - files[-1].start_offset
+        else:
+            self.files.truncate_dirty(end)
         if files:
             self.min_logic_offset = max(self.min_logic_offset, files[0].start_offset)
         return self.max_physical_offset
@@ -246,3 +251,26 @@ class ConsumeQueue:
 
     def destroy(self) -> None:
         self.files.destroy()
+
+
+def _valid_prefix(mapped: MappedFile) -> tuple[int, int, bool]:
+    """(valid units from the file start, end of the last real one or -1, whether the first
+    invalid unit is all zeros), reading ``_RECOVER_CHUNK`` units at a time."""
+    total = mapped.file_bytes // UNIT_BYTES
+    valid, last_end, zero_after = total, -1, True
+    chunk = bad = last = None
+    with mapped.view() as view:
+        units = np.frombuffer(view, dtype=UNIT_DTYPE)
+        for start in range(0, total, _RECOVER_CHUNK):
+            chunk = units[start : start + _RECOVER_CHUNK]
+            bad = np.flatnonzero((chunk["offset"] < 0) | (chunk["size"] <= 0))
+            if len(bad):
+                valid = start + int(bad[0])
+                zero_after = not chunk[int(bad[0]) : int(bad[0]) + 1].tobytes().strip(b"\0")
+                break
+        if valid:
+            last = units[valid - 1]
+            if int(last["size"]) != BLANK_UNIT_SIZE:
+                last_end = int(last["offset"]) + int(last["size"])
+        del units, chunk, bad, last
+    return valid, last_end, zero_after

@@ -76,7 +76,7 @@ class MessageStore:
         page_cache_intact = not last_exit_ok and bool(this_boot) and self._abort_marker_boot() == this_boot
         self.commitlog.queue.load()
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
-        replay_from = self._load_queues()
+        replay_from = self._load_queues(zero_tails=not (last_exit_ok or page_cache_intact))
         index_from = self._load_index(last_exit_ok or page_cache_intact)
         replay_from = min((offset for offset in (replay_from, index_from) if offset is not None), default=None)
         if replay_from is not None:
@@ -135,8 +135,9 @@ class MessageStore:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _load_queues(self) -> int | None:
-        """Load and ``recover`` every ConsumeQueue, those listed in the manifest but lost included.
+    def _load_queues(self, zero_tails: bool) -> int | None:
+        """Load and ``recover`` every ConsumeQueue, those listed in the manifest but lost included
+        (``zero_tails``: after a machine crash, zero whatever follows each queue's valid end).
 
         Returns the CommitLog offset to replay from to rebuild what is missing (None: nothing).
         """
@@ -150,7 +151,7 @@ class MessageStore:
         for topic, queue_id in sorted(keys):
             queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file)
             if queue.load():
-                queue.recover()
+                queue.recover(zero_tails)
             self._queues[(topic, queue_id)] = queue
             starts.append(lost_queue_start(queue, cl_min))
         return min((start for start in starts if start is not None), default=None)
