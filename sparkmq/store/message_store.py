@@ -32,7 +32,8 @@ from sparkmq.store.mapped_file import PAGE_BYTES
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.reads import read_queue
 from sparkmq.store.queue_manifest import QueueManifest
-from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, lost_queue_start
+from sparkmq.store.recovery import (Recovery, RecoveryReport, boot_id, lost_queue_start, read_abort_marker,
+                                   write_abort_marker)
 from sparkmq.store.retention import Retention
 from sparkmq.store.status import GetMessageStatus, GetResult, PutMessageStatus, PutResult
 
@@ -73,7 +74,7 @@ class MessageStore:
         self._acquire_lock()
         last_exit_ok = not cfg.abort_path.exists()
         this_boot = boot_id()
-        page_cache_intact = not last_exit_ok and bool(this_boot) and self._abort_marker_boot() == this_boot
+        page_cache_intact = not last_exit_ok and bool(this_boot) and read_abort_marker(cfg.abort_path) == this_boot
         self.commitlog.queue.load()
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
         replay_from = self._load_queues(zero_tails=not (last_exit_ok or page_cache_intact))
@@ -85,7 +86,7 @@ class MessageStore:
                             cfg.check_crc_on_recover)
         report = recovery.run(last_exit_ok, page_cache_intact, self._dispatch)
         self._recover_queue_table()
-        cfg.abort_path.write_text(this_boot)  # a crash of this process alone leaves the page cache whole
+        write_abort_marker(cfg.abort_path, this_boot)
         self._start_services()
         self.running = True
         logger.info("store %s started: %s", cfg.root_dir, report)
@@ -194,12 +195,6 @@ class MessageStore:
             queue.correct_min_offset(cl_min)
             self._next_queue_offset[key] = queue.max_offset
         self._manifest.rewrite(self._queues)
-
-    def _abort_marker_boot(self) -> str:
-        try:
-            return self.config.abort_path.read_text().strip()
-        except (OSError, UnicodeDecodeError):
-            return ""
 
     def _start_services(self) -> None:
         cfg = self.config

@@ -19,6 +19,7 @@ rebuilt from the CommitLog before this runs (``lost_queue_start``, ``MessageStor
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,30 @@ def boot_id() -> str:
         return BOOT_ID_PATH.read_text().strip()
     except OSError:
         return ""
+
+
+def read_abort_marker(path: Path) -> str:
+    """The boot id the abort marker names ('' if none)."""
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def write_abort_marker(path: Path, boot: str) -> None:
+    """Create the marker naming ``boot``, synced with its directory entry: a marker lost to a
+    power cut would make the next start take the crash for a clean exit and trust the tail."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, boot.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def lost_queue_start(queue: ConsumeQueue, commitlog_min: int) -> int | None:
