@@ -18,11 +18,14 @@ rebuilt from the CommitLog before this runs (``lost_queue_start``, ``MessageStor
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
@@ -32,6 +35,7 @@ from sparkmq.store.index_service import IndexService
 
 logger = logging.getLogger(__name__)
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+_ZERO_SCAN_CHUNK = 8 * 1024 * 1024
 ANCHOR_CANDIDATES = 16  # queue tails tried, newest first, before falling back to a segment scan
 
 
@@ -179,10 +183,16 @@ class Recovery:
         """Make ``offset`` the write position; zero what follows only when it may hold bytes."""
         log = self.commitlog.queue
         mapped = log.find(offset)
-        if zero_after or mapped is None or mapped is not log.files[-1]:
-            log.truncate_dirty(offset)
-        else:  # a clean or a process-only tail: a zero head means nothing was written after it
-            mapped.write_position = mapped.flushed_position = offset - mapped.start_offset
+        if mapped is None or mapped is not log.files[-1]:
+            log.truncate_dirty(offset)  # later segments go too
+            return
+        pos = offset - mapped.start_offset
+        end = _data_end(mapped.path, pos) if zero_after else pos
+        mapped.write_position = mapped.flushed_position = pos
+        if end > pos:
+            mapped.append(bytes(end - pos))
+            mapped.flush()
+            mapped.write_position = mapped.flushed_position = pos
 
     def _safe_start(self) -> int:
         """Start of the newest segment whose first record is older than the checkpoint's safe time."""
@@ -198,3 +208,33 @@ class Recovery:
         if mapped is None or offset - mapped.start_offset + 8 > mapped.file_bytes:
             return False
         return any(mapped.read(offset - mapped.start_offset, 8))
+
+
+def _data_end(path: Path, pos: int) -> int:
+    """End of the last non-zero byte after ``pos`` in the file (``pos`` if there is none).
+
+    Only the file's data extents are read (``SEEK_DATA`` / ``SEEK_HOLE``), with ``pread``:
+    the unwritten rest of a 1 GiB segment costs nothing, where reading it (through the
+    mapping or not) takes seconds.
+    """
+    end = pos
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        at = pos
+        while at < size:
+            try:
+                data_at = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after ``at``
+                    break
+                raise
+            hole_at = min(os.lseek(fd, data_at, os.SEEK_HOLE), size)
+            for chunk_at in range(data_at, hole_at, _ZERO_SCAN_CHUNK):
+                chunk = np.frombuffer(os.pread(fd, min(_ZERO_SCAN_CHUNK, hole_at - chunk_at), chunk_at), dtype=np.uint8)
+                if chunk.any():
+                    end = chunk_at + len(chunk) - int(np.argmax(chunk[::-1] != 0))
+            at = hole_at
+    finally:
+        os.close(fd)
+    return end
