@@ -177,8 +177,9 @@ class MessageStore:
 
     def _replay(self, start: int) -> None:
         """Dispatch the CommitLog from ``start`` again (idempotent: what is held is skipped)."""
-        logger.info("store %s: replaying the CommitLog from %d to rebuild ConsumeQueues / index", self.config.root_dir, start)
         start = max(start, self.commitlog.min_offset)
+        logger.info("store %s: dispatching the CommitLog again from %d (what ConsumeQueues or the index lack)",
+                    self.config.root_dir, start)
         for request in requests_for_scan(self.coder, self.commitlog.scan(start, self.config.check_crc_on_recover)):
             self._dispatch(request)
 
