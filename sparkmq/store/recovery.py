@@ -188,11 +188,15 @@ class Recovery:
             return
         pos = offset - mapped.start_offset
         end = _data_end(mapped.path, pos) if zero_after else pos
-        mapped.write_position = mapped.flushed_position = pos
-        if end > pos:
-            mapped.append(bytes(end - pos))
+        if end > pos:  # the head last: a crash midway leaves it, and the next start zeroes again
+            head = min(end - pos, 8)
+            mapped.write_position = mapped.flushed_position = pos + head
+            mapped.append(bytes(end - pos - head))
             mapped.flush()
             mapped.write_position = mapped.flushed_position = pos
+            mapped.append(bytes(head))
+            mapped.flush()
+        mapped.write_position = mapped.flushed_position = pos
 
     def _safe_start(self) -> int:
         """Start of the newest segment whose first record is older than the checkpoint's safe time."""
