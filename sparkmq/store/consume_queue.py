@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -66,7 +67,8 @@ class ConsumeQueue:
         is dropped whole and rebuilt from the CommitLog by the caller.
         """
         directory = self.files.directory
-        starts = sorted(int(p.name) for p in directory.glob("[0-9]" * 20) if p.is_file()) if directory.is_dir() else []
+        names = os.listdir(directory) if directory.is_dir() else []
+        starts = sorted(int(name) for name in names if len(name) == 20 and name.isdigit())
         if any(b - a != self.files.file_bytes for a, b in zip(starts, starts[1:])):
             logger.warning("ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
                            self.topic, self.queue_id, [offset_to_file_name(s) for s in starts])
@@ -170,6 +172,8 @@ class ConsumeQueue:
 
     def truncate_after_physical(self, physical_end: int) -> None:
         """Drop units whose record ends after ``physical_end`` (``truncateDirtyLogicFiles``)."""
+        if 0 <= self.max_physical_offset <= physical_end and self.files.files:
+            return  # the last unit ends the furthest: nothing to drop
         if self.max_offset > self.min_offset:
             first_dirty = self._first_unit_ending_after(physical_end)
             if first_dirty < self.max_offset:
@@ -197,7 +201,10 @@ class ConsumeQueue:
         splits them once; blank units are stepped over. Reads O(log n) units, not the queue.
         """
         lo, hi = self.min_offset, self.max_offset
-        found = hi
+        real, offset, size = self._next_real_unit(lo, hi)
+        if real >= hi or holds(offset, size):  # the usual answer at start-up: the first unit
+            return real
+        lo, found = real + 1, hi
         while lo < hi:
             mid = (lo + hi) // 2
             real, offset, size = self._next_real_unit(mid, hi)
