@@ -21,8 +21,11 @@ assert UNIT_DTYPE.itemsize == UNIT_BYTES
 BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes {0, Integer.MAX_VALUE, 0}
 _UNIT = struct.Struct(">qiq")
 _BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
-_BLANK_RUN_READ = 256  # units read at a time while stepping over blank units
-_RECOVER_CHUNK = 4096  # units checked at a time by recover
+_BLANK_RUN_READ = 64  # units read at a time while stepping over blank units
+# recover reads one page's units first, then 4x more each time: the first touch of a page of
+# a sparse file is a page fault that can cost ~0.2 ms, so an idle queue must touch few.
+_RECOVER_FIRST_CHUNK = 4096 // UNIT_BYTES
+_RECOVER_CHUNK = 16384
 logger = logging.getLogger(__name__)
 
 
@@ -262,19 +265,21 @@ class ConsumeQueue:
 
 def _valid_prefix(mapped: MappedFile) -> tuple[int, int, bool]:
     """(valid units from the file start, end of the last real one or -1, whether the first
-    invalid unit is all zeros), reading ``_RECOVER_CHUNK`` units at a time."""
+    invalid unit is all zeros), reading from one page's units up to ``_RECOVER_CHUNK`` at a time."""
     total = mapped.file_bytes // UNIT_BYTES
     valid, last_end, zero_after = total, -1, True
     chunk = bad = last = None
     with mapped.view() as view:
         units = np.frombuffer(view, dtype=UNIT_DTYPE)
-        for start in range(0, total, _RECOVER_CHUNK):
-            chunk = units[start : start + _RECOVER_CHUNK]
+        start, step = 0, _RECOVER_FIRST_CHUNK
+        while start < total:
+            chunk = units[start : start + step]
             bad = np.flatnonzero((chunk["offset"] < 0) | (chunk["size"] <= 0))
             if len(bad):
                 valid = start + int(bad[0])
                 zero_after = not chunk[int(bad[0]) : int(bad[0]) + 1].tobytes().strip(b"\0")
                 break
+            start, step = start + len(chunk), min(step * 4, _RECOVER_CHUNK)
         if valid:
             last = units[valid - 1]
             if int(last["size"]) != BLANK_UNIT_SIZE:
