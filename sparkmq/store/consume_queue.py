@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
-from sparkmq.store.mapped_file import MappedFile
+from sparkmq.store.mapped_file import MappedFile, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
 UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
@@ -18,6 +21,12 @@ assert UNIT_DTYPE.itemsize == UNIT_BYTES
 BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes {0, Integer.MAX_VALUE, 0}
 _UNIT = struct.Struct(">qiq")
 _BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+_BLANK_RUN_READ = 64  # units read at a time while stepping over blank units
+# recover reads one page's units first, then 4x more each time: the first touch of a page of
+# a sparse file is a page fault that can cost ~0.2 ms, so an idle queue must touch few.
+_RECOVER_FIRST_CHUNK = 4096 // UNIT_BYTES
+_RECOVER_CHUNK = 16384
+logger = logging.getLogger(__name__)
 
 
 def encode_units_plain(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> bytes:
@@ -54,30 +63,49 @@ class ConsumeQueue:
     def min_offset(self) -> int:
         return self.min_logic_offset // UNIT_BYTES
 
-    def load(self) -> None:
+    def load(self) -> bool:
+        """Open the files; when one is missing between others, delete them all and return False.
+
+        A hole cannot be filled in place (units are found by position), so a queue with one
+        is dropped whole and rebuilt from the CommitLog by the caller.
+        """
+        directory = self.files.directory
+        names = os.listdir(directory) if directory.is_dir() else []
+        starts = sorted(int(name) for name in names if len(name) == 20 and name.isdigit())
+        if any(b - a != self.files.file_bytes for a, b in zip(starts, starts[1:])):
+            logger.warning("ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
+                           self.topic, self.queue_id, [offset_to_file_name(s) for s in starts])
+            for start in starts:
+                (directory / offset_to_file_name(start)).unlink()
+            return False
         self.files.load()
+        return True
 
-    def recover(self) -> int:
-        """Find the last valid unit from the third-from-last file on; truncate after it.
+    def recover(self, zero_tail: bool = True) -> int:
+        """Find the last valid unit from the third-from-last file on; cut after it.
 
-        Returns the end physical offset of the last valid unit (-1 when the queue is empty).
+        Reads units in chunks and stops at the first invalid one, so a queue costs what it
+        holds in its last files, not their size. ``zero_tail=False`` (the page cache survived:
+        nothing was written past a zero unit) skips zeroing the rest of the file when the
+        first invalid unit is all zeros. Returns the end physical offset of the last valid
+        unit (-1 when there is none).
         """
         files = self.files.files
         end = files[0].start_offset if files else 0
-        for mapped in files[max(len(files) - 3, 0) :]:
-            with mapped.view() as view:
-                units = np.frombuffer(view, dtype=UNIT_DTYPE)
-                bad = (units["offset"] < 0) | (units["size"] <= 0)
-                valid = int(np.argmax(bad)) if bad.any() else len(units)
-                if valid:
-                    last = units[valid - 1]
-                    if int(last["size"]) != BLANK_UNIT_SIZE:
-                        self.max_physical_offset = int(last["offset"]) + int(last["size"])
-                del units, bad
+        clean_cut = False
+        for number in range(max(len(files) - 3, 0), len(files)):
+            mapped = files[number]
+            valid, last_end, clean_cut = _valid_prefix(mapped)
+            if last_end >= 0:
+                self.max_physical_offset = last_end
             end = mapped.start_offset + valid * UNIT_BYTES
             if valid < mapped.file_bytes // UNIT_BYTES:
+                clean_cut = clean_cut and number == len(files) - 1
                 break
-        self.files.truncate_dirty(end)
+        if files and clean_cut and not zero_tail:
+            files[-1].write_position = files[-1].flushed_position = end - files[-1].start_offset
+        else:
+            self.files.truncate_dirty(end)
         if files:
             self.min_logic_offset = max(self.min_logic_offset, files[0].start_offset)
         return self.max_physical_offset
@@ -107,7 +135,9 @@ class ConsumeQueue:
         files = self.files.files
         if files and len(data) <= files[-1].remaining and (len(files) > 1 or files[-1].write_position):
             files[-1].append(data)  # the common case: it fits the current file
-            return
+            if not files[-1].is_full:
+                return
+            data = b""
         view = memoryview(data)
         while view:
             mapped = self.files.last_file(self.min_logic_offset)
@@ -116,6 +146,10 @@ class ConsumeQueue:
             take = min(mapped.remaining, len(view))
             mapped.append(view[:take])
             view = view[take:]
+        if files and files[-1].is_full:
+            # The next file exists as soon as one fills: a full last file at start-up then
+            # means the files after it were lost (see recovery.lost_queue_start).
+            self.files.last_file()
 
     def read_units(self, start: int, max_count: int) -> npt.NDArray[np.void]:
         """Up to ``max_count`` units from logical offset ``start`` (copied, across files)."""
@@ -141,6 +175,8 @@ class ConsumeQueue:
 
     def truncate_after_physical(self, physical_end: int) -> None:
         """Drop units whose record ends after ``physical_end`` (``truncateDirtyLogicFiles``)."""
+        if 0 <= self.max_physical_offset <= physical_end and self.files.files:
+            return  # the last unit ends the furthest: nothing to drop
         if self.max_offset > self.min_offset:
             first_dirty = self._first_unit_ending_after(physical_end)
             if first_dirty < self.max_offset:
@@ -151,22 +187,55 @@ class ConsumeQueue:
             self.min_logic_offset = 0
 
     def _first_unit_ending_after(self, physical_end: int) -> int:
-        lo, hi = self.min_offset, self.max_offset
-        units = self.read_units(lo, hi - lo)
-        ends = units["offset"].astype(np.int64) + units["size"].astype(np.int64)
-        real = units["size"] != BLANK_UNIT_SIZE
-        dirty = np.flatnonzero(real & (ends > physical_end))
-        return lo + int(dirty[0]) if len(dirty) else hi
+        """The first real unit whose record ends after ``physical_end`` (the max offset if none)."""
+        return self._first_real_unit_where(lambda offset, size: offset + size > physical_end)
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Advance the minimum to the first unit whose record is still in the CommitLog."""
-        lo, hi = self.min_offset, self.max_offset
-        if hi <= lo:
+        if self.max_offset <= self.min_offset:
             return
-        units = self.read_units(lo, hi - lo)
-        live = np.flatnonzero((units["offset"] >= commitlog_min) & (units["size"] != BLANK_UNIT_SIZE))
-        first = lo + int(live[0]) if len(live) else hi
+        first = self._first_real_unit_where(lambda offset, _size: offset >= commitlog_min)
         self.min_logic_offset = max(self.min_logic_offset, first * UNIT_BYTES)
+
+    def _first_real_unit_where(self, holds: Callable[[int, int], bool]) -> int:
+        """Binary search over [min, max) for the first real unit where ``holds(offset, size)``.
+
+        Real units are ordered by physical offset, so a predicate that is monotone in it
+        splits them once; blank units are stepped over. Reads O(log n) units, not the queue.
+        """
+        lo, hi = self.min_offset, self.max_offset
+        real, offset, size = self._next_real_unit(lo, hi)
+        if real >= hi or holds(offset, size):  # the usual answer at start-up: the first unit
+            return real
+        lo, found = real + 1, hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            real, offset, size = self._next_real_unit(mid, hi)
+            if real >= hi:
+                hi = mid
+            elif holds(offset, size):
+                found, hi = real, mid
+            else:
+                lo = real + 1
+        return found
+
+    def _next_real_unit(self, start: int, stop: int) -> tuple[int, int, int]:
+        """(index, offset, size) of the first non-blank unit in [start, stop); index ``stop`` if none."""
+        while start < stop:
+            units = self.read_units(start, min(stop - start, _BLANK_RUN_READ))
+            if len(units) == 0:
+                break
+            real = np.flatnonzero(units["size"] != BLANK_UNIT_SIZE)
+            if len(real):
+                unit = units[int(real[0])]
+                return start + int(real[0]), int(unit["offset"]), int(unit["size"])
+            start += len(units)
+        return stop, 0, 0
+
+    def first_real_unit(self) -> tuple[int, int] | None:
+        """(logical offset, physical offset) of the first non-blank live unit, None if there is none."""
+        index, offset, _size = self._next_real_unit(self.min_offset, self.max_offset)
+        return None if index >= self.max_offset else (index, offset)
 
     def delete_expired(self, commitlog_min: int) -> int:
         """Delete files whose last unit points below the CommitLog minimum; fix the minimum."""
@@ -192,3 +261,28 @@ class ConsumeQueue:
 
     def destroy(self) -> None:
         self.files.destroy()
+
+
+def _valid_prefix(mapped: MappedFile) -> tuple[int, int, bool]:
+    """(valid units from the file start, end of the last real one or -1, whether the first
+    invalid unit is all zeros), reading from one page's units up to ``_RECOVER_CHUNK`` at a time."""
+    total = mapped.file_bytes // UNIT_BYTES
+    valid, last_end, zero_after = total, -1, True
+    chunk = bad = last = None
+    with mapped.view() as view:
+        units = np.frombuffer(view, dtype=UNIT_DTYPE)
+        start, step = 0, _RECOVER_FIRST_CHUNK
+        while start < total:
+            chunk = units[start : start + step]
+            bad = np.flatnonzero((chunk["offset"] < 0) | (chunk["size"] <= 0))
+            if len(bad):
+                valid = start + int(bad[0])
+                zero_after = not chunk[int(bad[0]) : int(bad[0]) + 1].tobytes().strip(b"\0")
+                break
+            start, step = start + len(chunk), min(step * 4, _RECOVER_CHUNK)
+        if valid:
+            last = units[valid - 1]
+            if int(last["size"]) != BLANK_UNIT_SIZE:
+                last_end = int(last["offset"]) + int(last["size"])
+        del units, chunk, bad, last
+    return valid, last_end, zero_after

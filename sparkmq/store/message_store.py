@@ -30,8 +30,10 @@ from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder,
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.mapped_file_queue import MappedFileQueue
+from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.reads import RecordFilter, read_queue
-from sparkmq.store.recovery import Recovery, RecoveryReport
+from sparkmq.store.recovery import (Recovery, RecoveryReport, boot_id, lost_queue_start, read_abort_marker,
+                                   write_abort_marker)
 from sparkmq.store.retention import Retention
 from sparkmq.store.status import GetMessageStatus, GetResult, PutMessageStatus, PutResult
 
@@ -50,6 +52,7 @@ class MessageStore:
         self.checkpoint: StoreCheckpoint | None = None
         self.coder = TagsCoder(delay_level_millis(config.message_delay_level))
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._manifest = QueueManifest(config.consume_queue_dir / "queues")
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
         self._lock = threading.RLock()  # appends, dispatch, deletion, reads of segment lists
@@ -69,16 +72,20 @@ class MessageStore:
         cfg.root_dir.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
         last_exit_ok = not cfg.abort_path.exists()
+        this_boot = boot_id()
+        page_cache_intact = not last_exit_ok and bool(this_boot) and read_abort_marker(cfg.abort_path) == this_boot
         self.commitlog.queue.load()
-        self._load_queues()
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
-        index_rebuild_from = self._load_index(last_exit_ok)
-        recovery = Recovery(self.commitlog, list(self._queues.values()), self.index, self.checkpoint,
-                            self.coder, cfg.check_crc_on_recover)
-        report = recovery.run(last_exit_ok, index_rebuild_from, self._dispatch)
-        self._catch_up(last_exit_ok)
+        replay_from = self._load_queues(zero_tails=not (last_exit_ok or page_cache_intact))
+        index_from = self._load_index(last_exit_ok or page_cache_intact)
+        replay_from = min((offset for offset in (replay_from, index_from) if offset is not None), default=None)
+        if replay_from is not None:
+            self._replay(replay_from)
+        recovery = Recovery(self.commitlog, self._queues, self.index, self.checkpoint, self.coder,
+                            cfg.check_crc_on_recover)
+        report = recovery.run(last_exit_ok, page_cache_intact, self._dispatch)
         self._recover_queue_table()
-        cfg.abort_path.touch()
+        write_abort_marker(cfg.abort_path, this_boot)
         self._start_services()
         self.running = True
         logger.info("store %s started: %s", cfg.root_dir, report)
@@ -100,6 +107,8 @@ class MessageStore:
                     self.flush()
                 except DiskError:
                     pass  # logged by the fail-stop; closing goes on and the abort marker stays
+                else:
+                    self._manifest.rewrite(self._queues)
             for queue in self._queues.values():
                 queue.close()
             self.index.close()
@@ -134,46 +143,66 @@ class MessageStore:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _load_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        if not root.exists():
-            return
-        for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()):
-                queue = ConsumeQueue(topic_dir.name, int(queue_dir.name), root, self.config.consume_queue_units_per_file)
-                queue.load()
-                self._queues[(topic_dir.name, int(queue_dir.name))] = queue
+    def _load_queues(self, zero_tails: bool) -> int | None:
+        """Load and ``recover`` every ConsumeQueue, those listed in the manifest but lost included
+        (``zero_tails``: after a machine crash, zero whatever follows each queue's valid end).
 
-    def _load_index(self, last_exit_ok: bool) -> int | None:
-        """Load index files; after a crash drop the unfinished ones and say where to rebuild from."""
-        if last_exit_ok:
-            self.index.load(None)
-            return None
+        Returns the CommitLog offset to replay from to rebuild what is missing (None: nothing).
+        """
+        root = self.config.consume_queue_dir
+        keys = self._manifest.load()
+        if root.exists():
+            keys.update((topic_dir.name, int(queue_dir.name)) for topic_dir in root.iterdir() if topic_dir.is_dir()
+                        for queue_dir in topic_dir.iterdir() if queue_dir.is_dir() and queue_dir.name.isdigit())
+        cl_min = self.commitlog.min_offset
+        starts = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
+        for topic, queue_id in sorted(keys):
+            queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file)
+            if queue.load():
+                queue.recover(zero_tails)
+            self._queues[(topic, queue_id)] = queue
+            starts.append(lost_queue_start(queue, cl_min))
+        return min((start for start in starts if start is not None), default=None)
+
+    def _load_index(self, trusted: bool) -> int | None:
+        """Load index files; return the CommitLog offset to replay from to complete them (None: nothing).
+
+        After a machine crash the unfinished files (newer than the checkpoint's index time) go.
+        With no file left, the index is rebuilt from the CommitLog's start if it ever had one.
+        """
         assert self.checkpoint is not None
         self.index.load(None)
-        untrusted = [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
-        rebuild_from = min((f.begin_phy_offset for f in untrusted), default=None)
+        untrusted = [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
         for index in untrusted:
             self.index.files.remove(index)
             index.destroy()
-        return rebuild_from
-
-    def _catch_up(self, last_exit_ok: bool) -> None:
-        """Dispatch CommitLog records the ConsumeQueues or index do not hold yet (the reput)."""
-        queue_end = max((q.max_physical_offset for q in self._queues.values()), default=-1)
-        start = queue_end if queue_end >= 0 else self.commitlog.min_offset
         if self.index.files:
-            start = min(start, self.index.end_phy_offset)
+            return self.index.end_phy_offset
+        if untrusted or self.checkpoint.index_msg_timestamp > 0:
+            return self.commitlog.min_offset
+        return None
+
+    def _replay(self, start: int) -> None:
+        """Dispatch the CommitLog from ``start`` again (idempotent: what is held is skipped)."""
         start = max(start, self.commitlog.min_offset)
-        if start < self.commitlog.max_offset:
-            for request in requests_for_scan(self.coder, self.commitlog.scan(start, check_crc=False)):
-                self._dispatch(request)
+        logger.info("store %s: dispatching the CommitLog again from %d (what ConsumeQueues or the index lack)",
+                    self.config.root_dir, start)
+        for request in requests_for_scan(self.coder, self.commitlog.scan(start, self.config.check_crc_on_recover)):
+            self._dispatch(request)
 
     def _recover_queue_table(self) -> None:
+        """Minimum and next offset per queue; drop queues left without files; sync the manifest."""
         cl_min = self.commitlog.min_offset
-        for key, queue in self._queues.items():
+        for key, queue in list(self._queues.items()):
+            if not queue.files.files:
+                queue.destroy()
+                del self._queues[key]
+                continue
+            if queue.files.files[-1].is_full:
+                queue.files.last_file()  # see ConsumeQueue._write: a full last file means a lost one
             queue.correct_min_offset(cl_min)
             self._next_queue_offset[key] = queue.max_offset
+        self._manifest.rewrite(self._queues)
 
     def _start_services(self) -> None:
         cfg = self.config
@@ -291,6 +320,7 @@ class MessageStore:
                 queue = ConsumeQueue(request.topic, request.queue_id, self.config.consume_queue_dir,
                                      self.config.consume_queue_units_per_file)
                 self._queues[key] = queue
+                self._manifest.add(key)
             queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
             if len(request.index_hashes):
                 rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
@@ -424,6 +454,7 @@ class MessageStore:
                 topic_dir = self.config.consume_queue_dir / topic
                 if topic_dir.exists() and not any(topic_dir.iterdir()):
                     topic_dir.rmdir()
+            self._manifest.rewrite(self._queues)
 
     @property
     def store_dir(self) -> Path:

@@ -23,6 +23,7 @@ from sparkmq.message import layout as L
 from sparkmq.store import GetMessageStatus, MessageStore
 from sparkmq.store import message_store as message_store_module
 from sparkmq.store.mapped_file import MappedFile
+from sparkmq.store.recovery import boot_id
 
 _HERE = Path(__file__).parent
 
@@ -30,7 +31,8 @@ _HERE = Path(__file__).parent
 from support import store_checks as sc  # noqa: E402 - shared with crash_writer.py
 SEED = 7
 TOPIC = sc.TOPIC
-CRASHED = pytest.mark.parametrize("crashed", [False, True], ids=["clean-exit", "crashed"])
+PROCESS = "process"  # ``crashed`` value: only the process died (the abort marker names this boot)
+CRASHED = pytest.mark.parametrize("crashed", [False, PROCESS, True], ids=["clean-exit", "process-crash", "crashed"])
 
 
 class Written:
@@ -63,11 +65,12 @@ class Written:
         return queues
 
 
-def open_store(root: Path, crashed: bool = False) -> tuple[MessageStore, Any]:
-    """Start a store over ``root``; ``crashed`` leaves an abort marker first (abnormal recovery)."""
+def open_store(root: Path, crashed: bool | str = False) -> tuple[MessageStore, Any]:
+    """Start a store over ``root``; ``crashed`` leaves an abort marker first (abnormal recovery):
+    empty as after a machine crash, or naming this boot (``PROCESS``) as after a kill -9."""
     config = sc.crash_config(root)
     if crashed:
-        config.abort_path.touch()
+        config.abort_path.write_text(boot_id() if crashed == PROCESS else "")
     store = MessageStore(config)
     return store, store.start()
 
@@ -204,8 +207,12 @@ def test_torn_record_in_the_middle_of_the_last_segment_followed_by_zeros(tmp_pat
     reopen_and_check(root, written)
 
 
-@CRASHED
-def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_path: Path, crashed: bool) -> None:
+def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_path: Path) -> None:
+    """After a machine crash (an abort marker naming no boot) the replay starts at a segment
+    the checkpoint proves safe and catches a tear before the newest record. After a clean exit
+    or a crash of the process alone, start-up trusts what precedes the newest intact record
+    (bounded start-up): a tear there is a disk fault that start-up does not look for."""
+    crashed = True
     root = tmp_path / "store"
     written = fill(root, 60)
     segments = sorted(int(p.name) for p in (root / "commitlog").iterdir())
@@ -307,30 +314,19 @@ def queue_with_most_files(root: Path) -> Path:
     return max(dirs, key=lambda d: len(list(d.iterdir())))
 
 
-# Known gaps ("rebuild what is missing"): abnormal recovery replays only from the segment the
-# checkpoint proves safe (RocketMQ's recoverAbnormally), so derived files lost *before* it are not
-# rebuilt; and a ConsumeQueue cannot grow back at its front or fill a hole, so a lost first (or
-# middle) file stays lost whatever the age. strict: these flip to failures once fixed.
-NOT_BEFORE_SAFE_START = pytest.mark.xfail(strict=True, reason="replay starts at the checkpoint's safe segment")
-NO_FRONT_REBUILD = pytest.mark.xfail(strict=True, reason="a ConsumeQueue is never rebuilt at its front or middle")
-
-
 def lost_queue_cases() -> list[Any]:
-    cases = []
-    for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]:
-        for aged in (False, True):
-            marks = []
-            if loss in ("first-file", "middle-file"):
-                marks.append(NO_FRONT_REBUILD)
-            elif aged and loss in ("queue-dir", "all-queues", "idle-queue-last-file"):
-                marks.append(NOT_BEFORE_SAFE_START)
-            cases.append(pytest.param(loss, aged, marks=marks, id=f"{loss}-{'aged' if aged else 'recent'}"))
+    """Every loss, with the data recent (replayed anyway) or aged (before the checkpoint's safe segment)."""
+    cases = [pytest.param(loss, aged, True, id=f"{loss}-{'aged' if aged else 'recent'}")
+             for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]
+             for aged in (False, True)]
+    cases += [pytest.param(loss, True, crashed, id=f"{loss}-aged-{'process-crash' if crashed else 'clean-exit'}")
+              for loss in ["queue-dir", "idle-queue-last-file", "first-file", "middle-file"] for crashed in (PROCESS, False)]
     return cases
 
 
-@pytest.mark.parametrize(("loss", "aged"), lost_queue_cases())
+@pytest.mark.parametrize(("loss", "aged", "crashed"), lost_queue_cases())
 def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            loss: str, aged: bool) -> None:
+                                                            loss: str, aged: bool, crashed: bool | str) -> None:
     root = tmp_path / "store"
     written = fill_aged(root, monkeypatch, aged)
     queue_dir = root / "consumequeue" / TOPIC / "2" if loss.startswith("idle") else queue_with_most_files(root)
@@ -351,10 +347,13 @@ def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monk
             if path.is_file():
                 path.unlink()
     end = written.last[2] + written.last[3]
-    store, report = open_store(root, crashed=True)
+    store, report = open_store(root, crashed)
     try:
-        assert not report.last_exit_ok
-        assert (report.dispatched_from > 0) is aged  # aged: the replay starts at a later segment
+        assert report.last_exit_ok is not crashed
+        if crashed is True:
+            assert (report.dispatched_from > 0) is aged  # aged: the replay starts at a later segment
+        else:
+            assert report.anchored  # the tail replay starts at the newest record
         assert_holds(store, written, end)
         append_continues(store, written, int(queue_dir.name), end)
     finally:
@@ -363,12 +362,9 @@ def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monk
 
 
 def lost_index_cases() -> list[Any]:
-    cases = []
-    for loss in ["index-files", "newest-index-file", "checkpoint-zeroed", "checkpoint-deleted"]:
-        for aged in (False, True):
-            marks = [NOT_BEFORE_SAFE_START] if aged and loss == "index-files" else []
-            cases.append(pytest.param(loss, aged, marks=marks, id=f"{loss}-{'aged' if aged else 'recent'}"))
-    return cases
+    return [pytest.param(loss, aged, id=f"{loss}-{'aged' if aged else 'recent'}")
+            for loss in ["index-files", "newest-index-file", "checkpoint-zeroed", "checkpoint-deleted"]
+            for aged in (False, True)]
 
 
 @pytest.mark.parametrize(("loss", "aged"), lost_index_cases())
