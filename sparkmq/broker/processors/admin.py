@@ -11,6 +11,8 @@ their answer: the reply waits for topics.json, written on a worker thread.
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 
 from sparkmq.broker.context import BrokerContext
@@ -101,7 +103,7 @@ class AdminProcessors:
     async def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicRequestHeader.from_fields(request.ext_fields)
         self.ctx.topics.delete(h.topic)  # checks the name and refuses system topics before any file is touched
-        self.ctx.store.delete_topics([h.topic])
+        await asyncio.to_thread(self.ctx.store.delete_topics, [h.topic])  # file work, behind the flush lock: off the loop
         self.ctx.offsets.remove_topic(h.topic)
         await self.ctx.persister.persist("topics.json")
         return request.make_response()
