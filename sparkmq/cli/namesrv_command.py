@@ -17,15 +17,19 @@ from sparkmq.cli.service import run_service
 from sparkmq.errors import ConfigError
 from sparkmq.namesrv import NameServer, NamesrvConfig
 from sparkmq.namesrv.config import DEFAULT_BROKER_EXPIRED_S, DEFAULT_PORT, DEFAULT_SCAN_INTERVAL_S
+from sparkmq.remoting.limits import IDLE_TIMEOUT_S, ServerLimits
 
 
 def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
     """The frozen config of the parsed options.
 
-    >>> config_from_args(argparse.Namespace(host="0.0.0.0", port=0, scan_interval=1.0, broker_expired=5.0))
+    >>> config_from_args(argparse.Namespace(host="0.0.0.0", port=0, scan_interval=1.0, broker_expired=5.0,
+    ...                                     max_connections=None, idle_timeout=120.0, allow_takeover=False))
     NamesrvConfig(host='0.0.0.0', port=0, scan_interval_s=1.0, broker_expired_s=5.0)
     """
-    return NamesrvConfig(args.host, args.port, args.scan_interval, args.broker_expired)
+    limits = ServerLimits(max_connections=args.max_connections, idle_timeout_s=args.idle_timeout)
+    return NamesrvConfig(args.host, args.port, args.scan_interval, args.broker_expired, limits=limits,
+                         guard_registrations=not args.allow_takeover)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +55,12 @@ def register(subcommands: Any) -> None:
                         help=f"seconds between scans for silent brokers (default: {DEFAULT_SCAN_INTERVAL_S:g})")
     parser.add_argument("--broker-expired", type=float, default=DEFAULT_BROKER_EXPIRED_S, metavar="S",
                         help=f"evict a broker silent this many seconds (default: {DEFAULT_BROKER_EXPIRED_S:g})")
+    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
+                        help="refuse connections beyond N (default: half the descriptor limit)")
+    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S, metavar="S",
+                        help=f"close a connection silent this many seconds (default: {IDLE_TIMEOUT_S:g})")
+    parser.add_argument("--allow-takeover", action="store_true",
+                        help="let a REGISTER_BROKER from another connection replace a live broker's address")
     parser.set_defaults(run=run)
 
 

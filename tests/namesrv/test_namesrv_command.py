@@ -74,3 +74,23 @@ def test_namesrv_command_serves_and_stops_cleanly_on_a_signal(stop_signal: signa
 def test_bad_option_exits_2_without_starting(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["namesrv", "--port", "70000"]) == 2
     assert "port must be 0..65535" in capsys.readouterr().err
+
+
+def test_connection_limits_come_from_the_command_line() -> None:
+    from support.processes import NamesrvProcess
+
+    with NamesrvProcess.start("--max-connections", "2") as namesrv:
+        host, port = namesrv.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10.0) as first, \
+                socket.create_connection((host, int(port)), timeout=10.0) as third_party:
+            first.sendall(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, ext_fields={"topic": "T"}).encode())
+            assert FrameDecoder().feed(first.recv(65536))[0].code == ResponseCode.TOPIC_NOT_EXIST  # both admitted
+            with socket.create_connection((host, int(port)), timeout=10.0) as over:
+                assert over.recv(1) == b""  # beyond --max-connections: closed at once
+            third_party.sendall(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, 2, ext_fields={"topic": "T"}).encode())
+            assert FrameDecoder().feed(third_party.recv(65536))[0].code == ResponseCode.TOPIC_NOT_EXIST
+    with NamesrvProcess.start("--idle-timeout", "0.5") as namesrv:
+        host, port = namesrv.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10.0) as idle:
+            assert idle.recv(1) == b""  # silent past --idle-timeout: closed
+    assert main(["namesrv", "--idle-timeout", "-1"]) == 2
