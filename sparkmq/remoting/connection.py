@@ -253,19 +253,30 @@ class RemotingConnection(asyncio.Protocol):
         return next(self._opaques) & 0x7FFFFFFF
 
     async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
-        """Send a request and wait for the response with the same opaque."""
+        """Send a request and wait for the response with the same opaque.
+
+        The deadline is one ``call_later`` that fails the future (not ``asyncio.wait_for``: that
+        costs a second timer and callbacks per request, and on Python 3.11 it can swallow a
+        cancellation that races its timeout).
+        """
         if not self.is_open:
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._pending[command.opaque] = future
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        opaque = command.opaque
+        self._pending[opaque] = future
+        deadline = loop.call_later(timeout, self._expire, future, command.code, timeout)
         self.send(command)
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError as exc:
-            raise RemoteError(f"request code {command.code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s",
-                              retriable=True) from exc
+            return await future
         finally:
-            self._pending.pop(command.opaque, None)
+            deadline.cancel()
+            self._pending.pop(opaque, None)
+
+    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
+        if not future.done():
+            future.set_exception(RemoteError(
+                f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
 
     def close(self) -> None:
         """Close after the buffered writes are flushed; abort at once if the peer is not reading them."""
