@@ -17,6 +17,7 @@ import threading
 import zlib
 from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -99,66 +100,129 @@ def _rows(batch: pa.RecordBatch, options: SinkOptions) -> list[tuple[Message, in
     return out
 
 
-async def _send_all(producer: AsyncProducer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    result = SinkCommitMessage()
-    in_flight = asyncio.Semaphore(options.max_in_flight)
-    pending: list[asyncio.Task[None]] = []
+class _Sender:
+    """Sends message groups from the task's thread through the client loop, at most ``max_in_flight`` at once.
+
+    Spark's iterator is consumed on the task's own thread, never on the process-wide client loop
+    (a blocking ``next()`` there would stall heartbeats and lock renewals of every other client of
+    the worker). ``submit`` blocks while ``max_in_flight`` sends are unacknowledged: back-pressure
+    from the broker to the iterator, so a task holds at most ``max_in_flight × batchSize`` messages
+    plus one Arrow batch. Groups of an ordered queue (rows placed by ``shardingKey`` or ``queueId``)
+    form a lane: each send waits for the previous one of its queue, so they land in row order.
+    """
+
+    def __init__(self, producer: AsyncProducer, options: SinkOptions) -> None:
+        self.producer = producer
+        self.result = SinkCommitMessage()
+        self._slots = threading.BoundedSemaphore(options.max_in_flight)
+        self._lock = threading.Lock()
+        self._pending: set[Future[None]] = set()
+        self._lanes: dict[MessageQueue, Future[None]] = {}
+        self._failures: list[BaseException] = []
+        self._submitted = 0
+
+    def submit(self, group: list[Message], queue: MessageQueue, ordered: bool) -> None:
+        self._slots.acquire()
+        self._raise_first_failure()
+        previous = self._lanes.get(queue) if ordered else None
+        future = loop_thread.submit(self._send(group, queue, previous))
+        with self._lock:
+            self._pending.add(future)
+            self._submitted += 1
+        if ordered:
+            self._lanes[queue] = future
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+            if future.exception() is not None:
+                self._failures.append(future.exception())  # type: ignore[arg-type]
+        self._slots.release()
+
+    def _raise_first_failure(self) -> None:
+        with self._lock:
+            failures, submitted = list(self._failures), self._submitted
+        if failures:
+            raise SparkmqError(f"{len(failures)} of {submitted} sends failed; first: {failures[0]}") from failures[0]
+
+    def drain(self) -> None:
+        """Wait for every send submitted so far."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+        for failure in self._failures:
+            logger.error("sparkmq sink: a send failed while the task was failing already: %s", failure)
+
+    def finish(self) -> SinkCommitMessage:
+        """Wait for every send; raise if any failed."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+        self._raise_first_failure()
+        return self.result
+
+    async def _send(self, group: list[Message], queue: MessageQueue, previous: Future[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wrap_future(previous)  # its failure fails this send too: never overtake it
+        producer = self.producer
+        for attempt in range(SEND_ATTEMPTS):
+            try:
+                if len(group) == 1 or group[0].delay_level > 0:
+                    offsets = [(await producer.send(m, queue=queue)).queue_offset for m in group]
+                    first, last = offsets[0], offsets[-1]
+                else:
+                    first = (await producer.send_batch(group, queue=queue)).queue_offset
+                    last = first + len(group) - 1
+                break
+            except SparkmqError as exc:
+                if attempt + 1 == SEND_ATTEMPTS or not exc.retriable:
+                    raise
+                producer.instance.routes.pop(queue.topic, None)
+                await asyncio.sleep(RETRY_PAUSE_S)
+        key = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}"
+        low, high = self.result.queues.get(key, (first, last))
+        self.result.queues[key] = (min(low, first), max(high, last))
+        self.result.sent += len(group)
+
+
+def send_all(producer: AsyncProducer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    """Send every row of ``batches`` (consumed on the calling thread); return once all are acknowledged."""
+    sender = _Sender(producer, options)
     # Rows without queueId/shardingKey go round robin in runs of batch_size, from a random queue: every
     # task starting at queue 0 would pile small writes (a few rows per task or micro-batch) onto queue 0.
     round_robin = random.randrange(1 << 20) * options.batch_size
-
-    async def send(group: list[Message], queue: MessageQueue) -> None:
-        async with in_flight:
-            for attempt in range(SEND_ATTEMPTS):
-                try:
-                    if len(group) == 1 or group[0].delay_level > 0:
-                        offsets = [(await producer.send(m, queue=queue)).queue_offset for m in group]
-                        first, last = offsets[0], offsets[-1]
-                    else:
-                        first = (await producer.send_batch(group, queue=queue)).queue_offset
-                        last = first + len(group) - 1
-                    break
-                except SparkmqError as exc:
-                    if attempt + 1 == SEND_ATTEMPTS or not exc.retriable:
-                        raise
-                    producer.instance.routes.pop(queue.topic, None)
-                    await asyncio.sleep(RETRY_PAUSE_S)
-            key = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}"
-            low, high = result.queues.get(key, (first, last))
-            result.queues[key] = (min(low, first), max(high, last))
-            result.sent += len(group)
-
-    for batch in batches:
-        groups: dict[MessageQueue, list[Message]] = defaultdict(list)
-        routes: dict[str, list[MessageQueue]] = {}  # once per topic and Arrow batch, not per row
-        for message, queue_id, sharding_key in _rows(batch, options):
-            queues = routes.get(message.topic)
-            if queues is None:
-                queues = routes[message.topic] = await _writable_queues(producer, message.topic,
-                                                                        options.send_retry_timeout_ms / 1000)
-            if queue_id is not None:
-                matching = [q for q in queues if q.queue_id == queue_id]
-                if not matching:
-                    raise SparkmqError(f"topic {message.topic} has no queue {queue_id}")
-                queue = matching[0]
-            elif sharding_key is not None:
-                queue = queues[zlib.crc32(sharding_key.encode()) % len(queues)]
-            else:
-                queue = queues[(round_robin // options.batch_size) % len(queues)]
-                round_robin += 1
-            groups[queue].append(message)
-        for queue, messages in groups.items():
-            plain = [m for m in messages if m.delay_level <= 0]
-            delayed = [m for m in messages if m.delay_level > 0]
-            for first in range(0, len(plain), options.batch_size):
-                pending.append(asyncio.get_running_loop().create_task(send(plain[first : first + options.batch_size], queue)))
-            if delayed:
-                pending.append(asyncio.get_running_loop().create_task(send(delayed, queue)))
-    results = await asyncio.gather(*pending, return_exceptions=True)
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
-        raise SparkmqError(f"{len(failures)} of {len(pending)} sends failed; first: {failures[0]}") from failures[0]
-    return result
+    try:
+        for batch in batches:
+            groups: dict[tuple[MessageQueue, bool], list[Message]] = defaultdict(list)
+            routes: dict[str, list[MessageQueue]] = {}  # once per topic and Arrow batch, not per row
+            for message, queue_id, sharding_key in _rows(batch, options):
+                queues = routes.get(message.topic)
+                if queues is None:
+                    queues = routes[message.topic] = loop_thread.run(
+                        _writable_queues(producer, message.topic, options.send_retry_timeout_ms / 1000))
+                if queue_id is not None:
+                    matching = [q for q in queues if q.queue_id == queue_id]
+                    if not matching:
+                        raise SparkmqError(f"topic {message.topic} has no queue {queue_id}")
+                    queue = matching[0]
+                elif sharding_key is not None:
+                    queue = queues[zlib.crc32(sharding_key.encode()) % len(queues)]
+                else:
+                    queue = queues[(round_robin // options.batch_size) % len(queues)]
+                    round_robin += 1
+                groups[queue, queue_id is not None or sharding_key is not None].append(message)
+            for (queue, ordered), messages in groups.items():
+                plain = [m for m in messages if m.delay_level <= 0]
+                delayed = [m for m in messages if m.delay_level > 0]
+                for first in range(0, len(plain), options.batch_size):
+                    sender.submit(plain[first : first + options.batch_size], queue, ordered)
+                if delayed:
+                    sender.submit(delayed, queue, ordered)
+    except BaseException:
+        sender.drain()  # never leave sends running behind a failed iterator; its error is the one raised
+        raise
+    return sender.finish()
 
 
 async def _writable_queues(producer: AsyncProducer, topic: str, timeout_s: float) -> list[MessageQueue]:
@@ -193,7 +257,7 @@ class _Writer:
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Send every row; return only once the broker acknowledged all of them."""
-        return loop_thread.run(_send_all(_producer(self.options), self.options, iterator))
+        return send_all(_producer(self.options), self.options, iterator)
 
     def commit(self, messages: list[SinkCommitMessage | None], batch_id: int | None = None) -> None:
         sent = sum(m.sent for m in messages if m is not None)

@@ -69,7 +69,7 @@ def test_queue_id_column_and_sharding_key_choose_the_queue(spark, cluster) -> No
     for m in sharded:
         queues_of_key[f"user-{int(m.body[1:]) % 5}"].add(m.queue.queue_id)
     assert all(len(queues) == 1 for queues in queues_of_key.values()), queues_of_key
-    # Per queue, the rows of one key keep their relative order only within one task; the queue is what counts.
+    # Row order per key within a task: test_sink_flow.py.
 
 
 def test_topic_option_wins_over_the_topic_column(spark, cluster) -> None:
