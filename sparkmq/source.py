@@ -15,21 +15,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from sparkmq.connector.arrow import SCHEMA_DDL, records_to_arrow
+from sparkmq.connector.arrow import records_to_arrow, schema_ddl
+from sparkmq.connector.filters import pushed_selector
 from sparkmq.connector.broker_view import BrokerView, DataLossError, view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
 from sparkmq.connector.options import SinkOptions, SourceOptions
 from sparkmq.client import MessageQueue
+from sparkmq.client.selector import MessageSelector
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
@@ -61,12 +63,13 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
     return ranges
 
 
-def read_range(options: SourceOptions, group: str, part: QueueRange) -> Iterator[pa.RecordBatch]:
+def read_range(options: SourceOptions, group: str, part: QueueRange,
+               selector: MessageSelector | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
     view = view_for(options.namesrv_addr, group)
-    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, options.selector,
+    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, selector or options.selector,
                                 options.fail_on_data_loss):
-        batch = records_to_arrow(body, part.broker_name)
+        batch = records_to_arrow(body, part.broker_name, columns=options.columns)
         offsets = batch.column("queueOffset")
         inside = pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end))
         if not pc.all(inside).as_py():
@@ -257,6 +260,7 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.group = options.consumer_group or BATCH_READER_GROUP
+        self.selector = options.selector
 
     def partitions(self) -> list[QueueRange]:
         o = self.options
@@ -269,7 +273,16 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
         return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
 
     def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        return read_range(self.options, self.group, partition)
+        return read_range(self.options, self.group, partition, self.selector)
+
+
+class SparkmqPushdownBatchReader(SparkmqBatchReader):
+    """A batch reader taking Spark's filters (``filterPushdown=true``; Spark must run with
+    ``spark.sql.python.filterPushdown.enabled=true``, or it refuses any reader that takes them)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.selector = pushed_selector(filters, self.options.selector)
+        return filters  # Spark still checks each row: the broker filters tags by hash
 
 
 class SparkmqDataSource(DataSource):  # type: ignore[misc]
@@ -281,11 +294,11 @@ class SparkmqDataSource(DataSource):  # type: ignore[misc]
 
     def schema(self) -> str:
         # Spark asks for the schema when a read is defined: reject bad options right here.
-        SourceOptions.parse(self.options)
-        return SCHEMA_DDL
+        return schema_ddl(SourceOptions.parse(self.options).columns)
 
     def reader(self, schema: StructType) -> SparkmqBatchReader:
-        return SparkmqBatchReader(SourceOptions.parse(self.options, streaming=False))
+        options = SourceOptions.parse(self.options, streaming=False)
+        return SparkmqPushdownBatchReader(options) if options.filter_pushdown else SparkmqBatchReader(options)
 
     def streamReader(self, schema: StructType) -> SparkmqStreamReader:
         return SparkmqStreamReader(SourceOptions.parse(self.options, streaming=True))

@@ -97,7 +97,7 @@ def test_streaming_write_from_one_topic_to_another(spark, cluster, names) -> Non
     cluster.send([Message(source, f"s{i}".encode(), tags=f"t{i % 2}", keys=f"key{i}", properties={"n": str(i)})
                   for i in range(30)])
     stream = (reader(spark, cluster, topic=source, consumerGroup=names.group, startingOffsets="earliest",
-                     maxOffsetsPerTrigger=12).load()
+                     maxOffsetsPerTrigger=12, includeProperties="true").load()
               .select("body", "keys", "tags", F.create_map(F.lit("n"), F.col("properties")["n"]).alias("properties")))
     query = (stream.writeStream.format("sparkmq").option("namesrvAddr", cluster.ns).option("topic", target)
              .option("checkpointLocation", names.checkpoint()).trigger(availableNow=True).start())
