@@ -27,6 +27,7 @@ from sparkmq import Admin, EmbeddedCluster
 
 TOPIC = "orders"
 GROUP = "orders-to-delta"
+DELTA_APP_ID = "sparkmq-orders-to-delta"  # the Delta application transaction id of the landing query
 CATEGORIES = ["books", "games", "music", "garden"]
 
 
@@ -35,7 +36,8 @@ def spark_session():  # type: ignore[no-untyped-def]
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("sparkmq-orders")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -72,7 +74,7 @@ def start_consumer(spark, namesrv: str, tables: Path, checkpoint: Path):  # type
         rows = batch.toArrow()
         if rows.num_rows == 0:
             return
-        append_once(tables / "orders", rows, batch_id)
+        append_once(tables / "orders", rows, DELTA_APP_ID, batch_id)
         overwrite(tables / "revenue_per_minute", revenue(read(tables / "orders")))
 
     return (orders.writeStream.foreachBatch(land).option("checkpointLocation", str(checkpoint))

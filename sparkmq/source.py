@@ -71,9 +71,8 @@ def read_range(options: SourceOptions, group: str, part: QueueRange,
                                 options.fail_on_data_loss):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns)
         offsets = batch.column("queueOffset")
-        inside = pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end))
-        if not pc.all(inside).as_py():
-            batch = batch.filter(inside)
+        if batch.num_rows and (offsets[0].as_py() < part.start or offsets[-1].as_py() >= part.end):  # in offset order
+            batch = batch.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
         if batch.num_rows:
             yield batch
 

@@ -103,10 +103,16 @@ def _offset_msg_ids(columns: RecordColumns) -> pa.Array:
     raw[:, :4] = heads["store_ip"]
     raw[:, 4:8] = heads["store_port"].astype(">i4").view(np.uint8).reshape(count, 4)
     raw[:, 8:] = heads["physical_offset"].astype(">i8").view(np.uint8).reshape(count, 8)
-    chars = np.empty((count, 32), dtype=np.uint8)
+    return hex_strings(raw)
+
+
+def hex_strings(raw: npt.NDArray[np.uint8]) -> pa.Array:
+    """Each row of ``raw`` (count × width bytes) as an uppercase hex string, without Python loops."""
+    count, width = raw.shape
+    chars = np.empty((count, 2 * width), dtype=np.uint8)
     chars[:, 0::2] = _HEX[raw >> 4]
     chars[:, 1::2] = _HEX[raw & 15]
-    return _binary(chars.tobytes(), (np.arange(count + 1, dtype=np.int64) * 32).astype(np.int32), pa.string())
+    return _binary(chars.tobytes(), (np.arange(count + 1, dtype=np.int64) * 2 * width).astype(np.int32), pa.string())
 
 
 def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
