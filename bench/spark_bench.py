@@ -486,7 +486,8 @@ SOURCE, P4, P15, IPC, IPC4, SINK = (
     "arrow-source-lean (Python, same 10 columns, no broker) → noop", "arrow-source-4col (Python, no broker) → noop",
     "sink: df.write sparkmq")
 PRODUCE = "produce: AsyncProducer.send_batch 256, 16 in flight"
-CASES = {"source": SOURCE, "parquet4": P4, "parquetlean": P15, "arrowlean": IPC, "arrow4": IPC4, "sink": SINK}
+CASES = {"source": SOURCE, "parquet4": P4, "parquetlean": P15, "arrowlean": IPC, "arrow4": IPC4, "sink": SINK,
+         "produce": PRODUCE}
 
 
 def write_inputs(batches: list[pa.RecordBatch], directory: Path) -> None:
@@ -513,6 +514,10 @@ class Cases:
         self.runs += 1
         where = self.directory / "checkpoints" / f"{case}-{self.runs}"
         d = self.directory
+        if case == PRODUCE:  # the sink's baseline, interleaved with it: same broker, same load
+            with Meter(self.spark, self.broker_pid) as meter:
+                asyncio.run(produce(self.namesrv, f"{self.topic}Produce{self.runs}", self.rows))
+            return meter.fill(Run(PRODUCE, self.rows, 0.0, note="Python CPU: Spark's only (the producer is this process)"))
         if case == SINK:
             return run_sink(self.spark, self.namesrv, d / "parquet4", f"{self.topic}Sink{self.runs}", self.rows,
                             self.broker_pid)
@@ -564,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_n = max(n // 5, 8_000)
         asyncio.run(produce(namesrv.address, "SparkBenchWarm", warm_n))
         seconds = asyncio.run(produce(namesrv.address, "SparkBench", n))
-        runs.append(Run(PRODUCE, n, seconds))
+        runs.append(Run(f"{PRODUCE} (input, before Spark starts)", n, seconds))
         log(f"produced {n:,} in {seconds:.2f} s ({n / seconds:,.0f} msgs/s)")
         # the records as the source makes them, for the Parquet / Arrow comparisons and the pieces
         warm_batches, _ = pull_all(namesrv.address, "SparkBenchWarm", "bench-pieces-warm")
@@ -611,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append("records_to_arrow parts on one 4096-record pull (ms per call): "
                      + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
         notes.append(f"sink encode_rows (bulk SEND_BATCH items): {sink_rows_cost(batches[0], 'SparkBenchSink'):.2f} µs/row")
-        if SINK in chosen:
+        if SINK in chosen and PRODUCE in chosen:
             notes.append(f"sink rows/s relative to {PRODUCE} in this run: "
                          f"{median_rate(runs, SINK) / median_rate(runs, PRODUCE):.2f}x (target: ≥ 1.0x)")
         notes.append(f"Arrow bytes per row: wide 15 columns {pa.Table.from_batches(batches).nbytes / n:.0f}, "

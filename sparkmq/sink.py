@@ -3,9 +3,11 @@
 Input columns: ``body`` (binary or string, required), ``topic`` (required unless the
 ``topic`` option is set; the option wins), ``keys``, ``tags``, ``properties``
 map<string,string>, ``queueId`` int, ``shardingKey`` (same key → same queue),
-``delayLevel`` int. Each task sends its rows in SEND_BATCH_MESSAGE frames (many in flight)
-and reports success only after every broker acknowledgement: at-least-once. A failed send
-fails the task, so Spark retries it; ``abort`` says what was not acknowledged.
+``delayLevel`` int. Each task reads Spark's Arrow batches on its own thread, encodes the rows
+in bulk (``connector.batch_body``; ``Message`` objects only for properties and delays) into
+SEND_BATCH_MESSAGE frames of ``batchSize`` rows, keeps at most ``maxInFlight`` of them
+unacknowledged, and reports success only after every broker acknowledgement: at-least-once.
+A failed send fails the task, so Spark retries it; ``abort`` says what was not acknowledged.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def read_range(options: SourceOptions, group: str, part: QueueRange,
     view = view_for(options.namesrv_addr, group)
     for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, selector or options.selector,
                                 options.fail_on_data_loss):
-        batch = records_to_arrow(body, part.broker_name, columns=options.columns)
+        batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
         offsets = batch.column("queueOffset")
         if batch.num_rows and (offsets[0].as_py() < part.start or offsets[-1].as_py() >= part.end):  # in offset order
             batch = batch.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))

@@ -210,11 +210,12 @@ def _bodies(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> pa.Array:
 
 
 def records_to_arrow(buffer: bytes | memoryview, broker_name: str, starts: npt.NDArray[np.int64] | None = None,
-                     columns: tuple[str, ...] = WIDE_COLUMNS) -> pa.RecordBatch:
+                     columns: tuple[str, ...] = WIDE_COLUMNS, topic: str | None = None) -> pa.RecordBatch:
     """Every stored record of ``buffer`` (a PULL body) as one RecordBatch of ``columns``, built in bulk.
 
     Only the asked columns are computed: without ``properties`` the map is never built (TAGS,
     KEYS and UNIQ_KEY are found in place, which is most of the saving of the lean schema).
+    ``topic``: every record's topic, when the caller knows it (a pull reads one queue).
     """
     schema = arrow_schema(columns)
     decoded = decode_columns(buffer, starts)
@@ -229,12 +230,13 @@ def records_to_arrow(buffer: bytes | memoryview, broker_name: str, starts: npt.N
         props = None
         tags, keys, uniq = _property_values(raw, decoded, ("TAGS", "KEYS", "UNIQ_KEY"))
     build = {
-        "topic": lambda: _slices(raw, decoded.topic_starts, decoded.topic_lengths, pa.string()),
+        "topic": lambda: _constant_string(topic, count) if topic is not None else
+        _slices(raw, decoded.topic_starts, decoded.topic_lengths, pa.string()),
         "brokerName": lambda: _constant_string(broker_name, count),
         "queueId": lambda: pa.array(heads["queue_id"].astype(np.int32)),
         "queueOffset": lambda: pa.array(heads["queue_offset"].astype(np.int64)),
         "commitLogOffset": lambda: pa.array(heads["physical_offset"].astype(np.int64)),
-        "msgId": lambda: pc.coalesce(uniq, _offset_msg_ids(decoded)),
+        "msgId": lambda: pc.coalesce(uniq, _offset_msg_ids(decoded)) if uniq.null_count else uniq,
         "keys": lambda: keys,
         "tags": lambda: tags,
         "body": lambda: _bodies(raw, decoded),

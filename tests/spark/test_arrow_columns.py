@@ -46,3 +46,7 @@ def test_lean_columns_equal_the_wide_ones_and_the_reference_decoder(stored: byte
 def test_include_properties_adds_the_map_after_body() -> None:
     assert source_columns(include_properties=True) == LEAN_COLUMNS[:8] + ("properties",) + LEAN_COLUMNS[8:]
     assert source_columns(wide=True) == WIDE_COLUMNS
+
+
+def test_a_known_topic_gives_the_same_column(stored: bytes) -> None:
+    assert records_to_arrow(stored, "broker-a", topic="ArrowT").equals(records_to_arrow(stored, "broker-a"))
