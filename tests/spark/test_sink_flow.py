@@ -11,6 +11,7 @@ against the session's real broker, so the test sees what Spark's task thread wou
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from sparkmq.client import loop_thread
 from sparkmq.connector.options import SinkOptions
-from sparkmq.sink import SparkmqBatchWriter
+from sparkmq.sink import SparkmqBatchWriter, _producer
 from support.spark_harness import Cluster
 
 QUEUES = 4
@@ -84,9 +85,21 @@ def test_rows_pulled_but_not_stored_stay_within_max_in_flight(cluster) -> None:
     assert max(ahead) <= in_flight * batch_size, ahead
 
 
-def test_sharding_key_keeps_row_order_per_key(cluster) -> None:
+def test_sharding_key_keeps_row_order_per_key(cluster, monkeypatch) -> None:
+    """Every third frame is held back a little (an injected slow send): frames of one queue sent
+    concurrently would then land out of order; the sink's per-queue lane keeps them in row order."""
     topic = cluster.topic(QUEUES)
-    keys, per_key, batch_rows = 12, 150, 300
+    keys, per_key, batch_rows = 12, 60, 300
+    writer = sink(cluster, WITH_KEY, topic=topic, batchSize=2, maxInFlight=32)
+    producer = _producer(writer.options)
+    real_send, calls = producer.send_encoded_batch, itertools.count()
+
+    async def slow_every_third(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if next(calls) % 3 == 0:
+            await asyncio.sleep(0.02)
+        return await real_send(*args, **kwargs)
+
+    monkeypatch.setattr(producer, "send_encoded_batch", slow_every_third)
 
     def rows() -> Iterator[pa.RecordBatch]:
         all_rows = [(f"k{i % keys}", i // keys) for i in range(keys * per_key)]
@@ -95,7 +108,7 @@ def test_sharding_key_keeps_row_order_per_key(cluster) -> None:
             yield pa.RecordBatch.from_arrays([pa.array([f"{k}:{seq}".encode() for k, seq in chunk], pa.binary()),
                                               pa.array([k for k, _ in chunk])], ["body", "shardingKey"])
 
-    result = sink(cluster, WITH_KEY, topic=topic, batchSize=2, maxInFlight=32).write(rows())
+    result = writer.write(rows())
     assert result.sent == keys * per_key
     seen: dict[str, list[int]] = defaultdict(list)
     queue_of: dict[str, set[int]] = defaultdict(set)
