@@ -4,7 +4,7 @@ The writer is driven directly (``SparkmqBatchWriter.write`` with an iterator the
 against the session's real broker, so the test sees what Spark's task thread would see:
 * the iterator is consumed on the task's thread, never on the process-wide client loop;
 * memory is bounded: rows pulled from the iterator but not yet stored never exceed
-  ``maxInFlight × batchSize`` (plus the Arrow batch in hand);
+  ``maxInFlight × batchSize``;
 * rows with a ``shardingKey`` land in their queue in row order, across many small batches.
 """
 

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from sparkmq.client import Message
-from sparkmq.connector.options import SourceOptions
+from sparkmq.connector.options import OptionError, SourceOptions
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import DeleteTopicRequestHeader
 from sparkmq.source import SparkmqStreamReader
@@ -109,3 +109,9 @@ def test_the_planner_logs_the_loss_and_plans_nothing_below_the_new_end(cluster, 
     assert again == {topic: {"broker-a:0": 2}}
     assert stream.partitions(end, again) == []
     assert f"queue {topic}/broker-a/0 max offset went back from 10 to 2" in caplog.text
+
+
+def test_filter_pushdown_is_refused_for_streams() -> None:
+    with pytest.raises(OptionError, match="filterPushdown.*subExpression or sqlFilter"):
+        SourceOptions.parse({"namesrvAddr": "127.0.0.1:9876", "topic": "T", "consumerGroup": "G",
+                             "filterPushdown": "true"}, streaming=True)
