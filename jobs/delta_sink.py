@@ -1,8 +1,10 @@
 """Exactly-once appends of Spark micro-batches into a Delta table written with ``deltalake``.
 
-Each commit records the micro-batch id in its commit metadata; a replayed batch (after a
-crash between the Delta commit and Spark's checkpoint commit) finds its id already there
-and is skipped, so every batch lands exactly once.
+Each append commits, in the same Delta commit as its files, an application transaction
+``(app_id, version=batch_id)`` (Delta's ``txn`` action, what Spark's own Delta sink uses). A
+batch replayed after a crash between the Delta commit and Spark's checkpoint commit finds
+``transaction_version(app_id) >= batch_id`` and is skipped: every batch lands exactly once,
+without scanning the table's history.
 """
 
 from __future__ import annotations
@@ -10,27 +12,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, write_deltalake
-
-BATCH_ID_KEY = "sparkmq.batchId"
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 
-def last_batch_id(table_dir: Path) -> int:
-    """The highest micro-batch id committed to the table (-1 for a new table)."""
+def committed_version(table_dir: Path, app_id: str) -> int:
+    """The last micro-batch id ``app_id`` committed to the table (-1 for none, or no table yet)."""
     if not (table_dir / "_delta_log").exists():
         return -1
-    for commit in DeltaTable(str(table_dir)).history(20):
-        if BATCH_ID_KEY in commit:
-            return int(commit[BATCH_ID_KEY])
-    return -1
+    version = DeltaTable(str(table_dir)).transaction_version(app_id)
+    return -1 if version is None else int(version)
 
 
-def append_once(table_dir: Path, rows: pa.Table, batch_id: int) -> bool:
-    """Append ``rows`` as micro-batch ``batch_id`` unless it was committed before; True if written."""
-    if batch_id <= last_batch_id(table_dir):
+def append_once(table_dir: Path, rows: pa.Table, app_id: str, batch_id: int) -> bool:
+    """Append ``rows`` as micro-batch ``batch_id`` of ``app_id`` unless it was committed before; True if written.
+
+    >>> # append_once(Path("data/orders"), batch.toArrow(), "orders-to-delta", batch_id)
+    """
+    if batch_id <= committed_version(table_dir, app_id):
         return False
     write_deltalake(str(table_dir), rows, mode="append",
-                    commit_properties=CommitProperties(custom_metadata={BATCH_ID_KEY: str(batch_id)}))
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
     return True
 
 

@@ -27,6 +27,7 @@ from sparkmq import Admin, EmbeddedCluster
 
 TOPIC = "orders"
 GROUP = "orders-to-delta"
+DELTA_APP_ID = "sparkmq-orders-to-delta"  # the Delta application transaction id of the landing query
 CATEGORIES = ["books", "games", "music", "garden"]
 
 
@@ -35,7 +36,8 @@ def spark_session():  # type: ignore[no-untyped-def]
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("sparkmq-orders")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -72,7 +74,7 @@ def start_consumer(spark, namesrv: str, tables: Path, checkpoint: Path):  # type
         rows = batch.toArrow()
         if rows.num_rows == 0:
             return
-        append_once(tables / "orders", rows, batch_id)
+        append_once(tables / "orders", rows, DELTA_APP_ID, batch_id)
         overwrite(tables / "revenue_per_minute", revenue(read(tables / "orders")))
 
     return (orders.writeStream.foreachBatch(land).option("checkpointLocation", str(checkpoint))
@@ -86,6 +88,15 @@ def revenue(orders: pa.Table) -> pa.Table:
     grouped = table.group_by(["window_start", "category"]).aggregate([("amount", "sum"), ("amount", "count")])
     return grouped.rename_columns(["window_start", "category", "revenue", "orders"]).sort_by(
         [("window_start", "ascending"), ("category", "ascending")])
+
+
+def stop_between_batches(query, wait_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Stop ``query`` while no micro-batch runs (the rate source keeps triggering empty batches after the
+    last order): stopping mid-batch interrupts its tasks, and Spark logs that batch as aborted."""
+    deadline = time.monotonic() + wait_s
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    query.stop()
 
 
 def rate_of(query) -> float:  # type: ignore[no-untyped-def]
@@ -122,9 +133,9 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
                 if sent >= total and lag == 0 and consumed >= total:
                     break
         finally:
-            producer.stop()
+            stop_between_batches(producer)
             if consumer is not None:
-                consumer.stop()
+                stop_between_batches(consumer)
         elapsed = time.monotonic() - started
         produced_rate, consumed_rate = rate_of(producer), rate_of(consumer) if consumer is not None else 0.0
         revenue_table = read(tables / "revenue_per_minute") if (tables / "revenue_per_minute" / "_delta_log").exists() else None

@@ -3,12 +3,14 @@
 Input columns: ``body`` (binary or string, required), ``topic`` (required unless the
 ``topic`` option is set; the option wins), ``keys``, ``tags``, ``properties``
 map<string,string>, ``queueId`` int, ``shardingKey`` (same key → same queue),
-``delayLevel`` int. Each task sends its rows in SEND_BATCH_MESSAGE frames (many in flight)
-and reports success only after every broker acknowledgement: at-least-once. An answer that
-stored a message without confirming its flush or replication (FLUSH_DISK_TIMEOUT,
-FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: ``DurabilityNotConfirmedError``) is no
-acknowledgement: it is retried, then fails the task like any failed send, so Spark retries
-it; ``abort`` says what was not acknowledged.
+``delayLevel`` int. Each task reads Spark's Arrow batches on its own thread, encodes the rows
+in bulk (``connector.batch_body``; ``Message`` objects only for properties and delays) into
+SEND_BATCH_MESSAGE frames of ``batchSize`` rows, keeps at most ``maxInFlight`` of them
+unacknowledged, and reports success only after every broker acknowledgement: at-least-once.
+An answer that stored a message without confirming its flush or replication
+(FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: ``DurabilityNotConfirmedError``) is
+no acknowledgement: it is retried, then fails the task like any failed send, so Spark retries it;
+``abort`` says what was not acknowledged.
 """
 
 from __future__ import annotations
@@ -18,17 +20,21 @@ import logging
 import random
 import threading
 import zlib
-from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.connector.batch_body import BulkIds, encode_rows
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.errors import SparkmqError
 from sparkmq.client import MessageQueue
@@ -40,6 +46,7 @@ ROUTE_WAIT_FIRST_PAUSE_S = 0.2
 ROUTE_WAIT_MAX_PAUSE_S = 2.0
 _producers: dict[tuple[str, str], AsyncProducer] = {}
 _producers_lock = threading.Lock()
+_IDS = BulkIds()  # UNIQ_KEYs of the rows encoded in bulk, for every task of this worker
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
     "body": (BinaryType, StringType), "topic": (StringType,), "keys": (StringType,), "tags": (StringType,),
     "properties": (MapType,), "queueId": (IntegerType, LongType), "shardingKey": (StringType,),
@@ -79,89 +86,194 @@ def _producer(options: SinkOptions) -> AsyncProducer:
         return producer
 
 
-def _rows(batch: pa.RecordBatch, options: SinkOptions) -> list[tuple[Message, int | None, str | None]]:
-    """(message, queueId, shardingKey) per row."""
+def _messages(batch: pa.RecordBatch, topics: list[str]) -> list[Message]:
+    """A ``Message`` per row (the reference path, for rows ``encode_rows`` leaves alone)."""
     cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-    count = batch.num_rows
-    bodies = cols["body"]
-    topics = [options.topic] * count if options.topic else cols["topic"]
-    absent = [None] * count  # built once: a default list per row and column made this quadratic
+    absent = [None] * batch.num_rows  # built once: a default list per row and column made this quadratic
     tags, keys, props_column = cols.get("tags", absent), cols.get("keys", absent), cols.get("properties", absent)
-    delays, queue_ids = cols.get("delayLevel", absent), cols.get("queueId", absent)
-    sharding_keys = cols.get("shardingKey", absent)
-    out = []
-    for i in range(count):
-        body = bodies[i]
-        if body is None:
-            raise SparkmqError(f"row {i} has a null body")
-        if topics[i] is None:
-            raise SparkmqError(f"row {i} has a null topic and no 'topic' option is set")
-        message = Message(topics[i], body, tags=tags[i], keys=keys[i], properties=dict(props_column[i] or []),
-                          delay_level=int(delays[i] or 0))
-        out.append((message, queue_ids[i], sharding_keys[i]))
-    return out
+    delays = cols.get("delayLevel", absent)
+    return [Message(topic, body, tags=tag, keys=key, properties=dict(props or []), delay_level=int(delay or 0))
+            for topic, body, tag, key, props, delay in zip(topics, cols["body"], tags, keys, props_column, delays)]
 
 
-async def _send_all(producer: AsyncProducer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    result = SinkCommitMessage()
-    in_flight = asyncio.Semaphore(options.max_in_flight)
-    pending: list[asyncio.Task[None]] = []
+def _row_topics(batch: pa.RecordBatch, options: SinkOptions) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """The batch's distinct topics and each row's index into them; null bodies and topics are errors."""
+    bodies = batch.column("body")
+    if bodies.null_count:
+        raise SparkmqError(f"row {_first_null(bodies)} has a null body")
+    if options.topic:
+        return [options.topic], np.zeros(batch.num_rows, dtype=np.int64)
+    column = batch.column("topic")
+    if column.null_count:
+        raise SparkmqError(f"row {_first_null(column)} has a null topic and no 'topic' option is set")
+    encoded = pc.dictionary_encode(column)
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _first_null(column: pa.Array) -> int:
+    return int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
+
+
+class _Sender:
+    """Sends message groups from the task's thread through the client loop, at most ``max_in_flight`` at once.
+
+    Spark's iterator is consumed on the task's own thread, never on the process-wide client loop
+    (a blocking ``next()`` there would stall heartbeats and lock renewals of every other client of
+    the worker). ``submit`` blocks while ``max_in_flight`` sends are unacknowledged: back-pressure
+    from the broker to the iterator, so a task holds at most ``max_in_flight × batchSize`` messages
+    plus one Arrow batch. Groups of an ordered queue (rows placed by ``shardingKey`` or ``queueId``)
+    form a lane: each send waits for the previous one of its queue, so they land in row order.
+    """
+
+    def __init__(self, producer: AsyncProducer, options: SinkOptions) -> None:
+        self.producer = producer
+        self.result = SinkCommitMessage()
+        self._slots = threading.BoundedSemaphore(options.max_in_flight)
+        self._lock = threading.Lock()
+        self._pending: set[Future[None]] = set()
+        self._lanes: dict[MessageQueue, Future[None]] = {}
+        self._failures: list[BaseException] = []
+        self._submitted = 0
+
+    def submit(self, payload: list[Message] | bytes, count: int, queue: MessageQueue, ordered: bool) -> None:
+        """Send ``count`` messages (``Message`` objects, or encoded SEND_BATCH items) to ``queue``."""
+        self._slots.acquire()
+        self._raise_first_failure()
+        previous = self._lanes.get(queue) if ordered else None
+        future = loop_thread.submit(self._send(payload, count, queue, previous))
+        with self._lock:
+            self._pending.add(future)
+            self._submitted += 1
+        if ordered:
+            self._lanes[queue] = future
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+            if future.exception() is not None:
+                self._failures.append(future.exception())  # type: ignore[arg-type]
+        self._slots.release()
+
+    def _raise_first_failure(self) -> None:
+        with self._lock:
+            failures, submitted = list(self._failures), self._submitted
+        if failures:
+            raise SparkmqError(f"{len(failures)} of {submitted} sends failed; first: {failures[0]}") from failures[0]
+
+    def drain(self) -> None:
+        """Wait for every send submitted so far."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+        for failure in self._failures:
+            logger.error("sparkmq sink: a send failed while the task was failing already: %s", failure)
+
+    def finish(self) -> SinkCommitMessage:
+        """Wait for every send; raise if any failed."""
+        with self._lock:
+            pending = list(self._pending)
+        wait(pending)
+        self._raise_first_failure()
+        return self.result
+
+    async def _send(self, payload: list[Message] | bytes, count: int, queue: MessageQueue,
+                    previous: Future[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wrap_future(previous)  # its failure fails this send too: never overtake it
+        producer = self.producer
+        for attempt in range(SEND_ATTEMPTS):
+            try:
+                if isinstance(payload, bytes):
+                    first = (await producer.send_encoded_batch(queue.topic, payload, queue)).queue_offset
+                elif count == 1 or payload[0].delay_level > 0:
+                    offsets = [(await producer.send(m, queue=queue)).queue_offset for m in payload]
+                    first = offsets[0]
+                else:
+                    first = (await producer.send_batch(payload, queue=queue)).queue_offset
+                break
+            except SparkmqError as exc:
+                if attempt + 1 == SEND_ATTEMPTS or not exc.retriable:
+                    raise
+                producer.instance.routes.pop(queue.topic, None)
+                await asyncio.sleep(RETRY_PAUSE_S)
+        last = first + count - 1  # a delayed message's offset is in the schedule topic: only a rough range
+        key = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}"
+        low, high = self.result.queues.get(key, (first, last))
+        self.result.queues[key] = (min(low, first), max(high, last))
+        self.result.sent += count
+
+
+def send_all(producer: AsyncProducer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    """Send every row of ``batches`` (consumed on the calling thread); return once all are acknowledged."""
+    sender = _Sender(producer, options)
     # Rows without queueId/shardingKey go round robin in runs of batch_size, from a random queue: every
     # task starting at queue 0 would pile small writes (a few rows per task or micro-batch) onto queue 0.
     round_robin = random.randrange(1 << 20) * options.batch_size
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                round_robin = _submit_batch(sender, producer, options, batch, round_robin)
+    except BaseException:
+        sender.drain()  # never leave sends running behind a failed iterator; its error is the one raised
+        raise
+    return sender.finish()
 
-    async def send(group: list[Message], queue: MessageQueue) -> None:
-        async with in_flight:
-            for attempt in range(SEND_ATTEMPTS):
-                try:
-                    if len(group) == 1 or group[0].delay_level > 0:
-                        offsets = [(await producer.send(m, queue=queue)).queue_offset for m in group]
-                        first, last = offsets[0], offsets[-1]
-                    else:
-                        first = (await producer.send_batch(group, queue=queue)).queue_offset
-                        last = first + len(group) - 1
-                    break
-                except SparkmqError as exc:
-                    if attempt + 1 == SEND_ATTEMPTS or not exc.retriable:
-                        raise
-                    producer.instance.routes.pop(queue.topic, None)
-                    await asyncio.sleep(RETRY_PAUSE_S)
-            key = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}"
-            low, high = result.queues.get(key, (first, last))
-            result.queues[key] = (min(low, first), max(high, last))
-            result.sent += len(group)
 
-    for batch in batches:
-        groups: dict[MessageQueue, list[Message]] = defaultdict(list)
-        routes: dict[str, list[MessageQueue]] = {}  # once per topic and Arrow batch, not per row
-        for message, queue_id, sharding_key in _rows(batch, options):
-            queues = routes.get(message.topic)
-            if queues is None:
-                queues = routes[message.topic] = await _writable_queues(producer, message.topic,
-                                                                        options.send_retry_timeout_ms / 1000)
-            if queue_id is not None:
-                matching = [q for q in queues if q.queue_id == queue_id]
-                if not matching:
-                    raise SparkmqError(f"topic {message.topic} has no queue {queue_id}")
-                queue = matching[0]
-            elif sharding_key is not None:
-                queue = queues[zlib.crc32(sharding_key.encode()) % len(queues)]
-            else:
-                queue = queues[(round_robin // options.batch_size) % len(queues)]
-                round_robin += 1
-            groups[queue].append(message)
-        for queue, messages in groups.items():
-            plain = [m for m in messages if m.delay_level <= 0]
-            delayed = [m for m in messages if m.delay_level > 0]
-            for first in range(0, len(plain), options.batch_size):
-                pending.append(asyncio.get_running_loop().create_task(send(plain[first : first + options.batch_size], queue)))
-            if delayed:
-                pending.append(asyncio.get_running_loop().create_task(send(delayed, queue)))
-    results = await asyncio.gather(*pending, return_exceptions=True)
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
-        raise SparkmqError(f"{len(failures)} of {len(pending)} sends failed; first: {failures[0]}") from failures[0]
-    return result
+def _submit_batch(sender: _Sender, producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch,
+                  round_robin: int) -> int:
+    """Place each row on a queue, then submit runs of ``batch_size`` rows per queue, in row order."""
+    topics, topic_of_row = _row_topics(batch, options)
+    encoded = encode_rows(batch, _IDS)
+    messages = _messages(batch, [topics[i] for i in topic_of_row.tolist()]) if encoded is None else None
+    queue_ids = batch.column("queueId") if "queueId" in batch.schema.names else None
+    sharding = batch.column("shardingKey") if "shardingKey" in batch.schema.names else None
+    for index, topic in enumerate(topics):
+        rows = np.flatnonzero(topic_of_row == index) if len(topics) > 1 else np.arange(batch.num_rows)
+        queues = loop_thread.run(_writable_queues(producer, topic, options.send_retry_timeout_ms / 1000))
+        place, ordered = _place(rows, queues, queue_ids, sharding, round_robin, options.batch_size)
+        round_robin += int(np.count_nonzero(~ordered))
+        for position, queue in enumerate(queues):
+            for lane in (False, True):
+                chosen = rows[(place == position) & (ordered == lane)]
+                for first in range(0, len(chosen), options.batch_size):
+                    run = chosen[first : first + options.batch_size]
+                    if encoded is not None:
+                        sender.submit(encoded.body_of(run), len(run), queue, lane)
+                        continue
+                    assert messages is not None
+                    picked = [messages[i] for i in run.tolist()]
+                    plain = [m for m in picked if m.delay_level <= 0]
+                    delayed = [m for m in picked if m.delay_level > 0]
+                    for group in (plain, delayed):
+                        if group:
+                            sender.submit(group, len(group), queue, lane)
+    return round_robin
+
+
+def _place(rows: npt.NDArray[np.int64], queues: list[MessageQueue], queue_ids: pa.Array | None,
+           sharding: pa.Array | None, round_robin: int, batch_size: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Each row's queue (a position in ``queues``) and whether it was placed by queueId/shardingKey (ordered)."""
+    place = np.zeros(len(rows), dtype=np.int64)
+    ordered = np.zeros(len(rows), dtype=bool)
+    if sharding is not None:
+        keys = sharding.take(pa.array(rows)).to_pylist()
+        for i, key in enumerate(keys):
+            if key is not None:
+                place[i], ordered[i] = zlib.crc32(key.encode()) % len(queues), True
+    if queue_ids is not None:
+        wanted = queue_ids.take(pa.array(rows))
+        given = ~pc.is_null(wanted).to_numpy(zero_copy_only=False)
+        if given.any():
+            positions = {q.queue_id: i for i, q in enumerate(queues)}
+            for i in np.flatnonzero(given).tolist():
+                queue_id = wanted[i].as_py()
+                if queue_id not in positions:
+                    raise SparkmqError(f"topic {queues[0].topic} has no queue {queue_id}")
+                place[i], ordered[i] = positions[queue_id], True
+    free = np.flatnonzero(~ordered)
+    place[free] = ((round_robin + np.arange(len(free))) // batch_size) % len(queues)
+    return place, ordered
 
 
 async def _writable_queues(producer: AsyncProducer, topic: str, timeout_s: float) -> list[MessageQueue]:
@@ -196,7 +308,7 @@ class _Writer:
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Send every row; return only once the broker acknowledged all of them."""
-        return loop_thread.run(_send_all(_producer(self.options), self.options, iterator))
+        return send_all(_producer(self.options), self.options, iterator)
 
     def commit(self, messages: list[SinkCommitMessage | None], batch_id: int | None = None) -> None:
         sent = sum(m.sent for m in messages if m is not None)

@@ -15,21 +15,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from sparkmq.connector.arrow import SCHEMA_DDL, records_to_arrow
-from sparkmq.connector.broker_view import BrokerView, view_for
+from sparkmq.connector.arrow import records_to_arrow, schema_ddl
+from sparkmq.connector.filters import pushed_selector
+from sparkmq.connector.broker_view import BrokerView, DataLossError, view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
 from sparkmq.connector.options import SinkOptions, SourceOptions
 from sparkmq.client import MessageQueue
+from sparkmq.client.selector import MessageSelector
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
@@ -61,16 +63,16 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
     return ranges
 
 
-def read_range(options: SourceOptions, group: str, part: QueueRange) -> Iterator[pa.RecordBatch]:
+def read_range(options: SourceOptions, group: str, part: QueueRange,
+               selector: MessageSelector | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
     view = view_for(options.namesrv_addr, group)
-    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, options.selector,
+    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, selector or options.selector,
                                 options.fail_on_data_loss):
-        batch = records_to_arrow(body, part.broker_name)
+        batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
         offsets = batch.column("queueOffset")
-        inside = pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end))
-        if not pc.all(inside).as_py():
-            batch = batch.filter(inside)
+        if batch.num_rows and (offsets[0].as_py() < part.start or offsets[-1].as_py() >= part.end):  # in offset order
+            batch = batch.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
         if batch.num_rows:
             yield batch
 
@@ -157,6 +159,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # Spark takes one limit; with both options set, latestOffset applies the smaller of the two.
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         if self.options.max_bytes_per_trigger:
@@ -168,29 +171,49 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._available_now = self.view.max_offsets(_Resolver(self.options, self.view).queues())
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
-        begin = from_json_offsets(start)
-        self._commit_finished(begin)
         queues = _Resolver(self.options, self.view).queues()
         latest = self.view.max_offsets(queues)
+        begin = self._check_regressions(from_json_offsets(start), latest)
         if self._available_now is not None:
             latest = {q: min(o, self._available_now.get(q, 0)) for q, o in latest.items()}
-        self._latest = latest
-        for queue, offset in begin.items():  # never plan below the start (a queue that shrank is data loss)
+        self._latest = dict(latest)
+        self._commit_finished(begin)
+        for queue, offset in begin.items():  # a queue missing from the route now (broker restart) stays put
             latest[queue] = max(latest.get(queue, offset), offset)
         # A queue found since the last batch (new topic or queue) starts at 0, and counts against the limits.
         begin = {**{q: 0 for q in latest}, **begin}
         backlog = sum(latest[q] - begin[q] for q in latest)
         if self._wait_for_more(backlog, limit):
             return start
-        if isinstance(limit, ReadMaxRows):
-            end = rate_limit(begin, latest, limit.max_rows)
-        elif isinstance(limit, ReadMaxBytes):
-            end = rate_limit(begin, latest, max(1, limit.max_bytes // self._average_record_bytes(begin, latest)))
-        else:
-            end = latest
+        end = latest if isinstance(limit, ReadAllAvailable) else rate_limit(begin, latest, self._max_rows(begin, latest))
         if any(end[q] != begin.get(q, 0) for q in end):
             self._last_batch_at = time.monotonic()
         return to_json_offsets(end)
+
+    def _max_rows(self, begin: QueueOffsets, latest: QueueOffsets) -> int:
+        """maxOffsetsPerTrigger and maxBytesPerTrigger together: the smaller limit wins (as in Kafka's source)."""
+        limits = []
+        if self.options.max_offsets_per_trigger:
+            limits.append(self.options.max_offsets_per_trigger)
+        if self.options.max_bytes_per_trigger:
+            limits.append(max(1, self.options.max_bytes_per_trigger // self._average_record_bytes(begin, latest)))
+        return min(limits) if limits else sum(max(latest[q] - begin.get(q, 0), 0) for q in latest)
+
+    def _check_regressions(self, begin: QueueOffsets, latest: QueueOffsets) -> QueueOffsets:
+        """A queue whose max offset is below where the query stands lost data (an ASYNC-flush broker crash
+        lost its tail, or the topic was deleted and re-created): fail, or log and go on from the new end."""
+        moved = {q: latest[q] for q, offset in begin.items() if q in latest and latest[q] < offset}
+        if not moved:
+            return begin
+        what = "; ".join(f"queue {q.topic}/{q.broker_name}/{q.queue_id} max offset went back from {begin[q]} to {end}"
+                         for q, end in sorted(moved.items(), key=lambda item: (item[0].topic, item[0].queue_id)))
+        cause = "(the broker lost the tail of its log, e.g. a crash with ASYNC flush, or the topic was deleted and re-created)"
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{what} {cause}; set failOnDataLoss=false to resume from the new end")
+        logger.warning("sparkmq source: data loss: %s %s; resuming from the new end (failOnDataLoss=false)", what, cause)
+        self.view.commit(moved)
+        self._committed.update(moved)
+        return {**begin, **moved}
 
     def _wait_for_more(self, backlog: int, limit: ReadLimit) -> bool:
         """minOffsetsPerTrigger: hold back a small batch until maxTriggerDelay has passed."""
@@ -222,8 +245,9 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self._commit_finished(from_json_offsets(end))
 
     def _commit_finished(self, offsets: QueueOffsets) -> None:
-        """Move the group's broker offsets forward to what Spark has finished (never backwards)."""
-        ahead = {q: o for q, o in offsets.items() if o > self._committed.get(q, -1)}
+        """Move the group's broker offsets forward to what Spark has finished (never backwards, and never
+        past the queue's last known end: Spark's late ``commit`` may name offsets from before a data loss)."""
+        ahead = {q: o for q, o in offsets.items() if self._committed.get(q, -1) < o <= self._latest.get(q, o)}
         if ahead:
             self.view.commit(ahead)
             self._committed.update(ahead)
@@ -235,6 +259,7 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.group = options.consumer_group or BATCH_READER_GROUP
+        self.selector = options.selector
 
     def partitions(self) -> list[QueueRange]:
         o = self.options
@@ -247,7 +272,16 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
         return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
 
     def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        return read_range(self.options, self.group, partition)
+        return read_range(self.options, self.group, partition, self.selector)
+
+
+class SparkmqPushdownBatchReader(SparkmqBatchReader):
+    """A batch reader taking Spark's filters (``filterPushdown=true``; Spark must run with
+    ``spark.sql.python.filterPushdown.enabled=true``, or it refuses any reader that takes them)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.selector = pushed_selector(filters, self.options.selector)
+        return filters  # Spark still checks each row: the broker filters tags by hash
 
 
 class SparkmqDataSource(DataSource):  # type: ignore[misc]
@@ -259,11 +293,11 @@ class SparkmqDataSource(DataSource):  # type: ignore[misc]
 
     def schema(self) -> str:
         # Spark asks for the schema when a read is defined: reject bad options right here.
-        SourceOptions.parse(self.options)
-        return SCHEMA_DDL
+        return schema_ddl(SourceOptions.parse(self.options).columns)
 
     def reader(self, schema: StructType) -> SparkmqBatchReader:
-        return SparkmqBatchReader(SourceOptions.parse(self.options, streaming=False))
+        options = SourceOptions.parse(self.options, streaming=False)
+        return SparkmqPushdownBatchReader(options) if options.filter_pushdown else SparkmqBatchReader(options)
 
     def streamReader(self, schema: StructType) -> SparkmqStreamReader:
         return SparkmqStreamReader(SourceOptions.parse(self.options, streaming=True))

@@ -139,6 +139,19 @@ class AsyncProducer:
         return await self._send_with_retries(topic, RequestCode.SEND_BATCH_MESSAGE, header, body, ",".join(ids), None,
                                               None, messages[0], queue, False)
 
+    async def send_encoded_batch(self, topic: str, body: bytes, queue: MessageQueue, unique_ids: str = "") -> SendResult:
+        """Send items already encoded as a SEND_BATCH_MESSAGE body (``encode_batch_items``' bytes) to ``queue``.
+
+        For callers that encode many items in bulk (the Spark sink builds them from Arrow columns);
+        ``send_batch`` does the same from ``Message`` objects.
+        """
+        validate_topic(topic)
+        if len(body) > self.max_message_bytes:
+            raise MessageTooLargeError(f"batch of {len(body)} bytes exceeds {self.max_message_bytes}")
+        header = self._header(topic, 0, b"", 0, batch=True)
+        return await self._send_with_retries(topic, RequestCode.SEND_BATCH_MESSAGE, header, body, unique_ids, None,
+                                              None, Message(topic, b""), queue, False)
+
     def _body_of(self, message: Message) -> tuple[bytes, int]:
         body = message.body_bytes
         if len(body) > self.max_message_bytes:

@@ -24,12 +24,21 @@ from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHe
 
 _views: dict[tuple[str, str], BrokerView] = {}
 _views_lock = threading.Lock()
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC", "TBW102", "SELF_TEST_TOPIC",
-                         "OFFSET_MOVED_EVENT", "TRANS_CHECK_MAX_TIME_TOPIC", "BenchmarkTest")
+# What topicPattern never matches: the broker's own topics, by exact name (RocketMQ's TopicValidator), and the
+# per-group retry / dead-letter topics and rmq_sys_ topics, by prefix. Any other name is a user's topic.
+SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+                           "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC"})
+SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_")
 
 
 class DataLossError(SparkmqError):
     """Offsets the query needs are gone from the broker (retention) or went backwards."""
+
+
+def is_system_topic(topic: str) -> bool:
+    """True for the broker's own topics, which ``topicPattern`` never matches."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
 def view_for(namesrv_addr: str, group: str) -> BrokerView:
@@ -63,7 +72,7 @@ class BrokerView:
     async def _queues(self, topics: list[str], pattern: str | None, assign: dict[str, tuple[int, ...]] | None) -> list[MessageQueue]:
         if pattern is not None:
             regex = re.compile(pattern)
-            topics = [t for t in await self._all_topics() if regex.fullmatch(t) and not t.startswith(SYSTEM_TOPIC_PREFIXES)]
+            topics = [t for t in await self._all_topics() if regex.fullmatch(t) and not is_system_topic(t)]
         if assign is not None:
             queues = []
             for topic, ids in assign.items():

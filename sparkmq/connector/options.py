@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkmq.client.selector import MessageSelector
+from sparkmq.connector.arrow import source_columns
 from sparkmq.errors import ConfigError
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})
@@ -107,13 +108,22 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     max_records_per_partition: int | None = None
     pull_batch_size: int = 4096
+    include_properties: bool = False
+    wide_schema: bool = False
+    filter_pushdown: bool = False
 
     KNOWN = frozenset({
         "namesrvaddr", "topic", "topicpattern", "assign", "consumergroup", "startingoffsets", "startingtimestamp",
         "startingoffsetsbytimestamp", "endingoffsets", "endingtimestamp", "maxoffsetspertrigger",
         "maxbytespertrigger", "minoffsetspertrigger", "maxtriggerdelay", "subexpression", "sqlfilter", "failondataloss",
-        "maxrecordsperpartition", "pullbatchsize",
+        "maxrecordsperpartition", "pullbatchsize", "includeproperties", "wideschema",
+        "filterpushdown",
     })
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The source's columns: lean by default, ``properties`` with includeProperties, all with wideSchema."""
+        return source_columns(self.wide_schema, self.include_properties)
 
     @property
     def selector(self) -> MessageSelector:
@@ -183,9 +193,15 @@ class SourceOptions:
             fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss"), True),
             max_records_per_partition=_positive_int("maxRecordsPerPartition", opts.get("maxrecordsperpartition")),
             pull_batch_size=_positive_int("pullBatchSize", opts.get("pullbatchsize")) or 4096,
+            include_properties=_bool("includeProperties", opts.get("includeproperties"), False),
+            wide_schema=_bool("wideSchema", opts.get("wideschema"), False),
+            filter_pushdown=_bool("filterPushdown", opts.get("filterpushdown"), False),
         )
         if parsed.sql_filter is not None and parsed.sub_expression != "*":
             raise OptionError("sqlFilter", "cannot be combined with subExpression: put the tag test in the SQL (TAGS IN ('A'))")
+        if streaming and parsed.filter_pushdown:
+            raise OptionError("filterPushdown", "is for batch reads only (Spark pushes no filters into streams): "
+                              "use subExpression or sqlFilter")
         if streaming:
             if parsed.consumer_group is None:
                 raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")

@@ -1,5 +1,5 @@
 """Issue 5, point 6: batch reads (``spark.read.format("sparkmq")``) bounded by offsets or time, and a
-batch write read back by a batch read.
+batch write read back by a batch read; issue 9: tag filters pushed to the broker.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ import time
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from pyspark.sql.datasource import EqualTo, In
+
 from sparkmq.client import Message
+from sparkmq.source import SparkmqDataSource
 
 QUEUES = 4
 POSITIONS = "queueId int, queueOffset long"
@@ -65,7 +68,7 @@ def test_batch_write_then_batch_read_round_trip(spark, cluster) -> None:
     schema = "body binary, keys string, tags string, properties map<string,string>"
     (spark.createDataFrame(rows, schema).repartition(2).write.format("sparkmq").mode("append")
      .option("namesrvAddr", cluster.ns).option("topic", topic).save())
-    back = batch_reader(spark, cluster, topic=topic, maxRecordsPerPartition=7)
+    back = batch_reader(spark, cluster, topic=topic, maxRecordsPerPartition=7, includeProperties="true")
     assert back.rdd.getNumPartitions() >= 60 // 7
     actual = back.select("body", "keys", "tags", F.map_filter("properties", lambda k, _v: k == "i").alias("properties"))
     assert_df_equality(actual, spark.createDataFrame(rows, schema),
@@ -88,3 +91,23 @@ def test_batch_read_with_a_sql_filter_keeps_only_matching_rows(spark, cluster) -
     df = batch_reader(spark, cluster, topic=topic, sqlFilter="n BETWEEN 5 AND 12 AND kind = 'b'")
     got = sorted(r.body.decode() for r in df.collect())
     assert got == sorted(f"q{q}-{i}" for q in range(QUEUES) for i in range(5, 13) if i % 2)
+
+
+def test_tag_filters_are_pushed_to_the_broker(spark, cluster) -> None:
+    """``where tags = 'x'`` / ``tags IN (...)`` become the broker's tag selector: the reader's own
+    output (before Spark filters anything) holds only matching rows; through Spark the result is exact."""
+    topic = cluster.topic(2)
+    cluster.send([Message(topic, f"m{i}".encode(), tags=("red", "green", "blue")[i % 3]) for i in range(30)])
+    planner = SparkmqDataSource({"namesrvAddr": cluster.ns, "topic": topic, "filterPushdown": "true"}).reader(None)
+    filters = [EqualTo(("body",), b"x"), In(("tags",), ("red", "blue"))]
+    assert list(planner.pushFilters(filters)) == filters  # Spark re-checks: the broker compares tag hashes
+    pulled = [row for part in planner.partitions() for batch in planner.read(part) for row in batch.to_pylist()]
+    assert sorted(r["tags"] for r in pulled) == ["blue"] * 10 + ["red"] * 10
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = batch_reader(spark, cluster, topic=topic, filterPushdown="true").where(F.col("tags").isin("green", "blue"))
+        got = sorted(r.body.decode() for r in df.where(F.col("tags") != "blue").collect())
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    assert got == sorted(f"m{i}" for i in range(1, 30, 3))

@@ -77,7 +77,7 @@ def test_queue_id_column_and_sharding_key_choose_the_queue(spark, cluster) -> No
     for m in sharded:
         queues_of_key[f"user-{int(m.body[1:]) % 5}"].add(m.queue.queue_id)
     assert all(len(queues) == 1 for queues in queues_of_key.values()), queues_of_key
-    # Per queue, the rows of one key keep their relative order only within one task; the queue is what counts.
+    # Row order per key within a task: test_sink_flow.py.
 
 
 def test_topic_option_wins_over_the_topic_column(spark, cluster) -> None:
@@ -105,7 +105,7 @@ def test_streaming_write_from_one_topic_to_another(spark, cluster, names) -> Non
     cluster.send([Message(source, f"s{i}".encode(), tags=f"t{i % 2}", keys=f"key{i}", properties={"n": str(i)})
                   for i in range(30)])
     stream = (reader(spark, cluster, topic=source, consumerGroup=names.group, startingOffsets="earliest",
-                     maxOffsetsPerTrigger=12).load()
+                     maxOffsetsPerTrigger=12, includeProperties="true").load()
               .select("body", "keys", "tags", F.create_map(F.lit("n"), F.col("properties")["n"]).alias("properties")))
     query = (stream.writeStream.format("sparkmq").option("namesrvAddr", cluster.ns).option("topic", target)
              .option("checkpointLocation", names.checkpoint()).trigger(availableNow=True).start())

@@ -23,7 +23,7 @@ from support.rocketmq_cpp import CppClientRun
 
 from support.spark_harness import BROKER, reader, run_available_now
 
-# The documented source schema (sparkmq/connector/arrow.py SCHEMA_DDL), written out as the contract.
+# The documented wide schema (wideSchema=true), written out as the contract; the default is the lean SCHEMA_DDL.
 DOCUMENTED_SCHEMA = StructType([
     StructField("topic", StringType()), StructField("brokerName", StringType()), StructField("queueId", IntegerType()),
     StructField("queueOffset", LongType()), StructField("commitLogOffset", LongType()), StructField("msgId", StringType()),
@@ -32,6 +32,7 @@ DOCUMENTED_SCHEMA = StructType([
     StructField("storeTimestamp", TimestampType()), StructField("bornHost", StringType()),
     StructField("storeHost", StringType()), StructField("reconsumeTimes", IntegerType()),
 ])
+LEAN = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "keys", "tags", "body", "bornTimestamp", "storeTimestamp"]
 COMPARED = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "keys", "tags", "body", "properties", "reconsumeTimes"]
 
 
@@ -59,9 +60,12 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
     results = cluster.send(messages)
     after_ms = int(time.time() * 1000) + 1
 
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest").load()
+    lean = reader(spark, cluster, topic=topic, consumerGroup=names.group).load()
+    assert lean.schema == StructType([f for f in DOCUMENTED_SCHEMA.fields if f.name in LEAN]) == StructType.fromDDL(SCHEMA_DDL)
+    with_map = reader(spark, cluster, topic=topic, consumerGroup=names.group, includeProperties="true").load()
+    assert with_map.schema.names == LEAN[:8] + ["properties"] + LEAN[8:]
+    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", wideSchema="true").load()
     assert df.schema == DOCUMENTED_SCHEMA
-    assert df.schema == StructType.fromDDL(SCHEMA_DDL)
     collected, query = run_available_now(df, names.checkpoint())
 
     rows = collected.rows
@@ -106,7 +110,8 @@ def test_cpp_client_messages_read_with_available_now(spark, cluster, names, tmp_
     sent = [r for r in run.finish(timeout_s=90) if r["event"] == "sent"]
     assert len(sent) == count and all(r["status"] == 0 for r in sent)
 
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest").load()
+    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
+                includeProperties="true").load()
     collected, _ = run_available_now(df, names.checkpoint())
     assert len(collected.rows) == count
 
@@ -133,7 +138,8 @@ def test_projection_and_filter_on_stream_columns(spark, cluster, names) -> None:
     topic = cluster.topic(queues=2)
     cluster.send([Message(topic, f"v{i}".encode(), tags="keep" if i % 2 else "drop", properties={"n": str(i)})
                   for i in range(10)])
-    df = (reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest").load()
+    df = (reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
+                includeProperties="true").load()
           .where(F.col("tags") == "keep")
           .select(F.col("body").cast("string").alias("value"), F.col("properties")["n"].cast("int").alias("n")))
     collected, _ = run_available_now(df, names.checkpoint())
@@ -149,7 +155,8 @@ def test_cpp_batch_messages_have_one_entry_per_property_key(spark, cluster, name
     run = CppClientRun.start(tmp_path / "cpp-home", "produce-batch", "--namesrv", cluster.ns, "--topic", topic,
                              "--group", f"PID_{names.tag}", "--batches", "3", "--size", "4")
     assert all(r["status"] == 0 for r in run.finish(timeout_s=90) if r["event"] == "sent")
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest").load().select(
+    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
+                includeProperties="true").load().select(
         "msgId", "properties", F.size("properties").alias("entries"),
         F.size(F.array_distinct(F.map_keys("properties"))).alias("distinct_keys"))
     collected, _ = run_available_now(df, names.checkpoint())

@@ -1,0 +1,52 @@
+"""The source's Arrow columns, lean and wide, against the reference record decoder (no Spark, no broker).
+
+The lean path finds TAGS, KEYS and UNIQ_KEY without building the properties map; it must give
+the same values as the wide path and as ``decode_record`` + ``decode_properties`` on awkward
+properties: repeated keys (the last wins), empty values, absent keys, bodies holding the
+separator bytes 1 and 2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkmq.connector.arrow import LEAN_COLUMNS, WIDE_COLUMNS, records_to_arrow, source_columns
+from sparkmq.message import Host, MessageBatch, encode_records, iter_records
+
+PROPERTIES = [
+    b"TAGS\x01a\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U1\x02",
+    b"TAGS\x01a\x02TAGS\x01b\x02WAIT\x01true\x02",  # a batch's properties appended to the item's own
+    b"TAGS\x01\x02KEYS\x01k\x02",  # an empty value counts as absent
+    b"",
+    b"XTAGS\x01no\x02TAGSX\x01no\x02UNIQ_KEY\x01U5\x02",
+    b"UNIQ_KEY\x01U6\x02KEYS\x01x\x02UNIQ_KEY\x01U7",  # no trailing separator
+]
+
+
+@pytest.fixture(scope="module")
+def stored() -> bytes:
+    bodies = [bytes([1, 2, 1, 2]) + b"TAGS\x01body\x02" * i for i in range(len(PROPERTIES))]
+    batch = MessageBatch("ArrowT", 3, bodies, PROPERTIES, born_timestamp=1_700_000_000_000)
+    return encode_records(batch, 0, len(bodies), 10, 4096, 1_700_000_000_123, Host(b"\x7f\x00\x00\x01", 10911))
+
+
+def test_lean_columns_equal_the_wide_ones_and_the_reference_decoder(stored: bytes) -> None:
+    lean = records_to_arrow(stored, "broker-a", columns=LEAN_COLUMNS)
+    wide = records_to_arrow(stored, "broker-a", columns=WIDE_COLUMNS)
+    assert lean.schema.names == list(LEAN_COLUMNS)
+    for name in LEAN_COLUMNS:
+        assert lean.column(name).equals(wide.column(name)), name
+    reference = list(iter_records(stored))
+    assert lean.column("tags").to_pylist() == [m.properties.get("TAGS") or None for m in reference]
+    assert lean.column("keys").to_pylist() == [m.properties.get("KEYS") or None for m in reference]
+    assert lean.column("tags").to_pylist() == ["a", "b", None, None, None, None]
+    assert lean.column("msgId").to_pylist()[-2:] == ["U5", "U7"]
+
+
+def test_include_properties_adds_the_map_after_body() -> None:
+    assert source_columns(include_properties=True) == LEAN_COLUMNS[:8] + ("properties",) + LEAN_COLUMNS[8:]
+    assert source_columns(wide=True) == WIDE_COLUMNS
+
+
+def test_a_known_topic_gives_the_same_column(stored: bytes) -> None:
+    assert records_to_arrow(stored, "broker-a", topic="ArrowT").equals(records_to_arrow(stored, "broker-a"))
