@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from sparkmq.connector.arrow import SCHEMA_DDL, records_to_arrow
 from sparkmq.connector.broker_view import BrokerView, view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
-from sparkmq.connector.options import SinkOptions, SourceOptions
+from sparkmq.connector.options import OptionError, SinkOptions, SourceOptions
 from sparkmq.client import MessageQueue
 
 logger = logging.getLogger(__name__)
@@ -271,12 +271,21 @@ class SparkmqDataSource(DataSource):  # type: ignore[misc]
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from sparkmq.sink import SparkmqBatchWriter
 
-        return SparkmqBatchWriter(SinkOptions.parse(self.options), schema)
+        options = SinkOptions.parse(self.options)
+        if options.delivery_guarantee == "exactly-once":  # hook: exactly-once sink (issue 9)
+            raise OptionError("deliveryGuarantee", "exactly-once is for streaming writes (writeStream); "
+                                                   "batch writes are at-least-once")
+        return SparkmqBatchWriter(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from sparkmq.sink import SparkmqStreamWriter
 
-        return SparkmqStreamWriter(SinkOptions.parse(self.options), schema)
+        options = SinkOptions.parse(self.options)
+        if options.delivery_guarantee == "exactly-once":  # hook: exactly-once sink (issue 9)
+            from sparkmq.connector.transactional_writer import TransactionalStreamWriter
+
+            return TransactionalStreamWriter(options, schema, self.options.get("checkpointLocation"))
+        return SparkmqStreamWriter(options, schema)
 
 
 def register(spark: Any) -> None:

@@ -1,0 +1,139 @@
+"""Issue 9, exactly-once sink: the decision rule of sparkmq.connector.exactly_once against a real broker.
+
+The crash windows are staged without Spark, with the writer's own functions: a task's half
+messages (``write_halves``), the driver's decision and ENDs (``settle``), and a "crash" is a
+step not taken. The broker checks back every second (``transactionCheckInterval=1000``) and the
+sink producer of this process answers. Tests wait for events (rows visible, transactions
+ended in the op queue), never for a fixed time. The option's own errors are checked here too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from sparkmq.client import loop_thread
+from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
+from sparkmq.connector.options import OptionError, SinkOptions
+from sparkmq.connector.transactional_writer import clients, close_clients, settle, write_halves
+from support.processes import BrokerProcess, NamesrvProcess, wait_until
+from support.spark_harness import Cluster
+
+QUEUES = 4
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TX_SETTINGS = ("--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=1000",
+               "--set", "transactionCheckMax=1000")
+WAIT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with NamesrvProcess.start() as namesrv, \
+            BrokerProcess.start(tmp_path_factory.mktemp("eos-store"), namesrv.address, *TX_SETTINGS) as broker:
+        made = Cluster(namesrv, broker)
+        try:
+            yield made
+        finally:
+            close_clients(made.ns)
+            made.close()
+
+
+def rows(prefix: str, count: int) -> Iterator[pa.RecordBatch]:
+    bodies = [f"{prefix}-{i:05d}".encode() for i in range(count)]
+    for first in range(0, count, 100):
+        yield pa.RecordBatch.from_pydict({"body": pa.array(bodies[first:first + 100], pa.binary())})
+
+
+def bodies(cluster: Cluster, topic: str) -> list[bytes]:
+    return sorted(m.body for m in cluster.read_all(topic, QUEUES))
+
+
+def ended(cluster: Cluster) -> set[str]:
+    """Transaction ids the broker has ended (committed or rolled back): KEYS of its op records."""
+    return {key for m in cluster.read_all(OP_TOPIC, 1) for key in m.keys}
+
+
+def test_wrong_delivery_guarantee_is_an_option_error_naming_it() -> None:
+    with pytest.raises(OptionError, match="'deliveryGuarantee'.*'exactly-twice'") as raised:
+        SinkOptions.parse({"namesrvAddr": "127.0.0.1:9876", "deliveryguarantee": "exactly-twice"})
+    assert raised.value.option == "deliveryGuarantee"
+    assert SinkOptions.parse({"namesrvAddr": "x:1"}).delivery_guarantee == "at-least-once"
+    assert SinkOptions.parse({"namesrvAddr": "x:1", "deliveryGuarantee": "Exactly-Once"}).delivery_guarantee == "exactly-once"
+
+
+def test_query_identity_is_the_checkpoints_query_id(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ck"
+    before = query_identity(str(checkpoint))
+    assert before == query_identity(str(checkpoint) + "/") and before.startswith("ckpt-")
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"5f0c2a4e-1111-2222-3333-444455556666"}\n')
+    assert query_identity(str(checkpoint)) == query_identity(f"file:{checkpoint}") == "5f0c2a4e-1111-2222-3333-444455556666"
+
+
+def test_nothing_is_visible_until_commit_and_a_replayed_commit_writes_nothing_again(tx_cluster: Cluster) -> None:
+    cluster, topic, query = tx_cluster, tx_cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
+    options = SinkOptions(cluster.ns, topic)
+    first = write_halves(options, query, 0, rows("a", 300))
+    second = write_halves(options, query, 0, rows("b", 200))
+    assert first.sent == 300 and second.sent == 200
+    assert bodies(cluster, topic) == []  # half messages only
+
+    assert loop_thread.run(settle(options, query, 0, [first, second], decide=True)) == (500, 0)
+    expected = sorted([f"a-{i:05d}".encode() for i in range(300)] + [f"b-{i:05d}".encode() for i in range(200)])
+    assert bodies(cluster, topic) == expected
+    messages = cluster.read_all(topic, QUEUES)
+    assert {parse_tag(m.properties[TXN_PROPERTY])[:2] for m in messages} == {(query, 0)}
+    # Spark replays the commit (driver killed before commits/0): the same ENDs change nothing.
+    loop_thread.run(settle(options, query, 0, [first, second], decide=True))
+    assert bodies(cluster, topic) == expected
+
+
+def test_rerun_after_a_crash_past_the_marker_is_rolled_back_and_the_first_run_committed(tx_cluster: Cluster) -> None:
+    cluster, topic, query = tx_cluster, tx_cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
+    options = SinkOptions(cluster.ns, topic)
+    producer, log = clients(options)
+    first = write_halves(options, query, 7, rows("row", 250))
+    # The driver recorded the decision, then died before any END (and before Spark's commits/7).
+    assert loop_thread.run(log.decide(producer, query, 7, {first.token})) == {first.token}
+
+    # Spark re-runs batch 7 from its offset log: the same rows, new half messages, a new token.
+    rerun = write_halves(options, query, 7, rows("row", 250))
+    assert loop_thread.run(settle(options, query, 7, [rerun], decide=True)) == (0, 250)
+    # The first run's halves are committed by the broker's check-back, answered from the commit log.
+    expected = [f"row-{i:05d}".encode() for i in range(250)]
+    assert wait_until(lambda: len(bodies(cluster, topic)) >= 250, WAIT_S), "the check-back did not commit the first run"
+    first_ids = {half[2] for halves in first.halves.values() for half in halves}
+    rerun_ids = {half[2] for halves in rerun.halves.values() for half in halves}
+    assert first_ids | rerun_ids <= ended(cluster)
+    assert bodies(cluster, topic) == expected
+    assert {m.msg_id for m in cluster.read_all(topic, QUEUES)} == first_ids
+
+
+def test_halves_of_a_run_killed_before_its_marker_are_rolled_back_once_the_rerun_commits(tx_cluster: Cluster) -> None:
+    cluster, topic, query = tx_cluster, tx_cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
+    options = SinkOptions(cluster.ns, topic)
+    killed = write_halves(options, query, 3, rows("row", 150))  # the driver died before commit(3)
+    rerun = write_halves(options, query, 3, rows("row", 150))
+    assert loop_thread.run(settle(options, query, 3, [rerun], decide=True)) == (150, 0)
+    killed_ids = {half[2] for halves in killed.halves.values() for half in halves}
+    assert wait_until(lambda: killed_ids <= ended(cluster), WAIT_S), "the killed run's halves were not ended"
+    assert bodies(cluster, topic) == [f"row-{i:05d}".encode() for i in range(150)]
+    assert not killed_ids & {m.msg_id for m in cluster.read_all(topic, QUEUES)}
+    # A later batch's marker also settles a batch that never got one: Spark passed it.
+    _producer, log = clients(options)
+    orphan = write_halves(options, query, 4, rows("orphan", 10))
+    loop_thread.run(settle(options, query, 5, [write_halves(options, query, 5, rows("five", 10))], decide=True))
+    assert loop_thread.run(log.state_of(query, 4, orphan.token)).name == "ROLLBACK"
+
+
+def test_abort_rolls_back_what_the_commit_log_does_not_name(tx_cluster: Cluster) -> None:
+    cluster, topic, query = tx_cluster, tx_cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
+    options = SinkOptions(cluster.ns, topic)
+    done = write_halves(options, query, 0, rows("row", 40))
+    assert loop_thread.run(settle(options, query, 0, [done], decide=False)) == (0, 40)
+    ids = {half[2] for halves in done.halves.values() for half in halves}
+    assert ids <= ended(cluster) and bodies(cluster, topic) == []
