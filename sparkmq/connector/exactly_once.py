@@ -113,6 +113,7 @@ class CommitLog:
     _decided: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     _latest: dict[str, int] = field(default_factory=dict)
     _lock: asyncio.Lock | None = None
+    _generation: int = 0  # refreshes done
 
     async def _refresh(self) -> None:
         if self._reader is None:
@@ -144,15 +145,20 @@ class CommitLog:
         self._decided.setdefault(key, tokens)  # the first marker of (Q, N) wins
         self._latest[key[0]] = max(self._latest.get(key[0], -1), key[1])
 
-    async def _locked_refresh(self) -> None:
+    async def _locked_refresh(self, fresh: bool) -> None:
         if self._lock is None:
             self._lock = asyncio.Lock()
+        generation = self._generation
         async with self._lock:
-            await self._refresh()
+            # A refresh that ran while we waited will do unless the caller needs one begun after its call:
+            # a stale view only ever answers UNKNOWN where a fresh one decides (markers are never undone).
+            if fresh or generation == self._generation:
+                await self._refresh()
+                self._generation += 1
 
-    async def decided(self, query: str, batch_id: int) -> frozenset[str] | None:
-        """The tokens decided for (Q, N), None while it has no marker."""
-        await self._locked_refresh()
+    async def decided(self, query: str, batch_id: int, fresh: bool = True) -> frozenset[str] | None:
+        """The tokens decided for (Q, N), None while it has no marker (``fresh``: read after this call)."""
+        await self._locked_refresh(fresh)
         return self._decided.get((query, batch_id))
 
     async def decide(self, producer: AsyncProducer, query: str, batch_id: int, tokens: set[str]) -> frozenset[str]:
@@ -174,7 +180,7 @@ class CommitLog:
 
     async def state_of(self, query: str, batch_id: int, token: str) -> LocalTransactionState:
         """The invariant's answer for the half message (Q, N, T)."""
-        tokens = await self.decided(query, batch_id)
+        tokens = await self.decided(query, batch_id, fresh=False)  # many checks at once share one read
         if tokens is not None:
             return LocalTransactionState.COMMIT if token in tokens else LocalTransactionState.ROLLBACK
         if self._latest.get(query, -1) > batch_id:

@@ -147,11 +147,16 @@ async def _end(producer: AsyncTransactionProducer, broker_name: str, half: Half,
     return False
 
 
-async def settle(options: SinkOptions, query: str, batch_id: int, messages: list[TransactionalCommitMessage],
-                 decide: bool) -> tuple[int, int]:
+def settle(options: SinkOptions, query: str, batch_id: int, messages: list[TransactionalCommitMessage],
+           decide: bool) -> tuple[int, int]:
     """Apply the commit log's decision of (query, batch_id) to ``messages`` (making it first when
     ``decide``); return (committed, rolled back). An END that fails is left to the check-back."""
-    producer, log = clients(options)
+    producer, log = clients(options)  # not on the client loop: it may start the producer there
+    return loop_thread.run(_settle(producer, log, query, batch_id, messages, decide))
+
+
+async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str, batch_id: int,
+                  messages: list[TransactionalCommitMessage], decide: bool) -> tuple[int, int]:
     wrong = [m.batch_id for m in messages if m.batch_id != batch_id]
     if wrong:
         raise SparkmqError(f"commit of batch {batch_id} got commit messages of batch {wrong[0]}")
@@ -205,13 +210,13 @@ class TransactionalStreamWriter(SparkmqStreamWriter):
 
     def commit(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # noqa: N803
         done = [m for m in messages if m is not None]
-        committed, rolled_back = loop_thread.run(settle(self.options, self.query, batchId, done, decide=True))
+        committed, rolled_back = settle(self.options, self.query, batchId, done, decide=True)
         logger.info("sparkmq sink: batch %d of query %s committed: %d messages visible, %d rolled back (a replay)",
                     batchId, self.query, committed, rolled_back)
 
     def abort(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # noqa: N803
         done = [m for m in messages if m is not None]
-        committed, rolled_back = loop_thread.run(settle(self.options, self.query, batchId, done, decide=False))
+        committed, rolled_back = settle(self.options, self.query, batchId, done, decide=False)
         logger.error("sparkmq sink: batch %d of query %s aborted: %d messages rolled back (%d committed: the batch was "
                      "decided before); halves of failed tasks are rolled back by the check-back once the batch is decided",
                      batchId, self.query, rolled_back, committed)

@@ -2,14 +2,18 @@
 
 The crash windows are staged without Spark, with the writer's own functions: a task's half
 messages (``write_halves``), the driver's decision and ENDs (``settle``), and a "crash" is a
-step not taken. The broker checks back every second (``transactionCheckInterval=1000``) and the
+step not taken. The broker checks back every second (``transactionCheckInterval=1000``) about half messages
+older than 3 s, and the
 sink producer of this process answers. Tests wait for events (rows visible, transactions
 ended in the op queue), never for a fixed time. The option's own errors are checked here too.
 """
 
 from __future__ import annotations
 
+import signal
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,11 +25,12 @@ from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identi
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.connector.transactional_writer import clients, close_clients, settle, write_halves
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
-from support.spark_harness import Cluster
+from support.spark_harness import Cluster, kill_group, start_driver
 
 QUEUES = 4
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TX_SETTINGS = ("--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=1000",
+HALF_TOPIC, OP_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+DRIVER = Path(__file__).with_name("sink_driver.py")
+TX_SETTINGS = ("--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=3000",
                "--set", "transactionCheckMax=1000")
 WAIT_S = 60.0
 
@@ -82,13 +87,13 @@ def test_nothing_is_visible_until_commit_and_a_replayed_commit_writes_nothing_ag
     assert first.sent == 300 and second.sent == 200
     assert bodies(cluster, topic) == []  # half messages only
 
-    assert loop_thread.run(settle(options, query, 0, [first, second], decide=True)) == (500, 0)
+    assert settle(options, query, 0, [first, second], decide=True) == (500, 0)
     expected = sorted([f"a-{i:05d}".encode() for i in range(300)] + [f"b-{i:05d}".encode() for i in range(200)])
     assert bodies(cluster, topic) == expected
     messages = cluster.read_all(topic, QUEUES)
     assert {parse_tag(m.properties[TXN_PROPERTY])[:2] for m in messages} == {(query, 0)}
     # Spark replays the commit (driver killed before commits/0): the same ENDs change nothing.
-    loop_thread.run(settle(options, query, 0, [first, second], decide=True))
+    settle(options, query, 0, [first, second], decide=True)
     assert bodies(cluster, topic) == expected
 
 
@@ -102,7 +107,7 @@ def test_rerun_after_a_crash_past_the_marker_is_rolled_back_and_the_first_run_co
 
     # Spark re-runs batch 7 from its offset log: the same rows, new half messages, a new token.
     rerun = write_halves(options, query, 7, rows("row", 250))
-    assert loop_thread.run(settle(options, query, 7, [rerun], decide=True)) == (0, 250)
+    assert settle(options, query, 7, [rerun], decide=True) == (0, 250)
     # The first run's halves are committed by the broker's check-back, answered from the commit log.
     expected = [f"row-{i:05d}".encode() for i in range(250)]
     assert wait_until(lambda: len(bodies(cluster, topic)) >= 250, WAIT_S), "the check-back did not commit the first run"
@@ -118,7 +123,7 @@ def test_halves_of_a_run_killed_before_its_marker_are_rolled_back_once_the_rerun
     options = SinkOptions(cluster.ns, topic)
     killed = write_halves(options, query, 3, rows("row", 150))  # the driver died before commit(3)
     rerun = write_halves(options, query, 3, rows("row", 150))
-    assert loop_thread.run(settle(options, query, 3, [rerun], decide=True)) == (150, 0)
+    assert settle(options, query, 3, [rerun], decide=True) == (150, 0)
     killed_ids = {half[2] for halves in killed.halves.values() for half in halves}
     assert wait_until(lambda: killed_ids <= ended(cluster), WAIT_S), "the killed run's halves were not ended"
     assert bodies(cluster, topic) == [f"row-{i:05d}".encode() for i in range(150)]
@@ -126,7 +131,7 @@ def test_halves_of_a_run_killed_before_its_marker_are_rolled_back_once_the_rerun
     # A later batch's marker also settles a batch that never got one: Spark passed it.
     _producer, log = clients(options)
     orphan = write_halves(options, query, 4, rows("orphan", 10))
-    loop_thread.run(settle(options, query, 5, [write_halves(options, query, 5, rows("five", 10))], decide=True))
+    settle(options, query, 5, [write_halves(options, query, 5, rows("five", 10))], decide=True)
     assert loop_thread.run(log.state_of(query, 4, orphan.token)).name == "ROLLBACK"
 
 
@@ -134,6 +139,57 @@ def test_abort_rolls_back_what_the_commit_log_does_not_name(tx_cluster: Cluster)
     cluster, topic, query = tx_cluster, tx_cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
     options = SinkOptions(cluster.ns, topic)
     done = write_halves(options, query, 0, rows("row", 40))
-    assert loop_thread.run(settle(options, query, 0, [done], decide=False)) == (0, 40)
+    assert settle(options, query, 0, [done], decide=False) == (0, 40)
     ids = {half[2] for halves in done.halves.values() for half in halves}
     assert ids <= ended(cluster) and bodies(cluster, topic) == []
+
+
+def visible(cluster: Cluster, topic: str) -> int:
+    return sum(cluster.max_offset(topic, q) for q in range(QUEUES))
+
+
+def test_the_bar_20000_rows_two_sigkills_of_the_driver_each_row_once(tx_cluster: Cluster, tmp_path: Path) -> None:
+    """A file-fed query writes 20,000 rows exactly-once; its whole driver process group is SIGKILLed
+    twice, each time while a batch's ENDs are going out (its marker written, Spark's commits/N not),
+    and restarted from the checkpoint; a last run finishes with AvailableNow."""
+    cluster, topic = tx_cluster, tx_cluster.topic(QUEUES)
+    files, per_file, per_trigger = 20, 1000, 2
+    source = tmp_path / "in"
+    source.mkdir()
+    for f in range(files):
+        (source / f"part-{f:03d}.txt").write_text("".join(f"row-{f * per_file + i:05d}\n" for i in range(per_file)))
+    common = ["--namesrv", cluster.ns, "--input", str(source), "--topic", topic, "--checkpoint", str(tmp_path / "ck"),
+              "--files-per-trigger", str(per_trigger)]
+    batch_rows = per_file * per_trigger
+    for run, kill_above in enumerate((batch_rows + batch_rows // 2, 4 * batch_rows + batch_rows // 2)):
+        log = tmp_path / f"driver-{run}.log"
+        driver = start_driver(DRIVER, common, log)
+        try:
+            deadline = time.monotonic() + 240
+            while visible(cluster, topic) <= kill_above:  # mid-batch: some of its rows visible, not all
+                assert driver.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, f"run {run} did not get past {kill_above} rows\n" + log.read_text()[-3000:]
+                time.sleep(0.02)
+        finally:
+            kill_group(driver)
+        assert driver.returncode == -signal.SIGKILL
+        print(f"run {run} killed with {visible(cluster, topic)} rows visible")
+
+    last = tmp_path / "driver-last.log"
+    driver = start_driver(DRIVER, [*common, "--available-now"], last)
+    try:
+        assert driver.wait(300) == 0, last.read_text()[-3000:]
+    finally:
+        kill_group(driver)
+
+    # Every half message is decided once the check-back has ended the killed runs' leftovers.
+    def settled() -> bool:
+        halves = {m.msg_id for m in cluster.read_all(HALF_TOPIC, 1) if m.properties.get(TXN_PROPERTY, "").split(" ")[:1]}
+        return halves <= ended(cluster)
+
+    assert wait_until(settled, WAIT_S, interval_s=0.5), "half messages are still undecided"
+    seen = Counter(m.body for m in cluster.read_all(topic, QUEUES))
+    expected = {f"row-{i:05d}".encode() for i in range(files * per_file)}
+    assert set(seen) == expected, (len(expected - set(seen)), len(set(seen) - expected))
+    twice = [body for body, n in seen.items() if n > 1]
+    assert not twice, f"{len(twice)} rows written more than once, e.g. {twice[:3]}"
