@@ -148,6 +148,7 @@ def visible(cluster: Cluster, topic: str) -> int:
     return sum(cluster.max_offset(topic, q) for q in range(QUEUES))
 
 
+@pytest.mark.slow
 def test_the_bar_20000_rows_two_sigkills_of_the_driver_each_row_once(tx_cluster: Cluster, tmp_path: Path) -> None:
     """A file-fed query writes 20,000 rows exactly-once; its whole driver process group is SIGKILLed
     twice, each time while a batch's ENDs are going out (its marker written, Spark's commits/N not),
