@@ -194,3 +194,10 @@ def test_the_bar_20000_rows_two_sigkills_of_the_driver_each_row_once(tx_cluster:
     assert set(seen) == expected, (len(expected - set(seen)), len(set(seen) - expected))
     twice = [body for body, n in seen.items() if n > 1]
     assert not twice, f"{len(twice)} rows written more than once, e.g. {twice[:3]}"
+
+
+def test_exactly_once_on_a_batch_write_is_an_option_error(spark, tx_cluster: Cluster) -> None:
+    df = spark.createDataFrame([("x",)], "body string")
+    with pytest.raises(Exception, match="deliveryGuarantee.*exactly-once is for streaming writes"):
+        (df.write.format("sparkmq").mode("append").option("namesrvAddr", tx_cluster.ns)
+         .option("topic", tx_cluster.topic(1)).option("deliveryGuarantee", "exactly-once").save())
