@@ -24,6 +24,7 @@ from sparkmq.client import loop_thread
 from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.connector.transactional_writer import clients, close_clients, settle, write_halves
+from sparkmq.errors import SparkmqError
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.spark_harness import Cluster, kill_group, start_driver
 
@@ -142,6 +143,38 @@ def test_abort_rolls_back_what_the_commit_log_does_not_name(tx_cluster: Cluster)
     assert settle(options, query, 0, [done], decide=False) == (0, 40)
     ids = {half[2] for halves in done.halves.values() for half in halves}
     assert ids <= ended(cluster) and bodies(cluster, topic) == []
+
+
+def test_broker_killed_amid_the_commit_keeps_the_batch_exactly_once(tmp_path: Path) -> None:
+    """SIGKILL of the broker (SYNC flush) after the marker and some ENDs: the driver's commit fails,
+    the restarted broker's check-back commits the rest, and the query's re-run of the batch adds nothing."""
+    with NamesrvProcess.start() as namesrv:
+        store, flags = tmp_path / "store", ("--flush", "sync", *TX_SETTINGS)
+        cluster = Cluster(namesrv, BrokerProcess.start(store, namesrv.address, *flags))
+        try:
+            topic, query = cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
+            options = SinkOptions(cluster.ns, topic)
+            producer, log = clients(options)
+            first, second = write_halves(options, query, 0, rows("a", 120)), write_halves(options, query, 0, rows("b", 80))
+            assert settle(options, query, 0, [first], decide=False) == (0, 120)  # a failed attempt's halves
+            first = write_halves(options, query, 0, rows("a", 120))  # its retry
+            loop_thread.run(log.decide(producer, query, 0, {first.token, second.token}))
+            assert settle(options, query, 0, [first], decide=False) == (120, 0)  # part of the ENDs went out
+            port = cluster.broker.port
+            cluster.broker.kill()
+            with pytest.raises(SparkmqError):  # the commit log is unreachable: the commit fails, so does the query
+                settle(options, query, 0, [second], decide=True)
+            cluster.broker = BrokerProcess.start(store, namesrv.address, *flags, port=port)
+            loop_thread.run(producer.instance.heartbeat())  # as every 30 s: the new broker learns the live producer
+            expected = sorted([f"a-{i:05d}".encode() for i in range(120)] + [f"b-{i:05d}".encode() for i in range(80)])
+            assert wait_until(lambda: len(bodies(cluster, topic)) >= 200, WAIT_S), "the check-back did not commit the rest"
+            rerun = write_halves(options, query, 0, rows("b", 80))  # the restarted query re-runs batch 0
+            assert settle(options, query, 0, [rerun], decide=True) == (0, 80)
+            assert bodies(cluster, topic) == expected
+        finally:
+            close_clients(cluster.ns)
+            cluster.close()
+            cluster.broker.stop()
 
 
 def visible(cluster: Cluster, topic: str) -> int:
