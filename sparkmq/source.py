@@ -282,9 +282,9 @@ class SparkmqDataSource(DataSource):  # type: ignore[misc]
 
         options = SinkOptions.parse(self.options)
         if options.delivery_guarantee == "exactly-once":  # hook: exactly-once sink (issue 9)
-            from sparkmq.connector.transactional_writer import TransactionalStreamWriter
+            from sparkmq.sink import SparkmqExactlyOnceStreamWriter
 
-            return TransactionalStreamWriter(options, schema, self.options.get("checkpointLocation"))
+            return SparkmqExactlyOnceStreamWriter(options, schema, self.options.get("checkpointLocation"))
         return SparkmqStreamWriter(options, schema)
 
 

@@ -21,14 +21,16 @@ import random
 import threading
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendStatus
+from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
 from sparkmq.connector.options import OptionError, SinkOptions
@@ -37,7 +39,6 @@ from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import EndTransactionRequestHeader
-from sparkmq.sink import SinkCommitMessage, SparkmqStreamWriter, _rows, _writable_queues
 
 logger = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
@@ -45,13 +46,18 @@ END_ATTEMPTS = 3
 _clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
 Half = tuple[int, int, str]  # (half queue offset, commit log offset, msg id): what END_TRANSACTION names
+RowsOf = Callable[[pa.RecordBatch, SinkOptions], list[tuple[Message, int | None, str | None]]]
+"""The sink's row conversion: (message, queueId, shardingKey) per row of an Arrow batch."""
+QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
+"""The sink's route lookup: a topic's writable queues, waiting up to the timeout for a broker to serve it."""
 
 
 @dataclass
-class TransactionalCommitMessage(SinkCommitMessage):
+class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
     """One task attempt's half messages: its token, batch, and per queue ``"topic/broker/qid"`` the
     halves in row order (their ENDs make them visible in that order)."""
 
+    sent: int = 0
     token: str = ""
     batch_id: int = -1
     halves: dict[str, list[Half]] = field(default_factory=dict)
@@ -93,15 +99,14 @@ def _queue_of(queues: list[MessageQueue], queue_id: int | None, sharding_key: st
 
 
 async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions, tag: str, batch: pa.RecordBatch,
-                       position: int, out: TransactionalCommitMessage) -> int:
+                       position: int, out: TransactionalCommitMessage, rows_of: RowsOf, queues_of: QueuesOf) -> int:
     """Send one Arrow batch as half messages (``max_in_flight`` at a time); record them in ``out``."""
     routes: dict[str, list[MessageQueue]] = {}
     placed: list[tuple[Message, MessageQueue]] = []
-    for message, queue_id, sharding_key in _rows(batch, options):
+    for message, queue_id, sharding_key in rows_of(batch, options):
         queues = routes.get(message.topic)
         if queues is None:
-            queues = routes[message.topic] = await _writable_queues(producer, message.topic,
-                                                                    options.send_retry_timeout_ms / 1000)
+            queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
         message.properties[TXN_PROPERTY] = tag
         placed.append((message, _queue_of(queues, queue_id, sharding_key, position // options.batch_size)))
         position += 1
@@ -121,14 +126,15 @@ async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions,
     return position
 
 
-def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
+def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch], rows_of: RowsOf,
+                 queues_of: QueuesOf) -> TransactionalCommitMessage:
     """Send every row of ``batches`` as a half message of (query, batch_id, a new token)."""
     producer, _log = clients(options)
     out = TransactionalCommitMessage(token=uuid.uuid4().hex, batch_id=batch_id)
     tag = txn_tag(query, batch_id, out.token)
     position = random.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
     for batch in batches:  # Spark's iterator is consumed here, in the task's thread, one Arrow batch at a time
-        position = loop_thread.run(_send_halves(producer, options, tag, batch, position, out))
+        position = loop_thread.run(_send_halves(producer, options, tag, batch, position, out, rows_of, queues_of))
     return out
 
 
@@ -185,18 +191,22 @@ async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str
     return counts[0], counts[1]
 
 
-class TransactionalStreamWriter(SparkmqStreamWriter):
-    """``writeStream.format("sparkmq").option("deliveryGuarantee", "exactly-once")``."""
+class TransactionalWriter:
+    """What ``writeStream...option("deliveryGuarantee", "exactly-once")`` does: the stream writer's
+    ``write``/``commit``/``abort``, given the sink's row conversion and route lookup (picklable)."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None) -> None:
-        super().__init__(options, schema)
+    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None, rows_of: RowsOf,
+                 queues_of: QueuesOf) -> None:
         if "delayLevel" in schema.fieldNames():
             raise OptionError("deliveryGuarantee", "exactly-once cannot send a delayLevel column: transactional "
                                                    "messages are not delayed")
         if not checkpoint_location:
             raise OptionError("deliveryGuarantee", "exactly-once needs .option('checkpointLocation', ...) on the "
                                                    "writeStream: the query is known on the broker by its checkpoint")
+        self.options = options
         self.query = query_identity(checkpoint_location)
+        self.rows_of = rows_of
+        self.queues_of = queues_of
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
         """Send every row as a half message; nothing is visible until the driver's commit."""
@@ -206,20 +216,20 @@ class TransactionalStreamWriter(SparkmqStreamWriter):
         batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
         if batch_id is None:
             raise SparkmqError(f"exactly-once write outside a streaming micro-batch (no {BATCH_ID_PROPERTY})")
-        return write_halves(self.options, self.query, int(batch_id), iterator)
+        return write_halves(self.options, self.query, int(batch_id), iterator, self.rows_of, self.queues_of)
 
-    def commit(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
         done = [m for m in messages if m is not None]
-        committed, rolled_back = settle(self.options, self.query, batchId, done, decide=True)
+        committed, rolled_back = settle(self.options, self.query, batch_id, done, decide=True)
         logger.info("sparkmq sink: batch %d of query %s committed: %d messages visible, %d rolled back (a replay)",
-                    batchId, self.query, committed, rolled_back)
+                    batch_id, self.query, committed, rolled_back)
 
-    def abort(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
         done = [m for m in messages if m is not None]
-        committed, rolled_back = settle(self.options, self.query, batchId, done, decide=False)
+        committed, rolled_back = settle(self.options, self.query, batch_id, done, decide=False)
         logger.error("sparkmq sink: batch %d of query %s aborted: %d messages rolled back (%d committed: the batch was "
                      "decided before); halves of failed tasks are rolled back by the check-back once the batch is decided",
-                     batchId, self.query, rolled_back, committed)
+                     batch_id, self.query, rolled_back, committed)
 
 
 def close_clients(namesrv_addr: str) -> None:

@@ -24,8 +24,10 @@ import pytest
 from sparkmq.client import loop_thread
 from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
 from sparkmq.connector.options import OptionError, SinkOptions
-from sparkmq.connector.transactional_writer import clients, close_clients, settle, write_halves
+from sparkmq.connector import transactional_writer
+from sparkmq.connector.transactional_writer import clients, close_clients, settle
 from sparkmq.errors import SparkmqError
+from sparkmq.sink import _rows, _writable_queues
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.spark_harness import Cluster, kill_group, start_driver
 
@@ -47,6 +49,11 @@ def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         finally:
             close_clients(made.ns)
             made.close()
+
+
+def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]):  # type: ignore[no-untyped-def]
+    """What one task attempt of the exactly-once sink does, with the sink's own row conversion."""
+    return transactional_writer.write_halves(options, query, batch_id, batches, _rows, _writable_queues)
 
 
 def rows(prefix: str, count: int) -> Iterator[pa.RecordBatch]:
