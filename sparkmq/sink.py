@@ -36,6 +36,7 @@ from sparkmq.client.message import Message
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.connector.batch_body import BulkIds, encode_rows
 from sparkmq.connector.options import OptionError, SinkOptions
+from sparkmq.connector.transactional_writer import TransactionalCommitMessage, TransactionalWriter
 from sparkmq.errors import SparkmqError
 from sparkmq.client import MessageQueue
 
@@ -334,4 +335,21 @@ class SparkmqStreamWriter(_Writer, DataSourceStreamArrowWriter):  # type: ignore
 
     def abort(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:  # noqa: N803
         super().abort(messages, batchId)
+
+
+class SparkmqExactlyOnceStreamWriter(SparkmqStreamWriter):  # hook: exactly-once (connector/transactional_writer.py)
+    """``df.writeStream.format("sparkmq").option("deliveryGuarantee", "exactly-once")``."""
+
+    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None) -> None:
+        super().__init__(options, schema)
+        self.exactly_once = TransactionalWriter(options, schema, checkpoint_location, _rows, _writable_queues)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:  # type: ignore[override]
+        return self.exactly_once.write(iterator)
+
+    def commit(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # type: ignore[override] # noqa: N803
+        self.exactly_once.commit(messages, batchId)
+
+    def abort(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # type: ignore[override] # noqa: N803
+        self.exactly_once.abort(messages, batchId)
 

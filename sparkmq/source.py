@@ -29,7 +29,7 @@ from sparkmq.connector.arrow import records_to_arrow, schema_ddl
 from sparkmq.connector.filters import pushed_selector
 from sparkmq.connector.broker_view import BrokerView, DataLossError, view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
-from sparkmq.connector.options import SinkOptions, SourceOptions
+from sparkmq.connector.options import OptionError, SinkOptions, SourceOptions
 from sparkmq.client import MessageQueue
 from sparkmq.client.selector import MessageSelector
 
@@ -305,12 +305,21 @@ class SparkmqDataSource(DataSource):  # type: ignore[misc]
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from sparkmq.sink import SparkmqBatchWriter
 
-        return SparkmqBatchWriter(SinkOptions.parse(self.options), schema)
+        options = SinkOptions.parse(self.options)
+        if options.delivery_guarantee == "exactly-once":  # hook: exactly-once sink (issue 9)
+            raise OptionError("deliveryGuarantee", "exactly-once is for streaming writes (writeStream); "
+                                                   "batch writes are at-least-once")
+        return SparkmqBatchWriter(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from sparkmq.sink import SparkmqStreamWriter
 
-        return SparkmqStreamWriter(SinkOptions.parse(self.options), schema)
+        options = SinkOptions.parse(self.options)
+        if options.delivery_guarantee == "exactly-once":  # hook: exactly-once sink (issue 9)
+            from sparkmq.sink import SparkmqExactlyOnceStreamWriter
+
+            return SparkmqExactlyOnceStreamWriter(options, schema, self.options.get("checkpointLocation"))
+        return SparkmqStreamWriter(options, schema)
 
 
 def register(spark: Any) -> None:

@@ -31,6 +31,7 @@ from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
 from sparkmq.message.record import StoredMessage, validate_topic
 from sparkmq.protocol import RemotingCommand, RequestCode
+from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from sparkmq.remoting import RemotingConnection
 
@@ -121,8 +122,9 @@ class AsyncTransactionProducer(AsyncProducer):
         await self.end_transaction(half, state)
         return TransactionSendResult(half, state)
 
-    async def send_half(self, message: Message) -> SendResult:
-        """Step 1: store ``message`` as a half message (``TRAN_MSG``, ``PGROUP``, sysFlag PREPARED)."""
+    async def send_half(self, message: Message, queue: MessageQueue | None = None) -> SendResult:
+        """Step 1: store ``message`` as a half message (``TRAN_MSG``, ``PGROUP``, sysFlag PREPARED), to
+        ``queue`` when given (then sent once, never retried elsewhere)."""
         props = {**message.properties, TRANSACTION_PREPARED: "true", PRODUCER_GROUP: self.group}
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
         validate_topic(half.topic)
@@ -130,7 +132,7 @@ class AsyncTransactionProducer(AsyncProducer):
         unique_id = self._ids.next_id()
         header = self._header(half.topic, sys_flag | L.TRANSACTION_PREPARED_TYPE, half.encoded_properties(unique_id), half.flag)
         return await self._send_with_retries(half.topic, RequestCode.SEND_MESSAGE_V2, header, body, unique_id, None, None,
-                                             half, None, False)
+                                             half, queue, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back

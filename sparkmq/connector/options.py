@@ -250,8 +250,8 @@ class SinkOptions:
         if not namesrv:
             raise OptionError("namesrvAddr", "is required (host:port[;host:port] of the NameServer)")
         guarantee = (opts.get("deliveryguarantee") or "at-least-once").strip().lower()
-        if guarantee != "at-least-once":
-            raise OptionError("deliveryGuarantee", f"{guarantee!r} is not supported (only at-least-once for now)")
+        if guarantee not in ("at-least-once", "exactly-once"):
+            raise OptionError("deliveryGuarantee", f"{guarantee!r} is not at-least-once (the default) or exactly-once")
         return cls(namesrv, (opts.get("topic") or "").strip() or None,
                    (opts.get("producergroup") or "sparkmq-spark-sink").strip(),
                    _positive_int("batchSize", opts.get("batchsize")) or 256,

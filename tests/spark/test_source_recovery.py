@@ -13,19 +13,16 @@ with no loss and no duplicates.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from chispa import assert_df_equality
 
 from sparkmq.client import Message
-from support.processes import REPO_ROOT
-from support.processes import wait_until as poll_until
-from support.spark_harness import BatchFiles, Collected, reader, run_available_now, start_query, wait_until
+from support.spark_harness import (
+    BatchFiles, Collected, kill_group, reader, run_available_now, start_driver, start_query, wait_until,
+)
 
 QUEUES = 4
 DRIVER = Path(__file__).with_name("stream_driver.py")
@@ -68,39 +65,13 @@ def test_stop_and_restart_from_checkpoint_loses_and_repeats_nothing(spark, clust
     assert cluster.committed_all(names.group, topic, QUEUES) == {q: 25 for q in range(QUEUES)}
 
 
-def _driver(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests")]), PYTHONUNBUFFERED="1")
-    with open(log, "wb") as out:
-        # A session of its own: SIGKILL to its process group takes the JVM and Python workers down too.
-        return subprocess.Popen([sys.executable, str(DRIVER), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=REPO_ROOT, start_new_session=True)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the driver's whole process group, reap the driver, and wait until the group is gone."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-    def gone() -> bool:
-        try:
-            os.killpg(process.pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    assert poll_until(gone, 20), "processes of the killed driver's group are still alive"
-
-
 def test_sigkill_of_the_driver_mid_stream_then_restart(spark, cluster, names, tmp_path) -> None:
     topic = cluster.topic(QUEUES)
     sent = [bytes([0xFF, i % 256]) + f"-{i}".encode() for i in range(60)]
     cluster.send([Message(topic, body) for body in sent])
     out, checkpoint, log = tmp_path / "out", tmp_path / "ck", tmp_path / "driver.log"
     began = time.monotonic()
-    driver = _driver(["--namesrv", cluster.ns, "--topic", topic, "--group", names.group, "--checkpoint",
+    driver = start_driver(DRIVER, ["--namesrv", cluster.ns, "--topic", topic, "--group", names.group, "--checkpoint",
                       str(checkpoint), "--out", str(out), "--max-per-trigger", "4", "--pause", "0.4"], log)
     try:
         deadline = time.monotonic() + 120
@@ -109,7 +80,7 @@ def test_sigkill_of_the_driver_mid_stream_then_restart(spark, cluster, names, tm
             assert time.monotonic() < deadline, "the driver wrote no 3 batches\n" + log.read_text()[-3000:]
             time.sleep(0.1)
     finally:
-        _kill_group(driver)
+        kill_group(driver)
     assert driver.returncode == -signal.SIGKILL
     killed_at = time.monotonic()
     written_before = {p.name: p.read_text() for p in out.glob("batch-*.json")}

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -315,3 +317,34 @@ class BatchFiles:
     def rows(self) -> list[tuple[int, int, bytes]]:
         return [(q, o, bytes.fromhex(body)) for path in sorted(self.out.glob("batch-*.json"))
                 for q, o, body in json.loads(path.read_text())]
+
+
+# -- subprocess drivers (crash tests) --------------------------------------------------------------
+def start_driver(script: Path, args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Run ``script`` (a Spark driver) in a session of its own, output to ``log``: SIGKILL to its
+    process group (``kill_group``) takes the JVM and Python workers down too."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests")]), PYTHONUNBUFFERED="1")
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, str(script), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=REPO_ROOT, start_new_session=True)
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the driver's whole process group, reap the driver, and wait until the group is gone."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+    def gone() -> bool:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    deadline = time.monotonic() + 20
+    while not gone():
+        assert time.monotonic() < deadline, "processes of the killed driver's group are still alive"
+        time.sleep(0.05)

@@ -1,0 +1,242 @@
+"""The exactly-once streaming writer: ``.option("deliveryGuarantee", "exactly-once")`` on ``writeStream``.
+
+Each task sends its rows as half messages tagged (query, batch, token) and reports them in a
+:class:`TransactionalCommitMessage`; the driver's ``commit(N)`` records the batch's decision in the
+commit log and then ends every half message of the decided tokens with END_TRANSACTION COMMIT
+(the rest with ROLLBACK); ``abort(N)`` applies the same decision, which rolls back whatever the
+commit log does not name. Sink producers answer the broker's check-backs from the commit log.
+The rule and why it survives crashes: :mod:`sparkmq.connector.exactly_once`.
+
+A half send is never retried inside a task (a timed-out send may still be stored, under the
+task's token): a failed send fails the task, and Spark's retry draws a new token. The cost
+against at-least-once: one half message per row (no batching), one END per row, and one
+commit-log round trip per batch before its rows become visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from sparkmq.client import loop_thread
+from sparkmq.client.message import Message, ReceivedMessage, SendStatus
+from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
+from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
+from sparkmq.connector.options import OptionError, SinkOptions
+from sparkmq.errors import SparkmqError
+from sparkmq.message.msgid import decode_offset_msg_id
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.headers import EndTransactionRequestHeader
+
+logger = logging.getLogger(__name__)
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
+END_ATTEMPTS = 3
+_clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
+_clients_lock = threading.Lock()
+Half = tuple[int, int, str]  # (half queue offset, commit log offset, msg id): what END_TRANSACTION names
+RowsOf = Callable[[pa.RecordBatch, SinkOptions], list[tuple[Message, int | None, str | None]]]
+"""The sink's row conversion: (message, queueId, shardingKey) per row of an Arrow batch."""
+QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
+"""The sink's route lookup: a topic's writable queues, waiting up to the timeout for a broker to serve it."""
+
+
+@dataclass
+class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+    """One task attempt's half messages: its token, batch, and per queue ``"topic/broker/qid"`` the
+    halves in row order (their ENDs make them visible in that order)."""
+
+    sent: int = 0
+    token: str = ""
+    batch_id: int = -1
+    halves: dict[str, list[Half]] = field(default_factory=dict)
+
+
+def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
+    """The process's transactional producer (it answers check-backs) and commit log for the sink's cluster."""
+    key = (options.namesrv_addr, options.producer_group)
+    with _clients_lock:
+        found = _clients.get(key)
+        if found is None:
+            log = CommitLog(options.namesrv_addr)
+
+            async def check(message: ReceivedMessage) -> LocalTransactionState:
+                tag = parse_tag(message.properties.get(TXN_PROPERTY))
+                if tag is None:
+                    logger.error("check-back of %s in group %s: no %s property, not a sparkmq sink message: UNKNOWN",
+                                 message.msg_id, options.producer_group, TXN_PROPERTY)
+                    return LocalTransactionState.UNKNOWN
+                state = await log.state_of(*tag)
+                logger.info("check-back of %s (query %s batch %d token %s): %s", message.msg_id, *tag, state.name)
+                return state
+
+            producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check)
+            loop_thread.run(producer.start())
+            found = _clients[key] = (producer, log)
+        return found
+
+
+def _queue_of(queues: list[MessageQueue], queue_id: int | None, sharding_key: str | None, position: int) -> MessageQueue:
+    if queue_id is not None:
+        matching = [q for q in queues if q.queue_id == queue_id]
+        if not matching:
+            raise SparkmqError(f"topic {queues[0].topic} has no queue {queue_id}")
+        return matching[0]
+    if sharding_key is not None:
+        return queues[zlib.crc32(sharding_key.encode()) % len(queues)]
+    return queues[position % len(queues)]
+
+
+async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions, tag: str, batch: pa.RecordBatch,
+                       position: int, out: TransactionalCommitMessage, rows_of: RowsOf, queues_of: QueuesOf) -> int:
+    """Send one Arrow batch as half messages (``max_in_flight`` at a time); record them in ``out``."""
+    routes: dict[str, list[MessageQueue]] = {}
+    placed: list[tuple[Message, MessageQueue]] = []
+    for message, queue_id, sharding_key in rows_of(batch, options):
+        queues = routes.get(message.topic)
+        if queues is None:
+            queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
+        message.properties[TXN_PROPERTY] = tag
+        placed.append((message, _queue_of(queues, queue_id, sharding_key, position // options.batch_size)))
+        position += 1
+    in_flight = asyncio.Semaphore(options.max_in_flight)
+
+    async def send(message: Message, queue: MessageQueue) -> Half:
+        async with in_flight:
+            result = await producer.send_half(message, queue)
+        if result.status is not SendStatus.SEND_OK:  # FLUSH_*_TIMEOUT, SLAVE_NOT_AVAILABLE: not safely stored
+            raise SparkmqError(f"half message to {queue} answered {result.status.value}")
+        return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id
+
+    halves = await asyncio.gather(*(send(m, q) for m, q in placed))
+    for (_message, queue), half in zip(placed, halves):
+        out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
+    out.sent += len(halves)
+    return position
+
+
+def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch], rows_of: RowsOf,
+                 queues_of: QueuesOf) -> TransactionalCommitMessage:
+    """Send every row of ``batches`` as a half message of (query, batch_id, a new token)."""
+    producer, _log = clients(options)
+    out = TransactionalCommitMessage(token=uuid.uuid4().hex, batch_id=batch_id)
+    tag = txn_tag(query, batch_id, out.token)
+    position = random.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
+    for batch in batches:  # Spark's iterator is consumed here, in the task's thread, one Arrow batch at a time
+        position = loop_thread.run(_send_halves(producer, options, tag, batch, position, out, rows_of, queues_of))
+    return out
+
+
+async def _end(producer: AsyncTransactionProducer, broker_name: str, half: Half, state: LocalTransactionState) -> bool:
+    header = EndTransactionRequestHeader(producer.group, half[0], half[1], state.value, half[2], False, half[2])
+    for attempt in range(END_ATTEMPTS):
+        try:
+            response = await producer.instance.invoke_broker(broker_name, RequestCode.END_TRANSACTION, header.to_fields())
+        except SparkmqError as exc:
+            logger.warning("END_TRANSACTION %s of %s (attempt %d): %s", state.name, half[2], attempt + 1, exc.remark)
+            continue
+        if response.code == ResponseCode.SUCCESS:
+            return True
+        logger.error("END_TRANSACTION %s of %s refused: %s", state.name, half[2], response.remark)
+        return False
+    return False
+
+
+def settle(options: SinkOptions, query: str, batch_id: int, messages: list[TransactionalCommitMessage],
+           decide: bool) -> tuple[int, int]:
+    """Apply the commit log's decision of (query, batch_id) to ``messages`` (making it first when
+    ``decide``); return (committed, rolled back). An END that fails is left to the check-back."""
+    producer, log = clients(options)  # not on the client loop: it may start the producer there
+    return loop_thread.run(_settle(producer, log, query, batch_id, messages, decide))
+
+
+async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str, batch_id: int,
+                  messages: list[TransactionalCommitMessage], decide: bool) -> tuple[int, int]:
+    wrong = [m.batch_id for m in messages if m.batch_id != batch_id]
+    if wrong:
+        raise SparkmqError(f"commit of batch {batch_id} got commit messages of batch {wrong[0]}")
+    tokens = {m.token for m in messages if m.sent}
+    if decide and tokens:
+        decided = await log.decide(producer, query, batch_id, tokens)
+    else:
+        decided = await log.decided(query, batch_id) or frozenset()
+    counts = [0, 0]
+    failed = 0
+
+    async def end_queue(key: str, halves: list[Half], state: LocalTransactionState) -> None:
+        nonlocal failed
+        broker_name = key.split("/")[-2]
+        for half in halves:  # one queue's ENDs in row order: they append to the queue in this order
+            if not await _end(producer, broker_name, half, state):
+                failed += 1
+        counts[state is LocalTransactionState.ROLLBACK] += len(halves)
+
+    await asyncio.gather(*(end_queue(key, halves, LocalTransactionState.COMMIT if m.token in decided
+                                     else LocalTransactionState.ROLLBACK)
+                           for m in messages for key, halves in m.halves.items()))
+    if failed:
+        logger.warning("batch %d of query %s: %d ENDs failed; the broker's check-back will end them the same way",
+                       batch_id, query, failed)
+    return counts[0], counts[1]
+
+
+class TransactionalWriter:
+    """What ``writeStream...option("deliveryGuarantee", "exactly-once")`` does: the stream writer's
+    ``write``/``commit``/``abort``, given the sink's row conversion and route lookup (picklable)."""
+
+    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None, rows_of: RowsOf,
+                 queues_of: QueuesOf) -> None:
+        if "delayLevel" in schema.fieldNames():
+            raise OptionError("deliveryGuarantee", "exactly-once cannot send a delayLevel column: transactional "
+                                                   "messages are not delayed")
+        if not checkpoint_location:
+            raise OptionError("deliveryGuarantee", "exactly-once needs .option('checkpointLocation', ...) on the "
+                                                   "writeStream: the query is known on the broker by its checkpoint")
+        self.options = options
+        self.query = query_identity(checkpoint_location)
+        self.rows_of = rows_of
+        self.queues_of = queues_of
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
+        """Send every row as a half message; nothing is visible until the driver's commit."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+        if batch_id is None:
+            raise SparkmqError(f"exactly-once write outside a streaming micro-batch (no {BATCH_ID_PROPERTY})")
+        return write_halves(self.options, self.query, int(batch_id), iterator, self.rows_of, self.queues_of)
+
+    def commit(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
+        done = [m for m in messages if m is not None]
+        committed, rolled_back = settle(self.options, self.query, batch_id, done, decide=True)
+        logger.info("sparkmq sink: batch %d of query %s committed: %d messages visible, %d rolled back (a replay)",
+                    batch_id, self.query, committed, rolled_back)
+
+    def abort(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
+        done = [m for m in messages if m is not None]
+        committed, rolled_back = settle(self.options, self.query, batch_id, done, decide=False)
+        logger.error("sparkmq sink: batch %d of query %s aborted: %d messages rolled back (%d committed: the batch was "
+                     "decided before); halves of failed tasks are rolled back by the check-back once the batch is decided",
+                     batch_id, self.query, rolled_back, committed)
+
+
+def close_clients(namesrv_addr: str) -> None:
+    """Close this process's transactional producers and commit logs of ``namesrv_addr``."""
+    with _clients_lock:
+        closing = [key for key in _clients if key[0] == namesrv_addr]
+        for key in closing:
+            producer, log = _clients.pop(key)
+            loop_thread.run(producer.close())
+            loop_thread.run(log.close())
