@@ -97,6 +97,17 @@ def _messages(batch: pa.RecordBatch, topics: list[str]) -> list[Message]:
             for topic, body, tag, key, props, delay in zip(topics, cols["body"], tags, keys, props_column, delays)]
 
 
+def _rows(batch: pa.RecordBatch, options: SinkOptions) -> list[tuple[Message, int | None, str | None]]:
+    """(message, queueId, shardingKey) per row: the exactly-once writer sends row by row as half messages."""
+    topics, topic_of_row = _row_topics(batch, options)
+    messages = _messages(batch, [topics[i] for i in topic_of_row.tolist()])
+    absent: list[None] = [None] * batch.num_rows
+    names = batch.schema.names
+    queue_ids = batch.column("queueId").to_pylist() if "queueId" in names else absent
+    sharding_keys = batch.column("shardingKey").to_pylist() if "shardingKey" in names else absent
+    return list(zip(messages, queue_ids, sharding_keys))
+
+
 def _row_topics(batch: pa.RecordBatch, options: SinkOptions) -> tuple[list[str], npt.NDArray[np.int64]]:
     """The batch's distinct topics and each row's index into them; null bodies and topics are errors."""
     bodies = batch.column("body")
