@@ -41,6 +41,7 @@ from sparkmq.errors import SparkmqError
 from sparkmq.client import MessageQueue
 
 logger = logging.getLogger(__name__)
+_RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 SEND_ATTEMPTS = 3
 RETRY_PAUSE_S = 0.5
 ROUTE_WAIT_FIRST_PAUSE_S = 0.2
@@ -221,7 +222,7 @@ def send_all(producer: AsyncProducer, options: SinkOptions, batches: Iterator[pa
     sender = _Sender(producer, options)
     # Rows without queueId/shardingKey go round robin in runs of batch_size, from a random queue: every
     # task starting at queue 0 would pile small writes (a few rows per task or micro-batch) onto queue 0.
-    round_robin = random.randrange(1 << 20) * options.batch_size
+    round_robin = _RANDOM.randrange(1 << 20) * options.batch_size
     try:
         for batch in batches:
             if batch.num_rows:

@@ -31,6 +31,7 @@ from sparkmq.remoting import RemotingClient, RemotingConnection
 from sparkmq.remoting.periodic import run_every, run_once, stop_tasks
 
 logger = logging.getLogger(__name__)
+_RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
@@ -55,7 +56,7 @@ class ClientInstance:
         self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addresses:
             raise SparkmqError("namesrv_addr names no NameServer (expected host:port[;host:port])")
-        self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{random.getrandbits(32):08x}"
+        self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{_RANDOM.getrandbits(32):08x}"
         self.remoting = RemotingClient(handler=self._serve)
         self.routes: dict[str, TopicRoute] = {}
         self.producer_groups: set[str] = set()
@@ -83,7 +84,7 @@ class ClientInstance:
             return cached
         header = GetRouteInfoRequestHeader(topic).to_fields()
         last_error: SparkmqError | None = None
-        for address in random.sample(self.namesrv_addresses, len(self.namesrv_addresses)):
+        for address in _RANDOM.sample(self.namesrv_addresses, len(self.namesrv_addresses)):
             try:
                 response = await self.remoting.invoke(address, RequestCode.GET_ROUTEINFO_BY_TOPIC, header,
                                                       timeout=NAMESRV_TIMEOUT_S)

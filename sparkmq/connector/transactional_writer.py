@@ -41,6 +41,7 @@ from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import EndTransactionRequestHeader
 
 logger = logging.getLogger(__name__)
+_RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
 END_ATTEMPTS = 3
 _clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
@@ -132,7 +133,7 @@ def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Itera
     producer, _log = clients(options)
     out = TransactionalCommitMessage(token=uuid.uuid4().hex, batch_id=batch_id)
     tag = txn_tag(query, batch_id, out.token)
-    position = random.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
+    position = _RANDOM.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
     for batch in batches:  # Spark's iterator is consumed here, in the task's thread, one Arrow batch at a time
         position = loop_thread.run(_send_halves(producer, options, tag, batch, position, out, rows_of, queues_of))
     return out
