@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sparkmq.message.record import Host
 
 COMMITLOG_FILE_BYTES = 1024 * 1024 * 1024  # mapedFileSizeCommitLog
 CONSUME_QUEUE_UNITS_PER_FILE = 300_000  # mapedFileSizeConsumeQueue / 20
+MAX_MAPPED_CONSUME_QUEUE_FILES = 512  # a cap on the mappings (descriptors) ConsumeQueues may hold
 INDEX_HASH_SLOTS = 5_000_000  # maxHashSlotNum
 INDEX_ENTRIES = 20_000_000  # maxIndexNum
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -49,6 +51,9 @@ class StoreConfig:
     commitlog_dir_override: Path | None = None  # storePathCommitLog
     commitlog_file_bytes: int = COMMITLOG_FILE_BYTES
     consume_queue_units_per_file: int = CONSUME_QUEUE_UNITS_PER_FILE
+    # ConsumeQueue files mapped at once; each mapping holds a descriptor (not a RocketMQ key).
+    # None: a quarter of the process's descriptor limit, at most MAX_MAPPED_CONSUME_QUEUE_FILES.
+    max_mapped_consume_queue_files: int | None = None
     index_hash_slots: int = INDEX_HASH_SLOTS
     index_entries: int = INDEX_ENTRIES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # maxMessageSize
@@ -92,6 +97,14 @@ class StoreConfig:
     @property
     def lock_path(self) -> Path:
         return self.root_dir / "lock"
+
+    def mapped_consume_queue_files(self) -> int:
+        """``max_mapped_consume_queue_files``, or a quarter of the descriptor limit (sockets need the rest)."""
+        if self.max_mapped_consume_queue_files is not None:
+            return self.max_mapped_consume_queue_files
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = soft if soft != resource.RLIM_INFINITY else MAX_MAPPED_CONSUME_QUEUE_FILES * 4
+        return max(min(limit // 4, MAX_MAPPED_CONSUME_QUEUE_FILES), 8)
 
     def delete_hours(self) -> frozenset[int]:
         """The hours of day named by ``deleteWhen`` (e.g. ``"04;16"``)."""

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
-from sparkmq.store.mapped_file import MappedFile, offset_to_file_name
+from sparkmq.store.mapped_file import MapPool, MappedFile, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
 UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
@@ -47,10 +47,10 @@ def encode_units_bulk(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColum
 class ConsumeQueue:
     """The units of ``topic``/``queue_id``; logical offset k lives at byte ``20*k``."""
 
-    def __init__(self, topic: str, queue_id: int, root: Path, units_per_file: int) -> None:
+    def __init__(self, topic: str, queue_id: int, root: Path, units_per_file: int, pool: MapPool | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(root / topic / str(queue_id), units_per_file * UNIT_BYTES)
+        self.files = MappedFileQueue(root / topic / str(queue_id), units_per_file * UNIT_BYTES, pool=pool)
         self.min_logic_offset = 0  # byte offset of the first live unit
         self.max_physical_offset = -1  # end (offset + size) of the last unit's record
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
+from collections import OrderedDict
 import sys
 from pathlib import Path
 
@@ -58,20 +60,63 @@ def create_full_size(path: Path, file_bytes: int, head: bytes = b"") -> int:
     return fd
 
 
+class MapPool:
+    """At most ``max_mapped`` segments of a pool mapped at once, least recently used unmapped first.
+
+    Each mapping holds a file descriptor (CPython's ``mmap`` keeps a dup of it until closed), so
+    thousands of ConsumeQueue files would exhaust the process's descriptors; pooled segments are
+    unmapped when idle and mapped again on their next use. Every use of a pooled segment's mapping
+    happens under the store's lock, as does every eviction; the flush thread, which does not hold
+    it, guards its sync with the segment's own lock, which eviction only tries.
+    """
+
+    def __init__(self, max_mapped: int) -> None:
+        if max_mapped < 1:
+            raise ValueError(f"max_mapped must be at least 1, not {max_mapped}")
+        self.max_mapped = max_mapped
+        self._lru: OrderedDict[MappedFile, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def mapped_count(self) -> int:
+        return len(self._lru)
+
+    def touch(self, used: MappedFile) -> None:
+        """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap."""
+        with self._lock:
+            self._lru[used] = None
+            self._lru.move_to_end(used)
+            if len(self._lru) <= self.max_mapped:
+                return
+            candidates = [m for m in self._lru if m is not used][: len(self._lru) - self.max_mapped]
+        for victim in candidates:
+            if victim.try_unmap():
+                self.forget(victim)
+
+    def forget(self, segment: MappedFile) -> None:
+        with self._lock:
+            self._lru.pop(segment, None)
+
+
 class MappedFile:
     """A segment of ``file_bytes`` mapped into memory; appends go to ``write_position``.
 
     With ``sync_by_fd`` (CommitLog segments), ``flush`` calls ``os.fdatasync`` on a
     descriptor opened at the first flush and closed once the whole segment is flushed, so
     other threads keep running during the disk wait; otherwise it calls ``mmap.flush``.
+    With a ``pool`` the mapping comes and goes (see :class:`MapPool`); a flush of a segment
+    that is not mapped right now syncs through a descriptor opened for that flush.
 
     >>> # MappedFile(Path("commitlog/00000000000000000000"), 1024).append(b"abc") -> 0
     """
 
-    def __init__(self, path: Path, file_bytes: int, sync_by_fd: bool = False) -> None:
+    def __init__(self, path: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:
         self.path = path
         self._sync_by_fd = sync_by_fd and _FDATASYNC
         self._fd: int | None = None
+        self._pool = pool
+        self._io = threading.Lock()  # a sync in progress vs. an eviction of the mapping
+        self._mmap: mmap.mmap | None = None
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
         exists = path.exists()
@@ -86,13 +131,54 @@ class MappedFile:
             size = os.fstat(fd).st_size
             if size != file_bytes:
                 raise StoreError(f"segment {path} has {size} bytes, not the configured {file_bytes}")
-            self._mmap = mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except OSError as exc:
-            raise StoreError(f"cannot map segment {path}: {exc}") from exc
+            self._mmap = self._map_fd(fd)
         finally:
             os.close(fd)
+        if pool is not None:
+            pool.touch(self)
         self.write_position = 0 if not exists else file_bytes
         self.flushed_position = self.write_position
+
+    def _map_fd(self, fd: int) -> mmap.mmap:
+        try:
+            return mmap.mmap(fd, self.file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            raise StoreError(f"cannot map segment {self.path}: {exc}") from exc
+
+    def _mapped(self) -> mmap.mmap:
+        """The mapping, made again if the pool unmapped it (callers hold the store's lock)."""
+        mapping = self._mmap
+        if mapping is None:
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except OSError as exc:
+                raise StoreError(f"cannot open segment {self.path}: {exc}") from exc
+            try:
+                mapping = self._mmap = self._map_fd(fd)
+            finally:
+                os.close(fd)
+        if self._pool is not None:
+            self._pool.touch(self)
+        return mapping
+
+    def try_unmap(self) -> bool:
+        """Unmap unless a sync is running or a view is held (then keep it); True once unmapped.
+
+        Bytes written through the mapping stay in the page cache: a later flush syncs them
+        through a descriptor (``fdatasync`` covers every dirty page of the file).
+        """
+        if not self._io.acquire(blocking=False):
+            return False
+        try:
+            if self._mmap is not None:
+                try:
+                    self._mmap.close()
+                except BufferError:
+                    return False
+                self._mmap = None
+            return True
+        finally:
+            self._io.release()
 
     @property
     def end_offset(self) -> int:
@@ -112,7 +198,7 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_bytes:
             raise StoreError(f"append of {len(data)} bytes overflows segment {self.path.name} at {pos}")
-        self._mmap[pos:end] = data
+        self._mapped()[pos:end] = data
         self.write_position = end
         return pos
 
@@ -122,11 +208,11 @@ class MappedFile:
 
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at ``pos`` (within this file)."""
-        return self._mmap[pos : pos + size]
+        return self._mapped()[pos : pos + size]
 
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""
-        return memoryview(self._mmap)
+        return memoryview(self._mapped())
 
     def flush(self) -> int:
         """Make ``[flushed, write)`` durable (msync or fdatasync); return the new flushed position.
@@ -138,13 +224,20 @@ class MappedFile:
         target = self.write_position
         if target > self.flushed_position:
             try:
-                if self._sync_by_fd:
-                    if self._fd is None:
-                        self._fd = os.open(self.path, os.O_RDWR)
-                    disk.fdatasync(self._fd)
-                else:
-                    start = self.flushed_position - self.flushed_position % PAGE_BYTES
-                    disk.msync(self._mmap, start, target - start)
+                with self._io:
+                    if self._sync_by_fd:
+                        if self._fd is None:
+                            self._fd = os.open(self.path, os.O_RDWR)
+                        disk.fdatasync(self._fd)
+                    elif self._mmap is None:  # unmapped by the pool since it was written
+                        fd = os.open(self.path, os.O_RDWR)
+                        try:
+                            disk.fdatasync(fd)
+                        finally:
+                            os.close(fd)
+                    else:
+                        start = self.flushed_position - self.flushed_position % PAGE_BYTES
+                        disk.msync(self._mmap, start, target - start)
             except OSError as exc:
                 raise DiskError(f"flush of {self.path} failed: {exc}") from exc
             self.flushed_position = target
@@ -167,14 +260,15 @@ class MappedFile:
         self.write_position = self.flushed_position = pos
         end = self._last_nonzero_chunk_end(pos)
         if end > pos:
-            self._mmap[pos:end] = bytes(end - pos)
+            mapping = self._mapped()
+            mapping[pos:end] = bytes(end - pos)
             try:
-                disk.msync(self._mmap)
+                disk.msync(mapping)
             except OSError as exc:
                 raise DiskError(f"flush of {self.path} after truncating it at {pos} failed: {exc}") from exc
 
     def _last_nonzero_chunk_end(self, pos: int) -> int:
-        with memoryview(self._mmap) as whole:
+        with memoryview(self._mapped()) as whole:
             data = np.frombuffer(whole, dtype=np.uint8)
             end = pos
             for chunk in range(pos, self.file_bytes, _ZERO_SCAN_CHUNK):
@@ -190,7 +284,9 @@ class MappedFile:
     def close(self) -> None:
         """Unmap; raises BufferError if a view is still held."""
         self._close_fd()
-        if not self._mmap.closed:
+        if self._pool is not None:
+            self._pool.forget(self)
+        if self._mmap is not None and not self._mmap.closed:
             self._mmap.close()
 
     def destroy(self) -> None:

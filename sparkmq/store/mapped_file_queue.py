@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparkmq.errors import StoreError
-from sparkmq.store.mapped_file import MappedFile, offset_to_file_name
+from sparkmq.store.mapped_file import MapPool, MappedFile, offset_to_file_name
 
 
 class MappedFileQueue:
@@ -16,10 +16,11 @@ class MappedFileQueue:
     Offsets are global: segment ``k`` covers ``[start, start + file_bytes)``.
     """
 
-    def __init__(self, directory: Path, file_bytes: int, sync_by_fd: bool = False) -> None:
+    def __init__(self, directory: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
         self.sync_by_fd = sync_by_fd  # see MappedFile: fdatasync instead of msync (CommitLog)
+        self.pool = pool  # see MapPool: mappings of idle segments come and go (ConsumeQueues)
         self.files: list[MappedFile] = []
         self.retired: list[MappedFile] = []  # taken out of ``files``, not yet closed and unlinked
 
@@ -28,7 +29,7 @@ class MappedFileQueue:
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
         for name in names:
-            mapped = MappedFile(self.directory / name, self.file_bytes, self.sync_by_fd)
+            mapped = MappedFile(self.directory / name, self.file_bytes, self.sync_by_fd, self.pool)
             if self.files and mapped.start_offset != self.files[-1].end_offset:
                 mapped.close()
                 raise StoreError(f"segment {name} in {self.directory} does not follow {self.files[-1].path.name}")
@@ -66,7 +67,7 @@ class MappedFileQueue:
             start = self.files[-1].end_offset
         else:
             start = start_offset - start_offset % self.file_bytes
-        mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd)
+        mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd, self.pool)
         mapped.write_position = mapped.flushed_position = 0
         self.files.append(mapped)
         return mapped

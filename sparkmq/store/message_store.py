@@ -29,6 +29,7 @@ from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueu
 from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
+from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.reads import RecordFilter, read_queue
@@ -52,6 +53,7 @@ class MessageStore:
         self.checkpoint: StoreCheckpoint | None = None
         self.coder = TagsCoder(delay_level_millis(config.message_delay_level))
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._map_pool = MapPool(config.mapped_consume_queue_files())  # bounds the descriptors of thousands of queues
         self._manifest = QueueManifest(config.consume_queue_dir / "queues")
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
@@ -157,7 +159,7 @@ class MessageStore:
         cl_min = self.commitlog.min_offset
         starts = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
         for topic, queue_id in sorted(keys):
-            queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file)
+            queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file, self._map_pool)
             if queue.load():
                 queue.recover(zero_tails)
             self._queues[(topic, queue_id)] = queue
@@ -318,7 +320,7 @@ class MessageStore:
             queue = self._queues.get(key)
             if queue is None:
                 queue = ConsumeQueue(request.topic, request.queue_id, self.config.consume_queue_dir,
-                                     self.config.consume_queue_units_per_file)
+                                     self.config.consume_queue_units_per_file, self._map_pool)
                 self._queues[key] = queue
                 self._manifest.add(key)
             queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)

@@ -26,6 +26,7 @@ def crash_config(root: Path, **overrides: object) -> StoreConfig:
         commitlog_file_bytes=SEGMENT_BYTES, consume_queue_units_per_file=CQ_UNITS_PER_FILE,
         index_hash_slots=128, index_entries=1000, flush_disk_type=FlushDiskType.SYNC_FLUSH,
         flush_interval_consume_queue_ms=50, delete_when="", disk_max_used_space_ratio=1.0,
+        max_mapped_consume_queue_files=2,  # crashes land while ConsumeQueue files are unmapped and mapped again
     )
     settings.update(overrides)
     return StoreConfig(root, **settings)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ def tiny_config(root: Path, **overrides: object) -> StoreConfig:
         commitlog_file_bytes=16 * 1024, consume_queue_units_per_file=32, index_hash_slots=64, index_entries=200,
         delete_when="", disk_max_used_space_ratio=1.0, disk_space_clean_forcibly_ratio=1.0,
         disk_space_warning_level_ratio=1.0,
+        max_mapped_consume_queue_files=3,  # store tests map and unmap ConsumeQueue files all the time
     )
     settings.update(overrides)
     return StoreConfig(root, **settings)  # type: ignore[arg-type]
