@@ -4,7 +4,8 @@ from sparkmq.client.admin import Admin, QueueLag
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer, Producer, select_by_hash
 from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
-from sparkmq.client.push_consumer import AsyncPushConsumer, ConsumeResult, PushConsumer
+from sparkmq.client.consume_service import ConsumeResult
+from sparkmq.client.push_consumer import AsyncPushConsumer, PushConsumer
 from sparkmq.client.selector import MessageSelector
 from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
 from sparkmq.client.transaction_producer import (

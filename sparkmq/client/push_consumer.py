@@ -21,7 +21,7 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
 from sparkmq.client.consume_service import (
-    ORDERLY_SUSPEND_S, ConsumeResult, Listener, ListenerRunner, consume_concurrently, consume_in_order,
+    ORDERLY_SUSPEND_S, Listener, ListenerRunner, consume_concurrently, consume_in_order,
 )
 from sparkmq.client.local_offsets import LocalOffsetFile
 from sparkmq.client.message import ReceivedMessage, decode_pull_body

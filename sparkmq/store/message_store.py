@@ -36,7 +36,7 @@ from sparkmq.store.reads import RecordFilter, read_queue
 from sparkmq.store.recovery import (Recovery, RecoveryReport, boot_id, lost_queue_start, read_abort_marker,
                                    write_abort_marker)
 from sparkmq.store.retention import Retention
-from sparkmq.store.status import GetMessageStatus, GetResult, PutMessageStatus, PutResult
+from sparkmq.store.status import GetResult, PutMessageStatus, PutResult
 
 logger = logging.getLogger(__name__)
 DEFAULT_MAX_TRANSFER_BYTES = 4 * 1024 * 1024

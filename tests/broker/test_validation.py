@@ -15,7 +15,6 @@ import pytest
 
 from sparkmq.broker.config import FRAME_HEADER_RESERVE_BYTES, MAX_MESSAGE_SIZE_LIMIT, BrokerConfig, parse_properties
 from sparkmq.errors import ConfigError
-from sparkmq.message import layout as L
 from sparkmq.protocol import MAX_FRAME_BYTES, RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
 from support.broker_wire import Wire, run_broker

@@ -12,7 +12,6 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -17,7 +17,7 @@ from chispa import assert_df_equality
 
 from sparkmq.client import Message
 from support.processes import BrokerProcess, NamesrvProcess
-from support.spark_harness import Cluster, Collected, reader, run_available_now, start_query, wait_until
+from support.spark_harness import Cluster, Collected, failure_of, reader, run_available_now, start_query, wait_until
 
 RETENTION = ["--set", "mapedFileSizeCommitLog=65536", "--set", "deleteWhen=", "--set", "diskMaxUsedSpaceRatio=0",
              "--set", "diskSpaceCleanForciblyRatio=0"]
@@ -46,12 +46,7 @@ def test_fail_on_data_loss_true_fails_naming_queue_range_and_cause(spark, shrunk
     df = reader(spark, cluster, topic=topic, consumerGroup=names.group,
                 startingOffsets=json.dumps({topic: {"0": 0}})).load()
     query = start_query(df, names.checkpoint(), Collected(), available_now=True)
-    try:
-        with pytest.raises(Exception) as failure:
-            query.awaitTermination(120)
-    finally:
-        query.stop()
-    message = str(failure.value)
+    message = failure_of(query)
     assert f"queue {topic}/broker-a/0 offsets [0, {minimum}) are gone" in message, message[-3000:]
     assert "deleted by retention" in message and "failOnDataLoss" in message
 

@@ -19,7 +19,7 @@ from sparkmq.connector.options import OptionError, SourceOptions
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import DeleteTopicRequestHeader
 from sparkmq.source import SparkmqStreamReader
-from support.spark_harness import Collected, ask, reader, run_available_now, start_query
+from support.spark_harness import Collected, ask, failure_of, reader, run_available_now, start_query
 
 BODY = b"." * 1000
 
@@ -70,12 +70,7 @@ def test_offsets_going_backwards_fail_the_query_naming_queue_and_offsets(spark, 
     delete_and_recreate(cluster, topic)
     cluster.send([Message(topic, b"new-%d" % i) for i in range(5)])
     query = start_query(df, names.checkpoint(), Collected(), available_now=True)
-    try:
-        with pytest.raises(Exception) as failure:
-            query.awaitTermination(120)
-    finally:
-        query.stop()
-    message = str(failure.value)
+    message = failure_of(query)
     assert f"queue {topic}/broker-a/0 max offset went back from 30 to 5" in message, message[-3000:]
     assert "failOnDataLoss=false" in message
 

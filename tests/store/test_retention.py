@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
-from support.store_data import make_batch, tiny_config
+from support.store_data import age_segments, fill, make_batch, tiny_config
 
 from sparkmq.store import GetMessageStatus, MessageStore
 
 
-def fill(store: MessageStore, count: int) -> None:
-    for i in range(0, count, 20):
-        assert store.put_messages(make_batch("T", 0, 20, start=i)).ok
-
-
-def age_segments(store: MessageStore, hours: float) -> None:
-    past = time.time() - hours * 3600
-    for mapped in store.commitlog.queue.files:
-        os.utime(mapped.path, (past, past))
 
 
 def test_nothing_is_deleted_outside_the_delete_hour(tmp_path: Path) -> None:

@@ -8,27 +8,16 @@ the clean-forcibly ratio. Deleting never makes puts and reads wait behind an fsy
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from sparkmq.store import FlushDiskType, MessageStore, PutMessageStatus, disk
 from support.processes import wait_until
-from support.store_data import make_batch, tiny_config
+from support.store_data import age_segments, fill, make_batch, tiny_config
 
 
-def fill(store: MessageStore, count: int) -> None:
-    for i in range(0, count, 20):
-        assert store.put_messages(make_batch("T", 0, 20, start=i)).ok
-
-
-def age_segments(store: MessageStore, hours: float) -> None:
-    past = time.time() - hours * 3600
-    for mapped in store.commitlog.queue.files:
-        os.utime(mapped.path, (past, past))
 
 
 def pressure_config(root: Path, forcibly: bool) -> object:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import time
 import types
 from pathlib import Path

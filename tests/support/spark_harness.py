@@ -261,6 +261,17 @@ def start_query(df: DataFrame, checkpoint: str, collected: Collected, *, availab
     return writer.start()
 
 
+def failure_of(query: StreamingQuery, timeout_s: float = 120.0) -> str:
+    """The error text of a query that must fail (it is stopped either way)."""
+    try:
+        query.awaitTermination(timeout_s)
+    except Exception as exc:  # noqa: BLE001 - the failure is what the caller asserts on
+        return str(exc)
+    finally:
+        query.stop()
+    raise AssertionError(f"the query did not fail within {timeout_s} s")
+
+
 def run_available_now(df: DataFrame, checkpoint: str, collected: Collected | None = None) -> tuple[Collected, StreamingQuery]:
     """Run to completion with Trigger.AvailableNow; fail (and stop) if it takes too long or fails."""
     collected = collected or Collected()

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkmq.message import MessageBatch, encode_properties
 from sparkmq.store import StoreConfig
+
+if TYPE_CHECKING:
+    from sparkmq.store import MessageStore
 
 
 def tiny_config(root: Path, **overrides: object) -> StoreConfig:
@@ -26,3 +32,16 @@ def make_batch(topic: str, queue_id: int, count: int, start: int = 0, body_bytes
     props = [encode_properties({"TAGS": tag, "KEYS": f"key{start + i}", "UNIQ_KEY": f"U{queue_id:02d}{start + i:08d}"})
              for i in range(count)]
     return MessageBatch(topic, queue_id, bodies, props, born_timestamp=1_700_000_000_000)
+
+
+def fill(store: "MessageStore", count: int, topic: str = "T") -> None:
+    """``count`` numbered messages into queue 0 of ``topic``, 20 per put."""
+    for i in range(0, count, 20):
+        assert store.put_messages(make_batch(topic, 0, 20, start=i)).ok
+
+
+def age_segments(store: "MessageStore", hours: float) -> None:
+    """Make every CommitLog segment look ``hours`` old (retention goes by modification time)."""
+    past = time.time() - hours * 3600
+    for mapped in store.commitlog.queue.files:
+        os.utime(mapped.path, (past, past))

@@ -26,7 +26,7 @@ from sparkmq.message.properties import (
     DELAY_TIME_LEVEL, KEYS, PRODUCER_GROUP, REAL_QUEUE_ID, REAL_TOPIC, TAGS, TRANSACTION_CHECK_TIMES,
     TRANSACTION_PREPARED, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, encode_properties, find_property,
 )
-from sparkmq.message.record import Host, MessageBatch, StoredMessage, encode_records_plain, iter_records
+from sparkmq.message.record import MessageBatch, StoredMessage, encode_records_plain, iter_records
 from sparkmq.store import MessageStore
 
 logger = logging.getLogger(__name__)
