@@ -15,7 +15,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 
-from sparkmq.client.routes import TopicRoute
+from sparkmq.client.routes import MASTER_ID, TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
@@ -65,6 +65,7 @@ class ClientInstance:
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[bool]] = set()
+        self.suggested_broker: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable: a pull's suggestWhichBrokerId
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -192,16 +193,33 @@ class ClientInstance:
                             timeout: float = 3.0) -> RemotingCommand:
         return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)
 
+    def read_addresses(self, queue: MessageQueue) -> list[str]:
+        """The brokers that can serve reads of ``queue``, best first (see ``TopicRoute.read_addresses``)."""
+        preferred = self.suggested_broker.get(queue, MASTER_ID)
+        for route in self.routes.values():
+            addresses = route.read_addresses(queue.broker_name, preferred)
+            if addresses:
+                return addresses
+        return []
+
     async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
                                   timeout: float = 3.0) -> RemotingCommand:
-        """Like ``invoke_broker`` for the broker of ``queue``, looking its topic's route up first when no
-        cached route names that broker (a queue the caller built itself, or a broker new to the route)."""
-        try:
-            address = self.broker_address(queue.broker_name)
-        except RemoteError:
+        """A read or offset request for ``queue``'s broker: to the broker a pull last suggested, else
+        the master, falling back to its slaves while the master cannot be reached. The topic's route
+        is looked up first when no cached route names that broker."""
+        addresses = self.read_addresses(queue)
+        if not addresses:
             await self.route(queue.topic, refresh=True)
-            address = self.broker_address(queue.broker_name)
-        return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+            addresses = self.read_addresses(queue)
+        if not addresses:
+            raise RemoteError(f"no known address for broker {queue.broker_name}", retriable=True)
+        for address in addresses[:-1]:
+            try:
+                return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+            except RemoteError as exc:  # unreachable (or gone mid-request): the next broker of the name
+                logger.info("broker %s at %s failed (%s); trying %s", queue.broker_name, address, exc.remark,
+                            addresses[addresses.index(address) + 1])
+        return await self.remoting.invoke(addresses[-1], code, ext_fields, body, timeout)
 
     def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
         """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""
