@@ -37,14 +37,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
-from broker_bench import batch_plan, single_plan  # noqa: E402
+from bench_common import REPO, bench_root, machine
+from broker_bench import batch_plan, single_plan
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sparkmq.protocol import RequestCode, ResponseCode  # noqa: E402
-from sparkmq.remoting import RemotingClient  # noqa: E402
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.remoting import RemotingClient
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 30.0
