@@ -17,13 +17,15 @@ from collections.abc import Awaitable, Callable
 
 from sparkmq.client.routes import MASTER_ID, TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
-from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
 from sparkmq.message.record import StoredMessage, decode_record
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
+from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
-    CheckTransactionStateRequestHeader, ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    CheckTransactionStateRequestHeader,
+    ConsumerGroupRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
@@ -186,40 +188,44 @@ class ClientInstance:
     async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
         """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""
         fields = ConsumerGroupRequestHeader(group).to_fields()
-        response = await self.invoke_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
+        response = await self.invoke_read_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
         return list(ConsumerListBody.decode(check_response(response, f"members of {group}").body).consumer_id_list)
 
     async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
                             timeout: float = 3.0) -> RemotingCommand:
         return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)
 
-    def read_addresses(self, queue: MessageQueue) -> list[str]:
-        """The brokers that can serve reads of ``queue``, best first (see ``TopicRoute.read_addresses``)."""
-        preferred = self.suggested_broker.get(queue, MASTER_ID)
+    def read_addresses(self, broker_name: str, preferred_id: int = MASTER_ID) -> list[str]:
+        """The brokers of ``broker_name`` that can serve reads, best first (``TopicRoute.read_addresses``)."""
         for route in self.routes.values():
-            addresses = route.read_addresses(queue.broker_name, preferred)
+            addresses = route.read_addresses(broker_name, preferred_id)
             if addresses:
                 return addresses
         return []
 
-    async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
-                                  timeout: float = 3.0) -> RemotingCommand:
-        """A read or offset request for ``queue``'s broker: to the broker a pull last suggested, else
-        the master, falling back to its slaves while the master cannot be reached. The topic's route
-        is looked up first when no cached route names that broker."""
-        addresses = self.read_addresses(queue)
+    async def invoke_read_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
+                                 timeout: float = 3.0, preferred_id: int = MASTER_ID) -> RemotingCommand:
+        """A read or offset request to ``broker_name``: to ``preferred_id``, else the master, falling
+        back to its slaves while those cannot be reached (a slave serves reads and takes offsets)."""
+        addresses = self.read_addresses(broker_name, preferred_id)
         if not addresses:
-            await self.route(queue.topic, refresh=True)
-            addresses = self.read_addresses(queue)
-        if not addresses:
-            raise RemoteError(f"no known address for broker {queue.broker_name}", retriable=True)
+            raise RemoteError(f"no known address for broker {broker_name}", retriable=True)
         for address in addresses[:-1]:
             try:
                 return await self.remoting.invoke(address, code, ext_fields, body, timeout)
             except RemoteError as exc:  # unreachable (or gone mid-request): the next broker of the name
-                logger.info("broker %s at %s failed (%s); trying %s", queue.broker_name, address, exc.remark,
-                            addresses[addresses.index(address) + 1])
+                logger.info("broker %s at %s failed (%s); trying the next of %s", broker_name, address, exc.remark,
+                            addresses)
         return await self.remoting.invoke(addresses[-1], code, ext_fields, body, timeout)
+
+    async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
+                                  timeout: float = 3.0) -> RemotingCommand:
+        """``invoke_read_broker`` for ``queue``, preferring the broker its last pull suggested; the
+        topic's route is looked up first when no cached route names that broker."""
+        if not self.read_addresses(queue.broker_name):
+            await self.route(queue.topic, refresh=True)
+        preferred = self.suggested_broker.get(queue, MASTER_ID)
+        return await self.invoke_read_broker(queue.broker_name, code, ext_fields, body, timeout, preferred)
 
     def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
         """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
 
-from sparkmq.client import PullConsumer
+from sparkmq.client import AsyncPullConsumer, PullConsumer
 from sparkmq.message.properties import encode_properties
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import TopicRouteData
@@ -180,3 +181,35 @@ def test_offsets_committed_to_the_slave_survive_the_master_return(tmp_path: Path
             assert ask(slave.address, RequestCode.QUERY_CONSUMER_OFFSET, query).ext_fields["offset"] == "8"
     finally:
         master.stop()
+
+
+def test_sparkmq_consumer_follows_the_suggestion_to_the_slave(tmp_path: Path, namesrv: NamesrvProcess) -> None:
+    """accessMessageInMemoryMaxRatio=0: the master suggests the slave after the first pull; with the
+    master frozen (SIGSTOP, its connections open but silent) the following pulls still succeed."""
+    topic = "HaSuggest"
+    with start_master(tmp_path, namesrv.address, "--set", "slaveReadEnable=true",
+                      "--set", "accessMessageInMemoryMaxRatio=0") as master, \
+            start_slave(tmp_path, namesrv.address) as slave:
+        for i in range(8):
+            assert send(master.address, topic, b"s%d" % i, 0).code == ResponseCode.SUCCESS
+        assert wait_until(lambda: max_offsets(slave.address, topic)[0] == 8, UNTIL_S)
+        assert wait_until(lambda: route_ids(namesrv.address, topic) == {0, 1}, UNTIL_S)
+
+        async def read() -> tuple[list[bytes], int]:
+            async with AsyncPullConsumer("CID_HA_SUGGEST", namesrv.address, auto_commit_interval_s=None) as consumer:
+                queue = next(q for q in await consumer.queues_of(topic) if q.queue_id == 0)
+                await consumer.assign([queue])
+                consumer.seek(queue, 0)
+                got = [m.body for m in await consumer.poll(5.0, max_messages=1)]  # served by the master
+                suggested = consumer.instance.suggested_broker[queue]
+                master.process.send_signal(signal.SIGSTOP)
+                try:
+                    while len(got) < 8:
+                        got += [m.body for m in await consumer.poll(5.0)]
+                finally:
+                    master.process.send_signal(signal.SIGCONT)
+                return got, suggested
+
+        got, suggested = asyncio.run(read())
+        assert suggested == 1
+        assert got == [b"s%d" % i for i in range(8)]
