@@ -17,15 +17,13 @@ from collections.abc import Awaitable, Callable
 
 from sparkmq.client.routes import MASTER_ID, TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
-from sparkmq.message.properties import PRODUCER_GROUP, find_property
-from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
+from sparkmq.message.properties import PRODUCER_GROUP, find_property
+from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
-    CheckTransactionStateRequestHeader,
-    ConsumerGroupRequestHeader,
-    NotifyConsumerIdsChangedRequestHeader,
+    CheckTransactionStateRequestHeader, ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData

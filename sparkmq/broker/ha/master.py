@@ -76,11 +76,17 @@ class ReplicationSource:
         end = self._max_offset()
         return end - end % self._segment_bytes
 
+    def disconnect_all(self) -> int:
+        """Drop every slave link (each slave reconnects and resumes from its own end); return how many."""
+        links = list(self._links)
+        for link in links:
+            link.abort()
+        return len(links)
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for link in list(self._links):
-            link.abort()
+        self.disconnect_all()
         if self._server is not None:
             await self._server.wait_closed()
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.schedule import ScheduleMessageService
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig
-from sparkmq.errors import InvalidFieldError
+from sparkmq.errors import InvalidFieldError, RemoteError
 from sparkmq.offsets.offset_file import decode_offset_table, encode_offset_table
 from sparkmq.offsets.table import OffsetSnapshot
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -107,13 +107,19 @@ class SlaveSynchronize:
         return response.body
 
     async def sync_all(self) -> bool:
-        """One round; False when no master is known. Failures raise (the periodic runner logs them)."""
+        """One round; False when no master is known or it cannot be reached (logged). Other failures
+        raise (the periodic runner logs them with their traceback)."""
         if not self.master_addr:
             return False
-        await self._sync_topics()
-        await self._sync_offsets()
-        await self._sync_delay_offsets()
-        await self._sync_groups()
+        try:
+            await self._sync_topics()
+            await self._sync_offsets()
+            await self._sync_delay_offsets()
+            await self._sync_groups()
+        except RemoteError as exc:
+            logger.warning("slave %s: synchronizing from master %s failed: %s", self.ctx.config.broker_name,
+                           self.master_addr, exc.remark)
+            return False
         self.rounds += 1
         return True
 

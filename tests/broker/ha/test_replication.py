@@ -128,9 +128,13 @@ def test_slave_restart_and_master_restart_resume_without_gap_or_duplicate(tmp_pa
                 await send_many(wire, "HaTopic", 40)
                 async with BrokerController(slave_config(tmp_path, master)) as slave:
                     await until(in_sync(master, slave), "the first catch-up")
-                await send_many(wire, "HaTopic", 40, start=40)  # while the slave is down
+                await send_many(wire, "HaTopic", 30, start=40)  # while the slave is down
                 async with BrokerController(slave_config(tmp_path, master)) as slave:
                     await until(in_sync(master, slave), "the restarted slave to resume")
+                    assert master.ha is not None and master.ha.source is not None
+                    assert master.ha.source.disconnect_all() == 1  # a dropped link
+                    await send_many(wire, "HaTopic", 10, start=70)
+                    await until(in_sync(master, slave), "the slave to reconnect after the link dropped")
                     assert commitlog_bytes(slave) == commitlog_bytes(master)
             finally:
                 await wire.close()
