@@ -41,7 +41,8 @@ def decode_delay_offsets(body: bytes) -> dict[int, int]:
         table = json.loads(body).get("offsetTable", {})
         return {int(level): int(offset) for level, offset in table.items()}
     except (ValueError, AttributeError) as exc:
-        raise InvalidFieldError(f"GET_ALL_DELAY_OFFSET body is not a delay offset table: {exc}") from exc
+        raise InvalidFieldError(f"GET_ALL_DELAY_OFFSET body is not a delay offset table: {exc}",
+                                field="offsetTable") from exc
 
 
 def encode_groups(groups: dict[str, SubscriptionGroupConfig]) -> bytes:
@@ -55,7 +56,8 @@ def decode_groups(body: bytes) -> dict[str, SubscriptionGroupConfig]:
         return {name: SubscriptionGroupConfig(name, bool(v.get("consumeEnable", True)), int(v.get("retryQueueNums", 1)),
                                               int(v.get("retryMaxTimes", 16))) for name, v in table.items()}
     except (ValueError, AttributeError, TypeError) as exc:
-        raise InvalidFieldError(f"GET_ALL_SUBSCRIPTIONGROUP_CONFIG body is not a group table: {exc}") from exc
+        raise InvalidFieldError(f"GET_ALL_SUBSCRIPTIONGROUP_CONFIG body is not a group table: {exc}",
+                                field="subscriptionGroupTable") from exc
 
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand]]
@@ -102,8 +104,8 @@ class SlaveSynchronize:
     async def _fetch(self, code: RequestCode) -> bytes:
         response = await self.client.invoke(self.master_addr, code, {}, timeout=SYNC_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
-            raise InvalidFieldError(f"master {self.master_addr} answered {code.name} with {response.code} "
-                                    f"{response.remark}", code=response.code)
+            raise RemoteError(f"master {self.master_addr} answered {code.name} with {response.code} "
+                              f"{response.remark}", code=response.code)
         return response.body
 
     async def sync_all(self) -> bool:
@@ -156,8 +158,8 @@ class SlaveSynchronize:
         response = await self.client.invoke(self.master_addr, RequestCode.UPDATE_CONSUMER_OFFSET, header,
                                             timeout=SYNC_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
-            raise InvalidFieldError(f"master {self.master_addr} refused offset {offset} of {group} on {topic}/"
-                                    f"{queue_id}: {response.code} {response.remark}", code=response.code)
+            raise RemoteError(f"master {self.master_addr} refused offset {offset} of {group} on {topic}/"
+                              f"{queue_id}: {response.code} {response.remark}", code=response.code)
         logger.info("slave %s: offset %d of %s on %s/%d, committed here while the master was away, sent to it",
                     self.ctx.config.broker_name, offset, group, topic, queue_id)
 
