@@ -80,6 +80,17 @@ class HAService:
                                         self.store.append_replica, interval_s, interval_s)
             self.sink.start()
 
+    async def become_master(self) -> None:
+        """Stop following and accept puts (queue offsets continue from the replicated ones).
+
+        The hook a failover controller calls on the slave it promotes; the broker's master-only
+        services (delayed delivery, transaction checks) are the controller's to start.
+        """
+        if self.sink is not None:
+            await self.sink.close()
+            self.sink = None
+        self.store.slave_mode = False
+
     def learn_master(self, ha_server_addr: str | None) -> None:
         """A register result named the master's HA address (used unless ``haMasterAddress`` is set)."""
         if ha_server_addr and not self.config.ha_master_address and ha_server_addr != self.master_ha_address:

@@ -256,3 +256,27 @@ def test_pull_suggestions_follow_slave_read_enable_and_the_in_memory_window(tmp_
             finally:
                 await wire.close()
     run(scenario())
+
+
+def test_a_promoted_slave_continues_the_queue_offsets(tmp_path: Path) -> None:
+    """become_master, the hook automatic failover will call: the copy takes sends where the master stopped."""
+    async def scenario() -> None:
+        async with BrokerController(master_config(tmp_path)) as master:
+            wire = Wire(master)
+            try:
+                await send_many(wire, "HaTopic", 10)
+                async with BrokerController(slave_config(tmp_path, master)) as slave:
+                    await until(in_sync(master, slave), "the slave to copy the master")
+                    assert slave.ha is not None and slave.slave_sync is not None
+                    slave.slave_sync.learn_master(master.config.address)
+                    assert await slave.slave_sync.sync_all()  # the topic's config
+                    await slave.ha.become_master()
+                    promoted = Wire(slave)
+                    try:
+                        fields = await promoted.send_ok("HaTopic", b"after the promotion", queue_id=1)
+                    finally:
+                        await promoted.close()
+                    assert fields["queueOffset"] == "5"
+            finally:
+                await wire.close()
+    run(scenario())
