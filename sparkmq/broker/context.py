@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.persistence import TablePersister
+from sparkmq.broker.stats import BrokerStats
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.offsets import ConsumerOffsetTable
@@ -36,6 +37,7 @@ class BrokerContext:
     holds: PullHoldService
     locks: RebalanceLockManager
     persister: TablePersister
+    stats: BrokerStats = field(default_factory=BrokerStats)
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
         """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync.

@@ -75,7 +75,9 @@ class PullProcessor:
             code = response_code(result.status, header.queue_offset)
         fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
         if code is ResponseCode.SUCCESS:
-            return request.make_response(code, ext_fields=fields, body=result.body())
+            body = result.body()
+            ctx.stats.get(header.consumer_group, header.topic, result.message_count, len(body))
+            return request.make_response(code, ext_fields=fields, body=body)
         return request.make_response(code, remark=result.status.value, ext_fields=fields)
 
     def _filter(self, header: PullMessageRequestHeader) -> MessageFilter:

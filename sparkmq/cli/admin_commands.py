@@ -1,0 +1,422 @@
+"""The commands of ``sparkmq admin``: mqadmin's names, flags and output shapes (Java 4.9.7 ``SubCommand``s).
+
+Each command is ``async (admin, args, out) -> None`` and writes what mqadmin prints. Option
+letters and long names are Java's (``-n/--namesrvAddr``, ``-t/--topic``, ...); ``COMMANDS``
+maps a command name to its options and function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TextIO
+
+from sparkmq.client.admin_ext import AdminExt
+from sparkmq.client.message import Message, ReceivedMessage
+from sparkmq.client.producer import AsyncProducer
+from sparkmq.errors import RemoteError, SparkmqError
+from sparkmq.protocol import MQVersion, PermName
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.namesrv_bodies import TopicConfig
+from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
+
+RETRY_PREFIX = "%RETRY%"
+Command = Callable[[AdminExt, argparse.Namespace, TextIO], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One commons-cli option: short letter, long name, takes a value, required."""
+
+    short: str
+    long: str
+    help: str
+    value: bool = True
+    required: bool = False
+
+
+def perm_string(perm: int) -> str:
+    """``PermName.perm2String``: 6 → ``RW-``."""
+    return ("R" if perm & PermName.PERM_READ else "-") + ("W" if perm & PermName.PERM_WRITE else "-") + (
+        "X" if perm & PermName.PERM_INHERIT else "-")
+
+
+def version_desc(version: int) -> str:
+    try:
+        return MQVersion(version).name
+    except ValueError:
+        return str(version)
+
+
+def ms_text(ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS``."""
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,") + f"{ms % 1000:03d}"
+
+
+def topic_config_text(c: TopicConfig) -> str:
+    return (f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, writeQueueNums="
+            f"{c.write_queue_nums}, perm={perm_string(c.perm)}, topicFilterType={c.topic_filter_type}, "
+            f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}]")
+
+
+async def _targets(admin: AdminExt, args: argparse.Namespace) -> dict[str, str]:
+    """``-b`` (one broker address) or ``-c`` (every master of a cluster): name → address."""
+    if getattr(args, "brokerAddr", None):
+        return {args.brokerAddr: args.brokerAddr}
+    if getattr(args, "clusterName", None):
+        return await admin.master_addrs(args.clusterName)
+    raise RemoteError("give -b brokerAddr or -c clusterName")
+
+
+async def update_topic(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    config = TopicConfig(args.topic, int(args.readQueueNums), int(args.writeQueueNums), int(args.perm),
+                         order=str(args.order).lower() == "true")
+    for address in (await _targets(admin, args)).values():
+        await admin.create_topic(address, config)
+        out.write(f"create topic to {address} success.\n")
+    out.write(topic_config_text(config) + "\n")
+
+
+async def delete_topic(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address in (await admin.master_addrs(args.clusterName)).values():
+        await admin.delete_topic_in_broker(address, args.topic)
+    out.write(f"delete topic [{args.topic}] from cluster [{args.clusterName}] success.\n")
+    await admin.delete_topic_in_namesrv(args.topic, args.clusterName)
+    out.write(f"delete topic [{args.topic}] from NameServer success.\n")
+
+
+async def topic_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for topic in await admin.topic_list():
+        out.write(topic + "\n")
+
+
+async def topic_route(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    route = await admin.topic_route(args.topic)
+    out.write(json.dumps(json.loads(route.encode()), indent="\t") + "\n")
+
+
+async def topic_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    stats = await admin.topic_stats(args.topic)
+    out.write("%-32s  %-4s  %-20s  %-20s    %s\n" % ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
+    for mq in sorted(stats.offset_table, key=lambda q: (q.broker_name, q.queue_id)):
+        o = stats.offset_table[mq]
+        last = ms_text(o.last_update_timestamp) if o.last_update_timestamp else ""
+        out.write("%-32s  %-4d  %-20d  %-20d    %s\n" % (mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, last))
+
+
+async def topic_cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    route, info = await admin.topic_route(args.topic), await admin.cluster_info()
+    names = {b.broker_name for b in route.broker_datas}
+    for cluster in sorted(c for c, members in info.cluster_addr_table.items() if names & set(members)):
+        out.write(cluster + "\n")
+
+
+async def update_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    group = SubscriptionGroupBody(args.groupName, str(args.consumeEnable).lower() == "true", int(args.retryQueueNums),
+                                  int(args.retryMaxTimes), str(args.consumeBroadcastEnable).lower() == "true")
+    for address in (await _targets(admin, args)).values():
+        await admin.create_group(address, group)
+        out.write(f"create subscription group to {address} success.\n")
+    out.write(f"SubscriptionGroupConfig [groupName={group.group_name}, consumeEnable={str(group.consume_enable).lower()}, "
+              f"consumeBroadcastEnable={str(group.consume_broadcast_enable).lower()}, retryQueueNums="
+              f"{group.retry_queue_nums}, retryMaxTimes={group.retry_max_times}]\n")
+
+
+async def delete_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address in (await _targets(admin, args)).values():
+        await admin.delete_group(address, args.groupName, bool(args.removeOffset))
+        out.write(f"delete subscription group [{args.groupName}] from broker [{address}] in cluster "
+                  f"[{args.clusterName or ''}] success.\n")
+
+
+async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    if not args.groupName:
+        out.write("%-32s  %-6s  %-24s %-5s  %-14s  %-7s  %s\n" % ("#Group", "#Count", "#Version", "#Type", "#Model",
+                                                                  "#TPS", "#Diff Total"))
+        for topic in await admin.topic_list():
+            if topic.startswith(RETRY_PREFIX):
+                group = topic[len(RETRY_PREFIX):]
+                stats = await admin.consume_stats(group)
+                diff = sum(max(o.broker_offset - o.consumer_offset, 0) for o in stats.offset_table.values())
+                try:
+                    cc = await admin.consumer_connection(group)
+                    count, version = len(cc.connection_set), version_desc(min(c.version for c in cc.connection_set))
+                    kind = "PULL" if cc.consume_type.name == "CONSUME_ACTIVELY" else "PUSH"
+                    model = cc.message_model.name if kind == "PUSH" else ""
+                except RemoteError:
+                    count, version, kind, model = 0, "OFFLINE", "", ""
+                out.write("%-32s  %-6d  %-24s %-5s  %-14s  %-7d  %d\n" % (group, count, version, kind, model,
+                                                                         int(stats.consume_tps), diff))
+        return
+    stats = await admin.consume_stats(args.groupName)
+    owners: dict[MessageQueue, str] = {}
+    out.write("%-32s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s\n" % (
+        "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#LastTime"))
+    total = 0
+    for mq in sorted(stats.offset_table, key=lambda q: (q.topic, q.broker_name, q.queue_id)):
+        o = stats.offset_table[mq]
+        diff = o.broker_offset - o.consumer_offset
+        total += diff
+        last = datetime.fromtimestamp(o.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S") if o.last_timestamp else ""
+        out.write("%-32s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s\n" % (
+            mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, owners.get(mq, "NA"), diff, last))
+    out.write("\n")
+    out.write(f"Consume TPS: {stats.consume_tps:.2f}\n")
+    out.write(f"Consume Diff Total: {total}\n")
+
+
+async def consumer_connection(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    cc = await admin.consumer_connection(args.consumerGroup)
+    for i, c in enumerate(sorted(cc.connection_set, key=lambda c: c.client_id), 1):
+        out.write("%03d  %-32s %-22s %-8s %s\n" % (i, c.client_id, c.client_addr, c.language, version_desc(c.version)))
+    out.write("\nBelow is subscription:\n")
+    for i, (topic, sub) in enumerate(sorted(cc.subscription_table.items()), 1):
+        out.write("%03d  Topic: %-40s SubExpression: %s\n" % (i, topic, sub.sub_string))
+    out.write(f"\nConsumeType: {cc.consume_type.name}\nMessageModel: {cc.message_model.name}\n"
+              f"ConsumeFromWhere: {cc.consume_from_where.name}\n")
+
+
+async def producer_connection(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    pc = await admin.producer_connection(args.producerGroup, args.topic)
+    for i, c in enumerate(sorted(pc.connection_set, key=lambda c: c.client_id), 1):
+        out.write("%04d  %-32s %-22s %-8s %s\n" % (i, c.client_id, c.client_addr, c.language, version_desc(c.version)))
+
+
+def message_detail(m: ReceivedMessage) -> str:
+    """``QueryMsgByIdSubCommand.printMsg``'s block, with a body preview instead of a body file."""
+    rows = [("OffsetID:", m.offset_msg_id), ("Topic:", m.topic), ("Tags:", f"[{m.tags or ''}]"),
+            ("Keys:", f"[{' '.join(m.keys)}]"), ("Queue ID:", m.queue.queue_id), ("Queue Offset:", m.queue_offset),
+            ("CommitLog Offset:", m.commit_log_offset), ("Reconsume Times:", m.reconsume_times),
+            ("Born Timestamp:", ms_text(m.born_timestamp)), ("Store Timestamp:", ms_text(m.store_timestamp)),
+            ("Born Host:", m.born_host), ("Store Host:", m.store_host), ("System Flag:", m.sys_flag),
+            ("Properties:", json.dumps(m.properties, sort_keys=True)), ("Message ID:", m.msg_id),
+            ("Message Body:", body_preview(m.body))]
+    return "".join("%-20s %s\n" % (k, v) for k, v in rows)
+
+
+def body_preview(body: bytes, limit: int = 1024) -> str:
+    text = body[:limit].decode("utf-8", errors="replace")
+    return text + ("..." if len(body) > limit else "")
+
+
+async def query_msg_by_id(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for msg_id in args.msgId.split(","):
+        out.write(message_detail(await admin.message_by_offset_id(msg_id.strip())))
+
+
+async def query_msg_by_key(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    out.write("%-50s %4s %40s\n" % ("#Message ID", "#QID", "#Offset"))
+    for m in await admin.query_by_key(args.topic, args.msgKey):
+        out.write("%-50s %4d %40d\n" % (m.msg_id, m.queue.queue_id, m.queue_offset))
+
+
+async def query_msg_by_unique_key(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    found = await admin.query_by_key(args.topic, args.msgId, unique=True)
+    if not found:
+        raise RemoteError(f"no message with unique key {args.msgId} in topic {args.topic}")
+    out.write(message_detail(found[0]))
+
+
+async def query_msg_by_offset(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    queue = MessageQueue(args.topic, args.brokerName, int(args.queueId))
+    messages, _next, _max = await admin.pull(queue, int(args.offset), 1)
+    if not messages:
+        raise RemoteError(f"no message at offset {args.offset} of {queue.topic} {queue.broker_name} queue {queue.queue_id}")
+    out.write(message_detail(messages[0]))
+
+
+def parse_timestamp(text: str) -> int:
+    """resetOffsetByTime's ``-s``: ``now``, epoch milliseconds, or ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    if text == "now":
+        return -1
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+    except ValueError as exc:
+        raise RemoteError(f"timestamp {text!r} is not now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS") from exc
+
+
+async def reset_offset_by_time(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    stamp, force = parse_timestamp(args.timestamp), str(args.force).lower() != "false"
+    table = await admin.reset_offset_by_time(args.group, args.topic, stamp, force)
+    out.write(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], force[{str(force).lower()}], "
+              f"timestamp(string)[{args.timestamp}], timestamp(long)[{stamp}]\n")
+    out.write("%-40s  %-40s  %-40s\n" % ("#brokerName", "#queueId", "#offset"))
+    for mq in sorted(table, key=lambda q: (q.broker_name, q.queue_id)):
+        out.write("%-40s  %-40d  %-40d\n" % (mq.broker_name, mq.queue_id, table[mq]))
+
+
+async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    info = await admin.cluster_info()
+    fmt = "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s\n"
+    out.write(fmt % ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
+                     "#PCWait(ms)", "#Hour", "#SPACE"))
+    for cluster in sorted(info.cluster_addr_table):
+        for name in sorted(info.cluster_addr_table[cluster]):
+            for bid, address in sorted(info.broker_addr_table[name].broker_addrs.items()):
+                kv = await admin.runtime_info(address)
+                put, get = float(kv["putTps"].split()[0]), float(kv["getTransferedTps"].split()[0])
+                earliest = int(kv.get("earliestMessageTimeStamp") or 0)
+                hours = (time.time() * 1000 - earliest) / 3_600_000 if earliest else 0.0
+                out.write(fmt % (cluster, name, bid, address, kv["brokerVersionDesc"],
+                                 f"{put:9.2f}({kv['sendThreadPoolQueueSize']},{kv['sendThreadPoolQueueHeadWaitTimeMills']}ms)",
+                                 f"{get:9.2f}({kv['pullThreadPoolQueueSize']},{kv['pullThreadPoolQueueHeadWaitTimeMills']}ms)",
+                                 kv["pageCacheLockTimeMills"], f"{hours:2.2f}", f"{float(kv['commitLogDiskRatio']):.4f}"))
+
+
+async def broker_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address in (await _targets(admin, args)).values():
+        for key, value in sorted((await admin.runtime_info(address)).items()):
+            out.write("%-32s: %s\n" % (key, value))
+
+
+async def get_broker_config(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address in (await _targets(admin, args)).values():
+        out.write(f"============{address}============\n")
+        for key, value in sorted((await admin.broker_config(address)).items()):
+            out.write("%-50s=  %s\n" % (key, value))
+
+
+async def update_broker_config(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address in (await _targets(admin, args)).values():
+        await admin.update_broker_config(address, {args.key: args.value})
+        out.write(f"update broker config success, {address}\n")
+
+
+async def wipe_write_perm(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address, count in (await admin.write_perm(args.brokerName, add=False)).items():
+        out.write(f"wipe write perm of broker[{args.brokerName}] in name server[{address}] OK, {count}\n")
+
+
+async def add_write_perm(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for address, count in (await admin.write_perm(args.brokerName, add=True)).items():
+        out.write(f"add write perm of broker[{args.brokerName}] in name server[{address}] OK, {count}\n")
+
+
+async def send_message(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    message = Message(args.topic, args.body.encode("utf-8"), tags=args.tags, keys=args.key)
+    queue = MessageQueue(args.topic, args.broker, int(args.qid)) if args.broker and args.qid is not None else None
+    async with AsyncProducer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addresses)) as producer:
+        result = await producer.send(message, queue=queue)
+    fmt = "%-32s  %-4s  %-20s    %s\n"
+    out.write(fmt % ("#Broker Name", "#QID", "#Send Result", "#MsgId"))
+    out.write(fmt % (result.queue.broker_name, result.queue.queue_id, result.status.name, result.msg_id))
+
+
+def _print_messages(messages: list[ReceivedMessage], charset: str, print_body: bool, out: TextIO) -> None:
+    for m in messages:
+        body = m.body.decode(charset, errors="replace") if print_body else ""
+        out.write(f"MSGID: {m.msg_id} {message_summary(m)} BODY: {body}\n")
+
+
+def message_summary(m: ReceivedMessage) -> str:
+    """A one-line ``MessageExt.toString`` stand-in."""
+    return (f"MessageExt [brokerName={m.queue.broker_name}, queueId={m.queue.queue_id}, queueOffset={m.queue_offset}, "
+            f"storeTimestamp={m.store_timestamp}, msgId={m.msg_id}, topic={m.topic}, tags={m.tags}, keys={m.keys}]")
+
+
+async def _queues(admin: AdminExt, topic: str, broker: str | None, qid: str | None) -> list[MessageQueue]:
+    route = await admin.topic_route(topic)
+    queues = [MessageQueue(topic, q.broker_name, i) for q in route.queue_datas for i in range(q.read_queue_nums)]
+    return [q for q in queues if (not broker or q.broker_name == broker) and (qid is None or q.queue_id == int(qid))]
+
+
+async def consume_message(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    remaining = int(args.count)
+    for queue in await _queues(admin, args.topic, args.brokerName, args.queueId):
+        offset = int(args.offset) if args.offset is not None else 0
+        while remaining > 0:
+            messages, offset, max_offset = await admin.pull(queue, offset, min(remaining, 32), args.consumerGroup)
+            _print_messages(messages[:remaining], "utf-8", True, out)
+            remaining -= len(messages)
+            if not messages or offset >= max_offset:
+                break
+    out.write("Consume ok\n")
+
+
+async def print_msg(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    for queue in await _queues(admin, args.topic, None, None):
+        stats = (await admin.topic_stats(args.topic)).offset_table.get(queue)
+        low, high = (stats.min_offset, stats.max_offset) if stats else (0, 0)
+        out.write(f"minOffset={low}, maxOffset={high}, MessageQueue [topic={queue.topic}, brokerName={queue.broker_name}, "
+                  f"queueId={queue.queue_id}]\n")
+        offset = low
+        while offset < high:
+            messages, offset, _max = await admin.pull(queue, offset, 32)
+            _print_messages(messages, args.charsetName, str(args.printBody).lower() != "false", out)
+            if not messages:
+                break
+
+
+N = Opt("n", "namesrvAddr", "NameServer addresses, host:port[;host:port] (default: $NAMESRV_ADDR)")
+TOPIC = Opt("t", "topic", "topic name", required=True)
+BROKER = Opt("b", "brokerAddr", "broker address host:port")
+CLUSTER = Opt("c", "clusterName", "cluster name")
+COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
+    "updateTopic": ("Update or create topic", (N, BROKER, CLUSTER, TOPIC, Opt("r", "readQueueNums", "read queues"),
+                    Opt("w", "writeQueueNums", "write queues"), Opt("p", "perm", "permission 2|4|6"),
+                    Opt("o", "order", "ordered topic true|false")), update_topic,
+                    {"readQueueNums": "8", "writeQueueNums": "8", "perm": "6", "order": "false"}),
+    "deleteTopic": ("Delete topic from broker and NameServer", (N, Opt("c", "clusterName", "cluster name", required=True),
+                    TOPIC), delete_topic, {}),
+    "topicList": ("Fetch all topic list from name server", (N,), topic_list, {}),
+    "topicRoute": ("Examine topic route info", (N, TOPIC), topic_route, {}),
+    "topicStatus": ("Examine topic Status info", (N, TOPIC), topic_status, {}),
+    "topicClusterList": ("Get cluster info for topic", (N, TOPIC), topic_cluster_list, {}),
+    "updateSubGroup": ("Update or create subscription group", (N, BROKER, CLUSTER,
+                       Opt("g", "groupName", "consumer group name", required=True),
+                       Opt("s", "consumeEnable", "consume enable"), Opt("d", "consumeBroadcastEnable", "broadcast"),
+                       Opt("q", "retryQueueNums", "retry queues"), Opt("r", "retryMaxTimes", "retry max times")),
+                       update_sub_group, {"consumeEnable": "true", "consumeBroadcastEnable": "true",
+                                          "retryQueueNums": "1", "retryMaxTimes": "16"}),
+    "deleteSubGroup": ("Delete subscription group from broker", (N, BROKER, CLUSTER,
+                       Opt("g", "groupName", "subscription group name", required=True),
+                       Opt("r", "removeOffset", "remove the group's offsets too", value=False)), delete_sub_group, {}),
+    "consumerProgress": ("Query consumers's progress, speed", (N, Opt("g", "groupName", "consumer group name")),
+                         consumer_progress, {}),
+    "consumerConnection": ("Query consumer's socket connection, client version and subscription",
+                           (N, Opt("g", "consumerGroup", "consumer group name", required=True)), consumer_connection, {}),
+    "producerConnection": ("Query producer's socket connection and client version",
+                           (N, Opt("g", "producerGroup", "producer group name", required=True), TOPIC),
+                           producer_connection, {}),
+    "queryMsgById": ("Query Message by Id", (N, Opt("i", "msgId", "offset message id(s), comma separated",
+                                                     required=True)), query_msg_by_id, {}),
+    "queryMsgByKey": ("Query Message by Key", (N, TOPIC, Opt("k", "msgKey", "message key", required=True)),
+                      query_msg_by_key, {}),
+    "queryMsgByUniqueKey": ("Query Message by Unique key", (N, TOPIC, Opt("i", "msgId", "unique key", required=True)),
+                            query_msg_by_unique_key, {}),
+    "queryMsgByOffset": ("Query Message by offset", (N, TOPIC, Opt("b", "brokerName", "broker name", required=True),
+                         Opt("i", "queueId", "queue id", required=True), Opt("o", "offset", "queue offset", required=True)),
+                         query_msg_by_offset, {}),
+    "resetOffsetByTime": ("Reset consumer offset by timestamp(without client restart)",
+                          (N, Opt("g", "group", "consumer group", required=True), TOPIC,
+                           Opt("s", "timestamp", "now | ms | yyyy-MM-dd#HH:mm:ss:SSS", required=True),
+                           Opt("f", "force", "rewind even past the committed offset")), reset_offset_by_time,
+                          {"force": "true"}),
+    "clusterList": ("List all of clusters", (N,), cluster_list, {}),
+    "brokerStatus": ("Fetch broker runtime status data", (N, BROKER, CLUSTER), broker_status, {}),
+    "getBrokerConfig": ("Get broker config by cluster or special broker", (N, BROKER, CLUSTER), get_broker_config, {}),
+    "updateBrokerConfig": ("Update broker's config", (N, BROKER, CLUSTER, Opt("k", "key", "config key", required=True),
+                           Opt("v", "value", "config value", required=True)), update_broker_config, {}),
+    "wipeWritePerm": ("Wipe write perm of broker in all name server", (N, Opt("b", "brokerName", "broker name",
+                                                                              required=True)), wipe_write_perm, {}),
+    "addWritePerm": ("Add write perm of broker in all name server", (N, Opt("b", "brokerName", "broker name",
+                                                                            required=True)), add_write_perm, {}),
+    "sendMessage": ("Send a message", (N, TOPIC, Opt("p", "body", "UTF-8 string format of the message body",
+                                                     required=True), Opt("k", "key", "message keys"),
+                    Opt("c", "tags", "message tags"), Opt("b", "broker", "send to this broker name"),
+                    Opt("i", "qid", "send to this queue id")), send_message, {}),
+    "consumeMessage": ("Consume message", (N, TOPIC, Opt("b", "brokerName", "broker name"),
+                       Opt("i", "queueId", "queue id"), Opt("o", "offset", "queue offset"),
+                       Opt("g", "consumerGroup", "consumer group name"), Opt("c", "count", "messages to consume")),
+                       consume_message, {"count": "128", "consumerGroup": "TOOLS_CONSUMER"}),
+    "printMsg": ("Print Message Detail", (N, TOPIC, Opt("c", "charsetName", "body charset"),
+                 Opt("d", "printBody", "print the body")), print_msg, {"charsetName": "UTF-8", "printBody": "true"}),
+}
+
+__all__ = ["COMMANDS", "Opt", "SparkmqError", "body_preview", "message_detail", "perm_string"]
