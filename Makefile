@@ -28,7 +28,7 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 
 $(VENV_STAMP): pyproject.toml
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PYTHON) -m pip install --quiet -e '.[test]'
+	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
 	touch $@
 
 $(ROCKETMQ_STAMP):
