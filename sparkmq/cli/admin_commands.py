@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
+from sparkmq.cli.admin_format import ms_text, topic_config_text, version_desc
+from sparkmq.cli.admin_message_commands import (
+    consume_message, print_msg, query_msg_by_id, query_msg_by_key, query_msg_by_offset, query_msg_by_unique_key,
+    send_message,
+)
 from sparkmq.client.admin_ext import AdminExt
-from sparkmq.client.message import Message, ReceivedMessage
-from sparkmq.client.producer import AsyncProducer
-from sparkmq.errors import RemoteError, SparkmqError
-from sparkmq.protocol import MQVersion, PermName
+from sparkmq.errors import RemoteError
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
@@ -37,30 +39,6 @@ class Opt:
     help: str
     value: bool = True
     required: bool = False
-
-
-def perm_string(perm: int) -> str:
-    """``PermName.perm2String``: 6 → ``RW-``."""
-    return ("R" if perm & PermName.PERM_READ else "-") + ("W" if perm & PermName.PERM_WRITE else "-") + (
-        "X" if perm & PermName.PERM_INHERIT else "-")
-
-
-def version_desc(version: int) -> str:
-    try:
-        return MQVersion(version).name
-    except ValueError:
-        return str(version)
-
-
-def ms_text(ms: int) -> str:
-    """``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS``."""
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,") + f"{ms % 1000:03d}"
-
-
-def topic_config_text(c: TopicConfig) -> str:
-    return (f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, writeQueueNums="
-            f"{c.write_queue_nums}, perm={perm_string(c.perm)}, topicFilterType={c.topic_filter_type}, "
-            f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}]")
 
 
 async def _targets(admin: AdminExt, args: argparse.Namespace) -> dict[str, str]:
@@ -101,7 +79,8 @@ async def topic_route(admin: AdminExt, args: argparse.Namespace, out: TextIO) ->
 
 async def topic_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     stats = await admin.topic_stats(args.topic)
-    out.write("%-32s  %-4s  %-20s  %-20s    %s\n" % ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
+    header = ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated")
+    out.write("%-32s  %-4s  %-20s  %-20s    %s\n" % header)
     for mq in sorted(stats.offset_table, key=lambda q: (q.broker_name, q.queue_id)):
         o = stats.offset_table[mq]
         last = ms_text(o.last_update_timestamp) if o.last_update_timestamp else ""
@@ -121,8 +100,8 @@ async def update_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextI
     for address in (await _targets(admin, args)).values():
         await admin.create_group(address, group)
         out.write(f"create subscription group to {address} success.\n")
-    out.write(f"SubscriptionGroupConfig [groupName={group.group_name}, consumeEnable={str(group.consume_enable).lower()}, "
-              f"consumeBroadcastEnable={str(group.consume_broadcast_enable).lower()}, retryQueueNums="
+    out.write(f"SubscriptionGroupConfig [groupName={group.group_name}, "
+              f"consumeEnable={str(group.consume_enable).lower()}, consumeBroadcastEnable={str(group.consume_broadcast_enable).lower()}, retryQueueNums="
               f"{group.retry_queue_nums}, retryMaxTimes={group.retry_max_times}]\n")
 
 
@@ -163,7 +142,8 @@ async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: Text
         total += diff
         last = datetime.fromtimestamp(o.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S") if o.last_timestamp else ""
         out.write("%-32s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s\n" % (
-            mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, owners.get(mq, "NA"), diff, last))
+            mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, owners.get(mq, "NA"), diff,
+            last))
     out.write("\n")
     out.write(f"Consume TPS: {stats.consume_tps:.2f}\n")
     out.write(f"Consume Diff Total: {total}\n")
@@ -186,49 +166,6 @@ async def producer_connection(admin: AdminExt, args: argparse.Namespace, out: Te
         out.write("%04d  %-32s %-22s %-8s %s\n" % (i, c.client_id, c.client_addr, c.language, version_desc(c.version)))
 
 
-def message_detail(m: ReceivedMessage) -> str:
-    """``QueryMsgByIdSubCommand.printMsg``'s block, with a body preview instead of a body file."""
-    rows = [("OffsetID:", m.offset_msg_id), ("Topic:", m.topic), ("Tags:", f"[{m.tags or ''}]"),
-            ("Keys:", f"[{' '.join(m.keys)}]"), ("Queue ID:", m.queue.queue_id), ("Queue Offset:", m.queue_offset),
-            ("CommitLog Offset:", m.commit_log_offset), ("Reconsume Times:", m.reconsume_times),
-            ("Born Timestamp:", ms_text(m.born_timestamp)), ("Store Timestamp:", ms_text(m.store_timestamp)),
-            ("Born Host:", m.born_host), ("Store Host:", m.store_host), ("System Flag:", m.sys_flag),
-            ("Properties:", json.dumps(m.properties, sort_keys=True)), ("Message ID:", m.msg_id),
-            ("Message Body:", body_preview(m.body))]
-    return "".join("%-20s %s\n" % (k, v) for k, v in rows)
-
-
-def body_preview(body: bytes, limit: int = 1024) -> str:
-    text = body[:limit].decode("utf-8", errors="replace")
-    return text + ("..." if len(body) > limit else "")
-
-
-async def query_msg_by_id(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    for msg_id in args.msgId.split(","):
-        out.write(message_detail(await admin.message_by_offset_id(msg_id.strip())))
-
-
-async def query_msg_by_key(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    out.write("%-50s %4s %40s\n" % ("#Message ID", "#QID", "#Offset"))
-    for m in await admin.query_by_key(args.topic, args.msgKey):
-        out.write("%-50s %4d %40d\n" % (m.msg_id, m.queue.queue_id, m.queue_offset))
-
-
-async def query_msg_by_unique_key(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    found = await admin.query_by_key(args.topic, args.msgId, unique=True)
-    if not found:
-        raise RemoteError(f"no message with unique key {args.msgId} in topic {args.topic}")
-    out.write(message_detail(found[0]))
-
-
-async def query_msg_by_offset(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    queue = MessageQueue(args.topic, args.brokerName, int(args.queueId))
-    messages, _next, _max = await admin.pull(queue, int(args.offset), 1)
-    if not messages:
-        raise RemoteError(f"no message at offset {args.offset} of {queue.topic} {queue.broker_name} queue {queue.queue_id}")
-    out.write(message_detail(messages[0]))
-
-
 def parse_timestamp(text: str) -> int:
     """resetOffsetByTime's ``-s``: ``now``, epoch milliseconds, or ``yyyy-MM-dd#HH:mm:ss:SSS``."""
     if text == "now":
@@ -244,8 +181,8 @@ def parse_timestamp(text: str) -> int:
 async def reset_offset_by_time(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     stamp, force = parse_timestamp(args.timestamp), str(args.force).lower() != "false"
     table = await admin.reset_offset_by_time(args.group, args.topic, stamp, force)
-    out.write(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], force[{str(force).lower()}], "
-              f"timestamp(string)[{args.timestamp}], timestamp(long)[{stamp}]\n")
+    out.write(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
+              f"force[{str(force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{stamp}]\n")
     out.write("%-40s  %-40s  %-40s\n" % ("#brokerName", "#queueId", "#offset"))
     for mq in sorted(table, key=lambda q: (q.broker_name, q.queue_id)):
         out.write("%-40s  %-40d  %-40d\n" % (mq.broker_name, mq.queue_id, table[mq]))
@@ -263,9 +200,9 @@ async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
                 put, get = float(kv["putTps"].split()[0]), float(kv["getTransferedTps"].split()[0])
                 earliest = int(kv.get("earliestMessageTimeStamp") or 0)
                 hours = (time.time() * 1000 - earliest) / 3_600_000 if earliest else 0.0
-                out.write(fmt % (cluster, name, bid, address, kv["brokerVersionDesc"],
-                                 f"{put:9.2f}({kv['sendThreadPoolQueueSize']},{kv['sendThreadPoolQueueHeadWaitTimeMills']}ms)",
-                                 f"{get:9.2f}({kv['pullThreadPoolQueueSize']},{kv['pullThreadPoolQueueHeadWaitTimeMills']}ms)",
+                in_load = f"{put:9.2f}({kv['sendThreadPoolQueueSize']},{kv['sendThreadPoolQueueHeadWaitTimeMills']}ms)"
+                out_load = f"{get:9.2f}({kv['pullThreadPoolQueueSize']},{kv['pullThreadPoolQueueHeadWaitTimeMills']}ms)"
+                out.write(fmt % (cluster, name, bid, address, kv["brokerVersionDesc"], in_load, out_load,
                                  kv["pageCacheLockTimeMills"], f"{hours:2.2f}", f"{float(kv['commitLogDiskRatio']):.4f}"))
 
 
@@ -298,61 +235,6 @@ async def add_write_perm(admin: AdminExt, args: argparse.Namespace, out: TextIO)
         out.write(f"add write perm of broker[{args.brokerName}] in name server[{address}] OK, {count}\n")
 
 
-async def send_message(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    message = Message(args.topic, args.body.encode("utf-8"), tags=args.tags, keys=args.key)
-    queue = MessageQueue(args.topic, args.broker, int(args.qid)) if args.broker and args.qid is not None else None
-    async with AsyncProducer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addresses)) as producer:
-        result = await producer.send(message, queue=queue)
-    fmt = "%-32s  %-4s  %-20s    %s\n"
-    out.write(fmt % ("#Broker Name", "#QID", "#Send Result", "#MsgId"))
-    out.write(fmt % (result.queue.broker_name, result.queue.queue_id, result.status.name, result.msg_id))
-
-
-def _print_messages(messages: list[ReceivedMessage], charset: str, print_body: bool, out: TextIO) -> None:
-    for m in messages:
-        body = m.body.decode(charset, errors="replace") if print_body else ""
-        out.write(f"MSGID: {m.msg_id} {message_summary(m)} BODY: {body}\n")
-
-
-def message_summary(m: ReceivedMessage) -> str:
-    """A one-line ``MessageExt.toString`` stand-in."""
-    return (f"MessageExt [brokerName={m.queue.broker_name}, queueId={m.queue.queue_id}, queueOffset={m.queue_offset}, "
-            f"storeTimestamp={m.store_timestamp}, msgId={m.msg_id}, topic={m.topic}, tags={m.tags}, keys={m.keys}]")
-
-
-async def _queues(admin: AdminExt, topic: str, broker: str | None, qid: str | None) -> list[MessageQueue]:
-    route = await admin.topic_route(topic)
-    queues = [MessageQueue(topic, q.broker_name, i) for q in route.queue_datas for i in range(q.read_queue_nums)]
-    return [q for q in queues if (not broker or q.broker_name == broker) and (qid is None or q.queue_id == int(qid))]
-
-
-async def consume_message(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    remaining = int(args.count)
-    for queue in await _queues(admin, args.topic, args.brokerName, args.queueId):
-        offset = int(args.offset) if args.offset is not None else 0
-        while remaining > 0:
-            messages, offset, max_offset = await admin.pull(queue, offset, min(remaining, 32), args.consumerGroup)
-            _print_messages(messages[:remaining], "utf-8", True, out)
-            remaining -= len(messages)
-            if not messages or offset >= max_offset:
-                break
-    out.write("Consume ok\n")
-
-
-async def print_msg(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    for queue in await _queues(admin, args.topic, None, None):
-        stats = (await admin.topic_stats(args.topic)).offset_table.get(queue)
-        low, high = (stats.min_offset, stats.max_offset) if stats else (0, 0)
-        out.write(f"minOffset={low}, maxOffset={high}, MessageQueue [topic={queue.topic}, brokerName={queue.broker_name}, "
-                  f"queueId={queue.queue_id}]\n")
-        offset = low
-        while offset < high:
-            messages, offset, _max = await admin.pull(queue, offset, 32)
-            _print_messages(messages, args.charsetName, str(args.printBody).lower() != "false", out)
-            if not messages:
-                break
-
-
 N = Opt("n", "namesrvAddr", "NameServer addresses, host:port[;host:port] (default: $NAMESRV_ADDR)")
 TOPIC = Opt("t", "topic", "topic name", required=True)
 BROKER = Opt("b", "brokerAddr", "broker address host:port")
@@ -362,8 +244,8 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
                     Opt("w", "writeQueueNums", "write queues"), Opt("p", "perm", "permission 2|4|6"),
                     Opt("o", "order", "ordered topic true|false")), update_topic,
                     {"readQueueNums": "8", "writeQueueNums": "8", "perm": "6", "order": "false"}),
-    "deleteTopic": ("Delete topic from broker and NameServer", (N, Opt("c", "clusterName", "cluster name", required=True),
-                    TOPIC), delete_topic, {}),
+    "deleteTopic": ("Delete topic from broker and NameServer",
+                    (N, Opt("c", "clusterName", "cluster name", required=True), TOPIC), delete_topic, {}),
     "topicList": ("Fetch all topic list from name server", (N,), topic_list, {}),
     "topicRoute": ("Examine topic route info", (N, TOPIC), topic_route, {}),
     "topicStatus": ("Examine topic Status info", (N, TOPIC), topic_status, {}),
@@ -380,7 +262,8 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
     "consumerProgress": ("Query consumers's progress, speed", (N, Opt("g", "groupName", "consumer group name")),
                          consumer_progress, {}),
     "consumerConnection": ("Query consumer's socket connection, client version and subscription",
-                           (N, Opt("g", "consumerGroup", "consumer group name", required=True)), consumer_connection, {}),
+                           (N, Opt("g", "consumerGroup", "consumer group name", required=True)),
+                           consumer_connection, {}),
     "producerConnection": ("Query producer's socket connection and client version",
                            (N, Opt("g", "producerGroup", "producer group name", required=True), TOPIC),
                            producer_connection, {}),
@@ -391,7 +274,8 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
     "queryMsgByUniqueKey": ("Query Message by Unique key", (N, TOPIC, Opt("i", "msgId", "unique key", required=True)),
                             query_msg_by_unique_key, {}),
     "queryMsgByOffset": ("Query Message by offset", (N, TOPIC, Opt("b", "brokerName", "broker name", required=True),
-                         Opt("i", "queueId", "queue id", required=True), Opt("o", "offset", "queue offset", required=True)),
+                         Opt("i", "queueId", "queue id", required=True),
+                         Opt("o", "offset", "queue offset", required=True)),
                          query_msg_by_offset, {}),
     "resetOffsetByTime": ("Reset consumer offset by timestamp(without client restart)",
                           (N, Opt("g", "group", "consumer group", required=True), TOPIC,
@@ -419,4 +303,4 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
                  Opt("d", "printBody", "print the body")), print_msg, {"charsetName": "UTF-8", "printBody": "true"}),
 }
 
-__all__ = ["COMMANDS", "Opt", "SparkmqError", "body_preview", "message_detail", "perm_string"]
+__all__ = ["COMMANDS", "Opt", "parse_timestamp"]

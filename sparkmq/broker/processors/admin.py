@@ -59,12 +59,14 @@ class AdminProcessors:
     async def max_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
         check_topic(h.topic)
-        return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.max_offset_in_queue(h.topic, h.queue_id)).to_fields())
+        offset = self.ctx.store.max_offset_in_queue(h.topic, h.queue_id)
+        return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
 
     async def min_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
         check_topic(h.topic)
-        return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.min_offset_in_queue(h.topic, h.queue_id)).to_fields())
+        offset = self.ctx.store.min_offset_in_queue(h.topic, h.queue_id)
+        return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
 
     async def search_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_fields(request.ext_fields)
@@ -82,7 +84,8 @@ class AdminProcessors:
         h = ViewMessageRequestHeader.from_fields(request.ext_fields)
         message = self.ctx.store.look_message_by_offset(h.offset)
         if message is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {h.offset}")
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         remark=f"can not find message by the offset, {h.offset}")
         raw = self.ctx.store.commitlog.read(h.offset, message.total_size)
         return request.make_response(body=raw or b"")
 
