@@ -26,7 +26,7 @@ from sparkmq.broker.processors.send import SendProcessor
 from sparkmq.broker.processors.send_back import SendBackProcessor
 from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
-from sparkmq.broker.stats import SAMPLE_INTERVAL_S
+from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.broker.transactions import TransactionService
@@ -130,7 +130,7 @@ class BrokerController:
         }
         table.update(AdminOpsProcessors(ctx).table())  # type: ignore[arg-type]
         for code, processor in table.items():
-            self.server.register(code, processor)  # type: ignore[arg-type]
+            self.server.register(code, timed(processor, code, ctx.stats))  # type: ignore[arg-type]
 
     def _every(self, interval_s: float, action: Callable[[], object], name: str) -> None:
         loop = run_every(interval_s, action, f"broker {self.config.broker_name} {name}")

@@ -19,10 +19,12 @@ import logging
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.stats import RPC_LATENCY_BUCKETS_MS
+from sparkmq.protocol import code_name
 
 logger = logging.getLogger(__name__)
 MAX_REQUEST_HEAD_BYTES = 8192  # a scrape's request line and headers; anything longer is not a scraper
@@ -59,7 +61,21 @@ class BrokerCollector(Collector):
             families["throughput_out"].add_metric([*values, topic, group], stats.group_get_bytes.get((topic, group), 0))
         yield from families.values()
         yield self._lag(names, values)
+        yield self._rpc_latency(names, values)
         yield from self._gauges(names, values)
+
+    def _rpc_latency(self, names: list[str], values: list[str]) -> Metric:
+        family = HistogramMetricFamily("rocketmq_rpc_latency", "Time to serve a remoting request (milliseconds)",
+                                       labels=[*names, "protocol_type", "request_code", "response_code"], unit="")
+        for (request, response), row in sorted(self.ctx.stats.rpc_latency.items()):
+            cumulative, buckets = 0.0, []
+            for bound, count in zip((*RPC_LATENCY_BUCKETS_MS, float("inf")), row[:-1], strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
+            labels = [*values, "remoting", code_name(request, response=False).lower(),
+                      code_name(response, response=True).lower()]
+            family.add_metric(labels, buckets, row[-1])
+        return family
 
     def _lag(self, names: list[str], values: list[str]) -> Metric:
         lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages not consumed yet per topic and group",

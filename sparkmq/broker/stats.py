@@ -17,10 +17,12 @@ keyed by the cluster name.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sparkmq.protocol.ops_bodies import BrokerStatsData, BrokerStatsItem
 
@@ -28,6 +30,8 @@ SAMPLE_INTERVAL_S = 10.0  # StatsItem samples every 10 s for its minute window
 MINUTE_SAMPLES = 7  # a minute window is 6 intervals: 7 samples
 HOUR_SAMPLES = 61  # one sample a minute
 DAY_SAMPLES = 25  # one sample an hour
+# RocketMQ 5's rocketmq_rpc_latency buckets (RemotingMetricsManager), milliseconds.
+RPC_LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
 STATS_NAMES = ("TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE", "GROUP_GET_NUMS", "GROUP_GET_SIZE",
                "BROKER_PUT_NUMS", "BROKER_GET_NUMS")
 
@@ -55,6 +59,8 @@ class BrokerStats:
         self.topic_put_bytes: dict[str, int] = {}
         self.group_get_nums: dict[tuple[str, str], int] = {}  # by (topic, group)
         self.group_get_bytes: dict[tuple[str, str], int] = {}
+        # (request code, response code) -> [count per bucket (+Inf last)..., sum of ms]
+        self.rpc_latency: dict[tuple[int, int], list[float]] = {}
         self.started = clock()
         self.started_wall = time.time()
         self._minute: deque[Snapshot] = deque(maxlen=MINUTE_SAMPLES)
@@ -79,6 +85,15 @@ class BrokerStats:
         key = (topic, group)
         self.group_get_nums[key] = self.group_get_nums.get(key, 0) + messages
         self.group_get_bytes[key] = self.group_get_bytes.get(key, 0) + size
+
+    def rpc(self, request_code: int, response_code: int, elapsed_ms: float) -> None:
+        """One request served in ``elapsed_ms`` (a bucket increment and a sum)."""
+        key = (request_code, response_code)
+        row = self.rpc_latency.get(key)
+        if row is None:
+            row = self.rpc_latency[key] = [0.0] * (len(RPC_LATENCY_BUCKETS_MS) + 2)
+        row[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, elapsed_ms)] += 1
+        row[-1] += elapsed_ms
 
     # -- derived, off the hot path ---------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -152,3 +167,23 @@ def _item(pick: _Picker, key: str, first: Snapshot, now: Snapshot) -> BrokerStat
     events = events_now - events_then
     elapsed = max(now.at - first.at, 1e-9)
     return BrokerStatsItem(total, total / elapsed, total / events if events > 0 else 0.0)
+
+
+SYSTEM_ERROR = 1  # ResponseCode.SYSTEM_ERROR: what the connection answers for a processor that raised
+
+
+def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> Callable[..., Awaitable[Any]]:
+    """``processor`` recording its latency and response code into ``stats.rpc`` (two clock reads per request)."""
+    clock = time.perf_counter
+
+    async def serve(request: Any, connection: Any) -> Any:
+        start = clock()
+        try:
+            response = await processor(request, connection)
+        except BaseException:
+            stats.rpc(code, SYSTEM_ERROR, (clock() - start) * 1000)
+            raise
+        stats.rpc(code, response.code if response is not None else 0, (clock() - start) * 1000)
+        return response
+
+    return serve

@@ -127,6 +127,10 @@ def test_metrics_endpoint_counts_sends_pulls_and_lag(prom_broker) -> None:
     assert _value(samples, "rocketmq_throughput_out_total", topic=topic, consumer_group=group) > 0
     assert _value(samples, "rocketmq_consumer_lag_messages", topic=topic, consumer_group=group) == 2
     assert _value(samples, "rocketmq_topic_number") >= 1
+    sends = _value(samples, "rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success")
+    assert sends >= 6
+    assert _value(samples, "rocketmq_rpc_latency_bucket", request_code="send_message_v2", response_code="success",
+                  le="+Inf") == sends
     assert _value(samples, "rocketmq_storage_size") > 0 and "rocketmq_processor_watermark" in samples
 
     async def over_the_wire() -> None:
