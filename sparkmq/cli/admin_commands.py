@@ -21,9 +21,9 @@ from sparkmq.cli.admin_message_commands import (
     send_message,
 )
 from sparkmq.client.admin_ext import AdminExt
-from sparkmq.errors import RemoteError
+from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.namesrv_bodies import TopicConfig
+from sparkmq.protocol.namesrv_bodies import ClusterInfo, TopicConfig
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
 
 RETRY_PREFIX = "%RETRY%"
@@ -68,8 +68,23 @@ async def delete_topic(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
 
 
 async def topic_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    for topic in await admin.topic_list():
-        out.write(topic + "\n")
+    topics = await admin.topic_list()
+    if not args.clusterModel:
+        out.writelines(topic + "\n" for topic in topics)
+        return
+    info = await admin.cluster_info()
+    cluster_of = {broker: cluster for cluster, names in info.cluster_addr_table.items() for broker in names}
+    out.write("%-20s  %-48s  %-48s\n" % ("#Cluster Name", "#Topic", "#Consumer Group"))
+    for topic in topics:
+        if topic.startswith((RETRY_PREFIX, "%DLQ%")):
+            continue
+        try:
+            route = await admin.topic_route(topic)
+            cluster = next((cluster_of.get(b.broker_name, "") for b in route.broker_datas), "")
+            groups = await admin.consumed_by(topic) or [""]
+        except SparkmqError:  # as mqadmin: a topic whose brokers do not answer is listed without groups
+            cluster, groups = "", [""]
+        out.writelines("%-20s  %-48s  %-48s\n" % (cluster, topic, group) for group in groups)
 
 
 async def topic_route(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -190,6 +205,9 @@ async def reset_offset_by_time(admin: AdminExt, args: argparse.Namespace, out: T
 
 async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     info = await admin.cluster_info()
+    if args.moreStats:
+        await _cluster_more_stats(admin, info, out)
+        return
     fmt = "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s\n"
     out.write(fmt % ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
                      "#PCWait(ms)", "#Hour", "#SPACE"))
@@ -204,6 +222,21 @@ async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
                 out_load = f"{get:9.2f}({kv['pullThreadPoolQueueSize']},{kv['pullThreadPoolQueueHeadWaitTimeMills']}ms)"
                 out.write(fmt % (cluster, name, bid, address, kv["brokerVersionDesc"], in_load, out_load,
                                  kv["pageCacheLockTimeMills"], f"{hours:2.2f}", f"{float(kv['commitLogDiskRatio']):.4f}"))
+
+
+async def _cluster_more_stats(admin: AdminExt, info: ClusterInfo, out: TextIO) -> None:
+    """``clusterList -m``: messages in/out yesterday and today, from the msgPut/GetTotal* runtime keys."""
+    out.write("%-16s  %-32s %14s %14s %14s %14s\n" % ("#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest",
+                                                      "#InTotalToday", "#OutTotalToday"))
+    for cluster in sorted(info.cluster_addr_table):
+        for name in sorted(info.cluster_addr_table[cluster]):
+            for _bid, address in sorted(info.broker_addr_table[name].broker_addrs.items()):
+                kv = {k: int(v) for k, v in (await admin.runtime_info(address)).items() if k.startswith("msg")}
+                out.write("%-16s  %-32s %14d %14d %14d %14d\n" % (
+                    cluster, name, kv["msgPutTotalTodayMorning"] - kv["msgPutTotalYesterdayMorning"],
+                    kv["msgGetTotalTodayMorning"] - kv["msgGetTotalYesterdayMorning"],
+                    kv["msgPutTotalTodayNow"] - kv["msgPutTotalTodayMorning"],
+                    kv["msgGetTotalTodayNow"] - kv["msgGetTotalTodayMorning"]))
 
 
 async def broker_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -246,7 +279,9 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
                     {"readQueueNums": "8", "writeQueueNums": "8", "perm": "6", "order": "false"}),
     "deleteTopic": ("Delete topic from broker and NameServer",
                     (N, Opt("c", "clusterName", "cluster name", required=True), TOPIC), delete_topic, {}),
-    "topicList": ("Fetch all topic list from name server", (N,), topic_list, {}),
+    "topicList": ("Fetch all topic list from name server",
+                  (N, Opt("c", "clusterModel", "with each topic's cluster and consumer groups", value=False)),
+                  topic_list, {}),
     "topicRoute": ("Examine topic route info", (N, TOPIC), topic_route, {}),
     "topicStatus": ("Examine topic Status info", (N, TOPIC), topic_status, {}),
     "topicClusterList": ("Get cluster info for topic", (N, TOPIC), topic_cluster_list, {}),
@@ -282,7 +317,8 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
                            Opt("s", "timestamp", "now | ms | yyyy-MM-dd#HH:mm:ss:SSS", required=True),
                            Opt("f", "force", "rewind even past the committed offset")), reset_offset_by_time,
                           {"force": "true"}),
-    "clusterList": ("List all of clusters", (N,), cluster_list, {}),
+    "clusterList": ("List all of clusters", (N, Opt("m", "moreStats", "Print more stats", value=False)),
+                    cluster_list, {}),
     "brokerStatus": ("Fetch broker runtime status data", (N, BROKER, CLUSTER), broker_status, {}),
     "getBrokerConfig": ("Get broker config by cluster or special broker", (N, BROKER, CLUSTER), get_broker_config, {}),
     "updateBrokerConfig": ("Update broker's config", (N, BROKER, CLUSTER, Opt("k", "key", "config key", required=True),

@@ -24,6 +24,7 @@ from sparkmq.protocol.admin_headers import (
     GetConsumeStatsRequestHeader, TopicRequestHeader, WritePermResponseHeader,
 )
 from sparkmq.protocol.bodies import KVTable, MessageQueue, TopicList, TopicRouteData
+from sparkmq.protocol.fastjson import as_object, as_str_list, loads
 from sparkmq.protocol.headers import (
     ConsumerGroupRequestHeader, PullMessageRequestHeader, PullMessageResponseHeader, QueryMessageRequestHeader,
     ResetOffsetRequestHeader, ViewMessageRequestHeader,
@@ -154,6 +155,16 @@ class AdminExt:
             table.update(stats.offset_table)
             tps += stats.consume_tps
         return ConsumeStats(table, tps)
+
+    async def consumed_by(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on the topic's brokers: every group consuming it."""
+        groups: set[str] = set()
+        for b in (await self.topic_route(topic)).broker_datas:
+            body = (await self.broker(b.broker_addrs[0], RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                      TopicRequestHeader(topic).to_fields(), what=f"groups of {topic}")).body
+            groups.update(as_str_list(as_object(loads(body, what="GroupList"), "GroupList").get("groupList") or [],
+                                      "groupList"))
+        return sorted(groups)
 
     async def consumer_connection(self, group: str) -> ConsumerConnection:
         """The group's members as the first broker that knows them reports them."""

@@ -134,10 +134,11 @@ def create_app(config: DashboardConfig) -> Starlette:
         stats = await admin.consume_stats(group)
         if group not in history.groups:
             await _sample_group(admin, history, group)
-        rows = [[mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset,
-                 max(o.broker_offset - o.consumer_offset, 0)]
-                for mq, o in sorted(stats.offset_table.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))]
-        total = sum(r[-1] for r in rows)
+        queues = sorted(stats.offset_table.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
+        lags = [max(o.broker_offset - o.consumer_offset, 0) for _mq, o in queues]
+        rows = [[mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, lag]
+                for (mq, o), lag in zip(queues, lags, strict=True)]
+        total = sum(lags)
         body = (f"<p>Consume TPS {stats.consume_tps:.2f}, total lag <span id='total-lag'>{total}</span></p>"
                 + line_chart(history.points(group), title=f"lag of {group}")
                 + table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag"], rows, "lag"))

@@ -106,6 +106,13 @@ def test_consumer_progress_reset_and_connections(ops_cluster, capsys, clients: C
     assert sum(int(r[3]) for r in rows) == 5
     assert progress[-2].startswith("Consume TPS: ") and progress[-1] == "Consume Diff Total: 5"
     assert group in admin(capsys, "consumerProgress", "-n", ops_cluster.ns)
+    listed = admin(capsys, "topicList", "-n", ops_cluster.ns, "-c").splitlines()
+    assert listed[0].split() == ["#Cluster", "Name", "#Topic", "#Consumer", "Group"]
+    assert ["DefaultCluster", topic, group] in [row.split() for row in listed]
+    more = admin(capsys, "clusterList", "-n", ops_cluster.ns, "-m").splitlines()
+    assert more[0].split()[-4:] == ["#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"]
+    today_in, today_out = (int(x) for x in more[1].split()[-2:])
+    assert more[1].split()[:2] == ["DefaultCluster", "broker-a"] and today_in >= 5 and today_out >= 5
 
 
 def test_groups_broker_config_status_and_write_perm(ops_cluster, capsys) -> None:

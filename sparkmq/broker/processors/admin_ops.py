@@ -3,7 +3,7 @@
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 DELETE_SUBSCRIPTIONGROUP (207), GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204),
 GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25), INVOKE_BROKER_TO_RESET_OFFSET (222),
-VIEW_BROKER_STATS_DATA (315).
+VIEW_BROKER_STATS_DATA (315), QUERY_TOPIC_CONSUME_BY_WHO (300).
 
 UPDATE_BROKER_CONFIG replaces the broker's config object after checking every value as broker.conf
 is checked; settings read per request (pull limits, long polling, filters, notifications) apply at
@@ -23,6 +23,7 @@ from sparkmq.broker.validation import check_group, check_topic
 from sparkmq.errors import ConfigError
 from sparkmq.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import Connection, ConsumerConnection, ResetOffsetBody
+from sparkmq.protocol.admin_headers import TopicRequestHeader
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import ConsumerGroupRequestHeader, ResetOffsetRequestHeader
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
@@ -60,7 +61,16 @@ class AdminOpsProcessors:
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
         }
+
+    async def consumed_by(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """QUERY_TOPIC_CONSUME_BY_WHO: groups subscribed to the topic now, or holding an offset on it (GroupList)."""
+        topic = TopicRequestHeader.from_fields(request.ext_fields).topic
+        check_topic(topic)
+        online = {g for g, info in self.ctx.clients.consumers.items() if topic in info.subscriptions}
+        groups = sorted(online | self.ctx.offsets.groups_of_topic(topic))
+        return request.make_response(body=json.dumps({"groupList": groups}, separators=(",", ":")).encode())
 
     async def update_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         body = SubscriptionGroupBody.decode(request.body)
