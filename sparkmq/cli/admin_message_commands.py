@@ -66,7 +66,8 @@ async def query_msg_by_offset(admin: AdminExt, args: argparse.Namespace, out: Te
 async def send_message(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     message = Message(args.topic, args.body.encode("utf-8"), tags=args.tags, keys=args.key)
     queue = MessageQueue(args.topic, args.broker, int(args.qid)) if args.broker and args.qid is not None else None
-    async with AsyncProducer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addresses)) as producer:
+    async with AsyncProducer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addresses),
+                             **admin.client_options) as producer:
         result = await producer.send(message, queue=queue)
     fmt = "%-32s  %-4s  %-20s    %s\n"
     out.write(fmt % ("#Broker Name", "#QID", "#Send Result", "#MsgId"))

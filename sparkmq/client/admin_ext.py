@@ -45,8 +45,10 @@ ADMIN_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's pulls are made under (MixA
 class AdminExt:
     """mqadmin's calls against one NameServer list."""
 
-    def __init__(self, namesrv_addr: str) -> None:
-        self.instance = ClientInstance(namesrv_addr, instance_name="admin")
+    def __init__(self, namesrv_addr: str, **client_options: Any) -> None:
+        """``client_options`` go to ``ClientInstance`` and the producers made here (e.g. ACL ``security=``)."""
+        self.client_options = client_options
+        self.instance = ClientInstance(namesrv_addr, instance_name="admin", **client_options)
         self.remoting = self.instance.remoting
 
     async def close(self) -> None:

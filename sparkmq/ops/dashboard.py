@@ -3,9 +3,9 @@
 Pages: ``/`` cluster and brokers; ``/topics`` and ``/topics/{topic}`` (per-queue min/max offsets,
 last update, put TPS); ``/groups`` and ``/groups/{group}`` (lag per queue and a lag-over-time chart
 drawn as inline SVG from samples taken every ``sample_interval_s``); ``/messages`` (query by key,
-unique key or offset message id, body preview); ``/send`` (a test message). Read-only unless the
-app is built with ``allow_writes=True`` (the client has no ACL credentials to pass yet, so writes
-are an explicit operator decision): ``POST /send`` is then refused with 403.
+unique key or offset message id, body preview); ``/send`` (a test message). Read-only unless ACL
+credentials are given (every request is then signed with them, and the broker's ACL decides) or
+``allow_writes=True``; a read-only dashboard refuses ``POST /send`` with 403.
 
 >>> # app = create_app(DashboardConfig("127.0.0.1:9876"))   # serve with uvicorn
 """
@@ -30,6 +30,7 @@ from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.message import Message, ReceivedMessage
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.errors import SparkmqError
+from sparkmq.ops import credentials
 from sparkmq.ops.lag_history import LagHistory
 from sparkmq.ops.pages import layout, table
 from sparkmq.ops.svg_chart import line_chart
@@ -49,6 +50,12 @@ class DashboardConfig:
     namesrv_addr: str
     allow_writes: bool = False
     sample_interval_s: float = 5.0
+    access_key: str | None = None  # ACL credentials: requests are signed with them, and writes are allowed
+    secret_key: str | None = None
+
+    @property
+    def writable(self) -> bool:
+        return self.allow_writes or bool(self.access_key and self.secret_key)
 
 
 def is_user_topic(topic: str, brokers: set[str]) -> bool:
@@ -58,11 +65,12 @@ def is_user_topic(topic: str, brokers: set[str]) -> bool:
 def create_app(config: DashboardConfig) -> Starlette:
     """The ASGI app; its lifespan opens the admin client and runs the lag sampler."""
     history = LagHistory()
+    client_options = credentials.client_options(config.access_key, config.secret_key)  # ConfigError before serving
     seen_offsets: dict[MessageQueue, tuple[float, int]] = {}  # per-queue TPS = max-offset growth between views
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        admin = AdminExt(config.namesrv_addr)
+        admin = AdminExt(config.namesrv_addr, **client_options)
         app.state.admin = admin
         sampler = asyncio.get_running_loop().create_task(_sample_forever(admin, history, config.sample_interval_s))
         try:
@@ -86,14 +94,14 @@ def create_app(config: DashboardConfig) -> Starlette:
                                  kv.get("msgGetTotalTodayNow", ""), kv.get("runtime", "")])
         body = table(["Cluster", "Broker", "BID", "Address", "Version", "In TPS", "Out TPS", "Put today", "Got today",
                       "Uptime"], rows, "brokers")
-        return layout("Cluster", f"<p>NameServer {html.escape(config.namesrv_addr)}</p>" + body, config.allow_writes)
+        return layout("Cluster", f"<p>NameServer {html.escape(config.namesrv_addr)}</p>" + body, config.writable)
 
     async def topics(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
         brokers = set((await admin.cluster_info()).broker_addr_table)
         names = [t for t in await admin.topic_list() if is_user_topic(t, brokers)]
         rows = [[f'<a href="/topics/{html.escape(t)}">{html.escape(t)}</a>'] for t in names]
-        return layout("Topics", table(["Topic"], rows, "topics", raw=True), config.allow_writes)
+        return layout("Topics", table(["Topic"], rows, "topics", raw=True), config.writable)
 
     async def topic_detail(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
@@ -113,7 +121,7 @@ def create_app(config: DashboardConfig) -> Starlette:
                           for b, v in tps.items())
         body = summary + table(["Broker", "Queue", "Min offset", "Max offset", "TPS since last view", "Last updated"],
                                rows, "queues")
-        return layout(f"Topic {topic}", body, config.allow_writes)
+        return layout(f"Topic {topic}", body, config.writable)
 
     async def groups(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
@@ -126,7 +134,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             rows.append([f'<a href="/groups/{html.escape(group)}">{html.escape(group)}</a>', f"{stats.consume_tps:.2f}",
                          str(lag)])
         return layout("Consumer groups", table(["Group", "Consume TPS", "Lag"], rows, "groups", raw=True),
-                      config.allow_writes)
+                      config.writable)
 
     async def group_detail(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
@@ -142,7 +150,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         body = (f"<p>Consume TPS {stats.consume_tps:.2f}, total lag <span id='total-lag'>{total}</span></p>"
                 + line_chart(history.points(group), title=f"lag of {group}")
                 + table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag"], rows, "lag"))
-        return layout(f"Group {group}", body, config.allow_writes)
+        return layout(f"Group {group}", body, config.writable)
 
     async def lag_json(request: Request) -> Response:
         return JSONResponse({"samples": history.points(request.path_params["group"])})
@@ -164,34 +172,36 @@ def create_app(config: DashboardConfig) -> Starlette:
         rows = [[m.msg_id, m.topic, m.queue.queue_id, m.queue_offset, m.tags or "", " ".join(m.keys),
                  _when(m.store_timestamp), _preview(m.body)] for m in found]
         result = table(["Message id", "Topic", "Queue", "Offset", "Tags", "Keys", "Stored", "Body"], rows, "messages")
-        return layout("Messages", form + (result if (key or msg_id) else ""), config.allow_writes)
+        return layout("Messages", form + (result if (key or msg_id) else ""), config.writable)
 
     async def send_form(request: Request) -> Response:
-        if not config.allow_writes:
-            body = "<p class='readonly'>Read-only: start the dashboard with --allow-writes to send test messages.</p>"
-            return layout("Send a test message", body, config.allow_writes)
+        if not config.writable:
+            body = ("<p class='readonly'>Read-only: start the dashboard with --access-key/--secret-key (ACL) or "
+                    "--allow-writes to send test messages.</p>")
+            return layout("Send a test message", body, config.writable)
         form = ("<form method='post' action='/send'><label>Topic <input name='topic'></label> <label>Tags <input "
                 "name='tags'></label> <label>Keys <input name='keys'></label><br><label>Body<br><textarea name='body' "
                 "rows='4' cols='60'></textarea></label><br><button type='submit'>Send</button></form>")
-        return layout("Send a test message", form, config.allow_writes)
+        return layout("Send a test message", form, config.writable)
 
     async def send(request: Request) -> Response:
-        if not config.allow_writes:
-            return PlainTextResponse("read-only dashboard: start it with --allow-writes to send", status_code=403)
+        if not config.writable:
+            return PlainTextResponse("read-only dashboard: start it with ACL credentials or --allow-writes to send",
+                                     status_code=403)
         # The form is application/x-www-form-urlencoded; parsed here rather than pulling in python-multipart.
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8")).items()}
         topic, body = form.get("topic", ""), form.get("body", "")
         message = Message(topic, body.encode(), tags=form.get("tags") or None, keys=form.get("keys", ""))
-        async with AsyncProducer(TEST_PRODUCER_GROUP, config.namesrv_addr) as producer:
+        async with AsyncProducer(TEST_PRODUCER_GROUP, config.namesrv_addr, **client_options) as producer:
             result = await producer.send(message)
         text = (f"<p id='sent'>Sent: {html.escape(result.status.name)} msgId <code>{html.escape(result.msg_id)}</code> "
                 f"to {html.escape(result.queue.broker_name)} queue {result.queue.queue_id} offset {result.queue_offset}"
                 f"</p><p><a href='/messages?topic={html.escape(topic)}&amp;msgId={html.escape(result.msg_id)}'>view it</a></p>")
-        return layout("Send a test message", text, config.allow_writes)
+        return layout("Send a test message", text, config.writable)
 
     async def failed(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SparkmqError)
-        return layout("Error", f"<p class='error'>{html.escape(exc.remark)}</p>", config.allow_writes, status=502)
+        return layout("Error", f"<p class='error'>{html.escape(exc.remark)}</p>", config.writable, status=502)
 
     routes = [Route("/", cluster), Route("/topics", topics), Route("/topics/{topic}", topic_detail),
               Route("/groups", groups), Route("/groups/{group}", group_detail),

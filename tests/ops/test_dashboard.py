@@ -178,7 +178,7 @@ def test_group_page_shows_lag_per_queue_and_a_lag_chart(site: Site, page: Page, 
 def test_a_read_only_dashboard_refuses_to_send(site: Site, page: Page, tmp_path: Path) -> None:
     page.goto(site.read_only + "/send")
     assert page.locator(".mode").inner_text() == "read-only"
-    assert "start the dashboard with --allow-writes" in page.locator(".readonly").inner_text()
+    assert "--access-key/--secret-key (ACL) or --allow-writes" in page.locator(".readonly").inner_text()
     assert page.locator("textarea").count() == 0
     refused = page.request.post(site.read_only + "/send", form={"topic": "T", "body": "x"})
     assert refused.status == 403
