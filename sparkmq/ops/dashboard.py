@@ -65,6 +65,7 @@ def is_user_topic(topic: str, brokers: set[str]) -> bool:
 def create_app(config: DashboardConfig) -> Starlette:
     """The ASGI app; its lifespan opens the admin client and runs the lag sampler."""
     history = LagHistory()
+    config_writable = config.writable
     client_options = credentials.client_options(config.access_key, config.secret_key)  # ConfigError before serving
     seen_offsets: dict[MessageQueue, tuple[float, int]] = {}  # per-queue TPS = max-offset growth between views
 
@@ -89,12 +90,23 @@ def create_app(config: DashboardConfig) -> Starlette:
             for broker in sorted(info.cluster_addr_table[name]):
                 for bid, addr in sorted(info.broker_addr_table[broker].broker_addrs.items()):
                     kv = await admin.runtime_info(addr)
-                    rows.append([name, broker, bid, addr, kv.get("brokerVersionDesc", ""), kv["putTps"].split()[0],
+                    link = f'<a href="/brokers/{html.escape(addr)}">{html.escape(addr)}</a>'
+                    rows.append([html.escape(name), html.escape(broker), bid, link,
+                                 html.escape(kv.get("brokerVersionDesc", "")), kv["putTps"].split()[0],
                                  kv["getTransferedTps"].split()[0], kv.get("msgPutTotalTodayNow", ""),
                                  kv.get("msgGetTotalTodayNow", ""), kv.get("runtime", "")])
         body = table(["Cluster", "Broker", "BID", "Address", "Version", "In TPS", "Out TPS", "Put today", "Got today",
-                      "Uptime"], rows, "brokers")
+                      "Uptime"], rows, "brokers", raw=True)
         return layout("Cluster", f"<p>NameServer {html.escape(config.namesrv_addr)}</p>" + body, config.writable)
+
+    async def broker_detail(request: Request) -> Response:
+        admin: AdminExt = request.app.state.admin
+        addr = request.path_params["addr"]
+        status = sorted((await admin.runtime_info(addr)).items())
+        config = sorted((await admin.broker_config(addr)).items())
+        body = ("<h2>Runtime status</h2>" + table(["Key", "Value"], status, "status")
+                + "<h2>Configuration</h2>" + table(["Key", "Value"], config, "config"))
+        return layout(f"Broker {addr}", body, config_writable)
 
     async def topics(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
@@ -147,9 +159,17 @@ def create_app(config: DashboardConfig) -> Starlette:
         rows = [[mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, lag]
                 for (mq, o), lag in zip(queues, lags, strict=True)]
         total = sum(lags)
+        try:
+            members = await admin.consumer_connection(group)
+            online = table(["Client id", "Address", "Language", "Version"],
+                           [[c.client_id, c.client_addr, c.language, c.version] for c in members.connection_set],
+                           "clients")
+        except SparkmqError as exc:
+            online = f"<p id='clients'>{html.escape(exc.remark)}</p>"
         body = (f"<p>Consume TPS {stats.consume_tps:.2f}, total lag <span id='total-lag'>{total}</span></p>"
                 + line_chart(history.points(group), title=f"lag of {group}")
-                + table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag"], rows, "lag"))
+                + table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag"], rows, "lag")
+                + "<h2>Online consumers</h2>" + online)
         return layout(f"Group {group}", body, config.writable)
 
     async def lag_json(request: Request) -> Response:
@@ -203,7 +223,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         assert isinstance(exc, SparkmqError)
         return layout("Error", f"<p class='error'>{html.escape(exc.remark)}</p>", config.writable, status=502)
 
-    routes = [Route("/", cluster), Route("/topics", topics), Route("/topics/{topic}", topic_detail),
+    routes = [Route("/", cluster), Route("/brokers/{addr}", broker_detail), Route("/topics", topics), Route("/topics/{topic}", topic_detail),
               Route("/groups", groups), Route("/groups/{group}", group_detail),
               Route("/api/lag/{group}", lag_json), Route("/messages", messages),
               Route("/send", send_form, methods=["GET"]), Route("/send", send, methods=["POST"])]

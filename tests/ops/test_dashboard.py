@@ -101,6 +101,12 @@ def test_cluster_page_lists_the_broker(site: Site, page: Page, tmp_path: Path) -
     assert row.locator("td").nth(3).inner_text() == site.broker.address
     assert page.locator(".mode").inner_text() == "writes allowed"
     shot(page, tmp_path, "cluster")
+    page.click(f"text={site.broker.address}")
+    status = dict(r.locator("td").all_inner_texts() for r in page.locator("#status tbody tr").all())
+    assert status["brokerVersionDesc"].startswith("sparkmq") and "putTps" in status
+    config = dict(r.locator("td").all_inner_texts() for r in page.locator("#config tbody tr").all())
+    assert config["brokerName"] == "broker-a"
+    shot(page, tmp_path, "broker")
 
 
 def test_send_a_test_message_then_find_it_by_key_and_id(site: Site, page: Page, tmp_path: Path) -> None:
@@ -169,6 +175,8 @@ def test_group_page_shows_lag_per_queue_and_a_lag_chart(site: Site, page: Page, 
         return page.locator("svg.chart polyline").count() == 1 and page.locator("svg.chart circle").count() >= 2
 
     assert wait_until(chart_has_a_line, 30), "the lag chart never got two samples"
+    clients_text = page.locator("#clients").inner_text()  # the members table, or the broker's "not online" remark
+    assert consumer._async.instance.client_id in clients_text or "not online" in clients_text
     shot(page, tmp_path, "group-lag")
     page.goto(site.writable + "/groups")
     assert group in page.locator("#groups").inner_text()
