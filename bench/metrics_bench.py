@@ -23,18 +23,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import timeit
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_common import REPO, bench_root, loadavg, machine  # noqa: E402
-from sparkmq.broker.stats import BrokerStats, timed  # noqa: E402
-from sparkmq.client.message import Message  # noqa: E402
-from sparkmq.client.producer import AsyncProducer  # noqa: E402
-from sparkmq.client.pull_consumer import AsyncPullConsumer  # noqa: E402
+from bench.bench_common import REPO, bench_root, loadavg, machine
+from sparkmq.broker.stats import BrokerStats, timed
+from sparkmq.client.message import Message
+from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.pull_consumer import AsyncPullConsumer
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 

@@ -15,9 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from sparkmq.cli.admin_format import ms_text, topic_config_text, version_desc
+from sparkmq.cli.admin_format import ms_text, printf, topic_config_text, version_desc
 from sparkmq.cli.admin_message_commands import (
-    consume_message, print_msg, query_msg_by_id, query_msg_by_key, query_msg_by_offset, query_msg_by_unique_key,
+    consume_message,
+    print_msg,
+    query_msg_by_id,
+    query_msg_by_key,
+    query_msg_by_offset,
+    query_msg_by_unique_key,
     send_message,
 )
 from sparkmq.client.admin_ext import AdminExt
@@ -74,7 +79,7 @@ async def topic_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> 
         return
     info = await admin.cluster_info()
     cluster_of = {broker: cluster for cluster, names in info.cluster_addr_table.items() for broker in names}
-    out.write("%-20s  %-48s  %-48s\n" % ("#Cluster Name", "#Topic", "#Consumer Group"))
+    printf(out, "%-20s  %-48s  %-48s%n", "#Cluster Name", "#Topic", "#Consumer Group")
     for topic in topics:
         if topic.startswith((RETRY_PREFIX, "%DLQ%")):
             continue
@@ -84,7 +89,8 @@ async def topic_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> 
             groups = await admin.consumed_by(topic) or [""]
         except SparkmqError:  # as mqadmin: a topic whose brokers do not answer is listed without groups
             cluster, groups = "", [""]
-        out.writelines("%-20s  %-48s  %-48s\n" % (cluster, topic, group) for group in groups)
+        for group in groups:
+            printf(out, "%-20s  %-48s  %-48s%n", cluster, topic, group)
 
 
 async def topic_route(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -95,18 +101,18 @@ async def topic_route(admin: AdminExt, args: argparse.Namespace, out: TextIO) ->
 async def topic_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     stats = await admin.topic_stats(args.topic)
     header = ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated")
-    out.write("%-32s  %-4s  %-20s  %-20s    %s\n" % header)
+    printf(out, "%-32s  %-4s  %-20s  %-20s    %s%n", *header)
     for mq in sorted(stats.offset_table, key=lambda q: (q.broker_name, q.queue_id)):
         o = stats.offset_table[mq]
         last = ms_text(o.last_update_timestamp) if o.last_update_timestamp else ""
-        out.write("%-32s  %-4d  %-20d  %-20d    %s\n" % (mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, last))
+        printf(out, "%-32s  %-4d  %-20d  %-20d    %s%n", mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, last)
 
 
 async def topic_cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     route, info = await admin.topic_route(args.topic), await admin.cluster_info()
     names = {b.broker_name for b in route.broker_datas}
-    for cluster in sorted(c for c, members in info.cluster_addr_table.items() if names & set(members)):
-        out.write(cluster + "\n")
+    clusters = sorted(c for c, members in info.cluster_addr_table.items() if names & set(members))
+    out.writelines(cluster + "\n" for cluster in clusters)
 
 
 async def update_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -129,8 +135,8 @@ async def delete_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextI
 
 async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     if not args.groupName:
-        out.write("%-32s  %-6s  %-24s %-5s  %-14s  %-7s  %s\n" % ("#Group", "#Count", "#Version", "#Type", "#Model",
-                                                                  "#TPS", "#Diff Total"))
+        printf(out, "%-32s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n", "#Group", "#Count", "#Version", "#Type", "#Model",
+                                                                  "#TPS", "#Diff Total")
         for topic in await admin.topic_list():
             if topic.startswith(RETRY_PREFIX):
                 group = topic[len(RETRY_PREFIX):]
@@ -143,22 +149,20 @@ async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: Text
                     model = cc.message_model.name if kind == "PUSH" else ""
                 except RemoteError:
                     count, version, kind, model = 0, "OFFLINE", "", ""
-                out.write("%-32s  %-6d  %-24s %-5s  %-14s  %-7d  %d\n" % (group, count, version, kind, model,
-                                                                         int(stats.consume_tps), diff))
+                printf(out, "%-32s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n", group, count, version, kind, model,
+                                                                         int(stats.consume_tps), diff)
         return
     stats = await admin.consume_stats(args.groupName)
     owners: dict[MessageQueue, str] = {}
-    out.write("%-32s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s\n" % (
-        "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#LastTime"))
+    printf(out, "%-32s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n", "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#LastTime")
     total = 0
     for mq in sorted(stats.offset_table, key=lambda q: (q.topic, q.broker_name, q.queue_id)):
         o = stats.offset_table[mq]
         diff = o.broker_offset - o.consumer_offset
         total += diff
         last = datetime.fromtimestamp(o.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S") if o.last_timestamp else ""
-        out.write("%-32s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s\n" % (
-            mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, owners.get(mq, "NA"), diff,
-            last))
+        printf(out, "%-32s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n", mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, owners.get(mq, "NA"), diff,
+            last)
     out.write("\n")
     out.write(f"Consume TPS: {stats.consume_tps:.2f}\n")
     out.write(f"Consume Diff Total: {total}\n")
@@ -167,10 +171,10 @@ async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: Text
 async def consumer_connection(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     cc = await admin.consumer_connection(args.consumerGroup)
     for i, c in enumerate(sorted(cc.connection_set, key=lambda c: c.client_id), 1):
-        out.write("%03d  %-32s %-22s %-8s %s\n" % (i, c.client_id, c.client_addr, c.language, version_desc(c.version)))
+        printf(out, "%03d  %-32s %-22s %-8s %s%n", i, c.client_id, c.client_addr, c.language, version_desc(c.version))
     out.write("\nBelow is subscription:\n")
     for i, (topic, sub) in enumerate(sorted(cc.subscription_table.items()), 1):
-        out.write("%03d  Topic: %-40s SubExpression: %s\n" % (i, topic, sub.sub_string))
+        printf(out, "%03d  Topic: %-40s SubExpression: %s%n", i, topic, sub.sub_string)
     out.write(f"\nConsumeType: {cc.consume_type.name}\nMessageModel: {cc.message_model.name}\n"
               f"ConsumeFromWhere: {cc.consume_from_where.name}\n")
 
@@ -178,7 +182,7 @@ async def consumer_connection(admin: AdminExt, args: argparse.Namespace, out: Te
 async def producer_connection(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     pc = await admin.producer_connection(args.producerGroup, args.topic)
     for i, c in enumerate(sorted(pc.connection_set, key=lambda c: c.client_id), 1):
-        out.write("%04d  %-32s %-22s %-8s %s\n" % (i, c.client_id, c.client_addr, c.language, version_desc(c.version)))
+        printf(out, "%04d  %-32s %-22s %-8s %s%n", i, c.client_id, c.client_addr, c.language, version_desc(c.version))
 
 
 def parse_timestamp(text: str) -> int:
@@ -198,9 +202,9 @@ async def reset_offset_by_time(admin: AdminExt, args: argparse.Namespace, out: T
     table = await admin.reset_offset_by_time(args.group, args.topic, stamp, force)
     out.write(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
               f"force[{str(force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{stamp}]\n")
-    out.write("%-40s  %-40s  %-40s\n" % ("#brokerName", "#queueId", "#offset"))
+    printf(out, "%-40s  %-40s  %-40s%n", "#brokerName", "#queueId", "#offset")
     for mq in sorted(table, key=lambda q: (q.broker_name, q.queue_id)):
-        out.write("%-40s  %-40d  %-40d\n" % (mq.broker_name, mq.queue_id, table[mq]))
+        printf(out, "%-40s  %-40d  %-40d%n", mq.broker_name, mq.queue_id, table[mq])
 
 
 async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -226,30 +230,29 @@ async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
 
 async def _cluster_more_stats(admin: AdminExt, info: ClusterInfo, out: TextIO) -> None:
     """``clusterList -m``: messages in/out yesterday and today, from the msgPut/GetTotal* runtime keys."""
-    out.write("%-16s  %-32s %14s %14s %14s %14s\n" % ("#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest",
-                                                      "#InTotalToday", "#OutTotalToday"))
+    printf(out, "%-16s  %-32s %14s %14s %14s %14s%n", "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest",
+                                                      "#InTotalToday", "#OutTotalToday")
     for cluster in sorted(info.cluster_addr_table):
         for name in sorted(info.cluster_addr_table[cluster]):
             for _bid, address in sorted(info.broker_addr_table[name].broker_addrs.items()):
                 kv = {k: int(v) for k, v in (await admin.runtime_info(address)).items() if k.startswith("msg")}
-                out.write("%-16s  %-32s %14d %14d %14d %14d\n" % (
-                    cluster, name, kv["msgPutTotalTodayMorning"] - kv["msgPutTotalYesterdayMorning"],
+                printf(out, "%-16s  %-32s %14d %14d %14d %14d%n", cluster, name, kv["msgPutTotalTodayMorning"] - kv["msgPutTotalYesterdayMorning"],
                     kv["msgGetTotalTodayMorning"] - kv["msgGetTotalYesterdayMorning"],
                     kv["msgPutTotalTodayNow"] - kv["msgPutTotalTodayMorning"],
-                    kv["msgGetTotalTodayNow"] - kv["msgGetTotalTodayMorning"]))
+                    kv["msgGetTotalTodayNow"] - kv["msgGetTotalTodayMorning"])
 
 
 async def broker_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     for address in (await _targets(admin, args)).values():
         for key, value in sorted((await admin.runtime_info(address)).items()):
-            out.write("%-32s: %s\n" % (key, value))
+            printf(out, "%-32s: %s%n", key, value)
 
 
 async def get_broker_config(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     for address in (await _targets(admin, args)).values():
         out.write(f"============{address}============\n")
         for key, value in sorted((await admin.broker_config(address)).items()):
-            out.write("%-50s=  %s\n" % (key, value))
+            printf(out, "%-50s=  %s%n", key, value)
 
 
 async def update_broker_config(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -259,13 +262,15 @@ async def update_broker_config(admin: AdminExt, args: argparse.Namespace, out: T
 
 
 async def wipe_write_perm(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    for address, count in (await admin.write_perm(args.brokerName, add=False)).items():
-        out.write(f"wipe write perm of broker[{args.brokerName}] in name server[{address}] OK, {count}\n")
+    counts = await admin.write_perm(args.brokerName, add=False)
+    for address, count in counts.items():
+        printf(out, "wipe write perm of broker[%s] in name server[%s] OK, %d%n", args.brokerName, address, count)
 
 
 async def add_write_perm(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    for address, count in (await admin.write_perm(args.brokerName, add=True)).items():
-        out.write(f"add write perm of broker[{args.brokerName}] in name server[{address}] OK, {count}\n")
+    counts = await admin.write_perm(args.brokerName, add=True)
+    for address, count in counts.items():
+        printf(out, "add write perm of broker[%s] in name server[%s] OK, %d%n", args.brokerName, address, count)
 
 
 N = Opt("n", "namesrvAddr", "NameServer addresses, host:port[;host:port] (default: $NAMESRV_ADDR)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TextIO
 
 from sparkmq.protocol import MQVersion, PermName
 from sparkmq.protocol.namesrv_bodies import TopicConfig
@@ -30,3 +31,8 @@ def topic_config_text(c: TopicConfig) -> str:
     return (f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, writeQueueNums="
             f"{c.write_queue_nums}, perm={perm_string(c.perm)}, topicFilterType={c.topic_filter_type}, "
             f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}]")
+
+
+def printf(out: TextIO, java_format: str, *args: object) -> None:
+    """Java's ``System.out.printf``: the format strings are copied from mqadmin verbatim (``%n`` included)."""
+    out.write(java_format.replace("%n", "\n") % args)

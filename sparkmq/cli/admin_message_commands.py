@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import TextIO
 
-from sparkmq.cli.admin_format import ms_text
+from sparkmq.cli.admin_format import ms_text, printf
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.message import Message, ReceivedMessage
 from sparkmq.client.producer import AsyncProducer
@@ -28,7 +28,7 @@ def message_detail(m: ReceivedMessage) -> str:
             ("Born Host:", m.born_host), ("Store Host:", m.store_host), ("System Flag:", m.sys_flag),
             ("Properties:", json.dumps(m.properties, sort_keys=True)), ("Message ID:", m.msg_id),
             ("Message Body:", body_preview(m.body))]
-    return "".join("%-20s %s\n" % (k, v) for k, v in rows)
+    return "".join(f"{k:<20} {v}\n" for k, v in rows)
 
 
 def body_preview(body: bytes, limit: int = 1024) -> str:
@@ -42,9 +42,9 @@ async def query_msg_by_id(admin: AdminExt, args: argparse.Namespace, out: TextIO
 
 
 async def query_msg_by_key(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    out.write("%-50s %4s %40s\n" % ("#Message ID", "#QID", "#Offset"))
+    printf(out, "%-50s %4s %40s%n", "#Message ID", "#QID", "#Offset")
     for m in await admin.query_by_key(args.topic, args.msgKey):
-        out.write("%-50s %4d %40d\n" % (m.msg_id, m.queue.queue_id, m.queue_offset))
+        printf(out, "%-50s %4d %40d%n", m.msg_id, m.queue.queue_id, m.queue_offset)
 
 
 async def query_msg_by_unique_key(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:

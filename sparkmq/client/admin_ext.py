@@ -11,28 +11,42 @@ with the response code and remark, ``TopicNotExistError``) for anything but SUCC
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.admin_bodies import ConsumeStats, ConsumerConnection, ResetOffsetBody, TopicStatsTable
+from sparkmq.protocol.admin_bodies import ConsumerConnection, ConsumeStats, ResetOffsetBody, TopicStatsTable
 from sparkmq.protocol.admin_headers import (
-    BrokerNameRequestHeader, CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader,
-    GetConsumeStatsRequestHeader, TopicRequestHeader, WritePermResponseHeader,
+    BrokerNameRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetConsumeStatsRequestHeader,
+    TopicRequestHeader,
+    WritePermResponseHeader,
 )
 from sparkmq.protocol.bodies import KVTable, MessageQueue, TopicList, TopicRouteData
 from sparkmq.protocol.fastjson import as_object, as_str_list, loads
 from sparkmq.protocol.headers import (
-    ConsumerGroupRequestHeader, PullMessageRequestHeader, PullMessageResponseHeader, QueryMessageRequestHeader,
-    ResetOffsetRequestHeader, ViewMessageRequestHeader,
+    ConsumerGroupRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
+    ViewMessageRequestHeader,
 )
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, TopicConfig
 from sparkmq.protocol.ops_bodies import (
-    BrokerStatsData, DeleteSubscriptionGroupRequestHeader, ProducerConnection, ProducerGroupRequestHeader,
-    SubscriptionGroupBody, ViewBrokerStatsDataRequestHeader, parse_properties_text, properties_text,
+    BrokerStatsData,
+    DeleteSubscriptionGroupRequestHeader,
+    ProducerConnection,
+    ProducerGroupRequestHeader,
+    SubscriptionGroupBody,
+    ViewBrokerStatsDataRequestHeader,
+    parse_properties_text,
+    properties_text,
 )
 
 ADMIN_TIMEOUT_S = 5.0
@@ -54,10 +68,10 @@ class AdminExt:
     async def close(self) -> None:
         await self.remoting.close()
 
-    async def __aenter__(self) -> AdminExt:
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     # -- plumbing --------------------------------------------------------------------------

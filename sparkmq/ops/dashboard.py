@@ -18,8 +18,8 @@ import html
 import logging
 import time
 from collections.abc import AsyncIterator
-from urllib.parse import parse_qs
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request

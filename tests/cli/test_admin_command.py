@@ -12,12 +12,12 @@ import sys
 import uuid
 
 import pytest
+from support.client_harness import Clients
+from support.processes import REPO_ROOT, wait_until
 
 from sparkmq.cli.main import main
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message
-from support.client_harness import Clients
-from support.processes import REPO_ROOT, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,9 +33,9 @@ def admin(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 def test_update_topic_then_list_route_status_and_cluster(ops_cluster, capsys) -> None:
     topic = f"T_{uuid.uuid4().hex[:8]}"
     out = admin(capsys, "updateTopic", "-n", ops_cluster.ns, "-c", "DefaultCluster", "-t", topic, "-r", "3", "-w", "3")
-    assert out.splitlines() == [f"create topic to {ops_cluster.broker.address} success.",
-                                f"TopicConfig [topicName={topic}, readQueueNums=3, writeQueueNums=3, perm=RW-, "
-                                "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]"]
+    config_line = (f"TopicConfig [topicName={topic}, readQueueNums=3, writeQueueNums=3, perm=RW-, "
+                   "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]")
+    assert out.splitlines() == [f"create topic to {ops_cluster.broker.address} success.", config_line]
     assert wait_until(lambda: topic in admin(capsys, "topicList", "-n", ops_cluster.ns).split())
     route = admin(capsys, "topicRoute", "-n", ops_cluster.ns, "-t", topic)
     assert '"brokerName": "broker-a"' in route and '"writeQueueNums": 3' in route
@@ -150,7 +150,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     env.pop("NAMESRV_ADDR", None)
     return subprocess.run([sys.executable, "-m", "sparkmq", "admin", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO_ROOT, timeout=60)
+                          cwd=REPO_ROOT, timeout=60, check=False)
 
 
 def test_a_bad_flag_prints_usage_and_exits_2() -> None:
@@ -172,14 +172,14 @@ def test_no_namesrv_at_all_is_a_clear_error() -> None:
     assert result.returncode == 1 and "give -n host:port or set NAMESRV_ADDR" in result.stderr
 
 
-class socket_that_refuses:  # noqa: N801 (a context manager used like a function)
+class socket_that_refuses:
     """An address nothing listens on: a port bound (so no one else takes it) but never listening."""
 
     def __enter__(self) -> str:
         import socket
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
-        return "127.0.0.1:%d" % self._sock.getsockname()[1]
+        return f"127.0.0.1:{self._sock.getsockname()[1]}"
 
     def __exit__(self, *exc_info: object) -> None:
         self._sock.close()

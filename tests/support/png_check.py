@@ -49,7 +49,7 @@ def pixels(png: bytes) -> tuple[int, int, list[bytes]]:
 
 def ink_fraction(png: bytes) -> float:
     """The share of pixels that differ from the most common colour (0.0 for a blank image)."""
-    width, height, rows = pixels(png)
+    width, _height, rows = pixels(png)
     bpp = len(rows[0]) // width
     colours = Counter(row[i:i + 3] for row in rows[::2] for i in range(0, len(row), bpp * 2))
     total = sum(colours.values())
