@@ -172,18 +172,31 @@ def _item(pick: _Picker, key: str, first: Snapshot, now: Snapshot) -> BrokerStat
 SYSTEM_ERROR = 1  # ResponseCode.SYSTEM_ERROR: what the connection answers for a processor that raised
 
 
-def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> Callable[..., Awaitable[Any]]:
-    """``processor`` recording its latency and response code into ``stats.rpc`` (two clock reads per request)."""
-    clock = time.perf_counter
+class TimedProcessor:
+    """A processor that records each request's latency and response code into ``stats.rpc``.
 
-    async def serve(request: Any, connection: Any) -> Any:
-        start = clock()
+    Two clock reads per request. Other attributes of the wrapped processor (a remoting server may
+    look for extra entry points, such as one serving a run of requests together) are forwarded
+    unchanged, and what they serve is not timed.
+    """
+
+    def __init__(self, processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> None:
+        self._processor, self._code, self._stats = processor, code, stats
+
+    async def __call__(self, request: Any, connection: Any) -> Any:
+        start = time.perf_counter()
         try:
-            response = await processor(request, connection)
+            response = await self._processor(request, connection)
         except BaseException:
-            stats.rpc(code, SYSTEM_ERROR, (clock() - start) * 1000)
+            self._stats.rpc(self._code, SYSTEM_ERROR, (time.perf_counter() - start) * 1000)
             raise
-        stats.rpc(code, response.code if response is not None else 0, (clock() - start) * 1000)
+        self._stats.rpc(self._code, response.code if response is not None else 0, (time.perf_counter() - start) * 1000)
         return response
 
-    return serve
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._processor, name)
+
+
+def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> TimedProcessor:
+    """``processor`` wrapped in a :class:`TimedProcessor`."""
+    return TimedProcessor(processor, code, stats)

@@ -154,3 +154,27 @@ def test_metrics_endpoint_answers_only_get_metrics(prom_broker) -> None:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/nothing", timeout=10)
     assert missing.value.code == 404
     missing.value.close()
+
+
+def test_timed_processor_records_codes_and_forwards_other_entry_points() -> None:
+    from sparkmq.broker.stats import timed
+
+    class Answer:
+        code = 17
+
+    class Processor:
+        async def __call__(self, request: object, connection: object) -> Answer:
+            if request == "boom":
+                raise ValueError("bug")
+            return Answer()
+
+        def serve_group(self, requests: list[object], connection: object) -> list[str]:
+            return ["grouped"] * len(requests)
+
+    stats = BrokerStats()
+    wrapped = timed(Processor(), 310, stats)
+    assert asyncio.run(wrapped("ok", None)).code == 17
+    with pytest.raises(ValueError):
+        asyncio.run(wrapped("boom", None))
+    assert wrapped.serve_group([1, 2], None) == ["grouped", "grouped"]
+    assert sum(stats.rpc_latency[(310, 17)][:-1]) == 1 and sum(stats.rpc_latency[(310, 1)][:-1]) == 1
