@@ -172,31 +172,25 @@ def _item(pick: _Picker, key: str, first: Snapshot, now: Snapshot) -> BrokerStat
 SYSTEM_ERROR = 1  # ResponseCode.SYSTEM_ERROR: what the connection answers for a processor that raised
 
 
-class TimedProcessor:
-    """A processor that records each request's latency and response code into ``stats.rpc``.
+def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> Callable[..., Awaitable[Any]]:
+    """``processor`` recording each request's latency and response code into ``stats.rpc`` (two clock reads).
 
-    Two clock reads per request. Other attributes of the wrapped processor (a remoting server may
-    look for extra entry points, such as one serving a run of requests together) are forwarded
-    unchanged, and what they serve is not timed.
+    The processor's other public methods (a remoting server may look for extra entry points, such
+    as one serving a run of requests together) are copied onto the wrapper unchanged, untimed.
     """
+    clock, record = time.perf_counter, stats.rpc
 
-    def __init__(self, processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> None:
-        self._processor, self._code, self._stats = processor, code, stats
-
-    async def __call__(self, request: Any, connection: Any) -> Any:
-        start = time.perf_counter()
+    async def serve(request: Any, connection: Any) -> Any:
+        start = clock()
         try:
-            response = await self._processor(request, connection)
+            response = await processor(request, connection)
         except BaseException:
-            self._stats.rpc(self._code, SYSTEM_ERROR, (time.perf_counter() - start) * 1000)
+            record(code, SYSTEM_ERROR, (clock() - start) * 1000)
             raise
-        self._stats.rpc(self._code, response.code if response is not None else 0, (time.perf_counter() - start) * 1000)
+        record(code, response.code if response is not None else 0, (clock() - start) * 1000)
         return response
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._processor, name)
-
-
-def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStats) -> TimedProcessor:
-    """``processor`` wrapped in a :class:`TimedProcessor`."""
-    return TimedProcessor(processor, code, stats)
+    for name in dir(processor):
+        if not name.startswith("_") and callable(getattr(processor, name)):
+            setattr(serve, name, getattr(processor, name))
+    return serve
