@@ -67,6 +67,8 @@ CONTRACTS = (
     Contract("sparkmq.connector", _names("client", "message", "protocol", "errors"), None),
     Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
+    # Operator tools (the dashboard) build on the client like any application would.
+    Contract("sparkmq.ops", _names("client", "protocol", "message", "errors"), None, SPARK_MODULES),
 )
 # The command line is a composition root: it may import anything (as may sparkmq/__init__.py).
 UNCONSTRAINED = _names("cli", "embedded")

@@ -94,6 +94,9 @@ class BrokerConfig:
     server_max_buffered_frame_bytes: int = MAX_BUFFERED_FRAME_BYTES  # serverMaxBufferedFrameBytes
     max_topic_queue_nums: int = 1024  # maxTopicQueueNums: read/write queues an admin may give a topic
     max_subscription_group_nums: int = 10_000  # maxSubscriptionGroupNums: groups auto-creation stops at
+    metrics_exporter_type: str = "DISABLE"  # metricsExporterType: DISABLE or PROM (RocketMQ 5)
+    metrics_prom_exporter_host: str = ""  # metricsPromExporterHost, "" = brokerIP1
+    metrics_prom_exporter_port: int = 5557  # metricsPromExporterPort (0 picks a free port)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -110,6 +113,9 @@ class BrokerConfig:
         if not 0 < self.default_topic_queue_nums <= self.max_topic_queue_nums:
             raise ConfigError(f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
                               f"1..maxTopicQueueNums ({self.max_topic_queue_nums})")
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError(f"metricsExporterType {self.metrics_exporter_type!r} is not one sparkmq serves "
+                              "(DISABLE or PROM)")
         for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
             if not 0 <= getattr(self, _FIELD_OF_KEY[key]) <= 100:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
@@ -140,6 +146,12 @@ class BrokerConfig:
         """``brokerIP1:haListenPort``: where slaves connect (``haServerAddr`` in registrations)."""
         port = self.listen_port + 1 if self.ha_listen_port < 0 else self.ha_listen_port
         return f"{self.broker_ip}:{port}"
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its broker.conf key, as text (GET_BROKER_CONFIG's answer)."""
+        values = {key: getattr(self, name) for key, name in _FIELD_OF_KEY.items()}
+        return {key: ("" if v is None else str(v).lower() if isinstance(v, bool) else
+                      v.value if isinstance(v, FlushDiskType) else str(v)) for key, v in values.items()}
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]

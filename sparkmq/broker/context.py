@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkmq.broker.clients import ClientManager
@@ -12,6 +12,7 @@ from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.persistence import TablePersister
+from sparkmq.broker.stats import BrokerStats
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.offsets import ConsumerOffsetTable
@@ -40,6 +41,7 @@ class BrokerContext:
     holds: PullHoldService
     locks: RebalanceLockManager
     persister: TablePersister
+    stats: BrokerStats = field(default_factory=BrokerStats)
     ha: HAService | None = None  # replication; None: a lone broker
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:

@@ -16,15 +16,18 @@ from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.ha import HAService, SlaveSynchronize, TableSyncProcessors
 from sparkmq.broker.locks import RebalanceLockManager
+from sparkmq.broker.metrics import PromExporter
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.processors.admin import AdminProcessors
+from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.send import SendProcessor
 from sparkmq.broker.processors.send_back import SendBackProcessor
 from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
+from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.broker.transactions import TransactionService
@@ -58,6 +61,7 @@ class BrokerController:
         self.ha: HAService | None = None
         self.slave_sync: SlaveSynchronize | None = None
         self.persister = TablePersister(f"broker {config.broker_name}")
+        self.metrics: PromExporter | None = None
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
@@ -107,6 +111,10 @@ class BrokerController:
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
         if not cfg.is_slave:
             self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
+        self._every(SAMPLE_INTERVAL_S, ctx.stats.sample, "stats-sample")
+        if cfg.metrics_exporter_type == "PROM":
+            self.metrics = PromExporter(ctx, cfg.metrics_prom_exporter_host or cfg.broker_ip, cfg.metrics_prom_exporter_port)
+            await self.metrics.start()
         await self.server.start_serving()
         await self._registration.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)
@@ -130,8 +138,9 @@ class BrokerController:
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats, RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
         }
+        table.update(AdminOpsProcessors(ctx).table())  # type: ignore[arg-type]
         for code, processor in table.items():
-            self.server.register(code, processor)  # type: ignore[arg-type]
+            self.server.register(code, timed(processor, code, ctx.stats))  # type: ignore[arg-type]
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
         """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""
@@ -181,6 +190,8 @@ class BrokerController:
             self.context.holds.wake_all()
             await self._close_step("drain in-flight requests", self._drain_in_flight)
         await self._close_step("close connections", self.server.close)
+        if self.metrics is not None:
+            await self._close_step("close the metrics endpoint", self.metrics.close)
         await stop_tasks(self._tasks, f"broker {self.config.broker_name}")
         self._tasks.clear()
         if self.ha is not None:

@@ -22,11 +22,14 @@ broker goes away.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from sparkmq.protocol import PermName
 from sparkmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
@@ -248,6 +251,22 @@ class RouteInfoManager(Generic[C]):
     def all_topics(self) -> tuple[str, ...]:
         """Every topic with queue data, sorted."""
         return tuple(sorted(self._topic_queue_table))
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """WIPE/ADD_WRITE_PERM_OF_BROKER: clear or set PERM_WRITE on every queue data of ``broker_name``.
+
+        Returns how many topics changed. The broker's next registration brings its own perms back (as in Java 4.x).
+        """
+        changed = 0
+        for queues in self._topic_queue_table.values():
+            data = queues.get(broker_name)
+            if data is None:
+                continue
+            perm = data.perm | PermName.PERM_WRITE if writable else data.perm & ~PermName.PERM_WRITE
+            if perm != data.perm:
+                queues[broker_name] = dataclasses.replace(data, perm=perm)
+                changed += 1
+        return changed
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> bool:
         """Forget ``topic``; with ``cluster_name``, only that cluster's queues of it. True if known."""

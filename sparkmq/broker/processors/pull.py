@@ -79,7 +79,9 @@ class PullProcessor:
         fields = PullMessageResponseHeader(advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset,
                                            result.max_offset).to_fields()
         if code is ResponseCode.SUCCESS:
-            return request.make_response(code, ext_fields=fields, body=result.body())
+            body = result.body()
+            ctx.stats.get(header.consumer_group, header.topic, result.message_count, len(body))
+            return request.make_response(code, ext_fields=fields, body=body)
         return request.make_response(code, remark=result.status.value, ext_fields=fields)
 
     def _filter(self, header: PullMessageRequestHeader) -> MessageFilter:

@@ -86,6 +86,7 @@ class SendProcessor:
             batch = redirect_if_delayed(batch, self._max_delay_level)
         wait = find_property(batch.properties[0], WAIT_STORE_MSG_OK.encode()) != b"false"
         result = await self.ctx.put(batch, wait_flush=wait)
+        self.ctx.stats.put(batch.topic, len(result.physical_offsets), len(request.body))
         if self.ctx.topics.version != topics_before:  # a topic made for this message is on disk before the ack
             await self.ctx.persister.persist("topics.json")
         return self._response(request, result, queue_id, PUT_STATUS_TO_RESPONSE[result.status])
