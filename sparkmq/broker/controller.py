@@ -88,7 +88,7 @@ class BrokerController:
         offsets = self._offset_file.load()
         self.context = ctx = BrokerContext(cfg, store, offsets, topics, groups,
                                            ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager(),
-                                           self.persister, self.ha)
+                                           self.persister, ha=self.ha)
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
