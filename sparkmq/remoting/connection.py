@@ -248,6 +248,13 @@ class RemotingConnection(asyncio.Protocol):
             remark = f"the response could not be encoded: {type(exc).__name__}: {exc}"[:_REMARK_CHARS]
             head, body = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque, flag=RESPONSE_FLAG,
                                          remark=remark).encode_parts()
+        self.write_frame(head, body)
+
+    def write_frame(self, head: bytes, body: bytes = b"") -> None:
+        """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
+        dropped if the connection is closed."""
+        if not self.is_open:
+            return
         if self._watchdog is not None:
             self._watchdog.activity()
         # Frames written in one loop turn leave in one writelines (one syscall, not one per frame):
@@ -280,12 +287,17 @@ class RemotingConnection(asyncio.Protocol):
         """
         if not self.is_open:
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[RemotingCommand] = loop.create_future()
-        opaque = command.opaque
+        head, body = command.encode_parts()
+        return await self.request_frame(command.opaque, command.code, head, body, timeout)
+
+    async def request_frame(self, opaque: int, code: int, head: bytes, body: bytes, timeout: float) -> RemotingCommand:
+        """``request`` for a frame the caller encoded itself (a producer's per-queue header template)."""
+        if not self.is_open:
+            raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
-        deadline = loop.call_later(timeout, self._expire, future, command.code, timeout)
-        self.send(command)
+        deadline = self._loop.call_later(timeout, self._expire, future, code, timeout)
+        self.write_frame(head, body)
         try:
             return await future
         finally:
