@@ -250,13 +250,21 @@ class RemotingConnection(asyncio.Protocol):
                                          remark=remark).encode_parts()
         self.write_frame(head, body)
 
-    def write_frame(self, head: bytes, body: bytes = b"") -> None:
+    def write_frame(self, head: bytes, body: bytes = b"", *, at_once: bool = False) -> None:
         """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
-        dropped if the connection is closed."""
+        dropped if the connection is closed.
+
+        ``at_once``: when no frame of this loop turn is waiting, write now instead of at the turn's
+        end: a lone request (one in flight) saves a loop turn; a burst still leaves in one write after it.
+        """
         if not self.is_open:
             return
         if self._watchdog is not None:
             self._watchdog.activity()
+        if at_once and not self._out:
+            assert self._transport is not None
+            self._transport.writelines((head, body) if body else (head,))
+            return
         # Frames written in one loop turn leave in one writelines (one syscall, not one per frame):
         # under pipelining most of a server's and a client's CPU per request was these writes.
         self._out.append(head)
@@ -297,7 +305,7 @@ class RemotingConnection(asyncio.Protocol):
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
         deadline = self._loop.call_later(timeout, self._expire, future, code, timeout)
-        self.write_frame(head, body)
+        self.write_frame(head, body, at_once=True)
         try:
             return await future
         finally:
