@@ -254,8 +254,8 @@ class RemotingConnection(asyncio.Protocol):
         """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
         dropped if the connection is closed.
 
-        ``at_once``: when no frame of this loop turn is waiting, write now instead of at the turn's
-        end: a lone request (one in flight) saves a loop turn; a burst still leaves in one write after it.
+        ``at_once`` (a request with no other in flight): when no frame of this loop turn waits,
+        write now instead of at the turn's end, saving a loop turn per request.
         """
         if not self.is_open:
             return
@@ -305,7 +305,7 @@ class RemotingConnection(asyncio.Protocol):
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
         deadline = self._loop.call_later(timeout, self._expire, future, code, timeout)
-        self.write_frame(head, body, at_once=True)
+        self.write_frame(head, body, at_once=len(self._pending) == 1)
         try:
             return await future
         finally:
