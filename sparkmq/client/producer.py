@@ -169,11 +169,8 @@ class AsyncProducer:
             return zlib.compress(body, COMPRESS_LEVEL), L.COMPRESSED_FLAG
         return body, 0
 
-    async def _lane(self, topic: str) -> _Lane:
-        """The topic's send state, rebuilt whenever the client instance holds a new route for it."""
-        lane = self._lanes.get(topic)
-        if lane is not None and self.instance.routes.get(topic) is lane.route:
-            return lane
+    async def _new_lane(self, topic: str) -> _Lane:
+        """The topic's send state, built anew (the first send, or the client instance holds a new route)."""
         validate_topic(topic)
         route = await self.instance.publish_route(topic, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS)
         lane = self._lanes[topic] = _Lane(route, route.publish_queues(), SendTemplate(self.group, topic))
@@ -187,7 +184,9 @@ class AsyncProducer:
         for attempt in range(attempts):
             if attempt > 0:
                 self.instance.routes.pop(topic, None)
-            lane = await self._lane(topic)
+            lane = self._lanes.get(topic)  # cached (no await) until the route changes
+            if lane is None or self.instance.routes.get(topic) is not lane.route:
+                lane = await self._new_lane(topic)
             if not lane.queues:
                 raise RemoteError(f"topic {topic} has no writable queue", retriable=True)
             if fixed is not None:
@@ -198,7 +197,9 @@ class AsyncProducer:
                 queue = self._pick(lane.queues, last_broker)
             started = time.monotonic()
             try:
-                connection = await self._connection(lane, queue.broker_name)
+                connection = lane.connections.get(queue.broker_name)
+                if connection is None or not connection.is_open:
+                    connection = await self._connect(lane, queue.broker_name)
                 opaque = connection.next_opaque()
                 head = lane.template.head(out, queue.queue_id, opaque, int(time.time() * 1000), oneway)
                 if oneway:
@@ -222,11 +223,9 @@ class AsyncProducer:
         assert last_error is not None
         raise last_error
 
-    async def _connection(self, lane: _Lane, broker_name: str) -> RemotingConnection:
-        connection = lane.connections.get(broker_name)
-        if connection is None or not connection.is_open:
-            address = lane.route.master_address(broker_name) or self.instance.broker_address(broker_name)
-            connection = lane.connections[broker_name] = await self.instance.remoting.connection(address)
+    async def _connect(self, lane: _Lane, broker_name: str) -> RemotingConnection:
+        address = lane.route.master_address(broker_name) or self.instance.broker_address(broker_name)
+        connection = lane.connections[broker_name] = await self.instance.remoting.connection(address)
         return connection
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
