@@ -141,7 +141,7 @@ class AsyncProducer:
             raise MessageError("every message of a batch must have the same topic")
         if any(m.delay_level > 0 for m in messages):
             raise MessageError("batch messages cannot be delayed")
-        ids = [self._ids.next_id() for _ in messages]
+        ids = self._ids.next_ids(len(messages))
         body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids)],
                                   [m.flag for m in messages])
         return await self.send_encoded_batch(topic, body, queue, ",".join(ids))
