@@ -15,6 +15,7 @@ shared :class:`FrameBudget` caps the unfinished frames all connections hold.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ WRITE_HIGH_WATER_BYTES = 8 * 1024 * 1024
 _REMARK_CHARS = 300  # of an encoding failure quoted back to the peer
 
 COALESCE_MAX_BYTES = 64 * 1024  # frames of one loop turn are held back for one write up to this much
+DEADLINE_SWEEP_S = 0.05  # requests' deadlines are checked at most this often (one timer per connection)
 
 RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
 
@@ -69,6 +71,8 @@ class RemotingConnection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
+        self._deadlines: list[tuple[float, int, int, float]] = []  # heap of (when, opaque, code, timeout)
+        self._sweeper: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -118,6 +122,8 @@ class RemotingConnection(asyncio.Protocol):
         self._unblock_reading("writes")
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} closed", retriable=True))
@@ -290,9 +296,10 @@ class RemotingConnection(asyncio.Protocol):
     async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for the response with the same opaque.
 
-        The deadline is one ``call_later`` that fails the future (not ``asyncio.wait_for``: that
-        costs a second timer and callbacks per request, and on Python 3.11 it can swallow a
-        cancellation that races its timeout).
+        Deadlines wait in a heap swept by one timer per connection (RocketMQ's
+        ``scanResponseTable``), not a timer per request; a request fails at most
+        ``DEADLINE_SWEEP_S`` after its deadline. (Not ``asyncio.wait_for``: that costs timers and
+        callbacks per request, and on Python 3.11 it can swallow a cancellation that races its timeout.)
         """
         if not self.is_open:
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
@@ -305,18 +312,33 @@ class RemotingConnection(asyncio.Protocol):
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
-        deadline = self._loop.call_later(timeout, self._expire, future, code, timeout)
+        when = self._loop.time() + timeout
+        heapq.heappush(self._deadlines, (when, opaque, code, timeout))
+        if self._sweeper is None or when < self._sweeper.when():
+            self._arm_sweeper(when)
         self.write_frame(head, body, at_once=len(self._pending) == 1)
         try:
             return await future
         finally:
-            deadline.cancel()
             self._pending.pop(opaque, None)
 
-    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
-        if not future.done():
-            future.set_exception(RemoteError(
-                f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+    def _arm_sweeper(self, when: float) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._sweeper = self._loop.call_at(when, self._sweep)
+
+    def _sweep(self) -> None:
+        """Fail the requests past their deadline; entries of answered requests are just dropped."""
+        self._sweeper = None
+        now, deadlines = self._loop.time(), self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, opaque, code, timeout = heapq.heappop(deadlines)
+            future = self._pending.get(opaque)
+            if future is not None and not future.done():
+                future.set_exception(RemoteError(
+                    f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+        if deadlines:
+            self._arm_sweeper(max(deadlines[0][0], now + DEADLINE_SWEEP_S))
 
     def close(self) -> None:
         """Close after the buffered writes are flushed; abort at once if the peer is not reading them."""
