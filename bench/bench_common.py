@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import random
@@ -17,12 +18,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 30.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SPY_RATE = 500
+
+
+def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
+    """``asyncio.run(coro)`` on asyncio's own loop or, with ``loop="uvloop"``, on uvloop's."""
+    factory = None
+    if loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)  # type: ignore[arg-type]
 
 
 def bench_root() -> Path:
@@ -42,8 +55,10 @@ def loadavg() -> str:
 def commit() -> str:
     """The short HEAD commit, marked when the work tree has uncommitted changes."""
     git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           check=False).stdout
     return head + (" + uncommitted changes" if dirty.strip() else "")
 
 
@@ -85,7 +100,7 @@ class Row:
     def pct(self, p: float) -> float:
         """Nearest-rank percentile in µs (the peers' common.pct)."""
         s = sorted(self.latency_us)
-        return s[max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))]
+        return s[max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))]
 
 
 class DevProcess:
@@ -199,9 +214,9 @@ def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], to
             inclusive[frame] += n
     python = buckets["python"] or 1
     scale = user_us / python
-    lines = [f"measured CPU: user {user_us:.2f} + system {sys_us:.2f} µs/msg; sampled (wall, non-idle): Python "
-             f"{buckets['python'] * us_per_sample:.2f}, in syscalls {buckets['syscall'] * us_per_sample:.2f}, "
-             f"waiting {buckets['waiting'] * us_per_sample:.2f} µs/msg"]
+    lines = [(f"measured CPU: user {user_us:.2f} + system {sys_us:.2f} µs/msg; sampled (wall, non-idle): Python "
+              f"{buckets['python'] * us_per_sample:.2f}, in syscalls {buckets['syscall'] * us_per_sample:.2f}, "
+              f"waiting {buckets['waiting'] * us_per_sample:.2f} µs/msg")]
     lines.append("self time, Python (≈ user µs/msg | share):")
     lines += [f"  {n * scale:8.2f} | {100 * n / python:4.1f}%  {f}" for f, n in own.most_common(top)]
     lines.append("inclusive, sparkmq functions, Python part (≈ user µs/msg | share):")

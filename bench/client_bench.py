@@ -49,7 +49,6 @@ for each 100 B case and the ping, and prints where the CPU goes per message (see
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import sys
@@ -66,6 +65,7 @@ from bench_common import (
     bench_root,
     loadavg,
     machine,
+    run_loop,
     table,
 )
 
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = Recorder(DevProcess(root / "store"), args.tags_keys, args.profile)
         try:
             scale = 10 if args.quick else 1
-            asyncio.run(async_cases(bench, scale, args.inflight, args.latency_sends))
+            run_loop(async_cases(bench, scale, args.inflight, args.latency_sends), args.loop)
             blocking_cases(bench, scale, args.latency_sends)
         finally:
             bench.dev.stop()

@@ -85,6 +85,7 @@ import asyncio, sys, time
 from sparkmq.client import AsyncProducer, Message
 namesrv, topic, group, count, size, inflight = (sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                                                 int(sys.argv[6]))
+uvloop = sys.argv[7] == "uvloop"
 
 async def main():
     producer = AsyncProducer(group, namesrv, send_timeout_s=30.0)
@@ -105,7 +106,11 @@ async def main():
     report(count, time.perf_counter() - started, cpu_at_start)
     await producer.close()
 
-asyncio.run(main())
+if uvloop:
+    import uvloop as _uvloop
+    _uvloop.run(main())
+else:
+    asyncio.run(main())
 """
 NATS_WORKER = _RESULT + """
 import asyncio, sys, time
@@ -239,7 +244,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def sparkmq_cases(root: Path, processes: int, sends: int, size: int) -> list[FanInRow]:
+def sparkmq_cases(root: Path, processes: int, sends: int, size: int, loop: str) -> list[FanInRow]:
     rows: list[FanInRow] = []
     dev = DevProcess(root / "store")
     try:
@@ -257,8 +262,9 @@ def sparkmq_cases(root: Path, processes: int, sends: int, size: int) -> list[Fan
             rows.append(report(run_workers("rocketmq C++ 0.4.4, sync", commands, cpp_env, dev.process.pid, home)))
         for inflight in (1, 128):
             commands = [[sys.executable, "-c", SPARKMQ_WORKER, dev.namesrv, "FanInSparkmq", f"PID_FANIN_{i}",
-                         str(sends), str(size), str(inflight)] for i in range(processes)]
-            rows.append(report(run_workers(f"sparkmq AsyncProducer, {inflight} in flight", commands, env,
+                         str(sends), str(size), str(inflight), loop] for i in range(processes)]
+            label = f"sparkmq AsyncProducer, {inflight} in flight" + (", uvloop" if loop == "uvloop" else "")
+            rows.append(report(run_workers(label, commands, env,
                                            dev.process.pid, REPO)))
     finally:
         dev.stop()
@@ -316,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--quick", action="store_true", help="500 messages per process")
     parser.add_argument("--no-peers", action="store_true", help="skip NATS")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="the event loop of sparkmq's worker processes (default asyncio)")
     parser.add_argument("--peers-python", type=Path, default=PEERS_BASE / "venv" / "bin" / "python",
                         help="python of the peers' virtualenv (setup.sh), with nats-py")
     args = parser.parse_args(argv)
@@ -323,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     root = Path(tempfile.mkdtemp(prefix="sparkmq-client-fanin-bench-", dir=bench_root()))
     try:
-        rows = sparkmq_cases(root, args.processes, sends, args.size)
+        rows = sparkmq_cases(root, args.processes, sends, args.size, args.loop)
         if not args.no_peers:
             rows += nats_cases(root, args.processes, sends, args.size, args.peers_python)
     finally:

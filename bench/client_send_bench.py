@@ -32,7 +32,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench_common import REPO, DevProcess, Recorder, bench_root, loadavg, machine, table
+from bench_common import (
+    REPO,
+    DevProcess,
+    Recorder,
+    bench_root,
+    loadavg,
+    machine,
+    run_loop,
+    table,
+)
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -211,6 +220,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inflight", type=int, default=128, help="pipelined single sends in flight (default 128)")
     parser.add_argument("--tags-keys", action="store_true", help="give every message TAGS and KEYS")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy broker and client during the 100 B cases")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)")
     parser.add_argument("--latency-sends", type=int, default=2000,
                         help="sends (and pings, echoes) per latency case (default 2000; more gives the profiles more samples)")
 
@@ -227,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = Recorder(DevProcess(root / "store"), args.tags_keys, args.profile)
         try:
             scale = 10 if args.quick else 1
-            asyncio.run(_async_main(bench, scale, args.inflight, args.latency_sends))
+            run_loop(_async_main(bench, scale, args.inflight, args.latency_sends), args.loop)
             blocking_cases(bench, scale, args.latency_sends)
         finally:
             bench.dev.stop()
