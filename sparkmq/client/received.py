@@ -159,14 +159,14 @@ class PulledRecords:
         return queue
 
 
-def _topics(body: bytes, starts: np.ndarray, lengths: np.ndarray) -> Sequence[str]:
+def _topics(body: bytes, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> list[str]:
     """Each record's topic; one shared string when all records name the same topic (a queue's pull)."""
     first = bytes(body[int(starts[0]) : int(starts[0] + lengths[0])])
     if (lengths == lengths[0]).all():
         raw = np.frombuffer(body, dtype=np.uint8)
         windows = as_strided(raw, shape=(len(raw) - len(first) + 1, len(first)), strides=(1, 1), writeable=False)
         if (windows[starts] == np.frombuffer(first, np.uint8)).all():
-            return _Repeated(_utf8_topic(first, int(starts[0])), len(starts))
+            return [_utf8_topic(first, int(starts[0]))] * len(starts)
     return [_utf8_topic(body[s : s + n], s) for s, n in zip(starts.tolist(), lengths.tolist())]
 
 
@@ -175,21 +175,6 @@ def _utf8_topic(raw: bytes, at: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptRecordError(f"record with topic at {at}: topic is not UTF-8") from exc
-
-
-class _Repeated(Sequence[str]):
-    """``[value] * count`` without the list."""
-
-    __slots__ = ("_count", "_value")
-
-    def __init__(self, value: str, count: int) -> None:
-        self._value, self._count = value, count
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._value
-
-    def __len__(self) -> int:
-        return self._count
 
 
 def _offsets(lengths: Any) -> list[int]:
