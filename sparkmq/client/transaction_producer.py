@@ -25,11 +25,12 @@ from typing import Any, NamedTuple, Union
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.send_frames import Outgoing
 from sparkmq.errors import SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
-from sparkmq.message.record import StoredMessage, validate_topic
+from sparkmq.message.record import StoredMessage
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -127,12 +128,11 @@ class AsyncTransactionProducer(AsyncProducer):
         ``queue`` when given (then sent once, never retried elsewhere)."""
         props = {**message.properties, TRANSACTION_PREPARED: "true", PRODUCER_GROUP: self.group}
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
-        validate_topic(half.topic)
         body, sys_flag = self._body_of(half)
         unique_id = self._ids.next_id()
-        header = self._header(half.topic, sys_flag | L.TRANSACTION_PREPARED_TYPE, half.encoded_properties(unique_id), half.flag)
-        return await self._send_with_retries(half.topic, RequestCode.SEND_MESSAGE_V2, header, body, unique_id, None, None,
-                                             half, queue, False)
+        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, half.properties_text(unique_id), unique_id,
+                       sys_flag | L.TRANSACTION_PREPARED_TYPE, half.flag)
+        return await self._send_with_retries(half.topic, out, None, None, half, queue, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back

@@ -15,10 +15,11 @@ shared :class:`FrameBudget` caps the unfinished frames all connections hold.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
 from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
@@ -31,6 +32,7 @@ WRITE_HIGH_WATER_BYTES = 8 * 1024 * 1024
 _REMARK_CHARS = 300  # of an encoding failure quoted back to the peer
 
 COALESCE_MAX_BYTES = 64 * 1024  # frames of one loop turn are held back for one write up to this much
+DEADLINE_SWEEP_S = 0.05  # requests' deadlines are checked at most this often (one timer per connection)
 
 RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
 
@@ -69,10 +71,13 @@ class RemotingConnection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
+        self._deadlines: list[tuple[float, int, int, float]] = []  # heap of (when, opaque, code, timeout)
+        self._sweeper: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's TCPTransport has the whole interface but is no asyncio.Transport subclass
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         peer = transport.get_extra_info("peername")
@@ -117,6 +122,8 @@ class RemotingConnection(asyncio.Protocol):
         self._unblock_reading("writes")
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} closed", retriable=True))
@@ -248,8 +255,23 @@ class RemotingConnection(asyncio.Protocol):
             remark = f"the response could not be encoded: {type(exc).__name__}: {exc}"[:_REMARK_CHARS]
             head, body = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque, flag=RESPONSE_FLAG,
                                          remark=remark).encode_parts()
+        self.write_frame(head, body)
+
+    def write_frame(self, head: bytes, body: bytes = b"", *, at_once: bool = False) -> None:
+        """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
+        dropped if the connection is closed.
+
+        ``at_once`` (a request with no other in flight): when no frame of this loop turn waits,
+        write now instead of at the turn's end, saving a loop turn per request.
+        """
+        if not self.is_open:
+            return
         if self._watchdog is not None:
             self._watchdog.activity()
+        if at_once and not self._out:
+            assert self._transport is not None
+            self._transport.writelines((head, body) if body else (head,))
+            return
         # Frames written in one loop turn leave in one writelines (one syscall, not one per frame):
         # under pipelining most of a server's and a client's CPU per request was these writes.
         self._out.append(head)
@@ -274,28 +296,49 @@ class RemotingConnection(asyncio.Protocol):
     async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for the response with the same opaque.
 
-        The deadline is one ``call_later`` that fails the future (not ``asyncio.wait_for``: that
-        costs a second timer and callbacks per request, and on Python 3.11 it can swallow a
-        cancellation that races its timeout).
+        Deadlines wait in a heap swept by one timer per connection (RocketMQ's
+        ``scanResponseTable``), not a timer per request; a request fails at most
+        ``DEADLINE_SWEEP_S`` after its deadline. (Not ``asyncio.wait_for``: that costs timers and
+        callbacks per request, and on Python 3.11 it can swallow a cancellation that races its timeout.)
         """
         if not self.is_open:
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[RemotingCommand] = loop.create_future()
-        opaque = command.opaque
+        head, body = command.encode_parts()
+        return await self.request_frame(command.opaque, command.code, head, body, timeout)
+
+    async def request_frame(self, opaque: int, code: int, head: bytes, body: bytes, timeout: float) -> RemotingCommand:
+        """``request`` for a frame the caller encoded itself (a producer's per-queue header template)."""
+        if not self.is_open:
+            raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
-        deadline = loop.call_later(timeout, self._expire, future, command.code, timeout)
-        self.send(command)
+        when = self._loop.time() + timeout
+        heapq.heappush(self._deadlines, (when, opaque, code, timeout))
+        if self._sweeper is None or when < self._sweeper.when():
+            self._arm_sweeper(when)
+        self.write_frame(head, body, at_once=len(self._pending) == 1)
         try:
             return await future
         finally:
-            deadline.cancel()
             self._pending.pop(opaque, None)
 
-    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
-        if not future.done():
-            future.set_exception(RemoteError(
-                f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+    def _arm_sweeper(self, when: float) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._sweeper = self._loop.call_at(when, self._sweep)
+
+    def _sweep(self) -> None:
+        """Fail the requests past their deadline; entries of answered requests are just dropped."""
+        self._sweeper = None
+        now, deadlines = self._loop.time(), self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, opaque, code, timeout = heapq.heappop(deadlines)
+            future = self._pending.get(opaque)
+            if future is not None and not future.done():
+                future.set_exception(RemoteError(
+                    f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+        if deadlines:
+            self._arm_sweeper(max(deadlines[0][0], now + DEADLINE_SWEEP_S))
 
     def close(self) -> None:
         """Close after the buffered writes are flushed; abort at once if the peer is not reading them."""
