@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 # the properties (≤ 32767 bytes, JSON-escaped at up to 6 bytes each) and a pull answer its offsets.
 FRAME_HEADER_RESERVE_BYTES = 256 * 1024
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
+TLS_SERVER_MODES = ("permissive", "enforcing", "disabled")  # TlsMode in RocketMQ
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,13 @@ class BrokerConfig:
     server_max_buffered_frame_bytes: int = MAX_BUFFERED_FRAME_BYTES  # serverMaxBufferedFrameBytes
     max_topic_queue_nums: int = 1024  # maxTopicQueueNums: read/write queues an admin may give a topic
     max_subscription_group_nums: int = 10_000  # maxSubscriptionGroupNums: groups auto-creation stops at
+    acl_enable: bool = False  # aclEnable: check every request against the ACL 1.0 accounts file
+    acl_file: Path | None = None  # aclFile (sparkmq; RocketMQ: -Drocketmq.acl.plain.file), see acl_path()
+    acl_reload_interval_ms: int = 1000  # aclReloadIntervalMs (sparkmq): how often the file is looked at
+    tls_enable: bool = False  # tlsEnable: serve TLS (Python ssl) in tlsServerMode
+    tls_server_mode: str = "permissive"  # tls.server.mode: permissive (TLS and plain) | enforcing | disabled
+    tls_server_cert_path: Path | None = None  # tls.server.certPath (PEM)
+    tls_server_key_path: Path | None = None  # tls.server.keyPath (PEM, unencrypted)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -104,9 +112,23 @@ class BrokerConfig:
         for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
             if not 0 <= getattr(self, _FIELD_OF_KEY[key]) <= 100:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
-        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval"):
+        if self.tls_server_mode not in TLS_SERVER_MODES:
+            raise ConfigError(f"tls.server.mode {self.tls_server_mode!r} is not one of {', '.join(TLS_SERVER_MODES)}")
+        if self.tls_on and (self.tls_server_cert_path is None or self.tls_server_key_path is None):
+            raise ConfigError("tlsEnable=true needs tls.server.certPath and tls.server.keyPath (PEM files)")
+        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval",
+                    "aclReloadIntervalMs"):
             if getattr(self, _FIELD_OF_KEY[key]) <= 0:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} must be positive")
+
+    @property
+    def tls_on(self) -> bool:
+        """Whether the server speaks TLS at all (tlsEnable and a mode other than disabled)."""
+        return self.tls_enable and self.tls_server_mode != "disabled"
+
+    def acl_path(self) -> Path:
+        """aclFile, else ``conf/plain_acl.yml`` (the CLI puts it beside the broker.conf it read)."""
+        return self.acl_file if self.acl_file is not None else Path("conf") / "plain_acl.yml"
 
     @property
     def address(self) -> str:
@@ -167,6 +189,9 @@ _FIELD_OF_KEY: dict[str, str] = {_java_key(f.name): f.name for f in dataclasses.
 _FIELD_OF_KEY.update({
     "brokerIP1": "broker_ip", "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
     "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue", "listenHost": "listen_host",
+    "tls.enable": "tls_enable", "tls.server.mode": "tls_server_mode", "tls.server.certPath": "tls_server_cert_path",
+    "tls.server.keyPath": "tls_server_key_path", "tlsServerCertPath": "tls_server_cert_path",
+    "tlsServerKeyPath": "tls_server_key_path",
 })
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+from sparkmq.broker.acl import AclValidator
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
@@ -55,6 +56,9 @@ class BrokerController:
         self._offset_file: OffsetFile | None = None
         self._schedule: ScheduleMessageService | None = None
         self.persister = TablePersister(f"broker {config.broker_name}")
+        # A malformed accounts file refuses the start here, before anything binds.
+        self.acl = AclValidator(config.acl_path()) if config.acl_enable else None
+        self.server.authorize = None if self.acl is None else self.acl.authorize
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
@@ -97,6 +101,8 @@ class BrokerController:
         self._every(min(PERSIST_TICK_S, offsets_interval_s), self.persister.persist_changed, "persist-tables")
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
         self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
+        if self.acl is not None:
+            self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
         await self.server.start_serving()
         await self._registration.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)

@@ -16,6 +16,8 @@ REFUSAL_LOG_INTERVAL_S = 1.0
 ACCEPT_BACKLOG = 1024
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
+#: Runs before a request's processor: None serves it, a response refuses it (the broker's ACL check).
+Authorizer = Callable[[RemotingCommand, RemotingConnection], RemotingCommand | None]
 
 
 class RemotingServer:
@@ -40,6 +42,7 @@ class RemotingServer:
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
         self._server: asyncio.Server | None = None
+        self.authorize: Authorizer | None = None
 
     def register(self, code: int, processor: Processor) -> None:
         self._processors[int(code)] = processor
@@ -58,6 +61,8 @@ class RemotingServer:
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request type {request.code} ({code_name(request.code, response=False)}) not supported"
             )
+        if self.authorize is not None and (refusal := self.authorize(request, connection)) is not None:
+            return refusal
         return await processor(request, connection)
 
     def _connection_closed(self, connection: RemotingConnection) -> None:
