@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
 from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
 from sparkmq.protocol import MAX_FRAME_BYTES
+from sparkmq.remoting.tls import ServerTls, server_context
 from sparkmq.store.config import FlushDiskType, StoreConfig
 
 logger = logging.getLogger(__name__)
@@ -125,6 +127,17 @@ class BrokerConfig:
     def tls_on(self) -> bool:
         """Whether the server speaks TLS at all (tlsEnable and a mode other than disabled)."""
         return self.tls_enable and self.tls_server_mode != "disabled"
+
+    def server_tls(self) -> ServerTls | None:
+        """The remoting server's TLS (None: plain only); reads the PEM files, ConfigError if unusable."""
+        if not self.tls_on:
+            return None
+        assert self.tls_server_cert_path is not None and self.tls_server_key_path is not None
+        try:
+            context = server_context(self.tls_server_cert_path, self.tls_server_key_path)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"tls.server.certPath / keyPath cannot be loaded: {exc}") from exc
+        return ServerTls(context, self.tls_server_mode)
 
     def acl_path(self) -> Path:
         """aclFile, else ``conf/plain_acl.yml`` (the CLI puts it beside the broker.conf it read)."""

@@ -46,7 +46,8 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits())
+        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits(),
+                                     tls=config.server_tls())
         self.namesrv_client = RemotingClient()
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None

@@ -24,6 +24,7 @@ from sparkmq.client import loop_thread
 from sparkmq.client.fault import LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import Message, SendResult, SendStatus
+from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import DurabilityNotConfirmedError, MessageError, MessageTooLargeError, RemoteError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
@@ -77,9 +78,10 @@ class AsyncProducer:
 
     def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
                  send_timeout_s: float = 3.0, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None) -> None:
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.group = group
-        self.instance = ClientInstance(namesrv_addr, instance_name)
+        self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.retry_times = retry_times_when_send_failed
         self.send_timeout_s = send_timeout_s
         self.compress_over_bytes = compress_over_bytes
