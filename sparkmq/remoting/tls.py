@@ -62,9 +62,12 @@ async def create_server(factory: Callable[[], asyncio.Protocol], host: str, port
                         start_serving: bool, tls: ServerTls | None) -> Any:
     """``loop.create_server`` for plain and enforcing servers, a :class:`SniffingServer` for permissive ones."""
     loop = asyncio.get_running_loop()
-    if tls is None or tls.mode == "enforcing":
+    if tls is None:
         return await loop.create_server(factory, host, port, reuse_address=True, backlog=backlog,
-                                        start_serving=start_serving, ssl=None if tls is None else tls.context)
+                                        start_serving=start_serving)
+    if tls.mode == "enforcing":
+        return await loop.create_server(lambda: HandshakeGate(factory), host, port, reuse_address=True,
+                                        backlog=backlog, start_serving=start_serving, ssl=tls.context)
     server = SniffingServer(factory, host, port, tls.context, backlog)
     if start_serving:
         await server.start_serving()
@@ -130,13 +133,34 @@ class SniffingServer:
             if not first:
                 return  # closed, or silent past the deadline
             tls = first[0] == TLS_HANDSHAKE_RECORD
-            await loop.connect_accepted_socket(self._factory, connection, ssl=self._context if tls else None)
+            if tls:
+                await loop.connect_accepted_socket(lambda: HandshakeGate(self._factory), connection, ssl=self._context)
+            else:
+                await loop.connect_accepted_socket(self._factory, connection)
             handed_over = True
         except (OSError, ssl.SSLError) as exc:
             logger.info("connection dropped before it was served: %s: %s", type(exc).__name__, exc)
         finally:
             if not handed_over:
                 connection.close()
+
+
+class HandshakeGate(asyncio.Protocol):
+    """Stands in for the real protocol until the TLS handshake is done, then hands the transport over.
+
+    asyncio builds a TLS connection's protocol at accept time but calls its ``connection_made``
+    only after the handshake, and never its ``connection_lost`` when the handshake fails. The
+    server's factory registers each connection it builds, so it must only run for connections
+    that will also be closed: those whose handshake succeeded.
+    """
+
+    def __init__(self, factory: Callable[[], asyncio.Protocol]) -> None:
+        self._factory = factory
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        protocol = self._factory()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
 
 
 async def _peek_first_byte(loop: asyncio.AbstractEventLoop, connection: socket.socket) -> bytes:
@@ -151,4 +175,4 @@ async def _peek_first_byte(loop: asyncio.AbstractEventLoop, connection: socket.s
     return connection.recv(1, socket.MSG_PEEK)
 
 
-__all__ = ["SERVER_MODES", "ServerTls", "SniffingServer", "client_context", "create_server", "server_context"]
+__all__ = ["SERVER_MODES", "HandshakeGate", "ServerTls", "SniffingServer", "client_context", "create_server", "server_context"]
