@@ -37,16 +37,32 @@ def content_to_sign(ext_fields: dict[str, str], body: bytes = b"", version: int 
     ``version`` is the request header's; at or below 399 ``_UNIQUE_KEY_QUERY`` is left out too.
     """
     skip_unique = version is not None and version <= UNIQUE_KEY_QUERY_LAST_VERSION
-    values = "".join(value for key, value in sorted(ext_fields.items())
-                     if key != SIGNATURE and not (skip_unique and key == UNIQUE_KEY_QUERY))
+    # A list comprehension over sorted keys: half the cost of a generator over sorted items (per request).
+    values = "".join([ext_fields[key] for key in sorted(ext_fields)
+                      if key != SIGNATURE and not (skip_unique and key == UNIQUE_KEY_QUERY)])
     encoded = values.encode("utf-8", "surrogatepass")
     return encoded + body if body else encoded
 
 
-def signature(secret_key: str | bytes, content: bytes) -> str:
-    """``base64(HMAC-SHA1(secret_key, content))`` with padding, as ``AclUtils.calSignature``."""
-    key = secret_key.encode("utf-8") if isinstance(secret_key, str) else secret_key
-    return base64.b64encode(hmac.new(key, content, hashlib.sha1).digest()).decode("ascii")
+def signature(secret_key: str | bytes | hmac.HMAC, content: bytes) -> str:
+    """``base64(HMAC-SHA1(secret_key, content))`` with padding, as ``AclUtils.calSignature``.
+
+    ``secret_key`` may be a prepared ``hmac.new(key, digestmod=hashlib.sha1)`` (see :func:`prepared_key`):
+    it is copied, never updated, so a broker keys each account once.
+    """
+    if isinstance(secret_key, hmac.HMAC):
+        mac = secret_key.copy()
+        mac.update(content)
+        digest = mac.digest()
+    else:
+        key = secret_key.encode("utf-8") if isinstance(secret_key, str) else secret_key
+        digest = hmac.digest(key, content, hashlib.sha1)
+    return base64.b64encode(digest).decode("ascii")
+
+
+def prepared_key(secret_key: str) -> hmac.HMAC:
+    """An HMAC-SHA1 keyed with ``secret_key`` and fed nothing: :func:`signature` copies it per request."""
+    return hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
 
 
 @dataclass(frozen=True)
@@ -81,5 +97,5 @@ class SessionCredentials:
 
 __all__ = [
     "ACCESS_KEY", "ONS_CHANNEL", "SECRET_KEY", "SECURITY_TOKEN", "SIGNATURE", "UNIQUE_KEY_QUERY",
-    "SessionCredentials", "content_to_sign", "signature",
+    "SessionCredentials", "content_to_sign", "prepared_key", "signature",
 ]

@@ -17,6 +17,7 @@ silently).
 from __future__ import annotations
 
 import enum
+import hmac
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import yaml
 
 from sparkmq.broker.acl.addresses import AddressMatcher, parse_address_pattern
 from sparkmq.errors import ConfigError
+from sparkmq.protocol.acl_signing import prepared_key
 
 RETRY_PREFIX = "%RETRY%"
 KEY_MIN_LENGTH = 6  # AclConstants.ACCESS_KEY_MIN_LENGTH / SECRET_KEY_MIN_LENGTH: longer is required
@@ -73,6 +75,12 @@ class Account:
     default_topic_perm: Perm
     default_group_perm: Perm
     resource_perms: dict[str, Perm] = field(default_factory=dict)
+    #: HMAC-SHA1 keyed once with ``secret_key`` (copied per request: no per-request key setup).
+    mac: hmac.HMAC | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.mac is None:
+            object.__setattr__(self, "mac", prepared_key(self.secret_key))
 
 
 @dataclass(frozen=True)

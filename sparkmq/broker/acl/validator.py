@@ -105,8 +105,9 @@ class AclValidator:
     def check(self, request: RemotingCommand, ip: str) -> None:
         """Raise :class:`AclDenied` unless ``request`` from ``ip`` passes every check."""
         table = self.table  # one table for the whole check, even if a reload swaps it meanwhile
-        if any(match(ip) for match in table.global_white):
-            return
+        for match in table.global_white:
+            if match(ip):
+                return
         access_key = request.ext_fields.get(ACCESS_KEY)
         if access_key is None:
             raise AclDenied("No accessKey is configured")
@@ -115,8 +116,8 @@ class AclValidator:
             raise AclDenied(f"No acl config for {access_key}")
         if account.white_address(ip):
             return
-        expected = signature(account.secret_key,
-                             content_to_sign(request.ext_fields, request.body, request.version))
+        assert account.mac is not None
+        expected = signature(account.mac, content_to_sign(request.ext_fields, request.body, request.version))
         if not hmac.compare_digest(expected.encode(), request.ext_fields.get(SIGNATURE, "").encode()):
             raise AclDenied(f"Check signature failed for accessKey={access_key}")
         needed = needed_resources(request)
