@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.broker_wire import small_config
+from support.processes import NamesrvProcess
 
 from sparkmq.broker.controller import BrokerController
 from sparkmq.client.message import Message, decode_pull_body
@@ -163,3 +164,19 @@ def test_tls_record_and_frame_first_bytes_differ() -> None:
     with pytest.raises(ssl.SSLWantReadError):
         hello.do_handshake()
     assert outgoing.read()[0] == TLS_HANDSHAKE_RECORD
+
+
+def test_namesrv_command_serves_tls(cert: tuple[Path, Path]) -> None:
+    """``sparkmq namesrv --tls-cert --tls-key --tls-mode enforcing``: a TLS client is answered."""
+    with NamesrvProcess.start("--tls-cert", str(cert[0]), "--tls-key", str(cert[1]), "--tls-mode", "enforcing") as ns:
+
+        async def ask() -> int:
+            client = RemotingClient(ssl=client_context(cert[0]))
+            try:
+                response = await client.invoke(ns.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nothing"},
+                                               timeout=5.0)
+            finally:
+                await client.close()
+            return response.code
+
+        assert asyncio.run(ask()) == ResponseCode.TOPIC_NOT_EXIST
