@@ -165,7 +165,12 @@ class HandshakeGate(asyncio.Protocol):
 
 async def _peek_first_byte(loop: asyncio.AbstractEventLoop, connection: socket.socket) -> bytes:
     readable: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(connection.fileno(), lambda: readable.done() or readable.set_result(None))
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(connection.fileno(), ready)
     try:
         await asyncio.wait_for(readable, FIRST_BYTE_TIMEOUT_S)
     except TimeoutError:
