@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 FRAME_HEADER_RESERVE_BYTES = 256 * 1024
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
 TLS_SERVER_MODES = ("permissive", "enforcing", "disabled")  # TlsMode in RocketMQ
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")  # BrokerRole
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,15 @@ class BrokerConfig:
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024  # mapedFileSizeCommitLog
     mapped_file_size_consume_queue: int = 300_000 * 20  # mapedFileSizeConsumeQueue
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH  # flushDiskType
-    broker_role: str = "ASYNC_MASTER"  # brokerRole
+    broker_role: str = "ASYNC_MASTER"  # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
+    ha_listen_port: int = -1  # haListenPort: -1 = listenPort + 1 (Java's default); 0 = any free port
+    ha_master_address: str = ""  # haMasterAddress "ip:port" of the master's HA port; "" = learned from NameServers
+    ha_send_heartbeat_interval: int = 5000  # haSendHeartbeatInterval (ms): a slave reports its offset this often
+    ha_transfer_batch_size: int = 32 * 1024  # haTransferBatchSize: bytes of CommitLog per HA transfer
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024  # haSlaveFallbehindMax: a SYNC send waits only within this
+    slave_read_enable: bool = False  # slaveReadEnable: pulls may be redirected to (and served by) slaves
+    access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio (percent of RAM)
+    slave_synchronize_interval: int = 10_000  # slaveSynchronizeInterval (ms; sparkmq key, Java fixes 10 s)
     delete_when: str = "04"  # deleteWhen
     file_reserved_time: float = 72  # fileReservedTime (hours)
     disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio (percent): delete expired files at once above it
@@ -118,7 +127,16 @@ class BrokerConfig:
             raise ConfigError(f"tls.server.mode {self.tls_server_mode!r} is not one of {', '.join(TLS_SERVER_MODES)}")
         if self.tls_on and (self.tls_server_cert_path is None or self.tls_server_key_path is None):
             raise ConfigError("tlsEnable=true needs tls.server.certPath and tls.server.keyPath (PEM files)")
-        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval",
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(f"brokerRole {self.broker_role!r} is not one of {', '.join(BROKER_ROLES)}")
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            raise ConfigError(f"brokerId {self.broker_id} does not fit brokerRole {self.broker_role}: "
+                              "a master has brokerId 0, a slave brokerId >= 1")
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError(f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a "
+                              "percentage (0..100)")
+        for key in ("haSendHeartbeatInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
+                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval",
                     "aclReloadIntervalMs"):
             if getattr(self, _FIELD_OF_KEY[key]) <= 0:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} must be positive")
@@ -144,9 +162,19 @@ class BrokerConfig:
         return self.acl_file if self.acl_file is not None else Path("conf") / "plain_acl.yml"
 
     @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
     def address(self) -> str:
         """``brokerIP1:listenPort``: what the NameServer hands to clients."""
         return f"{self.broker_ip}:{self.listen_port}"
+
+    @property
+    def ha_address(self) -> str:
+        """``brokerIP1:haListenPort``: where slaves connect (``haServerAddr`` in registrations)."""
+        port = self.listen_port + 1 if self.ha_listen_port < 0 else self.ha_listen_port
+        return f"{self.broker_ip}:{port}"
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]

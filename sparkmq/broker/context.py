@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
@@ -19,6 +20,9 @@ from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from sparkmq.message.record import MessageBatch
 from sparkmq.store import MessageStore, PutResult
 from sparkmq.store.flush import flush_outcome
+
+if TYPE_CHECKING:
+    from sparkmq.broker.ha import HAService
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +40,14 @@ class BrokerContext:
     holds: PullHoldService
     locks: RebalanceLockManager
     persister: TablePersister
+    ha: HAService | None = None  # replication; None: a lone broker
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
+        """Store ``batch``, then wait (``wait_flush``: the producer's WAIT) for what flush and replication promise."""
+        result = await self._put_local(batch, wait_flush)
+        return result if self.ha is None else await self.ha.confirm(result, wait_flush)
+
+    async def _put_local(self, batch: MessageBatch, wait_flush: bool) -> PutResult:
         """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync.
 
         The wait never cancels the flush request: the group-commit thread still completes

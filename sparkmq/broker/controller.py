@@ -15,6 +15,7 @@ from sparkmq.broker.acl import AclValidator
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.ha import HAService, SlaveSynchronize, TableSyncProcessors
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.persistence import TablePersister
@@ -56,6 +57,8 @@ class BrokerController:
         self._registration: NamesrvRegistration | None = None
         self._offset_file: OffsetFile | None = None
         self._schedule: ScheduleMessageService | None = None
+        self.ha: HAService | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         self.persister = TablePersister(f"broker {config.broker_name}")
         # A malformed accounts file refuses the start here, before anything binds.
         self.acl = AclValidator(config.acl_path()) if config.acl_enable else None
@@ -63,10 +66,14 @@ class BrokerController:
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
-        self.config = cfg = dataclasses.replace(self.config, listen_port=port)
+        free_ports = self.config.listen_port == 0 and self.config.ha_listen_port < 0  # the HA port is free too
+        self.config = cfg = dataclasses.replace(self.config, listen_port=port,
+                                                ha_listen_port=0 if free_ports else self.config.ha_listen_port)
         config_dir = cfg.store_path_root_dir / "config"
         self.store = store = MessageStore(cfg.store_config())
         await asyncio.to_thread(store.start)
+        self.ha = HAService(cfg, store)
+        self.config = cfg = dataclasses.replace(cfg, ha_listen_port=await self.ha.start())
         self._offset_file = OffsetFile(config_dir / "consumerOffset.json")
         topics = TopicConfigManager(config_dir / "topics.json", cluster_name=cfg.broker_cluster_name,
                                     broker_name=cfg.broker_name, auto_create=cfg.auto_create_topic_enable,
@@ -82,11 +89,12 @@ class BrokerController:
         offsets = self._offset_file.load()
         self.context = ctx = BrokerContext(cfg, store, offsets, topics, groups,
                                            ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager(),
-                                           self.persister)
+                                           self.persister, self.ha)
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
-        await self.transactions.start()
+        if not cfg.is_slave:  # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
+            await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
         self._schedule = schedule = ScheduleMessageService(store, config_dir / "delayOffset.json",
                                                            len(cfg.message_delay_level.split()))
@@ -99,9 +107,11 @@ class BrokerController:
         self.persister.add("delayOffset.json", lambda: schedule.version, schedule.snapshot, schedule.write)
         self._registration = NamesrvRegistration(cfg, topics, self.namesrv_client)
         topics.on_change = self._registration.request_now
+        self._start_table_sync(ctx, schedule)
         self._every(min(PERSIST_TICK_S, offsets_interval_s), self.persister.persist_changed, "persist-tables")
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
-        self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
+        if not cfg.is_slave:
+            self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
         if self.acl is not None:
             self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
         await self.server.start_serving()
@@ -129,6 +139,23 @@ class BrokerController:
         }
         for code, processor in table.items():
             self.server.register(code, processor)  # type: ignore[arg-type]
+
+    def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
+        """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""
+        tables = TableSyncProcessors(ctx, schedule)
+        for code, processor in tables.table().items():
+            self.server.register(code, processor)  # type: ignore[arg-type]
+        if not self.config.is_slave:
+            return
+        assert self.ha is not None and self._registration is not None
+        self.slave_sync = sync = SlaveSynchronize(ctx, schedule, self.namesrv_client)
+        ha = self.ha
+
+        def learn(ha_server_addr: str | None, master_addr: str | None) -> None:
+            ha.learn_master(ha_server_addr)
+            sync.learn_master(master_addr)
+        self._registration.on_result = learn
+        self._every(self.config.slave_synchronize_interval / 1000, sync.sync_all, "slave-synchronize")
 
     def _every(self, interval_s: float, action: Callable[[], object], name: str) -> None:
         loop = run_every(interval_s, action, f"broker {self.config.broker_name} {name}")
@@ -163,6 +190,8 @@ class BrokerController:
         await self._close_step("close connections", self.server.close)
         await stop_tasks(self._tasks, f"broker {self.config.broker_name}")
         self._tasks.clear()
+        if self.ha is not None:
+            await self._close_step("stop replication", self.ha.close)
         failed = await self.persister.persist_changed(ignore_intervals=True)
         if self.store is not None:
             await self._close_step("close the store", lambda: asyncio.to_thread(self.store.close))  # type: ignore[union-attr]

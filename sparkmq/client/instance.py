@@ -15,7 +15,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable
 
-from sparkmq.client.routes import TopicRoute
+from sparkmq.client.routes import MASTER_ID, TopicRoute
 from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
@@ -69,6 +69,7 @@ class ClientInstance:
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[bool]] = set()
+        self.suggested_broker: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable: a pull's suggestWhichBrokerId
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -189,23 +190,44 @@ class ClientInstance:
     async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
         """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""
         fields = ConsumerGroupRequestHeader(group).to_fields()
-        response = await self.invoke_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
+        response = await self.invoke_read_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
         return list(ConsumerListBody.decode(check_response(response, f"members of {group}").body).consumer_id_list)
 
     async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
                             timeout: float = 3.0) -> RemotingCommand:
         return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)
 
+    def read_addresses(self, broker_name: str, preferred_id: int = MASTER_ID) -> list[str]:
+        """The brokers of ``broker_name`` that can serve reads, best first (``TopicRoute.read_addresses``)."""
+        for route in self.routes.values():
+            addresses = route.read_addresses(broker_name, preferred_id)
+            if addresses:
+                return addresses
+        return []
+
+    async def invoke_read_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
+                                 timeout: float = 3.0, preferred_id: int = MASTER_ID) -> RemotingCommand:
+        """A read or offset request to ``broker_name``: to ``preferred_id``, else the master, falling
+        back to its slaves while those cannot be reached (a slave serves reads and takes offsets)."""
+        addresses = self.read_addresses(broker_name, preferred_id)
+        if not addresses:
+            raise RemoteError(f"no known address for broker {broker_name}", retriable=True)
+        for address in addresses[:-1]:
+            try:
+                return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+            except RemoteError as exc:  # unreachable (or gone mid-request): the next broker of the name
+                logger.info("broker %s at %s failed (%s); trying the next of %s", broker_name, address, exc.remark,
+                            addresses)
+        return await self.remoting.invoke(addresses[-1], code, ext_fields, body, timeout)
+
     async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
                                   timeout: float = 3.0) -> RemotingCommand:
-        """Like ``invoke_broker`` for the broker of ``queue``, looking its topic's route up first when no
-        cached route names that broker (a queue the caller built itself, or a broker new to the route)."""
-        try:
-            address = self.broker_address(queue.broker_name)
-        except RemoteError:
+        """``invoke_read_broker`` for ``queue``, preferring the broker its last pull suggested; the
+        topic's route is looked up first when no cached route names that broker."""
+        if not self.read_addresses(queue.broker_name):
             await self.route(queue.topic, refresh=True)
-            address = self.broker_address(queue.broker_name)
-        return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+        preferred = self.suggested_broker.get(queue, MASTER_ID)
+        return await self.invoke_read_broker(queue.broker_name, code, ext_fields, body, timeout, preferred)
 
     def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
         """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""

@@ -191,6 +191,7 @@ class AsyncPullConsumer:
                                  ResponseCode.PULL_OFFSET_MOVED):
             check_response(response, f"pull {queue} at {offset}")
         fields = PullMessageResponseHeader.from_fields(response.ext_fields)
+        self.instance.suggested_broker[queue] = fields.suggest_which_broker_id  # the next pull's broker
         return PullResult(ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset,
                           fields.max_offset)
 

@@ -134,14 +134,14 @@ class BrokerView:
     async def _group_topics(self, broker_name: str) -> set[str]:
         """Topics for which ``broker_name`` holds offsets of this group."""
         fields = GetConsumeStatsRequestHeader(self.group, None).to_fields()
-        response = await self._reader.instance.invoke_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
+        response = await self._reader.instance.invoke_read_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
         stats = ConsumeStats.decode(check_response(response, f"consume stats of {self.group}").body)
         return {queue.topic for queue in stats.offset_table}
 
     def offsets_for_timestamp(self, queues: list[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
         async def search(queue: MessageQueue) -> int:
             fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, timestamp_ms).to_fields()
-            response = await self._reader.instance.invoke_broker(queue.broker_name, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
+            response = await self._reader.instance.invoke_queue_broker(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
             return OffsetResponseHeader.from_fields(check_response(response, f"offset by time of {queue}").ext_fields).offset
 
         return self._run(self._each(queues, search))

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sparkmq.errors import (DiskError, MessageError, MessageTooLargeError, SegmentAllocationError, StoreClosedError,
-                            StoreLockedError)
+                            StoreError, StoreLockedError)
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
 from sparkmq.store.checkpoint import StoreCheckpoint
@@ -33,6 +33,7 @@ from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.reads import RecordFilter, read_queue
+from sparkmq.store.replica import append_run, read_run
 from sparkmq.store.recovery import (Recovery, RecoveryReport, boot_id, lost_queue_start, read_abort_marker,
                                    write_abort_marker)
 from sparkmq.store.retention import Retention
@@ -63,6 +64,8 @@ class MessageStore:
         self._lock_fd: int | None = None
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
+        self._replica_dispatched: int | None = None  # a slave: CommitLog offset dispatch has reached
+        self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
         self.running = False
@@ -284,8 +287,38 @@ class MessageStore:
             return flush_outcome(result, exc)
         return result
 
-    def _write_refusal(self) -> str | None:
-        """Why puts are refused now (None when they are not)."""
+    # -- replication (see store/replica.py) -------------------------------------------------
+    def read_commitlog(self, offset: int, max_bytes: int) -> bytes | None:
+        """A master's side of replication: the CommitLog bytes from ``offset`` (see ``read_run``)."""
+        with self._lock:
+            return read_run(self.commitlog, offset, max_bytes)
+
+    def append_replica(self, offset: int, data: bytes | memoryview) -> int:
+        """A slave's side: append the master's CommitLog bytes at ``offset``, dispatch the records
+        they complete (ConsumeQueues, index, long polls) and return the new max offset.
+
+        Raises :class:`StoreError` when ``offset`` does not continue this log or writes are refused.
+        """
+        refusal = self._write_refusal(replica=True)
+        if refusal is not None:
+            raise StoreError(refusal)
+        with self._lock:
+            if self._replica_dispatched is None:  # start() dispatched everything before the current end
+                self._replica_dispatched = self.commitlog.max_offset if self.commitlog.queue.files else offset
+            append_run(self.commitlog, offset, data)
+            for request in requests_for_scan(self.coder, self.commitlog.scan(self._replica_dispatched, False)):
+                key = (request.topic, request.queue_id)
+                self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),
+                                                   request.queue_offset + len(request.sizes))
+                self._last_store_timestamp = max(self._last_store_timestamp, int(request.store_timestamps[-1]))
+                self._dispatch(request)
+            self._replica_dispatched = self.commitlog.scan_end
+            return self.commitlog.max_offset
+
+    def _write_refusal(self, replica: bool = False) -> str | None:
+        """Why puts (``replica``: appends of replicated bytes) are refused now (None when they are not)."""
+        if self.slave_mode and not replica:
+            return "message store is slave mode, so putMessage is forbidden"
         if not self.running:
             return "the message store is not running"
         if self.disk_error is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import MessageFilter, resolve
+from sparkmq.broker.ha.reads import advise
 from sparkmq.broker.validation import check_topic
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -62,7 +63,7 @@ class PullProcessor:
                 f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"))
         message_filter = self._filter(header)
         flags = PullSysFlag(header.sys_flag)
-        if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0:
+        if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0 and not ctx.config.is_slave:
             ctx.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         result = self._read(header, message_filter)
         code = response_code(result.status, header.queue_offset)
@@ -73,7 +74,10 @@ class PullProcessor:
             await ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
             result = self._read(header, message_filter)
             code = response_code(result.status, header.queue_offset)
-        fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
+        advice = advise(ctx.config, ctx.store.commitlog.max_offset, result, code, header.queue_offset)
+        code = advice.code
+        fields = PullMessageResponseHeader(advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset,
+                                           result.max_offset).to_fields()
         if code is ResponseCode.SUCCESS:
             return request.make_response(code, ext_fields=fields, body=result.body())
         return request.make_response(code, remark=result.status.value, ext_fields=fields)
