@@ -35,7 +35,7 @@ from sparkmq.broker.acl.accounts import (
 )
 from sparkmq.broker.acl.addresses import normalise_ip
 from sparkmq.broker.acl.resources import ADMIN_CODES, needed_resources
-from sparkmq.errors import ConfigError
+from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.acl_signing import (
     ACCESS_KEY,
@@ -51,8 +51,10 @@ RELOAD_INTERVAL_S = 1.0  # RocketMQ's AclFileWatchService looks every 500 ms; a 
 _IP_ATTRIBUTE = "acl.ip"
 
 
-class AclDenied(Exception):
-    """A refused request; ``str()`` is the remark sent back."""
+class AclDenied(SparkmqError):
+    """A refused request: code NO_PERMISSION, ``remark`` is what the client is told."""
+
+    code = ResponseCode.NO_PERMISSION
 
 
 class AclValidator:
@@ -98,8 +100,8 @@ class AclValidator:
             self.check(request, ip)
         except AclDenied as exc:
             self.denied += 1
-            logger.info("ACL refused request code %d from %s:%d: %s", request.code, *connection.peer, exc)
-            return request.make_response(ResponseCode.NO_PERMISSION, remark=str(exc))
+            logger.info("ACL refused request code %d from %s:%d: %s", request.code, *connection.peer, exc.remark)
+            return request.make_response(exc.code, remark=exc.remark)
         return None
 
     def check(self, request: RemotingCommand, ip: str) -> None:
