@@ -180,3 +180,26 @@ def test_namesrv_command_serves_tls(cert: tuple[Path, Path]) -> None:
             return response.code
 
         assert asyncio.run(ask()) == ResponseCode.TOPIC_NOT_EXIST
+
+
+def test_permissive_survives_bad_handshakes_and_silent_peers(tmp_path: Path, cert: tuple[Path, Path]) -> None:
+    """A junk ClientHello and a peer that connects and leaves are dropped; everyone else is served."""
+
+    async def main() -> None:
+        async with BrokerController(tls_config(tmp_path, cert, "permissive")) as broker:
+            port = broker.config.listen_port
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"\x16\x03\x01\x00\x05hello")  # a TLS record header, then no ClientHello
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # the server hangs up
+            writer.close()
+            await writer.wait_closed()
+            _, silent = await asyncio.open_connection("127.0.0.1", port)
+            silent.close()  # leaves before its first byte
+            await silent.wait_closed()
+            for client in (RemotingClient(), RemotingClient(ssl=client_context(cert[0]))):
+                try:
+                    assert (await max_offset(client, broker.config.address)).code == ResponseCode.SUCCESS
+                finally:
+                    await client.close()
+
+    asyncio.run(main())
