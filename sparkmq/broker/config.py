@@ -136,8 +136,8 @@ class BrokerConfig:
             raise ConfigError(f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a "
                               "percentage (0..100)")
         for key in ("haSendHeartbeatInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
-                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval",
-                    "aclReloadIntervalMs"):
+                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue",
+                    "cleanResourceInterval", "aclReloadIntervalMs"):
             if getattr(self, _FIELD_OF_KEY[key]) <= 0:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} must be positive")
 

@@ -56,5 +56,6 @@ def run(args: argparse.Namespace) -> int:
         args.store_dir = DEFAULT_STORE_DIR
     broker = broker_config(args)
     # The NameServer serves TLS as the broker does (tlsEnable, tls.server.*): a TLS client talks TLS to both.
-    cluster = DevCluster(NameServer(NamesrvConfig(broker.broker_ip, args.namesrv_port, tls=broker.server_tls())), broker)
+    namesrv = NameServer(NamesrvConfig(broker.broker_ip, args.namesrv_port, tls=broker.server_tls()))
+    cluster = DevCluster(namesrv, broker)
     return run_service(cluster, ready_line_of=cluster.ready_line)

@@ -26,7 +26,8 @@ def parse_security(opts: Mapping[str, str]) -> ClientSecurity:
     access_key, secret_key = (opts.get("accesskey") or "").strip(), (opts.get("secretkey") or "").strip()
     if bool(access_key) != bool(secret_key):
         raise OptionError("accessKey" if not access_key else "secretKey", "accessKey and secretKey go together")
-    return ClientSecurity.of(access_key or None, secret_key or None, tls=_bool("tlsEnable", opts.get("tlsenable"), False),
+    tls = _bool("tlsEnable", opts.get("tlsenable"), False)
+    return ClientSecurity.of(access_key or None, secret_key or None, tls=tls,
                              trust_cert_path=(opts.get("tlstrustcertpath") or "").strip() or None)
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
@@ -252,8 +253,8 @@ class SinkOptions:
     send_retry_timeout_ms: int = 30_000  # how long a task waits for a broker to serve the topic again
     security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
-    KNOWN = SECURITY_OPTIONS | frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight", "deliveryguarantee",
-                       "sendretrytimeout"})
+    KNOWN = SECURITY_OPTIONS | frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight",
+                                          "deliveryguarantee", "sendretrytimeout"})
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:

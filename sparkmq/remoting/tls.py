@@ -180,4 +180,5 @@ async def _peek_first_byte(loop: asyncio.AbstractEventLoop, connection: socket.s
     return connection.recv(1, socket.MSG_PEEK)
 
 
-__all__ = ["SERVER_MODES", "HandshakeGate", "ServerTls", "SniffingServer", "client_context", "create_server", "server_context"]
+__all__ = ["SERVER_MODES", "HandshakeGate", "ServerTls", "SniffingServer", "client_context", "create_server",
+           "server_context"]

@@ -119,7 +119,8 @@ def test_cpp_style_numbers_and_booleans_are_signed_as_their_text(tmp_path: Path)
         as_text = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in fields.items()}
         fields["Signature"] = signature("12345678", content_to_sign(as_text, b"body"))
         connection = await wire.client.connection(wire.address)
-        response = await connection.request(RawRequest(310, connection.next_opaque(), fields, b"body"), 5.0)  # type: ignore[arg-type]
+        request = RawRequest(310, connection.next_opaque(), fields, b"body")
+        response = await connection.request(request, 5.0)  # type: ignore[arg-type]
         assert response.code == ResponseCode.SUCCESS, response
 
     run_acl(tmp_path, scenario)
