@@ -170,7 +170,8 @@ def test_pull_offset_and_group_rules(tmp_path: Path) -> None:
             assert_refused(await wire.as_(GOOD, code, {field: "groupA", "offset": "0", "delayLevel": "0"}),
                            "No permission for group:groupA")
         unregister = {"clientID": "c1", "consumerGroup": "groupA"}
-        assert_refused(await wire.as_(GOOD, RequestCode.UNREGISTER_CLIENT, unregister), "No permission for group:groupA")
+        assert_refused(await wire.as_(GOOD, RequestCode.UNREGISTER_CLIENT, unregister),
+                       "No permission for group:groupA")
         assert_refused(await wire.as_(GOOD, RequestCode.QUERY_MESSAGE, {"topic": "topicA", "key": "k", "maxNum": "1",
                                                                       "beginTimestamp": "0", "endTimestamp": "1"}),
                        "No permission for topic:topicA")
