@@ -34,6 +34,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, String
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.security import ClientSecurity
 from sparkmq.connector.batch_body import BulkIds, encode_rows
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.connector.transactional_writer import TransactionalCommitMessage, TransactionalWriter
@@ -46,7 +47,7 @@ SEND_ATTEMPTS = 3
 RETRY_PAUSE_S = 0.5
 ROUTE_WAIT_FIRST_PAUSE_S = 0.2
 ROUTE_WAIT_MAX_PAUSE_S = 2.0
-_producers: dict[tuple[str, str], AsyncProducer] = {}
+_producers: dict[tuple[str, str, ClientSecurity], AsyncProducer] = {}
 _producers_lock = threading.Lock()
 _IDS = BulkIds()  # UNIQ_KEYs of the rows encoded in bulk, for every task of this worker
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
@@ -78,11 +79,11 @@ class SinkCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 def _producer(options: SinkOptions) -> AsyncProducer:
-    key = (options.namesrv_addr, options.producer_group)
+    key = (options.namesrv_addr, options.producer_group, options.security)
     with _producers_lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = AsyncProducer(options.producer_group, options.namesrv_addr)
+            producer = AsyncProducer(options.producer_group, options.namesrv_addr, security=options.security)
             loop_thread.run(producer.start())
             _producers[key] = producer
         return producer

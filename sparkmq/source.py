@@ -66,7 +66,7 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
 def read_range(options: SourceOptions, group: str, part: QueueRange,
                selector: MessageSelector | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
-    view = view_for(options.namesrv_addr, group)
+    view = view_for(options.namesrv_addr, group, options.security)
     for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, selector or options.selector,
                                 options.fail_on_data_loss):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
@@ -135,7 +135,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     @property
     def view(self) -> BrokerView:
-        return view_for(self.options.namesrv_addr, self.group)
+        return view_for(self.options.namesrv_addr, self.group, self.options.security)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         """Resolved once: the group's committed offsets where it has them, else the starting option.
@@ -263,7 +263,7 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> list[QueueRange]:
         o = self.options
-        view = view_for(o.namesrv_addr, self.group)
+        view = view_for(o.namesrv_addr, self.group, o.security)
         resolver = _Resolver(o, view)
         queues = resolver.queues()
         start = resolver.by_mode(queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp,

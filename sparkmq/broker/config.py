@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
 from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
 from sparkmq.protocol import MAX_FRAME_BYTES
+from sparkmq.remoting.tls import ServerTls, server_context
 from sparkmq.store.config import FlushDiskType, StoreConfig
 
 logger = logging.getLogger(__name__)
@@ -25,6 +27,7 @@ logger = logging.getLogger(__name__)
 # the properties (≤ 32767 bytes, JSON-escaped at up to 6 bytes each) and a pull answer its offsets.
 FRAME_HEADER_RESERVE_BYTES = 256 * 1024
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
+TLS_SERVER_MODES = ("permissive", "enforcing", "disabled")  # TlsMode in RocketMQ
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")  # BrokerRole
 
 
@@ -97,6 +100,13 @@ class BrokerConfig:
     metrics_exporter_type: str = "DISABLE"  # metricsExporterType: DISABLE or PROM (RocketMQ 5)
     metrics_prom_exporter_host: str = ""  # metricsPromExporterHost, "" = brokerIP1
     metrics_prom_exporter_port: int = 5557  # metricsPromExporterPort (0 picks a free port)
+    acl_enable: bool = False  # aclEnable: check every request against the ACL 1.0 accounts file
+    acl_file: Path | None = None  # aclFile (sparkmq; RocketMQ: -Drocketmq.acl.plain.file), see acl_path()
+    acl_reload_interval_ms: int = 1000  # aclReloadIntervalMs (sparkmq): how often the file is looked at
+    tls_enable: bool = False  # tlsEnable: serve TLS (Python ssl) in tlsServerMode
+    tls_server_mode: str = "permissive"  # tls.server.mode: permissive (TLS and plain) | enforcing | disabled
+    tls_server_cert_path: Path | None = None  # tls.server.certPath (PEM)
+    tls_server_key_path: Path | None = None  # tls.server.keyPath (PEM, unencrypted)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -119,6 +129,10 @@ class BrokerConfig:
         for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
             if not 0 <= getattr(self, _FIELD_OF_KEY[key]) <= 100:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
+        if self.tls_server_mode not in TLS_SERVER_MODES:
+            raise ConfigError(f"tls.server.mode {self.tls_server_mode!r} is not one of {', '.join(TLS_SERVER_MODES)}")
+        if self.tls_on and (self.tls_server_cert_path is None or self.tls_server_key_path is None):
+            raise ConfigError("tlsEnable=true needs tls.server.certPath and tls.server.keyPath (PEM files)")
         if self.broker_role not in BROKER_ROLES:
             raise ConfigError(f"brokerRole {self.broker_role!r} is not one of {', '.join(BROKER_ROLES)}")
         if (self.broker_role == "SLAVE") != (self.broker_id > 0):
@@ -128,9 +142,30 @@ class BrokerConfig:
             raise ConfigError(f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a "
                               "percentage (0..100)")
         for key in ("haSendHeartbeatInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
-                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval"):
+                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue",
+                    "cleanResourceInterval", "aclReloadIntervalMs"):
             if getattr(self, _FIELD_OF_KEY[key]) <= 0:
                 raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} must be positive")
+
+    @property
+    def tls_on(self) -> bool:
+        """Whether the server speaks TLS at all (tlsEnable and a mode other than disabled)."""
+        return self.tls_enable and self.tls_server_mode != "disabled"
+
+    def server_tls(self) -> ServerTls | None:
+        """The remoting server's TLS (None: plain only); reads the PEM files, ConfigError if unusable."""
+        if not self.tls_on:
+            return None
+        assert self.tls_server_cert_path is not None and self.tls_server_key_path is not None
+        try:
+            context = server_context(self.tls_server_cert_path, self.tls_server_key_path)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"tls.server.certPath / keyPath cannot be loaded: {exc}") from exc
+        return ServerTls(context, self.tls_server_mode)
+
+    def acl_path(self) -> Path:
+        """aclFile, else ``conf/plain_acl.yml`` (the CLI puts it beside the broker.conf it read)."""
+        return self.acl_file if self.acl_file is not None else Path("conf") / "plain_acl.yml"
 
     @property
     def is_slave(self) -> bool:
@@ -207,6 +242,9 @@ _FIELD_OF_KEY: dict[str, str] = {_java_key(f.name): f.name for f in dataclasses.
 _FIELD_OF_KEY.update({
     "brokerIP1": "broker_ip", "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
     "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue", "listenHost": "listen_host",
+    "tls.enable": "tls_enable", "tls.server.mode": "tls_server_mode", "tls.server.certPath": "tls_server_cert_path",
+    "tls.server.keyPath": "tls_server_key_path", "tlsServerCertPath": "tls_server_cert_path",
+    "tlsServerKeyPath": "tls_server_key_path",
 })
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+from sparkmq.broker.acl import AclValidator
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
@@ -49,7 +50,8 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits())
+        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits(),
+                                     tls=config.server_tls())
         self.namesrv_client = RemotingClient()
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None
@@ -62,6 +64,9 @@ class BrokerController:
         self.slave_sync: SlaveSynchronize | None = None
         self.persister = TablePersister(f"broker {config.broker_name}")
         self.metrics: PromExporter | None = None
+        # A malformed accounts file refuses the start here, before anything binds.
+        self.acl = AclValidator(config.acl_path()) if config.acl_enable else None
+        self.server.authorize = None if self.acl is None else self.acl.authorize
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
@@ -115,6 +120,8 @@ class BrokerController:
         if cfg.metrics_exporter_type == "PROM":
             self.metrics = PromExporter(ctx, cfg.metrics_prom_exporter_host or cfg.broker_ip, cfg.metrics_prom_exporter_port)
             await self.metrics.start()
+        if self.acl is not None:
+            self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
         await self.server.start_serving()
         await self._registration.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)

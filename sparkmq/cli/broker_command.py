@@ -36,8 +36,10 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     properties = parse_properties(args.config.read_text(encoding="utf-8")) if args.config else {}
     properties.update(parse_properties("\n".join(args.set)))
     flush = {"sync": FlushDiskType.SYNC_FLUSH, "async": FlushDiskType.ASYNC_FLUSH}.get(args.flush or "")
+    acl_file = args.config.parent / "plain_acl.yml" if args.config and "aclFile" not in properties else None
     return BrokerConfig.from_properties(properties, namesrv_addr=args.namesrv, broker_ip=args.host,
-                                        listen_port=args.port, store_path_root_dir=args.store_dir, flush_disk_type=flush)
+                                        listen_port=args.port, store_path_root_dir=args.store_dir,
+                                        flush_disk_type=flush, acl_file=acl_file)
 
 
 def run(args: argparse.Namespace) -> int:

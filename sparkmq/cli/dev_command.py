@@ -71,5 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.store_dir is None:
         args.store_dir = DEFAULT_STORE_DIR
     broker = broker_config(args)
-    cluster = DevCluster(NameServer(NamesrvConfig(broker.broker_ip, args.namesrv_port)), broker)
+    # The NameServer serves TLS as the broker does (tlsEnable, tls.server.*): a TLS client talks TLS to both.
+    namesrv = NameServer(NamesrvConfig(broker.broker_ip, args.namesrv_port, tls=broker.server_tls()))
+    cluster = DevCluster(namesrv, broker)
     return run_service(cluster, ready_line_of=cluster.ready_line)

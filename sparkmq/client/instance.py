@@ -16,6 +16,7 @@ import random
 from collections.abc import Awaitable, Callable
 
 from sparkmq.client.routes import MASTER_ID, TopicRoute
+from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
@@ -52,12 +53,15 @@ def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
 class ClientInstance:
     """Routes, connections and heartbeats for the groups of one client object."""
 
-    def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1") -> None:
+    def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1",
+                 security: ClientSecurity | None = None) -> None:
         self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addresses:
             raise SparkmqError("namesrv_addr names no NameServer (expected host:port[;host:port])")
         self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{_RANDOM.getrandbits(32):08x}"
-        self.remoting = RemotingClient(handler=self._serve)
+        self.security = security or ClientSecurity()
+        self.remoting = RemotingClient(handler=self._serve, signer=self.security.signer(),
+                                       ssl=self.security.ssl_context())
         self.routes: dict[str, TopicRoute] = {}
         self.producer_groups: set[str] = set()
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}

@@ -26,6 +26,7 @@ from sparkmq.client.fault import LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.routes import TopicRoute
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_frames import (
     DEFAULT_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -90,9 +91,10 @@ class AsyncProducer:
 
     def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
                  send_timeout_s: float = 3.0, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None) -> None:
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.group = group
-        self.instance = ClientInstance(namesrv_addr, instance_name)
+        self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.retry_times = retry_times_when_send_failed
         self.send_timeout_s = send_timeout_s
         self.compress_over_bytes = compress_over_bytes
@@ -201,7 +203,10 @@ class AsyncProducer:
                 if connection is None or not connection.is_open:
                     connection = await self._connect(lane, queue.broker_name)
                 opaque = connection.next_opaque()
-                head = lane.template.head(out, queue.queue_id, opaque, int(time.time() * 1000), oneway)
+                signer = self.instance.remoting.signer
+                born_ms = int(time.time() * 1000)
+                head = (lane.template.head(out, queue.queue_id, opaque, born_ms, oneway) if signer is None else
+                        lane.template.signed_head(out, queue.queue_id, opaque, born_ms, oneway, signer))
                 if oneway:
                     connection.write_frame(head, out.body)
                     return SendResult(SendStatus.SEND_OK, out.unique_id, "", queue, -1)

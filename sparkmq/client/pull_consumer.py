@@ -18,6 +18,7 @@ from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.client.rebalance import allocate_averagely
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from sparkmq.remoting.periodic import run_every, stop_tasks
@@ -67,9 +68,10 @@ class AsyncPullConsumer:
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, pull_batch_size: int = 32,
-                 auto_commit_interval_s: float | None = 5.0, instance_name: str | None = None) -> None:
+                 auto_commit_interval_s: float | None = 5.0, instance_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.group = group
-        self.instance = ClientInstance(namesrv_addr, instance_name)
+        self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.pull_batch_size = pull_batch_size
         self.auto_commit_interval_s = auto_commit_interval_s
         self.positions: dict[MessageQueue, int] = {}

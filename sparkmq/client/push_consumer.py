@@ -35,6 +35,7 @@ from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody,
 from sparkmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader, OffsetResponseHeader, SearchOffsetRequestHeader,
 )
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 
@@ -85,7 +86,7 @@ class AsyncPushConsumer:
                  consume_concurrently_max_span: int = 2000, consume_timeout_s: float = 15 * 60,
                  max_reconsume_times: int | None = None, suspend_current_queue_time_s: float = ORDERLY_SUSPEND_S,
                  offset_dir: Path | None = None,
-                 instance_name: str | None = None) -> None:
+                 instance_name: str | None = None, security: ClientSecurity | None = None) -> None:
         if consume_from_where not in _FROM_WHERE:
             raise ValueError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
         self.group = group
@@ -100,7 +101,8 @@ class AsyncPushConsumer:
         self.consume_concurrently_max_span = consume_concurrently_max_span
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time_s = suspend_current_queue_time_s
-        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name)
+        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name,
+                                         security=security)
         self.instance = self._reader.instance
         self._subscriptions: dict[str, tuple[MessageSelector, Listener]] = {}
         self._runner = ListenerRunner(group, consume_threads, consume_timeout_s, consume_message_batch_max_size,

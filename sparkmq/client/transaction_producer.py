@@ -159,8 +159,11 @@ class AsyncTransactionProducer(AsyncProducer):
         msg_id = stored.properties.get("UNIQ_KEY") or header.offset_msg_id or ""
         answer = EndTransactionRequestHeader(self.group, header.tran_state_table_offset, header.commit_log_offset,
                                              state.value, msg_id, True, header.transaction_id)
+        fields = answer.to_fields()
+        if self.instance.remoting.signer is not None:  # this answer bypasses RemotingClient.invoke
+            fields = self.instance.remoting.signer(fields, b"")
         connection.send(RemotingCommand.request(RequestCode.END_TRANSACTION, connection.next_opaque(),
-                                                ext_fields=answer.to_fields(), oneway=True))
+                                                ext_fields=fields, oneway=True))
 
     def _broker_name_at(self, connection: RemotingConnection) -> str:
         address = f"{connection.peer[0]}:{connection.peer[1]}"

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError, TopicNotExistError
 from sparkmq.protocol import RequestCode, ResponseCode
@@ -22,7 +23,7 @@ from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
-_views: dict[tuple[str, str], BrokerView] = {}
+_views: dict[tuple[str, str, ClientSecurity | None], BrokerView] = {}
 _views_lock = threading.Lock()
 # What topicPattern never matches: the broker's own topics, by exact name (RocketMQ's TopicValidator), and the
 # per-group retry / dead-letter topics and rmq_sys_ topics, by prefix. Any other name is a user's topic.
@@ -41,23 +42,23 @@ def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
-def view_for(namesrv_addr: str, group: str) -> BrokerView:
+def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
     """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
-    key = (namesrv_addr, group)
+    key = (namesrv_addr, group, security)
     with _views_lock:
         view = _views.get(key)
         if view is None:
-            view = _views[key] = BrokerView(namesrv_addr, group)
+            view = _views[key] = BrokerView(namesrv_addr, group, security)
         return view
 
 
 class BrokerView:
     """Queue and offset operations, each a blocking call run on the client loop."""
 
-    def __init__(self, namesrv_addr: str, group: str) -> None:
+    def __init__(self, namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> None:
         self.namesrv_addr = namesrv_addr
         self.group = group
-        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None)
+        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, security=security)
         loop_thread.run(self._reader.instance.start())
 
     def _run(self, coro):  # type: ignore[no-untyped-def]

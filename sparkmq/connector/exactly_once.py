@@ -55,6 +55,7 @@ from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import Message, SendStatus, decode_pull_body
 from sparkmq.client.producer import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
 from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import LocalTransactionState
 from sparkmq.errors import SparkmqError, TopicNotExistError
 from sparkmq.protocol import ResponseCode
@@ -107,6 +108,7 @@ class CommitLog:
     """The markers of every query on one cluster, read incrementally from the commit log topic."""
 
     namesrv_addr: str
+    security: ClientSecurity | None = None
     _reader: AsyncPullConsumer | None = None
     _queue: MessageQueue | None = None
     _next_offset: int = 0
@@ -117,7 +119,8 @@ class CommitLog:
 
     async def _refresh(self) -> None:
         if self._reader is None:
-            self._reader = AsyncPullConsumer(READER_GROUP, self.namesrv_addr, auto_commit_interval_s=None)
+            self._reader = AsyncPullConsumer(READER_GROUP, self.namesrv_addr, auto_commit_interval_s=None,
+                                             security=self.security)
             await self._reader.instance.start()
         if self._queue is None:
             self._queue = await commit_log_queue(self._reader.instance)

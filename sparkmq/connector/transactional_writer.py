@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendStatus
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
 from sparkmq.connector.options import OptionError, SinkOptions
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
 END_ATTEMPTS = 3
-_clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
+_clients: dict[tuple[str, str, ClientSecurity], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
 Half = tuple[int, int, str]  # (half queue offset, commit log offset, msg id): what END_TRANSACTION names
 RowsOf = Callable[[pa.RecordBatch, SinkOptions], list[tuple[Message, int | None, str | None]]]
@@ -66,11 +67,11 @@ class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
     """The process's transactional producer (it answers check-backs) and commit log for the sink's cluster."""
-    key = (options.namesrv_addr, options.producer_group)
+    key = (options.namesrv_addr, options.producer_group, options.security)
     with _clients_lock:
         found = _clients.get(key)
         if found is None:
-            log = CommitLog(options.namesrv_addr)
+            log = CommitLog(options.namesrv_addr, options.security)
 
             async def check(message: ReceivedMessage) -> LocalTransactionState:
                 tag = parse_tag(message.properties.get(TXN_PROPERTY))
@@ -82,7 +83,8 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
                 logger.info("check-back of %s (query %s batch %d token %s): %s", message.msg_id, *tag, state.name)
                 return state
 
-            producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check)
+            producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check,
+                                                security=options.security)
             loop_thread.run(producer.start())
             found = _clients[key] = (producer, log)
         return found

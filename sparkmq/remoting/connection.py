@@ -106,9 +106,10 @@ class RemotingConnection(asyncio.Protocol):
             self._block_reading("in-flight")
 
     def eof_received(self) -> bool:
-        # The peer finished sending: answer what it asked, then close (True keeps writing open).
+        # The peer finished sending: answer what it asked, then close (True keeps writing open;
+        # TLS cannot half-close, and asyncio warns on a True from a TLS transport).
         self._close_when_served()
-        return True
+        return self._transport is None or self._transport.get_extra_info("sslcontext") is None
 
     def pause_writing(self) -> None:
         # The peer is not reading: stop reading its requests until it catches up.

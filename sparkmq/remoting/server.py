@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
 from sparkmq.remoting.connection import RemotingConnection
 from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
+from sparkmq.remoting.tls import ServerTls, create_server
 
 logger = logging.getLogger(__name__)
 REFUSAL_LOG_INTERVAL_S = 1.0
@@ -16,6 +18,8 @@ REFUSAL_LOG_INTERVAL_S = 1.0
 ACCEPT_BACKLOG = 1024
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
+#: Runs before a request's processor: None serves it, a response refuses it (the broker's ACL check).
+Authorizer = Callable[[RemotingCommand, RemotingConnection], RemotingCommand | None]
 
 
 class RemotingServer:
@@ -28,8 +32,9 @@ class RemotingServer:
     >>> # await server.start(); ...; await server.close()
     """
 
-    def __init__(self, host: str, port: int, limits: ServerLimits | None = None) -> None:
+    def __init__(self, host: str, port: int, limits: ServerLimits | None = None, tls: ServerTls | None = None) -> None:
         self.host = host
+        self.tls = tls
         self.port = port
         self.limits = ServerLimits() if limits is None else limits
         self.max_connections = self.limits.max_connections or default_max_connections()
@@ -39,7 +44,8 @@ class RemotingServer:
         self._processors: dict[int, Processor] = {}
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
-        self._server: asyncio.Server | None = None
+        self._server: Any = None  # an asyncio.Server, or a tls.SniffingServer in permissive TLS mode
+        self.authorize: Authorizer | None = None
 
     def register(self, code: int, processor: Processor) -> None:
         self._processors[int(code)] = processor
@@ -58,6 +64,8 @@ class RemotingServer:
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request type {request.code} ({code_name(request.code, response=False)}) not supported"
             )
+        if self.authorize is not None and (refusal := self.authorize(request, connection)) is not None:
+            return refusal
         return await processor(request, connection)
 
     def _connection_closed(self, connection: RemotingConnection) -> None:
@@ -84,9 +92,8 @@ class RemotingServer:
 
     async def start(self, serve: bool = True) -> int:
         """Bind (and with ``serve`` accept connections); return the bound port."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True,
-                                                backlog=ACCEPT_BACKLOG, start_serving=serve)
+        self._server = await create_server(self._new_connection, self.host, self.port, backlog=ACCEPT_BACKLOG,
+                                           start_serving=serve, tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         logger.info("remoting server bound to %s:%d (at most %d connections)", self.host, self.port,
                     self.max_connections)
