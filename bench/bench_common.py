@@ -6,7 +6,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def machine() -> dict[str, str]:
     """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
+    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
             "python": platform.python_version(), "platform": platform.platform(), "commit": commit(),
             "tmp_dir": str(bench_root()), "loadavg_at_start": loadavg()}
 

@@ -191,7 +191,7 @@ def send_fields(topic: str, queue_id: int, props: str, batch: bool = False) -> d
 
 
 def single_plan(topic: str, count: int) -> list[tuple[dict[str, str], bytes]]:
-    return [(send_fields(topic, i % QUEUES, p), b) for i, (p, b) in enumerate(zip(properties(count), bodies(count)))]
+    return [(send_fields(topic, i % QUEUES, p), b) for i, (p, b) in enumerate(zip(properties(count), bodies(count), strict=True))]
 
 
 def batch_plan(topic: str, count: int, size: int) -> list[tuple[dict[str, str], bytes]]:

@@ -418,7 +418,7 @@ async def async_cases(bench: Bench, scale: int, inflight: int, n_latency: int) -
         for size in SIZES:
             n_seq, n_pipe = n_latency // scale, 20_000 // scale
             n32, n256 = (102_400 if size == 100 else 51_200) // scale, (204_800 if size == 100 else 102_400) // scale
-            for tag, count in (("Seq", n_seq), ("Pipe", n_pipe), ("B32", n32), ("B256", n256)):  # auto-create, warm up
+            for tag, _count in (("Seq", n_seq), ("Pipe", n_pipe), ("B32", n32), ("B256", n256)):  # auto-create, warm up
                 topic = f"ClientBench{tag}{size}"
                 warm = bench.messages(topic, 8, size)
                 await producer.send_batch(warm)
@@ -453,7 +453,7 @@ def blocking_cases(bench: Bench, scale: int, n_latency: int) -> None:
                 producer.send(m)
             samples: list[float] = []
 
-            async def work() -> None:
+            async def work(messages: list[Message] = messages, samples: list[float] = samples) -> None:
                 for message in messages:
                     started = time.perf_counter_ns()
                     producer.send(message)
@@ -659,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n## peers, every record\n\n" + peers_table(records))
     print("\n## targets\n\n" + targets(bench.rows, records))
     if bench.profiles:
-        print("\n## profiles (py-spy, non-blocking, {} Hz)\n\n".format(SPY_RATE) + "\n\n".join(bench.profiles))
+        print(f"\n## profiles (py-spy, non-blocking, {SPY_RATE} Hz)\n\n" + "\n\n".join(bench.profiles))
     if versions:
         print("\n## peer versions\n\n```\n" + versions.rstrip() + "\n```")
     if args.json:

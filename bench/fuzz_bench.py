@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import shutil
@@ -107,10 +108,8 @@ async def one_connection(address: str, stream: bytes, verify: bool, stats: Stats
         pass  # the server hung up on the fatal piece with our bytes unread: expected
     finally:
         writer.close()
-        try:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # same: already closed by the server
             await writer.wait_closed()
-        except (ConnectionResetError, BrokenPipeError):
-            pass  # same: already closed by the server
     stats.connections += 1
     stats.answers += len(responses)
     if verify:

@@ -44,6 +44,7 @@ during one more (untimed) source run and sink write, and prints the workers' top
 
 from __future__ import annotations
 
+from itertools import pairwise
 import argparse
 import asyncio
 import os
@@ -74,6 +75,7 @@ from sparkmq.connector import arrow as sm_arrow  # noqa: E402
 from sparkmq.connector.broker_view import view_for  # noqa: E402
 from sparkmq.message.bulk import decode_columns  # noqa: E402
 from tests.support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
+import contextlib
 
 QUEUES = 4
 BODY_BYTES = 100
@@ -98,10 +100,8 @@ def descendants(root: int) -> set[int]:
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
+            with contextlib.suppress(OSError, IndexError):
                 parents[int(entry)] = int(_stat(entry)[1])
-            except (OSError, IndexError):
-                pass
     tree: set[int] = set()
     frontier = {root}
     while frontier:
@@ -174,7 +174,7 @@ class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # t
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[RowRange]:
         edges = np.linspace(start["row"], end["row"], QUEUES + 1).astype(int).tolist()
-        return [RowRange(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+        return [RowRange(a, b) for a, b in pairwise(edges) if b > a]
 
     def read(self, partition: RowRange) -> Any:
         import pyarrow as pa
@@ -253,7 +253,7 @@ class Meter:
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
         now = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
-        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now))
+        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now, strict=True))
 
     def fill(self, run: Run) -> Run:
         run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu = self.seconds, self.broker_cpu, self.jvm_cpu, self.python_cpu
@@ -337,7 +337,7 @@ def arrow_parts(body: bytes, broker: str, repeat: int = 20) -> dict[str, float]:
 def write_parquet(table: pa.Table, directory: Path) -> None:
     directory.mkdir(parents=True)
     edges = np.linspace(0, table.num_rows, PARQUET_FILES + 1).astype(int)
-    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+    for i, (a, b) in enumerate(pairwise(edges)):
         pq.write_table(table.slice(a, b - a), directory / f"part-{i:03d}.parquet")
 
 

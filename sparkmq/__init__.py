@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sparkmq.client import (
     Admin,
     QueueLag,
@@ -63,6 +65,9 @@ from sparkmq.errors import (
 )
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # resolved lazily at run time by __getattr__ below
+    from sparkmq.embedded import EmbeddedCluster
 
 
 def __getattr__(name: str) -> object:

@@ -38,7 +38,7 @@ BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch qu
 
 
 @dataclass(frozen=True)
-class QueueRange(InputPartition):  # type: ignore[misc]
+class QueueRange(InputPartition):
     """One task's work: queue offsets [start, end) of one queue."""
 
     topic: str
@@ -95,9 +95,8 @@ class _Resolver:
             return self.view.offsets_for_timestamp(queues, timestamp)
         result: QueueOffsets = {}
         for queue in queues:
-            if by_timestamp is not None and self._lookup(by_timestamp, queue) is not None:
-                stamp = self._lookup(by_timestamp, queue)
-                result[queue] = self.view.offsets_for_timestamp([queue], int(stamp))[queue]  # type: ignore[arg-type]
+            if by_timestamp is not None and (stamp := self._lookup(by_timestamp, queue)) is not None:
+                result[queue] = self.view.offsets_for_timestamp([queue], stamp)[queue]
                 continue
             wanted = self._lookup(json_offsets, queue) if json_offsets is not None else None
             if wanted is None:
@@ -114,7 +113,7 @@ class _Resolver:
         return None
 
 
-class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader; its state lives in Spark's long-lived driver-side Python process."""
 
     def __init__(self, options: SourceOptions) -> None:
@@ -131,7 +130,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return {"options": self.options, "group": self.group}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["options"])  # type: ignore[misc]
+        self.__init__(state["options"])  # type: ignore[misc]  # unpickling runs the constructor again
 
     @property
     def view(self) -> BrokerView:
@@ -237,7 +236,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRange]:
         return plan_ranges(from_json_offsets(start), from_json_offsets(end), self.options.max_records_per_partition)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
         return read_range(self.options, self.group, partition)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
@@ -253,7 +252,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             self._committed.update(ahead)
 
 
-class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
+class SparkmqBatchReader(DataSourceReader):
     """``spark.read.format("sparkmq")``: starting to ending offsets (or timestamps), once."""
 
     def __init__(self, options: SourceOptions) -> None:
@@ -271,7 +270,7 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
         end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
         return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
         return read_range(self.options, self.group, partition, self.selector)
 
 
@@ -284,7 +283,7 @@ class SparkmqPushdownBatchReader(SparkmqBatchReader):
         return filters  # Spark still checks each row: the broker filters tags by hash
 
 
-class SparkmqDataSource(DataSource):  # type: ignore[misc]
+class SparkmqDataSource(DataSource):
     """``format("sparkmq")``: readers and writers for sparkmq / RocketMQ topics."""
 
     @classmethod

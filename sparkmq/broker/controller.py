@@ -31,6 +31,7 @@ from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
 from sparkmq.remoting.periodic import run_every, stop_tasks
+from sparkmq.remoting.server import Processor
 from sparkmq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class BrokerController:
                                            self.persister)
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
-        self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
+        self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)
         await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
         self._schedule = schedule = ScheduleMessageService(store, config_dir / "delayOffset.json",
@@ -104,7 +105,7 @@ class BrokerController:
     def _register_processors(self, ctx: BrokerContext) -> None:
         send, pull, send_back = SendProcessor(ctx), PullProcessor(ctx), SendBackProcessor(ctx)
         consumer, admin = ConsumerProcessors(ctx), AdminProcessors(ctx)
-        table: dict[RequestCode, Callable[..., Awaitable[object]]] = {
+        table: dict[RequestCode, Processor] = {
             RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send, RequestCode.SEND_BATCH_MESSAGE: send,
             RequestCode.PULL_MESSAGE: pull, RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
             RequestCode.HEART_BEAT: consumer.heartbeat, RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
@@ -121,7 +122,7 @@ class BrokerController:
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
         }
         for code, processor in table.items():
-            self.server.register(code, processor)  # type: ignore[arg-type]
+            self.server.register(code, processor)
 
     def _every(self, interval_s: float, action: Callable[[], object], name: str) -> None:
         loop = run_every(interval_s, action, f"broker {self.config.broker_name} {name}")
@@ -157,8 +158,9 @@ class BrokerController:
         await stop_tasks(self._tasks, f"broker {self.config.broker_name}")
         self._tasks.clear()
         failed = await self.persister.persist_changed(ignore_intervals=True)
-        if self.store is not None:
-            await self._close_step("close the store", lambda: asyncio.to_thread(self.store.close))  # type: ignore[union-attr]
+        store = self.store
+        if store is not None:
+            await self._close_step("close the store", lambda: asyncio.to_thread(store.close))
         await self._close_step("close NameServer connections", self.namesrv_client.close)
         if failed:
             logger.error("broker %s stopped, but %s could not be persisted (see above)", self.config.broker_name,

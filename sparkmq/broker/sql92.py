@@ -150,7 +150,7 @@ def _compare(left: Value, right: Value) -> int:
             right = _number_of(right, left)
         elif not (isinstance(left, numbers) and isinstance(right, numbers)):
             return -1
-    return (left > right) - (left < right)
+    return int(left > right) - int(left < right)
 
 
 def _ordering(test: Callable[[int], bool]) -> Callable[[_Expr, _Expr], _Expr]:
@@ -262,7 +262,7 @@ def _constant(value: Value) -> _Expr:
 
 
 @v_args(inline=True)
-class _Compiler(Transformer[Token, _Expr]):
+class _Compiler(Transformer[Token, Node]):
     """Parse tree → closures, bottom-up, with RocketMQ's parse-time checks."""
 
     def start(self, expr: _Expr) -> Node:
@@ -373,7 +373,8 @@ def compile_sql92(expression: str) -> Sql92Selector:
     except UnexpectedInput as exc:
         at_end = isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
         column = len(expression) + 1 if at_end else exc.column
-        found = "end of expression" if at_end else repr(expression[exc.pos_in_stream:exc.pos_in_stream + 12])
+        at = exc.pos_in_stream or 0
+        found = "end of expression" if at_end else repr(expression[at : at + 12])
         raise SubscriptionParseError(f"SQL92 expression {expression!r} is invalid at column {column}: unexpected {found}") from exc
     except LarkError as exc:
         raise SubscriptionParseError(f"SQL92 expression {expression!r} is invalid: {exc}") from exc

@@ -104,7 +104,7 @@ async def consume_concurrently(runner: ListenerRunner, messages: Sequence[Receiv
     chunks = runner.chunks(messages)
     outcomes = await asyncio.gather(*(runner.run(chunk) for chunk in chunks))
     done: list[ReceivedMessage] = []
-    for chunk, outcome in zip(chunks, outcomes):
+    for chunk, outcome in zip(chunks, outcomes, strict=True):
         if outcome is ConsumeOutcome.SKIPPED:
             continue
         if outcome is ConsumeOutcome.RETRY:

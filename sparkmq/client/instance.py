@@ -13,7 +13,8 @@ import dataclasses
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from sparkmq.client.routes import TopicRoute
 from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
@@ -36,7 +37,7 @@ ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
 # Answers a broker's CHECK_TRANSACTION_STATE (by sending END_TRANSACTION back on ``connection``).
-TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Awaitable[None]]
+TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Coroutine[Any, Any, None]]
 
 
 def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
@@ -64,7 +65,7 @@ class ClientInstance:
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
-        self._hook_tasks: set[asyncio.Task[bool]] = set()
+        self._hook_tasks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -131,7 +131,7 @@ class AsyncProducer:
         if any(m.delay_level > 0 for m in messages):
             raise MessageError("batch messages cannot be delayed")
         ids = [self._ids.next_id() for _ in messages]
-        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids)],
+        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
                                   [m.flag for m in messages])
         if len(body) > self.max_message_bytes:
             raise MessageTooLargeError(f"batch of {len(body)} bytes exceeds {self.max_message_bytes}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Future
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -317,7 +318,7 @@ class PullConsumer:
     def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         loop_thread.run(self._async.commit(offsets))
 
-    def commit_async(self, offsets: dict[MessageQueue, int] | None = None):  # type: ignore[no-untyped-def]
+    def commit_async(self, offsets: dict[MessageQueue, int] | None = None) -> Future[None]:
         """Commit without waiting; a concurrent future."""
         return loop_thread.submit(self._async.commit(offsets))
 

@@ -20,7 +20,7 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
@@ -53,7 +53,7 @@ class TransactionSendResult(NamedTuple):
     local_state: LocalTransactionState
 
 
-_State = Union[LocalTransactionState, None, Awaitable[Union[LocalTransactionState, None]]]
+_State = LocalTransactionState | None | Awaitable[LocalTransactionState | None]
 LocalTransaction = Callable[[Message, Any], _State]
 """``execute_local(message, arg)``: run the local transaction, return its state."""
 TransactionCheck = Callable[[ReceivedMessage], _State]

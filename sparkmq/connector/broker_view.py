@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
@@ -26,6 +27,7 @@ _views: dict[tuple[str, str], BrokerView] = {}
 _views_lock = threading.Lock()
 # What topicPattern never matches: the broker's own topics, by exact name (RocketMQ's TopicValidator), and the
 # per-group retry / dead-letter topics and rmq_sys_ topics, by prefix. Any other name is a user's topic.
+T = TypeVar("T")
 SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
                            "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
                            "RMQ_SYS_TRACE_TOPIC"})
@@ -60,7 +62,7 @@ class BrokerView:
         self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None)
         loop_thread.run(self._reader.instance.start())
 
-    def _run(self, coro):  # type: ignore[no-untyped-def]
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return loop_thread.run(coro)
 
     # -- queues ----------------------------------------------------------------------------
@@ -125,7 +127,7 @@ class BrokerView:
 
     async def _committed(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
         brokers = sorted({q.broker_name for q in queues})
-        known = dict(zip(brokers, await asyncio.gather(*(self._group_topics(b) for b in brokers))))
+        known = dict(zip(brokers, await asyncio.gather(*(self._group_topics(b) for b in brokers)), strict=True))
         with_offsets = [q for q in queues if q.topic in known[q.broker_name]]
         found = await self._each(with_offsets, self._reader.committed)
         return {q: found.get(q, -1) for q in queues}
@@ -145,9 +147,10 @@ class BrokerView:
 
         return self._run(self._each(queues, search))
 
-    async def _each(self, queues: list[MessageQueue], action) -> dict[MessageQueue, int]:  # type: ignore[no-untyped-def]
+    async def _each(self, queues: list[MessageQueue],
+                    action: Callable[[MessageQueue], Awaitable[int]]) -> dict[MessageQueue, int]:
         values = await asyncio.gather(*(action(q) for q in queues))
-        return dict(zip(queues, values))
+        return dict(zip(queues, values, strict=True))
 
     def commit(self, offsets: dict[MessageQueue, int]) -> None:
         """Commit offsets to the group in the broker's offset manager."""

@@ -202,9 +202,8 @@ class SourceOptions:
         if streaming and parsed.filter_pushdown:
             raise OptionError("filterPushdown", "is for batch reads only (Spark pushes no filters into streams): "
                               "use subExpression or sqlFilter")
-        if streaming:
-            if parsed.consumer_group is None:
-                raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
+        if streaming and parsed.consumer_group is None:
+            raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
         if streaming is False and parsed.starting_offsets == "latest" and "startingoffsets" in opts:
             raise OptionError("startingOffsets", "latest is not allowed for batch queries (nothing would be read)")
         if parsed.min_offsets_per_trigger and parsed.max_offsets_per_trigger and \

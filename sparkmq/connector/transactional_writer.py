@@ -54,7 +54,7 @@ QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
 
 
 @dataclass
-class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class TransactionalCommitMessage(WriterCommitMessage):
     """One task attempt's half messages: its token, batch, and per queue ``"topic/broker/qid"`` the
     halves in row order (their ENDs make them visible in that order)."""
 
@@ -108,7 +108,7 @@ async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions,
         queues = routes.get(message.topic)
         if queues is None:
             queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
-        message.properties[TXN_PROPERTY] = tag
+        message.properties = {**message.properties, TXN_PROPERTY: tag}
         placed.append((message, _queue_of(queues, queue_id, sharding_key, position // options.batch_size)))
         position += 1
     in_flight = asyncio.Semaphore(options.max_in_flight)
@@ -121,7 +121,7 @@ async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions,
         return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id
 
     halves = await asyncio.gather(*(send(m, q) for m, q in placed))
-    for (_message, queue), half in zip(placed, halves):
+    for (_message, queue), half in zip(placed, halves, strict=True):
         out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
     out.sent += len(halves)
     return position

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -25,8 +27,8 @@ def gather_heads(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64]) -> n
     over 2 GiB takes int64 indices)."""
     index_type = np.int32 if len(raw) < 2**31 - L.HEADER_BYTES else np.int64
     heads = np.empty((len(starts), L.HEADER_BYTES), dtype=np.uint8)
-    span = _HEAD_SPAN.astype(index_type)
-    narrow = starts.astype(index_type)
+    span: npt.NDArray[np.signedinteger[Any]] = _HEAD_SPAN.astype(index_type)
+    narrow: npt.NDArray[np.signedinteger[Any]] = starts.astype(index_type)
     for first in range(0, len(starts), _GATHER_CHUNK):
         heads[first : first + _GATHER_CHUNK] = raw[narrow[first : first + _GATHER_CHUNK, None] + span]
     return heads.reshape(-1).view(HEAD_DTYPE)

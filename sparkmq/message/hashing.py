@@ -170,7 +170,7 @@ def java_hashes_of_slices(
         heads = np.array([_unsigned_hash(p) for p in names] + [0], dtype=np.uint32)
         per_slice = np.repeat(heads, [*runs, max(count - sum(runs), 0)])[:count]
         sums = sums + per_slice * powers[lengths]  # uint32 arithmetic wraps mod 2**32
-    hashes = sums.astype(np.uint32).view(np.int32)
+    hashes: npt.NDArray[np.int32] = sums.astype(np.uint32).view(np.int32)
     if size and int(data[:size].max()) >= 0x80:
         high = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(data[:size] >= 0x80, out=high[1:])

@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from sparkmq.errors import MessageError
 
@@ -71,7 +71,7 @@ class UniqueIdGenerator:
     def _ms_since_month_start(self) -> int:
         now_ms = int(time.time() * 1000)
         if now_ms >= self._next_month_ms:
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
             following = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
             self._month_start_ms = int(start.timestamp() * 1000)

@@ -142,7 +142,7 @@ class MessageBatch:
         if longest > L.MAX_PROPERTIES_BYTES:
             raise MessageTooLargeError(f"properties of {longest} bytes exceed {L.MAX_PROPERTIES_BYTES}")
         fixed = L.RECORD_FIXED_BYTES + len(self.topic_bytes)
-        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties)]
+        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties, strict=True)]
 
     def check_sizes(self, max_message_bytes: int) -> None:
         """Raise MessageTooLargeError when any record would exceed ``max_message_bytes``."""
@@ -194,7 +194,7 @@ def encode_records_plain(
     pack = L.RECORD_HEAD.pack
     parts: list[bytes] = []
     position = physical_offset
-    for i, size in zip(range(first, stop), sizes):
+    for i, size in zip(range(first, stop), sizes, strict=True):
         body, prop = batch.bodies[i], batch.properties[i]
         parts.append(pack(
             size, L.MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, batch.queue_id, 0 if flags is None else flags[i],

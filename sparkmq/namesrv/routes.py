@@ -117,10 +117,10 @@ class RouteInfoManager(Generic[C]):
         group.addrs[broker_id] = broker_addr
 
         data_version = DataVersion() if topic_config_wrapper is None else topic_config_wrapper.data_version
-        if topic_config_wrapper is not None and broker_id == MASTER_ID:
-            if register_first or self._data_version_changed(broker_addr, data_version):
-                for config in topic_config_wrapper.topic_config_table.values():
-                    self._create_and_update_queue_data(broker_name, config)
+        if (topic_config_wrapper is not None and broker_id == MASTER_ID
+                and (register_first or self._data_version_changed(broker_addr, data_version))):
+            for config in topic_config_wrapper.topic_config_table.values():
+                self._create_and_update_queue_data(broker_name, config)
         self._broker_live_table[broker_addr] = BrokerLiveInfo(self._clock(), data_version, channel, ha_server_addr)
 
         if broker_id == MASTER_ID:

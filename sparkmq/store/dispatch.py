@@ -74,7 +74,7 @@ class TagsCoder:
 
     def deliver_times(self, properties: Sequence[bytes], store_timestamps: Sequence[int]) -> list[int]:
         """tagsCodes of SCHEDULE_TOPIC_XXXX records: store time + the delay of their level."""
-        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps)]
+        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps, strict=True)]
 
     def _delay_of(self, raw: bytes) -> int:
         level = find_property(raw, _DELAY)

@@ -55,6 +55,13 @@ def index_hash_value(prefix: str, value: bytes) -> int:
 class IndexFile:
     """One index file of ``slots`` hash slots and ``entries`` entries."""
 
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
     def __init__(self, path: Path, slots: int, entries: int, begin_timestamp: int = 0, begin_phy_offset: int = 0) -> None:
         self.path = path
         self.slots = slots
@@ -132,7 +139,7 @@ class IndexFile:
         begin = self.begin_timestamp
         chained: dict[int, int] = {}  # slot -> the last entry this batch put there
         number = before
-        for key_hash, phy_offset, stored_at in zip(hashes, phy_offsets, store_timestamps):
+        for key_hash, phy_offset, stored_at in zip(hashes, phy_offsets, store_timestamps, strict=True):
             slot = int(key_hash) % self.slots
             prev = chained.get(slot)
             if prev is None:

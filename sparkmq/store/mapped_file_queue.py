@@ -63,10 +63,7 @@ class MappedFileQueue:
         """
         if self.files and not self.files[-1].is_full:
             return self.files[-1]
-        if self.files:
-            start = self.files[-1].end_offset
-        else:
-            start = start_offset - start_offset % self.file_bytes
+        start = self.files[-1].end_offset if self.files else start_offset - start_offset % self.file_bytes
         mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd, self.pool)
         mapped.write_position = mapped.flushed_position = 0
         self.files.append(mapped)

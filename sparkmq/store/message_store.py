@@ -157,7 +157,7 @@ class MessageStore:
             keys.update((topic_dir.name, int(queue_dir.name)) for topic_dir in root.iterdir() if topic_dir.is_dir()
                         for queue_dir in topic_dir.iterdir() if queue_dir.is_dir() and queue_dir.name.isdigit())
         cl_min = self.commitlog.min_offset
-        starts = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
+        starts: list[int | None] = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
         for topic, queue_id in sorted(keys):
             queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file, self._map_pool)
             if queue.load():

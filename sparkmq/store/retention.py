@@ -87,21 +87,21 @@ class Retention:
         store = self.store
         # Under the store lock only list changes happen; the files are unmapped and unlinked
         # under the flush lock alone, so puts and reads never wait behind an fsync here.
-        with store._lock:  # noqa: SLF001 - retention is part of the store
+        with store._lock:  # retention is part of the store
             commitlog = store.commitlog.queue
             deleted = commitlog.delete_expired_by_time(reserved_seconds, force=at_once, max_files=DELETE_FILES_BATCH_MAX)
             queues: list[MappedFileQueue] = [commitlog]
             index_files: list[IndexFile] = []
             if deleted:
                 cl_min = store.commitlog.min_offset
-                for queue in store._queues.values():  # noqa: SLF001
+                for queue in store._queues.values():
                     queue.delete_expired(cl_min)
                     queues.append(queue.files)
                 index_files = store.index.detach_below(cl_min)
                 logger.info("retention deleted %d CommitLog segments; minimum offset now %d", deleted, cl_min)
         with store.flusher.lock:  # a flush in progress may still use the retired files
-            for queue in queues:
-                queue.destroy_retired()
+            for files in queues:
+                files.destroy_retired()
             for index in index_files:
                 index.destroy()
         return deleted

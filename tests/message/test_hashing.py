@@ -128,12 +128,11 @@ def sliced_buffers(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]], list[
 @given(sliced_buffers())
 def test_slice_hashes_equal_the_plain_hash_of_each_slice(case: tuple[bytes, list[tuple[int, int]], list[tuple[str, int]]]) -> None:
     buffer, slices, runs = case
-    expected, row = [], 0
+    expected = []
     prefixes = [p for p, n in runs for _ in range(n)]
-    for start, length in slices:
+    for row, (start, length) in enumerate(slices):
         prefix = prefixes[row] if row < len(prefixes) else ""
         expected.append(java_utf8_hash(buffer[start : start + length], prefix))
-        row += 1
     data = np.frombuffer(buffer, dtype=np.uint8)
     starts = np.array([s for s, _ in slices], dtype=np.int64)
     lengths = np.array([n for _, n in slices], dtype=np.int64)

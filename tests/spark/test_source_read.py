@@ -73,7 +73,7 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
     assert sum(p["numInputRows"] for p in query.recentProgress) == count
 
     expected = []
-    for message, result in zip(messages, results):
+    for message, result in zip(messages, results, strict=True):
         props = dict(message.properties, UNIQ_KEY=result.msg_id, WAIT="true")
         if message.tags:
             props["TAGS"] = message.tags

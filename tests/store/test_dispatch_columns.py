@@ -43,7 +43,7 @@ def reference_columns(topic: str, properties: list[bytes], timestamps: list[int]
     """Tags codes and index keys from decode_properties and java_string_hash, record by record."""
     codes, hashes, rows = [], [], []
     maps = [decode_properties(raw) for raw in properties]
-    for ts, props in zip(timestamps, maps):
+    for ts, props in zip(timestamps, maps, strict=True):
         if topic == SCHEDULE_TOPIC:
             try:  # int() of the bytes, as the store parses it: ASCII digits only
                 level = min(max(int(props.get("DELAY", "0").encode()), 1), len(DELAYS))

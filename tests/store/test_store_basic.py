@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 import os
 import threading
 from pathlib import Path
@@ -42,7 +43,7 @@ def test_segments_roll_with_blank_filler_and_reads_cross_segments(store: Message
         assert store.put_messages(make_batch("T", 0, 20, start=i)).ok
     files = store.commitlog.queue.files
     assert len(files) >= 3
-    for previous, following in zip(files, files[1:]):
+    for previous, following in pairwise(files):
         assert following.start_offset == previous.start_offset + previous.file_bytes
         assert following.path.name == f"{following.start_offset:020d}"
     # The first segment ends with an END_OF_FILE filler whose size is exactly what was left.

@@ -49,6 +49,7 @@ from sparkmq.protocol.headers import (  # noqa: E402
 from sparkmq.remoting import RemotingClient  # noqa: E402
 from support.client_harness import create_topic, wait_for_route  # noqa: E402
 from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess  # noqa: E402
+import contextlib
 
 BROKER = "broker-a"
 QUERY_TIMEOUT_S = 120.0
@@ -342,10 +343,8 @@ def start_driver(script: Path, args: list[str], log: Path) -> subprocess.Popen[b
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver's whole process group, reap the driver, and wait until the group is gone."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
     def gone() -> bool:

@@ -120,8 +120,7 @@ def read_queue_records(store: MessageStore, topic: str, offset: int) -> Iterator
         result = store.get_messages(SYSTEM_GROUP, topic, HALF_QUEUE_ID, offset, READ_BATCH)
         if result.message_count == 0:
             return
-        for message in iter_records(result.body()):
-            yield message
+        yield from iter_records(result.body())
         offset = result.next_begin_offset
 
 
