@@ -33,11 +33,12 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, String
 
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message
-from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
 from sparkmq.connector.batch_body import BulkIds, encode_rows
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.connector.transactional_writer import TransactionalCommitMessage, TransactionalWriter
 from sparkmq.errors import SparkmqError
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.client import MessageQueue
 
 logger = logging.getLogger(__name__)
@@ -301,7 +302,7 @@ async def _writable_queues(producer: AsyncProducer, topic: str, timeout_s: float
     pause = ROUTE_WAIT_FIRST_PAUSE_S
     while True:
         try:
-            queues = (await producer.instance.publish_route(topic, "TBW102", 4)).publish_queues()
+            queues = (await producer.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)).publish_queues()
             if queues:
                 return queues
             problem = f"topic {topic} has no writable queue"

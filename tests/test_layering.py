@@ -56,7 +56,7 @@ CONTRACTS = (
     Contract("sparkmq.message", _names("protocol", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
     Contract("sparkmq.protocol", _names("message", "errors"), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.store", _names("message", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
-    Contract("sparkmq.offsets", _names("errors", "config_file"), frozenset(), NETWORK_MODULES),
+    Contract("sparkmq.offsets", _names("errors", "config_file", "protocol"), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.config_file", _names("errors"), frozenset(), NETWORK_MODULES),
     # Packages still to come; their contracts apply as soon as their folder or file exists.
     Contract("sparkmq.remoting", _names("protocol", "errors"), None, SPARK_MODULES),

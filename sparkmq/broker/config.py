@@ -18,7 +18,14 @@ from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
 from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
 from sparkmq.protocol import MAX_FRAME_BYTES
-from sparkmq.store.config import FlushDiskType, StoreConfig
+from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
+from sparkmq.store.config import (
+    COMMITLOG_FILE_BYTES,
+    DEFAULT_MAX_TRANSFER_BYTES,
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    FlushDiskType,
+    StoreConfig,
+)
 
 logger = logging.getLogger(__name__)
 # Room a frame needs besides one stored record: the command's JSON header, where a send carries
@@ -44,7 +51,7 @@ class BrokerConfig:
     listen_port: int = 10911  # listenPort
     store_path_root_dir: Path = Path("store")  # storePathRootDir
     store_path_commit_log: Path | None = None  # storePathCommitLog
-    mapped_file_size_commit_log: int = 1024 * 1024 * 1024  # mapedFileSizeCommitLog
+    mapped_file_size_commit_log: int = COMMITLOG_FILE_BYTES  # mapedFileSizeCommitLog
     mapped_file_size_consume_queue: int = 300_000 * 20  # mapedFileSizeConsumeQueue
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH  # flushDiskType
     broker_role: str = "ASYNC_MASTER"  # brokerRole
@@ -60,7 +67,7 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True  # autoCreateTopicEnable
     auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
     default_topic_queue_nums: int = 8  # defaultTopicQueueNums
-    max_message_size: int = 4 * 1024 * 1024  # maxMessageSize
+    max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES  # maxMessageSize
     long_polling_enable: bool = True  # longPollingEnable
     short_polling_time_mills: int = 1000  # shortPollingTimeMills
     register_name_server_period: int = 30_000  # registerNameServerPeriod (ms)
@@ -72,8 +79,8 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000  # transactionCheckInterval (ms) between check-back rounds
     # sparkmq moves data in bulk: Java caps a pull at 32 messages / 256 KiB; clients ask for less anyway.
     max_transfer_count_on_message_in_memory: int = 4096  # maxTransferCountOnMessageInMemory
-    max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+    max_transfer_bytes_on_message_in_memory: int = DEFAULT_MAX_TRANSFER_BYTES  # maxTransferBytesOnMessageInMemory
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL  # messageDelayLevel
     notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
     enable_property_filter: bool = False  # enablePropertyFilter: SQL92 subscriptions
     region_id: str = "DefaultRegion"  # regionId

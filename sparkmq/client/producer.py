@@ -29,6 +29,7 @@ from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -37,8 +38,6 @@ from sparkmq.protocol.headers import SendMessageRequestHeaderV2, SendMessageResp
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # maxMessageSize
-DEFAULT_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 # Answers that mean "stored, but not as durably as promised": not delivered, retried.
 _NOT_CONFIRMED_CODES = (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
@@ -77,7 +76,7 @@ class AsyncProducer:
 
     def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
                  send_timeout_s: float = 3.0, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None) -> None:
+                 max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES, instance_name: str | None = None) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name)
         self.retry_times = retry_times_when_send_failed
@@ -161,7 +160,7 @@ class AsyncProducer:
         return body, 0
 
     def _header(self, topic: str, sys_flag: int, props: bytes, flag: int, batch: bool = False) -> SendMessageRequestHeaderV2:
-        return SendMessageRequestHeaderV2(self.group, topic, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, 0, sys_flag,
+        return SendMessageRequestHeaderV2(self.group, topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS, 0, sys_flag,
                                           int(time.time() * 1000), flag, props.decode("utf-8"), 0, False, None, batch)
 
     async def _send_with_retries(self, topic: str, code: int, header: SendMessageRequestHeaderV2, body: bytes,
@@ -173,7 +172,7 @@ class AsyncProducer:
         for attempt in range(attempts):
             if attempt > 0:
                 self.instance.routes.pop(topic, None)
-            route = await self.instance.publish_route(topic, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS)
+            route = await self.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
             queues = route.publish_queues()
             if not queues:
                 raise RemoteError(f"topic {topic} has no writable queue", retriable=True)

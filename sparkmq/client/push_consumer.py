@@ -30,6 +30,8 @@ from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
 from sparkmq.errors import SparkmqError
+from sparkmq.message.names import is_retry_topic, retry_topic
+from sparkmq.message.properties import RETRY_TOPIC
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from sparkmq.protocol.headers import (
@@ -54,10 +56,6 @@ CLOSE_CONSUME_WAIT_S = 10.0
 
 _FROM_WHERE = frozenset({ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                          ConsumeFromWhere.CONSUME_FROM_TIMESTAMP})
-
-
-def retry_topic(group: str) -> str:
-    return "%RETRY%" + group
 
 
 class AsyncPushConsumer:
@@ -285,7 +283,7 @@ class AsyncPushConsumer:
 
     async def _first_offset(self, queue: MessageQueue) -> int:
         """Where a queue the group never consumed starts (``computePullFromWhere``)."""
-        retry = queue.topic.startswith("%RETRY%")
+        retry = is_retry_topic(queue.topic)
         if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
                 retry and self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
             return 0
@@ -371,7 +369,7 @@ class AsyncPushConsumer:
         task.add_done_callback(self._consume_tasks.discard)
 
     def _listener_of(self, message: ReceivedMessage) -> Listener:
-        topic = message.properties.get("RETRY_TOPIC", message.topic) if message.topic.startswith("%RETRY%") else message.topic
+        topic = message.properties.get(RETRY_TOPIC, message.topic) if is_retry_topic(message.topic) else message.topic
         return self._topics().get(topic, self._topics()[message.topic])[1]
 
     async def _consume_concurrently(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:

@@ -17,6 +17,7 @@ from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError, TopicNotExistError
+from sparkmq.message.names import is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats
 from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
@@ -25,22 +26,12 @@ from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHe
 
 _views: dict[tuple[str, str], BrokerView] = {}
 _views_lock = threading.Lock()
-# What topicPattern never matches: the broker's own topics, by exact name (RocketMQ's TopicValidator), and the
-# per-group retry / dead-letter topics and rmq_sys_ topics, by prefix. Any other name is a user's topic.
 T = TypeVar("T")
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-                           "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-                           "RMQ_SYS_TRACE_TOPIC"})
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_")
 
 
 class DataLossError(SparkmqError):
     """Offsets the query needs are gone from the broker (retention) or went backwards."""
 
-
-def is_system_topic(topic: str) -> bool:
-    """True for the broker's own topics, which ``topicPattern`` never matches."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
 def view_for(namesrv_addr: str, group: str) -> BrokerView:

@@ -27,13 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 C = TypeVar("C")
 
-#: ``MixAll.MASTER_ID``: broker id 0 is the master; clients publish only to it.
-MASTER_ID = 0
 #: ``BROKER_CHANNEL_EXPIRED_TIME``: a broker silent this long is evicted (it re-registers every 30 s).
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message import layout as L
+from sparkmq.message.names import SCHEDULE_TOPIC
 from sparkmq.message.hashing import java_hashes_of_slices, java_utf8_hash
 from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
 from sparkmq.message.property_table import PropertyTable
@@ -26,7 +27,6 @@ from sparkmq.message.record import SMALL_BATCH_MAX, IntColumn
 from sparkmq.store.commitlog import ScannedRecord
 from sparkmq.store.index_file import index_hash_value, positive_hashes
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = TAGS.encode()
 _KEYS = KEYS.encode()
 _UNIQ = UNIQ_KEY.encode()

@@ -24,7 +24,7 @@ from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
-from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
+from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, FlushDiskType, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
@@ -39,7 +39,6 @@ from sparkmq.store.retention import Retention
 from sparkmq.store.status import GetResult, PutMessageStatus, PutResult
 
 logger = logging.getLogger(__name__)
-DEFAULT_MAX_TRANSFER_BYTES = 4 * 1024 * 1024
 
 
 class MessageStore:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import delay_level_of, redirect_if_delayed
-from sparkmq.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_sendable, dlq_topic
+from sparkmq.broker.topics import check_sendable
+from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from sparkmq.broker.transactions.prepare import prepare_half
 from sparkmq.broker.transactions.state import is_prepared
 from sparkmq.errors import InvalidTopicError, MessageError

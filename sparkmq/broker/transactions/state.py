@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from sparkmq.broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from sparkmq.message.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.properties import (
