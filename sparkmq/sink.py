@@ -35,9 +35,9 @@ from sparkmq.client import loop_thread
 from sparkmq.client.message import Message
 from sparkmq.client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
 from sparkmq.connector.batch_body import BulkIds, encode_rows
-from sparkmq.connector.options import OptionError, SinkOptions
+from sparkmq.connector.options import SinkOptions
 from sparkmq.connector.transactional_writer import TransactionalCommitMessage, TransactionalWriter
-from sparkmq.errors import SparkmqError
+from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.client import MessageQueue
 

@@ -27,9 +27,10 @@ from pyspark.sql.types import StructType
 
 from sparkmq.connector.arrow import records_to_arrow, schema_ddl
 from sparkmq.connector.filters import pushed_selector
-from sparkmq.connector.broker_view import BrokerView, DataLossError, view_for
+from sparkmq.connector.broker_view import BrokerView, view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
-from sparkmq.connector.options import OptionError, SinkOptions, SourceOptions
+from sparkmq.connector.options import SinkOptions, SourceOptions
+from sparkmq.errors import DataLossError, OptionError
 from sparkmq.client import MessageQueue
 from sparkmq.client.selector import MessageSelector
 

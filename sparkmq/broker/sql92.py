@@ -30,7 +30,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedInput, UnexpectedToken, VisitError
 
-from sparkmq.broker.filtering import SubscriptionParseError
+from sparkmq.errors import SubscriptionParseError
 
 MAX_EXPRESSION_CHARS = 4096  # a subscription string longer than this is refused before parsing
 _INT32 = (-(2**31), 2**31 - 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sparkmq.broker.validation import check_topic, check_topic_config
 from sparkmq.config_file import ConfigFile
-from sparkmq.errors import ConfigError, InvalidFieldError, InvalidTopicError
+from sparkmq.errors import ConfigError, InvalidFieldError, TopicNotWritableError
 from sparkmq.message.names import (
     AUTO_CREATE_TOPIC_KEY,
     NOT_ALLOWED_SEND_TOPICS,
@@ -139,8 +139,8 @@ class TopicConfigManager:
 
 
 def check_sendable(topic: str) -> None:
-    """Raise InvalidTopicError for names producers may never use."""
+    """Raise InvalidTopicError for names producers may never use (TopicNotWritableError: NO_PERMISSION)."""
     check_topic(topic)
     if topic in NOT_ALLOWED_SEND_TOPICS:
-        raise InvalidTopicError(f"sending message to topic [{topic}] is forbidden")
+        raise TopicNotWritableError(f"sending message to topic [{topic}] is forbidden")
 

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sparkmq.client.message import ReceivedMessage
+from sparkmq.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 RETRY_LATER_S = 5.0
@@ -49,9 +50,9 @@ class ListenerRunner:
     def __init__(self, group: str, threads: int, timeout_s: float, batch_max_size: int,
                  listener_of: Callable[[ReceivedMessage], Listener], closing: Callable[[], bool]) -> None:
         if batch_max_size < 1:
-            raise ValueError(f"consume_message_batch_max_size must be at least 1, not {batch_max_size}")
+            raise ConfigError(f"consume_message_batch_max_size must be at least 1, not {batch_max_size}")
         if timeout_s <= 0:
-            raise ValueError(f"consume_timeout_s must be positive, not {timeout_s}")
+            raise ConfigError(f"consume_timeout_s must be positive, not {timeout_s}")
         self.group = group
         self.timeout_s = timeout_s
         self.batch_max_size = batch_max_size

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from sparkmq.client.routes import TopicRoute
-from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
+from sparkmq.errors import ConfigError, RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
@@ -56,7 +56,7 @@ class ClientInstance:
     def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1") -> None:
         self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addresses:
-            raise SparkmqError("namesrv_addr names no NameServer (expected host:port[;host:port])")
+            raise ConfigError("namesrv_addr names no NameServer (expected host:port[;host:port])")
         self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{_RANDOM.getrandbits(32):08x}"
         self.remoting = RemotingClient(handler=self._serve)
         self.routes: dict[str, TopicRoute] = {}

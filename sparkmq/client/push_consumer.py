@@ -29,7 +29,7 @@ from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
-from sparkmq.errors import SparkmqError
+from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message.names import is_retry_topic, retry_topic
 from sparkmq.message.properties import RETRY_TOPIC
 from sparkmq.protocol import RequestCode, ResponseCode
@@ -85,7 +85,7 @@ class AsyncPushConsumer:
                  offset_dir: Path | None = None,
                  instance_name: str | None = None) -> None:
         if consume_from_where not in _FROM_WHERE:
-            raise ValueError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
+            raise ConfigError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
         self.group = group
         self.message_model = message_model
         self.orderly = orderly
@@ -138,7 +138,7 @@ class AsyncPushConsumer:
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         if not self._subscriptions:
-            raise SparkmqError("subscribe to at least one topic before start()")
+            raise ConfigError("subscribe to at least one topic before start()")
         self.instance.consumer_data[self.group] = self._consumer_data
         self.instance.rebalance_hooks[self.group] = self._members_changed
         await self.instance.start()

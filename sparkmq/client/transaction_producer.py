@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
-from sparkmq.errors import SparkmqError
+from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
@@ -113,7 +113,7 @@ class AsyncTransactionProducer(AsyncProducer):
     async def send_in_transaction(self, message: Message, arg: Any = None) -> TransactionSendResult:
         """Store ``message`` as a half message, run ``execute_local(message, arg)``, end the transaction."""
         if self.execute_local is None:
-            raise SparkmqError("send_in_transaction needs the execute_local callback")
+            raise ConfigError("send_in_transaction needs the execute_local callback")
         half = await self.send_half(message)
         if half.status is not SendStatus.SEND_OK:
             state = LocalTransactionState.ROLLBACK  # Java: not stored durably, so not run

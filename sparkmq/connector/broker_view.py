@@ -16,7 +16,7 @@ from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.selector import MessageSelector
-from sparkmq.errors import SparkmqError, TopicNotExistError
+from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats
@@ -27,10 +27,6 @@ from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHe
 _views: dict[tuple[str, str], BrokerView] = {}
 _views_lock = threading.Lock()
 T = TypeVar("T")
-
-
-class DataLossError(SparkmqError):
-    """Offsets the query needs are gone from the broker (retention) or went backwards."""
 
 
 
@@ -72,7 +68,7 @@ class BrokerView:
                 known = {q.queue_id: q for q in await self._topic_queues(topic, must_exist=True)}
                 missing = [i for i in ids if i not in known]
                 if missing:
-                    raise SparkmqError(f"assign names queues {missing} that topic {topic} does not have")
+                    raise OptionError("assign", f"names queues {missing} that topic {topic} does not have")
                 queues += [known[i] for i in ids]
             return queues
         found: list[MessageQueue] = []

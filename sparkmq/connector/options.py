@@ -13,20 +13,12 @@ from dataclasses import dataclass
 
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.arrow import source_columns
-from sparkmq.errors import ConfigError
+from sparkmq.errors import OptionError
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
-
-
-class OptionError(ConfigError):
-    """A ``.option(...)`` with a bad name or value; ``option`` names it."""
-
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"sparkmq option '{option}': {problem}")
-        self.option = option
 
 
 def _positive_int(name: str, raw: str | None) -> int | None:

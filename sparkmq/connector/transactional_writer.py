@@ -33,8 +33,8 @@ from sparkmq.client.message import Message, ReceivedMessage, SendStatus
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
-from sparkmq.connector.options import OptionError, SinkOptions
-from sparkmq.errors import SparkmqError
+from sparkmq.connector.options import SinkOptions
+from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sparkmq.errors import MessageError, MessageTooLargeError
+from sparkmq.errors import MessageError, PropertiesTooLargeError
 from sparkmq.message.layout import MAX_PROPERTIES_BYTES
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -55,7 +55,7 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
         parts.append(f"{key}{NAME_VALUE_SEPARATOR}{value}")
     encoded = PROPERTY_SEPARATOR.join(parts).encode("utf-8")
     if len(encoded) > MAX_PROPERTIES_BYTES:
-        raise MessageTooLargeError(f"properties of {len(encoded)} bytes exceed {MAX_PROPERTIES_BYTES}")
+        raise PropertiesTooLargeError(f"properties of {len(encoded)} bytes exceed {MAX_PROPERTIES_BYTES}")
     return encoded
 
 

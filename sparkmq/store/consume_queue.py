@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from sparkmq.store.disk import store_io
 from sparkmq.message.record import IntColumn
 from sparkmq.store.mapped_file import MapPool, MappedFile, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
@@ -77,7 +78,8 @@ class ConsumeQueue:
             logger.warning("ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
                            self.topic, self.queue_id, [offset_to_file_name(s) for s in starts])
             for start in starts:
-                (directory / offset_to_file_name(start)).unlink()
+                with store_io(f"dropping ConsumeQueue file {directory / offset_to_file_name(start)}"):
+                    (directory / offset_to_file_name(start)).unlink()
             return False
         self.files.load()
         return True

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from sparkmq.errors import StoreIOError
 
 fsync = os.fsync
 fdatasync = os.fdatasync
@@ -33,6 +37,22 @@ def preallocate(fd: int, size: int) -> None:
     into a hole the filesystem cannot fill, killing the process.
     """
     fallocate(fd, 0, size)
+
+
+@contextmanager
+def store_io(doing: str) -> Iterator[None]:
+    """Turn an ``OSError`` raised inside into :class:`StoreIOError` saying what the store was ``doing``.
+
+    >>> with store_io("reading the manifest /nowhere/queues"):
+    ...     open("/nowhere/queues")
+    Traceback (most recent call last):
+    ...
+    sparkmq.errors.StoreIOError: reading the manifest /nowhere/queues failed: [Errno 2] No such file or directory: '/nowhere/queues'
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise StoreIOError(f"{doing} failed: {exc}", errno=exc.errno) from exc
 
 
 def fsync_directory(directory: Path) -> None:

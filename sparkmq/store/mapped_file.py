@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import DiskError, SegmentAllocationError, StoreError
+from sparkmq.errors import ConfigError, DiskError, SegmentAllocationError, StoreError
 from sparkmq.store import disk
 
 PAGE_BYTES = mmap.PAGESIZE
@@ -72,7 +72,7 @@ class MapPool:
 
     def __init__(self, max_mapped: int) -> None:
         if max_mapped < 1:
-            raise ValueError(f"max_mapped must be at least 1, not {max_mapped}")
+            raise ConfigError(f"max_mapped must be at least 1, not {max_mapped}")
         self.max_mapped = max_mapped
         self._lru: OrderedDict[MappedFile, None] = OrderedDict()
         self._lock = threading.Lock()

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sparkmq.store.disk import store_io
 from sparkmq.errors import StoreError
 from sparkmq.store.mapped_file import MapPool, MappedFile, offset_to_file_name
 
@@ -158,8 +159,9 @@ class MappedFileQueue:
         """Delete every segment and the directory if it ends up empty."""
         self.retire_first(len(self.files))
         self.destroy_retired()
-        if self.directory.exists() and not any(self.directory.iterdir()):
-            self.directory.rmdir()
+        with store_io(f"removing the empty directory {self.directory}"):
+            if self.directory.exists() and not any(self.directory.iterdir()):
+                self.directory.rmdir()
 
     def close(self) -> None:
         for mapped in self.files + self.retired:

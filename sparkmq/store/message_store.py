@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import (DiskError, MessageError, MessageTooLargeError, SegmentAllocationError, StoreClosedError,
-                            StoreLockedError)
+from sparkmq.store.disk import store_io
+from sparkmq.errors import (DiskError, MessageError, PropertiesTooLargeError, SegmentAllocationError, StoreClosedError,
+                            StoreIOError, StoreLockedError)
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
 from sparkmq.store.checkpoint import StoreCheckpoint
@@ -70,7 +71,8 @@ class MessageStore:
     def start(self) -> RecoveryReport:
         """Lock the directory, load, recover, catch up dispatch, start the flush and clean services."""
         cfg = self.config
-        cfg.root_dir.mkdir(parents=True, exist_ok=True)
+        with store_io(f"creating the store directory {cfg.root_dir}"):
+            cfg.root_dir.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
         last_exit_ok = not cfg.abort_path.exists()
         this_boot = boot_id()
@@ -116,7 +118,8 @@ class MessageStore:
             self.commitlog.queue.close()
             self.flusher.close_checkpoint()
         if self.disk_error is None:
-            self.config.abort_path.unlink(missing_ok=True)
+            with store_io(f"removing the abort marker {self.config.abort_path}"):
+                self.config.abort_path.unlink(missing_ok=True)
         else:
             logger.error("store %s closed after a disk error; the abort marker stays so the next start recovers",
                          self.config.root_dir)
@@ -130,13 +133,19 @@ class MessageStore:
         self.close()
 
     def _acquire_lock(self) -> None:
-        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with store_io(f"opening the lock file {self.config.lock_path}"):
+            fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             os.close(fd)
             raise StoreLockedError(f"store {self.config.root_dir} is in use by another process") from exc
-        os.write(fd, b"lock")
+        try:
+            with store_io(f"writing the lock file {self.config.lock_path}"):
+                os.write(fd, b"lock")
+        except StoreIOError:
+            os.close(fd)
+            raise
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -227,9 +236,8 @@ class MessageStore:
         """
         try:
             batch.check_sizes(self.config.max_message_bytes)
-        except MessageTooLargeError as exc:
-            status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.remark else PutMessageStatus.MESSAGE_ILLEGAL
-            return PutResult(status, exc.remark), None
+        except PropertiesTooLargeError as exc:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, exc.remark), None
         except MessageError as exc:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
         refusal = self._write_refusal()
@@ -453,8 +461,9 @@ class MessageStore:
                 self._next_queue_offset.pop(key, None)
             for topic in topics:
                 topic_dir = self.config.consume_queue_dir / topic
-                if topic_dir.exists() and not any(topic_dir.iterdir()):
-                    topic_dir.rmdir()
+                with store_io(f"removing the empty ConsumeQueue directory {topic_dir}"):
+                    if topic_dir.exists() and not any(topic_dir.iterdir()):
+                        topic_dir.rmdir()
             self._manifest.rewrite(self._queues)
 
     @property

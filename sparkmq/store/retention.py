@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkmq.store.disk import store_io
+
 if TYPE_CHECKING:
     from sparkmq.store.index_file import IndexFile
     from sparkmq.store.mapped_file_queue import MappedFileQueue
@@ -47,7 +49,8 @@ class Retention:
         cfg = self.store.config
         ratios = []
         for directory in {cfg.commitlog_dir, cfg.root_dir}:
-            usage = shutil.disk_usage(directory if directory.exists() else cfg.root_dir)
+            with store_io(f"measuring the disk space of {directory}"):
+                usage = shutil.disk_usage(directory if directory.exists() else cfg.root_dir)
             ratios.append(usage.used / usage.total if usage.total else 0.0)
         return max(ratios)
 

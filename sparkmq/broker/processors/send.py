@@ -57,9 +57,8 @@ class SendProcessor:
         header = parse_send_request_header(request.code, request.ext_fields)
         try:
             check_sendable(header.topic)
-        except InvalidTopicError as exc:
-            code = ResponseCode.NO_PERMISSION if "forbidden" in exc.remark else ResponseCode.SYSTEM_ERROR
-            return request.make_response(code, remark=exc.remark)
+        except InvalidTopicError as exc:  # SYSTEM_ERROR, or NO_PERMISSION for a TopicNotWritableError
+            return request.make_response(exc.code, remark=exc.remark)
         topics_before = self.ctx.topics.version
         topic_config = self._topic_for_send(header)
         if topic_config is None:
