@@ -9,8 +9,11 @@ Example::
     >>> import sparkmq
     >>> issubclass(sparkmq.OffsetStoreError, sparkmq.SparkmqError)
     True
-    >>> # with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     producer.send(sparkmq.Message("orders", b"hello", tags="books"))
+
+    For example::
+
+        with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
+            producer.send(sparkmq.Message("orders", b"hello", tags="books"))
 """
 
 from __future__ import annotations

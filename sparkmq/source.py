@@ -1,8 +1,10 @@
 """The Spark data source ``sparkmq``: stream and batch readers over sparkmq (RocketMQ) queues.
 
->>> # sparkmq.register(spark)      # or nothing: pyspark_sparkmq.DefaultSource auto-registers
->>> # (spark.readStream.format("sparkmq").option("namesrvAddr", "127.0.0.1:9876")
->>> #      .option("topic", "orders").option("consumerGroup", "orders-to-delta").load())
+For example::
+
+    sparkmq.register(spark)      # or nothing: pyspark_sparkmq.DefaultSource auto-registers
+    (spark.readStream.format("sparkmq").option("namesrvAddr", "127.0.0.1:9876")
+         .option("topic", "orders").option("consumerGroup", "orders-to-delta").load())
 
 Offsets are ``{topic: {"broker:queueId": offset}}`` with sorted keys. Each micro-batch reads
 exactly [start, end) per queue; ``read()`` pulls those ranges and yields Arrow RecordBatches

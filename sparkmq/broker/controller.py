@@ -1,7 +1,9 @@
 """BrokerController: the composition root of a broker (store, tables, processors, services).
 
->>> # async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
->>> #     print(broker.config.address)
+For example::
+
+    async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
+        print(broker.config.address)
 """
 
 from __future__ import annotations

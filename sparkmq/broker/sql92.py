@@ -362,7 +362,7 @@ def compile_sql92(expression: str) -> Sql92Selector:
     >>> compile_sql92("a >").expression
     Traceback (most recent call last):
     ...
-    sparkmq.broker.filtering.SubscriptionParseError: SQL92 expression 'a >' is invalid at column 4: unexpected end of expression
+    sparkmq.errors.SubscriptionParseError: SQL92 expression 'a >' is invalid at column 4: unexpected end of expression
     """
     if not expression or not expression.strip():
         raise SubscriptionParseError("SQL92 expression is empty")

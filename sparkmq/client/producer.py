@@ -70,8 +70,10 @@ def _java_hash_code(arg: Any) -> int:
 class AsyncProducer:
     """Sends messages from asyncio code.
 
-    >>> # async with AsyncProducer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     result = await producer.send(Message("orders", b"hello", tags="books"))
+    For example::
+
+        async with AsyncProducer("PID_orders", "127.0.0.1:9876") as producer:
+            result = await producer.send(Message("orders", b"hello", tags="books"))
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
@@ -233,8 +235,10 @@ def _send_error(response: Any, topic: str) -> SparkmqError:
 class Producer:
     """The blocking producer: ``AsyncProducer`` run on the process's client loop.
 
-    >>> # with Producer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     producer.send(Message("orders", b"hello")).queue_offset
+    For example::
+
+        with Producer("PID_orders", "127.0.0.1:9876") as producer:
+            producer.send(Message("orders", b"hello")).queue_offset
     """
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:

@@ -62,9 +62,11 @@ class AsyncPullConsumer:
     split each subscribed topic's queues among themselves, again every 20 s and whenever the broker
     says the members changed; a queue that moves away has its position committed first.
 
-    >>> # async with AsyncPullConsumer("CID_reports", "127.0.0.1:9876") as consumer:
-    >>> #     await consumer.subscribe("orders")
-    >>> #     messages = await consumer.poll(timeout_s=1.0)
+    For example::
+
+        async with AsyncPullConsumer("CID_reports", "127.0.0.1:9876") as consumer:
+            await consumer.subscribe("orders")
+            messages = await consumer.poll(timeout_s=1.0)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, pull_batch_size: int = 32,

@@ -61,9 +61,11 @@ _FROM_WHERE = frozenset({ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, ConsumeFromW
 class AsyncPushConsumer:
     """Receives the messages of subscribed topics and hands each to ``listener``.
 
-    >>> # consumer = AsyncPushConsumer("CID_orders", "127.0.0.1:9876")
-    >>> # consumer.subscribe("orders", "books || games", handle)   # handle(msg) -> ConsumeResult.SUCCESS
-    >>> # await consumer.start(); ...; await consumer.close()
+    For example::
+
+        consumer = AsyncPushConsumer("CID_orders", "127.0.0.1:9876")
+        consumer.subscribe("orders", "books || games", handle)   # handle(msg) -> ConsumeResult.SUCCESS
+        await consumer.start(); ...; await consumer.close()
 
     Options (DefaultMQPushConsumer's, in snake case): ``consume_from_where`` and
     ``consume_timestamp_ms`` (where a group without a committed offset starts: LAST_OFFSET, the
@@ -461,10 +463,12 @@ class AsyncPushConsumer:
 class PushConsumer:
     """The blocking push consumer: ``AsyncPushConsumer`` on the process's client loop.
 
-    >>> # consumer = PushConsumer("CID_orders", "127.0.0.1:9876")
-    >>> # def handle(message): print(message.body); return ConsumeResult.SUCCESS
-    >>> # consumer.subscribe("orders", "*", handle)
-    >>> # consumer.start(); ...; consumer.close()
+    For example::
+
+        consumer = PushConsumer("CID_orders", "127.0.0.1:9876")
+        def handle(message): print(message.body); return ConsumeResult.SUCCESS
+        consumer.subscribe("orders", "*", handle)
+        consumer.start(); ...; consumer.close()
     """
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:

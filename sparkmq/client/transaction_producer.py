@@ -94,10 +94,12 @@ async def _evaluate(callback: Callable[..., _State], args: tuple[Any, ...], what
 class AsyncTransactionProducer(AsyncProducer):
     """A producer whose sends are transactional; answers the broker's check-backs for its group.
 
-    >>> # async def pay(message, order): return LocalTransactionState.COMMIT if await db.pay(order) else ...
-    >>> # def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else ...
-    >>> # async with AsyncTransactionProducer("PID_pay", ns, execute_local=pay, check_local=paid) as producer:
-    >>> #     result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
+    For example::
+
+        async def pay(message, order): return LocalTransactionState.COMMIT if await db.pay(order) else ...
+        def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else ...
+        async with AsyncTransactionProducer("PID_pay", ns, execute_local=pay, check_local=paid) as producer:
+            result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, execute_local: LocalTransaction | None = None,
@@ -177,10 +179,12 @@ class TransactionProducer:
     ``execute_local`` runs in the thread that calls ``send_in_transaction``; ``check_local`` in a
     worker thread when the broker checks back.
 
-    >>> # def pay(message, order): return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
-    >>> # def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
-    >>> # with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
-    >>> #     result, state = producer.send_in_transaction(Message("payments", b"..."), order)
+    For example::
+
+        def pay(message, order): return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
+        def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
+        with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
+            result, state = producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, execute_local: Callable[[Message, Any], LocalTransactionState | None],

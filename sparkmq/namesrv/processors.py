@@ -64,7 +64,11 @@ class NamesrvProcessors:
 
         >>> routes: RouteInfoManager[RemotingConnection] = RouteInfoManager()
         >>> processors = NamesrvProcessors(routes)
-        >>> # processors.register_with(remoting_server)  # before remoting_server.start()
+
+        For example::
+
+            processors.register_with(remoting_server)  # before remoting_server.start()
+
         >>> sorted(int(code) for code in processors.table())
         [103, 104, 105, 106, 206, 216]
     """

@@ -4,7 +4,8 @@ Every fsync, fdatasync, msync and preallocation the store makes goes through thi
 attributes, looked up at call time, so a test injects a disk fault by replacing one of them
 (``monkeypatch.setattr(disk, "fdatasync", failing)``) and nothing else changes.
 
->>> # disk.preallocate(fd, 1 << 20)  -> raises OSError(ENOSPC) on a full disk, never SIGBUS later
+:func:`preallocate` reserves a segment's blocks when it is created, so a full disk fails that
+call with ENOSPC instead of killing the process with SIGBUS at a later write through the mapping.
 """
 
 from __future__ import annotations

@@ -107,7 +107,14 @@ class MappedFile:
     With a ``pool`` the mapping comes and goes (see :class:`MapPool`); a flush of a segment
     that is not mapped right now syncs through a descriptor opened for that flush.
 
-    >>> # MappedFile(Path("commitlog/00000000000000000000"), 1024).append(b"abc") -> 0
+    Example::
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as directory:
+        ...     segment = MappedFile(Path(directory) / "00000000000000000000", 1024)
+        ...     (segment.append(b"abc"), segment.append(b"de"), segment.read(0, 5))
+        ...     segment.close()
+        (0, 3, b'abcde')
     """
 
     def __init__(self, path: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:

@@ -1,8 +1,16 @@
 """MessageStore: the facade over CommitLog, ConsumeQueues, IndexFiles, flush and retention.
 
->>> # with MessageStore(StoreConfig(Path("store"))) as store:
->>> #     result = store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"]))
->>> #     store.get_messages("group", "TopicTest", 0, 0, 32).message_count  -> 1
+Example (small segments: a default CommitLog segment reserves 1 GiB of disk)::
+
+    >>> import tempfile
+    >>> from sparkmq.message.record import MessageBatch
+    >>> with tempfile.TemporaryDirectory() as root:
+    ...     config = StoreConfig(Path(root), commitlog_file_bytes=64 * 1024, index_hash_slots=16, index_entries=64)
+    ...     with MessageStore(config) as store:
+    ...         store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"])).status.name
+    ...         store.get_messages("group", "TopicTest", 0, 0, 32).message_count
+    'PUT_OK'
+    1
 """
 
 from __future__ import annotations
