@@ -10,10 +10,10 @@ Example::
     >>> issubclass(sparkmq.OffsetStoreError, sparkmq.SparkmqError)
     True
 
-    For example::
+Sending needs a running NameServer and broker::
 
-        with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
-            producer.send(sparkmq.Message("orders", b"hello", tags="books"))
+    with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
+        producer.send(sparkmq.Message("orders", b"hello", tags="books"))
 """
 
 from __future__ import annotations
