@@ -362,10 +362,6 @@ class AsyncPushConsumer:
         """Messages pulled and not yet consumed, over all queues (what flow control bounds)."""
         return sum(len(process) for process in self._queues.values())
 
-    @property
-    def cached_message_bytes(self) -> int:
-        return sum(process.cached_bytes for process in self._queues.values())
-
 
 class PushConsumer:
     """The blocking push consumer: ``AsyncPushConsumer`` on the process's client loop.

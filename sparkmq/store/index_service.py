@@ -29,15 +29,11 @@ class IndexService:
         self.entries = entries
         self.files: list[IndexFile] = []
 
-    def load(self, trusted_until: int | None) -> None:
-        """Open existing files; after an abnormal exit drop those newer than ``trusted_until``."""
+    def load(self) -> None:
+        """Open the existing files, oldest first."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
-            index = IndexFile(path, self.slots, self.entries)
-            if trusted_until is not None and index.end_timestamp > trusted_until:
-                index.destroy()
-            else:
-                self.files.append(index)
+            self.files.append(IndexFile(path, self.slots, self.entries))
 
     @property
     def end_phy_offset(self) -> int:

@@ -77,10 +77,6 @@ class MapPool:
         self._lru: OrderedDict[MappedFile, None] = OrderedDict()
         self._lock = threading.Lock()
 
-    @property
-    def mapped_count(self) -> int:
-        return len(self._lru)
-
     def touch(self, used: MappedFile) -> None:
         """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap."""
         with self._lock:

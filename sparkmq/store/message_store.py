@@ -189,7 +189,7 @@ class MessageStore:
         With no file left, the index is rebuilt from the CommitLog's start if it ever had one.
         """
         assert self.checkpoint is not None
-        self.index.load(None)
+        self.index.load()
         untrusted = [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
         for index in untrusted:
             self.index.files.remove(index)

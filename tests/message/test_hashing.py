@@ -80,21 +80,6 @@ def test_vectorised_equals_plain(texts: list[str]) -> None:
     assert expected == [_by_definition(s) for s in texts]
 
 
-prefix_values = st.lists(st.one_of(st.binary(max_size=30).map(lambda b: bytes(c & 0x7F for c in b)),
-                                   st.text(max_size=10).map(str.encode)), max_size=30)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.one_of(st.just(""), any_text), prefix_values)
-def test_prefixed_hashes_equal_hash_of_concatenation(prefix: str, values: list[bytes]) -> None:
-    from sparkmq.message import hashing
-
-    prefixed = getattr(hashing, "java_prefixed_hashes", None)
-    if prefixed is None:
-        pytest.skip("java_prefixed_hashes is not in this tree")
-    assert prefixed(prefix, values).tolist() == [java_string_hash(prefix + v.decode()) for v in values]
-
-
 # UTF-8 bytes as they arrive: ASCII, any text (multi-byte, astral), and invalid sequences.
 utf8_ish = st.one_of(
     st.binary(max_size=24).map(lambda b: bytes(c & 0x7F for c in b)),
