@@ -1,4 +1,4 @@
-"""DESIGN.md's dependency direction, checked on the source with ``ast``.
+"""The dependency direction of the layers (errors, message, protocol at the bottom; cli on top), checked with ``ast``.
 
 Each sparkmq component has a contract: which other sparkmq components it may import, which
 third-party top-level packages, and which modules never. Every ``import``, ``from ... import``
@@ -25,7 +25,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ROOT_PACKAGE = "sparkmq"
 STDLIB_MODULES = frozenset(sys.stdlib_module_names) | {"__future__"}
-# DESIGN rule 2: the store never touches the network nor asyncio; nor do the pure layers.
+# The store never touches the network nor asyncio; nor do the pure layers.
 NETWORK_MODULES = frozenset(
     {"asyncio", "selectors", "socket", "socketserver", "ssl", "http", "urllib", "xmlrpc", "ftplib", "smtplib"}
 )

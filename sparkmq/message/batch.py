@@ -1,7 +1,7 @@
 """The SEND_BATCH_MESSAGE body: items of ``size | magic 0 | crc 0 | flag | body | properties``.
 
 One item per message (``MessageDecoder.encodeMessages``); the broker turns each item into
-one stored record (message-format.md §5).
+one stored record, with the batch's own properties appended to each item's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """RocketMQ's message properties string: ``key 0x01 value 0x02 …`` and the reserved keys.
 
 Java drops the trailing ``0x02``; C++ 1.2.3 and ali-ons keep it. The parser
-accepts both and skips empty items and items without a ``0x01`` (message-format.md §4).
+accepts both and skips empty items and items without a ``0x01``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
 
 
 def append_properties(item_properties: bytes, extra: bytes) -> bytes:
-    """Append batch-level properties to an item's, inserting 0x02 when needed (message-format.md §5)."""
+    """Append batch-level properties to an item's, inserting 0x02 when needed (the broker does this per item)."""
     if not extra:
         return item_properties
     if not item_properties or item_properties.endswith(b"\x02"):

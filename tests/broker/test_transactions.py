@@ -334,7 +334,7 @@ def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(tmp_path: P
 
 
 def test_wire_shape_of_check_and_of_a_cpp_end(tmp_path: Path) -> None:
-    """CHECK_TRANSACTION_STATE as remoting-protocol.md §4.13 has it; END as C++ 1.2.x writes it."""
+    """CHECK_TRANSACTION_STATE with Java's header fields; END as C++ 1.2.x writes it."""
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
         await tx.prepare("TxTopic", b"wire", queue_id=2)
         assert await checker(broker).check_once() == 1

@@ -1,4 +1,4 @@
-"""Transactional messages: half messages, END_TRANSACTION and the check-back (store-format.md §12).
+"""Transactional messages: half messages, END_TRANSACTION and the check-back, stored as RocketMQ stores them.
 
 :class:`TransactionService` bundles the three for the controller: ``end_transaction`` is the
 END_TRANSACTION processor, ``start()`` rebuilds the state from the store and starts the

@@ -1,7 +1,7 @@
 """The transactional-message state, kept in the store (RocketMQ's ``TransactionalMessageBridge``).
 
 * A half message lives in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real topic and queue
-  in ``REAL_TOPIC`` / ``REAL_QID`` (store-format.md §12).
+  in the ``REAL_TOPIC`` / ``REAL_QID`` properties.
 * An ended transaction gets an op record in ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0: tags
   ``d``, body = the half message's queue offset (as Java writes it), and ``KEYS`` = the
   transaction id (the half message's ``UNIQ_KEY``). The id is what makes an END idempotent:
