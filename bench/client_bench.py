@@ -540,12 +540,15 @@ def side_by_side(rows: list[Row], records: list[dict]) -> str:
     lines += ["", "| latency, 1 in flight | body | p50 µs | p99 µs | max µs |", "|---|---|---:|---:|---:|"]
     for row in rows:
         if row.latency_us:
-            lines.append(f"| sparkmq {row.case} | {f'{row.size} B' if row.size else '-'} | {row.pct(50):.0f} | **{row.pct(99):.0f}** | {max(row.latency_us):,.0f} |")
+            body = f"{row.size} B" if row.size else "-"
+            lines.append(f"| sparkmq {row.case} | {body} | {row.pct(50):.0f} | **{row.pct(99):.0f}** "
+                         f"| {max(row.latency_us):,.0f} |")
     for size in SIZES:
         for label, peer, _p, _c, lat in PEER_COLUMNS:
             rec = peer_record(records, peer, lat, size)
             if rec:
-                lines.append(f"| {label}: {rec['test']} | {size} B | {rec['p50_us']:.0f} | {rec['p99_us']:.0f} | {rec['max_us']:,.0f} |")
+                lines.append(f"| {label}: {rec['test']} | {size} B | {rec['p50_us']:.0f} | {rec['p99_us']:.0f} "
+                             f"| {rec['max_us']:,.0f} |")
     return "\n".join(lines)
 
 
@@ -562,14 +565,16 @@ def targets(rows: list[Row], records: list[dict]) -> str:
             continue
         if rec:
             ratio = row.msgs_per_s / rec["msgs_per_s"]
-            lines.append(f"| {what} | {row.msgs_per_s:,.0f} | {rec['msgs_per_s']:,.0f} | {ratio:.2f}× | {'yes' if ratio >= 1 else 'no'} |")
+            met = "yes" if ratio >= 1 else "no"
+            lines.append(f"| {what} | {row.msgs_per_s:,.0f} | {rec['msgs_per_s']:,.0f} | {ratio:.2f}× | {met} |")
         else:
             lines.append(f"| {what} | {row.msgs_per_s:,.0f} | (no peers run) | - | - |")
     for prefix in ("send x1, 1 in flight", "Producer.send"):
         row = row_of(prefix)
         if row is not None:
             p99 = row.pct(99)
-            lines.append(f"| {row.case}: p99 ≤ 250 µs | {p99:.0f} µs | 250 µs | {p99 / 250:.2f}× | {'yes' if p99 <= 250 else 'no'} |")
+            met = "yes" if p99 <= 250 else "no"
+            lines.append(f"| {row.case}: p99 ≤ 250 µs | {p99:.0f} µs | 250 µs | {p99 / 250:.2f}× | {met} |")
     return "\n".join(lines)
 
 
@@ -580,9 +585,11 @@ def peers_table(records: list[dict]) -> str:
         if r.get("peer") not in ("redis", "nats-js"):
             continue
         rate = f"{r['msgs_per_s']:,.0f}" if r.get("msgs_per_s") else "-"
-        lines.append(f"| {r['peer']} | {r['test']} | {r.get('client', '').split(' (')[0]} | {r['size']} B | {r['count']:,} | {rate} | "
+        client = r.get("client", "").split(" (")[0]
+        storage = "appendfsync " + r["appendfsync"] if "appendfsync" in r else r.get("storage", "")
+        lines.append(f"| {r['peer']} | {r['test']} | {client} | {r['size']} B | {r['count']:,} | {rate} | "
                      f"{_fmt(r.get('p50_us'))} | {_fmt(r.get('p99_us'))} | {_fmt(r.get('server_us_per_msg'))} | "
-                     f"{_fmt(r.get('client_us_per_msg'))} | {'appendfsync ' + r['appendfsync'] if 'appendfsync' in r else r.get('storage', '')} |")
+                     f"{_fmt(r.get('client_us_per_msg'))} | {storage} |")
     return "\n".join(lines)
 
 
@@ -596,7 +603,8 @@ def _fmt(x: object) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| case | body | messages | seconds | msgs/s | MB/s | p50 µs | p99 µs | broker CPU µs/msg (user+sys) | client CPU µs/msg (user+sys) | note |",
+    lines = ["| case | body | messages | seconds | msgs/s | MB/s | p50 µs | p99 µs "
+             "| broker CPU µs/msg (user+sys) | client CPU µs/msg (user+sys) | note |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         lat = f"{r.pct(50):.0f} | {r.pct(99):.0f}" if r.latency_us else "- | -"

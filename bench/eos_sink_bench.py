@@ -94,7 +94,8 @@ def main() -> int:
                                               args.rows, args.files_per_trigger))
         batch_rows = args.rows // args.files * args.files_per_trigger
         print(f"\n{args.rows} rows, {batch_rows} rows per micro-batch, {args.repeat} run(s) each\n")
-        print("| guarantee | query rows/s (runs) | sink rows/s: rows / Σ addBatch (runs) | median addBatch per micro-batch (s) |")
+        print("| guarantee | query rows/s (runs) | sink rows/s: rows / Σ addBatch (runs) "
+              "| median addBatch per micro-batch (s) |")
         print("|---|---|---|---|")
         for guarantee, runs in results.items():
             rates = ", ".join(f"{rate:,.0f}" for rate, _ in runs)

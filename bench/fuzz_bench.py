@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
           + "; ".join(stats.mismatches[:5]))
     print(f"healthy client: {healthy.round_trips:,} round trips (send + read back), none failed, nothing lost")
     print(f"services alive: {alive}; RSS broker {rss_before[0]:.0f} -> {rss_after[0]:.0f} MB, "
-          f"namesrv {rss_before[1]:.0f} -> {rss_after[1]:.0f} MB; log tracebacks {tracebacks}, fatal/encode errors {fatal}")
+          f"namesrv {rss_before[1]:.0f} -> {rss_after[1]:.0f} MB; "
+          f"log tracebacks {tracebacks}, fatal/encode errors {fatal}")
     return 0 if alive and not stats.mismatches and not fatal else 1
 
 

@@ -619,9 +619,11 @@ def main(argv: list[str] | None = None) -> int:
         if SINK in chosen and PRODUCE in chosen:
             notes.append(f"sink rows/s relative to {PRODUCE} in this run: "
                          f"{median_rate(runs, SINK) / median_rate(runs, PRODUCE):.2f}x (target: ≥ 1.0x)")
-        notes.append(f"Arrow bytes per row: wide 15 columns {pa.Table.from_batches(batches).nbytes / n:.0f}, "
-                     f"lean {pa.Table.from_batches(batches).select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, "
-                     f"4 columns {pa.Table.from_batches(batches).select(['topic', 'queueId', 'queueOffset', 'body']).nbytes / n:.0f}")
+        table = pa.Table.from_batches(batches)
+        four = table.select(["topic", "queueId", "queueOffset", "body"])
+        notes.append(f"Arrow bytes per row: wide 15 columns {table.nbytes / n:.0f}, "
+                     f"lean {table.select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, "
+                     f"4 columns {four.nbytes / n:.0f}")
         for case in chosen:
             same = sorted((x for x in runs if x.case == case), key=lambda x: x.seconds)
             if same and same[0].batches:

@@ -154,7 +154,8 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
     if revenue_table is not None:
         print(f"  revenue per category per minute ({revenue_table.num_rows} rows), first rows:")
         for row in revenue_table.slice(0, 6).to_pylist():
-            print(f"    {row['window_start']:%H:%M}  {row['category']:<7} {row['revenue']:>10.2f}  ({row['orders']} orders)")
+            revenue = f"{row['revenue']:>10.2f}  ({row['orders']} orders)"
+            print(f"    {row['window_start']:%H:%M}  {row['category']:<7} {revenue}")
     ok = sent == total and consumed == total and lag == 0
     print("main job OK" if ok else "main job FAILED")
     return 0 if ok else 1

@@ -209,7 +209,8 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return begin
         what = "; ".join(f"queue {q.topic}/{q.broker_name}/{q.queue_id} max offset went back from {begin[q]} to {end}"
                          for q, end in sorted(moved.items(), key=lambda item: (item[0].topic, item[0].queue_id)))
-        cause = "(the broker lost the tail of its log, e.g. a crash with ASYNC flush, or the topic was deleted and re-created)"
+        cause = ("(the broker lost the tail of its log, e.g. a crash with ASYNC flush, "
+                 "or the topic was deleted and re-created)")
         if self.options.fail_on_data_loss:
             raise DataLossError(f"{what} {cause}; set failOnDataLoss=false to resume from the new end")
         logger.warning("sparkmq source: data loss: %s %s; resuming from the new end (failOnDataLoss=false)", what, cause)

@@ -345,7 +345,8 @@ class _Compiler(Transformer[Token, Node]):
                 raise SubscriptionParseError("illegal values of BETWEEN: values can not be NULL")
             if _is_number(low.const) and _is_number(high.const) and high.const < low.const:
                 raise SubscriptionParseError(
-                    f"illegal values of BETWEEN: left value ({low.const}) must be less than or equal to right ({high.const})")
+                    f"illegal values of BETWEEN: left value ({low.const}) must be less than or equal to "
+                    f"right ({high.const})")
         return _Expr(_and(self.ge(value, low).run, self.le(value, high).run), "bool")
 
     def not_between(self, value: _Expr, low: _Expr, high: _Expr) -> _Expr:

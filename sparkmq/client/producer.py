@@ -51,7 +51,8 @@ def select_by_hash(queues: list[MessageQueue], message: Message, arg: Any) -> Me
     string, the value of an int, ``Long.hashCode`` past 32 bits), so Java and Python producers
     sharing keys keep per-key order.
 
-    >>> [q.queue_id for q in [select_by_hash([MessageQueue("T", "b", i) for i in range(8)], None, k) for k in ("order-1", 7, -9)]]
+    >>> queues = [MessageQueue("T", "b", i) for i in range(8)]
+    >>> [select_by_hash(queues, None, key).queue_id for key in ("order-1", 7, -9)]
     [6, 7, 1]
     """
     return queues[abs(_java_hash_code(arg)) % len(queues)]

@@ -181,8 +181,12 @@ class TransactionProducer:
 
     For example::
 
-        def pay(message, order): return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
-        def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
+        def pay(message, order):
+            return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
+
+        def paid(message):
+            return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
+
         with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
             result, state = producer.send_in_transaction(Message("payments", b"..."), order)
     """

@@ -160,8 +160,9 @@ class BrokerView:
         while offset < end:
             result = self._run(self._reader.pull_raw(queue, offset, min(batch_size, end - offset), 0.0, expression))
             if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
-                lost = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} offsets [{offset}, {min(result.min_offset, end)}) are gone " \
-                       f"(the broker's minimum is {result.min_offset}: deleted by retention)"
+                where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
+                lost = (f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
+                        f"(the broker's minimum is {result.min_offset}: deleted by retention)")
                 if fail_on_data_loss:
                     raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
                 offset = max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset

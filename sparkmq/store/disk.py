@@ -44,11 +44,11 @@ def preallocate(fd: int, size: int) -> None:
 def store_io(doing: str) -> Iterator[None]:
     """Turn an ``OSError`` raised inside into :class:`StoreIOError` saying what the store was ``doing``.
 
-    >>> with store_io("reading the manifest /nowhere/queues"):
+    >>> with store_io("reading /nowhere/queues"):
     ...     open("/nowhere/queues")
     Traceback (most recent call last):
     ...
-    sparkmq.errors.StoreIOError: reading the manifest /nowhere/queues failed: [Errno 2] No such file or directory: '/nowhere/queues'
+    sparkmq.errors.StoreIOError: reading /nowhere/queues failed: [Errno 2] No such file or directory: '/nowhere/queues'
     """
     try:
         yield

@@ -99,7 +99,9 @@ class IndexService:
         return found
 
     def detach_below(self, commitlog_min: int) -> list[IndexFile]:
-        """Take out files whose entries all point below the CommitLog minimum (never the newest); the caller destroys them."""
+        """Take out files whose entries all point below the CommitLog minimum (never the newest).
+
+        The caller destroys them."""
         gone = []
         while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
             gone.append(self.files.pop(0))

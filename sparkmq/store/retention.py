@@ -65,7 +65,8 @@ class Retention:
                              ratio * 100, cfg.disk_space_warning_level_ratio * 100)
             self.write_refusal = (
                 f"the broker's disk is full: {ratio:.1%} of {cfg.commitlog_dir} used, above diskSpaceWarningLevelRatio "
-                f"{cfg.disk_space_warning_level_ratio:.0%}; writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}")
+                f"{cfg.disk_space_warning_level_ratio:.0%}; "
+                f"writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}")
         elif not self._clean_immediately and self.write_refusal is not None:
             logger.warning("disk %.1f%% used: the store accepts writes again", ratio * 100)
             self.write_refusal = None

@@ -36,7 +36,8 @@ def raw_request(code: int | str, opaque: int, ext: dict[str, str], *, body: byte
     """A JSON request whose strings may hold anything, surrogates included (as ``\\u`` escapes)."""
     code_json = code if isinstance(code, str) else str(code)
     extfields = json.dumps(ext)
-    header = f'{{"code":{code_json},"flag":0,"language":"JAVA","opaque":{opaque},"version":0,"extFields":{extfields}}}'.encode()
+    fixed = f'"flag":0,"language":"JAVA","opaque":{opaque},"version":0'
+    header = f'{{"code":{code_json},{fixed},"extFields":{extfields}}}'.encode()
     return raw_frame(header, body)
 
 
