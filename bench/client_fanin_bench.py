@@ -38,8 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import CLOCK_TICKS, REPO, DevProcess, bench_root, loadavg, machine
 from client_peers import PEERS_BASE
+
+from bench_common import CLOCK_TICKS, REPO, DevProcess, bench_root, loadavg, machine
 
 CPP_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
 CPP_PYTHON_SHARED = REPO.parent / "main" / ".venv-rocketmq" / "bin" / "python"

@@ -37,8 +37,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine
 from broker_bench import batch_plan, single_plan
+
+from bench_common import REPO, bench_root, machine
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))

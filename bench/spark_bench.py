@@ -54,14 +54,18 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from bench_common import REPO, loadavg  # noqa: E402 - bench/ is sys.path[0]
+
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers use this venv
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+import contextlib
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -98,10 +102,8 @@ def descendants(root: int) -> set[int]:
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
+            with contextlib.suppress(OSError, IndexError):
                 parents[int(entry)] = int(_stat(entry)[1])
-            except (OSError, IndexError):
-                pass
     tree: set[int] = set()
     frontier = {root}
     while frontier:
@@ -174,7 +176,7 @@ class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # t
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[RowRange]:
         edges = np.linspace(start["row"], end["row"], QUEUES + 1).astype(int).tolist()
-        return [RowRange(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+        return [RowRange(a, b) for a, b in pairwise(edges) if b > a]
 
     def read(self, partition: RowRange) -> Any:
         import pyarrow as pa
@@ -253,7 +255,7 @@ class Meter:
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
         now = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
-        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now))
+        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now, strict=True))
 
     def fill(self, run: Run) -> Run:
         run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu = self.seconds, self.broker_cpu, self.jvm_cpu, self.python_cpu
@@ -337,7 +339,7 @@ def arrow_parts(body: bytes, broker: str, repeat: int = 20) -> dict[str, float]:
 def write_parquet(table: pa.Table, directory: Path) -> None:
     directory.mkdir(parents=True)
     edges = np.linspace(0, table.num_rows, PARQUET_FILES + 1).astype(int)
-    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+    for i, (a, b) in enumerate(pairwise(edges)):
         pq.write_table(table.slice(a, b - a), directory / f"part-{i:03d}.parquet")
 
 
@@ -619,9 +621,11 @@ def main(argv: list[str] | None = None) -> int:
         if SINK in chosen and PRODUCE in chosen:
             notes.append(f"sink rows/s relative to {PRODUCE} in this run: "
                          f"{median_rate(runs, SINK) / median_rate(runs, PRODUCE):.2f}x (target: ≥ 1.0x)")
-        notes.append(f"Arrow bytes per row: wide 15 columns {pa.Table.from_batches(batches).nbytes / n:.0f}, "
-                     f"lean {pa.Table.from_batches(batches).select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, "
-                     f"4 columns {pa.Table.from_batches(batches).select(['topic', 'queueId', 'queueOffset', 'body']).nbytes / n:.0f}")
+        table = pa.Table.from_batches(batches)
+        four = table.select(["topic", "queueId", "queueOffset", "body"])
+        notes.append(f"Arrow bytes per row: wide 15 columns {table.nbytes / n:.0f}, "
+                     f"lean {table.select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, "
+                     f"4 columns {four.nbytes / n:.0f}")
         for case in chosen:
             same = sorted((x for x in runs if x.case == case), key=lambda x: x.seconds)
             if same and same[0].batches:

@@ -15,10 +15,10 @@ from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.stats import BrokerStats
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.message.record import MessageBatch
 from sparkmq.offsets import ConsumerOffsetTable
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
-from sparkmq.message.record import MessageBatch
 from sparkmq.store import MessageStore, PutResult
 from sparkmq.store.flush import flush_outcome
 

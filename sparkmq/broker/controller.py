@@ -1,7 +1,9 @@
 """BrokerController: the composition root of a broker (store, tables, processors, services).
 
->>> # async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
->>> #     print(broker.config.address)
+For example::
+
+    async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
+        print(broker.config.address)
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.ha import HAService, SlaveSynchronize, TableSyncProcessors
 from sparkmq.broker.locks import RebalanceLockManager
-from sparkmq.broker.metrics import PromExporter
 from sparkmq.broker.long_polling import PullHoldService
+from sparkmq.broker.metrics import PromExporter
 from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
@@ -36,6 +38,7 @@ from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
 from sparkmq.remoting.periodic import run_every, stop_tasks
+from sparkmq.remoting.server import Processor
 from sparkmq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -129,7 +132,7 @@ class BrokerController:
     def _register_processors(self, ctx: BrokerContext) -> None:
         send, pull, send_back = SendProcessor(ctx), PullProcessor(ctx), SendBackProcessor(ctx)
         consumer, admin = ConsumerProcessors(ctx), AdminProcessors(ctx)
-        table: dict[RequestCode, Callable[..., Awaitable[object]]] = {
+        table: dict[RequestCode, Processor] = {
             RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send, RequestCode.SEND_BATCH_MESSAGE: send,
             RequestCode.PULL_MESSAGE: pull, RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
             RequestCode.HEART_BEAT: consumer.heartbeat, RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
@@ -204,8 +207,9 @@ class BrokerController:
         if self.ha is not None:
             await self._close_step("stop replication", self.ha.close)
         failed = await self.persister.persist_changed(ignore_intervals=True)
-        if self.store is not None:
-            await self._close_step("close the store", lambda: asyncio.to_thread(self.store.close))  # type: ignore[union-attr]
+        store = self.store
+        if store is not None:
+            await self._close_step("close the store", lambda: asyncio.to_thread(store.close))
         await self._close_step("close NameServer connections", self.namesrv_client.close)
         if failed:
             logger.error("broker %s stopped, but %s could not be persisted (see above)", self.config.broker_name,

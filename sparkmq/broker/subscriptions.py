@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkmq.config_file import ConfigFile
 from sparkmq.broker.validation import check_group
+from sparkmq.config_file import ConfigFile
 from sparkmq.errors import ConfigError
 
 DEFAULT_RETRY_MAX_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes

@@ -38,10 +38,12 @@ class QueueLag:
 class Admin:
     """Blocking admin calls to the brokers of a topic (GET_CONSUME_STATS, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID).
 
-    >>> # with Admin("127.0.0.1:9876") as admin:
-    >>> #     sum(q.lag for q in admin.consumer_lag("orders-to-delta", "orders"))
-    >>> #     admin.query_by_key("orders", "order-42")          # every message with KEYS order-42
-    >>> #     admin.message_by_offset_id(send_result.offset_msg_id)
+    For example::
+
+        with Admin("127.0.0.1:9876") as admin:
+            sum(q.lag for q in admin.consumer_lag("orders-to-delta", "orders"))
+            admin.query_by_key("orders", "order-42")          # every message with KEYS order-42
+            admin.message_by_offset_id(send_result.offset_msg_id)
     """
 
     def __init__(self, namesrv_addr: str, *, security: ClientSecurity | None = None) -> None:

@@ -17,6 +17,7 @@ from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.message.msgid import decode_offset_msg_id
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumerConnection, ConsumeStats, ResetOffsetBody, TopicStatsTable
 from sparkmq.protocol.admin_headers import (
@@ -52,7 +53,6 @@ from sparkmq.protocol.ops_bodies import (
 ADMIN_TIMEOUT_S = 5.0
 QUERY_MAX_NUM = 64
 END_OF_TIME_MS = 2**62
-DEFAULT_TOPIC = "TBW102"
 ADMIN_GROUP = "TOOLS_CONSUMER"  # the group mqadmin's pulls are made under (MixAll.TOOLS_CONSUMER_GROUP)
 
 
@@ -132,7 +132,7 @@ class AdminExt:
 
     # -- brokers: topics and groups --------------------------------------------------------
     async def create_topic(self, address: str, config: TopicConfig) -> None:
-        fields = CreateTopicRequestHeader(config.topic_name, DEFAULT_TOPIC, config.read_queue_nums,
+        fields = CreateTopicRequestHeader(config.topic_name, AUTO_CREATE_TOPIC_KEY, config.read_queue_nums,
                                           config.write_queue_nums, config.perm, "SINGLE_TAG", config.order,
                                           config.topic_sys_flag).to_fields()
         await self.broker(address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, what=f"create topic {config.topic_name}")

@@ -25,7 +25,7 @@ class LatencyFaultTolerance:
     def record(self, broker_name: str, latency_ms: float, failed: bool = False) -> None:
         latency = FAILURE_LATENCY_MS if failed else latency_ms
         pause = 0
-        for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_MS)):
+        for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_MS), strict=True):
             if latency >= limit:
                 pause = duration
                 break

@@ -13,18 +13,22 @@ import dataclasses
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
-from sparkmq.client.routes import MASTER_ID, TopicRoute
+from sparkmq.client.routes import TopicRoute
 from sparkmq.client.security import ClientSecurity
-from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
-from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
+from sparkmq.errors import ConfigError, RemoteError, SparkmqError, TopicNotExistError
+from sparkmq.message.names import MASTER_ID
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
 from sparkmq.message.record import StoredMessage, decode_record
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
+from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
-    CheckTransactionStateRequestHeader, ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    CheckTransactionStateRequestHeader,
+    ConsumerGroupRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
@@ -37,7 +41,7 @@ ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
 # Answers a broker's CHECK_TRANSACTION_STATE (by sending END_TRANSACTION back on ``connection``).
-TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Awaitable[None]]
+TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Coroutine[Any, Any, None]]
 
 
 def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
@@ -57,7 +61,7 @@ class ClientInstance:
                  security: ClientSecurity | None = None) -> None:
         self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addresses:
-            raise SparkmqError("namesrv_addr names no NameServer (expected host:port[;host:port])")
+            raise ConfigError("namesrv_addr names no NameServer (expected host:port[;host:port])")
         self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{_RANDOM.getrandbits(32):08x}"
         self.security = security or ClientSecurity()
         self.remoting = RemotingClient(handler=self._serve, signer=self.security.signer(),
@@ -68,7 +72,7 @@ class ClientInstance:
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
-        self._hook_tasks: set[asyncio.Task[bool]] = set()
+        self._hook_tasks: set[asyncio.Task[Any]] = set()
         self.suggested_broker: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable: a pull's suggestWhichBrokerId
 
     async def start(self) -> None:

@@ -28,7 +28,6 @@ from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_frames import (
-    DEFAULT_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
     Outgoing,
     SendTemplate,
@@ -44,6 +43,7 @@ from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -53,7 +53,6 @@ from sparkmq.remoting import RemotingConnection
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # maxMessageSize
 # Answers that mean "stored, but not as durably as promised": not delivered, retried.
 _NOT_CONFIRMED_CODES = (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
 
@@ -66,7 +65,8 @@ def select_by_hash(queues: list[MessageQueue], message: Message, arg: Any) -> Me
     string, the value of an int, ``Long.hashCode`` past 32 bits), so Java and Python producers
     sharing keys keep per-key order.
 
-    >>> [q.queue_id for q in [select_by_hash([MessageQueue("T", "b", i) for i in range(8)], None, k) for k in ("order-1", 7, -9)]]
+    >>> queues = [MessageQueue("T", "b", i) for i in range(8)]
+    >>> [select_by_hash(queues, None, key).queue_id for key in ("order-1", 7, -9)]
     [6, 7, 1]
     """
     return queues[abs(_java_hash_code(arg)) % len(queues)]
@@ -85,13 +85,15 @@ def _java_hash_code(arg: Any) -> int:
 class AsyncProducer:
     """Sends messages from asyncio code.
 
-    >>> # async with AsyncProducer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     result = await producer.send(Message("orders", b"hello", tags="books"))
+    For example::
+
+        async with AsyncProducer("PID_orders", "127.0.0.1:9876") as producer:
+            result = await producer.send(Message("orders", b"hello", tags="books"))
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
                  send_timeout_s: float = 3.0, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None,
+                 max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES, instance_name: str | None = None,
                  security: ClientSecurity | None = None) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
@@ -144,7 +146,7 @@ class AsyncProducer:
         if any(m.delay_level > 0 for m in messages):
             raise MessageError("batch messages cannot be delayed")
         ids = self._ids.next_ids(len(messages))
-        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids)],
+        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
                                   [m.flag for m in messages])
         return await self.send_encoded_batch(topic, body, queue, ",".join(ids))
 
@@ -174,7 +176,7 @@ class AsyncProducer:
     async def _new_lane(self, topic: str) -> _Lane:
         """The topic's send state, built anew (the first send, or the client instance holds a new route)."""
         validate_topic(topic)
-        route = await self.instance.publish_route(topic, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS)
+        route = await self.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
         lane = self._lanes[topic] = _Lane(route, route.publish_queues(), SendTemplate(self.group, topic))
         return lane
 
@@ -277,8 +279,10 @@ def _send_error(response: Any, topic: str) -> SparkmqError:
 class Producer:
     """The blocking producer: ``AsyncProducer`` run on the process's client loop.
 
-    >>> # with Producer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     producer.send(Message("orders", b"hello")).queue_offset
+    For example::
+
+        with Producer("PID_orders", "127.0.0.1:9876") as producer:
+            producer.send(Message("orders", b"hello")).queue_offset
     """
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol import PermName
 from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
-
-MASTER_ID = 0
 
 
 @dataclass(frozen=True, slots=True)

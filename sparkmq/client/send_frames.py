@@ -17,6 +17,7 @@ from json.encoder import (
 )
 
 from sparkmq.errors import FrameTooLargeError
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.protocol import ONEWAY_FLAG, RequestCode
 from sparkmq.protocol.codes import (
     DEFAULT_LANGUAGE,
@@ -30,7 +31,6 @@ from sparkmq.protocol.wire_text import encodable
 from sparkmq.remoting.client import Signer
 
 _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 | header length
-DEFAULT_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 
@@ -64,7 +64,7 @@ class SendTemplate:
         self._group, self._topic = group, topic
         self._fields = (f',"serializeTypeCurrentRPC":"JSON","version":{DEFAULT_VERSION},"extFields":{{'
                         f'"a":{encode_basestring(encodable(group))},"b":{encode_basestring(topic)},'
-                        f'"c":"{DEFAULT_TOPIC}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"')
+                        f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"')
         self._middles: dict[int, str] = {}
 
     def head(self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool = False) -> bytes:
@@ -84,7 +84,7 @@ class SendTemplate:
     def signed_head(self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool,
                     signer: Signer) -> bytes:
         """:meth:`head` for a client that signs (ACL): the same fields, signed, through ``RemotingCommand``."""
-        fields = {"a": self._group, "b": self._topic, "c": DEFAULT_TOPIC, "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
+        fields = {"a": self._group, "b": self._topic, "c": AUTO_CREATE_TOPIC_KEY, "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
                   "e": str(queue_id), "f": str(out.sys_flag), "g": str(born_ms), "h": str(out.flag),
                   "i": out.properties, "j": "0", "k": "false", "m": "true" if out.batch else "false"}
         command = RemotingCommand.request(out.code, opaque, ext_fields=signer(fields, out.body), body=out.body,

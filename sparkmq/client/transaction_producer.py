@@ -20,13 +20,13 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.send_frames import Outgoing
-from sparkmq.errors import SparkmqError
+from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
@@ -54,7 +54,7 @@ class TransactionSendResult(NamedTuple):
     local_state: LocalTransactionState
 
 
-_State = Union[LocalTransactionState, None, Awaitable[Union[LocalTransactionState, None]]]
+_State = LocalTransactionState | None | Awaitable[LocalTransactionState | None]
 LocalTransaction = Callable[[Message, Any], _State]
 """``execute_local(message, arg)``: run the local transaction, return its state."""
 TransactionCheck = Callable[[ReceivedMessage], _State]
@@ -95,10 +95,12 @@ async def _evaluate(callback: Callable[..., _State], args: tuple[Any, ...], what
 class AsyncTransactionProducer(AsyncProducer):
     """A producer whose sends are transactional; answers the broker's check-backs for its group.
 
-    >>> # async def pay(message, order): return LocalTransactionState.COMMIT if await db.pay(order) else ...
-    >>> # def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else ...
-    >>> # async with AsyncTransactionProducer("PID_pay", ns, execute_local=pay, check_local=paid) as producer:
-    >>> #     result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
+    For example::
+
+        async def pay(message, order): return LocalTransactionState.COMMIT if await db.pay(order) else ...
+        def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else ...
+        async with AsyncTransactionProducer("PID_pay", ns, execute_local=pay, check_local=paid) as producer:
+            result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, execute_local: LocalTransaction | None = None,
@@ -114,7 +116,7 @@ class AsyncTransactionProducer(AsyncProducer):
     async def send_in_transaction(self, message: Message, arg: Any = None) -> TransactionSendResult:
         """Store ``message`` as a half message, run ``execute_local(message, arg)``, end the transaction."""
         if self.execute_local is None:
-            raise SparkmqError("send_in_transaction needs the execute_local callback")
+            raise ConfigError("send_in_transaction needs the execute_local callback")
         half = await self.send_half(message)
         if half.status is not SendStatus.SEND_OK:
             state = LocalTransactionState.ROLLBACK  # Java: not stored durably, so not run
@@ -180,10 +182,16 @@ class TransactionProducer:
     ``execute_local`` runs in the thread that calls ``send_in_transaction``; ``check_local`` in a
     worker thread when the broker checks back.
 
-    >>> # def pay(message, order): return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
-    >>> # def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
-    >>> # with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
-    >>> #     result, state = producer.send_in_transaction(Message("payments", b"..."), order)
+    For example::
+
+        def pay(message, order):
+            return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
+
+        def paid(message):
+            return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
+
+        with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
+            result, state = producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, execute_local: Callable[[Message, Any], LocalTransactionState | None],

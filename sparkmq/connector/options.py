@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.arrow import source_columns
-from sparkmq.errors import ConfigError
+from sparkmq.errors import OptionError
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})
 #: ACL 1.0 credentials and TLS, the same options for the source and the sink.
@@ -32,14 +32,6 @@ def parse_security(opts: Mapping[str, str]) -> ClientSecurity:
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
-
-
-class OptionError(ConfigError):
-    """A ``.option(...)`` with a bad name or value; ``option`` names it."""
-
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"sparkmq option '{option}': {problem}")
-        self.option = option
 
 
 def _positive_int(name: str, raw: str | None) -> int | None:
@@ -217,9 +209,8 @@ class SourceOptions:
         if streaming and parsed.filter_pushdown:
             raise OptionError("filterPushdown", "is for batch reads only (Spark pushes no filters into streams): "
                               "use subExpression or sqlFilter")
-        if streaming:
-            if parsed.consumer_group is None:
-                raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
+        if streaming and parsed.consumer_group is None:
+            raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
         if streaming is False and parsed.starting_offsets == "latest" and "startingoffsets" in opts:
             raise OptionError("startingOffsets", "latest is not allowed for batch queries (nothing would be read)")
         if parsed.min_offsets_per_trigger and parsed.max_offsets_per_trigger and \

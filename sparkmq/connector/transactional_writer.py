@@ -34,8 +34,8 @@ from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
-from sparkmq.connector.options import OptionError, SinkOptions
-from sparkmq.errors import SparkmqError
+from sparkmq.connector.options import SinkOptions
+from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -55,7 +55,7 @@ QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
 
 
 @dataclass
-class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class TransactionalCommitMessage(WriterCommitMessage):
     """One task attempt's half messages: its token, batch, and per queue ``"topic/broker/qid"`` the
     halves in row order (their ENDs make them visible in that order)."""
 
@@ -110,7 +110,7 @@ async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions,
         queues = routes.get(message.topic)
         if queues is None:
             queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
-        message.properties[TXN_PROPERTY] = tag
+        message.properties = {**message.properties, TXN_PROPERTY: tag}
         placed.append((message, _queue_of(queues, queue_id, sharding_key, position // options.batch_size)))
         position += 1
     in_flight = asyncio.Semaphore(options.max_in_flight)
@@ -123,7 +123,7 @@ async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions,
         return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id
 
     halves = await asyncio.gather(*(send(m, q) for m, q in placed))
-    for (_message, queue), half in zip(placed, halves):
+    for (_message, queue), half in zip(placed, halves, strict=True):
         out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
     out.sent += len(halves)
     return position

@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sparkmq.errors import MessageError
 
@@ -72,7 +72,7 @@ class UniqueIdGenerator:
         with self._lock:
             if now_ms < self._next_month_ms:
                 return
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
             following = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
             self._month_start_ms = int(start.timestamp() * 1000)

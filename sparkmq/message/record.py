@@ -16,7 +16,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from sparkmq.errors import CorruptRecordError, InvalidTopicError, MessageTooLargeError
+from sparkmq.errors import CorruptRecordError, InvalidTopicError, MessageTooLargeError, PropertiesTooLargeError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import offset_msg_id
 from sparkmq.message.properties import decode_properties
@@ -120,7 +120,7 @@ class MessageBatch:
             return np.array(self.size_list, dtype=np.int64)
         prop_lens = np.fromiter(map(len, self.properties), dtype=np.int64, count=n)
         if n and int(prop_lens.max()) > L.MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(f"properties of {int(prop_lens.max())} bytes exceed {L.MAX_PROPERTIES_BYTES}")
+            raise PropertiesTooLargeError(f"properties of {int(prop_lens.max())} bytes exceed {L.MAX_PROPERTIES_BYTES}")
         return L.RECORD_FIXED_BYTES + len(self.topic_bytes) + self.body_lengths + prop_lens
 
     @cached_property
@@ -140,9 +140,9 @@ class MessageBatch:
         self._check_columns()
         longest = max(map(len, self.properties), default=0)
         if longest > L.MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(f"properties of {longest} bytes exceed {L.MAX_PROPERTIES_BYTES}")
+            raise PropertiesTooLargeError(f"properties of {longest} bytes exceed {L.MAX_PROPERTIES_BYTES}")
         fixed = L.RECORD_FIXED_BYTES + len(self.topic_bytes)
-        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties)]
+        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties, strict=True)]
 
     def check_sizes(self, max_message_bytes: int) -> None:
         """Raise MessageTooLargeError when any record would exceed ``max_message_bytes``."""
@@ -194,7 +194,7 @@ def encode_records_plain(
     pack = L.RECORD_HEAD.pack
     parts: list[bytes] = []
     position = physical_offset
-    for i, size in zip(range(first, stop), sizes):
+    for i, size in zip(range(first, stop), sizes, strict=True):
         body, prop = batch.bodies[i], batch.properties[i]
         parts.append(pack(
             size, L.MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, batch.queue_id, 0 if flags is None else flags[i],

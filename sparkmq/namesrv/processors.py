@@ -67,9 +67,10 @@ class NamesrvProcessors:
 
         >>> routes: RouteInfoManager[RemotingConnection] = RouteInfoManager()
         >>> processors = NamesrvProcessors(routes)
-        >>> # processors.register_with(remoting_server)  # before remoting_server.start()
         >>> sorted(int(code) for code in processors.table())
         [103, 104, 105, 106, 205, 206, 216, 327]
+
+    ``processors.register_with(remoting_server)`` installs them; call it before the server starts.
     """
 
     def __init__(self, routes: RouteInfoManager[RemotingConnection], *, guard_registrations: bool = True) -> None:

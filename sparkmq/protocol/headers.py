@@ -80,8 +80,8 @@ class SendMessageRequestHeaderV2(CommandHeader):
         return cls(**_values(v1))
 
 
-def _values(header: object) -> dict[str, Any]:
-    return {f.name: getattr(header, f.name) for f in dataclasses.fields(header)}  # type: ignore[arg-type]
+def _values(header: SendMessageRequestHeader | SendMessageRequestHeaderV2) -> dict[str, Any]:
+    return {f.name: getattr(header, f.name) for f in dataclasses.fields(header)}
 
 
 def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:

@@ -28,8 +28,10 @@ class RemotingServer:
     ``limits`` bounds what peers may cost it: a connection over ``max_connections`` is closed
     at once (logged), idle ones after ``idle_timeout_s``, and unfinished frames are capped.
 
-    >>> # server = RemotingServer("127.0.0.1", 0); server.register(RequestCode.HEART_BEAT, on_heartbeat)
-    >>> # await server.start(); ...; await server.close()
+    For example::
+
+        server = RemotingServer("127.0.0.1", 0); server.register(RequestCode.HEART_BEAT, on_heartbeat)
+        await server.start(); ...; await server.close()
     """
 
     def __init__(self, host: str, port: int, limits: ServerLimits | None = None, tls: ServerTls | None = None) -> None:

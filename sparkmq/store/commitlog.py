@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,7 +140,7 @@ class CommitLog:
         run_starts = np.concatenate(([0], breaks))
         run_stops = np.concatenate((breaks, [len(sizes)]))
         buffers: list[bytes] = []
-        for a, b in zip(run_starts.tolist(), run_stops.tolist()):
+        for a, b in zip(run_starts.tolist(), run_stops.tolist(), strict=True):
             start = int(physical_offsets[a])
             data = self.read(start, int(ends[b - 1]) - start)
             if data is None:
@@ -156,7 +156,7 @@ class CommitLog:
     def flush(self) -> int:
         return self.queue.flush()
 
-    def scan(self, start_offset: int, check_crc: bool) -> Iterator[ScannedRecord]:
+    def scan(self, start_offset: int, check_crc: bool) -> Generator[ScannedRecord, None, None]:
         """Valid records from ``start_offset`` on, stopping at the first invalid or empty one.
 
         After exhausting it, ``self.scan_end`` is the offset just past the last valid record

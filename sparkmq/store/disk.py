@@ -4,14 +4,19 @@ Every fsync, fdatasync, msync and preallocation the store makes goes through thi
 attributes, looked up at call time, so a test injects a disk fault by replacing one of them
 (``monkeypatch.setattr(disk, "fdatasync", failing)``) and nothing else changes.
 
->>> # disk.preallocate(fd, 1 << 20)  -> raises OSError(ENOSPC) on a full disk, never SIGBUS later
+:func:`preallocate` reserves a segment's blocks when it is created, so a full disk fails that
+call with ENOSPC instead of killing the process with SIGBUS at a later write through the mapping.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from sparkmq.errors import StoreIOError
 
 fsync = os.fsync
 fdatasync = os.fdatasync
@@ -33,6 +38,22 @@ def preallocate(fd: int, size: int) -> None:
     into a hole the filesystem cannot fill, killing the process.
     """
     fallocate(fd, 0, size)
+
+
+@contextmanager
+def store_io(doing: str) -> Iterator[None]:
+    """Turn an ``OSError`` raised inside into :class:`StoreIOError` saying what the store was ``doing``.
+
+    >>> with store_io("reading /nowhere/queues"):
+    ...     open("/nowhere/queues")
+    Traceback (most recent call last):
+    ...
+    sparkmq.errors.StoreIOError: reading /nowhere/queues failed: [Errno 2] No such file or directory: '/nowhere/queues'
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise StoreIOError(f"{doing} failed: {exc}", errno=exc.errno) from exc
 
 
 def fsync_directory(directory: Path) -> None:

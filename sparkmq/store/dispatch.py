@@ -20,13 +20,13 @@ import numpy.typing as npt
 
 from sparkmq.message import layout as L
 from sparkmq.message.hashing import java_hashes_of_slices, java_utf8_hash
+from sparkmq.message.names import SCHEDULE_TOPIC
 from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
 from sparkmq.message.property_table import PropertyTable
 from sparkmq.message.record import SMALL_BATCH_MAX, IntColumn
 from sparkmq.store.commitlog import ScannedRecord
 from sparkmq.store.index_file import index_hash_value, positive_hashes
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = TAGS.encode()
 _KEYS = KEYS.encode()
 _UNIQ = UNIQ_KEY.encode()
@@ -74,7 +74,7 @@ class TagsCoder:
 
     def deliver_times(self, properties: Sequence[bytes], store_timestamps: Sequence[int]) -> list[int]:
         """tagsCodes of SCHEDULE_TOPIC_XXXX records: store time + the delay of their level."""
-        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps)]
+        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps, strict=True)]
 
     def _delay_of(self, raw: bytes) -> int:
         level = find_property(raw, _DELAY)

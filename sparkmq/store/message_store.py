@@ -1,8 +1,16 @@
 """MessageStore: the facade over CommitLog, ConsumeQueues, IndexFiles, flush and retention.
 
->>> # with MessageStore(StoreConfig(Path("store"))) as store:
->>> #     result = store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"]))
->>> #     store.get_messages("group", "TopicTest", 0, 0, 32).message_count  -> 1
+Example (small segments: a default CommitLog segment reserves 1 GiB of disk)::
+
+    >>> import tempfile
+    >>> from sparkmq.message.record import MessageBatch
+    >>> with tempfile.TemporaryDirectory() as root:
+    ...     config = StoreConfig(Path(root), commitlog_file_bytes=64 * 1024, index_hash_slots=16, index_entries=64)
+    ...     with MessageStore(config) as store:
+    ...         store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"])).status.name
+    ...         store.get_messages("group", "TopicTest", 0, 0, 32).message_count
+    'PUT_OK'
+    1
 """
 
 from __future__ import annotations
@@ -18,14 +26,23 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import (DiskError, MessageError, MessageTooLargeError, SegmentAllocationError, StoreClosedError,
-                            StoreError, StoreLockedError)
+from sparkmq.errors import (
+    DiskError,
+    MessageError,
+    PropertiesTooLargeError,
+    SegmentAllocationError,
+    StoreClosedError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+)
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
-from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
+from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, FlushDiskType, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
+from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
@@ -33,14 +50,19 @@ from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.reads import RecordFilter, read_queue
+from sparkmq.store.recovery import (
+    Recovery,
+    RecoveryReport,
+    boot_id,
+    lost_queue_start,
+    read_abort_marker,
+    write_abort_marker,
+)
 from sparkmq.store.replica import append_run, read_run
-from sparkmq.store.recovery import (Recovery, RecoveryReport, boot_id, lost_queue_start, read_abort_marker,
-                                   write_abort_marker)
 from sparkmq.store.retention import Retention
 from sparkmq.store.status import GetResult, PutMessageStatus, PutResult
 
 logger = logging.getLogger(__name__)
-DEFAULT_MAX_TRANSFER_BYTES = 4 * 1024 * 1024
 
 
 class MessageStore:
@@ -74,7 +96,8 @@ class MessageStore:
     def start(self) -> RecoveryReport:
         """Lock the directory, load, recover, catch up dispatch, start the flush and clean services."""
         cfg = self.config
-        cfg.root_dir.mkdir(parents=True, exist_ok=True)
+        with store_io(f"creating the store directory {cfg.root_dir}"):
+            cfg.root_dir.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
         last_exit_ok = not cfg.abort_path.exists()
         this_boot = boot_id()
@@ -120,7 +143,8 @@ class MessageStore:
             self.commitlog.queue.close()
             self.flusher.close_checkpoint()
         if self.disk_error is None:
-            self.config.abort_path.unlink(missing_ok=True)
+            with store_io(f"removing the abort marker {self.config.abort_path}"):
+                self.config.abort_path.unlink(missing_ok=True)
         else:
             logger.error("store %s closed after a disk error; the abort marker stays so the next start recovers",
                          self.config.root_dir)
@@ -134,13 +158,19 @@ class MessageStore:
         self.close()
 
     def _acquire_lock(self) -> None:
-        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with store_io(f"opening the lock file {self.config.lock_path}"):
+            fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             os.close(fd)
             raise StoreLockedError(f"store {self.config.root_dir} is in use by another process") from exc
-        os.write(fd, b"lock")
+        try:
+            with store_io(f"writing the lock file {self.config.lock_path}"):
+                os.write(fd, b"lock")
+        except StoreIOError:
+            os.close(fd)
+            raise
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -160,7 +190,7 @@ class MessageStore:
             keys.update((topic_dir.name, int(queue_dir.name)) for topic_dir in root.iterdir() if topic_dir.is_dir()
                         for queue_dir in topic_dir.iterdir() if queue_dir.is_dir() and queue_dir.name.isdigit())
         cl_min = self.commitlog.min_offset
-        starts = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
+        starts: list[int | None] = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
         for topic, queue_id in sorted(keys):
             queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file, self._map_pool)
             if queue.load():
@@ -176,7 +206,7 @@ class MessageStore:
         With no file left, the index is rebuilt from the CommitLog's start if it ever had one.
         """
         assert self.checkpoint is not None
-        self.index.load(None)
+        self.index.load()
         untrusted = [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
         for index in untrusted:
             self.index.files.remove(index)
@@ -231,9 +261,8 @@ class MessageStore:
         """
         try:
             batch.check_sizes(self.config.max_message_bytes)
-        except MessageTooLargeError as exc:
-            status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.remark else PutMessageStatus.MESSAGE_ILLEGAL
-            return PutResult(status, exc.remark), None
+        except PropertiesTooLargeError as exc:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, exc.remark), None
         except MessageError as exc:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
         refusal = self._write_refusal()
@@ -487,8 +516,9 @@ class MessageStore:
                 self._next_queue_offset.pop(key, None)
             for topic in topics:
                 topic_dir = self.config.consume_queue_dir / topic
-                if topic_dir.exists() and not any(topic_dir.iterdir()):
-                    topic_dir.rmdir()
+                with store_io(f"removing the empty ConsumeQueue directory {topic_dir}"):
+                    if topic_dir.exists() and not any(topic_dir.iterdir()):
+                        topic_dir.rmdir()
             self._manifest.rewrite(self._queues)
 
     @property

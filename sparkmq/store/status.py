@@ -95,10 +95,6 @@ class GetResult:
     def message_count(self) -> int:
         return len(self.sizes)
 
-    @property
-    def total_bytes(self) -> int:
-        return int(self.sizes.sum())
-
     def body(self) -> bytes:
         """All records as one buffer (a PULL response body)."""
         return self.buffers[0] if len(self.buffers) == 1 else b"".join(self.buffers)

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.processes import BrokerProcess, NamesrvProcess
 
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
+from support.processes import BrokerProcess, NamesrvProcess
 
 pytestmark = pytest.mark.timeout(120)
 

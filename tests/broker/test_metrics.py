@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.client_harness import Clients, create_topic, wait_for_route
-from support.processes import BrokerProcess, NamesrvProcess
 
 from sparkmq.broker.stats import BrokerStats
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.message import Message
 from sparkmq.errors import RemoteError
+from support.client_harness import Clients, create_topic, wait_for_route
+from support.processes import BrokerProcess, NamesrvProcess
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
 from support.client_harness import Clients, create_topic, wait_for_route
 from support.processes import BrokerProcess, NamesrvProcess
 

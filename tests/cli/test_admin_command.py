@@ -12,12 +12,12 @@ import sys
 import uuid
 
 import pytest
-from support.client_harness import Clients
-from support.processes import REPO_ROOT, wait_until
 
 from sparkmq.cli.main import main
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message
+from support.client_harness import Clients
+from support.processes import REPO_ROOT, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,8 +13,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.client_harness import Clients, read_queue, wait_for_route
-from support.processes import BrokerProcess, NamesrvProcess
 
 from sparkmq import (
     Admin,
@@ -30,6 +28,8 @@ from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import ConsumeFromWhere
 from sparkmq.remoting import RemotingClient
+from support.client_harness import Clients, read_queue, wait_for_route
+from support.processes import BrokerProcess, NamesrvProcess
 
 ACCOUNTS = """\
 accounts:

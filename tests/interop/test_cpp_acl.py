@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from support.processes import BrokerProcess, NamesrvProcess
 from support.rocketmq_cpp import CppClientRun, require_cpp_python
 

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
-from support.client_harness import Clients
-from support.png_check import ink_fraction
-from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
 
 from sparkmq.client import loop_thread
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.message import Message
 from sparkmq.errors import TopicNotExistError
 from sparkmq.protocol.namesrv_bodies import TopicConfig
+from support.client_harness import Clients
+from support.png_check import ink_fraction
+from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 CHROMIUM = "/usr/bin/chromium"

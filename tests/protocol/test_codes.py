@@ -23,7 +23,7 @@ from sparkmq.protocol.codes import (
     code_name,
 )
 
-# remoting-protocol.md §2 and §3 (name, code).
+# RocketMQ 4.9.7's ResponseCode and RequestCode constants (name, code).
 RESPONSES = {
     "SUCCESS": 0, "SYSTEM_ERROR": 1, "SYSTEM_BUSY": 2, "REQUEST_CODE_NOT_SUPPORTED": 3, "TRANSACTION_FAILED": 4,
     "FLUSH_DISK_TIMEOUT": 10, "SLAVE_NOT_AVAILABLE": 11, "FLUSH_SLAVE_TIMEOUT": 12, "MESSAGE_ILLEGAL": 13,

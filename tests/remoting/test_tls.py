@@ -15,8 +15,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.broker_wire import small_config
-from support.processes import NamesrvProcess
 
 from sparkmq.broker.controller import BrokerController
 from sparkmq.client.message import Message, decode_pull_body
@@ -34,6 +32,8 @@ from sparkmq.remoting.tls import (
     client_context,
     server_context,
 )
+from support.broker_wire import small_config
+from support.processes import NamesrvProcess
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import functions as F
-from support.client_harness import wait_for_route
-from support.processes import BrokerProcess, NamesrvProcess
 
 from sparkmq.client import ClientSecurity
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
 from sparkmq.remoting import RemotingClient
+from support.client_harness import wait_for_route
+from support.processes import BrokerProcess, NamesrvProcess
 
 ACCOUNTS = """\
 accounts:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import resolve
-from sparkmq.broker.topics import retry_topic
 from sparkmq.broker.validation import check_group, check_topic
+from sparkmq.message.names import retry_topic
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
 from sparkmq.protocol.headers import (

@@ -12,20 +12,23 @@ from __future__ import annotations
 import dataclasses
 import random
 import zlib
+from collections.abc import Sequence
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import delay_level_of, redirect_if_delayed
-from sparkmq.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_sendable, dlq_topic
+from sparkmq.broker.topics import check_sendable
 from sparkmq.broker.transactions.prepare import prepare_half
 from sparkmq.broker.transactions.state import is_prepared
 from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import decode_batch_items
 from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
+from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from sparkmq.message.properties import WAIT_STORE_MSG_OK, append_properties, find_property
 from sparkmq.message.record import Host, MessageBatch
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, parse_send_request_header
+from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
 from sparkmq.store import PutMessageStatus, PutResult
 
@@ -56,9 +59,8 @@ class SendProcessor:
         header = parse_send_request_header(request.code, request.ext_fields)
         try:
             check_sendable(header.topic)
-        except InvalidTopicError as exc:
-            code = ResponseCode.NO_PERMISSION if "forbidden" in exc.remark else ResponseCode.SYSTEM_ERROR
-            return request.make_response(code, remark=exc.remark)
+        except InvalidTopicError as exc:  # SYSTEM_ERROR, or NO_PERMISSION for a TopicNotWritableError
+            return request.make_response(exc.code, remark=exc.remark)
         topics_before = self.ctx.topics.version
         topic_config = self._topic_for_send(header)
         if topic_config is None:
@@ -91,7 +93,7 @@ class SendProcessor:
             await self.ctx.persister.persist("topics.json")
         return self._response(request, result, queue_id, PUT_STATUS_TO_RESPONSE[result.status])
 
-    def _topic_for_send(self, header: SendMessageRequestHeader):  # type: ignore[no-untyped-def]
+    def _topic_for_send(self, header: SendMessageRequestHeader) -> TopicConfig | None:
         topics = self.ctx.topics
         if header.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             return topics.create_system_topic(header.topic, 1)
@@ -102,8 +104,13 @@ class SendProcessor:
         host = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
         props = (header.properties or "").encode("utf-8")
         sys_flag = header.sys_flag
-        common = dict(sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=host,
-                      reconsume_times=header.reconsume_times or 0)
+
+        def batch(bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None,
+                  flag_bits: int) -> MessageBatch:
+            return MessageBatch(header.topic, queue_id, bodies, properties, flags, sys_flag=flag_bits,
+                                born_timestamp=header.born_timestamp, born_host=host,
+                                reconsume_times=header.reconsume_times or 0)
+
         if _is_batch(request, header):
             if delay_level_of(props) > 0 or L.transaction_type(sys_flag) != L.TRANSACTION_NOT_TYPE:
                 # CommitLog.asyncPutMessages refuses both with MESSAGE_ILLEGAL
@@ -111,13 +118,13 @@ class SendProcessor:
             body = request.body
             if sys_flag & L.COMPRESSED_FLAG:
                 body = _inflate(body)
-                common["sys_flag"] = sys_flag & ~L.COMPRESSED_FLAG
+                sys_flag &= ~L.COMPRESSED_FLAG
             items = decode_batch_items(body)
             if not len(items):
                 raise MessageError("the batch holds no message")
             item_props = [append_properties(p, props) for p in items.properties]
-            return MessageBatch(header.topic, queue_id, items.bodies, item_props, items.flags, **common)  # type: ignore[arg-type]
-        return MessageBatch(header.topic, queue_id, [request.body], [props], [header.flag], **common)  # type: ignore[arg-type]
+            return batch(items.bodies, item_props, items.flags, sys_flag)
+        return batch([request.body], [props], [header.flag], sys_flag)
 
     def _route_retry_and_dlq(self, batch: MessageBatch, header: SendMessageRequestHeader) -> MessageBatch:
         """``handleRetryAndDLQ``: a message sent to %RETRY%group past its retries goes to %DLQ%group."""

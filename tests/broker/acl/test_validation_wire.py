@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.broker_wire import RawRequest, Wire, cpp_heartbeat, small_config
 
 from sparkmq.broker.controller import BrokerController
 from sparkmq.errors import ConfigError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.acl_signing import SessionCredentials, content_to_sign, signature
 from sparkmq.remoting import RemotingClient
+from support.broker_wire import RawRequest, Wire, cpp_heartbeat, small_config
 
 ACCOUNTS = """\
 accounts:

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.processes import BrokerProcess, NamesrvProcess, wait_until
-from support.rocketmq_cpp import CppClientRun
 
 from sparkmq.client import AsyncPullConsumer, PullConsumer
 from sparkmq.message.properties import encode_properties
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import TopicRouteData
 from sparkmq.remoting import RemotingClient
+from support.processes import BrokerProcess, NamesrvProcess, wait_until
+from support.rocketmq_cpp import CppClientRun
 
 BROKER = "broker-ha"
 FAST = ("--set", f"brokerName={BROKER}", "--set", "haSendHeartbeatInterval=200", "--set", "registerNameServerPeriod=500",

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.broker_wire import Wire, small_config
 
 from sparkmq.broker.controller import BrokerController
 from sparkmq.broker.ha.wire import decode_transfer_header, encode_report, encode_transfer_header
 from sparkmq.errors import ProtocolError
 from sparkmq.message.record import iter_records
 from sparkmq.protocol import ResponseCode
+from support.broker_wire import Wire, small_config
 
 UNTIL_S = 10.0
 

@@ -10,13 +10,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from support.broker_wire import Wire, small_config
 
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.controller import BrokerController
 from sparkmq.errors import ConfigError
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
+from support.broker_wire import Wire, small_config
 
 
 async def commit(wire: Wire, group: str, topic: str, queue_id: int, offset: int) -> None:
