@@ -195,7 +195,7 @@ class BrokerConfig:
 
     def to_properties(self) -> dict[str, str]:
         """Every setting under its broker.conf key, as text (GET_BROKER_CONFIG's answer)."""
-        values = {key: getattr(self, known.field) for key, known in BROKER_CONF_KEYS.items()}
+        values = {key: getattr(self, known.field) for key, known in BROKER_CONF_KEYS.items() if known.field}
         return {key: ("" if v is None else str(v).lower() if isinstance(v, bool) else
                       v.value if isinstance(v, FlushDiskType) else str(v)) for key, v in values.items()}
 
@@ -239,13 +239,14 @@ class BrokerConfig:
         """
         values: dict[str, Any] = {}
         for key, raw in properties.items():
-            known = BROKER_CONF_KEYS.get(key)
+            known = BROKER_CONF_KEYS.get(BROKER_CONF_ALIASES.get(key, key))
             if known is None:
                 logger.warning("broker.conf key %r is not one sparkmq knows; ignored", key)
                 continue
             if known.not_honoured:
                 logger.warning("broker.conf key %s=%s is not honoured: %s", key, raw, known.not_honoured)
-            values[known.field] = _convert(key, known.field, raw.strip())
+            if known.field is not None:
+                values[known.field] = _convert(key, known.field, raw.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -254,10 +255,13 @@ class ConfKey(NamedTuple):
     """One broker.conf key: the :class:`BrokerConfig` field it sets and, when sparkmq does not act
     on it (yet), why; such a key is still parsed and checked."""
 
-    field: str
+    field: str | None
     not_honoured: str = ""
 
 
+#: Other spellings of keys in the table (RocketMQ's system-property and camelCase forms of the TLS keys).
+BROKER_CONF_ALIASES = {"tls.enable": "tlsEnable", "tlsServerMode": "tls.server.mode",
+                       "tlsServerCertPath": "tls.server.certPath", "tlsServerKeyPath": "tls.server.keyPath"}
 #: Every broker.conf key sparkmq knows, by its RocketMQ name (alphabetical). To add a key, add the
 #: BrokerConfig field and one row here; tests/broker/test_config.py checks that each field has a row.
 BROKER_CONF_KEYS: dict[str, ConfKey] = {
@@ -309,6 +313,11 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "transactionCheckInterval": ConfKey("transaction_check_interval"),
     "transactionCheckMax": ConfKey("transaction_check_max"),
     "transactionTimeOut": ConfKey("transaction_time_out"),
+    # Java tuning keys common in broker.conf files: read, and said to have no effect here.
+    "sendMessageThreadPoolNums": ConfKey(None, "sparkmq serves requests on one event loop, not a thread pool"),
+    "pullMessageThreadPoolNums": ConfKey(None, "sparkmq serves requests on one event loop, not a thread pool"),
+    "useReentrantLockWhenPutMessage": ConfKey(None, "the store's put lock is a plain lock"),
+    "transientStorePoolEnable": ConfKey(None, "the CommitLog is written through its mapping, no off-heap pool"),
     "accessMessageInMemoryMaxRatio": ConfKey("access_message_in_memory_max_ratio"),
     "aclEnable": ConfKey("acl_enable"),
     "aclFile": ConfKey("acl_file"),
@@ -323,14 +332,10 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "metricsPromExporterPort": ConfKey("metrics_prom_exporter_port"),
     "slaveReadEnable": ConfKey("slave_read_enable"),
     "slaveSynchronizeInterval": ConfKey("slave_synchronize_interval"),
-    "tls.enable": ConfKey("tls_enable"),
     "tls.server.certPath": ConfKey("tls_server_cert_path"),
     "tls.server.keyPath": ConfKey("tls_server_key_path"),
     "tls.server.mode": ConfKey("tls_server_mode"),
     "tlsEnable": ConfKey("tls_enable"),
-    "tlsServerCertPath": ConfKey("tls_server_cert_path"),
-    "tlsServerKeyPath": ConfKey("tls_server_key_path"),
-    "tlsServerMode": ConfKey("tls_server_mode"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
