@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from sparkmq.broker.clients import ClientManager
@@ -13,10 +15,10 @@ from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.message.record import MessageBatch
 from sparkmq.offsets import ConsumerOffsetTable
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
-from sparkmq.message.record import MessageBatch
 from sparkmq.store import MessageStore, PutResult
 from sparkmq.store.flush import flush_outcome
 
@@ -38,20 +40,35 @@ class BrokerContext:
     persister: TablePersister
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
-        """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync.
+        """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync."""
+        results, durable = self.put_group([batch], [wait_flush])
+        return (results if durable is None else await durable)[0]
 
-        The wait never cancels the flush request: the group-commit thread still completes
-        it, and the next put's fsync is not affected by this one timing out.
+    def put_group(self, batches: list[MessageBatch],
+                  wait_flush: list[bool]) -> tuple[list[PutResult], Awaitable[list[PutResult]] | None]:
+        """Store ``batches`` in order (one group put) and say when they are durable.
+
+        The one place where sends are appended and their durability awaited. Returns the
+        results now, and None when nobody waits (ASYNC flush, or no batch asked for its flush
+        by ``WAIT=true``), else an awaitable of the final results: one wait, up to
+        ``syncFlushTimeout``, for the group's flush, turning each waiting result into what the
+        flush gave it (FLUSH_DISK_TIMEOUT, SERVICE_NOT_AVAILABLE).
         """
-        result, flushed = self.store.submit_messages(batch)
-        if flushed is None or not wait_flush:
-            return result
+        results, flushed = self.store.submit_group(batches)
+        if flushed is None or not any(wait and result.ok for wait, result in zip(wait_flush, results)):
+            return results, None
+        return results, self._flushed(results, wait_flush, flushed)
+
+    async def _flushed(self, results: list[PutResult], wait_flush: list[bool],
+                       flushed: concurrent.futures.Future[int]) -> list[PutResult]:
+        """The wait never cancels the flush request: the group-commit thread still completes it,
+        and the next put's fsync is not affected by this one timing out."""
         waiter = asyncio.wrap_future(flushed)
         waiter.add_done_callback(_retrieve)
         done, _pending = await asyncio.wait({waiter}, timeout=self.config.sync_flush_timeout / 1000)
-        if not done:
-            return flush_outcome(result, TimeoutError())
-        return flush_outcome(result, waiter.exception())
+        error = waiter.exception() if done else TimeoutError()
+        return [flush_outcome(result, error) if wait and result.ok else result
+                for wait, result in zip(wait_flush, results)]
 
     def notify_consumer_ids_changed(self, groups: list[str]) -> None:
         """Tell every member of ``groups`` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""

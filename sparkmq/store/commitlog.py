@@ -12,7 +12,15 @@ import numpy.typing as npt
 
 from sparkmq.errors import StoreError
 from sparkmq.message import layout as L
-from sparkmq.message.record import SMALL_BATCH_MAX, Host, IntColumn, MessageBatch, blank_filler, encode_records
+from sparkmq.message.record import (
+    SMALL_BATCH_MAX,
+    Host,
+    IntColumn,
+    MessageBatch,
+    blank_filler,
+    encode_records,
+    encode_records_plain,
+)
 from sparkmq.store.mapped_file import MappedFile
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
@@ -97,6 +105,32 @@ class CommitLog:
                 position += size
             first = stop
         return AppendResult(physical, sizes)
+
+    def append_group(self, batches: list[MessageBatch], queue_offsets: list[int],
+                     store_timestamp: int) -> list[list[int]] | None:
+        """Append small batches (one per request of a group put) with one copy into the current segment.
+
+        Returns each batch's physical offsets, or None (nothing written) when the group does not
+        fit what is left of the current segment: the caller then appends batch by batch.
+        """
+        sizes = [batch.size_list for batch in batches]
+        total = sum(map(sum, sizes))
+        mapped = self.queue.last_file()
+        if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
+            return None
+        position = mapped.start_offset + mapped.write_position
+        parts: list[bytes] = []
+        physical: list[list[int]] = []
+        host = self.store_host
+        for batch, queue_offset, batch_sizes in zip(batches, queue_offsets, sizes):
+            parts.append(encode_records_plain(batch, 0, len(batch), queue_offset, position, store_timestamp, host))
+            offsets = []
+            for size in batch_sizes:
+                offsets.append(position)
+                position += size
+            physical.append(offsets)
+        mapped.append(b"".join(parts))
+        return physical
 
     def append_bulk(self, batch: MessageBatch, queue_offset: int, store_timestamp: int) -> AppendResult:
         """``append`` with numpy columns: one encode and one copy per segment touched."""

@@ -20,7 +20,13 @@ import numpy.typing as npt
 
 from sparkmq.message import layout as L
 from sparkmq.message.hashing import java_hashes_of_slices, java_utf8_hash
-from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
+from sparkmq.message.properties import (
+    DELAY_TIME_LEVEL,
+    KEYS,
+    TAGS,
+    UNIQ_KEY,
+    find_property,
+)
 from sparkmq.message.property_table import PropertyTable
 from sparkmq.message.record import SMALL_BATCH_MAX, IntColumn
 from sparkmq.store.commitlog import ScannedRecord
@@ -151,6 +157,44 @@ def request_for_put(
     bulk_timestamps = np.full(len(properties), store_timestamp, dtype=np.int64)
     bulk = dispatch_columns_bulk(coder, topic, properties, bulk_timestamps)
     return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes, bulk[0], bulk_timestamps, bulk[1], bulk[2])
+
+
+@dataclass(slots=True)
+class GroupDispatch:
+    """What a group put dispatches: one request per queue (no index columns), and the index
+    entries of the whole group in log order (one ``IndexService.put``: the index skips entries
+    below its end, so per-queue puts of interleaved records would lose some)."""
+
+    queues: list[DispatchRequest]
+    index_hashes: list[int]
+    index_offsets: list[int]
+    store_timestamp: int
+
+
+def dispatch_for_group(coder: TagsCoder, appended: Sequence[tuple[str, int, int, Sequence[bytes], list[int], list[int]]],
+                       store_timestamp: int) -> GroupDispatch:
+    """The dispatch of small batches just appended together, given in log order as
+    ``(topic, queue_id, queue_offset, properties, physical_offsets, sizes)``; the batches of one
+    queue hold consecutive queue offsets (the group put assigned them in this order)."""
+    by_queue: dict[tuple[str, int], DispatchRequest] = {}
+    index_hashes: list[int] = []
+    index_offsets: list[int] = []
+    for topic, queue_id, queue_offset, properties, physical, sizes in appended:
+        timestamps = [store_timestamp] * len(properties)
+        codes, hashes, rows = dispatch_columns_plain(coder, topic, properties, timestamps)
+        if hashes:
+            index_hashes += hashes
+            index_offsets += [physical[r] for r in rows]
+        request = by_queue.get((topic, queue_id))
+        if request is None:
+            by_queue[(topic, queue_id)] = DispatchRequest(topic, queue_id, queue_offset, list(physical), list(sizes),
+                                                          codes, timestamps, [], [])
+        else:
+            request.physical_offsets += physical  # type: ignore[operator]
+            request.sizes += sizes  # type: ignore[operator]
+            request.tags_codes += codes  # type: ignore[operator]
+            request.store_timestamps += timestamps  # type: ignore[operator]
+    return GroupDispatch(list(by_queue.values()), index_hashes, index_offsets, store_timestamp)
 
 
 def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:
