@@ -46,6 +46,11 @@ from .codes import (
 from .scalars import ext_value, is_java_integer, java_integer
 from .wire_text import MAX_FIELD_CHARS, encodable, request_text_defect
 
+try:
+    from .plain_header import PLAIN_HEADER_ERRORS, decode_plain_header
+except ImportError:  # msgspec is missing: the general decoder reads every header
+    decode_plain_header = None  # type: ignore[assignment]
+
 _PREFIX = struct.Struct(">II")  # length, serializeType << 24 | headerLength
 _HEADER_LENGTH = struct.Struct(">I")
 _BINARY_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLength
@@ -262,6 +267,23 @@ def _reject_constant(name: str) -> None:
 
 
 def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    """The header's command: the typed decode of :mod:`.plain_header` where it applies (the
+    same command, ~5x faster), else the general decoder, the reference for every other shape."""
+    if decode_plain_header is None:
+        return _decode_any_json_header(raw, body)
+    try:
+        plain = decode_plain_header(raw)
+    except PLAIN_HEADER_ERRORS:
+        return _decode_any_json_header(raw, body)
+    ext = {} if plain.ext_fields is None else plain.ext_fields
+    flag, remark = plain.flag, plain.remark
+    suspect = _suspect(raw)
+    return RemotingCommand(plain.code, _language(plain.language), plain.version, plain.opaque, flag, remark, ext,
+                           body, SerializeType.JSON,
+                           request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None)
+
+
+def _decode_any_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     try:
         # jsoncpp (C++) ends the header with "\n"; json.loads allows trailing whitespace.
         obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
@@ -280,8 +302,7 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
         raise ProtocolError(f"extFields is a JSON {type(ext_raw).__name__}, not an object")
     flag = _header_int(obj, "flag", 0)
     remark = ext_value("remark", obj.get("remark"))
-    # Raw UTF-8 cannot encode a surrogate or a NUL in JSON text: only a \u escape yields one.
-    suspect = b"\\u" in raw or len(raw) > MAX_FIELD_CHARS
+    suspect = _suspect(raw)
     return RemotingCommand(
         code=_header_int(obj, "code", None),
         language=_language(obj.get("language")),
@@ -294,6 +315,16 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
         serialize_type=SerializeType.JSON,
         defect=request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None,
     )
+
+
+def _suspect(raw: bytes) -> bool:
+    """Whether the header may hold an unfit text (see :mod:`.wire_text`), so it must be checked.
+
+    Raw UTF-8 cannot encode a surrogate or a NUL in JSON text: only a ``\\u0000`` or
+    ``\\uD8xx``..``\\uDFxx`` escape yields one (the properties' ``\\u0001``/``\\u0002``
+    separators in every send do not); an over-long value needs an over-long header.
+    """
+    return b"\\u0000" in raw or b"\\ud" in raw or b"\\uD" in raw or len(raw) > MAX_FIELD_CHARS
 
 
 def _header_int(obj: dict[str, object], key: str, default: int | None) -> int:
