@@ -18,11 +18,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkmq.errors import InvalidFieldError, ProtocolError
-from sparkmq.protocol.command import _decode_any_json_header, _decode_json_header
+from sparkmq.protocol.command import (
+    _decode_any_json_header,
+    _decode_json_header,
+    _dumps_string_map,
+)
 from sparkmq.protocol.headers import (
     SendMessageRequestHeaderV2,
     parse_send_request_header,
 )
+from sparkmq.protocol.plain_header import encode_string_map
 
 _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -97,5 +102,18 @@ def test_commands_decode_without_msgspec() -> None:
             "from sparkmq.protocol import RemotingCommand, command\n"
             "assert command.decode_plain_header is None\n"
             "frame = RemotingCommand.request(310, 7, ext_fields={'a': 'P'}, body=b'x').encode()\n"
-            "assert RemotingCommand.decode(frame[4:]).ext_fields == {'a': 'P'}\n")
+            "assert RemotingCommand.decode(frame[4:]).ext_fields == {'a': 'P'}\n"
+            "response = RemotingCommand(10, ext_fields={'k': 'é'}).make_response(ext_fields={'k': 'é'})\n"
+            "assert RemotingCommand.decode(response.encode()[4:]) == response\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2], timeout=60)
+
+
+@_SETTINGS
+@given(st.dictionaries(st.text(), st.text(), max_size=6))
+def test_ext_fields_encode_matches_the_reference(fields: dict[str, str]) -> None:
+    def encoded(encode) -> object:  # type: ignore[no-untyped-def]
+        try:
+            return encode(fields)
+        except UnicodeEncodeError:
+            return UnicodeEncodeError
+    assert encoded(encode_string_map) == encoded(_dumps_string_map)
