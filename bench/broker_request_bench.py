@@ -80,9 +80,10 @@ class BrokerProcess:
             self.stop()
             raise RuntimeError("broker did not start:\n" + "\n".join(self.output[-30:]))
 
-    def cpu_seconds(self) -> float:
+    def cpu_seconds(self) -> tuple[float, float]:
+        """(user, system) CPU seconds of the broker so far."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # utime, stime
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -175,15 +176,18 @@ def pull_frames(topic: str, count: int, stored: int, opaque: int) -> list[bytes]
     return frames
 
 
-async def run_window(broker: BrokerProcess, frames: list[bytes], inflight: int) -> tuple[float, float, dict[int, int]]:
+async def run_window(broker: BrokerProcess, frames: list[bytes],
+                     inflight: int) -> tuple[float, float, float, dict[int, int]]:
+    """(seconds, broker user CPU seconds, broker system CPU seconds, failed response codes)."""
     loop = asyncio.get_running_loop()
     transport, window = await loop.create_connection(lambda: Window(frames, inflight), broker.host, broker.port)
     try:
-        cpu = broker.cpu_seconds()
+        user, system = broker.cpu_seconds()
         started = time.perf_counter()
         window.start()
         await window.done
-        return time.perf_counter() - started, broker.cpu_seconds() - cpu, window.failed
+        user_after, system_after = broker.cpu_seconds()
+        return time.perf_counter() - started, user_after - user, system_after - system, window.failed
     finally:
         transport.close()
 
@@ -211,13 +215,14 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
              (f"pull {PULL_BATCH}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000))]
     for case, frames in cases:
         spy = Profiler(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
-        seconds, cpu, failed = await run_window(broker, frames, args.inflight)
+        seconds, user, system, failed = await run_window(broker, frames, args.inflight)
         if spy is not None:
             spy.stop()
         if failed:
             raise RuntimeError(f"{case}: responses with codes {failed}")
+        per = 1e6 / len(frames)
         rows.append(f"| {case}, {args.inflight} in flight | {len(frames):,} | {len(frames) / seconds:,.0f} | "
-                    f"{cpu / len(frames) * 1e6:.1f} |")
+                    f"{(user + system) * per:.1f} | {user * per:.1f} / {system * per:.1f} |")
         print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -244,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         shutil.rmtree(root)
     print(f"{info['date']} | {info.get('commit', '')} | flush {args.flush} | loop {args.loop} | load average {os.getloadavg()[0]:.2f}")
-    print("| case | requests | requests/s | broker CPU µs/request |\n|---|---:|---:|---:|")
+    print("| case | requests | requests/s | broker CPU µs/request | user / system |\n|---|---:|---:|---:|---:|")
     print("\n".join(rows))
     return 0
 

@@ -139,6 +139,20 @@ class SendMessageResponseHeader(CommandHeader):
     trace_on: bool | None = wire_key("TRACE_ON", None)
 
 
+def send_response_fields(msg_id: str, queue_id: int, queue_offset: int, msg_region: str | None,
+                         trace_on: bool | None) -> dict[str, str]:
+    """``SendMessageResponseHeader(msg_id, queue_id, queue_offset, None, msg_region, trace_on).to_fields()``
+    without building the header (every single send answers with it).
+
+    >>> send_response_fields("ID", 1, 5, "R", True)
+    {'msgId': 'ID', 'queueId': '1', 'queueOffset': '5', 'MSG_REGION': 'R', 'TRACE_ON': 'true'}
+    """
+    if msg_region is None or trace_on is None:
+        return SendMessageResponseHeader(msg_id, queue_id, queue_offset, None, msg_region, trace_on).to_fields()
+    return {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset), "MSG_REGION": msg_region,
+            "TRACE_ON": "true" if trace_on else "false"}
+
+
 # --- pull and offsets ------------------------------------------------------------------------
 
 

@@ -25,7 +25,9 @@ from sparkmq.protocol.command import (
 )
 from sparkmq.protocol.headers import (
     SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
     parse_send_request_header,
+    send_response_fields,
 )
 from sparkmq.protocol.plain_header import encode_string_map
 
@@ -117,3 +119,9 @@ def test_ext_fields_encode_matches_the_reference(fields: dict[str, str]) -> None
         except UnicodeEncodeError:
             return UnicodeEncodeError
     assert encoded(encode_string_map) == encoded(_dumps_string_map)
+
+
+@pytest.mark.parametrize(("region", "trace"), [("DefaultRegion", True), ("R", False), (None, True), ("R", None)])
+def test_send_response_fields_match_the_header(region: str | None, trace: bool | None) -> None:
+    header = SendMessageResponseHeader("7F00000100002A9F0000000000000400", 3, 17, None, region, trace)
+    assert send_response_fields(header.msg_id, 3, 17, region, trace) == header.to_fields()

@@ -40,8 +40,8 @@ from sparkmq.message.record import Host, MessageBatch
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import (
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
     parse_send_request_header,
+    send_response_fields,
 )
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.connection import Answer, error_response
@@ -195,22 +195,24 @@ class SendProcessor:
             host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
         props = (header.properties or "").encode("utf-8")
         sys_flag = header.sys_flag
-        common = dict(sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=host,
-                      reconsume_times=header.reconsume_times or 0)
-        if _is_batch(request, header):
-            if delay_level_of(props) > 0 or L.transaction_type(sys_flag) != L.TRANSACTION_NOT_TYPE:
-                # CommitLog.asyncPutMessages refuses both with MESSAGE_ILLEGAL
-                raise MessageError("a batch may carry neither a delay level nor a transaction type")
-            body = request.body
-            if sys_flag & L.COMPRESSED_FLAG:
-                body = _inflate(body)
-                common["sys_flag"] = sys_flag & ~L.COMPRESSED_FLAG
-            items = decode_batch_items(body)
-            if not len(items):
-                raise MessageError("the batch holds no message")
-            item_props = [append_properties(p, props) for p in items.properties]
-            return MessageBatch(header.topic, queue_id, items.bodies, item_props, items.flags, **common)  # type: ignore[arg-type]
-        return MessageBatch(header.topic, queue_id, [request.body], [props], [header.flag], **common)  # type: ignore[arg-type]
+        if not _is_batch(request, header):
+            return MessageBatch(header.topic, queue_id, [request.body], [props], [header.flag], sys_flag=sys_flag,
+                                born_timestamp=header.born_timestamp, born_host=host,
+                                reconsume_times=header.reconsume_times or 0)
+        common = {"sys_flag": sys_flag, "born_timestamp": header.born_timestamp, "born_host": host,
+                  "reconsume_times": header.reconsume_times or 0}
+        if delay_level_of(props) > 0 or L.transaction_type(sys_flag) != L.TRANSACTION_NOT_TYPE:
+            # CommitLog.asyncPutMessages refuses both with MESSAGE_ILLEGAL
+            raise MessageError("a batch may carry neither a delay level nor a transaction type")
+        body = request.body
+        if sys_flag & L.COMPRESSED_FLAG:
+            body = _inflate(body)
+            common["sys_flag"] = sys_flag & ~L.COMPRESSED_FLAG
+        items = decode_batch_items(body)
+        if not len(items):
+            raise MessageError("the batch holds no message")
+        item_props = [append_properties(p, props) for p in items.properties]
+        return MessageBatch(header.topic, queue_id, items.bodies, item_props, items.flags, **common)  # type: ignore[arg-type]
 
     def _route_retry_and_dlq(self, batch: MessageBatch, header: SendMessageRequestHeader) -> MessageBatch:
         """``handleRetryAndDLQ``: a message sent to %RETRY%group past its retries goes to %DLQ%group."""
@@ -231,11 +233,10 @@ class SendProcessor:
         if result.store_host is None:
             return request.make_response(code, remark=result.remark or result.status.value)
         host = result.store_host
-        msg_ids = ",".join(offset_msg_id(host.ip, host.port, int(p)) for p in result.physical_offsets)
+        msg_ids = ",".join([offset_msg_id(host.ip, host.port, p) for p in result.physical_offsets.tolist()])
         cfg = self.ctx.config
-        fields = SendMessageResponseHeader(msg_ids, send.queue_id, result.queue_offset, msg_region=cfg.region_id,
-                                           trace_on=cfg.trace_on).to_fields()
-        return request.make_response(code, ext_fields=fields)
+        return request.make_response(code, ext_fields=send_response_fields(
+            msg_ids, send.queue_id, result.queue_offset, cfg.region_id, cfg.trace_on))
 
 
 def _is_batch(request: RemotingCommand, header: SendMessageRequestHeader) -> bool:
