@@ -171,15 +171,19 @@ class CommitLog:
             return []
         ends = physical_offsets + sizes
         breaks = np.flatnonzero(physical_offsets[1:] != ends[:-1]) + 1
-        run_starts = np.concatenate(([0], breaks))
-        run_stops = np.concatenate((breaks, [len(sizes)]))
+        starts = physical_offsets[np.concatenate(([0], breaks))].tolist()
+        stops = ends[np.concatenate((breaks, [len(sizes)])) - 1].tolist()
         buffers: list[bytes] = []
-        for a, b in zip(run_starts.tolist(), run_stops.tolist()):
-            start = int(physical_offsets[a])
-            data = self.read(start, int(ends[b - 1]) - start)
-            if data is None:
+        mapped: MappedFile | None = None
+        for start, stop in zip(starts, stops):  # runs of interleaved queues: often many in one segment
+            if mapped is None or not mapped.start_offset <= start < mapped.start_offset + mapped.file_bytes:
+                mapped = self.queue.find(start)
+                if mapped is None:
+                    return None
+            pos = start - mapped.start_offset
+            if stop - mapped.start_offset > mapped.write_position:
                 return None
-            buffers.append(data)
+            buffers.append(mapped.read(pos, stop - start))
         return buffers
 
     def size_at(self, physical_offset: int) -> int:

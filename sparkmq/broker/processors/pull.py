@@ -7,12 +7,15 @@ the pull parks until a message arrives on its queue or ``suspendTimeoutMillis`` 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import MessageFilter, resolve
 from sparkmq.broker.validation import check_topic
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.connection import Answer, error_response
 from sparkmq.store import GetMessageStatus, GetResult
 
 MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before
@@ -33,12 +36,31 @@ def response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCo
 
 
 class PullProcessor:
-    """Serves PULL_MESSAGE for one broker."""
+    """Serves PULL_MESSAGE for one broker.
+
+    A pull is answered synchronously (no Task) unless it parks for long polling; the pulls
+    decoded from one read come in together through ``serve_group``.
+    """
 
     def __init__(self, context: BrokerContext) -> None:
         self.ctx = context
 
     async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        answer = self._serve(request, connection)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
+        """Answer each pull: its response now, or an awaitable of it while it parks."""
+        answers: list[Answer] = []
+        for request in requests:
+            try:
+                answers.append(self._serve(request, connection))
+            except Exception as exc:  # noqa: BLE001 - one request's failure is its own answer
+                answers.append(error_response(request, exc, connection.peer))
+        return answers
+
+    def _serve(self, request: RemotingCommand,
+               connection: RemotingConnection) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = PullMessageRequestHeader.from_fields(request.ext_fields)
         ctx = self.ctx
         check_topic(header.topic)
@@ -70,13 +92,15 @@ class PullProcessor:
             timeout = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
             if not ctx.config.long_polling_enable:
                 timeout = min(timeout, ctx.config.short_polling_time_mills / 1000)
-            await ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
-            result = self._read(header, message_filter)
-            code = response_code(result.status, header.queue_offset)
-        fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
-        if code is ResponseCode.SUCCESS:
-            return request.make_response(code, ext_fields=fields, body=result.body())
-        return request.make_response(code, remark=result.status.value, ext_fields=fields)
+            return self._held(request, header, message_filter, timeout)
+        return _response(request, code, result)
+
+    async def _held(self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter,
+                    timeout: float) -> RemotingCommand:
+        """Park the pull until its queue grows or ``timeout`` passes, then read again."""
+        await self.ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
+        result = self._read(header, message_filter)
+        return _response(request, response_code(result.status, header.queue_offset), result)
 
     def _filter(self, header: PullMessageRequestHeader) -> MessageFilter:
         """The pull's own subscription (FLAG_SUBSCRIPTION), else the one the group's heartbeat sent."""
@@ -94,3 +118,10 @@ class PullProcessor:
                                            min(header.max_msg_nums, config.max_transfer_count_on_message_in_memory),
                                            min(config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES),
                                            message_filter.tags_codes, message_filter.record_filter)
+
+
+def _response(request: RemotingCommand, code: ResponseCode, result: GetResult) -> RemotingCommand:
+    fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
+    if code is ResponseCode.SUCCESS:
+        return request.make_response(code, ext_fields=fields, body=result.body())
+    return request.make_response(code, remark=result.status.value, ext_fields=fields)
