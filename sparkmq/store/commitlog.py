@@ -166,24 +166,26 @@ class CommitLog:
         return mapped.read(pos, size)
 
     def read_runs(self, physical_offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]) -> list[bytes] | None:
-        """Read records, one copy per run of records contiguous in the log; None if any is gone."""
+        """Read records: one buffer per segment holding them, its runs (records contiguous in the
+        log) back to back; None if any is gone."""
         if len(sizes) == 0:
             return []
         ends = physical_offsets + sizes
         breaks = np.flatnonzero(physical_offsets[1:] != ends[:-1]) + 1
-        starts = physical_offsets[np.concatenate(([0], breaks))].tolist()
-        stops = ends[np.concatenate((breaks, [len(sizes)])) - 1].tolist()
+        starts = physical_offsets[np.concatenate(([0], breaks))]
+        stops = ends[np.concatenate((breaks, [len(sizes)])) - 1]
         buffers: list[bytes] = []
-        mapped: MappedFile | None = None
-        for start, stop in zip(starts, stops):  # runs of interleaved queues: often many in one segment
-            if mapped is None or not mapped.start_offset <= start < mapped.start_offset + mapped.file_bytes:
-                mapped = self.queue.find(start)
-                if mapped is None:
-                    return None
-            pos = start - mapped.start_offset
-            if stop - mapped.start_offset > mapped.write_position:
+        first, count = 0, len(starts)
+        while first < count:  # interleaved queues give a run per record: read a segment's runs at once
+            mapped = self.queue.find(int(starts[first]))
+            if mapped is None:
                 return None
-            buffers.append(mapped.read(pos, stop - start))
+            base = mapped.start_offset
+            last = first + int(np.searchsorted(starts[first:], base + mapped.file_bytes))
+            if int(stops[last - 1]) - base > mapped.write_position:
+                return None
+            buffers.append(mapped.read_spans((starts[first:last] - base).tolist(), (stops[first:last] - base).tolist()))
+            first = last
         return buffers
 
     def size_at(self, physical_offset: int) -> int:
