@@ -65,6 +65,9 @@ class RemotingConnection(asyncio.Protocol):
         self._out_bytes = 0
         self._flush_scheduled = False
         self._receiving = False  # inside data_received: its responses go out in one write at its end
+        # Request Tasks created but not yet started: while there are any, later requests become
+        # Tasks too (the group handler would answer them first, out of arrival order).
+        self._unstarted = 0
         self._read_blockers: set[str] = set()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -170,12 +173,13 @@ class RemotingConnection(asyncio.Protocol):
             return
         if self.writes_paused:
             task = self._loop.create_task(self._serve_when_writable(requests))
+            self._unstarted += 1
             task.add_done_callback(self._task_done)
             self._tasks.add(task)
             return
         self._receiving = True
         try:
-            if self._group_handler is not None:
+            if self._group_handler is not None and not self._unstarted:
                 answers = self._group_handler(requests, self)
             else:
                 assert self._handler is not None
@@ -188,6 +192,7 @@ class RemotingConnection(asyncio.Protocol):
                 self._flush_out()
 
     async def _serve_when_writable(self, requests: list[RemotingCommand]) -> None:
+        self._unstarted -= 1
         await self._writable.wait()
         self._serve_all(requests)
 
@@ -203,6 +208,7 @@ class RemotingConnection(asyncio.Protocol):
             future.add_done_callback(lambda done: self._answered(request, done))
         else:
             future = self._loop.create_task(self._serve(request, answer))
+            self._unstarted += 1
             future.add_done_callback(self._task_done)
         self._tasks.add(future)
 
@@ -264,6 +270,12 @@ class RemotingConnection(asyncio.Protocol):
         return not self._writable.is_set()
 
     @property
+    def backlogged(self) -> bool:
+        """True once the peer has not taken a high-water mark of our responses: writes are paused,
+        or about to be (uvloop tells ``pause_writing`` only at the end of the loop turn)."""
+        return self.writes_paused or self.write_buffer_bytes + self._out_bytes >= WRITE_HIGH_WATER_BYTES
+
+    @property
     def write_buffer_bytes(self) -> int:
         """Bytes written but not yet taken by the kernel (bounded by the pause above)."""
         return 0 if self._transport is None else self._transport.get_write_buffer_size()
@@ -277,6 +289,7 @@ class RemotingConnection(asyncio.Protocol):
             self.close()
 
     async def _serve(self, request: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
+        self._unstarted -= 1
         if not self._writable.is_set():
             await self._writable.wait()  # build no response while the peer is not reading the last ones
         try:

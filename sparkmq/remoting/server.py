@@ -83,19 +83,19 @@ class RemotingServer:
         return await processor(request, connection)
 
     def _dispatch_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
-        """Answer the requests of one read, in order: a run of consecutive requests for one group
-        processor is served by one ``serve_group`` call, every other request by its processor."""
+        """Answer the requests of one read, in arrival order: a run of consecutive requests for one
+        group processor is served by one ``serve_group`` call; from the first request of another
+        processor on, each is its processor's coroutine (a Task, run in order)."""
         answers: list[Answer] = []
         count, first = len(requests), 0
         while first < count:
             group = self._group_processors.get(requests[first].code)
+            if group is None:  # a Task: so that it runs first, every later request of the read is one too
+                return answers + [self._dispatch(request, connection) for request in requests[first:]]
             stop = first + 1
-            if group is None:
-                answers.append(self._dispatch(requests[first], connection))
-            else:
-                while stop < count and self._group_processors.get(requests[stop].code) is group:
-                    stop += 1
-                answers += self._serve_group(group, requests[first:stop], connection)
+            while stop < count and self._group_processors.get(requests[stop].code) is group:
+                stop += 1
+            answers += self._serve_group(group, requests[first:stop], connection)
             first = stop
         return answers
 

@@ -90,3 +90,19 @@ def test_one_read_of_sends_with_refusals_among_them(tmp_path: Path, flush: Flush
         assert [bytes(r.body) for r in iter_records(by_key.body, check_crc=True)] == [b"m1"]
 
     run_broker(tmp_path, scenario, flush_disk_type=flush, max_message_size=MAX_MESSAGE)
+
+
+def test_requests_of_one_read_are_served_in_arrival_order(tmp_path: Path) -> None:
+    """A topic created by the request before a send (an admin request, served by a Task) exists
+    when the send is served, though sends alone would be answered without a Task."""
+    async def scenario(w: Wire) -> None:
+        create = {"topic": "Created", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+                  "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false"}
+        frames = [RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, 1, ext_fields=create).encode(),
+                  _send(2, b"after the create", topic="Created"), _send(3, b"and again", topic="Created")]
+        responses = await _one_write(w.broker.config.listen_port, frames)
+        assert [responses[o].code for o in (1, 2, 3)] == [ResponseCode.SUCCESS] * 3, responses
+        follow_up = [_send(4, b"a later read, same connection order", topic="Created")]
+        assert (await _one_write(w.broker.config.listen_port, follow_up))[4].code == ResponseCode.SUCCESS
+
+    run_broker(tmp_path, scenario, auto_create_topic_enable=False)

@@ -15,7 +15,7 @@ from sparkmq.broker.validation import check_topic
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
-from sparkmq.remoting.connection import Answer, error_response
+from sparkmq.remoting.connection import WRITE_HIGH_WATER_BYTES, Answer, error_response
 from sparkmq.store import GetMessageStatus, GetResult
 
 MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before
@@ -50,13 +50,25 @@ class PullProcessor:
         return answer if isinstance(answer, RemotingCommand) else await answer
 
     def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
-        """Answer each pull: its response now, or an awaitable of it while it parks."""
+        """Answer each pull: its response now, or an awaitable of it while it parks.
+
+        Once the peer is behind (``backlogged``) or this group's responses reach the write
+        high-water mark, the rest are left unstarted: the connection builds their responses, up to
+        ~1 MiB each, only when the peer reads again (a peer that never reads costs bounded memory).
+        """
         answers: list[Answer] = []
+        produced = 0
         for request in requests:
+            if produced >= WRITE_HIGH_WATER_BYTES or connection.backlogged:
+                answers.append(self(request, connection))
+                continue
             try:
-                answers.append(self._serve(request, connection))
+                answer = self._serve(request, connection)
             except Exception as exc:  # noqa: BLE001 - one request's failure is its own answer
-                answers.append(error_response(request, exc, connection.peer))
+                answer = error_response(request, exc, connection.peer)
+            if isinstance(answer, RemotingCommand):
+                produced += len(answer.body)
+            answers.append(answer)
         return answers
 
     def _serve(self, request: RemotingCommand,
