@@ -54,7 +54,8 @@ def _names(*names: str) -> frozenset[str]:
 CONTRACTS = (
     Contract("sparkmq.errors", _names(), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.message", _names("protocol", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
-    Contract("sparkmq.protocol", _names("message", "errors"), frozenset(), NETWORK_MODULES),
+    # msgspec: the optional accelerated header codec (protocol/plain_header.py; json is the reference)
+    Contract("sparkmq.protocol", _names("message", "errors"), frozenset({"msgspec"}), NETWORK_MODULES),
     Contract("sparkmq.store", _names("message", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
     Contract("sparkmq.offsets", _names("errors", "config_file", "protocol"), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.config_file", _names("errors"), frozenset(), NETWORK_MODULES),

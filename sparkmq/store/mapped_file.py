@@ -213,6 +213,11 @@ class MappedFile:
         """A copy of ``size`` bytes at ``pos`` (within this file)."""
         return self._mapped()[pos : pos + size]
 
+    def read_spans(self, starts: list[int], stops: list[int]) -> bytes:
+        """The bytes of every ``[start, stop)`` (within this file), back to back, in one copy each."""
+        mapping = self._mapped()
+        return b"".join([mapping[start:stop] for start, stop in zip(starts, stops)])
+
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""
         return memoryview(self._mapped())

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -37,13 +37,26 @@ from sparkmq.errors import (
     StoreLockedError,
 )
 from sparkmq.message import layout as L
-from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
+from sparkmq.message.record import (
+    SMALL_BATCH_MAX,
+    MessageBatch,
+    StoredMessage,
+    decode_record,
+)
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, FlushDiskType, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.disk import store_io
-from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
+from sparkmq.store.dispatch import (
+    DispatchListener,
+    DispatchRequest,
+    GroupDispatch,
+    TagsCoder,
+    dispatch_for_group,
+    request_for_put,
+    requests_for_scan,
+)
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.mapped_file import MapPool
@@ -259,51 +272,126 @@ class MessageStore:
         The messages are readable at once. Acknowledge a SYNC-flush producer only after the
         future resolves (``put_messages`` waits for it, up to ``syncFlushTimeout``).
         """
+        results, flushed = self.submit_group([batch])
+        return results[0], flushed if results[0].ok else None
+
+    def submit_group(self, batches: Sequence[MessageBatch]) -> tuple[list[PutResult], Future[int] | None]:
+        """Append and dispatch several batches in order (a group put); one result per batch.
+
+        The put-side twin of group commit: the single sends of one event-loop turn take one lock,
+        one store timestamp, one copy into the CommitLog (when they fit its current segment),
+        one ConsumeQueue write per queue, one index put, and share one flush future (with SYNC
+        flush; it covers every PUT_OK batch of the group). A batch refused (too large, the
+        store read-only) gets its own status and does not affect the others.
+        """
+        refusal = self._write_refusal()
+        results: list[PutResult | None] = [self._refused(batch, refusal) for batch in batches]
+        accepted = [i for i, result in enumerate(results) if result is None]
+        end = -1
+        if accepted:
+            with self._lock:
+                store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+                group = [batches[i] for i in accepted]
+                grouped = self._put_group_locked(group, store_timestamp) if len(group) > 1 else None
+                if grouped is None:
+                    grouped = [self._put_locked(batch, store_timestamp) for batch in group]
+                for i, result in zip(accepted, grouped):
+                    results[i] = result
+                    if result.ok:
+                        end = max(end, int(result.physical_offsets[-1]) + int(result.sizes[-1]))
+        flushed = self._group_commit.request(end) if self._group_commit is not None and end >= 0 else None
+        return results, flushed  # type: ignore[return-value]
+
+    def _refused(self, batch: MessageBatch, refusal: str | None) -> PutResult | None:
+        """The result of a batch refused before the lock (None: go on and store it)."""
         try:
             batch.check_sizes(self.config.max_message_bytes)
         except PropertiesTooLargeError as exc:
-            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, exc.remark), None
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, exc.remark)
         except MessageError as exc:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
-        refusal = self._write_refusal()
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark)
         if refusal is not None:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal), None
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal)
         if len(batch) == 0:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch"), None
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
+        return None
+
+    def _put_locked(self, batch: MessageBatch, store_timestamp: int) -> PutResult:
+        """Append and dispatch one batch (under the store lock); a failure rolls it back."""
         key = (batch.topic, batch.queue_id)
-        tx_type = L.transaction_type(batch.sys_flag)
-        dispatched = tx_type in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
-        with self._lock:
-            queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
-            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            start = self.commitlog.max_offset
-            queue = self._queues.get(key)
-            queue_end = queue.max_physical_offset if queue is not None else -1
-            try:
-                appended = self.commitlog.append(batch, queue_offset, store_timestamp)
-                self._last_store_timestamp = store_timestamp
-                if dispatched:
-                    self._next_queue_offset[key] = queue_offset + len(batch)
-                    self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
-                                                   batch.properties, appended.physical_offsets, appended.sizes,
-                                                   store_timestamp))
-            except SegmentAllocationError as exc:
-                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
-                logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
-                return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
-                                 f"create mapped file failed, server is busy or broken: {exc.remark}"), None
-            except DiskError as exc:  # an index file's msync on its roll
-                self.flusher.fail_stop(exc)
-                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
-                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}"), None
-        physical_offsets, sizes = appended.physical_offsets, appended.sizes
-        end = int(physical_offsets[-1]) + int(sizes[-1])
-        result = PutResult(PutMessageStatus.PUT_OK, "", np.asarray(physical_offsets, dtype=np.int64),
-                           np.asarray(sizes, dtype=np.int64), queue_offset, store_timestamp, self.config.store_host)
-        flushed = None
-        if self._group_commit is not None:
-            flushed = self._group_commit.request(end)
-        return result, flushed
+        dispatched = L.transaction_type(batch.sys_flag) in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
+        queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
+        start = self.commitlog.max_offset
+        queue = self._queues.get(key)
+        queue_end = queue.max_physical_offset if queue is not None else -1
+        try:
+            appended = self.commitlog.append(batch, queue_offset, store_timestamp)
+            self._last_store_timestamp = store_timestamp
+            if dispatched:
+                self._next_queue_offset[key] = queue_offset + len(batch)
+                self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
+                                               batch.properties, appended.physical_offsets, appended.sizes,
+                                               store_timestamp))
+        except SegmentAllocationError as exc:
+            self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+            logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
+            return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+                             f"create mapped file failed, server is busy or broken: {exc.remark}")
+        except DiskError as exc:  # an index file's msync on its roll
+            self.flusher.fail_stop(exc)
+            self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
+        return PutResult(PutMessageStatus.PUT_OK, "", np.asarray(appended.physical_offsets, dtype=np.int64),
+                         np.asarray(appended.sizes, dtype=np.int64), queue_offset, store_timestamp,
+                         self.config.store_host)
+
+    def _put_group_locked(self, group: list[MessageBatch], store_timestamp: int) -> list[PutResult] | None:
+        """The group put's one copy and one dispatch; None (nothing done) when it does not apply:
+        a batch is not small, or the group does not fit the current CommitLog segment."""
+        if any(len(batch) > SMALL_BATCH_MAX for batch in group):
+            return None
+        planned: dict[tuple[str, int], int] = {}
+        queue_offsets = []
+        for batch in group:
+            key = (batch.topic, batch.queue_id)
+            if L.transaction_type(batch.sys_flag) in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE):
+                queue_offset = planned.get(key)
+                if queue_offset is None:
+                    queue_offset = self._next_queue_offset.get(key, 0)
+                planned[key] = queue_offset + len(batch)
+                queue_offsets.append(queue_offset)
+            else:
+                queue_offsets.append(-1)  # a half or rolled-back transaction message: not dispatched
+        start = self.commitlog.max_offset
+        try:
+            physical = self.commitlog.append_group(group, [max(q, 0) for q in queue_offsets], store_timestamp)
+        except SegmentAllocationError:
+            return None  # batch by batch, each answered with the failure
+        if physical is None:
+            return None
+        self._last_store_timestamp = store_timestamp
+        saved = {key: self._next_queue_offset.get(key, 0) for key in planned}
+        queue_ends = {key: queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in planned}
+        self._next_queue_offset.update(planned)
+        appended = [(b.topic, b.queue_id, q, b.properties, p, b.size_list)
+                    for b, q, p in zip(group, queue_offsets, physical) if q >= 0]
+        try:
+            self._dispatch_group(dispatch_for_group(self.coder, appended, store_timestamp))
+        except DiskError as exc:  # an index file's msync on its roll: the whole group is undone
+            self.flusher.fail_stop(exc)
+            for key, offset in saved.items():
+                self._roll_back(start, key, offset, queue_ends[key])
+            return [PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
+                    for _ in group]
+        flat = np.array([p for offsets in physical for p in offsets], dtype=np.int64)
+        sizes = np.array([s for batch in group for s in batch.size_list], dtype=np.int64)
+        results, first, host = [], 0, self.config.store_host
+        for batch, queue_offset in zip(group, queue_offsets):
+            stop = first + len(batch)
+            results.append(PutResult(PutMessageStatus.PUT_OK, "", flat[first:stop], sizes[first:stop],
+                                     max(queue_offset, 0), store_timestamp, host))
+            first = stop
+        return results
 
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""
@@ -375,6 +463,16 @@ class MessageStore:
                 self.commitlog.queue.truncate_dirty(start)
             except DiskError as exc:
                 self.flusher.fail_stop(exc)
+
+    def _dispatch_group(self, group: GroupDispatch) -> None:
+        """``_dispatch`` of a group put: one ConsumeQueue write per queue, one index put."""
+        for request in group.queues:
+            self._dispatch(request)
+        if group.index_hashes:
+            finished = self.index.put(group.index_hashes, group.index_offsets,
+                                      [group.store_timestamp] * len(group.index_hashes))
+            if finished is not None and self.checkpoint is not None:
+                self.checkpoint.index_msg_timestamp = finished
 
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:

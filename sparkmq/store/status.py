@@ -77,8 +77,8 @@ class PutResult:
 class GetResult:
     """The outcome of a read: the records as contiguous buffers, plus offsets.
 
-    ``buffers`` hold whole stored records back to back (each a run that was contiguous in
-    the CommitLog); ``queue_offsets`` / ``physical_offsets`` / ``sizes`` list the records in
+    ``buffers`` hold whole stored records back to back (one buffer per CommitLog segment
+    read); ``queue_offsets`` / ``physical_offsets`` / ``sizes`` list the records in
     order. ``next_begin_offset`` is where the next read should start.
     """
 
