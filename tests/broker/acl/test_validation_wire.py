@@ -18,6 +18,8 @@ from sparkmq.broker.controller import BrokerController
 from sparkmq.errors import ConfigError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.acl_signing import SessionCredentials, content_to_sign, signature
+from sparkmq.message.record import iter_records
+from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.remoting import RemotingClient
 from support.broker_wire import RawRequest, Wire, cpp_heartbeat, small_config
 
@@ -299,3 +301,36 @@ def test_acl_off_ignores_signature_fields(tmp_path: Path) -> None:
             assert response.code == ResponseCode.SUCCESS
 
     asyncio.run(main())
+
+
+def test_sends_of_one_read_are_checked_one_by_one(tmp_path: Path) -> None:
+    """Sends decoded from one read are served as a group put; the ACL check still sees each one."""
+
+    async def scenario(wire: AclWire) -> None:
+        frames, wrong = [], SessionCredentials("RocketMQ", "not-the-secret")
+        plan = [GOOD, None, GOOD, wrong, GOOD]  # signed right, unsigned, right, wrong secret, right
+        for opaque, credentials in enumerate(plan, start=1):
+            fields = send_fields("topicB")
+            if credentials is not None:
+                fields = credentials.sign(fields, f"m{opaque}".encode())
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields,
+                                              body=f"m{opaque}".encode())
+            frames.append(request.encode())
+        reader, writer = await asyncio.open_connection(*wire.address.split(":"))
+        try:
+            writer.write(b"".join(frames))  # one write: the broker decodes them together
+            decoder, responses = FrameDecoder(), {}
+            while len(responses) < len(frames):
+                data = await reader.read(65536)
+                assert data, f"connection closed after {len(responses)} responses"
+                responses.update((command.opaque, command) for command in decoder.feed(data))
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+        assert [responses[i].code for i in (1, 3, 5)] == [ResponseCode.SUCCESS] * 3
+        assert responses[2].code == responses[4].code == ResponseCode.NO_PERMISSION
+        stored = wire.broker.store.get_messages("G", "topicB", 0, 0, 32, 1 << 20)
+        assert sorted(bytes(record.body) for record in iter_records(stored.body())) == [b"m1", b"m3", b"m5"]
+
+    run_acl(tmp_path, scenario)
