@@ -143,7 +143,8 @@ class PromExporter:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):  # not wait_for: on 3.11 it can swallow a cancel
+                head = await reader.readuntil(b"\r\n\r\n")
             method, path = (head.split(b"\r\n", 1)[0].split(b" ") + [b"", b""])[:2]
             if len(head) > MAX_REQUEST_HEAD_BYTES or method != b"GET":
                 status, body = b"405 Method Not Allowed", b"only GET /metrics\n"

@@ -77,11 +77,10 @@ class RemotingClient:
                 self._on_close(address)
 
         try:
-            _transport, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: RemotingConnection(self._handler, closed), host, port, ssl=self._ssl,
-                                       server_hostname=host if self._ssl is not None else None),
-                CONNECT_TIMEOUT_S
-            )
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for: on 3.11 it can swallow a cancel
+                _transport, connection = await loop.create_connection(
+                    lambda: RemotingConnection(self._handler, closed), host, port, ssl=self._ssl,
+                    server_hostname=host if self._ssl is not None else None)
         except (OSError, TimeoutError) as exc:
             raise RemoteError(f"cannot connect to {address}: {exc}", retriable=True) from exc
         return connection

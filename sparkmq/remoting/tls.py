@@ -172,7 +172,8 @@ async def _peek_first_byte(loop: asyncio.AbstractEventLoop, connection: socket.s
 
     loop.add_reader(connection.fileno(), ready)
     try:
-        await asyncio.wait_for(readable, FIRST_BYTE_TIMEOUT_S)
+        async with asyncio.timeout(FIRST_BYTE_TIMEOUT_S):  # not wait_for: on 3.11 it can swallow a cancel
+            await readable
     except TimeoutError:
         return b""
     finally:

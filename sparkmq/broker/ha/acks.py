@@ -42,7 +42,8 @@ class SlaveAcks:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (target, next(self._order), future))
         try:
-            await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can swallow a cancel
+                await future
             return True
         except TimeoutError:
             return False

@@ -150,7 +150,8 @@ class _SlaveLink:
                 self.writer.write(encode_transfer_header(offset, 0))
                 await self.writer.drain()
                 last_write = loop.time()
-            try:
-                await asyncio.wait_for(self.new_data.wait(), source.heartbeat_s)
+            try:  # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a close()'s cancel
+                async with asyncio.timeout(source.heartbeat_s):
+                    await self.new_data.wait()
             except TimeoutError:
                 pass  # time for a heartbeat

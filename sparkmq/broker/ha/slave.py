@@ -62,7 +62,9 @@ class ReplicationSink:
 
     async def _link(self, address: str) -> None:
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), HOUSEKEEPING_INTERVAL_S)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the cancel of close()
+        async with asyncio.timeout(HOUSEKEEPING_INTERVAL_S):
+            reader, writer = await asyncio.open_connection(host, int(port))
         heartbeat = asyncio.get_running_loop().create_task(self._report_every(writer))
         try:
             writer.write(encode_report(self._max_offset()))
@@ -70,9 +72,13 @@ class ReplicationSink:
             self.connected.set()
             logger.info("HA link to master %s open, reporting offset %d", address, self._max_offset())
             while True:
-                header = await asyncio.wait_for(reader.readexactly(TRANSFER_HEADER.size), HOUSEKEEPING_INTERVAL_S)
+                async with asyncio.timeout(HOUSEKEEPING_INTERVAL_S):
+                    header = await reader.readexactly(TRANSFER_HEADER.size)
                 offset, size = decode_transfer_header(header)
-                body = await asyncio.wait_for(reader.readexactly(size), HOUSEKEEPING_INTERVAL_S) if size else b""
+                body = b""
+                if size:
+                    async with asyncio.timeout(HOUSEKEEPING_INTERVAL_S):
+                        body = await reader.readexactly(size)
                 ours = self._max_offset()
                 if ours != 0 and ours != offset:
                     raise SparkmqError(f"master {address} sent offset {offset}, but this slave's CommitLog ends at "
