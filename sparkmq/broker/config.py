@@ -138,8 +138,8 @@ class BrokerConfig:
             raise ConfigError(f"metricsExporterType {self.metrics_exporter_type!r} is not one sparkmq serves "
                               "(DISABLE or PROM)")
         for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
-            if not 0 <= getattr(self, BROKER_CONF_KEYS[key].field) <= 100:
-                raise ConfigError(f"{key} {getattr(self, BROKER_CONF_KEYS[key].field)} is not a percentage (0..100)")
+            if not 0 <= getattr(self, _field_of(key)) <= 100:
+                raise ConfigError(f"{key} {getattr(self, _field_of(key))} is not a percentage (0..100)")
         if self.tls_server_mode not in TLS_SERVER_MODES:
             raise ConfigError(f"tls.server.mode {self.tls_server_mode!r} is not one of {', '.join(TLS_SERVER_MODES)}")
         if self.tls_on and (self.tls_server_cert_path is None or self.tls_server_key_path is None):
@@ -155,8 +155,8 @@ class BrokerConfig:
         for key in ("haSendHeartbeatInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
                     "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue",
                     "cleanResourceInterval", "aclReloadIntervalMs"):
-            if getattr(self, BROKER_CONF_KEYS[key].field) <= 0:
-                raise ConfigError(f"{key} {getattr(self, BROKER_CONF_KEYS[key].field)} must be positive")
+            if getattr(self, _field_of(key)) <= 0:
+                raise ConfigError(f"{key} {getattr(self, _field_of(key))} must be positive")
 
     @property
     def tls_on(self) -> bool:
@@ -338,6 +338,13 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "tlsEnable": ConfKey("tls_enable"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
+
+
+def _field_of(key: str) -> str:
+    """The BrokerConfig field of a key that has one."""
+    field = BROKER_CONF_KEYS[key].field
+    assert field is not None, key
+    return field
 
 
 def _convert(key: str, name: str, raw: str) -> Any:

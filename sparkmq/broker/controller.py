@@ -99,7 +99,7 @@ class BrokerController:
                                            self.persister, ha=self.ha)
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
-        self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
+        self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)
         if not cfg.is_slave:  # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
             await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
@@ -148,15 +148,15 @@ class BrokerController:
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats, RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
         }
-        table.update(AdminOpsProcessors(ctx).table())  # type: ignore[arg-type]
+        table.update(AdminOpsProcessors(ctx).table())
         for code, processor in table.items():
-            self.server.register(code, timed(processor, code, ctx.stats))  # type: ignore[arg-type]
+            self.server.register(code, timed(processor, code, ctx.stats))
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
         """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""
         tables = TableSyncProcessors(ctx, schedule)
         for code, processor in tables.table().items():
-            self.server.register(code, processor)  # type: ignore[arg-type]
+            self.server.register(code, processor)
         if not self.config.is_slave:
             return
         assert self.ha is not None and self._registration is not None

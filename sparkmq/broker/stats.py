@@ -17,7 +17,9 @@ keyed by the cluster name.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import functools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -193,4 +195,46 @@ def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStat
     for name in dir(processor):
         if not name.startswith("_") and callable(getattr(processor, name)):
             setattr(serve, name, getattr(processor, name))
+    group = getattr(processor, "serve_group", None)
+    if callable(group):
+        serve.serve_group = _timed_group(group, code, stats)  # type: ignore[attr-defined]
+    return serve
+
+
+def _timed_group(serve_group: Callable[[list[Any], Any], list[Any]], code: int,
+                 stats: BrokerStats) -> Callable[[list[Any], Any], list[Any]]:
+    """``serve_group`` recording each request's latency: answers given now at once, futures when
+    they settle, coroutines (a parked pull) when they finish."""
+    clock, record = time.perf_counter, stats.rpc
+
+    def settle(start: float, future: asyncio.Future[Any]) -> None:
+        failed = future.cancelled() or future.exception() is not None
+        response = None if failed else future.result()
+        record(code, SYSTEM_ERROR if failed else response.code if response is not None else 0,
+               (clock() - start) * 1000)
+
+    async def finish(start: float, answer: Awaitable[Any]) -> Any:
+        try:
+            response = await answer
+        except BaseException:
+            record(code, SYSTEM_ERROR, (clock() - start) * 1000)
+            raise
+        record(code, response.code if response is not None else 0, (clock() - start) * 1000)
+        return response
+
+    def serve(requests: list[Any], connection: Any) -> list[Any]:
+        start = clock()
+        answers = serve_group(requests, connection)
+        elapsed = (clock() - start) * 1000
+        timed_answers = []
+        for answer in answers:
+            if answer is None or hasattr(answer, "code"):
+                record(code, answer.code if answer is not None else 0, elapsed)
+            elif isinstance(answer, asyncio.Future):
+                answer.add_done_callback(functools.partial(settle, start))
+            else:
+                answer = finish(start, answer)
+            timed_answers.append(answer)
+        return timed_answers
+
     return serve

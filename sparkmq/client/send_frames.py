@@ -54,7 +54,7 @@ class SendTemplate:
     """The fixed text of one producer group's and topic's send headers, one middle part per queue id.
 
     >>> head = SendTemplate("PID", "T").head(Outgoing(310, b"hi", "WAIT\\x01true", "ID"), 3, 7, 1700000000000)
-    >>> head[8:56]
+    >>> head[8:57]
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
 

@@ -53,7 +53,8 @@ from urllib.parse import urlparse
 
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import Message, SendStatus, decode_pull_body
-from sparkmq.client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
+from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import LocalTransactionState

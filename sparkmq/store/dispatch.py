@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from typing import cast
+
 import numpy as np
 import numpy.typing as npt
 
@@ -198,10 +200,10 @@ def dispatch_for_group(coder: TagsCoder, appended: Sequence[tuple[str, int, int,
             by_queue[(topic, queue_id)] = DispatchRequest(topic, queue_id, queue_offset, list(physical), list(sizes),
                                                           codes, timestamps, [], [])
         else:
-            request.physical_offsets += physical  # type: ignore[operator]
-            request.sizes += sizes  # type: ignore[operator]
-            request.tags_codes += codes  # type: ignore[operator]
-            request.store_timestamps += timestamps  # type: ignore[operator]
+            request.physical_offsets += physical
+            request.sizes += sizes
+            request.tags_codes += codes
+            request.store_timestamps += timestamps
     return GroupDispatch(list(by_queue.values()), _index_hashes(index_keys, index_prefixes), index_offsets,
                          store_timestamp)
 
@@ -218,7 +220,8 @@ def _index_hashes(keys: list[bytes], prefixes: list[tuple[str, int]]) -> list[in
         return hashes
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
     data = np.frombuffer(b"".join(keys), dtype=np.uint8)
-    return positive_hashes(java_hashes_of_slices(data, np.cumsum(lengths) - lengths, lengths, prefixes)).tolist()
+    hashed = positive_hashes(java_hashes_of_slices(data, np.cumsum(lengths) - lengths, lengths, prefixes))
+    return cast(list[int], hashed.tolist())
 
 
 def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:

@@ -156,7 +156,7 @@ def test_metrics_endpoint_answers_only_get_metrics(prom_broker) -> None:
     missing.value.close()
 
 
-def test_timed_processor_records_codes_and_forwards_other_entry_points() -> None:
+def test_timed_processor_records_codes_of_single_and_grouped_requests() -> None:
     from sparkmq.broker.stats import timed
 
     class Answer:
@@ -168,13 +168,24 @@ def test_timed_processor_records_codes_and_forwards_other_entry_points() -> None
                 raise ValueError("bug")
             return Answer()
 
-        def serve_group(self, requests: list[object], connection: object) -> list[str]:
-            return ["grouped"] * len(requests)
+        def serve_group(self, requests: list[object], connection: object) -> list[object]:
+            later: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+            later.set_result(Answer())
+            return [Answer(), later]
 
     stats = BrokerStats()
     wrapped = timed(Processor(), 310, stats)
     assert asyncio.run(wrapped("ok", None)).code == 17
     with pytest.raises(ValueError):
         asyncio.run(wrapped("boom", None))
-    assert wrapped.serve_group([1, 2], None) == ["grouped", "grouped"]
     assert sum(stats.rpc_latency[(310, 17)][:-1]) == 1 and sum(stats.rpc_latency[(310, 1)][:-1]) == 1
+
+    async def group() -> list[object]:  # an answer given now, and one settled later: both timed
+        answers = wrapped.serve_group([1, 2], None)  # type: ignore[attr-defined]
+        await answers[1]
+        await asyncio.sleep(0)  # the future's done callbacks run
+        return answers
+
+    answers = asyncio.run(group())
+    assert answers[0].code == 17 and answers[1].result().code == 17
+    assert sum(stats.rpc_latency[(310, 17)][:-1]) == 3

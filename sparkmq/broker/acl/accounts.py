@@ -21,7 +21,7 @@ import hmac
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml  # type: ignore[import-untyped]  # types-PyYAML is not installed here
+import yaml
 
 from sparkmq.broker.acl.addresses import AddressMatcher, parse_address_pattern
 from sparkmq.errors import ConfigError

@@ -27,6 +27,7 @@ from sparkmq.protocol.admin_headers import TopicRequestHeader
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import ConsumerGroupRequestHeader, ResetOffsetRequestHeader
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
+from sparkmq.remoting.server import Processor
 from sparkmq.protocol.ops_bodies import (
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
@@ -49,7 +50,7 @@ class AdminOpsProcessors:
         self.ctx = context
         self.config_version = 0
 
-    def table(self) -> dict[RequestCode, object]:
+    def table(self) -> dict[RequestCode, Processor]:
         """Request code → processor."""
         return {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
