@@ -7,10 +7,13 @@ commit log and then ends every half message of the decided tokens with END_TRANS
 commit log does not name. Sink producers answer the broker's check-backs from the commit log.
 The rule and why it survives crashes: :mod:`sparkmq.connector.exactly_once`.
 
-A half send is never retried inside a task (a timed-out send may still be stored, under the
-task's token): a failed send fails the task, and Spark's retry draws a new token. The cost
-against at-least-once: one half message per row (no batching), one END per row, and one
-commit-log round trip per batch before its rows become visible.
+Rows travel in *batch half messages* (the broker's ``SPARKMQ_TXN_BATCH`` extension): one half
+message per queue and run of up to ``batchSize`` rows, its body a SEND_BATCH body of the rows (each
+row keeps its own properties, ``SPARKMQ_TXN`` among them). One END commits or rolls back the whole
+run, and its COMMIT appends the rows in one store write. A half send is never retried inside a task
+(a timed-out send may still be stored, under the task's token): a failed send fails the task, and
+Spark's retry draws a new token. The cost against at-least-once: one commit-log round trip per
+micro-batch before its rows become visible, and one END per run of rows.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalT
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.errors import SparkmqError
-from sparkmq.message.msgid import decode_offset_msg_id
+from sparkmq.message.batch import encode_batch_items
+from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
+from sparkmq.message.msgid import UniqueIdGenerator, decode_offset_msg_id
+from sparkmq.message.properties import TRANSACTION_BATCH
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import EndTransactionRequestHeader
@@ -44,9 +50,11 @@ logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
 END_ATTEMPTS = 3
+HALF_BODY_BYTES = 1024 * 1024  # a batch half message's body (its rows) stays under this, well within 4 MiB messages
+_IDS = UniqueIdGenerator()
 _clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
-Half = tuple[int, int, str]  # (half queue offset, commit log offset, msg id): what END_TRANSACTION names
+Half = tuple[int, int, str, int]  # (half queue offset, commit log offset, msg id): what END names; + its rows
 RowsOf = Callable[[pa.RecordBatch, SinkOptions], list[tuple[Message, int | None, str | None]]]
 """The sink's row conversion: (message, queueId, shardingKey) per row of an Arrow batch."""
 QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
@@ -55,8 +63,8 @@ QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
 
 @dataclass
 class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
-    """One task attempt's half messages: its token, batch, and per queue ``"topic/broker/qid"`` the
-    halves in row order (their ENDs make them visible in that order)."""
+    """One task attempt's half messages: its token, batch, rows sent, and per queue ``"topic/broker/qid"``
+    the batch half messages in row order (their ENDs make them visible in that order)."""
 
     sent: int = 0
     token: str = ""
@@ -82,7 +90,9 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
                 logger.info("check-back of %s (query %s batch %d token %s): %s", message.msg_id, *tag, state.name)
                 return state
 
-            producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check)
+            # Uncompressed: rows are ~100 bytes of mostly random data, and zlib would cost both ends CPU.
+            producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check,
+                                                compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1)
             loop_thread.run(producer.start())
             found = _clients[key] = (producer, log)
         return found
@@ -99,31 +109,52 @@ def _queue_of(queues: list[MessageQueue], queue_id: int | None, sharding_key: st
     return queues[position % len(queues)]
 
 
+def _runs(messages: list[Message], batch_size: int) -> Iterator[tuple[bytes, int]]:
+    """SEND_BATCH bodies of consecutive ``messages``: at most ``batch_size`` rows and ``HALF_BODY_BYTES``
+    (or one row) each, with the row count."""
+    bodies: list[bytes] = []
+    props: list[bytes] = []
+    size = 0
+    for message in messages:
+        body, prop = message.body_bytes, message.encoded_properties(_IDS.next_id())
+        if bodies and (len(bodies) == batch_size or size + len(body) + len(prop) > HALF_BODY_BYTES):
+            yield encode_batch_items(bodies, props), len(bodies)
+            bodies, props, size = [], [], 0
+        bodies.append(body)
+        props.append(prop)
+        size += len(body) + len(prop) + 22
+    if bodies:
+        yield encode_batch_items(bodies, props), len(bodies)
+
+
 async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions, tag: str, batch: pa.RecordBatch,
                        position: int, out: TransactionalCommitMessage, rows_of: RowsOf, queues_of: QueuesOf) -> int:
-    """Send one Arrow batch as half messages (``max_in_flight`` at a time); record them in ``out``."""
+    """Send one Arrow batch as batch half messages (``max_in_flight`` at a time); record them in ``out``."""
     routes: dict[str, list[MessageQueue]] = {}
-    placed: list[tuple[Message, MessageQueue]] = []
+    per_queue: dict[MessageQueue, list[Message]] = {}
     for message, queue_id, sharding_key in rows_of(batch, options):
         queues = routes.get(message.topic)
         if queues is None:
             queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
         message.properties[TXN_PROPERTY] = tag
-        placed.append((message, _queue_of(queues, queue_id, sharding_key, position // options.batch_size)))
+        per_queue.setdefault(_queue_of(queues, queue_id, sharding_key, position // options.batch_size), []).append(message)
         position += 1
     in_flight = asyncio.Semaphore(options.max_in_flight)
 
-    async def send(message: Message, queue: MessageQueue) -> Half:
+    async def send(queue: MessageQueue, body: bytes, rows: int) -> Half:
+        carrier = Message(queue.topic, body, properties={TXN_PROPERTY: tag, TRANSACTION_BATCH: "true"})
         async with in_flight:
-            result = await producer.send_half(message, queue)
+            result = await producer.send_half(carrier, queue)
         if result.status is not SendStatus.SEND_OK:  # FLUSH_*_TIMEOUT, SLAVE_NOT_AVAILABLE: not safely stored
             raise SparkmqError(f"half message to {queue} answered {result.status.value}")
-        return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id
+        return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id, rows
 
-    halves = await asyncio.gather(*(send(m, q) for m, q in placed))
-    for (_message, queue), half in zip(placed, halves):
+    placed = [(queue, body, rows) for queue, messages in per_queue.items()
+              for body, rows in _runs(messages, options.batch_size)]
+    halves = await asyncio.gather(*(send(*run) for run in placed))
+    for (queue, _body, rows), half in zip(placed, halves):  # in row order per queue: their ENDs append in this order
         out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
-    out.sent += len(halves)
+        out.sent += rows
     return position
 
 
@@ -181,7 +212,7 @@ async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str
         for half in halves:  # one queue's ENDs in row order: they append to the queue in this order
             if not await _end(producer, broker_name, half, state):
                 failed += 1
-        counts[state is LocalTransactionState.ROLLBACK] += len(halves)
+        counts[state is LocalTransactionState.ROLLBACK] += sum(half[3] for half in halves)
 
     await asyncio.gather(*(end_queue(key, halves, LocalTransactionState.COMMIT if m.token in decided
                                      else LocalTransactionState.ROLLBACK)
