@@ -51,6 +51,7 @@ def schema_ddl(columns: tuple[str, ...]) -> str:
 ARROW_SCHEMA = arrow_schema(WIDE_COLUMNS)
 SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_INLINE = np.arange(12)[None, :]
 
 
 def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
@@ -66,16 +67,14 @@ def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: 
         lengths = np.where(valid, lengths, 0)
     if count and int(starts.max()) + 12 > len(raw):  # a short string at the very end: read past it into zeros
         raw = np.concatenate([raw, np.zeros(12, dtype=np.uint8)])
-    views = np.zeros((count, 16), dtype=np.uint8)
+    views = np.empty((count, 16), dtype=np.uint8)
     words = views.view(np.int32).reshape(count, 4)
-    head = at_every_byte(raw, "V12")[starts].view(np.uint8).reshape(count, 12) if count else views[:, 4:]
+    head = at_every_byte(raw, "V12")[starts].view(np.uint8).reshape(count, 12)
+    views[:, 4:] = np.where(_INLINE < lengths[:, None], head, 0)  # inline bytes past the length are zero
     short = lengths <= 12
-    if short.any():
-        inline = np.where(np.arange(12)[None, :] < lengths[short, None], head[short], 0)
-        views[short, 4:16] = inline
-    views[~short, 4:8] = head[~short, :4]
     words[:, 0] = lengths
-    words[~short, 3] = starts[~short]
+    words[:, 2] = np.where(short, words[:, 2], 0)  # a long one: 4-byte prefix, buffer 0, offset
+    words[:, 3] = np.where(short, words[:, 3], starts)
     view_kind = pa.string_view() if kind == pa.string() else pa.binary_view()
     validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     array = pa.Array.from_buffers(view_kind, count, [validity, pa.py_buffer(views), pa.py_buffer(raw)])
@@ -166,8 +165,11 @@ def _property_values(raw: npt.NDArray[np.uint8], columns: RecordColumns, names: 
     strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.binary())
     data = np.frombuffer(strings.buffers()[2], dtype=np.uint8) if strings.buffers()[2] else np.zeros(0, np.uint8)
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=len(strings) + 1).astype(np.int64)
-    return [_slices(data, starts, lengths, pa.string(), lengths >= 0)
-            for starts, lengths in find_values(data, offsets, names)]
+    spans = find_values(data, offsets, names)
+    count = len(strings)
+    lengths = np.concatenate([length for _start, length in spans])
+    values = _slices(data, np.concatenate([start for start, _length in spans]), lengths, pa.string(), lengths >= 0)
+    return [values.slice(i * count, count) for i in range(len(names))]
 
 
 def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDArray[np.int64] | None:

@@ -1,9 +1,9 @@
 """Find a few properties' values in many properties strings at once, with numpy, no per-record Python.
 
 The strings lie back to back in one buffer (``data[offsets[i]:offsets[i+1]]`` is record ``i``'s
-``name\\x01value\\x02name\\x01value...``). Per name, a byte compare over the buffer finds where
-``name\\x01`` occurs, kept where it starts an item (a string's start or the byte after a
-``\\x02``); the value runs from there to the next ``\\x02`` or the string's end. The plain reference
+``name\\x01value\\x02name\\x01value...``). Items start at a string's start or after a ``\\x02``;
+the first 8 bytes of every item, read as one uint64 each, are compared with ``name\\x01`` (its
+further bytes one at a time); a value runs to the next ``\\x02`` or the string's end. The plain reference
 is ``properties.decode_properties`` per record; tests check both agree, the last occurrence of a
 name winning and an empty value counting as absent, as there.
 """
@@ -13,10 +13,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from sparkmq.message.bulk import at_every_byte
 from sparkmq.message.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 _NAME_END = ord(NAME_VALUE_SEPARATOR)
 _ITEM_END = ord(PROPERTY_SEPARATOR)
+_WORD = 8  # bytes of a key compared at once, as one uint64
 Span = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
@@ -31,25 +33,33 @@ def find_values(data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], nam
     """
     count = len(offsets) - 1
     items_end = np.flatnonzero(data == _ITEM_END)
-    item_start = np.zeros(len(data) + 1, dtype=bool)
-    item_start[items_end + 1] = True
-    item_start[offsets] = True
+    # Every item: where it starts, its string (row) and where it ends, in position order within each kind.
+    filled_rows = np.flatnonzero(offsets[1:] > offsets[:-1])  # an empty string holds no item
+    after_end = items_end[items_end + 1 < len(data)] + 1  # a trailing \x02 starts no item
+    starts = np.concatenate([offsets[filled_rows], after_end])
+    rows = np.concatenate([filled_rows, np.searchsorted(offsets, after_end, side="right") - 1])
+    after_next = np.append(items_end, len(data))[1 : len(after_end) + 1]  # an item after a \x02 ends at the next
+    next_end = np.concatenate([np.append(items_end, len(data))[np.searchsorted(items_end, starts[:len(filled_rows)])],
+                               after_next])
+    ends = np.minimum(next_end, offsets[rows + 1])
+    padded = np.concatenate([data, np.zeros(_WORD, dtype=np.uint8)])  # a word can be read at any item start
+    words = at_every_byte(padded, "<u8")[starts]
     spans = []
     for name in names:
-        key = np.frombuffer(name.encode() + NAME_VALUE_SEPARATOR.encode(), dtype=np.uint8)
-        at = np.flatnonzero(data[: max(len(data) - len(key), 0)] == key[0])  # a value needs a byte after the key
-        for i in range(1, len(key)):
-            at = at[data[at + i] == key[i]]
-        at = at[item_start[at]]  # the key starts an item
-        row = np.searchsorted(offsets, at, side="right") - 1
-        value_start = at + len(key)
-        following = np.searchsorted(items_end, value_start)
-        next_end = items_end[np.minimum(following, len(items_end) - 1)] if len(items_end) else np.zeros_like(at)
-        value_end = np.minimum(offsets[row + 1], np.where(following < len(items_end), next_end, len(data)))
+        key = name.encode() + NAME_VALUE_SEPARATOR.encode()
+        head = key[:_WORD]
+        hit = (words & np.uint64((1 << (8 * len(head))) - 1)) == np.uint64(int.from_bytes(head, "little"))
+        for i in range(_WORD, len(key)):  # a key longer than a word: its other bytes one at a time
+            hit[hit] = padded[starts[hit] + i] == key[i]
+        at = starts[hit]
+        value_start, value_end, row = at + len(key), ends[hit], rows[hit]
+        if len(at) > 1 and (np.diff(at) < 0).any():
+            order = np.argsort(at, kind="stable")
+            value_start, value_end, row = value_start[order], value_end[order], row[order]
         filled = value_end > value_start
-        starts = np.zeros(count, dtype=np.int64)
+        found_at = np.zeros(count, dtype=np.int64)
         lengths = np.full(count, -1, dtype=np.int64)
-        starts[row[filled]] = value_start[filled]  # ascending: the last occurrence in a string wins
+        found_at[row[filled]] = value_start[filled]  # in position order: the last occurrence in a string wins
         lengths[row[filled]] = (value_end - value_start)[filled]
-        spans.append((starts, lengths))
+        spans.append((found_at, lengths))
     return spans
