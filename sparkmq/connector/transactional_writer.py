@@ -23,8 +23,7 @@ import logging
 import random
 import threading
 import uuid
-import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -50,15 +49,14 @@ logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
 END_ATTEMPTS = 3
-HALF_BODY_BYTES = 1024 * 1024  # a batch half message's body (its rows) stays under this, well within 4 MiB messages
 _IDS = UniqueIdGenerator()
 _clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
 Half = tuple[int, int, str, int]  # (half queue offset, commit log offset, msg id): what END names; + its rows
-RowsOf = Callable[[pa.RecordBatch, SinkOptions], list[tuple[Message, int | None, str | None]]]
-"""The sink's row conversion: (message, queueId, shardingKey) per row of an Arrow batch."""
-QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
-"""The sink's route lookup: a topic's writable queues, waiting up to the timeout for a broker to serve it."""
+SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]  # as sparkmq.sink.SendRun
+RunsOf = Callable[[AsyncProducer, SinkOptions, pa.RecordBatch, int, dict[str, str]], tuple[list[SendRun], int]]
+"""The sink's placement (``sparkmq.sink.place_runs``): an Arrow batch's rows, with extra properties, in runs
+per queue of at most ``batchSize`` rows, in row order; and the round-robin position after them."""
 
 
 @dataclass
@@ -98,75 +96,44 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
         return found
 
 
-def _queue_of(queues: list[MessageQueue], queue_id: int | None, sharding_key: str | None, position: int) -> MessageQueue:
-    if queue_id is not None:
-        matching = [q for q in queues if q.queue_id == queue_id]
-        if not matching:
-            raise SparkmqError(f"topic {queues[0].topic} has no queue {queue_id}")
-        return matching[0]
-    if sharding_key is not None:
-        return queues[zlib.crc32(sharding_key.encode()) % len(queues)]
-    return queues[position % len(queues)]
+def _half_body(payload: list[Message] | bytes) -> bytes:
+    """A run's SEND_BATCH body (``Message`` runs: rows with a ``properties`` column)."""
+    if isinstance(payload, bytes):
+        return payload
+    return encode_batch_items([m.body_bytes for m in payload], [m.encoded_properties(_IDS.next_id()) for m in payload],
+                              [m.flag for m in payload])
 
 
-def _runs(messages: list[Message], batch_size: int) -> Iterator[tuple[bytes, int]]:
-    """SEND_BATCH bodies of consecutive ``messages``: at most ``batch_size`` rows and ``HALF_BODY_BYTES``
-    (or one row) each, with the row count."""
-    bodies: list[bytes] = []
-    props: list[bytes] = []
-    size = 0
-    for message in messages:
-        body, prop = message.body_bytes, message.encoded_properties(_IDS.next_id())
-        if bodies and (len(bodies) == batch_size or size + len(body) + len(prop) > HALF_BODY_BYTES):
-            yield encode_batch_items(bodies, props), len(bodies)
-            bodies, props, size = [], [], 0
-        bodies.append(body)
-        props.append(prop)
-        size += len(body) + len(prop) + 22
-    if bodies:
-        yield encode_batch_items(bodies, props), len(bodies)
+async def _send_halves(producer: AsyncTransactionProducer, tag: str, runs: list[SendRun], in_flight: int,
+                       out: TransactionalCommitMessage) -> None:
+    """Send each run as one batch half message (``in_flight`` at a time); record them in ``out``."""
+    slots = asyncio.Semaphore(in_flight)
 
-
-async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions, tag: str, batch: pa.RecordBatch,
-                       position: int, out: TransactionalCommitMessage, rows_of: RowsOf, queues_of: QueuesOf) -> int:
-    """Send one Arrow batch as batch half messages (``max_in_flight`` at a time); record them in ``out``."""
-    routes: dict[str, list[MessageQueue]] = {}
-    per_queue: dict[MessageQueue, list[Message]] = {}
-    for message, queue_id, sharding_key in rows_of(batch, options):
-        queues = routes.get(message.topic)
-        if queues is None:
-            queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
-        message.properties[TXN_PROPERTY] = tag
-        per_queue.setdefault(_queue_of(queues, queue_id, sharding_key, position // options.batch_size), []).append(message)
-        position += 1
-    in_flight = asyncio.Semaphore(options.max_in_flight)
-
-    async def send(queue: MessageQueue, body: bytes, rows: int) -> Half:
-        carrier = Message(queue.topic, body, properties={TXN_PROPERTY: tag, TRANSACTION_BATCH: "true"})
-        async with in_flight:
+    async def send(queue: MessageQueue, payload: list[Message] | bytes, rows: int) -> Half:
+        carrier = Message(queue.topic, _half_body(payload), properties={TXN_PROPERTY: tag, TRANSACTION_BATCH: "true"})
+        async with slots:
             result = await producer.send_half(carrier, queue)
         if result.status is not SendStatus.SEND_OK:  # FLUSH_*_TIMEOUT, SLAVE_NOT_AVAILABLE: not safely stored
             raise SparkmqError(f"half message to {queue} answered {result.status.value}")
         return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id, rows
 
-    placed = [(queue, body, rows) for queue, messages in per_queue.items()
-              for body, rows in _runs(messages, options.batch_size)]
-    halves = await asyncio.gather(*(send(*run) for run in placed))
-    for (queue, _body, rows), half in zip(placed, halves):  # in row order per queue: their ENDs append in this order
+    halves = await asyncio.gather(*(send(queue, payload, rows) for queue, payload, rows, _ordered in runs))
+    for (queue, _payload, rows, _ordered), half in zip(runs, halves):  # in row order per queue and lane
         out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
         out.sent += rows
-    return position
 
 
-def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch], rows_of: RowsOf,
-                 queues_of: QueuesOf) -> TransactionalCommitMessage:
-    """Send every row of ``batches`` as a half message of (query, batch_id, a new token)."""
+def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch],
+                 runs_of: RunsOf) -> TransactionalCommitMessage:
+    """Send every row of ``batches`` in batch half messages of (query, batch_id, a new token)."""
     producer, _log = clients(options)
     out = TransactionalCommitMessage(token=uuid.uuid4().hex, batch_id=batch_id)
     tag = txn_tag(query, batch_id, out.token)
-    position = _RANDOM.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
+    round_robin = _RANDOM.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
     for batch in batches:  # Spark's iterator is consumed here, in the task's thread, one Arrow batch at a time
-        position = loop_thread.run(_send_halves(producer, options, tag, batch, position, out, rows_of, queues_of))
+        if batch.num_rows:
+            runs, round_robin = runs_of(producer, options, batch, round_robin, {TXN_PROPERTY: tag})
+            loop_thread.run(_send_halves(producer, tag, runs, options.max_in_flight, out))
     return out
 
 
@@ -225,10 +192,10 @@ async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str
 
 class TransactionalWriter:
     """What ``writeStream...option("deliveryGuarantee", "exactly-once")`` does: the stream writer's
-    ``write``/``commit``/``abort``, given the sink's row conversion and route lookup (picklable)."""
+    ``write``/``commit``/``abort``, given the sink's placement of rows (picklable)."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None, rows_of: RowsOf,
-                 queues_of: QueuesOf) -> None:
+    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None,
+                 runs_of: RunsOf) -> None:
         if "delayLevel" in schema.fieldNames():
             raise OptionError("deliveryGuarantee", "exactly-once cannot send a delayLevel column: transactional "
                                                    "messages are not delayed")
@@ -237,8 +204,7 @@ class TransactionalWriter:
                                                    "writeStream: the query is known on the broker by its checkpoint")
         self.options = options
         self.query = query_identity(checkpoint_location)
-        self.rows_of = rows_of
-        self.queues_of = queues_of
+        self.runs_of = runs_of
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
         """Send every row as a half message; nothing is visible until the driver's commit."""
@@ -248,7 +214,7 @@ class TransactionalWriter:
         batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
         if batch_id is None:
             raise SparkmqError(f"exactly-once write outside a streaming micro-batch (no {BATCH_ID_PROPERTY})")
-        return write_halves(self.options, self.query, int(batch_id), iterator, self.rows_of, self.queues_of)
+        return write_halves(self.options, self.query, int(batch_id), iterator, self.runs_of)
 
     def commit(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
         done = [m for m in messages if m is not None]

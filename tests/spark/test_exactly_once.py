@@ -32,7 +32,7 @@ from sparkmq.errors import SparkmqError
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.properties import TRANSACTION_BATCH
 from sparkmq.protocol import ResponseCode
-from sparkmq.sink import _rows, _writable_queues
+from sparkmq.sink import place_runs
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.spark_harness import Cluster, kill_group, start_driver
 
@@ -58,7 +58,7 @@ def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]):  # type: ignore[no-untyped-def]
     """What one task attempt of the exactly-once sink does, with the sink's own row conversion."""
-    return transactional_writer.write_halves(options, query, batch_id, batches, _rows, _writable_queues)
+    return transactional_writer.write_halves(options, query, batch_id, batches, place_runs)
 
 
 def rows(prefix: str, count: int) -> Iterator[pa.RecordBatch]:
