@@ -58,13 +58,28 @@ def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: 
             kind: pa.DataType, valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
     """``raw[start:start+length]`` per row as a ``kind`` array (null where ``valid`` is False).
 
-    Builds Arrow binary *views* (16 bytes each: length, then up to 12 inline bytes, or a
-    4-byte prefix + buffer offset) pointing into ``raw`` and lets Arrow's C++ cast copy
-    the bytes out: no per-row Python and no per-byte index arrays.
+    Slices in buffer order (each ends before the next starts, as fields of consecutive records do)
+    are every other element of one array whose offsets alternate start, end over ``raw``: a
+    ``take`` of the even ones copies them out in C++. Others go through Arrow binary *views*.
     """
     count = len(starts)
     if valid is not None:
         lengths = np.where(valid, lengths, 0)
+    ends = starts + lengths
+    if count == 0 or len(raw) >= 2**31 or starts[0] < 0 or ends[-1] > len(raw) or (starts[1:] < ends[:-1]).any():
+        return _view_slices(raw, starts, lengths, kind, valid)
+    offsets = np.empty(2 * count, dtype=np.int32)
+    offsets[0::2] = starts
+    offsets[1::2] = ends
+    spans = pa.Array.from_buffers(kind, 2 * count - 1, [None, pa.py_buffer(offsets), pa.py_buffer(raw)])
+    return spans.take(pa.array(np.arange(0, 2 * count, 2, dtype=np.int32), mask=None if valid is None else ~valid))
+
+
+def _view_slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+                 kind: pa.DataType, valid: npt.NDArray[np.bool_] | None) -> pa.Array:
+    """``_slices`` for any order: 16-byte Arrow binary views (length, then up to 12 inline bytes, or a
+    4-byte prefix + buffer offset) pointing into ``raw``, copied out by Arrow's C++ cast."""
+    count = len(starts)
     if count and int(starts.max()) + 12 > len(raw):  # a short string at the very end: read past it into zeros
         raw = np.concatenate([raw, np.zeros(12, dtype=np.uint8)])
     views = np.empty((count, 16), dtype=np.uint8)
@@ -165,11 +180,7 @@ def _property_values(raw: npt.NDArray[np.uint8], columns: RecordColumns, names: 
     strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.binary())
     data = np.frombuffer(strings.buffers()[2], dtype=np.uint8) if strings.buffers()[2] else np.zeros(0, np.uint8)
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=len(strings) + 1).astype(np.int64)
-    spans = find_values(data, offsets, names)
-    count = len(strings)
-    lengths = np.concatenate([length for _start, length in spans])
-    values = _slices(data, np.concatenate([start for start, _length in spans]), lengths, pa.string(), lengths >= 0)
-    return [values.slice(i * count, count) for i in range(len(names))]
+    return [_slices(data, starts, lengths, pa.string(), lengths >= 0) for starts, lengths in find_values(data, offsets, names)]
 
 
 def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDArray[np.int64] | None:

@@ -24,7 +24,7 @@ Span = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 def find_values(data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], names: tuple[str, ...]) -> list[Span]:
     """Per name, (start in ``data``, length) of its value in each of the ``len(offsets) - 1`` strings;
-    length -1 where the string has no such property or its value is empty.
+    length -1 (and the string's start) where the string has no such property or its value is empty.
 
     >>> data = np.frombuffer(b"TAGS\\x01a\\x02KEYS\\x01k1 k2" b"KEYS\\x01x", dtype=np.uint8)
     >>> (tags_at, tags_len), (keys_at, keys_len) = find_values(data, np.array([0, 17, 23]), ("TAGS", "KEYS"))
@@ -57,7 +57,7 @@ def find_values(data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], nam
             order = np.argsort(at, kind="stable")
             value_start, value_end, row = value_start[order], value_end[order], row[order]
         filled = value_end > value_start
-        found_at = np.zeros(count, dtype=np.int64)
+        found_at = offsets[:-1].copy()  # absent: the string's start, so the spans stay in buffer order
         lengths = np.full(count, -1, dtype=np.int64)
         found_at[row[filled]] = value_start[filled]  # in position order: the last occurrence in a string wins
         lengths[row[filled]] = (value_end - value_start)[filled]
