@@ -106,7 +106,8 @@ class Run:
     case: str
     rows: int
     seconds: float
-    batches: list[tuple[int, float, float]] = field(default_factory=list)  # rows, triggerExecution s, rows/s
+    # rows, triggerExecution s, rows/s, and of the trigger: latestOffset s, queryPlanning s (the driver's share)
+    batches: list[tuple[int, float, float, float, float]] = field(default_factory=list)
     broker_cpu: float = 0.0
     note: str = ""
     jvm_cpu: float = 0.0
@@ -169,7 +170,8 @@ def run_stream(case: str, frame: Any, checkpoint: Path, rows: int, broker_pid: i
         query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"{case}: {query.exception()}")
-    batches = [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000, p["processedRowsPerSecond"])
+    batches = [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000, p["processedRowsPerSecond"],
+                p["durationMs"].get("latestOffset", 0) / 1000, p["durationMs"].get("queryPlanning", 0) / 1000)
                for p in query.recentProgress if p["numInputRows"]]
     got = sum(b[0] for b in batches)
     if got != rows:

@@ -321,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
             same = sorted((x for x in runs if x.case == case), key=lambda x: x.seconds)
             if same and same[0].batches:
                 r = same[(len(same) - 1) // 2]
-                notes.append(f"{case} (median run) batches [rows, triggerExecution s, processedRowsPerSecond]: "
-                             + "; ".join(f"{b[0]:,} {b[1]:.2f} {b[2]:,.0f}" for b in r.batches))
+                notes.append(f"{case} (median run) batches [rows, triggerExecution s, processedRowsPerSecond, "
+                             "latestOffset s, queryPlanning s]: "
+                             + "; ".join(f"{b[0]:,} {b[1]:.2f} {b[2]:,.0f} {b[3]:.3f} {b[4]:.3f}" for b in r.batches))
     finally:
         if spark is not None:
             spark.stop()
