@@ -10,7 +10,8 @@ The rule and why it survives crashes: :mod:`sparkmq.connector.exactly_once`.
 Rows travel in *batch half messages* (the broker's ``SPARKMQ_TXN_BATCH`` extension): one half
 message per queue and run of up to ``batchSize`` rows, its body a SEND_BATCH body of the rows (each
 row keeps its own properties, ``SPARKMQ_TXN`` among them). One END commits or rolls back the whole
-run, and its COMMIT appends the rows in one store write. A half send is never retried inside a task
+run, and its COMMIT appends the rows in one store write. Only sparkmq brokers know batch half
+messages: each process checks each broker once (``_check_broker``) before its first one. A half send is never retried inside a task
 (a timed-out send may still be stored, under the task's token): a failed send fails the task, and
 Spark's retry draws a new token. The cost against at-least-once: one commit-log round trip per
 micro-batch before its rows become visible, and one END per run of rows.
@@ -50,6 +51,7 @@ _RANDOM = random.Random()  # our own: library code must not move the global rand
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
 END_ATTEMPTS = 3
 _IDS = UniqueIdGenerator()
+_checked_brokers: set[tuple[str, str]] = set()  # (NameServer, broker name) seen refusing a malformed batch half
 _clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
 Half = tuple[int, int, str, int]  # (half queue offset, commit log offset, msg id): what END names; + its rows
@@ -104,9 +106,33 @@ def _half_body(payload: list[Message] | bytes) -> bytes:
                               [m.flag for m in payload])
 
 
+async def _check_broker(producer: AsyncTransactionProducer, queue: MessageQueue) -> None:
+    """Batch half messages need sparkmq brokers: a RocketMQ broker would store one and, at its COMMIT,
+    deliver the whole run of rows as one message. Once per broker and process, a batch half message
+    whose body is no SEND_BATCH body must be refused (MESSAGE_ILLEGAL); one that is stored is rolled
+    back and the write fails, naming the broker."""
+    key = (producer.instance.namesrv_addresses[0], queue.broker_name)
+    if key in _checked_brokers:
+        return
+    probe = Message(queue.topic, b"sparkmq batch half message probe", properties={TRANSACTION_BATCH: "true"})
+    try:
+        stored = await producer.send_half(probe, queue)
+    except SparkmqError as exc:
+        if exc.code != ResponseCode.MESSAGE_ILLEGAL:
+            raise
+        _checked_brokers.add(key)
+        return
+    half = (stored.queue_offset, decode_offset_msg_id(stored.offset_msg_id)[2], stored.msg_id, 0)
+    await _end(producer, queue.broker_name, half, LocalTransactionState.ROLLBACK)
+    raise SparkmqError(f"broker {queue.broker_name} stored a malformed batch half message instead of refusing it: "
+                       "it is no sparkmq broker, and deliveryGuarantee=exactly-once needs sparkmq brokers")
+
+
 async def _send_halves(producer: AsyncTransactionProducer, tag: str, runs: list[SendRun], in_flight: int,
                        out: TransactionalCommitMessage) -> None:
     """Send each run as one batch half message (``in_flight`` at a time); record them in ``out``."""
+    for queue in {run[0].broker_name: run[0] for run in runs}.values():
+        await _check_broker(producer, queue)
     slots = asyncio.Semaphore(in_flight)
 
     async def send(queue: MessageQueue, payload: list[Message] | bytes, rows: int) -> Half:

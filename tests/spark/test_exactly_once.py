@@ -102,6 +102,8 @@ def test_nothing_is_visible_until_commit_and_a_replayed_commit_writes_nothing_ag
     # Batch half messages: one per queue and run of rows (an Arrow batch of 100 rows lands on one or two
     # queues: round robin moves on every batchSize rows), not one per row.
     assert sum(len(halves) for halves in first.halves.values()) <= 6
+    # The writer checked once that this broker refuses a malformed batch half message (a sparkmq broker).
+    assert (cluster.ns, "broker-a") in transactional_writer._checked_brokers
     assert bodies(cluster, topic) == []  # half messages only
 
     assert settle(options, query, 0, [first, second], decide=True) == (500, 0)
