@@ -250,7 +250,8 @@ def place_runs(producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBa
                 for first in range(0, len(chosen), options.batch_size):
                     run = chosen[first : first + options.batch_size]
                     if encoded is not None:
-                        runs += [(queue, encoded.body_of(piece), len(piece), lane) for piece in _by_bytes(run, encoded.offsets)]
+                        pieces = _by_bytes(run, encoded.offsets)
+                        runs += [(queue, encoded.body_of(piece), len(piece), lane) for piece in pieces]
                         continue
                     assert messages is not None
                     sizes = [len(messages[i].body_bytes) + _properties_bytes(messages[i]) for i in run.tolist()]

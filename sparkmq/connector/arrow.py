@@ -180,7 +180,8 @@ def _property_values(raw: npt.NDArray[np.uint8], columns: RecordColumns, names: 
     strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.binary())
     data = np.frombuffer(strings.buffers()[2], dtype=np.uint8) if strings.buffers()[2] else np.zeros(0, np.uint8)
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=len(strings) + 1).astype(np.int64)
-    return [_slices(data, starts, lengths, pa.string(), lengths >= 0) for starts, lengths in find_values(data, offsets, names)]
+    return [_slices(data, starts, lengths, pa.string(), lengths >= 0)
+            for starts, lengths in find_values(data, offsets, names)]
 
 
 def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDArray[np.int64] | None:

@@ -11,9 +11,9 @@ Rows travel in *batch half messages* (the broker's ``SPARKMQ_TXN_BATCH`` extensi
 message per queue and run of up to ``batchSize`` rows, its body a SEND_BATCH body of the rows (each
 row keeps its own properties, ``SPARKMQ_TXN`` among them). One END commits or rolls back the whole
 run, and its COMMIT appends the rows in one store write. Only sparkmq brokers know batch half
-messages: each process checks each broker once (``_check_broker``) before its first one. A half send is never retried inside a task
-(a timed-out send may still be stored, under the task's token): a failed send fails the task, and
-Spark's retry draws a new token. The cost against at-least-once: one commit-log round trip per
+messages: each process checks each broker once (``_check_broker``) before its first one. A half
+send is never retried inside a task (a timed-out send may still be stored, under the task's token):
+a failed send fails the task, and Spark's retry draws a new token. The cost against at-least-once: one commit-log round trip per
 micro-batch before its rows become visible, and one END per run of rows.
 """
 
