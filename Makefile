@@ -21,10 +21,14 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs a JVM)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless; \
 	}
+	@test -x /usr/bin/chromium || { \
+		echo "chromium not found: installing Debian's chromium (tests/ops drive the dashboard in it)"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	}
 
 $(VENV_STAMP): pyproject.toml
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PYTHON) -m pip install --quiet -e '.[test]'
+	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
 	touch $@
 
 $(ROCKETMQ_STAMP):

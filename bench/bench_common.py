@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
+import random
+import resource
+import signal
 import subprocess
+import sys
 import tempfile
-from datetime import datetime, timezone
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = 30.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SPY_RATE = 500
+
+
+def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
+    """``asyncio.run(coro)`` on asyncio's own loop or, with ``loop="uvloop"``, on uvloop's."""
+    factory = None
+    if loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)  # type: ignore[arg-type]
 
 
 def bench_root() -> Path:
@@ -29,8 +55,10 @@ def loadavg() -> str:
 def commit() -> str:
     """The short HEAD commit, marked when the work tree has uncommitted changes."""
     git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           check=False).stdout
     return head + (" + uncommitted changes" if dirty.strip() else "")
 
 
@@ -38,7 +66,7 @@ def machine() -> dict[str, str]:
     """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
+    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
             "python": platform.python_version(), "platform": platform.platform(), "commit": commit(),
             "tmp_dir": str(bench_root()), "loadavg_at_start": loadavg()}
 
@@ -49,3 +77,222 @@ def short_frame(frame: str, line_too: bool = False) -> str:
     path, _, number = location.rstrip(")").rpartition(":")
     short = "/".join(path.split("/")[-2:])
     return f"{function} ({short}:{number})" if line_too else f"{function} ({short})"
+
+
+# -- a sparkmq dev process and CPU accounting (the client benches) --------------------------
+@dataclass
+class Row:
+    """One measured case."""
+
+    case: str
+    size: int
+    messages: int
+    seconds: float
+    broker_cpu: tuple[float, float]  # user, system seconds
+    client_cpu: tuple[float, float]
+    note: str = ""
+    latency_us: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds
+
+    def pct(self, p: float) -> float:
+        """Nearest-rank percentile in µs (the peers' common.pct)."""
+        s = sorted(self.latency_us)
+        return s[max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))]
+
+
+class DevProcess:
+    """``sparkmq dev`` (NameServer + broker) as a subprocess, stopped by its handle."""
+
+    def __init__(self, store_dir: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        cmd = [sys.executable, "-m", "sparkmq", "dev", "--host", "127.0.0.1", "--namesrv-port", "0", "--port", "0",
+               "--flush", "async", "--store-dir", str(store_dir)]
+        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+        self.output: list[str] = []
+        self.namesrv = self.broker = ""
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self.output.append(line.rstrip("\n"))
+                if not self.namesrv and line.startswith("dev namesrv "):
+                    _, _, self.namesrv, _, self.broker = line.split()
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(READY_TIMEOUT_S) or not self.namesrv:
+            self.stop()
+            raise RuntimeError("sparkmq dev did not start:\n" + "\n".join(self.output[-30:]))
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """User and system CPU seconds of the dev process, all threads."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def own_cpu_seconds() -> tuple[float, float]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+def _minus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return a[0] - b[0], a[1] - b[1]
+
+
+class Spy:
+    """``py-spy record`` (non-blocking, raw collapsed stacks) attached to one process for one case."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.out = out
+        spy = Path(sys.executable).with_name("py-spy")
+        self.process = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", str(SPY_RATE), "--nonblocking",
+                                         "--format", "raw", "--output", str(out)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# Leaf frames where a thread waits (not CPU), and where it is inside a socket syscall (its CPU is
+# the process's *system* time, measured separately). Any other leaf is Python work: user time.
+WAIT_LEAVES = ("EpollSelector.select", "Condition.wait", "Event.wait", "Thread.join", "Popen._wait")
+SYSCALL_LEAVES = ("_SelectorSocketTransport.write ", "_SelectorSocketTransport._read_ready__data_received (asyncio/selector_events.py:995)",
+                  "socket.send", "MappedFile.flush", "IndexFile.flush", "StoreCheckpoint.flush")
+
+
+def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], top: int = 14) -> str:
+    """Where one process's CPU goes, per message.
+
+    py-spy's non-idle samples on this shared 2-vCPU VM also count time a thread was runnable
+    but not running, so sampled µs overstate CPU. Each Python-side sample's share is therefore
+    scaled to the process's measured *user* CPU per message ("≈ user µs/msg"); samples inside
+    socket syscalls and msync are shown apart, beside the measured *system* CPU.
+    """
+    if not collapsed.exists():
+        return f"(no profile written to {collapsed})"
+    us_per_sample = 1e6 / SPY_RATE / messages
+    user_us, sys_us = (x / messages * 1e6 for x in cpu)
+    buckets: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    syscalls: Counter[str] = Counter()
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames, n = stack.split(";"), int(count)
+        leaf = frames[-1]
+        if leaf.startswith(WAIT_LEAVES):
+            buckets["waiting"] += n
+            continue
+        if leaf.startswith(SYSCALL_LEAVES):
+            buckets["syscall"] += n
+            caller = next((short_frame(f) for f in reversed(frames) if "sparkmq/" in f), "?")
+            syscalls[f"{short_frame(leaf)} ← {caller}"] += n
+            continue
+        buckets["python"] += n
+        own[short_frame(leaf, line_too=True)] += n
+        for frame in {short_frame(f) for f in frames if "sparkmq/" in f and "sparkmq/cli" not in f and "__main__" not in f}:
+            inclusive[frame] += n
+    python = buckets["python"] or 1
+    scale = user_us / python
+    lines = [(f"measured CPU: user {user_us:.2f} + system {sys_us:.2f} µs/msg; sampled (wall, non-idle): Python "
+              f"{buckets['python'] * us_per_sample:.2f}, in syscalls {buckets['syscall'] * us_per_sample:.2f}, "
+              f"waiting {buckets['waiting'] * us_per_sample:.2f} µs/msg")]
+    lines.append("self time, Python (≈ user µs/msg | share):")
+    lines += [f"  {n * scale:8.2f} | {100 * n / python:4.1f}%  {f}" for f, n in own.most_common(top)]
+    lines.append("inclusive, sparkmq functions, Python part (≈ user µs/msg | share):")
+    lines += [f"  {n * scale:8.2f} | {100 * n / python:4.1f}%  {f}" for f, n in inclusive.most_common(top)]
+    if syscalls:
+        lines.append("syscall samples (sampled µs/msg, ← nearest sparkmq caller):")
+        lines += [f"  {n * us_per_sample:8.2f}  {f}" for f, n in syscalls.most_common(5)]
+    return "\n".join(lines)
+
+
+
+class Recorder:
+    """Times cases against one ``sparkmq dev`` process: wall time, broker and client CPU, optional py-spy."""
+
+    def __init__(self, dev: DevProcess, tags_keys: bool = False, profile_dir: Path | None = None) -> None:
+        self.dev = dev
+        self.tags_keys = tags_keys
+        self.profile_dir = profile_dir
+        self.profiles: list[str] = []
+        self.rows: list[Row] = []
+
+    def messages(self, topic: str, count: int, size: int) -> list[Any]:
+        """``count`` sparkmq ``Message`` objects of one deterministic random body (the peers' make_body)."""
+        from sparkmq.client import Message
+
+        body = random.Random(42).randbytes(size)
+        if self.tags_keys:
+            return [Message(topic, body, tags="TagA", keys=[f"order-{i}"]) for i in range(count)]
+        return [Message(topic, body) for _ in range(count)]
+
+    async def timed(self, case: str, size: int, messages: int, work: Callable[[], Awaitable[object]],
+                    note: str = "", latency: list[float] | None = None) -> Row:
+        spies = self._spies(case, size)
+        broker_cpu, client_cpu = self.dev.cpu_seconds(), own_cpu_seconds()
+        started = time.perf_counter()
+        await work()
+        seconds = time.perf_counter() - started
+        row = Row(case, size, messages, seconds, _minus(self.dev.cpu_seconds(), broker_cpu), _minus(own_cpu_seconds(), client_cpu),
+                  note, latency if latency is not None else [])
+        self._summarize(spies, row)
+        self.rows.append(row)
+        print(f"  {case:<34} {size:>5} B {row.msgs_per_s:>12,.0f} msgs/s"
+              + (f"  p50 {row.pct(50):.0f} µs p99 {row.pct(99):.0f} µs" if row.latency_us else ""), file=sys.stderr, flush=True)
+        return row
+
+    def _spies(self, case: str, size: int) -> list[tuple[str, Spy]]:
+        if self.profile_dir is None or size not in (0, 100) or case.startswith("asyncio echo"):
+            return []
+        stem = "".join(c if c.isalnum() else "-" for c in case.split("(")[0]).strip("-")
+        spies = [(who, Spy(pid, self.profile_dir / f"{stem}-{who}.txt"))
+                 for who, pid in (("broker", self.dev.process.pid), ("client", os.getpid()))]
+        time.sleep(1.0)  # attach before the clock starts
+        return spies
+
+    def _summarize(self, spies: list[tuple[str, Spy]], row: Row) -> None:
+        for who, spy in spies:
+            spy.stop()
+            self.profiles.append(f"### {who} during {row.case}, {row.size} B ({row.messages:,} msgs, "
+                                 f"{row.msgs_per_s:,.0f} msgs/s under the sampler)\n"
+                                 + profile_summary(spy.out, row.messages, row.broker_cpu if who == "broker" else row.client_cpu))
+
+def _per_msg(cpu: tuple[float, float], messages: int) -> str:
+    user, system = (x / messages * 1e6 for x in cpu)
+    return f"{user + system:.1f} ({user:.1f}+{system:.1f})"
+
+
+def _fmt(x: object) -> str:
+    return f"{x:,.1f}" if isinstance(x, (int, float)) else "-"
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| case | body | messages | seconds | msgs/s | MB/s | p50 µs | p99 µs | broker CPU µs/msg (user+sys) | client CPU µs/msg (user+sys) | note |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lat = f"{r.pct(50):.0f} | {r.pct(99):.0f}" if r.latency_us else "- | -"
+        lines.append(f"| {r.case} | {r.size} B | {r.messages:,} | {r.seconds:.2f} | {r.msgs_per_s:,.0f} | "
+                     f"{r.messages * r.size / r.seconds / 1e6:.1f} | {lat} | {_per_msg(r.broker_cpu, r.messages)} | "
+                     f"{_per_msg(r.client_cpu, r.messages)} | {r.note} |")
+    return "\n".join(lines)

@@ -45,7 +45,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine, short_frame as _where  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import short_frame as _where
+
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
@@ -191,7 +193,7 @@ def send_fields(topic: str, queue_id: int, props: str, batch: bool = False) -> d
 
 
 def single_plan(topic: str, count: int) -> list[tuple[dict[str, str], bytes]]:
-    return [(send_fields(topic, i % QUEUES, p), b) for i, (p, b) in enumerate(zip(properties(count), bodies(count)))]
+    return [(send_fields(topic, i % QUEUES, p), b) for i, (p, b) in enumerate(zip(properties(count), bodies(count), strict=True))]
 
 
 def batch_plan(topic: str, count: int, size: int) -> list[tuple[dict[str, str], bytes]]:

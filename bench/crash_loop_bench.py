@@ -31,11 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
+import sparkmq  # noqa: E402
 from bench_common import bench_root, machine  # noqa: E402
 from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 from support.rocketmq_cpp import CppClientRun  # noqa: E402
-
-import sparkmq  # noqa: E402
 
 TOPIC = "CrashLoopTopic"
 SEND_OK = 0

@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -131,7 +132,8 @@ def main() -> int:
                                               args.rows, args.files_per_trigger))
         batch_rows = args.rows // args.files * args.files_per_trigger
         print(f"\n{args.rows} rows, {batch_rows} rows per micro-batch, {args.repeat} run(s) each\n")
-        print("| guarantee | query rows/s (runs) | sink rows/s: rows / Σ addBatch (runs) | median addBatch per micro-batch (s) |")
+        print("| guarantee | query rows/s (runs) | sink rows/s: rows / Σ addBatch (runs) "
+              "| median addBatch per micro-batch (s) |")
         print("|---|---|---|---|")
         for guarantee, runs in results.items():
             rates = ", ".join(f"{rate:,.0f}" for rate, _ in runs)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import shutil
@@ -107,10 +108,8 @@ async def one_connection(address: str, stream: bytes, verify: bool, stats: Stats
         pass  # the server hung up on the fatal piece with our bytes unread: expected
     finally:
         writer.close()
-        try:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # same: already closed by the server
             await writer.wait_closed()
-        except (ConnectionResetError, BrokenPipeError):
-            pass  # same: already closed by the server
     stats.connections += 1
     stats.answers += len(responses)
     if verify:
@@ -195,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
           + "; ".join(stats.mismatches[:5]))
     print(f"healthy client: {healthy.round_trips:,} round trips (send + read back), none failed, nothing lost")
     print(f"services alive: {alive}; RSS broker {rss_before[0]:.0f} -> {rss_after[0]:.0f} MB, "
-          f"namesrv {rss_before[1]:.0f} -> {rss_after[1]:.0f} MB; log tracebacks {tracebacks}, fatal/encode errors {fatal}")
+          f"namesrv {rss_before[1]:.0f} -> {rss_after[1]:.0f} MB; "
+          f"log tracebacks {tracebacks}, fatal/encode errors {fatal}")
     return 0 if alive and not stats.mismatches and not fatal else 1
 
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

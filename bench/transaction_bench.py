@@ -33,14 +33,14 @@ def producer_rates(count: int, root: Path) -> dict[str, float]:
         with Producer("PID_bench_plain", ns) as plain:
             plain.send(Message("BenchTx", b"warm-up"))
             started = time.perf_counter()
-            for i in range(count):
+            for _i in range(count):
                 plain.send(Message("BenchTx", b"x" * 100))
             rates["plain send/s"] = count / (time.perf_counter() - started)
         commit = LocalTransactionState.COMMIT
         with TransactionProducer("PID_bench_tx", ns, execute_local=lambda m, a: commit, check_local=lambda m: commit) as tx:
             tx.send_in_transaction(Message("BenchTx", b"warm-up"))
             started = time.perf_counter()
-            for i in range(count):
+            for _i in range(count):
                 tx.send_in_transaction(Message("BenchTx", b"x" * 100))
             rates["send_in_transaction/s"] = count / (time.perf_counter() - started)
     return rates

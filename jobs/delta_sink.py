@@ -26,7 +26,9 @@ def committed_version(table_dir: Path, app_id: str) -> int:
 def append_once(table_dir: Path, rows: pa.Table, app_id: str, batch_id: int) -> bool:
     """Append ``rows`` as micro-batch ``batch_id`` of ``app_id`` unless it was committed before; True if written.
 
-    >>> # append_once(Path("data/orders"), batch.toArrow(), "orders-to-delta", batch_id)
+    For example::
+
+        append_once(Path("data/orders"), batch.toArrow(), "orders-to-delta", batch_id)
     """
     if batch_id <= committed_version(table_dir, app_id):
         return False

@@ -18,6 +18,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,13 +26,17 @@ import pyarrow.compute as pc
 from jobs.delta_sink import append_once, overwrite, read
 from sparkmq import Admin, EmbeddedCluster
 
+if TYPE_CHECKING:  # the functions below import pyspark where they need it
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
 TOPIC = "orders"
 GROUP = "orders-to-delta"
 DELTA_APP_ID = "sparkmq-orders-to-delta"  # the Delta application transaction id of the landing query
 CATEGORIES = ["books", "games", "music", "garden"]
 
 
-def spark_session():  # type: ignore[no-untyped-def]
+def spark_session() -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -43,7 +48,7 @@ def spark_session():  # type: ignore[no-untyped-def]
     return spark
 
 
-def start_producer(spark, namesrv: str, total: int, rate: int, checkpoint: Path):  # type: ignore[no-untyped-def]
+def start_producer(spark: SparkSession, namesrv: str, total: int, rate: int, checkpoint: Path) -> StreamingQuery:
     """A stream of ``total`` sample orders into the topic through the sparkmq sink."""
     from pyspark.sql import functions as F
 
@@ -60,7 +65,7 @@ def start_producer(spark, namesrv: str, total: int, rate: int, checkpoint: Path)
             .option("checkpointLocation", str(checkpoint)).trigger(processingTime="1 second").start())
 
 
-def start_consumer(spark, namesrv: str, tables: Path, checkpoint: Path):  # type: ignore[no-untyped-def]
+def start_consumer(spark: SparkSession, namesrv: str, tables: Path, checkpoint: Path) -> StreamingQuery:
     """Read the topic under GROUP and land it in Delta: raw orders (exactly once) + revenue."""
     from pyspark.sql import functions as F
 
@@ -70,7 +75,7 @@ def start_consumer(spark, namesrv: str, tables: Path, checkpoint: Path):  # type
     orders = source.select(F.from_json(F.col("body").cast("string"), schema).alias("o"), "queueId", "queueOffset") \
         .select("o.*", "queueId", "queueOffset")
 
-    def land(batch, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+    def land(batch: DataFrame, batch_id: int) -> None:
         rows = batch.toArrow()
         if rows.num_rows == 0:
             return
@@ -90,7 +95,7 @@ def revenue(orders: pa.Table) -> pa.Table:
         [("window_start", "ascending"), ("category", "ascending")])
 
 
-def stop_between_batches(query, wait_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+def stop_between_batches(query: StreamingQuery, wait_s: float = 10.0) -> None:
     """Stop ``query`` while no micro-batch runs (the rate source keeps triggering empty batches after the
     last order): stopping mid-batch interrupts its tasks, and Spark logs that batch as aborted."""
     deadline = time.monotonic() + wait_s
@@ -99,7 +104,7 @@ def stop_between_batches(query, wait_s: float = 10.0) -> None:  # type: ignore[n
     query.stop()
 
 
-def rate_of(query) -> float:  # type: ignore[no-untyped-def]
+def rate_of(query: StreamingQuery) -> float:
     """Rows per second of busy batch time over a query's recent progress."""
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in batches)
@@ -149,7 +154,8 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
     if revenue_table is not None:
         print(f"  revenue per category per minute ({revenue_table.num_rows} rows), first rows:")
         for row in revenue_table.slice(0, 6).to_pylist():
-            print(f"    {row['window_start']:%H:%M}  {row['category']:<7} {row['revenue']:>10.2f}  ({row['orders']} orders)")
+            revenue = f"{row['revenue']:>10.2f}  ({row['orders']} orders)"
+            print(f"    {row['window_start']:%H:%M}  {row['category']:<7} {revenue}")
     ok = sent == total and consumed == total and lag == 0
     print("main job OK" if ok else "main job FAILED")
     return 0 if ok else 1

@@ -9,19 +9,24 @@ Example::
     >>> import sparkmq
     >>> issubclass(sparkmq.OffsetStoreError, sparkmq.SparkmqError)
     True
-    >>> # with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     producer.send(sparkmq.Message("orders", b"hello", tags="books"))
+
+Sending needs a running NameServer and broker::
+
+    with sparkmq.Producer("PID_orders", "127.0.0.1:9876") as producer:
+        producer.send(sparkmq.Message("orders", b"hello", tags="books"))
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sparkmq.client import (
     Admin,
-    QueueLag,
     AsyncProducer,
     AsyncPullConsumer,
     AsyncPushConsumer,
     AsyncTransactionProducer,
+    ClientSecurity,
     ConsumeResult,
     LocalTransactionState,
     Message,
@@ -30,22 +35,23 @@ from sparkmq.client import (
     PullConsumer,
     PullResult,
     PushConsumer,
+    QueueLag,
     ReceivedMessage,
     SendResult,
     SendStatus,
+    SessionCredentials,
     TransactionProducer,
     TransactionSendResult,
     allocate_averagely,
     allocate_averagely_by_circle,
     select_by_hash,
 )
-from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.heartbeat import MessageModel
-
 from sparkmq.errors import (
     BrokerBusyError,
     ConfigError,
     CorruptRecordError,
+    DataLossError,
+    DiskError,
     DurabilityNotConfirmedError,
     FrameTooLargeError,
     InvalidFieldError,
@@ -53,16 +59,28 @@ from sparkmq.errors import (
     MessageError,
     MessageTooLargeError,
     OffsetStoreError,
+    OptionError,
+    PropertiesTooLargeError,
+    PropertyFilterDisabledError,
     ProtocolError,
     RemoteError,
+    SegmentAllocationError,
     SparkmqError,
     StoreClosedError,
     StoreError,
+    StoreIOError,
     StoreLockedError,
+    SubscriptionParseError,
     TopicNotExistError,
+    TopicNotWritableError,
 )
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.heartbeat import MessageModel
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # resolved lazily at run time by __getattr__ below
+    from sparkmq.embedded import EmbeddedCluster
 
 
 def __getattr__(name: str) -> object:
@@ -92,6 +110,7 @@ __all__ = [
     "AsyncPullConsumer",
     "AsyncPushConsumer",
     "AsyncTransactionProducer",
+    "ClientSecurity",
     "ConsumeResult",
     "EmbeddedCluster",
     "LocalTransactionState",
@@ -107,6 +126,7 @@ __all__ = [
     "ReceivedMessage",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "TransactionProducer",
     "TransactionSendResult",
     "allocate_averagely",
@@ -116,6 +136,8 @@ __all__ = [
     "BrokerBusyError",
     "ConfigError",
     "CorruptRecordError",
+    "DataLossError",
+    "DiskError",
     "DurabilityNotConfirmedError",
     "FrameTooLargeError",
     "InvalidFieldError",
@@ -123,11 +145,18 @@ __all__ = [
     "MessageError",
     "MessageTooLargeError",
     "OffsetStoreError",
+    "OptionError",
+    "PropertiesTooLargeError",
+    "PropertyFilterDisabledError",
     "ProtocolError",
     "RemoteError",
+    "SegmentAllocationError",
     "SparkmqError",
     "StoreClosedError",
     "StoreError",
+    "StoreIOError",
     "StoreLockedError",
+    "SubscriptionParseError",
     "TopicNotExistError",
+    "TopicNotWritableError",
 ]

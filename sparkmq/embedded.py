@@ -1,7 +1,9 @@
 """An embedded NameServer + Broker on a background thread: for jobs, notebooks and demos.
 
->>> # with EmbeddedCluster(Path("data/store")) as cluster:
->>> #     producer = Producer("PID", cluster.namesrv_address)
+For example::
+
+    with EmbeddedCluster(Path("data/store")) as cluster:
+        producer = Producer("PID", cluster.namesrv_address)
 """
 
 from __future__ import annotations

@@ -9,16 +9,23 @@ and whether retrying the same call may succeed (``retriable``)::
     │   ├── FrameTooLargeError     a frame over MAX_FRAME_BYTES
     │   └── InvalidFieldError      one command's header field or body is missing or malformed
     ├── MessageError               a message that can never be stored as it is
-    │   ├── MessageTooLargeError   record over maxMessageSize / properties over 32767 B
+    │   ├── MessageTooLargeError   record over maxMessageSize
+    │   │   └── PropertiesTooLargeError  properties over 32767 B (PROPERTIES_SIZE_EXCEEDED)
     │   └── InvalidTopicError      empty, over 127 bytes, or outside RocketMQ's charset
+    │       └── TopicNotWritableError  a system topic no producer may send to: NO_PERMISSION (16)
     ├── StoreError                 the durable store cannot do what was asked
     │   ├── CorruptRecordError     a record that fails magic, size or CRC checks
     │   ├── StoreClosedError       the store is closed or shutting down
     │   ├── StoreLockedError       another process owns the store directory
-    │   ├── DiskError              an fsync/msync failed: the store turned read-only
+    │   ├── StoreIOError           the disk refused a read or write; the remark says what the store was doing
+    │   │   └── DiskError          an fsync/msync failed: the store turned read-only
     │   └── SegmentAllocationError a new segment file could not be created (disk full)
     ├── OffsetStoreError           consumer offsets cannot be loaded or persisted
     ├── ConfigError                a bad configuration key or option value
+    │   ├── OptionError            a Spark ``.option(...)``; ``option`` names it
+    │   └── PropertyFilterDisabledError  a SQL92 subscription to a broker without enablePropertyFilter
+    ├── SubscriptionParseError     SUBSCRIPTION_PARSE_FAILED (23): a tag or SQL92 expression that cannot be used
+    ├── DataLossError              offsets a Spark query needs are gone (retention) or went backwards
     └── RemoteError                an error response from a broker or NameServer
         ├── TopicNotExistError     TOPIC_NOT_EXIST (17)
         ├── BrokerBusyError        SYSTEM_BUSY (2), retriable
@@ -44,7 +51,9 @@ SYSTEM_ERROR = 1
 SYSTEM_BUSY = 2
 REQUEST_CODE_NOT_SUPPORTED = 3
 MESSAGE_ILLEGAL = 13
+NO_PERMISSION = 16
 TOPIC_NOT_EXIST = 17
+SUBSCRIPTION_PARSE_FAILED = 23
 
 
 class SparkmqError(Exception):
@@ -82,13 +91,23 @@ class MessageError(SparkmqError):
 
 
 class MessageTooLargeError(MessageError):
-    """A record over ``maxMessageSize`` or a properties string over 32767 bytes."""
+    """A record over ``maxMessageSize``."""
+
+
+class PropertiesTooLargeError(MessageTooLargeError):
+    """A properties string over 32767 bytes (its length is a 2-byte field of the record)."""
 
 
 class InvalidTopicError(MessageError):
     """A topic name that is empty, longer than 127 bytes, or outside ``[%|a-zA-Z0-9_-]``."""
 
     code = SYSTEM_ERROR
+
+
+class TopicNotWritableError(InvalidTopicError):
+    """A broker's own topic that producers may not send to (``TopicValidator.isNotAllowedSendTopic``)."""
+
+    code = NO_PERMISSION
 
 
 class StoreError(SparkmqError):
@@ -109,7 +128,18 @@ class StoreLockedError(StoreError):
     """Another process holds the store directory's lock file."""
 
 
-class DiskError(StoreError):
+class StoreIOError(StoreError):
+    """The operating system refused a read or write; the remark says what the store was doing.
+
+    The ``OSError`` is the ``__cause__``; ``errno`` is copied for callers that tell ENOSPC from EIO.
+    """
+
+    def __init__(self, remark: str, *, errno: int | None = None) -> None:
+        super().__init__(remark)
+        self.errno = errno
+
+
+class DiskError(StoreIOError):
     """An fsync or msync failed; the store stops accepting writes until a restart recovers it.
 
     Linux marks the pages of a failed writeback clean, so a later fsync would "succeed"
@@ -129,6 +159,28 @@ class OffsetStoreError(SparkmqError):
 
 class ConfigError(SparkmqError):
     """A configuration key or option with a bad value; the remark names it."""
+
+
+class OptionError(ConfigError):
+    """A Spark ``.option(...)`` with a bad name or value; ``option`` names it."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"sparkmq option '{option}': {problem}")
+        self.option = option
+
+
+class PropertyFilterDisabledError(ConfigError):
+    """A SQL92 subscription to a broker without ``enablePropertyFilter=true`` (answered SYSTEM_ERROR)."""
+
+
+class SubscriptionParseError(SparkmqError):
+    """SUBSCRIPTION_PARSE_FAILED: a subscription expression that cannot be used; the remark says where."""
+
+    code = SUBSCRIPTION_PARSE_FAILED
+
+
+class DataLossError(SparkmqError):
+    """Offsets a Spark query needs are gone from the broker (retention) or went backwards."""
 
 
 class RemoteError(SparkmqError):
@@ -180,19 +232,28 @@ class InvalidFieldError(ProtocolError):
 __all__ = [
     "BrokerBusyError",
     "ConfigError",
-    "DurabilityNotConfirmedError",
     "CorruptRecordError",
+    "DataLossError",
+    "DiskError",
+    "DurabilityNotConfirmedError",
     "FrameTooLargeError",
     "InvalidFieldError",
     "InvalidTopicError",
     "MessageError",
     "MessageTooLargeError",
     "OffsetStoreError",
+    "OptionError",
+    "PropertiesTooLargeError",
+    "PropertyFilterDisabledError",
     "ProtocolError",
     "RemoteError",
+    "SegmentAllocationError",
     "SparkmqError",
     "StoreClosedError",
     "StoreError",
+    "StoreIOError",
     "StoreLockedError",
+    "SubscriptionParseError",
     "TopicNotExistError",
+    "TopicNotWritableError",
 ]

@@ -31,14 +31,16 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
-from sparkmq.client import loop_thread
+from sparkmq.client import MessageQueue, loop_thread
 from sparkmq.client.message import Message
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.security import ClientSecurity
+from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS
 from sparkmq.connector.batch_body import BulkIds, encode_rows
-from sparkmq.connector.options import OptionError, SinkOptions
+from sparkmq.connector.options import SinkOptions
 from sparkmq.connector.transactional_writer import TransactionalCommitMessage, TransactionalWriter
-from sparkmq.errors import SparkmqError
-from sparkmq.client import MessageQueue
+from sparkmq.errors import OptionError, SparkmqError
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 
 logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
@@ -47,7 +49,7 @@ RETRY_PAUSE_S = 0.5
 MAX_RUN_BYTES = 1024 * 1024  # one send's items stay well within the broker's 4 MiB message limit
 ROUTE_WAIT_FIRST_PAUSE_S = 0.2
 ROUTE_WAIT_MAX_PAUSE_S = 2.0
-_producers: dict[tuple[str, str], AsyncProducer] = {}
+_producers: dict[tuple[str, str, ClientSecurity], AsyncProducer] = {}
 _producers_lock = threading.Lock()
 _IDS = BulkIds()  # UNIQ_KEYs of the rows encoded in bulk, for every task of this worker
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
@@ -71,7 +73,7 @@ def check_columns(options: SinkOptions, schema: StructType) -> None:
 
 
 @dataclass
-class SinkCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class SinkCommitMessage(WriterCommitMessage):
     """What one task sent: messages per queue and the queue offsets they got."""
 
     sent: int = 0
@@ -79,11 +81,11 @@ class SinkCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 def _producer(options: SinkOptions) -> AsyncProducer:
-    key = (options.namesrv_addr, options.producer_group)
+    key = (options.namesrv_addr, options.producer_group, options.security)
     with _producers_lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = AsyncProducer(options.producer_group, options.namesrv_addr)
+            producer = AsyncProducer(options.producer_group, options.namesrv_addr, security=options.security)
             loop_thread.run(producer.start())
             _producers[key] = producer
         return producer
@@ -97,7 +99,7 @@ def _messages(batch: pa.RecordBatch, topics: list[str], extra: Mapping[str, str]
     delays = cols.get("delayLevel", absent)
     return [Message(topic, body, tags=tag, keys=key, properties={**dict(props or []), **(extra or {})},
                     delay_level=int(delay or 0))
-            for topic, body, tag, key, props, delay in zip(topics, cols["body"], tags, keys, props_column, delays)]
+            for topic, body, tag, key, props, delay in zip(topics, cols["body"], tags, keys, props_column, delays, strict=True)]
 
 
 def _row_topics(batch: pa.RecordBatch, options: SinkOptions) -> tuple[list[str], npt.NDArray[np.int64]]:
@@ -155,8 +157,9 @@ class _Sender:
     def _done(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.discard(future)
-            if future.exception() is not None:
-                self._failures.append(future.exception())  # type: ignore[arg-type]
+            failure = future.exception()
+            if failure is not None:
+                self._failures.append(failure)
         self._slots.release()
 
     def _raise_first_failure(self) -> None:
@@ -333,7 +336,7 @@ async def _writable_queues(producer: AsyncProducer, topic: str, timeout_s: float
     pause = ROUTE_WAIT_FIRST_PAUSE_S
     while True:
         try:
-            queues = (await producer.instance.publish_route(topic, "TBW102", 4)).publish_queues()
+            queues = (await producer.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)).publish_queues()
             if queues:
                 return queues
             problem = f"topic {topic} has no writable queue"
@@ -352,34 +355,29 @@ class _Writer:
         check_columns(options, schema)
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Send every row; return only once the broker acknowledged all of them."""
         return send_all(_producer(self.options), self.options, iterator)
 
-    def commit(self, messages: list[SinkCommitMessage | None], batch_id: int | None = None) -> None:
-        sent = sum(m.sent for m in messages if m is not None)
-        logger.info("sparkmq sink: batch %s committed, %d messages acknowledged", batch_id, sent)
+    # ``batchId`` is Spark's parameter name (DataSourceStreamWriter); a batch write passes none.
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int | None = None) -> None:
+        sent = sum(m.sent for m in messages if isinstance(m, SinkCommitMessage))
+        logger.info("sparkmq sink: batch %s committed, %d messages acknowledged", batchId, sent)
 
-    def abort(self, messages: list[SinkCommitMessage | None], batch_id: int | None = None) -> None:
-        done = [m for m in messages if m is not None]
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int | None = None) -> None:
+        done = [m for m in messages if isinstance(m, SinkCommitMessage)]
         failed = len(messages) - len(done)
         logger.error("sparkmq sink: batch %s aborted: %d of %d tasks failed (their rows may be partly sent and will be"
                      " sent again on retry); %d messages were acknowledged by the tasks that finished",
-                     batch_id, failed, len(messages), sum(m.sent for m in done))
+                     batchId, failed, len(messages), sum(m.sent for m in done))
 
 
-class SparkmqBatchWriter(_Writer, DataSourceArrowWriter):  # type: ignore[misc]
+class SparkmqBatchWriter(_Writer, DataSourceArrowWriter):
     """``df.write.format("sparkmq")``."""
 
 
-class SparkmqStreamWriter(_Writer, DataSourceStreamArrowWriter):  # type: ignore[misc]
+class SparkmqStreamWriter(_Writer, DataSourceStreamArrowWriter):
     """``df.writeStream.format("sparkmq")``."""
-
-    def commit(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
-        super().commit(messages, batchId)
-
-    def abort(self, messages: list[SinkCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        super().abort(messages, batchId)
 
 
 class SparkmqExactlyOnceStreamWriter(SparkmqStreamWriter):  # hook: exactly-once (connector/transactional_writer.py)
@@ -389,12 +387,22 @@ class SparkmqExactlyOnceStreamWriter(SparkmqStreamWriter):  # hook: exactly-once
         super().__init__(options, schema)
         self.exactly_once = TransactionalWriter(options, schema, checkpoint_location, place_runs)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self.exactly_once.write(iterator)
 
-    def commit(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # type: ignore[override] # noqa: N803
-        self.exactly_once.commit(messages, batchId)
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int | None = None) -> None:
+        self.exactly_once.commit(_transactional(messages), _required(batchId))
 
-    def abort(self, messages: list[TransactionalCommitMessage | None], batchId: int) -> None:  # type: ignore[override] # noqa: N803
-        self.exactly_once.abort(messages, batchId)
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int | None = None) -> None:
+        self.exactly_once.abort(_transactional(messages), _required(batchId))
+
+
+def _transactional(messages: list[WriterCommitMessage | None]) -> list[TransactionalCommitMessage | None]:
+    return [m if isinstance(m, TransactionalCommitMessage) else None for m in messages]
+
+
+def _required(batch_id: int | None) -> int:
+    if batch_id is None:
+        raise TypeError("a streaming commit needs Spark's batchId")
+    return batch_id
 

@@ -1,8 +1,10 @@
 """The Spark data source ``sparkmq``: stream and batch readers over sparkmq (RocketMQ) queues.
 
->>> # sparkmq.register(spark)      # or nothing: pyspark_sparkmq.DefaultSource auto-registers
->>> # (spark.readStream.format("sparkmq").option("namesrvAddr", "127.0.0.1:9876")
->>> #      .option("topic", "orders").option("consumerGroup", "orders-to-delta").load())
+For example::
+
+    sparkmq.register(spark)      # or nothing: pyspark_sparkmq.DefaultSource auto-registers
+    (spark.readStream.format("sparkmq").option("namesrvAddr", "127.0.0.1:9876")
+         .option("topic", "orders").option("consumerGroup", "orders-to-delta").load())
 
 Offsets are ``{topic: {"broker:queueId": offset}}`` with sorted keys. Each micro-batch reads
 exactly [start, end) per queue; ``read()`` pulls those ranges and yields Arrow RecordBatches
@@ -22,23 +24,30 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
-from sparkmq.connector.arrow import records_to_arrow, schema_ddl
-from sparkmq.connector.filters import pushed_selector
-from sparkmq.connector.broker_view import BrokerView, DataLossError, view_for
-from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
-from sparkmq.connector.options import OptionError, SinkOptions, SourceOptions
 from sparkmq.client import MessageQueue
 from sparkmq.client.selector import MessageSelector
+from sparkmq.connector.arrow import records_to_arrow, schema_ddl
+from sparkmq.connector.broker_view import BrokerView, view_for
+from sparkmq.connector.filters import pushed_selector
+from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
+from sparkmq.connector.options import SinkOptions, SourceOptions
+from sparkmq.errors import DataLossError, OptionError
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
 
 
 @dataclass(frozen=True)
-class QueueRange(InputPartition):  # type: ignore[misc]
+class QueueRange(InputPartition):
     """One task's work: queue offsets [start, end) of one queue."""
 
     topic: str
@@ -66,7 +75,7 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
 def read_range(options: SourceOptions, group: str, part: QueueRange,
                selector: MessageSelector | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
-    view = view_for(options.namesrv_addr, group)
+    view = view_for(options.namesrv_addr, group, options.security)
     for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, selector or options.selector,
                                 options.fail_on_data_loss):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
@@ -95,9 +104,8 @@ class _Resolver:
             return self.view.offsets_for_timestamp(queues, timestamp)
         result: QueueOffsets = {}
         for queue in queues:
-            if by_timestamp is not None and self._lookup(by_timestamp, queue) is not None:
-                stamp = self._lookup(by_timestamp, queue)
-                result[queue] = self.view.offsets_for_timestamp([queue], int(stamp))[queue]  # type: ignore[arg-type]
+            if by_timestamp is not None and (stamp := self._lookup(by_timestamp, queue)) is not None:
+                result[queue] = self.view.offsets_for_timestamp([queue], stamp)[queue]
                 continue
             wanted = self._lookup(json_offsets, queue) if json_offsets is not None else None
             if wanted is None:
@@ -114,7 +122,7 @@ class _Resolver:
         return None
 
 
-class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader; its state lives in Spark's long-lived driver-side Python process."""
 
     def __init__(self, options: SourceOptions) -> None:
@@ -131,11 +139,11 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return {"options": self.options, "group": self.group}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["options"])  # type: ignore[misc]
+        self.__init__(state["options"])  # type: ignore[misc]  # unpickling runs the constructor again
 
     @property
     def view(self) -> BrokerView:
-        return view_for(self.options.namesrv_addr, self.group)
+        return view_for(self.options.namesrv_addr, self.group, self.options.security)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         """Resolved once: the group's committed offsets where it has them, else the starting option.
@@ -207,7 +215,8 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             return begin
         what = "; ".join(f"queue {q.topic}/{q.broker_name}/{q.queue_id} max offset went back from {begin[q]} to {end}"
                          for q, end in sorted(moved.items(), key=lambda item: (item[0].topic, item[0].queue_id)))
-        cause = "(the broker lost the tail of its log, e.g. a crash with ASYNC flush, or the topic was deleted and re-created)"
+        cause = ("(the broker lost the tail of its log, e.g. a crash with ASYNC flush, "
+                 "or the topic was deleted and re-created)")
         if self.options.fail_on_data_loss:
             raise DataLossError(f"{what} {cause}; set failOnDataLoss=false to resume from the new end")
         logger.warning("sparkmq source: data loss: %s %s; resuming from the new end (failOnDataLoss=false)", what, cause)
@@ -237,7 +246,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRange]:
         return plan_ranges(from_json_offsets(start), from_json_offsets(end), self.options.max_records_per_partition)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
         return read_range(self.options, self.group, partition)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
@@ -253,7 +262,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             self._committed.update(ahead)
 
 
-class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
+class SparkmqBatchReader(DataSourceReader):
     """``spark.read.format("sparkmq")``: starting to ending offsets (or timestamps), once."""
 
     def __init__(self, options: SourceOptions) -> None:
@@ -263,7 +272,7 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> list[QueueRange]:
         o = self.options
-        view = view_for(o.namesrv_addr, self.group)
+        view = view_for(o.namesrv_addr, self.group, o.security)
         resolver = _Resolver(o, view)
         queues = resolver.queues()
         start = resolver.by_mode(queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp,
@@ -271,7 +280,7 @@ class SparkmqBatchReader(DataSourceReader):  # type: ignore[misc]
         end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
         return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
         return read_range(self.options, self.group, partition, self.selector)
 
 
@@ -284,7 +293,7 @@ class SparkmqPushdownBatchReader(SparkmqBatchReader):
         return filters  # Spark still checks each row: the broker filters tags by hash
 
 
-class SparkmqDataSource(DataSource):  # type: ignore[misc]
+class SparkmqDataSource(DataSource):
     """``format("sparkmq")``: readers and writers for sparkmq / RocketMQ topics."""
 
     @classmethod

@@ -1,4 +1,4 @@
-"""DESIGN.md's dependency direction, checked on the source with ``ast``.
+"""The dependency direction of the layers (errors, message, protocol at the bottom; cli on top), checked with ``ast``.
 
 Each sparkmq component has a contract: which other sparkmq components it may import, which
 third-party top-level packages, and which modules never. Every ``import``, ``from ... import``
@@ -25,7 +25,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ROOT_PACKAGE = "sparkmq"
 STDLIB_MODULES = frozenset(sys.stdlib_module_names) | {"__future__"}
-# DESIGN rule 2: the store never touches the network nor asyncio; nor do the pure layers.
+# The store never touches the network nor asyncio; nor do the pure layers.
 NETWORK_MODULES = frozenset(
     {"asyncio", "selectors", "socket", "socketserver", "ssl", "http", "urllib", "xmlrpc", "ftplib", "smtplib"}
 )
@@ -54,9 +54,10 @@ def _names(*names: str) -> frozenset[str]:
 CONTRACTS = (
     Contract("sparkmq.errors", _names(), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.message", _names("protocol", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
-    Contract("sparkmq.protocol", _names("message", "errors"), frozenset(), NETWORK_MODULES),
+    # msgspec: the optional accelerated header codec (protocol/plain_header.py; json is the reference)
+    Contract("sparkmq.protocol", _names("message", "errors"), frozenset({"msgspec"}), NETWORK_MODULES),
     Contract("sparkmq.store", _names("message", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
-    Contract("sparkmq.offsets", _names("errors", "config_file"), frozenset(), NETWORK_MODULES),
+    Contract("sparkmq.offsets", _names("errors", "config_file", "protocol"), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.config_file", _names("errors"), frozenset(), NETWORK_MODULES),
     # Packages still to come; their contracts apply as soon as their folder or file exists.
     Contract("sparkmq.remoting", _names("protocol", "errors"), None, SPARK_MODULES),
@@ -67,6 +68,8 @@ CONTRACTS = (
     Contract("sparkmq.connector", _names("client", "message", "protocol", "errors"), None),
     Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
+    # Operator tools (the dashboard) build on the client like any application would.
+    Contract("sparkmq.ops", _names("client", "protocol", "message", "errors"), None, SPARK_MODULES),
 )
 # The command line is a composition root: it may import anything (as may sparkmq/__init__.py).
 UNCONSTRAINED = _names("cli", "embedded")

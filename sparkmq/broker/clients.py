@@ -23,6 +23,8 @@ class ClientChannel:
     client_id: str
     connection: RemotingConnection
     last_update: float
+    language: str = "JAVA"  # the heartbeat's LanguageCode name and version, for mqadmin's connection lists
+    version: int = 0
 
 
 @dataclass(slots=True)
@@ -31,6 +33,7 @@ class ConsumerGroupInfo:
 
     group: str
     message_model: MessageModel = MessageModel.CLUSTERING
+    data: ConsumerData | None = None  # the last heartbeat's entry (consume type, where to start)
     channels: dict[int, ClientChannel] = field(default_factory=dict)  # by connection id
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
 
@@ -47,18 +50,22 @@ class ClientManager:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[int, ClientChannel]] = {}
 
-    def register_consumer(self, client_id: str, connection: RemotingConnection, data: ConsumerData) -> bool:
+    def register_consumer(self, client_id: str, connection: RemotingConnection, data: ConsumerData,
+                          language: str = "JAVA", version: int = 0) -> bool:
         """Record a consumer's heartbeat; True when the group's member ids changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))
         before = info.client_ids()
         info.message_model = data.message_model
-        info.channels[connection.id] = ClientChannel(client_id, connection, self.clock())
+        info.data = data
+        info.channels[connection.id] = ClientChannel(client_id, connection, self.clock(), language, version)
         for subscription in data.subscription_data_set:
             info.subscriptions[subscription.topic] = subscription
         return info.client_ids() != before
 
-    def register_producer(self, client_id: str, connection: RemotingConnection, group: str) -> None:
-        self.producers.setdefault(group, {})[connection.id] = ClientChannel(client_id, connection, self.clock())
+    def register_producer(self, client_id: str, connection: RemotingConnection, group: str,
+                          language: str = "JAVA", version: int = 0) -> None:
+        self.producers.setdefault(group, {})[connection.id] = ClientChannel(client_id, connection, self.clock(),
+                                                                            language, version)
 
     def unregister(self, client_id: str, connection: RemotingConnection, producer_group: str | None,
                    consumer_group: str | None) -> list[str]:

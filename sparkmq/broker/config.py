@@ -1,30 +1,45 @@
 """BrokerConfig: RocketMQ's broker.conf keys, parsed once at the edge into a frozen dataclass.
 
-``broker.conf`` is a Java properties file (``key=value``, ``#`` comments). Keys sparkmq does
-not know are reported (RocketMQ ignores them silently; a typo would go unseen); a known key
-with a bad value raises :class:`ConfigError` naming the key.
+``broker.conf`` is a Java properties file, read as ``java.util.Properties`` reads it
+(:func:`parse_properties`). :data:`BROKER_CONF_KEYS` is the one table of keys sparkmq knows. Keys
+it does not know are logged (RocketMQ ignores them silently; a typo would go unseen), as are known
+keys sparkmq does not act on; a known key with a bad value raises :class:`ConfigError` naming it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from jproperties import Properties, PropertyError
 
 from sparkmq.errors import ConfigError
+from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
 from sparkmq.message.msgid import ipv4_bytes
 from sparkmq.message.record import Host
-from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
 from sparkmq.protocol import MAX_FRAME_BYTES
-from sparkmq.store.config import FlushDiskType, StoreConfig
+from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
+from sparkmq.remoting.tls import ServerTls, server_context
+from sparkmq.store.config import (
+    COMMITLOG_FILE_BYTES,
+    DEFAULT_MAX_TRANSFER_BYTES,
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    FlushDiskType,
+    StoreConfig,
+)
 
 logger = logging.getLogger(__name__)
 # Room a frame needs besides one stored record: the command's JSON header, where a send carries
 # the properties (≤ 32767 bytes, JSON-escaped at up to 6 bytes each) and a pull answer its offsets.
 FRAME_HEADER_RESERVE_BYTES = 256 * 1024
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
+TLS_SERVER_MODES = ("permissive", "enforcing", "disabled")  # TlsMode in RocketMQ
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")  # BrokerRole
 
 
 @dataclass(frozen=True)
@@ -44,10 +59,18 @@ class BrokerConfig:
     listen_port: int = 10911  # listenPort
     store_path_root_dir: Path = Path("store")  # storePathRootDir
     store_path_commit_log: Path | None = None  # storePathCommitLog
-    mapped_file_size_commit_log: int = 1024 * 1024 * 1024  # mapedFileSizeCommitLog
+    mapped_file_size_commit_log: int = COMMITLOG_FILE_BYTES  # mapedFileSizeCommitLog
     mapped_file_size_consume_queue: int = 300_000 * 20  # mapedFileSizeConsumeQueue
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH  # flushDiskType
-    broker_role: str = "ASYNC_MASTER"  # brokerRole
+    broker_role: str = "ASYNC_MASTER"  # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
+    ha_listen_port: int = -1  # haListenPort: -1 = listenPort + 1 (Java's default); 0 = any free port
+    ha_master_address: str = ""  # haMasterAddress "ip:port" of the master's HA port; "" = learned from NameServers
+    ha_send_heartbeat_interval: int = 5000  # haSendHeartbeatInterval (ms): a slave reports its offset this often
+    ha_transfer_batch_size: int = 32 * 1024  # haTransferBatchSize: bytes of CommitLog per HA transfer
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024  # haSlaveFallbehindMax: a SYNC send waits only within this
+    slave_read_enable: bool = False  # slaveReadEnable: pulls may be redirected to (and served by) slaves
+    access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio (percent of RAM)
+    slave_synchronize_interval: int = 10_000  # slaveSynchronizeInterval (ms; sparkmq key, Java fixes 10 s)
     delete_when: str = "04"  # deleteWhen
     file_reserved_time: float = 72  # fileReservedTime (hours)
     disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio (percent): delete expired files at once above it
@@ -60,7 +83,7 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True  # autoCreateTopicEnable
     auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
     default_topic_queue_nums: int = 8  # defaultTopicQueueNums
-    max_message_size: int = 4 * 1024 * 1024  # maxMessageSize
+    max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES  # maxMessageSize
     long_polling_enable: bool = True  # longPollingEnable
     short_polling_time_mills: int = 1000  # shortPollingTimeMills
     register_name_server_period: int = 30_000  # registerNameServerPeriod (ms)
@@ -72,8 +95,8 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000  # transactionCheckInterval (ms) between check-back rounds
     # sparkmq moves data in bulk: Java caps a pull at 32 messages / 256 KiB; clients ask for less anyway.
     max_transfer_count_on_message_in_memory: int = 4096  # maxTransferCountOnMessageInMemory
-    max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+    max_transfer_bytes_on_message_in_memory: int = DEFAULT_MAX_TRANSFER_BYTES  # maxTransferBytesOnMessageInMemory
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL  # messageDelayLevel
     notify_consumer_ids_changed_enable: bool = True  # notifyConsumerIdsChangedEnable
     enable_property_filter: bool = False  # enablePropertyFilter: SQL92 subscriptions
     region_id: str = "DefaultRegion"  # regionId
@@ -85,6 +108,16 @@ class BrokerConfig:
     server_max_buffered_frame_bytes: int = MAX_BUFFERED_FRAME_BYTES  # serverMaxBufferedFrameBytes
     max_topic_queue_nums: int = 1024  # maxTopicQueueNums: read/write queues an admin may give a topic
     max_subscription_group_nums: int = 10_000  # maxSubscriptionGroupNums: groups auto-creation stops at
+    metrics_exporter_type: str = "DISABLE"  # metricsExporterType: DISABLE or PROM (RocketMQ 5)
+    metrics_prom_exporter_host: str = ""  # metricsPromExporterHost, "" = brokerIP1
+    metrics_prom_exporter_port: int = 5557  # metricsPromExporterPort (0 picks a free port)
+    acl_enable: bool = False  # aclEnable: check every request against the ACL 1.0 accounts file
+    acl_file: Path | None = None  # aclFile (sparkmq; RocketMQ: -Drocketmq.acl.plain.file), see acl_path()
+    acl_reload_interval_ms: int = 1000  # aclReloadIntervalMs (sparkmq): how often the file is looked at
+    tls_enable: bool = False  # tlsEnable: serve TLS (Python ssl) in tlsServerMode
+    tls_server_mode: str = "permissive"  # tls.server.mode: permissive (TLS and plain) | enforcing | disabled
+    tls_server_cert_path: Path | None = None  # tls.server.certPath (PEM)
+    tls_server_key_path: Path | None = None  # tls.server.keyPath (PEM, unencrypted)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -101,17 +134,70 @@ class BrokerConfig:
         if not 0 < self.default_topic_queue_nums <= self.max_topic_queue_nums:
             raise ConfigError(f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
                               f"1..maxTopicQueueNums ({self.max_topic_queue_nums})")
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError(f"metricsExporterType {self.metrics_exporter_type!r} is not one sparkmq serves "
+                              "(DISABLE or PROM)")
         for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
-            if not 0 <= getattr(self, _FIELD_OF_KEY[key]) <= 100:
-                raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} is not a percentage (0..100)")
-        for key in ("maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue", "cleanResourceInterval"):
-            if getattr(self, _FIELD_OF_KEY[key]) <= 0:
-                raise ConfigError(f"{key} {getattr(self, _FIELD_OF_KEY[key])} must be positive")
+            if not 0 <= getattr(self, BROKER_CONF_KEYS[key].field) <= 100:
+                raise ConfigError(f"{key} {getattr(self, BROKER_CONF_KEYS[key].field)} is not a percentage (0..100)")
+        if self.tls_server_mode not in TLS_SERVER_MODES:
+            raise ConfigError(f"tls.server.mode {self.tls_server_mode!r} is not one of {', '.join(TLS_SERVER_MODES)}")
+        if self.tls_on and (self.tls_server_cert_path is None or self.tls_server_key_path is None):
+            raise ConfigError("tlsEnable=true needs tls.server.certPath and tls.server.keyPath (PEM files)")
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(f"brokerRole {self.broker_role!r} is not one of {', '.join(BROKER_ROLES)}")
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            raise ConfigError(f"brokerId {self.broker_id} does not fit brokerRole {self.broker_role}: "
+                              "a master has brokerId 0, a slave brokerId >= 1")
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError(f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a "
+                              "percentage (0..100)")
+        for key in ("haSendHeartbeatInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
+                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue",
+                    "cleanResourceInterval", "aclReloadIntervalMs"):
+            if getattr(self, BROKER_CONF_KEYS[key].field) <= 0:
+                raise ConfigError(f"{key} {getattr(self, BROKER_CONF_KEYS[key].field)} must be positive")
+
+    @property
+    def tls_on(self) -> bool:
+        """Whether the server speaks TLS at all (tlsEnable and a mode other than disabled)."""
+        return self.tls_enable and self.tls_server_mode != "disabled"
+
+    def server_tls(self) -> ServerTls | None:
+        """The remoting server's TLS (None: plain only); reads the PEM files, ConfigError if unusable."""
+        if not self.tls_on:
+            return None
+        assert self.tls_server_cert_path is not None and self.tls_server_key_path is not None
+        try:
+            context = server_context(self.tls_server_cert_path, self.tls_server_key_path)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"tls.server.certPath / keyPath cannot be loaded: {exc}") from exc
+        return ServerTls(context, self.tls_server_mode)
+
+    def acl_path(self) -> Path:
+        """aclFile, else ``conf/plain_acl.yml`` (the CLI puts it beside the broker.conf it read)."""
+        return self.acl_file if self.acl_file is not None else Path("conf") / "plain_acl.yml"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
 
     @property
     def address(self) -> str:
         """``brokerIP1:listenPort``: what the NameServer hands to clients."""
         return f"{self.broker_ip}:{self.listen_port}"
+
+    @property
+    def ha_address(self) -> str:
+        """``brokerIP1:haListenPort``: where slaves connect (``haServerAddr`` in registrations)."""
+        port = self.listen_port + 1 if self.ha_listen_port < 0 else self.ha_listen_port
+        return f"{self.broker_ip}:{port}"
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its broker.conf key, as text (GET_BROKER_CONFIG's answer)."""
+        values = {key: getattr(self, known.field) for key, known in BROKER_CONF_KEYS.items() if known.field}
+        return {key: ("" if v is None else str(v).lower() if isinstance(v, bool) else
+                      v.value if isinstance(v, FlushDiskType) else str(v)) for key, v in values.items()}
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
@@ -145,29 +231,112 @@ class BrokerConfig:
         )
 
     @classmethod
-    def from_properties(cls, properties: dict[str, str], **overrides: Any) -> BrokerConfig:
-        """Build from broker.conf ``properties`` (RocketMQ key names), then apply ``overrides``."""
+    def from_properties(cls, properties: Mapping[str, str], **overrides: Any) -> BrokerConfig:
+        """Build from broker.conf ``properties`` (RocketMQ key names), then apply ``overrides``.
+
+        A key missing from :data:`BROKER_CONF_KEYS` is logged and ignored; a key that is known but
+        not honoured is checked like any other and logged as having no effect.
+        """
         values: dict[str, Any] = {}
         for key, raw in properties.items():
-            name = _FIELD_OF_KEY.get(key)
-            if name is None:
+            known = BROKER_CONF_KEYS.get(BROKER_CONF_ALIASES.get(key, key))
+            if known is None:
                 logger.warning("broker.conf key %r is not one sparkmq knows; ignored", key)
                 continue
-            values[name] = _convert(key, name, raw.strip())
+            if known.not_honoured:
+                logger.warning("broker.conf key %s=%s is not honoured: %s", key, raw, known.not_honoured)
+            if known.field is not None:
+                values[known.field] = _convert(key, known.field, raw.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
 
-def _java_key(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
+class ConfKey(NamedTuple):
+    """One broker.conf key: the :class:`BrokerConfig` field it sets and, when sparkmq does not act
+    on it (yet), why; such a key is still parsed and checked."""
+
+    field: str | None
+    not_honoured: str = ""
 
 
-_FIELD_OF_KEY: dict[str, str] = {_java_key(f.name): f.name for f in dataclasses.fields(BrokerConfig)}
-_FIELD_OF_KEY.update({
-    "brokerIP1": "broker_ip", "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
-    "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue", "listenHost": "listen_host",
-})
+#: Other spellings of keys in the table (RocketMQ's system-property and camelCase forms of the TLS keys).
+BROKER_CONF_ALIASES = {"tls.enable": "tlsEnable", "tlsServerMode": "tls.server.mode",
+                       "tlsServerCertPath": "tls.server.certPath", "tlsServerKeyPath": "tls.server.keyPath"}
+#: Every broker.conf key sparkmq knows, by its RocketMQ name (alphabetical). To add a key, add the
+#: BrokerConfig field and one row here; tests/broker/test_config.py checks that each field has a row.
+BROKER_CONF_KEYS: dict[str, ConfKey] = {
+    "autoCreateSubscriptionGroup": ConfKey("auto_create_subscription_group"),
+    "autoCreateTopicEnable": ConfKey("auto_create_topic_enable"),
+    "brokerClusterName": ConfKey("broker_cluster_name"),
+    "brokerIP1": ConfKey("broker_ip"),
+    "brokerId": ConfKey("broker_id"),
+    "brokerName": ConfKey("broker_name"),
+    "brokerRole": ConfKey("broker_role"),
+    "cleanFileForciblyEnable": ConfKey("clean_file_forcibly_enable"),
+    "cleanResourceInterval": ConfKey("clean_resource_interval"),
+    "clientChannelExpiredMs": ConfKey("client_channel_expired_ms"),
+    "defaultTopicQueueNums": ConfKey("default_topic_queue_nums"),
+    "deleteWhen": ConfKey("delete_when"),
+    "diskMaxUsedSpaceRatio": ConfKey("disk_max_used_space_ratio"),
+    "diskSpaceCleanForciblyRatio": ConfKey("disk_space_clean_forcibly_ratio"),
+    "diskSpaceWarningLevelRatio": ConfKey("disk_space_warning_level_ratio"),
+    "enablePropertyFilter": ConfKey("enable_property_filter"),
+    "fileReservedTime": ConfKey("file_reserved_time"),
+    "flushConsumerOffsetInterval": ConfKey("flush_consumer_offset_interval"),
+    "flushDiskType": ConfKey("flush_disk_type"),
+    "listenHost": ConfKey("listen_host"),
+    "listenPort": ConfKey("listen_port"),
+    "longPollingEnable": ConfKey("long_polling_enable"),
+    "mapedFileSizeCommitLog": ConfKey("mapped_file_size_commit_log"),
+    "mapedFileSizeConsumeQueue": ConfKey("mapped_file_size_consume_queue"),
+    "maxHashSlotNum": ConfKey("max_hash_slot_num"),
+    "maxIndexNum": ConfKey("max_index_num"),
+    "maxMessageSize": ConfKey("max_message_size"),
+    "maxSubscriptionGroupNums": ConfKey("max_subscription_group_nums"),
+    "maxTopicQueueNums": ConfKey("max_topic_queue_nums"),
+    "maxTransferBytesOnMessageInMemory": ConfKey("max_transfer_bytes_on_message_in_memory"),
+    "maxTransferCountOnMessageInMemory": ConfKey("max_transfer_count_on_message_in_memory"),
+    "messageDelayLevel": ConfKey("message_delay_level"),
+    "namesrvAddr": ConfKey("namesrv_addr"),
+    "notifyConsumerIdsChangedEnable": ConfKey("notify_consumer_ids_changed_enable"),
+    "regionId": ConfKey("region_id"),
+    "registerNameServerPeriod": ConfKey("register_name_server_period"),
+    "serverChannelMaxIdleTimeSeconds": ConfKey("server_channel_max_idle_time_seconds"),
+    "serverFrameDeadlineSeconds": ConfKey("server_frame_deadline_seconds"),
+    "serverMaxBufferedFrameBytes": ConfKey("server_max_buffered_frame_bytes"),
+    "serverMaxConnections": ConfKey("server_max_connections"),
+    "shortPollingTimeMills": ConfKey("short_polling_time_mills"),
+    "storePathCommitLog": ConfKey("store_path_commit_log"),
+    "storePathRootDir": ConfKey("store_path_root_dir"),
+    "syncFlushTimeout": ConfKey("sync_flush_timeout"),
+    "traceOn": ConfKey("trace_on"),
+    "transactionCheckInterval": ConfKey("transaction_check_interval"),
+    "transactionCheckMax": ConfKey("transaction_check_max"),
+    "transactionTimeOut": ConfKey("transaction_time_out"),
+    # Java tuning keys common in broker.conf files: read, and said to have no effect here.
+    "sendMessageThreadPoolNums": ConfKey(None, "sparkmq serves requests on one event loop, not a thread pool"),
+    "pullMessageThreadPoolNums": ConfKey(None, "sparkmq serves requests on one event loop, not a thread pool"),
+    "useReentrantLockWhenPutMessage": ConfKey(None, "the store's put lock is a plain lock"),
+    "transientStorePoolEnable": ConfKey(None, "the CommitLog is written through its mapping, no off-heap pool"),
+    "accessMessageInMemoryMaxRatio": ConfKey("access_message_in_memory_max_ratio"),
+    "aclEnable": ConfKey("acl_enable"),
+    "aclFile": ConfKey("acl_file"),
+    "aclReloadIntervalMs": ConfKey("acl_reload_interval_ms"),
+    "haListenPort": ConfKey("ha_listen_port"),
+    "haMasterAddress": ConfKey("ha_master_address"),
+    "haSendHeartbeatInterval": ConfKey("ha_send_heartbeat_interval"),
+    "haSlaveFallbehindMax": ConfKey("ha_slave_fallbehind_max"),
+    "haTransferBatchSize": ConfKey("ha_transfer_batch_size"),
+    "metricsExporterType": ConfKey("metrics_exporter_type"),
+    "metricsPromExporterHost": ConfKey("metrics_prom_exporter_host"),
+    "metricsPromExporterPort": ConfKey("metrics_prom_exporter_port"),
+    "slaveReadEnable": ConfKey("slave_read_enable"),
+    "slaveSynchronizeInterval": ConfKey("slave_synchronize_interval"),
+    "tls.server.certPath": ConfKey("tls_server_cert_path"),
+    "tls.server.keyPath": ConfKey("tls_server_key_path"),
+    "tls.server.mode": ConfKey("tls_server_mode"),
+    "tlsEnable": ConfKey("tls_enable"),
+}
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 
 
@@ -191,20 +360,20 @@ def _convert(key: str, name: str, raw: str) -> Any:
         raise ConfigError(f"broker.conf {key}={raw!r} is not a valid {kind}") from exc
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text (``key=value`` or ``key: value``; ``#``/``!`` comments).
+def parse_properties(text: str, source: str = "broker.conf") -> dict[str, str]:
+    """Parse Java ``.properties`` text the way ``java.util.Properties.load`` does.
 
-    >>> parse_properties("# c\\nbrokerName = b1\\nlistenPort:10911\\n")
-    {'brokerName': 'b1', 'listenPort': '10911'}
+    Keys and values are separated by ``=``, ``:`` or whitespace; a line ending in ``\\`` continues
+    on the next; ``\\t``, ``\\uXXXX`` and the other escapes are decoded; ``#`` and ``!`` start
+    comments. A later duplicate key wins. Raises :class:`ConfigError` naming ``source`` for text
+    that is not properties (a broken ``\\u`` escape).
+
+    >>> parse_properties("# c\\nbrokerName = b1\\nlistenPort 10911\\nnamesrvAddr=a:1;\\\\\\n    b:2\\n")
+    {'brokerName': 'b1', 'listenPort': '10911', 'namesrvAddr': 'a:1;b:2'}
     """
-    result: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        cut = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            raise ConfigError(f"broker.conf line {number} is not key=value: {line!r}")
-        result[stripped[:cut].strip()] = stripped[cut + 1 :].strip()
-    return result
-
+    properties = Properties()
+    try:
+        properties.load(text, "utf-8")
+    except PropertyError as exc:
+        raise ConfigError(f"{source} is not a Java properties file: {exc}") from exc
+    return {str(key): str(value) for key, value in properties.properties.items()}

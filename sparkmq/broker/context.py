@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.persistence import TablePersister
+from sparkmq.broker.stats import BrokerStats
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.message.record import MessageBatch
 from sparkmq.offsets import ConsumerOffsetTable
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.headers import NotifyConsumerIdsChangedRequestHeader
-from sparkmq.message.record import MessageBatch
 from sparkmq.store import MessageStore, PutResult
 from sparkmq.store.flush import flush_outcome
+
+if TYPE_CHECKING:
+    from sparkmq.broker.ha import HAService
 
 logger = logging.getLogger(__name__)
 
@@ -36,22 +43,54 @@ class BrokerContext:
     holds: PullHoldService
     locks: RebalanceLockManager
     persister: TablePersister
+    stats: BrokerStats = field(default_factory=BrokerStats)
+    ha: HAService | None = None  # replication; None: a lone broker
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
-        """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync.
+        """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync."""
+        results, durable = self.put_group([batch], [wait_flush])
+        return (results if durable is None else await durable)[0]
 
-        The wait never cancels the flush request: the group-commit thread still completes
-        it, and the next put's fsync is not affected by this one timing out.
+    def put_group(self, batches: list[MessageBatch],
+                  wait_flush: list[bool]) -> tuple[list[PutResult], Awaitable[list[PutResult]] | None]:
+        """Store ``batches`` in order (one group put) and say when they are durable.
+
+        The one place where sends are appended and their durability awaited. Returns the
+        results now, and None when nobody waits (ASYNC flush, or no batch asked for its flush
+        by ``WAIT=true``), else an awaitable of the final results: one wait, up to
+        ``syncFlushTimeout``, for the group's flush, turning each waiting result into what the
+        flush gave it (FLUSH_DISK_TIMEOUT, SERVICE_NOT_AVAILABLE), then, on a SYNC_MASTER, the
+        wait for a slave to hold the bytes (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE).
         """
-        result, flushed = self.store.submit_messages(batch)
-        if flushed is None or not wait_flush:
-            return result
+        results, flushed = self.store.submit_group(batches)
+        if not any(wait and result.ok for wait, result in zip(wait_flush, results, strict=True)):
+            return results, None
+        replicated = self.ha is not None and self.ha.sync_master
+        if flushed is None and not replicated:
+            return results, None
+        return results, self._durable(results, wait_flush, flushed)
+
+    async def _durable(self, results: list[PutResult], wait_flush: list[bool],
+                       flushed: concurrent.futures.Future[int] | None) -> list[PutResult]:
+        """The results once flush (SYNC_FLUSH) and replication (SYNC_MASTER) are what they promise."""
+        if flushed is not None:
+            results = await self._flushed(results, wait_flush, flushed)
+        ha = self.ha
+        if ha is None:
+            return results
+        return list(await asyncio.gather(*(ha.confirm(result, wait)
+                                           for result, wait in zip(results, wait_flush, strict=True))))
+
+    async def _flushed(self, results: list[PutResult], wait_flush: list[bool],
+                       flushed: concurrent.futures.Future[int]) -> list[PutResult]:
+        """The wait never cancels the flush request: the group-commit thread still completes it,
+        and the next put's fsync is not affected by this one timing out."""
         waiter = asyncio.wrap_future(flushed)
         waiter.add_done_callback(_retrieve)
         done, _pending = await asyncio.wait({waiter}, timeout=self.config.sync_flush_timeout / 1000)
-        if not done:
-            return flush_outcome(result, TimeoutError())
-        return flush_outcome(result, waiter.exception())
+        error = waiter.exception() if done else TimeoutError()
+        return [flush_outcome(result, error) if wait and result.ok else result
+                for wait, result in zip(wait_flush, results)]
 
     def notify_consumer_ids_changed(self, groups: list[str]) -> None:
         """Tell every member of ``groups`` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""

@@ -1,7 +1,9 @@
 """BrokerController: the composition root of a broker (store, tables, processors, services).
 
->>> # async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
->>> #     print(broker.config.address)
+For example::
+
+    async with BrokerController(BrokerConfig(namesrv_addr="127.0.0.1:9876", listen_port=0)) as broker:
+        print(broker.config.address)
 """
 
 from __future__ import annotations
@@ -11,19 +13,24 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+from sparkmq.broker.acl import AclValidator
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.ha import HAService, SlaveSynchronize, TableSyncProcessors
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
+from sparkmq.broker.metrics import PromExporter
 from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.processors.admin import AdminProcessors
+from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.send import SendProcessor
 from sparkmq.broker.processors.send_back import SendBackProcessor
 from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
+from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.broker.transactions import TransactionService
@@ -31,6 +38,7 @@ from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
 from sparkmq.remoting.periodic import run_every, stop_tasks
+from sparkmq.remoting.server import Processor
 from sparkmq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -45,7 +53,8 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits())
+        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits(),
+                                     tls=config.server_tls())
         self.namesrv_client = RemotingClient()
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None
@@ -54,14 +63,24 @@ class BrokerController:
         self._registration: NamesrvRegistration | None = None
         self._offset_file: OffsetFile | None = None
         self._schedule: ScheduleMessageService | None = None
+        self.ha: HAService | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         self.persister = TablePersister(f"broker {config.broker_name}")
+        self.metrics: PromExporter | None = None
+        # A malformed accounts file refuses the start here, before anything binds.
+        self.acl = AclValidator(config.acl_path()) if config.acl_enable else None
+        self.server.authorize = None if self.acl is None else self.acl.authorize
 
     async def start(self) -> None:
         port = await self.server.start(serve=False)
-        self.config = cfg = dataclasses.replace(self.config, listen_port=port)
+        free_ports = self.config.listen_port == 0 and self.config.ha_listen_port < 0  # the HA port is free too
+        self.config = cfg = dataclasses.replace(self.config, listen_port=port,
+                                                ha_listen_port=0 if free_ports else self.config.ha_listen_port)
         config_dir = cfg.store_path_root_dir / "config"
         self.store = store = MessageStore(cfg.store_config())
         await asyncio.to_thread(store.start)
+        self.ha = HAService(cfg, store)
+        self.config = cfg = dataclasses.replace(cfg, ha_listen_port=await self.ha.start())
         self._offset_file = OffsetFile(config_dir / "consumerOffset.json")
         topics = TopicConfigManager(config_dir / "topics.json", cluster_name=cfg.broker_cluster_name,
                                     broker_name=cfg.broker_name, auto_create=cfg.auto_create_topic_enable,
@@ -77,11 +96,12 @@ class BrokerController:
         offsets = self._offset_file.load()
         self.context = ctx = BrokerContext(cfg, store, offsets, topics, groups,
                                            ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager(),
-                                           self.persister)
+                                           self.persister, ha=self.ha)
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)  # type: ignore[arg-type]
-        await self.transactions.start()
+        if not cfg.is_slave:  # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
+            await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
         self._schedule = schedule = ScheduleMessageService(store, config_dir / "delayOffset.json",
                                                            len(cfg.message_delay_level.split()))
@@ -94,9 +114,17 @@ class BrokerController:
         self.persister.add("delayOffset.json", lambda: schedule.version, schedule.snapshot, schedule.write)
         self._registration = NamesrvRegistration(cfg, topics, self.namesrv_client)
         topics.on_change = self._registration.request_now
+        self._start_table_sync(ctx, schedule)
         self._every(min(PERSIST_TICK_S, offsets_interval_s), self.persister.persist_changed, "persist-tables")
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
-        self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
+        if not cfg.is_slave:
+            self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
+        self._every(SAMPLE_INTERVAL_S, ctx.stats.sample, "stats-sample")
+        if cfg.metrics_exporter_type == "PROM":
+            self.metrics = PromExporter(ctx, cfg.metrics_prom_exporter_host or cfg.broker_ip, cfg.metrics_prom_exporter_port)
+            await self.metrics.start()
+        if self.acl is not None:
+            self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
         await self.server.start_serving()
         await self._registration.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)
@@ -104,7 +132,7 @@ class BrokerController:
     def _register_processors(self, ctx: BrokerContext) -> None:
         send, pull, send_back = SendProcessor(ctx), PullProcessor(ctx), SendBackProcessor(ctx)
         consumer, admin = ConsumerProcessors(ctx), AdminProcessors(ctx)
-        table: dict[RequestCode, Callable[..., Awaitable[object]]] = {
+        table: dict[RequestCode, Processor] = {
             RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send, RequestCode.SEND_BATCH_MESSAGE: send,
             RequestCode.PULL_MESSAGE: pull, RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
             RequestCode.HEART_BEAT: consumer.heartbeat, RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
@@ -120,8 +148,26 @@ class BrokerController:
             RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats, RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
         }
+        table.update(AdminOpsProcessors(ctx).table())  # type: ignore[arg-type]
         for code, processor in table.items():
+            self.server.register(code, timed(processor, code, ctx.stats))  # type: ignore[arg-type]
+
+    def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
+        """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""
+        tables = TableSyncProcessors(ctx, schedule)
+        for code, processor in tables.table().items():
             self.server.register(code, processor)  # type: ignore[arg-type]
+        if not self.config.is_slave:
+            return
+        assert self.ha is not None and self._registration is not None
+        self.slave_sync = sync = SlaveSynchronize(ctx, schedule, self.namesrv_client)
+        ha = self.ha
+
+        def learn(ha_server_addr: str | None, master_addr: str | None) -> None:
+            ha.learn_master(ha_server_addr)
+            sync.learn_master(master_addr)
+        self._registration.on_result = learn
+        self._every(self.config.slave_synchronize_interval / 1000, sync.sync_all, "slave-synchronize")
 
     def _every(self, interval_s: float, action: Callable[[], object], name: str) -> None:
         loop = run_every(interval_s, action, f"broker {self.config.broker_name} {name}")
@@ -154,11 +200,16 @@ class BrokerController:
             self.context.holds.wake_all()
             await self._close_step("drain in-flight requests", self._drain_in_flight)
         await self._close_step("close connections", self.server.close)
+        if self.metrics is not None:
+            await self._close_step("close the metrics endpoint", self.metrics.close)
         await stop_tasks(self._tasks, f"broker {self.config.broker_name}")
         self._tasks.clear()
+        if self.ha is not None:
+            await self._close_step("stop replication", self.ha.close)
         failed = await self.persister.persist_changed(ignore_intervals=True)
-        if self.store is not None:
-            await self._close_step("close the store", lambda: asyncio.to_thread(self.store.close))  # type: ignore[union-attr]
+        store = self.store
+        if store is not None:
+            await self._close_step("close the store", lambda: asyncio.to_thread(store.close))
         await self._close_step("close NameServer connections", self.namesrv_client.close)
         if failed:
             logger.error("broker %s stopped, but %s could not be persisted (see above)", self.config.broker_name,

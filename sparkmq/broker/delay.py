@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from sparkmq.broker.topics import SCHEDULE_TOPIC
 from sparkmq.message import layout as L
+from sparkmq.message.names import SCHEDULE_TOPIC
 from sparkmq.message.properties import DELAY_TIME_LEVEL, REAL_QUEUE_ID, REAL_TOPIC, decode_properties, encode_properties
 from sparkmq.message.record import MessageBatch
 

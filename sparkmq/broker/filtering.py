@@ -11,24 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sparkmq.errors import SparkmqError
+from sparkmq.errors import PropertyFilterDisabledError, SubscriptionParseError
 from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.properties import decode_properties
 
-SUBSCRIPTION_PARSE_FAILED = 23
 SUB_ALL = "*"
 TAG = "TAG"
 SQL92 = "SQL92"
-
-
-class SubscriptionParseError(SparkmqError):
-    """SUBSCRIPTION_PARSE_FAILED: the expression cannot be used."""
-
-    code = SUBSCRIPTION_PARSE_FAILED
-
-
-class PropertyFilterDisabledError(SparkmqError):
-    """SYSTEM_ERROR: a SQL92 subscription on a broker without ``enablePropertyFilter=true``."""
 
 
 @dataclass(frozen=True)

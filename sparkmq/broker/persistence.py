@@ -7,9 +7,11 @@ version counter moved; the write runs in ``asyncio.to_thread``. Many changes bet
 rounds (5,000 new groups from 5,000 PULLs) cost one write. A failed write is logged with its
 traceback and retried next round, while the other tables are still written.
 
->>> # persister = TablePersister("broker-a")
->>> # persister.add("topics", lambda: topics.version, topics.wrapper, topics.write)
->>> # task = loop.create_task(run_every(1.0, persister.persist_changed, "persist-tables"))
+For example::
+
+    persister = TablePersister("broker-a")
+    persister.add("topics", lambda: topics.version, topics.wrapper, topics.write)
+    task = loop.create_task(run_every(1.0, persister.persist_changed, "persist-tables"))
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from collections.abc import Callable
 
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.topics import TopicConfigManager
@@ -33,6 +34,8 @@ class NamesrvRegistration:
         self.client = client
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        # A slave learns its master from the result: (haServerAddr, masterAddr), either may be None.
+        self.on_result: Callable[[str | None, str | None], None] | None = None
 
     async def start(self) -> None:
         """Register once now (so routes exist when the broker says it is ready), then periodically."""
@@ -48,7 +51,7 @@ class NamesrvRegistration:
 
     def _header(self, body: bytes) -> dict[str, str]:
         cfg = self.config
-        return RegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.address,
+        return RegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.ha_address,
                                            cfg.broker_id, False, zlib.crc32(body) & 0x7FFFFFFF).to_fields()
 
     async def register_all(self) -> int:
@@ -64,6 +67,9 @@ class NamesrvRegistration:
                 continue
             if response.code == ResponseCode.SUCCESS:
                 accepted += 1
+                if self.on_result is not None:
+                    fields = response.ext_fields or {}
+                    self.on_result(fields.get("haServerAddr"), fields.get("masterAddr"))
             else:
                 logger.warning("NameServer %s refused registration: %d %s", address, response.code, response.remark)
         return accepted

@@ -10,26 +10,28 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from pathlib import Path
 
-from sparkmq.broker.topics import SCHEDULE_TOPIC
 from sparkmq.config_file import ConfigFile
 from sparkmq.errors import ConfigError
+from sparkmq.message.names import SCHEDULE_TOPIC
 from sparkmq.message.properties import DELAY_TIME_LEVEL, REAL_QUEUE_ID, REAL_TOPIC, encode_properties
 from sparkmq.message.record import MessageBatch
+from sparkmq.protocol import fastjson
 from sparkmq.store import MessageStore
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE
 
 logger = logging.getLogger(__name__)
 DELIVER_BATCH = 256
-_BARE_KEY = re.compile(r"([{,]\s*)(\d+)\s*:")
 
 
 def _decode(text: str) -> dict[int, int]:
-    table = json.loads(_BARE_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
-    return {int(level): int(offset) for level, offset in table.items()}
+    """delayOffset.json as Java writes it too (fastjson: unquoted integer keys)."""
+    document = fastjson.as_object(fastjson.loads(text, what="delayOffset.json"), "delayOffset.json")
+    table = fastjson.as_object(document.get("offsetTable", {}), "delayOffset.json.offsetTable")
+    return {fastjson.as_int(level, f"offsetTable key {level!r}"): fastjson.as_int(offset, f"offsetTable.{level}")
+            for level, offset in table.items()}
 
 
 def _encode(offsets: dict[int, int]) -> str:

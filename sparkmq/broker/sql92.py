@@ -30,7 +30,7 @@ from typing import Any
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedInput, UnexpectedToken, VisitError
 
-from sparkmq.broker.filtering import SubscriptionParseError
+from sparkmq.errors import SubscriptionParseError
 
 MAX_EXPRESSION_CHARS = 4096  # a subscription string longer than this is refused before parsing
 _INT32 = (-(2**31), 2**31 - 1)
@@ -150,7 +150,7 @@ def _compare(left: Value, right: Value) -> int:
             right = _number_of(right, left)
         elif not (isinstance(left, numbers) and isinstance(right, numbers)):
             return -1
-    return (left > right) - (left < right)
+    return int(left > right) - int(left < right)
 
 
 def _ordering(test: Callable[[int], bool]) -> Callable[[_Expr, _Expr], _Expr]:
@@ -262,7 +262,7 @@ def _constant(value: Value) -> _Expr:
 
 
 @v_args(inline=True)
-class _Compiler(Transformer[Token, _Expr]):
+class _Compiler(Transformer[Token, Node]):
     """Parse tree → closures, bottom-up, with RocketMQ's parse-time checks."""
 
     def start(self, expr: _Expr) -> Node:
@@ -345,7 +345,8 @@ class _Compiler(Transformer[Token, _Expr]):
                 raise SubscriptionParseError("illegal values of BETWEEN: values can not be NULL")
             if _is_number(low.const) and _is_number(high.const) and high.const < low.const:
                 raise SubscriptionParseError(
-                    f"illegal values of BETWEEN: left value ({low.const}) must be less than or equal to right ({high.const})")
+                    f"illegal values of BETWEEN: left value ({low.const}) must be less than or equal to "
+                    f"right ({high.const})")
         return _Expr(_and(self.ge(value, low).run, self.le(value, high).run), "bool")
 
     def not_between(self, value: _Expr, low: _Expr, high: _Expr) -> _Expr:
@@ -362,7 +363,7 @@ def compile_sql92(expression: str) -> Sql92Selector:
     >>> compile_sql92("a >").expression
     Traceback (most recent call last):
     ...
-    sparkmq.broker.filtering.SubscriptionParseError: SQL92 expression 'a >' is invalid at column 4: unexpected end of expression
+    sparkmq.errors.SubscriptionParseError: SQL92 expression 'a >' is invalid at column 4: unexpected end of expression
     """
     if not expression or not expression.strip():
         raise SubscriptionParseError("SQL92 expression is empty")
@@ -373,7 +374,8 @@ def compile_sql92(expression: str) -> Sql92Selector:
     except UnexpectedInput as exc:
         at_end = isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
         column = len(expression) + 1 if at_end else exc.column
-        found = "end of expression" if at_end else repr(expression[exc.pos_in_stream:exc.pos_in_stream + 12])
+        at = exc.pos_in_stream or 0
+        found = "end of expression" if at_end else repr(expression[at : at + 12])
         raise SubscriptionParseError(f"SQL92 expression {expression!r} is invalid at column {column}: unexpected {found}") from exc
     except LarkError as exc:
         raise SubscriptionParseError(f"SQL92 expression {expression!r} is invalid: {exc}") from exc

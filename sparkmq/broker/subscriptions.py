@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkmq.config_file import ConfigFile
 from sparkmq.broker.validation import check_group
+from sparkmq.config_file import ConfigFile
 from sparkmq.errors import ConfigError
 
 DEFAULT_RETRY_MAX_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
@@ -84,6 +84,20 @@ class SubscriptionGroupManager:
                 config = self.groups[group] = SubscriptionGroupConfig(group)
                 self.version += 1
         return config
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's settings (no count limit: an admin asked)."""
+        check_group(config.group_name)
+        self.groups[config.group_name] = config
+        self.version += 1
+
+    def delete(self, group: str) -> bool:
+        """DELETE_SUBSCRIPTIONGROUP: forget a group; False when it was not there."""
+        check_group(group)
+        if self.groups.pop(group, None) is None:
+            return False
+        self.version += 1
+        return True
 
     def refusal(self, group: str) -> str:
         """The remark for a group that :meth:`find_or_create` did not create."""

@@ -14,39 +14,22 @@ from pathlib import Path
 
 from sparkmq.broker.validation import check_topic, check_topic_config
 from sparkmq.config_file import ConfigFile
-from sparkmq.errors import ConfigError, InvalidFieldError, InvalidTopicError
+from sparkmq.errors import ConfigError, InvalidFieldError, TopicNotWritableError
+from sparkmq.message.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+)
 from sparkmq.protocol import PermName
 from sparkmq.protocol.namesrv_bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"  # MixAll.AUTO_CREATE_TOPIC_KEY_TOPIC
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SCHEDULE_QUEUES = 18
 DEFAULT_MAX_QUEUE_NUMS = 1024  # maxTopicQueueNums
-# TopicValidator.SYSTEM_TOPIC_SET: no admin may create, update or delete these.
-SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, BENCHMARK_TOPIC, TRANS_HALF_TOPIC, TRACE_TOPIC,
-                           TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
-# Producers may not send to these (TopicValidator.isNotAllowedSendTopic): NO_PERMISSION.
-NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
-                                     TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
 READ_WRITE = int(PermName.PERM_READ | PermName.PERM_WRITE)
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 class TopicConfigManager:
@@ -156,8 +139,8 @@ class TopicConfigManager:
 
 
 def check_sendable(topic: str) -> None:
-    """Raise InvalidTopicError for names producers may never use."""
+    """Raise InvalidTopicError for names producers may never use (TopicNotWritableError: NO_PERMISSION)."""
     check_topic(topic)
     if topic in NOT_ALLOWED_SEND_TOPICS:
-        raise InvalidTopicError(f"sending message to topic [{topic}] is forbidden")
+        raise TopicNotWritableError(f"sending message to topic [{topic}] is forbidden")
 

@@ -33,11 +33,14 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
     """broker.conf, then ``--set`` pairs, then the dedicated flags."""
-    properties = parse_properties(args.config.read_text(encoding="utf-8")) if args.config else {}
-    properties.update(parse_properties("\n".join(args.set)))
+    properties = parse_properties(args.config.read_text(encoding="utf-8"), str(args.config)) if args.config else {}
+    for pair in args.set:  # one at a time: a value ending in a backslash must not swallow the next pair
+        properties.update(parse_properties(pair, source=f"--set {pair}"))
     flush = {"sync": FlushDiskType.SYNC_FLUSH, "async": FlushDiskType.ASYNC_FLUSH}.get(args.flush or "")
+    acl_file = args.config.parent / "plain_acl.yml" if args.config and "aclFile" not in properties else None
     return BrokerConfig.from_properties(properties, namesrv_addr=args.namesrv, broker_ip=args.host,
-                                        listen_port=args.port, store_path_root_dir=args.store_dir, flush_disk_type=flush)
+                                        listen_port=args.port, store_path_root_dir=args.store_dir,
+                                        flush_disk_type=flush, acl_file=acl_file)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Sequence
 
 import sparkmq
-from sparkmq.cli import broker_command, dev_command, namesrv_command
+from sparkmq.cli import admin_command, broker_command, dashboard_command, dev_command, namesrv_command
 
-SUBCOMMAND_MODULES = (namesrv_command, broker_command, dev_command)
+SUBCOMMAND_MODULES = (namesrv_command, broker_command, dev_command, admin_command, dashboard_command)
 
 
 def run_version(args: argparse.Namespace) -> int:
@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (``sys.argv[1:]`` when ``None``), run the subcommand, return its exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the innermost command's parser, so its usage is the one shown
+        getattr(args, "own_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return int(args.run(args))

@@ -10,7 +10,9 @@ free one)::
 from __future__ import annotations
 
 import argparse
+import ssl
 import sys
+from pathlib import Path
 from typing import Any
 
 from sparkmq.cli.service import run_service
@@ -18,6 +20,7 @@ from sparkmq.errors import ConfigError
 from sparkmq.namesrv import NameServer, NamesrvConfig
 from sparkmq.namesrv.config import DEFAULT_BROKER_EXPIRED_S, DEFAULT_PORT, DEFAULT_SCAN_INTERVAL_S
 from sparkmq.remoting.limits import IDLE_TIMEOUT_S, ServerLimits
+from sparkmq.remoting.tls import SERVER_MODES, ServerTls, server_context
 
 
 def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
@@ -29,7 +32,19 @@ def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
     """
     limits = ServerLimits(max_connections=args.max_connections, idle_timeout_s=args.idle_timeout)
     return NamesrvConfig(args.host, args.port, args.scan_interval, args.broker_expired, limits=limits,
-                         guard_registrations=not args.allow_takeover)
+                         guard_registrations=not args.allow_takeover, tls=_tls(args))
+
+
+def _tls(args: argparse.Namespace) -> ServerTls | None:
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError("--tls-cert and --tls-key go together")
+    try:
+        return ServerTls(server_context(cert, key), args.tls_mode)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"--tls-cert / --tls-key cannot be loaded: {exc}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +76,10 @@ def register(subcommands: Any) -> None:
                         help=f"close a connection silent this many seconds (default: {IDLE_TIMEOUT_S:g})")
     parser.add_argument("--allow-takeover", action="store_true",
                         help="let a REGISTER_BROKER from another connection replace a live broker's address")
+    parser.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate (and --tls-key)")
+    parser.add_argument("--tls-key", type=Path, help="the certificate's unencrypted PEM key")
+    parser.add_argument("--tls-mode", choices=SERVER_MODES, default="permissive",
+                        help="permissive: TLS and plain clients (default); enforcing: TLS only")
     parser.set_defaults(run=run)
 
 

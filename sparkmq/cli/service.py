@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Callable
 from typing import Protocol
@@ -40,8 +41,34 @@ async def serve_until_signalled(service: Service, ready_line: str | None = None,
         await service.close()
 
 
+#: ``SPARKMQ_EVENT_LOOP``: ``auto`` (uvloop when importable), ``uvloop`` (required) or ``asyncio``.
+EVENT_LOOP_ENV = "SPARKMQ_EVENT_LOOP"
+
+
+def loop_factory(choice: str | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop a service runs on: uvloop when importable (``auto``), unless told otherwise.
+
+    uvloop runs the loop, the transports and their callbacks in C (docs/benchmarks.md, Clients:
+    what it saves per request). ``choice`` defaults to ``$SPARKMQ_EVENT_LOOP`` or ``auto``.
+    """
+    choice = (choice or os.environ.get(EVENT_LOOP_ENV) or "auto").lower()
+    if choice not in ("auto", "uvloop", "asyncio"):
+        raise ValueError(f"{EVENT_LOOP_ENV} must be auto, uvloop or asyncio, got {choice!r}")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise
+            logger.info("uvloop is not installed: running on asyncio's own event loop")
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
 def run_service(service: Service, ready_line: str | None = None,
                 ready_line_of: Callable[[], str] | None = None) -> int:
-    """Run ``service`` until SIGTERM/SIGINT; exit code 0 after a clean close."""
-    asyncio.run(serve_until_signalled(service, ready_line, ready_line_of))
+    """Run ``service`` until SIGTERM/SIGINT on :func:`loop_factory`'s loop; exit code 0 after a clean close."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(serve_until_signalled(service, ready_line, ready_line_of))
     return 0

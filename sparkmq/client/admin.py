@@ -9,6 +9,7 @@ from typing import Any
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import RemoteError
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import RequestCode, ResponseCode
@@ -37,14 +38,16 @@ class QueueLag:
 class Admin:
     """Blocking admin calls to the brokers of a topic (GET_CONSUME_STATS, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID).
 
-    >>> # with Admin("127.0.0.1:9876") as admin:
-    >>> #     sum(q.lag for q in admin.consumer_lag("orders-to-delta", "orders"))
-    >>> #     admin.query_by_key("orders", "order-42")          # every message with KEYS order-42
-    >>> #     admin.message_by_offset_id(send_result.offset_msg_id)
+    For example::
+
+        with Admin("127.0.0.1:9876") as admin:
+            sum(q.lag for q in admin.consumer_lag("orders-to-delta", "orders"))
+            admin.query_by_key("orders", "order-42")          # every message with KEYS order-42
+            admin.message_by_offset_id(send_result.offset_msg_id)
     """
 
-    def __init__(self, namesrv_addr: str) -> None:
-        self._instance = ClientInstance(namesrv_addr)
+    def __init__(self, namesrv_addr: str, *, security: ClientSecurity | None = None) -> None:
+        self._instance = ClientInstance(namesrv_addr, security=security)
 
     def consumer_lag(self, group: str, topic: str) -> list[QueueLag]:
         return loop_thread.run(self._lag(group, topic))

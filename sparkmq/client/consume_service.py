@@ -18,11 +18,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage
+from sparkmq.client.process_queue import ProcessQueue
+from sparkmq.errors import ConfigError, SparkmqError
+from sparkmq.protocol import RequestCode
+from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from sparkmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 
 logger = logging.getLogger(__name__)
 RETRY_LATER_S = 5.0
 ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
+CONCURRENT_MAX_RECONSUME_TIMES = 16  # maxReconsumeTimes -1 means 16 (concurrent) or unlimited (orderly)
 
 
 class ConsumeResult(enum.Enum):
@@ -49,9 +56,9 @@ class ListenerRunner:
     def __init__(self, group: str, threads: int, timeout_s: float, batch_max_size: int,
                  listener_of: Callable[[ReceivedMessage], Listener], closing: Callable[[], bool]) -> None:
         if batch_max_size < 1:
-            raise ValueError(f"consume_message_batch_max_size must be at least 1, not {batch_max_size}")
+            raise ConfigError(f"consume_message_batch_max_size must be at least 1, not {batch_max_size}")
         if timeout_s <= 0:
-            raise ValueError(f"consume_timeout_s must be positive, not {timeout_s}")
+            raise ConfigError(f"consume_timeout_s must be positive, not {timeout_s}")
         self.group = group
         self.timeout_s = timeout_s
         self.batch_max_size = batch_max_size
@@ -104,7 +111,7 @@ async def consume_concurrently(runner: ListenerRunner, messages: Sequence[Receiv
     chunks = runner.chunks(messages)
     outcomes = await asyncio.gather(*(runner.run(chunk) for chunk in chunks))
     done: list[ReceivedMessage] = []
-    for chunk, outcome in zip(chunks, outcomes):
+    for chunk, outcome in zip(chunks, outcomes, strict=True):
         if outcome is ConsumeOutcome.SKIPPED:
             continue
         if outcome is ConsumeOutcome.RETRY:
@@ -144,3 +151,95 @@ async def consume_in_order(runner: ListenerRunner, messages: Sequence[ReceivedMe
             await asyncio.sleep(suspend_s)
         if not consumed(chunk):
             return
+
+
+async def send_back(instance: ClientInstance, group: str, message: ReceivedMessage, *, delay_level: int,
+                    max_reconsume_times: int) -> bool:
+    """CONSUMER_SEND_MSG_BACK: hand a failed message back to the broker that stored it (delay level
+    0: the broker picks the retry delay; -1: straight to the DLQ). False when the broker did not take it."""
+    fields = ConsumerSendMsgBackRequestHeader(message.commit_log_offset, group, delay_level, message.msg_id,
+                                              message.topic, False, max_reconsume_times).to_fields()
+    try:
+        response = await instance.remoting.invoke(message.store_host, RequestCode.CONSUMER_SEND_MSG_BACK, fields)
+        check_response(response, "send back")
+        return True
+    except SparkmqError as exc:
+        logger.warning("send back of %s failed: %s", message.msg_id, exc.remark)
+        return False
+
+
+class ConcurrentConsumeService:
+    """``ConsumeMessageConcurrentlyService``: messages go to the pool as they come; failures are sent
+    back for a delayed retry (CLUSTERING) and the queue's offset moves past what is done."""
+
+    def __init__(self, runner: ListenerRunner, instance: ClientInstance, *, clustering: bool,
+                 max_reconsume_times: int | None, offsets: dict[MessageQueue, int]) -> None:
+        self.runner = runner
+        self.instance = instance
+        self.clustering = clustering
+        self.max_reconsume_times = CONCURRENT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
+        self.offsets = offsets  # the consumer's table: what is consumed here is committed from there
+
+    async def consume(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
+        """Consume one pulled batch of ``queue``; record the offset below which everything is done."""
+        done = await consume_concurrently(self.runner, messages, clustering=self.clustering,
+                                          send_back=self._send_back, dropped=lambda: process.dropped)
+        committable = process.remove(done)
+        if not process.dropped:
+            self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
+
+    async def _send_back(self, message: ReceivedMessage) -> bool:
+        return await send_back(self.instance, self.runner.group, message, delay_level=0,
+                               max_reconsume_times=self.max_reconsume_times)
+
+
+class OrderlyConsumeService:
+    """``ConsumeMessageOrderlyService``: each queue is locked on its broker and consumed strictly in
+    order by one call at a time; a failing message suspends its queue, never is skipped."""
+
+    def __init__(self, runner: ListenerRunner, instance: ClientInstance, *, max_reconsume_times: int | None,
+                 suspend_s: float, offsets: dict[MessageQueue, int]) -> None:
+        self.runner = runner
+        self.instance = instance
+        self.max_reconsume_times = max_reconsume_times
+        self.suspend_s = suspend_s
+        self.offsets = offsets
+        self._consume_locks: dict[MessageQueue, asyncio.Lock] = {}
+
+    async def consume(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
+        """Consume one pulled batch of ``queue`` in order, under the queue's consume lock."""
+        def consumed(chunk: list[ReceivedMessage]) -> bool:
+            # Consumed while this member still holds the queue's lock: record it even if the
+            # queue is being dropped (the drop persists it before unlocking).
+            if not process.locked:
+                return False
+            self.offsets[queue] = max(self.offsets.get(queue, 0), process.remove(chunk))
+            return not process.dropped
+
+        async with self.consume_lock(queue):
+            await consume_in_order(self.runner, messages, max_reconsume_times=self.max_reconsume_times,
+                                   dead_letter=self._dead_letter, dropped=lambda: process.dropped,
+                                   consumed=consumed, suspend_s=self.suspend_s)
+
+    def consume_lock(self, queue: MessageQueue) -> asyncio.Lock:
+        """Held while a listener call on ``queue`` runs; a drop waits for it (``tryLock``)."""
+        return self._consume_locks.setdefault(queue, asyncio.Lock())
+
+    async def lock(self, queues: list[MessageQueue]) -> bool:
+        """LOCK_BATCH_MQ: whether the broker now lets this client consume every one of ``queues``."""
+        body = LockBatchRequestBody(self.runner.group, self.instance.client_id, tuple(queues)).encode()
+        response = await self.instance.invoke_broker(queues[0].broker_name, RequestCode.LOCK_BATCH_MQ, {}, body)
+        held = LockBatchResponseBody.decode(check_response(response, "lock queues").body).lock_ok_mq_set
+        return set(queues) <= set(held)
+
+    async def unlock(self, queues: list[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ; a failure is logged (the broker's lock expires on its own)."""
+        body = LockBatchRequestBody(self.runner.group, self.instance.client_id, tuple(queues)).encode()
+        try:
+            await self.instance.invoke_broker(queues[0].broker_name, RequestCode.UNLOCK_BATCH_MQ, {}, body)
+        except SparkmqError as exc:
+            logger.warning("unlock of %s failed: %s", queues, exc.remark)
+
+    async def _dead_letter(self, message: ReceivedMessage) -> bool:
+        max_times = CONCURRENT_MAX_RECONSUME_TIMES if self.max_reconsume_times is None else self.max_reconsume_times
+        return await send_back(self.instance, self.runner.group, message, delay_level=-1, max_reconsume_times=max_times)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
 FAILURE_LATENCY_MS = 30_000
+_FIRST_PAUSING_MS = min(limit for limit, pause in zip(LATENCY_MAX_MS, NOT_AVAILABLE_MS) if pause)
 
 
 class LatencyFaultTolerance:
@@ -24,11 +25,20 @@ class LatencyFaultTolerance:
     def record(self, broker_name: str, latency_ms: float, failed: bool = False) -> None:
         latency = FAILURE_LATENCY_MS if failed else latency_ms
         pause = 0
-        for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_MS)):
+        for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_MS), strict=True):
             if latency >= limit:
                 pause = duration
                 break
         self._available_from[broker_name] = self._clock() * 1000 + pause
 
+    def succeeded(self, broker_name: str, latency_ms: float) -> None:
+        """``record`` of a send that succeeded: a fast one makes the broker available at once."""
+        if latency_ms >= _FIRST_PAUSING_MS:
+            self.record(broker_name, latency_ms)
+        elif self._available_from:
+            self._available_from.pop(broker_name, None)
+
     def is_available(self, broker_name: str) -> bool:
+        if not self._available_from:  # no broker ever failed or was slow: no clock read per send
+            return True
         return self._clock() * 1000 >= self._available_from.get(broker_name, 0)

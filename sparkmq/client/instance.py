@@ -13,17 +13,22 @@ import dataclasses
 import logging
 import os
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from sparkmq.client.routes import TopicRoute
-from sparkmq.errors import RemoteError, SparkmqError, TopicNotExistError
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
-from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
+from sparkmq.client.security import ClientSecurity
+from sparkmq.errors import ConfigError, RemoteError, SparkmqError, TopicNotExistError
+from sparkmq.message.names import MASTER_ID
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
 from sparkmq.message.record import StoredMessage, decode_record
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
+from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
-    CheckTransactionStateRequestHeader, ConsumerGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    CheckTransactionStateRequestHeader,
+    ConsumerGroupRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
@@ -36,7 +41,7 @@ ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
 # Answers a broker's CHECK_TRANSACTION_STATE (by sending END_TRANSACTION back on ``connection``).
-TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Awaitable[None]]
+TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Coroutine[Any, Any, None]]
 
 
 def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
@@ -52,19 +57,23 @@ def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
 class ClientInstance:
     """Routes, connections and heartbeats for the groups of one client object."""
 
-    def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1") -> None:
+    def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1",
+                 security: ClientSecurity | None = None) -> None:
         self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addresses:
-            raise SparkmqError("namesrv_addr names no NameServer (expected host:port[;host:port])")
+            raise ConfigError("namesrv_addr names no NameServer (expected host:port[;host:port])")
         self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{_RANDOM.getrandbits(32):08x}"
-        self.remoting = RemotingClient(handler=self._serve)
+        self.security = security or ClientSecurity()
+        self.remoting = RemotingClient(handler=self._serve, signer=self.security.signer(),
+                                       ssl=self.security.ssl_context())
         self.routes: dict[str, TopicRoute] = {}
         self.producer_groups: set[str] = set()
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
-        self._hook_tasks: set[asyncio.Task[bool]] = set()
+        self._hook_tasks: set[asyncio.Task[Any]] = set()
+        self.suggested_broker: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable: a pull's suggestWhichBrokerId
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -185,23 +194,44 @@ class ClientInstance:
     async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
         """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""
         fields = ConsumerGroupRequestHeader(group).to_fields()
-        response = await self.invoke_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
+        response = await self.invoke_read_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
         return list(ConsumerListBody.decode(check_response(response, f"members of {group}").body).consumer_id_list)
 
     async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
                             timeout: float = 3.0) -> RemotingCommand:
         return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)
 
+    def read_addresses(self, broker_name: str, preferred_id: int = MASTER_ID) -> list[str]:
+        """The brokers of ``broker_name`` that can serve reads, best first (``TopicRoute.read_addresses``)."""
+        for route in self.routes.values():
+            addresses = route.read_addresses(broker_name, preferred_id)
+            if addresses:
+                return addresses
+        return []
+
+    async def invoke_read_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
+                                 timeout: float = 3.0, preferred_id: int = MASTER_ID) -> RemotingCommand:
+        """A read or offset request to ``broker_name``: to ``preferred_id``, else the master, falling
+        back to its slaves while those cannot be reached (a slave serves reads and takes offsets)."""
+        addresses = self.read_addresses(broker_name, preferred_id)
+        if not addresses:
+            raise RemoteError(f"no known address for broker {broker_name}", retriable=True)
+        for address in addresses[:-1]:
+            try:
+                return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+            except RemoteError as exc:  # unreachable (or gone mid-request): the next broker of the name
+                logger.info("broker %s at %s failed (%s); trying the next of %s", broker_name, address, exc.remark,
+                            addresses)
+        return await self.remoting.invoke(addresses[-1], code, ext_fields, body, timeout)
+
     async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
                                   timeout: float = 3.0) -> RemotingCommand:
-        """Like ``invoke_broker`` for the broker of ``queue``, looking its topic's route up first when no
-        cached route names that broker (a queue the caller built itself, or a broker new to the route)."""
-        try:
-            address = self.broker_address(queue.broker_name)
-        except RemoteError:
+        """``invoke_read_broker`` for ``queue``, preferring the broker its last pull suggested; the
+        topic's route is looked up first when no cached route names that broker."""
+        if not self.read_addresses(queue.broker_name):
             await self.route(queue.topic, refresh=True)
-            address = self.broker_address(queue.broker_name)
-        return await self.remoting.invoke(address, code, ext_fields, body, timeout)
+        preferred = self.suggested_broker.get(queue, MASTER_ID)
+        return await self.invoke_read_broker(queue.broker_name, code, ext_fields, body, timeout, preferred)
 
     def _check_transaction(self, request: RemotingCommand, connection: RemotingConnection) -> None:
         """``ClientRemotingProcessor.checkTransactionState``: hand the check to the message's producer group."""

@@ -14,7 +14,14 @@ from sparkmq.protocol.bodies import MessageQueue
 class LocalOffsetFile:
     """``path`` holds a list of ``{"topic", "brokerName", "queueId", "offset"}`` entries.
 
-    >>> # LocalOffsetFile(Path("offsets/c1-G.json")).save({MessageQueue("T", "broker-a", 0): 42})
+    Example::
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as directory:
+        ...     offsets = LocalOffsetFile(Path(directory) / "c1-G.json")
+        ...     offsets.save({MessageQueue("T", "broker-a", 0): 42})
+        ...     offsets.load()
+        {MessageQueue(topic='T', broker_name='broker-a', queue_id=0): 42}
     """
 
     def __init__(self, path: Path) -> None:

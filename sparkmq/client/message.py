@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import enum
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sparkmq.errors import MessageError
-from sparkmq.message import layout as L
-from sparkmq.message.msgid import offset_msg_id
+from sparkmq.client.received import ReceivedMessage, decode_pull_body
 from sparkmq.message.properties import (
-    DELAY_TIME_LEVEL, KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, encode_properties,
+    DELAY_TIME_LEVEL,
+    KEY_SEPARATOR,
+    KEYS,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    TAGS,
+    UNIQ_KEY,
+    WAIT_STORE_MSG_OK,
+    encode_properties,
 )
-from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol.bodies import MessageQueue
+
+__all__ = ["Message", "ReceivedMessage", "SendResult", "SendStatus", "decode_pull_body"]
+
+
+# WAIT then UNIQ_KEY, as encode_properties joins them, for a message with no other property.
+_WAIT_TRUE = f"{WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}{UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+_WAIT_FALSE = f"{WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}false{PROPERTY_SEPARATOR}{UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
 
 
 @dataclass
@@ -45,6 +56,12 @@ class Message:
 
     def encoded_properties(self, unique_id: str) -> bytes:
         """The properties string as sent: user properties plus TAGS, KEYS, DELAY, WAIT, UNIQ_KEY."""
+        return self.properties_text(unique_id).encode("utf-8")
+
+    def properties_text(self, unique_id: str) -> str:
+        """``encoded_properties`` as text; a message with only the properties every send adds skips the map."""
+        if not (self.properties or self.tags or self.keys or self.delay_level > 0):
+            return f"{_WAIT_TRUE if self.wait_store_ok else _WAIT_FALSE}{unique_id}"
         props = dict(self.properties)
         if self.tags:
             props[TAGS] = self.tags
@@ -54,7 +71,7 @@ class Message:
             props[DELAY_TIME_LEVEL] = str(self.delay_level)
         props[WAIT_STORE_MSG_OK] = "true" if self.wait_store_ok else "false"
         props[UNIQ_KEY] = unique_id
-        return encode_properties(props)
+        return encode_properties(props).decode("utf-8")
 
 
 class SendStatus(enum.Enum):
@@ -79,53 +96,3 @@ class SendResult:
     offset_msg_id: str
     queue: MessageQueue
     queue_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReceivedMessage:
-    """A consumed message with where it was stored."""
-
-    topic: str
-    body: bytes
-    queue: MessageQueue
-    queue_offset: int
-    commit_log_offset: int
-    msg_id: str
-    offset_msg_id: str
-    properties: dict[str, str]
-    born_timestamp: int
-    store_timestamp: int
-    born_host: str
-    store_host: str
-    reconsume_times: int
-    sys_flag: int
-    flag: int
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return [k for k in self.properties.get(KEYS, "").split(KEY_SEPARATOR) if k]
-
-    @classmethod
-    def of(cls, stored: StoredMessage, broker_name: str) -> ReceivedMessage:
-        """Build from a stored record; inflates compressed bodies."""
-        body = bytes(stored.body)
-        if stored.sys_flag & L.COMPRESSED_FLAG:
-            try:
-                body = zlib.decompress(body)
-            except zlib.error as exc:
-                raise MessageError(f"message at {stored.physical_offset} has a compressed body that does not inflate") from exc
-        props = decode_properties(stored.properties_raw)
-        offset_id = offset_msg_id(stored.store_host.ip, stored.store_host.port, stored.physical_offset)
-        return cls(stored.topic, body, MessageQueue(stored.topic, broker_name, stored.queue_id), stored.queue_offset,
-                   stored.physical_offset, props.get(UNIQ_KEY, offset_id), offset_id, props, stored.born_timestamp,
-                   stored.store_timestamp, str(stored.born_host), str(stored.store_host), stored.reconsume_times,
-                   stored.sys_flag, stored.flag)
-
-
-def decode_pull_body(body: bytes, broker_name: str) -> list[ReceivedMessage]:
-    """Every record of a PULL body as a ReceivedMessage."""
-    return [ReceivedMessage.of(stored, broker_name) for stored in iter_records(body)]

@@ -18,28 +18,41 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmq.client import loop_thread
 from sparkmq.client.fault import LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import Message, SendResult, SendStatus
-from sparkmq.errors import DurabilityNotConfirmedError, MessageError, MessageTooLargeError, RemoteError, SparkmqError
+from sparkmq.client.routes import TopicRoute
+from sparkmq.client.security import ClientSecurity
+from sparkmq.client.send_frames import (
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    Outgoing,
+    SendTemplate,
+)
+from sparkmq.errors import (
+    DurabilityNotConfirmedError,
+    MessageError,
+    MessageTooLargeError,
+    RemoteError,
+    SparkmqError,
+)
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
-from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from sparkmq.protocol.headers import SendMessageResponseHeader
+from sparkmq.remoting import RemotingConnection
 
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # maxMessageSize
-DEFAULT_TOPIC = "TBW102"
-DEFAULT_TOPIC_QUEUE_NUMS = 4
 # Answers that mean "stored, but not as durably as promised": not delivered, retried.
 _NOT_CONFIRMED_CODES = (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
 
@@ -52,7 +65,8 @@ def select_by_hash(queues: list[MessageQueue], message: Message, arg: Any) -> Me
     string, the value of an int, ``Long.hashCode`` past 32 bits), so Java and Python producers
     sharing keys keep per-key order.
 
-    >>> [q.queue_id for q in [select_by_hash([MessageQueue("T", "b", i) for i in range(8)], None, k) for k in ("order-1", 7, -9)]]
+    >>> queues = [MessageQueue("T", "b", i) for i in range(8)]
+    >>> [select_by_hash(queues, None, key).queue_id for key in ("order-1", 7, -9)]
     [6, 7, 1]
     """
     return queues[abs(_java_hash_code(arg)) % len(queues)]
@@ -71,15 +85,18 @@ def _java_hash_code(arg: Any) -> int:
 class AsyncProducer:
     """Sends messages from asyncio code.
 
-    >>> # async with AsyncProducer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     result = await producer.send(Message("orders", b"hello", tags="books"))
+    For example::
+
+        async with AsyncProducer("PID_orders", "127.0.0.1:9876") as producer:
+            result = await producer.send(Message("orders", b"hello", tags="books"))
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
                  send_timeout_s: float = 3.0, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, instance_name: str | None = None) -> None:
+                 max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES, instance_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.group = group
-        self.instance = ClientInstance(namesrv_addr, instance_name)
+        self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.retry_times = retry_times_when_send_failed
         self.send_timeout_s = send_timeout_s
         self.compress_over_bytes = compress_over_bytes
@@ -87,6 +104,7 @@ class AsyncProducer:
         self.faults = LatencyFaultTolerance()
         self._ids = UniqueIdGenerator()
         self._counter = itertools.count()
+        self._lanes: dict[str, _Lane] = {}
 
     async def start(self) -> None:
         self.instance.producer_groups.add(self.group)
@@ -111,14 +129,11 @@ class AsyncProducer:
         FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message may be stored; sending it again
         is safe for at-least-once), and the error tree's other exceptions for other failures.
         """
-        validate_topic(message.topic)
         body, sys_flag = self._body_of(message)
         unique_id = self._ids.next_id()
-        props = message.encoded_properties(unique_id)
-        header = self._header(message.topic, sys_flag, props, message.flag)
-        code = RequestCode.SEND_MESSAGE_V2
-        return await self._send_with_retries(message.topic, code, header, body, unique_id, selector, arg, message,
-                                              queue, oneway)
+        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, message.properties_text(unique_id), unique_id, sys_flag,
+                       message.flag)
+        return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway)
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels); errors as :meth:`send`."""
@@ -130,16 +145,13 @@ class AsyncProducer:
             raise MessageError("every message of a batch must have the same topic")
         if any(m.delay_level > 0 for m in messages):
             raise MessageError("batch messages cannot be delayed")
-        ids = [self._ids.next_id() for _ in messages]
-        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids)],
+        ids = self._ids.next_ids(len(messages))
+        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
                                   [m.flag for m in messages])
-        if len(body) > self.max_message_bytes:
-            raise MessageTooLargeError(f"batch of {len(body)} bytes exceeds {self.max_message_bytes}")
-        header = self._header(topic, 0, b"", 0, batch=True)
-        return await self._send_with_retries(topic, RequestCode.SEND_BATCH_MESSAGE, header, body, ",".join(ids), None,
-                                              None, messages[0], queue, False)
+        return await self.send_encoded_batch(topic, body, queue, ",".join(ids))
 
-    async def send_encoded_batch(self, topic: str, body: bytes, queue: MessageQueue, unique_ids: str = "") -> SendResult:
+    async def send_encoded_batch(self, topic: str, body: bytes, queue: MessageQueue | None,
+                                 unique_ids: str = "") -> SendResult:
         """Send items already encoded as a SEND_BATCH_MESSAGE body (``encode_batch_items``' bytes) to ``queue``.
 
         For callers that encode many items in bulk (the Spark sink builds them from Arrow columns);
@@ -148,66 +160,80 @@ class AsyncProducer:
         validate_topic(topic)
         if len(body) > self.max_message_bytes:
             raise MessageTooLargeError(f"batch of {len(body)} bytes exceeds {self.max_message_bytes}")
-        header = self._header(topic, 0, b"", 0, batch=True)
-        return await self._send_with_retries(topic, RequestCode.SEND_BATCH_MESSAGE, header, body, unique_ids, None,
-                                              None, Message(topic, b""), queue, False)
+        out = Outgoing(RequestCode.SEND_BATCH_MESSAGE, body, "", unique_ids)
+        return await self._send_with_retries(topic, out, None, None, Message(topic, b""), queue, False)
 
     def _body_of(self, message: Message) -> tuple[bytes, int]:
-        body = message.body_bytes
+        body = message.body
+        if type(body) is not bytes:
+            body = message.body_bytes
         if len(body) > self.max_message_bytes:
             raise MessageTooLargeError(f"message body of {len(body)} bytes exceeds {self.max_message_bytes}")
         if len(body) >= self.compress_over_bytes:
             return zlib.compress(body, COMPRESS_LEVEL), L.COMPRESSED_FLAG
         return body, 0
 
-    def _header(self, topic: str, sys_flag: int, props: bytes, flag: int, batch: bool = False) -> SendMessageRequestHeaderV2:
-        return SendMessageRequestHeaderV2(self.group, topic, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, 0, sys_flag,
-                                          int(time.time() * 1000), flag, props.decode("utf-8"), 0, False, None, batch)
+    async def _new_lane(self, topic: str) -> _Lane:
+        """The topic's send state, built anew (the first send, or the client instance holds a new route)."""
+        validate_topic(topic)
+        route = await self.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
+        lane = self._lanes[topic] = _Lane(route, route.publish_queues(), SendTemplate(self.group, topic))
+        return lane
 
-    async def _send_with_retries(self, topic: str, code: int, header: SendMessageRequestHeaderV2, body: bytes,
-                                 unique_id: str, selector: QueueSelector | None, arg: Any, message: Message,
-                                 fixed: MessageQueue | None, oneway: bool) -> SendResult:
+    async def _send_with_retries(self, topic: str, out: Outgoing, selector: QueueSelector | None, arg: Any,
+                                 message: Message, fixed: MessageQueue | None, oneway: bool) -> SendResult:
         attempts = 1 + (0 if (selector or fixed) else self.retry_times)
         last_broker: str | None = None
         last_error: SparkmqError | None = None
         for attempt in range(attempts):
             if attempt > 0:
                 self.instance.routes.pop(topic, None)
-            route = await self.instance.publish_route(topic, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS)
-            queues = route.publish_queues()
-            if not queues:
+            lane = self._lanes.get(topic)  # cached (no await) until the route changes
+            if lane is None or self.instance.routes.get(topic) is not lane.route:
+                lane = await self._new_lane(topic)
+            if not lane.queues:
                 raise RemoteError(f"topic {topic} has no writable queue", retriable=True)
             if fixed is not None:
                 queue = fixed
             elif selector is not None:
-                queue = selector(queues, message, arg)
+                queue = selector(lane.queues, message, arg)
             else:
-                queue = self._pick(queues, last_broker)
-            fields = dict(header.to_fields(), e=str(queue.queue_id))
+                queue = self._pick(lane.queues, last_broker)
             started = time.monotonic()
             try:
+                connection = lane.connections.get(queue.broker_name)
+                if connection is None or not connection.is_open:
+                    connection = await self._connect(lane, queue.broker_name)
+                opaque = connection.next_opaque()
+                signer = self.instance.remoting.signer
+                born_ms = int(time.time() * 1000)
+                head = (lane.template.head(out, queue.queue_id, opaque, born_ms, oneway) if signer is None else
+                        lane.template.signed_head(out, queue.queue_id, opaque, born_ms, oneway, signer))
                 if oneway:
-                    await self.instance.remoting.invoke_oneway(self.instance.broker_address(queue.broker_name), code, fields, body)
-                    return SendResult(SendStatus.SEND_OK, unique_id, "", queue, -1)
-                response = await self.instance.invoke_broker(queue.broker_name, code, fields, body, self.send_timeout_s)
+                    connection.write_frame(head, out.body)
+                    return SendResult(SendStatus.SEND_OK, out.unique_id, "", queue, -1)
+                response = await connection.request_frame(opaque, out.code, head, out.body, self.send_timeout_s)
             except RemoteError as exc:
                 self.faults.record(queue.broker_name, 0, failed=True)
                 last_broker, last_error = queue.broker_name, exc
                 logger.warning("send to %s failed (attempt %d/%d): %s", queue.broker_name, attempt + 1, attempts, exc.remark)
                 continue
-            self.faults.record(queue.broker_name, (time.monotonic() - started) * 1000)
-            if response.code != ResponseCode.SUCCESS:
-                error = _send_error(response, topic)
-                if not error.retriable:
-                    raise error
-                logger.warning("send to %s not acknowledged (attempt %d/%d): %s", queue.broker_name, attempt + 1,
-                               attempts, error.remark)
-                last_broker, last_error = queue.broker_name, error
-                continue
-            result = SendMessageResponseHeader.from_fields(response.ext_fields)
-            return SendResult(SendStatus.SEND_OK, unique_id, result.msg_id, queue, result.queue_offset)
+            self.faults.succeeded(queue.broker_name, (time.monotonic() - started) * 1000)
+            if response.code == ResponseCode.SUCCESS:
+                return _result(response, out.unique_id, queue)
+            error = _send_error(response, topic)
+            if not error.retriable:
+                raise error
+            logger.warning("send to %s not acknowledged (attempt %d/%d): %s", queue.broker_name, attempt + 1,
+                           attempts, error.remark)
+            last_broker, last_error = queue.broker_name, error
         assert last_error is not None
         raise last_error
+
+    async def _connect(self, lane: _Lane, broker_name: str) -> RemotingConnection:
+        address = lane.route.master_address(broker_name) or self.instance.broker_address(broker_name)
+        connection = lane.connections[broker_name] = await self.instance.remoting.connection(address)
+        return connection
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
         """Round-robin, skipping brokers marked unavailable and the one that just failed."""
@@ -217,6 +243,25 @@ class AsyncProducer:
             if queue.broker_name != avoid and self.faults.is_available(queue.broker_name):
                 return queue
         return queues[start % len(queues)]
+
+
+@dataclass(slots=True)
+class _Lane:
+    """A topic's route as last seen, its writable queues, header template and broker connections."""
+
+    route: TopicRoute
+    queues: list[MessageQueue]
+    template: SendTemplate
+    connections: dict[str, RemotingConnection] = field(default_factory=dict)
+
+
+def _result(response: RemotingCommand, unique_id: str, queue: MessageQueue) -> SendResult:
+    fields = response.ext_fields
+    try:
+        return SendResult(SendStatus.SEND_OK, unique_id, fields["msgId"], queue, int(fields["queueOffset"]))
+    except (KeyError, ValueError):
+        header = SendMessageResponseHeader.from_fields(fields)  # raises the precise InvalidFieldError
+        return SendResult(SendStatus.SEND_OK, unique_id, header.msg_id, queue, header.queue_offset)
 
 
 def _send_error(response: Any, topic: str) -> SparkmqError:
@@ -234,8 +279,10 @@ def _send_error(response: Any, topic: str) -> SparkmqError:
 class Producer:
     """The blocking producer: ``AsyncProducer`` run on the process's client loop.
 
-    >>> # with Producer("PID_orders", "127.0.0.1:9876") as producer:
-    >>> #     producer.send(Message("orders", b"hello")).queue_offset
+    For example::
+
+        with Producer("PID_orders", "127.0.0.1:9876") as producer:
+            producer.send(Message("orders", b"hello")).queue_offset
     """
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +19,8 @@ from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance, check_response
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.client.rebalance import allocate_averagely
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
-from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
-from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -32,6 +32,8 @@ from sparkmq.protocol.headers import (
     TopicQueueRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from sparkmq.remoting.periodic import run_every, stop_tasks
 
 logger = logging.getLogger(__name__)
 PULL_TIMEOUT_MARGIN_S = 5.0
@@ -61,15 +63,18 @@ class AsyncPullConsumer:
     split each subscribed topic's queues among themselves, again every 20 s and whenever the broker
     says the members changed; a queue that moves away has its position committed first.
 
-    >>> # async with AsyncPullConsumer("CID_reports", "127.0.0.1:9876") as consumer:
-    >>> #     await consumer.subscribe("orders")
-    >>> #     messages = await consumer.poll(timeout_s=1.0)
+    For example::
+
+        async with AsyncPullConsumer("CID_reports", "127.0.0.1:9876") as consumer:
+            await consumer.subscribe("orders")
+            messages = await consumer.poll(timeout_s=1.0)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, pull_batch_size: int = 32,
-                 auto_commit_interval_s: float | None = 5.0, instance_name: str | None = None) -> None:
+                 auto_commit_interval_s: float | None = 5.0, instance_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.group = group
-        self.instance = ClientInstance(namesrv_addr, instance_name)
+        self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.pull_batch_size = pull_batch_size
         self.auto_commit_interval_s = auto_commit_interval_s
         self.positions: dict[MessageQueue, int] = {}
@@ -189,6 +194,7 @@ class AsyncPullConsumer:
                                  ResponseCode.PULL_OFFSET_MOVED):
             check_response(response, f"pull {queue} at {offset}")
         fields = PullMessageResponseHeader.from_fields(response.ext_fields)
+        self.instance.suggested_broker[queue] = fields.suggest_which_broker_id  # the next pull's broker
         return PullResult(ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset,
                           fields.max_offset)
 
@@ -317,7 +323,7 @@ class PullConsumer:
     def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         loop_thread.run(self._async.commit(offsets))
 
-    def commit_async(self, offsets: dict[MessageQueue, int] | None = None):  # type: ignore[no-untyped-def]
+    def commit_async(self, offsets: dict[MessageQueue, int] | None = None) -> Future[None]:
         """Commit without waiting; a concurrent future."""
         return loop_thread.submit(self._async.commit(offsets))
 

@@ -1,8 +1,8 @@
 """Push consumers: ``AsyncPushConsumer`` and the blocking ``PushConsumer``.
 
 The group's queues are split among its members (rebalance every 20 s and whenever the
-broker says the members changed); each assigned queue has a pull loop with flow control;
-the consume services (``consume_service``) run the listener on a thread pool. Concurrent mode
+broker says the members changed); each assigned queue has a pull loop with flow control
+(``pull_service``); the consume services (``consume_service``) run the listener on a thread pool. Concurrent mode
 hands messages to the pool as they come and sends failures back for a delayed retry; orderly
 mode locks each queue on the broker and consumes it strictly in order, suspending (never
 skipping) a failing queue. Offsets go to the broker every 5 s and at shutdown (CLUSTERING) or
@@ -15,38 +15,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 from sparkmq.client import loop_thread
-from sparkmq.client.instance import check_response
 from sparkmq.client.consume_service import (
-    ORDERLY_SUSPEND_S, Listener, ListenerRunner, consume_concurrently, consume_in_order,
+    ORDERLY_SUSPEND_S,
+    ConcurrentConsumeService,
+    Listener,
+    ListenerRunner,
+    OrderlyConsumeService,
 )
 from sparkmq.client.local_offsets import LocalOffsetFile
-from sparkmq.client.message import ReceivedMessage, decode_pull_body
-from sparkmq.remoting.periodic import run_every, stop_tasks
+from sparkmq.client.message import ReceivedMessage
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.pull_service import FlowControl, PullService, first_offset
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
-from sparkmq.errors import SparkmqError
-from sparkmq.protocol import RequestCode, ResponseCode
-from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
-from sparkmq.protocol.headers import (
-    ConsumerSendMsgBackRequestHeader, OffsetResponseHeader, SearchOffsetRequestHeader,
-)
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
+from sparkmq.errors import ConfigError, SparkmqError
+from sparkmq.message.names import is_retry_topic, retry_topic
+from sparkmq.message.properties import RETRY_TOPIC
+from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from sparkmq.remoting.periodic import run_every, stop_tasks
 
 logger = logging.getLogger(__name__)
 REBALANCE_INTERVAL_S = 20.0
 PERSIST_INTERVAL_S = 5.0
 LOCK_INTERVAL_S = 20.0
-PULL_SUSPEND_S = 15.0
-FLOW_CONTROL_PAUSE_S = 0.05  # PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
-RETRY_LATER_S = 5.0
 CONSUME_TIMESTAMP_BACK_S = 30 * 60  # consumeTimestamp defaults to half an hour ago
-CONCURRENT_MAX_RECONSUME_TIMES = 16  # maxReconsumeTimes -1 means 16 (concurrent) or unlimited (orderly)
 DROP_CONSUME_WAIT_S = 1.0  # RebalanceImpl's consume-lock tryLock(1000) when an orderly queue is removed
 LOCK_RETRY_S = 1.0  # an orderly queue still locked by its previous owner is tried again this soon (then 2 s, 4 s, ...)
 CLOSE_CONSUME_WAIT_S = 10.0
@@ -56,16 +56,14 @@ _FROM_WHERE = frozenset({ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, ConsumeFromW
                          ConsumeFromWhere.CONSUME_FROM_TIMESTAMP})
 
 
-def retry_topic(group: str) -> str:
-    return "%RETRY%" + group
-
-
 class AsyncPushConsumer:
     """Receives the messages of subscribed topics and hands each to ``listener``.
 
-    >>> # consumer = AsyncPushConsumer("CID_orders", "127.0.0.1:9876")
-    >>> # consumer.subscribe("orders", "books || games", handle)   # handle(msg) -> ConsumeResult.SUCCESS
-    >>> # await consumer.start(); ...; await consumer.close()
+    For example::
+
+        consumer = AsyncPushConsumer("CID_orders", "127.0.0.1:9876")
+        consumer.subscribe("orders", "books || games", handle)   # handle(msg) -> ConsumeResult.SUCCESS
+        await consumer.start(); ...; await consumer.close()
 
     Options (DefaultMQPushConsumer's, in snake case): ``consume_from_where`` and
     ``consume_timestamp_ms`` (where a group without a committed offset starts: LAST_OFFSET, the
@@ -85,22 +83,19 @@ class AsyncPushConsumer:
                  consume_concurrently_max_span: int = 2000, consume_timeout_s: float = 15 * 60,
                  max_reconsume_times: int | None = None, suspend_current_queue_time_s: float = ORDERLY_SUSPEND_S,
                  offset_dir: Path | None = None,
-                 instance_name: str | None = None) -> None:
+                 instance_name: str | None = None, security: ClientSecurity | None = None) -> None:
         if consume_from_where not in _FROM_WHERE:
-            raise ValueError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
+            raise ConfigError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
         self.group = group
         self.message_model = message_model
         self.orderly = orderly
         self.allocate = allocate
-        self.pull_batch_size = pull_batch_size
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - CONSUME_TIMESTAMP_BACK_S) * 1000)
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_size_bytes = pull_threshold_size_for_queue_mib * 1024 * 1024
-        self.consume_concurrently_max_span = consume_concurrently_max_span
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time_s = suspend_current_queue_time_s
-        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name)
+        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name,
+                                         security=security)
         self.instance = self._reader.instance
         self._subscriptions: dict[str, tuple[MessageSelector, Listener]] = {}
         self._runner = ListenerRunner(group, consume_threads, consume_timeout_s, consume_message_batch_max_size,
@@ -112,7 +107,19 @@ class AsyncPushConsumer:
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_lock = asyncio.Lock()
         self._closing = False
-        self._orderly_locks: dict[MessageQueue, asyncio.Lock] = {}
+        self._orderly: OrderlyConsumeService | None = None
+        self._service: ConcurrentConsumeService | OrderlyConsumeService
+        if orderly:
+            self._service = self._orderly = OrderlyConsumeService(
+                self._runner, self.instance, max_reconsume_times=max_reconsume_times,
+                suspend_s=suspend_current_queue_time_s, offsets=self.offsets)
+        else:
+            self._service = ConcurrentConsumeService(
+                self._runner, self.instance, clustering=message_model is MessageModel.CLUSTERING,
+                max_reconsume_times=max_reconsume_times, offsets=self.offsets)
+        flow = FlowControl(pull_threshold_for_queue, pull_threshold_size_for_queue_mib * 1024 * 1024,
+                           None if orderly else consume_concurrently_max_span)
+        self._puller = PullService(self._reader, pull_batch_size, flow, self.offsets, self._service.consume, self._spawn)
         self._retry_task: asyncio.Task[None] | None = None
         self._retry_delay_s = LOCK_RETRY_S
         # BROADCASTING keeps offsets in a local file. Named after ``instance_name`` when given, so a
@@ -140,7 +147,7 @@ class AsyncPushConsumer:
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         if not self._subscriptions:
-            raise SparkmqError("subscribe to at least one topic before start()")
+            raise ConfigError("subscribe to at least one topic before start()")
         self.instance.consumer_data[self.group] = self._consumer_data
         self.instance.rebalance_hooks[self.group] = self._members_changed
         await self.instance.start()
@@ -181,9 +188,9 @@ class AsyncPushConsumer:
             await self.persist_offsets()
             queues = list(self._queues)
             self._queues.clear()
-            if self.orderly:
+            if self._orderly is not None:
                 for queue in queues:
-                    await self._unlock([queue])
+                    await self._orderly.unlock([queue])
         if self._retry_task is not None:  # scheduled by a rebalance that ran while close waited for the lock
             await stop_tasks([self._retry_task], f"push consumer {self.group}")
         self.instance.consumer_data.pop(self.group, None)
@@ -270,30 +277,21 @@ class AsyncPushConsumer:
 
     async def _take(self, queue: MessageQueue) -> bool:
         """Start pulling ``queue``; False when an orderly queue is still locked by another member."""
-        if self.orderly and not await self._lock([queue]):
+        if self._orderly is not None and not await self._orderly.lock([queue]):
             return False  # another member still holds it; tried again shortly
         offset = self.offsets.get(queue, -1)
         if offset < 0 and self.message_model is MessageModel.CLUSTERING:
             offset = await self._reader.committed(queue)
         if offset < 0:
-            offset = await self._first_offset(queue)
+            offset = await first_offset(self.instance, self._reader, queue, self.consume_from_where,
+                                        self.consume_timestamp_ms)
         self.offsets[queue] = offset
         process = self._queues[queue] = ProcessQueue()
         process.locked = self.orderly
-        self._pull_tasks[queue] = asyncio.get_running_loop().create_task(self._pull_loop(queue, process, offset))
+        selector = self._topics()[queue.topic][0]
+        self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
+            self._puller.pull_loop(queue, process, offset, selector))
         return True
-
-    async def _first_offset(self, queue: MessageQueue) -> int:
-        """Where a queue the group never consumed starts (``computePullFromWhere``)."""
-        retry = queue.topic.startswith("%RETRY%")
-        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
-                retry and self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
-            return 0
-        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not retry:
-            fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, self.consume_timestamp_ms).to_fields()
-            response = await self.instance.invoke_queue_broker(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
-            return OffsetResponseHeader.from_fields(check_response(response, f"offset of {queue} by time").ext_fields).offset
-        return await self._reader.max_offset(queue)
 
     async def _drop(self, queue: MessageQueue, persist: bool = True) -> None:
         """Stop pulling ``queue`` and hand it back: persist its offset, forget it, unlock it (orderly).
@@ -306,7 +304,7 @@ class AsyncPushConsumer:
         process.dropped = True  # no further message starts
         task = self._pull_tasks.pop(queue)
         await stop_tasks([task], f"push consumer {self.group}")
-        consume_lock = self._queue_lock(queue) if self.orderly else None
+        consume_lock = self._orderly.consume_lock(queue) if self._orderly is not None else None
         holding = False
         if consume_lock is not None:
             try:
@@ -321,114 +319,29 @@ class AsyncPushConsumer:
                 # offset (RocketMQ's removeOffset), not from what this member had consumed back then.
                 self.offsets.pop(queue, None)
             process.locked = False  # a listener call still running no longer records its offset
-            if self.orderly:
-                await self._unlock([queue])
+            if self._orderly is not None:
+                await self._orderly.unlock([queue])
         finally:
             if holding:
                 assert consume_lock is not None
                 consume_lock.release()
 
     # -- pulling and consuming -------------------------------------------------------------
-    async def _pull_loop(self, queue: MessageQueue, process: ProcessQueue, offset: int) -> None:
-        selector, _listener = self._topics()[queue.topic]
-        tags = selector.tags()
-        while not process.dropped:
-            if self._flow_controlled(process):
-                await asyncio.sleep(FLOW_CONTROL_PAUSE_S)
-                continue
-            try:
-                result = await self._reader.pull_raw(queue, offset, self.pull_batch_size, PULL_SUSPEND_S, selector)
-            except SparkmqError as exc:
-                logger.warning("pull %s at %d failed: %s", queue, offset, exc.remark)
-                await asyncio.sleep(RETRY_LATER_S / 5)
-                continue
-            if result.status == ResponseCode.PULL_OFFSET_MOVED:
-                logger.warning("offset %d of %s moved to %d", offset, queue, result.next_begin_offset)
-            offset = result.next_begin_offset
-            if not result.found:
-                if not len(process):
-                    self.offsets[queue] = max(self.offsets.get(queue, 0), offset) if result.status != ResponseCode.PULL_OFFSET_MOVED else offset
-                continue
-            messages = decode_pull_body(result.body, queue.broker_name)
-            if tags is not None:  # the broker filters by tag hash code; a hash collision is caught here
-                skipped = [m for m in messages if m.tags not in tags]
-                messages = [m for m in messages if m.tags in tags]
-                if not messages:
-                    self.offsets[queue] = max(self.offsets.get(queue, 0), skipped[-1].queue_offset + 1)
-                    continue
-            process.add(messages)
-            self._spawn(self._consume_orderly(queue, process, messages) if self.orderly
-                        else self._consume_concurrently(queue, process, messages))
-
-    def _flow_controlled(self, process: ProcessQueue) -> bool:
-        """Pause pulling while a queue caches too many messages, bytes, or (concurrent) too wide a span."""
-        return (len(process) >= self.pull_threshold_for_queue or process.cached_bytes >= self.pull_threshold_size_bytes
-                or (not self.orderly and process.span > self.consume_concurrently_max_span))
-
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._consume_tasks.add(task)
         task.add_done_callback(self._consume_tasks.discard)
 
     def _listener_of(self, message: ReceivedMessage) -> Listener:
-        topic = message.properties.get("RETRY_TOPIC", message.topic) if message.topic.startswith("%RETRY%") else message.topic
+        topic = message.properties.get(RETRY_TOPIC, message.topic) if is_retry_topic(message.topic) else message.topic
         return self._topics().get(topic, self._topics()[message.topic])[1]
 
-    async def _consume_concurrently(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
-        done = await consume_concurrently(self._runner, messages, clustering=self.message_model is MessageModel.CLUSTERING,
-                                          send_back=self._send_back, dropped=lambda: process.dropped)
-        committable = process.remove(done)
-        if not process.dropped:
-            self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
-
-    async def _consume_orderly(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
-        def consumed(chunk: list[ReceivedMessage]) -> bool:
-            # Consumed while this member still holds the queue's lock: record it even if the
-            # queue is being dropped (the drop persists it before unlocking).
-            if not process.locked:
-                return False
-            self.offsets[queue] = max(self.offsets.get(queue, 0), process.remove(chunk))
-            return not process.dropped
-
-        async with self._queue_lock(queue):
-            await consume_in_order(self._runner, messages, max_reconsume_times=self.max_reconsume_times,
-                                   dead_letter=lambda message: self._send_back(message, delay_level=-1),
-                                   dropped=lambda: process.dropped, consumed=consumed,
-                                   suspend_s=self.suspend_current_queue_time_s)
-
-    def _queue_lock(self, queue: MessageQueue) -> asyncio.Lock:
-        return self._orderly_locks.setdefault(queue, asyncio.Lock())
-
-    async def _send_back(self, message: ReceivedMessage, delay_level: int = 0) -> bool:
-        max_times = CONCURRENT_MAX_RECONSUME_TIMES if self.max_reconsume_times is None else self.max_reconsume_times
-        fields = ConsumerSendMsgBackRequestHeader(message.commit_log_offset, self.group, delay_level, message.msg_id,
-                                                  message.topic, False, max_times).to_fields()
-        try:
-            response = await self.instance.remoting.invoke(message.store_host, RequestCode.CONSUMER_SEND_MSG_BACK, fields)
-            check_response(response, "send back")
-            return True
-        except SparkmqError as exc:
-            logger.warning("send back of %s failed: %s", message.msg_id, exc.remark)
-            return False
-
     # -- locks (orderly) -------------------------------------------------------------------
-    async def _lock(self, queues: list[MessageQueue]) -> bool:
-        body = LockBatchRequestBody(self.group, self.instance.client_id, tuple(queues)).encode()
-        response = await self.instance.invoke_broker(queues[0].broker_name, RequestCode.LOCK_BATCH_MQ, {}, body)
-        held = LockBatchResponseBody.decode(check_response(response, "lock queues").body).lock_ok_mq_set
-        return set(queues) <= set(held)
-
-    async def _unlock(self, queues: list[MessageQueue]) -> None:
-        body = LockBatchRequestBody(self.group, self.instance.client_id, tuple(queues)).encode()
-        try:
-            await self.instance.invoke_broker(queues[0].broker_name, RequestCode.UNLOCK_BATCH_MQ, {}, body)
-        except SparkmqError as exc:
-            logger.warning("unlock of %s failed: %s", queues, exc.remark)
-
     async def _relock(self) -> None:
+        assert self._orderly is not None, "only orderly consumers relock"
         async with self._rebalance_lock:  # never races a rebalance dropping the same queue
             for queue in list(self._queues):
-                if not self._closing and not await self._lock([queue]):
+                if not self._closing and not await self._orderly.lock([queue]):
                     logger.warning("lost the lock of %s; dropping it", queue)
                     await self._drop(queue, persist=True)
 
@@ -455,18 +368,16 @@ class AsyncPushConsumer:
         """Messages pulled and not yet consumed, over all queues (what flow control bounds)."""
         return sum(len(process) for process in self._queues.values())
 
-    @property
-    def cached_message_bytes(self) -> int:
-        return sum(process.cached_bytes for process in self._queues.values())
-
 
 class PushConsumer:
     """The blocking push consumer: ``AsyncPushConsumer`` on the process's client loop.
 
-    >>> # consumer = PushConsumer("CID_orders", "127.0.0.1:9876")
-    >>> # def handle(message): print(message.body); return ConsumeResult.SUCCESS
-    >>> # consumer.subscribe("orders", "*", handle)
-    >>> # consumer.start(); ...; consumer.close()
+    For example::
+
+        consumer = PushConsumer("CID_orders", "127.0.0.1:9876")
+        def handle(message): print(message.body); return ConsumeResult.SUCCESS
+        consumer.subscribe("orders", "*", handle)
+        consumer.start(); ...; consumer.close()
     """
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:

@@ -30,10 +30,7 @@ def allocate_averagely(client_id: str, queues: Sequence[MessageQueue], client_id
         return []
     count, members = len(all_queues), len(all_ids)
     mod = count % members
-    if count <= members:
-        size = 1
-    else:
-        size = count // members + (1 if mod > 0 and index < mod else 0)
+    size = 1 if count <= members else count // members + (1 if mod > 0 and index < mod else 0)
     start = index * size if mod > 0 and index < mod else index * size + mod
     return [all_queues[(start + i) % count] for i in range(max(0, min(size, count - start)))]
 

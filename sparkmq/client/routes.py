@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol import PermName
 from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
-
-MASTER_ID = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +21,17 @@ class TopicRoute:
             if broker.broker_name == broker_name:
                 return broker.broker_addrs.get(MASTER_ID)
         return None
+
+    def read_addresses(self, broker_name: str, preferred_id: int = MASTER_ID) -> list[str]:
+        """Where to read ``broker_name``'s queues, best first: ``preferred_id`` (a pull's
+        ``suggestWhichBrokerId``), then the master, then the slaves by id
+        (``findBrokerAddressInSubscribe`` with its fallback to any broker of the name)."""
+        for broker in self.data.broker_datas:
+            if broker.broker_name == broker_name:
+                addrs = broker.broker_addrs
+                order = [preferred_id, MASTER_ID, *sorted(addrs)]
+                return list(dict.fromkeys(addrs[i] for i in order if i in addrs))
+        return []
 
     def broker_addresses(self) -> list[str]:
         return sorted({addr for b in self.data.broker_datas for addr in b.broker_addrs.values()})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkmq.errors import ConfigError
 from sparkmq.protocol.heartbeat import SubscriptionData
 
 TAG = "TAG"
@@ -37,7 +38,7 @@ class MessageSelector:
     def by_sql(cls, expression: str) -> MessageSelector:
         """Messages whose properties satisfy a SQL92 expression, e.g. ``"a BETWEEN 1 AND 5"``."""
         if not expression or not expression.strip():
-            raise ValueError("a SQL92 selector needs an expression")
+            raise ConfigError("a SQL92 selector needs an expression")
         return cls(expression.strip(), SQL92)
 
     @classmethod

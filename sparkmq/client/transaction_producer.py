@@ -20,16 +20,17 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
-from sparkmq.errors import SparkmqError
+from sparkmq.client.send_frames import Outgoing
+from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
-from sparkmq.message.record import StoredMessage, validate_topic
+from sparkmq.message.record import StoredMessage
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -53,7 +54,7 @@ class TransactionSendResult(NamedTuple):
     local_state: LocalTransactionState
 
 
-_State = Union[LocalTransactionState, None, Awaitable[Union[LocalTransactionState, None]]]
+_State = LocalTransactionState | None | Awaitable[LocalTransactionState | None]
 LocalTransaction = Callable[[Message, Any], _State]
 """``execute_local(message, arg)``: run the local transaction, return its state."""
 TransactionCheck = Callable[[ReceivedMessage], _State]
@@ -94,10 +95,12 @@ async def _evaluate(callback: Callable[..., _State], args: tuple[Any, ...], what
 class AsyncTransactionProducer(AsyncProducer):
     """A producer whose sends are transactional; answers the broker's check-backs for its group.
 
-    >>> # async def pay(message, order): return LocalTransactionState.COMMIT if await db.pay(order) else ...
-    >>> # def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else ...
-    >>> # async with AsyncTransactionProducer("PID_pay", ns, execute_local=pay, check_local=paid) as producer:
-    >>> #     result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
+    For example::
+
+        async def pay(message, order): return LocalTransactionState.COMMIT if await db.pay(order) else ...
+        def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else ...
+        async with AsyncTransactionProducer("PID_pay", ns, execute_local=pay, check_local=paid) as producer:
+            result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, execute_local: LocalTransaction | None = None,
@@ -113,7 +116,7 @@ class AsyncTransactionProducer(AsyncProducer):
     async def send_in_transaction(self, message: Message, arg: Any = None) -> TransactionSendResult:
         """Store ``message`` as a half message, run ``execute_local(message, arg)``, end the transaction."""
         if self.execute_local is None:
-            raise SparkmqError("send_in_transaction needs the execute_local callback")
+            raise ConfigError("send_in_transaction needs the execute_local callback")
         half = await self.send_half(message)
         if half.status is not SendStatus.SEND_OK:
             state = LocalTransactionState.ROLLBACK  # Java: not stored durably, so not run
@@ -127,12 +130,11 @@ class AsyncTransactionProducer(AsyncProducer):
         ``queue`` when given (then sent once, never retried elsewhere)."""
         props = {**message.properties, TRANSACTION_PREPARED: "true", PRODUCER_GROUP: self.group}
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
-        validate_topic(half.topic)
         body, sys_flag = self._body_of(half)
         unique_id = self._ids.next_id()
-        header = self._header(half.topic, sys_flag | L.TRANSACTION_PREPARED_TYPE, half.encoded_properties(unique_id), half.flag)
-        return await self._send_with_retries(half.topic, RequestCode.SEND_MESSAGE_V2, header, body, unique_id, None, None,
-                                             half, queue, False)
+        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, half.properties_text(unique_id), unique_id,
+                       sys_flag | L.TRANSACTION_PREPARED_TYPE, half.flag)
+        return await self._send_with_retries(half.topic, out, None, None, half, queue, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back
@@ -159,8 +161,11 @@ class AsyncTransactionProducer(AsyncProducer):
         msg_id = stored.properties.get("UNIQ_KEY") or header.offset_msg_id or ""
         answer = EndTransactionRequestHeader(self.group, header.tran_state_table_offset, header.commit_log_offset,
                                              state.value, msg_id, True, header.transaction_id)
+        fields = answer.to_fields()
+        if self.instance.remoting.signer is not None:  # this answer bypasses RemotingClient.invoke
+            fields = self.instance.remoting.signer(fields, b"")
         connection.send(RemotingCommand.request(RequestCode.END_TRANSACTION, connection.next_opaque(),
-                                                ext_fields=answer.to_fields(), oneway=True))
+                                                ext_fields=fields, oneway=True))
 
     def _broker_name_at(self, connection: RemotingConnection) -> str:
         address = f"{connection.peer[0]}:{connection.peer[1]}"
@@ -177,10 +182,16 @@ class TransactionProducer:
     ``execute_local`` runs in the thread that calls ``send_in_transaction``; ``check_local`` in a
     worker thread when the broker checks back.
 
-    >>> # def pay(message, order): return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
-    >>> # def paid(message): return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
-    >>> # with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
-    >>> #     result, state = producer.send_in_transaction(Message("payments", b"..."), order)
+    For example::
+
+        def pay(message, order):
+            return LocalTransactionState.COMMIT if db.pay(order) else LocalTransactionState.ROLLBACK
+
+        def paid(message):
+            return LocalTransactionState.COMMIT if db.paid(message.keys[0]) else LocalTransactionState.UNKNOWN
+
+        with TransactionProducer("PID_pay", "127.0.0.1:9876", execute_local=pay, check_local=paid) as producer:
+            result, state = producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
     def __init__(self, group: str, namesrv_addr: str, *, execute_local: Callable[[Message, Any], LocalTransactionState | None],

@@ -48,7 +48,6 @@ def schema_ddl(columns: tuple[str, ...]) -> str:
     return ", ".join(f"{name} {_TYPES[name][1]}" for name in columns)
 
 
-ARROW_SCHEMA = arrow_schema(WIDE_COLUMNS)
 SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _INLINE = np.arange(12)[None, :]

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 
 from sparkmq.connector.arrow import hex_strings
 from sparkmq.errors import MessageTooLargeError
-from sparkmq.message.properties import MAX_PROPERTIES_BYTES, encode_properties
+from sparkmq.message.layout import MAX_PROPERTIES_BYTES
+from sparkmq.message.properties import encode_properties
 
 ITEM_HEAD = np.dtype([("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("flag", ">i4"), ("body_length", ">i4")])
 SEPARATORS = "[\x01\x02]"
@@ -48,7 +49,7 @@ class BulkIds:
         with self._lock:
             first = next(self._counter)
             self._counter = itertools.count(first + count)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         stamp = int((time.time() - month.timestamp()) * 1000) & 0xFFFFFFFF
         raw = np.empty((count, 16), dtype=np.uint8)

@@ -9,59 +9,49 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import AsyncPullConsumer, PullResult
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
-from sparkmq.errors import SparkmqError, TopicNotExistError
+from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
+from sparkmq.message.names import is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats
 from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
-_views: dict[tuple[str, str], BrokerView] = {}
+_views: dict[tuple[str, str, ClientSecurity | None], BrokerView] = {}
 _views_lock = threading.Lock()
-# What topicPattern never matches: the broker's own topics, by exact name (RocketMQ's TopicValidator), and the
-# per-group retry / dead-letter topics and rmq_sys_ topics, by prefix. Any other name is a user's topic.
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-                           "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-                           "RMQ_SYS_TRACE_TOPIC"})
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_")
+T = TypeVar("T")
 
 
-class DataLossError(SparkmqError):
-    """Offsets the query needs are gone from the broker (retention) or went backwards."""
 
-
-def is_system_topic(topic: str) -> bool:
-    """True for the broker's own topics, which ``topicPattern`` never matches."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
-
-
-def view_for(namesrv_addr: str, group: str) -> BrokerView:
+def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
     """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
-    key = (namesrv_addr, group)
+    key = (namesrv_addr, group, security)
     with _views_lock:
         view = _views.get(key)
         if view is None:
-            view = _views[key] = BrokerView(namesrv_addr, group)
+            view = _views[key] = BrokerView(namesrv_addr, group, security)
         return view
 
 
 class BrokerView:
     """Queue and offset operations, each a blocking call run on the client loop."""
 
-    def __init__(self, namesrv_addr: str, group: str) -> None:
+    def __init__(self, namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> None:
         self.namesrv_addr = namesrv_addr
         self.group = group
-        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None)
+        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, security=security)
         loop_thread.run(self._reader.instance.start())
 
-    def _run(self, coro):  # type: ignore[no-untyped-def]
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return loop_thread.run(coro)
 
     # -- queues ----------------------------------------------------------------------------
@@ -80,7 +70,7 @@ class BrokerView:
                 known = {q.queue_id: q for q in await self._topic_queues(topic, must_exist=True)}
                 missing = [i for i in ids if i not in known]
                 if missing:
-                    raise SparkmqError(f"assign names queues {missing} that topic {topic} does not have")
+                    raise OptionError("assign", f"names queues {missing} that topic {topic} does not have")
                 queues += [known[i] for i in ids]
             return queues
         found: list[MessageQueue] = []
@@ -126,7 +116,7 @@ class BrokerView:
 
     async def _committed(self, queues: list[MessageQueue]) -> dict[MessageQueue, int]:
         brokers = sorted({q.broker_name for q in queues})
-        known = dict(zip(brokers, await asyncio.gather(*(self._group_topics(b) for b in brokers))))
+        known = dict(zip(brokers, await asyncio.gather(*(self._group_topics(b) for b in brokers)), strict=True))
         with_offsets = [q for q in queues if q.topic in known[q.broker_name]]
         found = await self._each(with_offsets, self._reader.committed)
         return {q: found.get(q, -1) for q in queues}
@@ -134,21 +124,22 @@ class BrokerView:
     async def _group_topics(self, broker_name: str) -> set[str]:
         """Topics for which ``broker_name`` holds offsets of this group."""
         fields = GetConsumeStatsRequestHeader(self.group, None).to_fields()
-        response = await self._reader.instance.invoke_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
+        response = await self._reader.instance.invoke_read_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
         stats = ConsumeStats.decode(check_response(response, f"consume stats of {self.group}").body)
         return {queue.topic for queue in stats.offset_table}
 
     def offsets_for_timestamp(self, queues: list[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
         async def search(queue: MessageQueue) -> int:
             fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, timestamp_ms).to_fields()
-            response = await self._reader.instance.invoke_broker(queue.broker_name, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
+            response = await self._reader.instance.invoke_queue_broker(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
             return OffsetResponseHeader.from_fields(check_response(response, f"offset by time of {queue}").ext_fields).offset
 
         return self._run(self._each(queues, search))
 
-    async def _each(self, queues: list[MessageQueue], action) -> dict[MessageQueue, int]:  # type: ignore[no-untyped-def]
+    async def _each(self, queues: list[MessageQueue],
+                    action: Callable[[MessageQueue], Awaitable[int]]) -> dict[MessageQueue, int]:
         values = await asyncio.gather(*(action(q) for q in queues))
-        return dict(zip(queues, values))
+        return dict(zip(queues, values, strict=True))
 
     def commit(self, offsets: dict[MessageQueue, int]) -> None:
         """Commit offsets to the group in the broker's offset manager."""
@@ -192,8 +183,9 @@ class BrokerView:
               fail_on_data_loss: bool) -> tuple[bytes | None, int | None]:
         """One pull's outcome: the body to hand on (or None) and the offset to pull next (None: stop)."""
         if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
-            lost = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} offsets [{offset}, {min(result.min_offset, end)}) are gone " \
-                   f"(the broker's minimum is {result.min_offset}: deleted by retention)"
+            where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
+            lost = (f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
+                    f"(the broker's minimum is {result.min_offset}: deleted by retention)")
             if fail_on_data_loss:
                 raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
             return None, max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset

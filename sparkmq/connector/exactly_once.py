@@ -54,10 +54,12 @@ from urllib.parse import urlparse
 
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import Message, SendStatus, decode_pull_body
-from sparkmq.client.producer import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
+from sparkmq.client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
 from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import LocalTransactionState
 from sparkmq.errors import SparkmqError, TopicNotExistError
+from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.protocol import ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 
@@ -86,7 +88,7 @@ def query_identity(checkpoint_location: str) -> str:
 async def commit_log_queue(instance: ClientInstance) -> MessageQueue:
     """The commit log's queue: the first of the topic's route (of TBW102's brokers until a marker
     created the topic there), the same for writers and readers."""
-    route = await instance.publish_route(COMMIT_LOG_TOPIC, DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS)
+    route = await instance.publish_route(COMMIT_LOG_TOPIC, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
     return min(route.publish_queues(), key=lambda q: (q.broker_name, q.queue_id))
 
 
@@ -108,6 +110,7 @@ class CommitLog:
     """The markers of every query on one cluster, read incrementally from the commit log topic."""
 
     namesrv_addr: str
+    security: ClientSecurity | None = None
     _reader: AsyncPullConsumer | None = None
     _queue: MessageQueue | None = None
     _next_offset: int = 0
@@ -118,7 +121,8 @@ class CommitLog:
 
     async def _refresh(self) -> None:
         if self._reader is None:
-            self._reader = AsyncPullConsumer(READER_GROUP, self.namesrv_addr, auto_commit_interval_s=None)
+            self._reader = AsyncPullConsumer(READER_GROUP, self.namesrv_addr, auto_commit_interval_s=None,
+                                             security=self.security)
             await self._reader.instance.start()
         if self._queue is None:
             self._queue = await commit_log_queue(self._reader.instance)

@@ -26,9 +26,10 @@ def _tag_set(spark_filter: Filter) -> frozenset[str] | None:
         values = spark_filter.value
     else:
         return None
-    if not values or not all(isinstance(v, str) and v and "||" not in v and "'" not in v for v in values):
+    tags = [v for v in values if isinstance(v, str) and v and "||" not in v and "'" not in v]
+    if not tags or len(tags) != len(values):
         return None
-    return frozenset(values)  # type: ignore[arg-type]
+    return frozenset(tags)
 
 
 def pushed_selector(filters: Sequence[Filter], base: MessageSelector) -> MessageSelector:

@@ -9,24 +9,29 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.arrow import source_columns
-from sparkmq.errors import ConfigError
+from sparkmq.errors import OptionError
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})
+#: ACL 1.0 credentials and TLS, the same options for the source and the sink.
+SECURITY_OPTIONS = frozenset({"accesskey", "secretkey", "tlsenable", "tlstrustcertpath"})
+
+
+def parse_security(opts: Mapping[str, str]) -> ClientSecurity:
+    """``accessKey`` + ``secretKey`` (both or neither), ``tlsEnable``, ``tlsTrustCertPath`` (lower-cased keys)."""
+    access_key, secret_key = (opts.get("accesskey") or "").strip(), (opts.get("secretkey") or "").strip()
+    if bool(access_key) != bool(secret_key):
+        raise OptionError("accessKey" if not access_key else "secretKey", "accessKey and secretKey go together")
+    tls = _bool("tlsEnable", opts.get("tlsenable"), False)
+    return ClientSecurity.of(access_key or None, secret_key or None, tls=tls,
+                             trust_cert_path=(opts.get("tlstrustcertpath") or "").strip() or None)
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
-
-
-class OptionError(ConfigError):
-    """A ``.option(...)`` with a bad name or value; ``option`` names it."""
-
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"sparkmq option '{option}': {problem}")
-        self.option = option
 
 
 def _positive_int(name: str, raw: str | None) -> int | None:
@@ -111,8 +116,9 @@ class SourceOptions:
     include_properties: bool = False
     wide_schema: bool = False
     filter_pushdown: bool = False
+    security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
-    KNOWN = frozenset({
+    KNOWN = SECURITY_OPTIONS | frozenset({
         "namesrvaddr", "topic", "topicpattern", "assign", "consumergroup", "startingoffsets", "startingtimestamp",
         "startingoffsetsbytimestamp", "endingoffsets", "endingtimestamp", "maxoffsetspertrigger",
         "maxbytespertrigger", "minoffsetspertrigger", "maxtriggerdelay", "subexpression", "sqlfilter", "failondataloss",
@@ -196,15 +202,15 @@ class SourceOptions:
             include_properties=_bool("includeProperties", opts.get("includeproperties"), False),
             wide_schema=_bool("wideSchema", opts.get("wideschema"), False),
             filter_pushdown=_bool("filterPushdown", opts.get("filterpushdown"), False),
+            security=parse_security(opts),
         )
         if parsed.sql_filter is not None and parsed.sub_expression != "*":
             raise OptionError("sqlFilter", "cannot be combined with subExpression: put the tag test in the SQL (TAGS IN ('A'))")
         if streaming and parsed.filter_pushdown:
             raise OptionError("filterPushdown", "is for batch reads only (Spark pushes no filters into streams): "
                               "use subExpression or sqlFilter")
-        if streaming:
-            if parsed.consumer_group is None:
-                raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
+        if streaming and parsed.consumer_group is None:
+            raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
         if streaming is False and parsed.starting_offsets == "latest" and "startingoffsets" in opts:
             raise OptionError("startingOffsets", "latest is not allowed for batch queries (nothing would be read)")
         if parsed.min_offsets_per_trigger and parsed.max_offsets_per_trigger and \
@@ -236,9 +242,10 @@ class SinkOptions:
     max_in_flight: int = 16
     delivery_guarantee: str = "at-least-once"
     send_retry_timeout_ms: int = 30_000  # how long a task waits for a broker to serve the topic again
+    security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
-    KNOWN = frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight", "deliveryguarantee",
-                       "sendretrytimeout"})
+    KNOWN = SECURITY_OPTIONS | frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight",
+                                          "deliveryguarantee", "sendretrytimeout"})
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -256,4 +263,4 @@ class SinkOptions:
                    (opts.get("producergroup") or "sparkmq-spark-sink").strip(),
                    _positive_int("batchSize", opts.get("batchsize")) or 256,
                    _positive_int("maxInFlight", opts.get("maxinflight")) or 16, guarantee,
-                   _duration_ms("sendRetryTimeout", opts.get("sendretrytimeout"), 30_000))
+                   _duration_ms("sendRetryTimeout", opts.get("sendretrytimeout"), 30_000), parse_security(opts))

@@ -34,10 +34,11 @@ from pyspark.sql.types import StructType
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendStatus
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
-from sparkmq.connector.options import OptionError, SinkOptions
-from sparkmq.errors import SparkmqError
+from sparkmq.connector.options import SinkOptions
+from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
 from sparkmq.message.msgid import UniqueIdGenerator, decode_offset_msg_id
@@ -52,7 +53,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY,
 END_ATTEMPTS = 3
 _IDS = UniqueIdGenerator()
 _checked_brokers: set[tuple[str, str]] = set()  # (NameServer, broker name) seen refusing a malformed batch half
-_clients: dict[tuple[str, str], tuple[AsyncTransactionProducer, CommitLog]] = {}
+_clients: dict[tuple[str, str, ClientSecurity], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
 Half = tuple[int, int, str, int]  # (half queue offset, commit log offset, msg id): what END names; + its rows
 SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]  # as sparkmq.sink.SendRun
@@ -62,7 +63,7 @@ per queue of at most ``batchSize`` rows, in row order; and the round-robin posit
 
 
 @dataclass
-class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class TransactionalCommitMessage(WriterCommitMessage):
     """One task attempt's half messages: its token, batch, rows sent, and per queue ``"topic/broker/qid"``
     the batch half messages in row order (their ENDs make them visible in that order)."""
 
@@ -74,11 +75,11 @@ class TransactionalCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
     """The process's transactional producer (it answers check-backs) and commit log for the sink's cluster."""
-    key = (options.namesrv_addr, options.producer_group)
+    key = (options.namesrv_addr, options.producer_group, options.security)
     with _clients_lock:
         found = _clients.get(key)
         if found is None:
-            log = CommitLog(options.namesrv_addr)
+            log = CommitLog(options.namesrv_addr, options.security)
 
             async def check(message: ReceivedMessage) -> LocalTransactionState:
                 tag = parse_tag(message.properties.get(TXN_PROPERTY))
@@ -92,7 +93,8 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
 
             # Uncompressed: rows are ~100 bytes of mostly random data, and zlib would cost both ends CPU.
             producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check,
-                                                compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1)
+                                                compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1,
+                                                security=options.security)
             loop_thread.run(producer.start())
             found = _clients[key] = (producer, log)
         return found
@@ -144,7 +146,7 @@ async def _send_halves(producer: AsyncTransactionProducer, tag: str, runs: list[
         return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id, rows
 
     halves = await asyncio.gather(*(send(queue, payload, rows) for queue, payload, rows, _ordered in runs))
-    for (queue, _payload, rows, _ordered), half in zip(runs, halves):  # in row order per queue and lane
+    for (queue, _payload, rows, _ordered), half in zip(runs, halves, strict=True):  # in row order per queue and lane
         out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
         out.sent += rows
 

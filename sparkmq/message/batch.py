@@ -1,7 +1,7 @@
 """The SEND_BATCH_MESSAGE body: items of ``size | magic 0 | crc 0 | flag | body | properties``.
 
 One item per message (``MessageDecoder.encodeMessages``); the broker turns each item into
-one stored record (message-format.md §5).
+one stored record, with the batch's own properties appended to each item's.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparkmq.errors import MessageError, MessageTooLargeError
+from sparkmq.errors import MessageError, PropertiesTooLargeError
 from sparkmq.message.layout import MAX_PROPERTIES_BYTES
 
 _ITEM_HEAD = struct.Struct(">iiiii")  # total size, magic, body crc, flag, body length
@@ -40,7 +40,7 @@ def encode_batch_items(bodies: Sequence[bytes], properties: Sequence[bytes], fla
     for i, body in enumerate(bodies):
         prop = properties[i]
         if len(prop) > MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(f"properties of message {i} are {len(prop)} bytes, over {MAX_PROPERTIES_BYTES}")
+            raise PropertiesTooLargeError(f"properties of message {i} are {len(prop)} bytes, over {MAX_PROPERTIES_BYTES}")
         size = ITEM_FIXED_BYTES + len(body) + len(prop)
         parts.append(_ITEM_HEAD.pack(size, 0, 0, 0 if flags is None else int(flags[i]), len(body)))
         parts.append(body)

@@ -95,17 +95,6 @@ def java_string_hashes(texts: Sequence[str]) -> npt.NDArray[np.int32]:
     return sums.view(np.int32)
 
 
-def java_prefixed_hashes(prefix: str, values: Sequence[bytes]) -> npt.NDArray[np.int32]:
-    """``java_string_hash(prefix + v.decode())`` for each UTF-8 ``v``, vectorised over bytes.
-
-    >>> java_prefixed_hashes("T#", [b"k1"]).tolist() == [java_string_hash("T#k1")]
-    True
-    """
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    data = np.frombuffer(b"".join(values), dtype=np.uint8)
-    return java_hashes_of_slices(data, np.cumsum(lengths) - lengths, lengths, [(prefix, len(values))])
-
-
 def _power_table(base: int, n: int) -> npt.NDArray[np.uint32]:
     """``base**k mod 2**32`` for k in [0, n), by doubling (log2(n) numpy passes)."""
     table = np.ones(1, dtype=np.uint32)
@@ -170,7 +159,7 @@ def java_hashes_of_slices(
         heads = np.array([_unsigned_hash(p) for p in names] + [0], dtype=np.uint32)
         per_slice = np.repeat(heads, [*runs, max(count - sum(runs), 0)])[:count]
         sums = sums + per_slice * powers[lengths]  # uint32 arithmetic wraps mod 2**32
-    hashes = sums.astype(np.uint32).view(np.int32)
+    hashes: npt.NDArray[np.int32] = sums.astype(np.uint32).view(np.int32)
     if size and int(data[:size].max()) >= 0x80:
         high = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(data[:size] >= 0x80, out=high[1:])

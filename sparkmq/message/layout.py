@@ -1,7 +1,7 @@
 """RocketMQ's stored-record layout: magic codes, sysFlag bits, fixed positions, size limits.
 
-Facts from RocketMQ 4.9.7 ``CommitLog`` / ``MessageDecoder`` / ``MessageSysFlag``
-(see ``shared/reference/message-format.md`` §1-2, §8). All integers are big-endian.
+Facts from RocketMQ 4.9.7 ``CommitLog`` / ``MessageDecoder`` / ``MessageSysFlag``; the record's
+field table is spelled out in tests/message/test_record_layout.py. All integers are big-endian.
 sparkmq always stores IPv4 hosts (v1 records), so every position below is fixed.
 """
 

@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sparkmq.errors import MessageError
 
@@ -62,25 +62,39 @@ class UniqueIdGenerator:
     """
 
     def __init__(self, ip: bytes = b"\x7f\x00\x00\x01") -> None:
-        self._prefix = ip + struct.pack(">H", os.getpid() & 0xFFFF) + os.urandom(4)
-        self._counter = itertools.count()
+        self._prefix = (ip + struct.pack(">H", os.getpid() & 0xFFFF) + os.urandom(4)).hex().upper()
+        self._counter = itertools.count()  # next() on it is atomic under the GIL
         self._lock = threading.Lock()
         self._month_start_ms = 0
         self._next_month_ms = 0
 
-    def _ms_since_month_start(self) -> int:
-        now_ms = int(time.time() * 1000)
-        if now_ms >= self._next_month_ms:
-            now = datetime.now(timezone.utc)
+    def _new_month(self, now_ms: int) -> None:
+        with self._lock:
+            if now_ms < self._next_month_ms:
+                return
+            now = datetime.now(UTC)
             start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
             following = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
             self._month_start_ms = int(start.timestamp() * 1000)
             self._next_month_ms = int(following.timestamp() * 1000)
-        return now_ms - self._month_start_ms
 
     def next_id(self) -> str:
         """A new 32-character uppercase hex id."""
-        with self._lock:
-            stamp = self._ms_since_month_start()
-            count = next(self._counter) & 0xFFFF
-        return (self._prefix + struct.pack(">IH", stamp & 0xFFFFFFFF, count)).hex().upper()
+        now_ms = int(time.time() * 1000)
+        if now_ms >= self._next_month_ms:
+            self._new_month(now_ms)
+        stamp = (now_ms - self._month_start_ms) & 0xFFFFFFFF
+        return f"{self._prefix}{stamp:08X}{next(self._counter) & 0xFFFF:04X}"
+
+    def next_ids(self, count: int) -> list[str]:
+        """``count`` new ids sharing one clock read (a batch's).
+
+        >>> ids = UniqueIdGenerator().next_ids(3)
+        >>> len(set(ids)), ids[0][:28] == ids[2][:28]
+        (3, True)
+        """
+        now_ms = int(time.time() * 1000)
+        if now_ms >= self._next_month_ms:
+            self._new_month(now_ms)
+        head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
+        return [f"{head}{n & 0xFFFF:04X}" for n in itertools.islice(self._counter, count)]

@@ -1,14 +1,14 @@
 """RocketMQ's message properties string: ``key 0x01 value 0x02 …`` and the reserved keys.
 
 Java drops the trailing ``0x02``; C++ 1.2.3 and ali-ons keep it. The parser
-accepts both and skips empty items and items without a ``0x01`` (message-format.md §4).
+accepts both and skips empty items and items without a ``0x01``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sparkmq.errors import MessageError, MessageTooLargeError
+from sparkmq.errors import MessageError, PropertiesTooLargeError
 from sparkmq.message.layout import MAX_PROPERTIES_BYTES
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -57,7 +57,7 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
         parts.append(f"{key}{NAME_VALUE_SEPARATOR}{value}")
     encoded = PROPERTY_SEPARATOR.join(parts).encode("utf-8")
     if len(encoded) > MAX_PROPERTIES_BYTES:
-        raise MessageTooLargeError(f"properties of {len(encoded)} bytes exceed {MAX_PROPERTIES_BYTES}")
+        raise PropertiesTooLargeError(f"properties of {len(encoded)} bytes exceed {MAX_PROPERTIES_BYTES}")
     return encoded
 
 
@@ -77,7 +77,7 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
 
 
 def append_properties(item_properties: bytes, extra: bytes) -> bytes:
-    """Append batch-level properties to an item's, inserting 0x02 when needed (message-format.md §5)."""
+    """Append batch-level properties to an item's, inserting 0x02 when needed (the broker does this per item)."""
     if not extra:
         return item_properties
     if not item_properties or item_properties.endswith(b"\x02"):

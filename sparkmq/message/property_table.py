@@ -21,6 +21,7 @@ absent, and when a record repeats the key its last non-empty value wins.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -105,7 +106,7 @@ class PropertyTable:
             if not last.all():  # some record holds a key twice
                 kinds, rows, starts, lengths = kinds[last], rows[last], starts[last], lengths[last]
         bounds = np.searchsorted(kinds, np.arange(1, len(keys) + 2)).tolist()
-        return [Slices(rows[a:b], starts[a:b], lengths[a:b]) for a, b in zip(bounds, bounds[1:])]
+        return [Slices(rows[a:b], starts[a:b], lengths[a:b]) for a, b in pairwise(bounds)]
 
     def values(self, key: bytes) -> Slices:
         """The last non-empty value of ``key`` in each record that has one, in record order."""
@@ -143,6 +144,6 @@ class PropertyTable:
     def column(self, key: bytes) -> list[bytes | None]:
         """``values(key)`` as one bytes-or-None per record (tests and small callers)."""
         found: list[bytes | None] = [None] * self.count
-        for row, start, length in zip(*(a.tolist() for a in self.values(key))):
+        for row, start, length in zip(*(a.tolist() for a in self.values(key)), strict=True):
             found[row] = self.joined[start : start + length]
         return found

@@ -16,7 +16,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from sparkmq.errors import CorruptRecordError, InvalidTopicError, MessageTooLargeError
+from sparkmq.errors import CorruptRecordError, InvalidTopicError, MessageTooLargeError, PropertiesTooLargeError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import offset_msg_id
 from sparkmq.message.properties import decode_properties
@@ -120,7 +120,7 @@ class MessageBatch:
             return np.array(self.size_list, dtype=np.int64)
         prop_lens = np.fromiter(map(len, self.properties), dtype=np.int64, count=n)
         if n and int(prop_lens.max()) > L.MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(f"properties of {int(prop_lens.max())} bytes exceed {L.MAX_PROPERTIES_BYTES}")
+            raise PropertiesTooLargeError(f"properties of {int(prop_lens.max())} bytes exceed {L.MAX_PROPERTIES_BYTES}")
         return L.RECORD_FIXED_BYTES + len(self.topic_bytes) + self.body_lengths + prop_lens
 
     @cached_property
@@ -140,9 +140,9 @@ class MessageBatch:
         self._check_columns()
         longest = max(map(len, self.properties), default=0)
         if longest > L.MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(f"properties of {longest} bytes exceed {L.MAX_PROPERTIES_BYTES}")
+            raise PropertiesTooLargeError(f"properties of {longest} bytes exceed {L.MAX_PROPERTIES_BYTES}")
         fixed = L.RECORD_FIXED_BYTES + len(self.topic_bytes)
-        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties)]
+        return [fixed + len(body) + len(prop) for body, prop in zip(self.bodies, self.properties, strict=True)]
 
     def check_sizes(self, max_message_bytes: int) -> None:
         """Raise MessageTooLargeError when any record would exceed ``max_message_bytes``."""
@@ -194,7 +194,7 @@ def encode_records_plain(
     pack = L.RECORD_HEAD.pack
     parts: list[bytes] = []
     position = physical_offset
-    for i, size in zip(range(first, stop), sizes):
+    for i, size in zip(range(first, stop), sizes, strict=True):
         body, prop = batch.bodies[i], batch.properties[i]
         parts.append(pack(
             size, L.MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, batch.queue_id, 0 if flags is None else flags[i],
@@ -338,11 +338,18 @@ def iter_records(buf: bytes | bytearray | memoryview, *, check_crc: bool = False
 
 
 def record_starts(buf: bytes | bytearray | memoryview) -> npt.NDArray[np.int64]:
-    """Start positions of the whole records in ``buf`` (walks TOTALSIZE; checks each fits)."""
-    view = memoryview(buf)
+    """Start positions of the whole records in ``buf`` (walks TOTALSIZE; checks each fits).
+
+    Records of one size in a row (a producer's fixed-shape messages) are found with one numpy
+    comparison per run rather than one ``struct`` read per record; after a run of one, a few
+    records are read one by one before numpy is tried again, so varied sizes cost no more.
+    """
+    view = memoryview(buf).cast("B") if isinstance(buf, memoryview) else memoryview(buf)
     end = len(view)
-    starts = []
+    runs: list[npt.NDArray[np.int64]] = []
+    starts: list[int] = []
     pos = 0
+    plain_left = 0
     unpack = _INT32.unpack_from
     while pos < end:
         if end - pos < L.RECORD_FIXED_BYTES:
@@ -350,6 +357,25 @@ def record_starts(buf: bytes | bytearray | memoryview) -> npt.NDArray[np.int64]:
         (size,) = unpack(view, pos)
         if size < L.RECORD_FIXED_BYTES or size > end - pos:
             raise CorruptRecordError(f"record at {pos}: size {size} does not fit the buffer")
-        starts.append(pos)
-        pos += size
-    return np.array(starts, dtype=np.int64)
+        if plain_left > 0 or end - pos < _RUN_MIN * size:
+            plain_left -= 1
+            starts.append(pos)
+            pos += size
+            continue
+        count = (end - pos) // size
+        same = np.ndarray(shape=(count,), dtype=">i4", buffer=view, offset=pos, strides=(size,)) == size
+        run = count if same.all() else int(same.argmin())
+        if run < _RUN_MIN:
+            plain_left = _PLAIN_AFTER_SHORT_RUN
+        if starts:
+            runs.append(np.array(starts, dtype=np.int64))
+            starts = []
+        runs.append(np.arange(pos, pos + run * size, size, dtype=np.int64))
+        pos += run * size
+    if starts or not runs:
+        runs.append(np.array(starts, dtype=np.int64))
+    return runs[0] if len(runs) == 1 else np.concatenate(runs)
+
+
+_RUN_MIN = 8  # records of one size in a row worth a numpy comparison
+_PLAIN_AFTER_SHORT_RUN = 32  # records read one by one after a shorter run

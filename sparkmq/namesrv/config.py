@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from sparkmq.errors import ConfigError
 from sparkmq.remoting import ServerLimits
+from sparkmq.remoting.tls import ServerTls
 
 #: RocketMQ's default NameServer port (Java ``NettyServerConfig.listenPort`` for the NameServer).
 DEFAULT_PORT = 9876
@@ -40,6 +41,7 @@ class NamesrvConfig:
     broker_expired_s: float = DEFAULT_BROKER_EXPIRED_S
     limits: ServerLimits = field(default_factory=ServerLimits, repr=False)
     guard_registrations: bool = field(default=True, repr=False)
+    tls: ServerTls | None = field(default=None, repr=False)  # TLS in permissive or enforcing mode
 
     def __post_init__(self) -> None:
         if not self.host:

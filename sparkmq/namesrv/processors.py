@@ -13,7 +13,8 @@ SYSTEM_ERROR and the remark) and answers what the real clients need:
   connection: NO_PERMISSION (16) (Java lets anyone take over a broker's routes; sparkmq does
   unless ``guard_registrations`` is off).
 * UNREGISTER_BROKER (104), GET_BROKER_CLUSTER_INFO (106),
-  GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216).
+  GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216), WIPE_WRITE_PERM_OF_BROKER (205),
+  ADD_WRITE_PERM_OF_BROKER (327).
 
 Codes not registered here get REQUEST_CODE_NOT_SUPPORTED from the remoting server.
 """
@@ -25,11 +26,13 @@ import zlib
 
 from sparkmq.protocol import MQVersion, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import (
+    BrokerNameRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
+    WritePermResponseHeader,
 )
 from sparkmq.protocol.bodies import KVTable, TopicList
 from sparkmq.protocol.namesrv_bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -64,9 +67,10 @@ class NamesrvProcessors:
 
         >>> routes: RouteInfoManager[RemotingConnection] = RouteInfoManager()
         >>> processors = NamesrvProcessors(routes)
-        >>> # processors.register_with(remoting_server)  # before remoting_server.start()
         >>> sorted(int(code) for code in processors.table())
-        [103, 104, 105, 106, 206, 216]
+        [103, 104, 105, 106, 205, 206, 216, 327]
+
+    ``processors.register_with(remoting_server)`` installs them; call it before the server starts.
     """
 
     def __init__(self, routes: RouteInfoManager[RemotingConnection], *, guard_registrations: bool = True) -> None:
@@ -90,6 +94,8 @@ class NamesrvProcessors:
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
         }
 
     def register_with(self, server: RemotingServer) -> None:
@@ -159,6 +165,20 @@ class NamesrvProcessors:
         deleted = self._routes.delete_topic(header.topic, header.cluster_name or None)
         logger.info("topic %s deleted from the name server (known: %s)", header.topic, deleted)
         return request.make_response()
+
+    async def wipe_write_perm(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """WIPE_WRITE_PERM_OF_BROKER (205): ``wipeTopicCount`` = topics whose PERM_WRITE was cleared."""
+        name = BrokerNameRequestHeader.from_fields(request.ext_fields).broker_name
+        count = self._routes.set_write_perm(name, writable=False)
+        logger.info("write perm of broker %s wiped on %d topics", name, count)
+        return request.make_response(ext_fields=WritePermResponseHeader(wipe_topic_count=count).to_fields())
+
+    async def add_write_perm(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """ADD_WRITE_PERM_OF_BROKER (327): ``addTopicCount`` = topics whose PERM_WRITE was set."""
+        name = BrokerNameRequestHeader.from_fields(request.ext_fields).broker_name
+        count = self._routes.set_write_perm(name, writable=True)
+        logger.info("write perm of broker %s added on %d topics", name, count)
+        return request.make_response(ext_fields=WritePermResponseHeader(add_topic_count=count).to_fields())
 
 
 def _topic_config_wrapper(request: RemotingCommand, compressed: bool) -> TopicConfigSerializeWrapper:

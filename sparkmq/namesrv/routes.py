@@ -22,18 +22,19 @@ broker goes away.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from sparkmq.message.names import MASTER_ID
+from sparkmq.protocol import PermName
 from sparkmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 C = TypeVar("C")
 
-#: ``MixAll.MASTER_ID``: broker id 0 is the master; clients publish only to it.
-MASTER_ID = 0
 #: ``BROKER_CHANNEL_EXPIRED_TIME``: a broker silent this long is evicted (it re-registers every 30 s).
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 
@@ -117,10 +118,10 @@ class RouteInfoManager(Generic[C]):
         group.addrs[broker_id] = broker_addr
 
         data_version = DataVersion() if topic_config_wrapper is None else topic_config_wrapper.data_version
-        if topic_config_wrapper is not None and broker_id == MASTER_ID:
-            if register_first or self._data_version_changed(broker_addr, data_version):
-                for config in topic_config_wrapper.topic_config_table.values():
-                    self._create_and_update_queue_data(broker_name, config)
+        if (topic_config_wrapper is not None and broker_id == MASTER_ID
+                and (register_first or self._data_version_changed(broker_addr, data_version))):
+            for config in topic_config_wrapper.topic_config_table.values():
+                self._create_and_update_queue_data(broker_name, config)
         self._broker_live_table[broker_addr] = BrokerLiveInfo(self._clock(), data_version, channel, ha_server_addr)
 
         if broker_id == MASTER_ID:
@@ -248,6 +249,22 @@ class RouteInfoManager(Generic[C]):
     def all_topics(self) -> tuple[str, ...]:
         """Every topic with queue data, sorted."""
         return tuple(sorted(self._topic_queue_table))
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """WIPE/ADD_WRITE_PERM_OF_BROKER: clear or set PERM_WRITE on every queue data of ``broker_name``.
+
+        Returns how many topics changed. The broker's next registration brings its own perms back (as in Java 4.x).
+        """
+        changed = 0
+        for queues in self._topic_queue_table.values():
+            data = queues.get(broker_name)
+            if data is None:
+                continue
+            perm = data.perm | PermName.PERM_WRITE if writable else data.perm & ~PermName.PERM_WRITE
+            if perm != data.perm:
+                queues[broker_name] = dataclasses.replace(data, perm=perm)
+                changed += 1
+        return changed
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> bool:
         """Forget ``topic``; with ``cluster_name``, only that cluster's queues of it. True if known."""

@@ -42,7 +42,7 @@ class NameServer:
         self.routes: RouteInfoManager[RemotingConnection] = RouteInfoManager(
             broker_channel_expired_ms=config.broker_expired_ms, clock=clock
         )
-        self._remoting = RemotingServer(config.host, config.port, config.limits)
+        self._remoting = RemotingServer(config.host, config.port, config.limits, tls=config.tls)
         NamesrvProcessors(self.routes, guard_registrations=config.guard_registrations).register_with(self._remoting)
         self._remoting.on_connection_closed(self._connection_closed)
         self._scan_task: asyncio.Task[None] | None = None

@@ -17,34 +17,15 @@ import os
 import re
 
 from sparkmq.config_file import ConfigFile, ConfigFileRecoveredWarning
-from sparkmq.errors import OffsetStoreError
+from sparkmq.errors import InvalidFieldError, OffsetStoreError
 from sparkmq.offsets.table import TOPIC_GROUP_SEPARATOR, ConsumerOffsetTable, OffsetSnapshot
+from sparkmq.protocol import fastjson
 
-# A JSON string (kept as it is) or a bare integer map key after "{" or "," (to be quoted);
-# matching strings first keeps digits inside quoted names untouched.
-_STRING_OR_BARE_INTEGER_KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?[0-9]+)(\s*:)')
 _DECIMAL_INTEGER = re.compile(r"-?[0-9]+")
 
 
 class OffsetFileRecoveredWarning(ConfigFileRecoveredWarning):
     """consumerOffset.json was unusable and the offsets were loaded from its ``.bak`` copy."""
-
-
-def quote_bare_integer_keys(text: str) -> str:
-    """Turn fastjson's unquoted integer keys into standard JSON keys.
-
-    Example::
-
-        >>> quote_bare_integer_keys('{"t@g":{0:5,1:7}}')
-        '{"t@g":{"0":5,"1":7}}'
-    """
-
-    def quote(match: re.Match[str]) -> str:
-        if match.group(1) is not None:
-            return match.group(1)
-        return f'{match.group(2)}"{match.group(3)}"{match.group(4)}'
-
-    return _STRING_OR_BARE_INTEGER_KEY.sub(quote, text)
 
 
 def decode_offset_table(text: str) -> OffsetSnapshot:
@@ -60,10 +41,10 @@ def decode_offset_table(text: str) -> OffsetSnapshot:
     """
     if not text.strip():
         raise OffsetStoreError("the file is empty")
-    try:
-        document = json.loads(quote_bare_integer_keys(text))
-    except json.JSONDecodeError as exc:
-        raise OffsetStoreError(f"not valid JSON: {exc}") from exc
+    try:  # fastjson's reader: it takes the unquoted integer keys Java writes
+        document = fastjson.loads(text, what="consumerOffset.json")
+    except InvalidFieldError as exc:
+        raise OffsetStoreError(f"not valid JSON: {exc.remark}") from exc
     if not isinstance(document, dict) or not isinstance(document.get("offsetTable"), dict):
         raise OffsetStoreError('expected a JSON object with an "offsetTable" object')
     snapshot: OffsetSnapshot = {}

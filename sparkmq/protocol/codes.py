@@ -85,7 +85,7 @@ class MQVersion(IntEnum):
 
 
 #: What sparkmq writes in ``language``/``version``: it answers like a Java 4.9.7 broker,
-#: which is what both real clients were verified against (observed-captures.md).
+#: which is what both real clients (C++ 1.2.x and ali-ons) were checked against (tests/protocol/test_captures.py).
 DEFAULT_LANGUAGE = LanguageCode.JAVA
 DEFAULT_VERSION = int(MQVersion.V4_9_7)
 

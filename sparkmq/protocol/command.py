@@ -46,6 +46,16 @@ from .codes import (
 from .scalars import ext_value, is_java_integer, java_integer
 from .wire_text import MAX_FIELD_CHARS, encodable, request_text_defect
 
+try:
+    from .plain_header import (
+        PLAIN_HEADER_ERRORS,
+        decode_plain_header,
+        encode_string_map,
+    )
+except ImportError:  # msgspec is missing: the general decoder reads every header
+    decode_plain_header = None  # type: ignore[assignment]
+    encode_string_map = None  # type: ignore[assignment]
+
 _PREFIX = struct.Struct(">II")  # length, serializeType << 24 | headerLength
 _HEADER_LENGTH = struct.Struct(">I")
 _BINARY_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLength
@@ -55,9 +65,12 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _LANGUAGES = LanguageCode.__members__
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(slots=True, repr=False)
 class RemotingCommand:
     """One remoting request or response; ``encode()`` gives the whole frame.
+
+    Treat it as immutable (use :func:`dataclasses.replace`): it is not frozen only because a
+    frozen dataclass's ``__init__`` costs ~1.5 µs more, twice per request served.
 
     ``serialize_type`` records how a decoded command arrived; encoding always writes JSON
     (:meth:`encode_rocketmq` exists for Java peers and tests, and refuses responses).
@@ -122,14 +135,8 @@ class RemotingCommand:
         body: bytes = b"",
     ) -> RemotingCommand:
         """The response to this request: same opaque, flag = response, always JSON."""
-        return RemotingCommand(
-            code=int(code),
-            opaque=self.opaque,
-            flag=RESPONSE_FLAG,
-            remark=remark,
-            ext_fields={} if ext_fields is None else ext_fields,
-            body=body,
-        )
+        return RemotingCommand(int(code), DEFAULT_LANGUAGE, DEFAULT_VERSION, self.opaque, RESPONSE_FLAG, remark,
+                               {} if ext_fields is None else ext_fields, body)
 
     def encode_parts(self) -> tuple[bytes, bytes]:
         """``(length prefix + header-length int + JSON header, body)``: write both, in order.
@@ -217,12 +224,20 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     text = (
         f'{{"code":{int(cmd.code)},"flag":{int(cmd.flag)},"language":"{cmd.language.name}",'
         f'"opaque":{int(cmd.opaque)}{remark},"serializeTypeCurrentRPC":"JSON",'
-        f'"version":{int(cmd.version)},"extFields":{_dumps(cmd.ext_fields)}}}'
+        f'"version":{int(cmd.version)},"extFields":'
     )
     try:
-        return text.encode("utf-8")
+        return text.encode("utf-8") + _encode_string_map(cmd.ext_fields) + b"}"
     except UnicodeEncodeError:  # a lone surrogate, e.g. echoed from a request: escape, never fail
         return _encode_json_header(_escaped(cmd))
+
+
+def _dumps_string_map(fields: dict[str, str]) -> bytes:
+    """The reference of ``plain_header.encode_string_map``: compact JSON, non-ASCII as UTF-8."""
+    return _dumps(fields).encode("utf-8")
+
+
+_encode_string_map = _dumps_string_map if encode_string_map is None else encode_string_map
 
 
 def _escaped(cmd: RemotingCommand) -> RemotingCommand:
@@ -262,6 +277,23 @@ def _reject_constant(name: str) -> None:
 
 
 def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    """The header's command: the typed decode of :mod:`.plain_header` where it applies (the
+    same command, ~5x faster), else the general decoder, the reference for every other shape."""
+    if decode_plain_header is None:
+        return _decode_any_json_header(raw, body)
+    try:
+        plain = decode_plain_header(raw)
+    except PLAIN_HEADER_ERRORS:
+        return _decode_any_json_header(raw, body)
+    ext = {} if plain.ext_fields is None else plain.ext_fields
+    flag, remark = plain.flag, plain.remark
+    suspect = _suspect(raw)
+    return RemotingCommand(plain.code, _language(plain.language), plain.version, plain.opaque, flag, remark, ext,
+                           body, SerializeType.JSON,
+                           request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None)
+
+
+def _decode_any_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     try:
         # jsoncpp (C++) ends the header with "\n"; json.loads allows trailing whitespace.
         obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
@@ -280,8 +312,7 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
         raise ProtocolError(f"extFields is a JSON {type(ext_raw).__name__}, not an object")
     flag = _header_int(obj, "flag", 0)
     remark = ext_value("remark", obj.get("remark"))
-    # Raw UTF-8 cannot encode a surrogate or a NUL in JSON text: only a \u escape yields one.
-    suspect = b"\\u" in raw or len(raw) > MAX_FIELD_CHARS
+    suspect = _suspect(raw)
     return RemotingCommand(
         code=_header_int(obj, "code", None),
         language=_language(obj.get("language")),
@@ -294,6 +325,16 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
         serialize_type=SerializeType.JSON,
         defect=request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None,
     )
+
+
+def _suspect(raw: bytes) -> bool:
+    """Whether the header may hold an unfit text (see :mod:`.wire_text`), so it must be checked.
+
+    Raw UTF-8 cannot encode a surrogate or a NUL in JSON text: only a ``\\u0000`` or
+    ``\\uD8xx``..``\\uDFxx`` escape yields one (the properties' ``\\u0001``/``\\u0002``
+    separators in every send do not); an over-long value needs an over-long header.
+    """
+    return b"\\u0000" in raw or b"\\ud" in raw or b"\\uD" in raw or len(raw) > MAX_FIELD_CHARS
 
 
 def _header_int(obj: dict[str, object], key: str, default: int | None) -> int:

@@ -37,7 +37,6 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _STRUCTURAL = re.compile(r'["{}\[\],]')
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BARE_TOKEN = re.compile(r"[A-Za-z0-9_$.+-]+")
-_WHITESPACE = re.compile(r"[ \t\r\n]*")
 _REQUIRED: Any = object()
 E = TypeVar("E", bound=enum.Enum)
 
@@ -101,7 +100,7 @@ def quote_map_keys(text: str) -> str:
     while position < len(text):
         if expect_key:
             expect_key = False
-            start = _WHITESPACE.match(text, position).end()  # type: ignore[union-attr]
+            start = _after_whitespace(text, position)
             end = _nonstandard_key_end(text, start)
             if end is not None:
                 out += [text[position:start], _dumps(text[start:end])]
@@ -130,6 +129,12 @@ def quote_map_keys(text: str) -> str:
     return "".join(out)
 
 
+def _after_whitespace(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
 def _string_end(text: str, at: int) -> int:
     match = _STRING.match(text, at)
     return len(text) if match is None else match.end()  # unterminated: let json.loads report it
@@ -145,7 +150,7 @@ def _nonstandard_key_end(text: str, start: int) -> int | None:
         if token is None:
             return None
         end = token.end()
-    colon = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
+    colon = _after_whitespace(text, end)
     return end if colon < len(text) and text[colon] == ":" else None
 
 

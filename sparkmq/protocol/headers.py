@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codes import RequestCode
+from .scalars import parse_bool, parse_int
 from .schema import CommandHeader, Int32, Int64, wire_key
 
 # --- send ------------------------------------------------------------------------------------
@@ -80,8 +81,8 @@ class SendMessageRequestHeaderV2(CommandHeader):
         return cls(**_values(v1))
 
 
-def _values(header: object) -> dict[str, Any]:
-    return {f.name: getattr(header, f.name) for f in dataclasses.fields(header)}  # type: ignore[arg-type]
+def _values(header: SendMessageRequestHeader | SendMessageRequestHeaderV2) -> dict[str, Any]:
+    return {f.name: getattr(header, f.name) for f in dataclasses.fields(header)}
 
 
 def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
@@ -92,8 +93,35 @@ def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendM
     3
     """
     if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        return SendMessageRequestHeaderV2.from_fields(ext_fields).to_v1()
+        try:
+            return _v2_as_v1(ext_fields)
+        except KeyError:  # a required field is missing: the schema names it
+            return SendMessageRequestHeaderV2.from_fields(ext_fields).to_v1()
     return SendMessageRequestHeader.from_fields(ext_fields)
+
+
+def _v2_as_v1(f: Mapping[str, str]) -> SendMessageRequestHeader:
+    """``from_fields(...).to_v1()`` of SendMessageRequestHeaderV2 unrolled (the hot path of every
+    send): the same checks in the same order, the same errors; plain values skip the regex."""
+    group, topic, default_topic = f["a"], f["b"], f["c"]
+    queue_nums, queue_id, sys_flag, born, flag = f["d"], f["e"], f["f"], f["g"], f["h"]
+    get = f.get
+    reconsume, unit_mode, max_reconsume, batch = get("j"), get("k"), get("l"), get("m")
+    return SendMessageRequestHeader(
+        group, topic, default_topic, _int(queue_nums, "d", 9), _int(queue_id, "e", 9), _int(sys_flag, "f", 9),
+        _int(born, "g", 18), _int(flag, "h", 9), get("i"),
+        None if reconsume is None else _int(reconsume, "j", 9),
+        False if unit_mode is None or unit_mode == "false" else parse_bool(unit_mode, "k"),
+        max_reconsume_times=None if max_reconsume is None else _int(max_reconsume, "l", 9),  # "l" is checked before "m"
+        batch=False if batch is None or batch == "false" else parse_bool(batch, "m"),
+        bname=get("n"))
+
+
+def _int(raw: str, key: str, digits: int) -> int:
+    """``parse_int``; up to ``digits`` ASCII digits (always in range) take the short way."""
+    if len(raw) <= digits and raw.isdigit() and raw.isascii():
+        return int(raw)
+    return parse_int(raw, key, bits=32 if digits == 9 else 64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +137,20 @@ class SendMessageResponseHeader(CommandHeader):
     transaction_id: str | None = None
     msg_region: str | None = wire_key("MSG_REGION", None)
     trace_on: bool | None = wire_key("TRACE_ON", None)
+
+
+def send_response_fields(msg_id: str, queue_id: int, queue_offset: int, msg_region: str | None,
+                         trace_on: bool | None) -> dict[str, str]:
+    """``SendMessageResponseHeader(msg_id, queue_id, queue_offset, None, msg_region, trace_on).to_fields()``
+    without building the header (every single send answers with it).
+
+    >>> send_response_fields("ID", 1, 5, "R", True)
+    {'msgId': 'ID', 'queueId': '1', 'queueOffset': '5', 'MSG_REGION': 'R', 'TRACE_ON': 'true'}
+    """
+    if msg_region is None or trace_on is None:
+        return SendMessageResponseHeader(msg_id, queue_id, queue_offset, None, msg_region, trace_on).to_fields()
+    return {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset), "MSG_REGION": msg_region,
+            "TRACE_ON": "true" if trace_on else "false"}
 
 
 # --- pull and offsets ------------------------------------------------------------------------

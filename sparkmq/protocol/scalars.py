@@ -56,6 +56,7 @@ def ext_value(key: str, value: object) -> str | None:
 #: int64 needs 19 significant digits; a longer literal is out of every range we parse. Checked
 #: before ``int()``, which refuses more than 4,300 digits with a ValueError (CVE-2020-10735).
 MAX_SIGNIFICANT_DIGITS = 19
+_OUT_OF_RANGE: int = 10**MAX_SIGNIFICANT_DIGITS
 
 
 def is_java_integer(raw: str) -> bool:
@@ -75,7 +76,7 @@ def java_integer(raw: str) -> int:
     negative = raw.startswith("-")
     digits = raw.lstrip("+-").lstrip("0")
     if len(digits) > MAX_SIGNIFICANT_DIGITS:
-        return -(10**MAX_SIGNIFICANT_DIGITS) if negative else 10**MAX_SIGNIFICANT_DIGITS
+        return -_OUT_OF_RANGE if negative else _OUT_OF_RANGE
     value = int(digits) if digits else 0
     return -value if negative else value
 

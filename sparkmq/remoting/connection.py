@@ -15,10 +15,11 @@ shared :class:`FrameBudget` caps the unfinished frames all connections hold.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
 from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
@@ -31,8 +32,14 @@ WRITE_HIGH_WATER_BYTES = 8 * 1024 * 1024
 _REMARK_CHARS = 300  # of an encoding failure quoted back to the peer
 
 COALESCE_MAX_BYTES = 64 * 1024  # frames of one loop turn are held back for one write up to this much
+DEADLINE_SWEEP_S = 0.05  # requests' deadlines are checked at most this often (one timer per connection)
 
 RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[RemotingCommand | None]]
+#: What a request gets from a group handler: its response now, nothing (oneway), or an awaitable
+#: of it (served by a Task; an asyncio Future is only given a callback).
+Answer = RemotingCommand | None | Awaitable[RemotingCommand | None]
+#: Serves the requests decoded from one read together, answering each (a server's dispatch).
+GroupHandler = Callable[[list[RemotingCommand], "RemotingConnection"], list[Answer]]
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -45,18 +52,24 @@ class RemotingConnection(asyncio.Protocol):
     _ids = itertools.count(1)
 
     def __init__(self, handler: RequestHandler | None, on_close: Callable[[RemotingConnection], None] | None = None,
-                 *, limits: ServerLimits | None = None, budget: FrameBudget | None = None) -> None:
+                 *, limits: ServerLimits | None = None, budget: FrameBudget | None = None,
+                 group_handler: GroupHandler | None = None) -> None:
         self.id = next(self._ids)
         self._handler = handler
+        self._group_handler = group_handler
         self._on_close = on_close
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()  # requests being served (Tasks or answer futures)
         self._opaques = itertools.count(1)
         self._out: list[bytes] = []  # frames of this loop turn, written together by _flush_out
         self._out_bytes = 0
         self._flush_scheduled = False
+        self._receiving = False  # inside data_received: its responses go out in one write at its end
+        # Request Tasks created but not yet started: while there are any, later requests become
+        # Tasks too (the group handler would answer them first, out of arrival order).
+        self._unstarted = 0
         self._read_blockers: set[str] = set()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -69,10 +82,13 @@ class RemotingConnection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
+        self._deadlines: list[tuple[float, int, int, float]] = []  # heap of (when, opaque, code, timeout)
+        self._sweeper: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's TCPTransport has the whole interface but is no asyncio.Transport subclass
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         peer = transport.get_extra_info("peername")
@@ -87,23 +103,32 @@ class RemotingConnection(asyncio.Protocol):
         if self._watchdog is not None:
             self._watchdog.activity()
         decoded = False
+        requests: list[RemotingCommand] = []
+        self._receiving = True
         try:
             self._decoder.receive_data(data)
             while (command := self._decoder.next_command()) is not None:
                 decoded = True
-                self._dispatch(command)
+                self._dispatch(command, requests)
         except ProtocolError as exc:
             logger.warning("closing connection %s from %s:%d: %s", self.id, *self.peer, exc.remark)
+            self._serve_all(requests)  # every request before the bad frame is answered
             self._close_when_served()
             return
+        finally:
+            self._receiving = False
+            if self._out:
+                self._flush_out()
+        self._serve_all(requests)
         self._account_unfinished_frame(decoded)
         if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
             self._block_reading("in-flight")
 
     def eof_received(self) -> bool:
-        # The peer finished sending: answer what it asked, then close (True keeps writing open).
+        # The peer finished sending: answer what it asked, then close (True keeps writing open;
+        # TLS cannot half-close, and asyncio warns on a True from a TLS transport).
         self._close_when_served()
-        return True
+        return self._transport is None or self._transport.get_extra_info("sslcontext") is None
 
     def pause_writing(self) -> None:
         # The peer is not reading: stop reading its requests until it catches up.
@@ -117,6 +142,8 @@ class RemotingConnection(asyncio.Protocol):
         self._unblock_reading("writes")
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} closed", retriable=True))
@@ -131,7 +158,7 @@ class RemotingConnection(asyncio.Protocol):
             self._on_close(self)
 
     # -- reading ---------------------------------------------------------------------------
-    def _dispatch(self, command: RemotingCommand) -> None:
+    def _dispatch(self, command: RemotingCommand, requests: list[RemotingCommand]) -> None:
         if command.is_response:
             future = self._pending.pop(command.opaque, None)
             if future is not None and not future.done():
@@ -140,10 +167,66 @@ class RemotingConnection(asyncio.Protocol):
             logger.info("refused request code %d from %s:%d: %s", command.code, *self.peer, command.defect.remark)
             if not command.is_oneway:
                 self.send(command.make_response(command.defect.code, remark=command.defect.remark))
-        elif self._handler is not None:
-            task = asyncio.get_running_loop().create_task(self._serve(command))
-            self._tasks.add(task)
+        elif self._handler is not None or self._group_handler is not None:
+            requests.append(command)
+
+    def _serve_all(self, requests: list[RemotingCommand]) -> None:
+        """Serve the requests of one read: answered at once where the handler can, else later.
+
+        While the peer does not read our responses, nothing is served until it does (reading
+        is paused then too, so at most one read's requests wait here).
+        """
+        if not requests:
+            return
+        if self.writes_paused:
+            task = self._loop.create_task(self._serve_when_writable(requests))
+            self._unstarted += 1
             task.add_done_callback(self._task_done)
+            self._tasks.add(task)
+            return
+        self._receiving = True
+        try:
+            if self._group_handler is not None and not self._unstarted:
+                answers = self._group_handler(requests, self)
+            else:
+                assert self._handler is not None
+                answers = [self._handler(request, self) for request in requests]
+            for request, answer in zip(requests, answers, strict=True):
+                self._deliver(request, answer)
+        finally:
+            self._receiving = False
+            if self._out:
+                self._flush_out()
+
+    async def _serve_when_writable(self, requests: list[RemotingCommand]) -> None:
+        self._unstarted -= 1
+        await self._writable.wait()
+        self._serve_all(requests)
+
+    def _deliver(self, request: RemotingCommand, answer: Answer) -> None:
+        if answer is None:
+            return
+        if isinstance(answer, RemotingCommand):
+            if not request.is_oneway:
+                self.send(answer)
+            return
+        if isinstance(answer, asyncio.Future):
+            future: asyncio.Future[Any] = answer
+            future.add_done_callback(lambda done: self._answered(request, done))
+        else:
+            future = self._loop.create_task(self._serve(request, answer))
+            self._unstarted += 1
+            future.add_done_callback(self._task_done)
+        self._tasks.add(future)
+
+    def _answered(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand | None]) -> None:
+        self._task_done(future)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        response = future.result() if exc is None else error_response(request, exc, self.peer)
+        if response is not None and not request.is_oneway:
+            self.send(response)
 
     def _account_unfinished_frame(self, decoded: bool) -> None:
         buffered = self._decoder.buffered_bytes
@@ -194,29 +277,32 @@ class RemotingConnection(asyncio.Protocol):
         return not self._writable.is_set()
 
     @property
+    def backlogged(self) -> bool:
+        """True once the peer has not taken a high-water mark of our responses: writes are paused,
+        or about to be (uvloop tells ``pause_writing`` only at the end of the loop turn)."""
+        return self.writes_paused or self.write_buffer_bytes + self._out_bytes >= WRITE_HIGH_WATER_BYTES
+
+    @property
     def write_buffer_bytes(self) -> int:
         """Bytes written but not yet taken by the kernel (bounded by the pause above)."""
         return 0 if self._transport is None else self._transport.get_write_buffer_size()
 
     # -- serving ---------------------------------------------------------------------------
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
         if len(self._tasks) < MAX_IN_FLIGHT_REQUESTS // 2:
             self._unblock_reading("in-flight")
         if self._closing_when_served and not self._tasks:
             self.close()
 
-    async def _serve(self, request: RemotingCommand) -> None:
-        assert self._handler is not None
+    async def _serve(self, request: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
+        self._unstarted -= 1
         if not self._writable.is_set():
             await self._writable.wait()  # build no response while the peer is not reading the last ones
         try:
-            response = await self._handler(request, self)
-        except SparkmqError as exc:
-            response = request.make_response(exc.code, remark=exc.remark)
-        except Exception as exc:  # a processor bug answers SYSTEM_ERROR and is logged with its traceback
-            logger.exception("request code %d from %s:%d failed", request.code, *self.peer)
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
+            response = await answer
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the request's answer
+            response = error_response(request, exc, self.peer)
         if response is not None and not request.is_oneway:
             self.send(response)
 
@@ -248,8 +334,23 @@ class RemotingConnection(asyncio.Protocol):
             remark = f"the response could not be encoded: {type(exc).__name__}: {exc}"[:_REMARK_CHARS]
             head, body = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque, flag=RESPONSE_FLAG,
                                          remark=remark).encode_parts()
+        self.write_frame(head, body)
+
+    def write_frame(self, head: bytes, body: bytes = b"", *, at_once: bool = False) -> None:
+        """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
+        dropped if the connection is closed.
+
+        ``at_once`` (a request with no other in flight): when no frame of this loop turn waits,
+        write now instead of at the turn's end, saving a loop turn per request.
+        """
+        if not self.is_open:
+            return
         if self._watchdog is not None:
             self._watchdog.activity()
+        if at_once and not self._out:
+            assert self._transport is not None
+            self._transport.writelines((head, body) if body else (head,))
+            return
         # Frames written in one loop turn leave in one writelines (one syscall, not one per frame):
         # under pipelining most of a server's and a client's CPU per request was these writes.
         self._out.append(head)
@@ -258,7 +359,7 @@ class RemotingConnection(asyncio.Protocol):
             self._out.append(body)
         if self._out_bytes >= COALESCE_MAX_BYTES or self.writes_paused:
             self._flush_out()  # big frames go at once, so the transport's write back-pressure sees them
-        elif not self._flush_scheduled:
+        elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_out)
 
@@ -274,28 +375,49 @@ class RemotingConnection(asyncio.Protocol):
     async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for the response with the same opaque.
 
-        The deadline is one ``call_later`` that fails the future (not ``asyncio.wait_for``: that
-        costs a second timer and callbacks per request, and on Python 3.11 it can swallow a
-        cancellation that races its timeout).
+        Deadlines wait in a heap swept by one timer per connection (RocketMQ's
+        ``scanResponseTable``), not a timer per request; a request fails at most
+        ``DEADLINE_SWEEP_S`` after its deadline. (Not ``asyncio.wait_for``: that costs timers and
+        callbacks per request, and on Python 3.11 it can swallow a cancellation that races its timeout.)
         """
         if not self.is_open:
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[RemotingCommand] = loop.create_future()
-        opaque = command.opaque
+        head, body = command.encode_parts()
+        return await self.request_frame(command.opaque, command.code, head, body, timeout)
+
+    async def request_frame(self, opaque: int, code: int, head: bytes, body: bytes, timeout: float) -> RemotingCommand:
+        """``request`` for a frame the caller encoded itself (a producer's per-queue header template)."""
+        if not self.is_open:
+            raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
-        deadline = loop.call_later(timeout, self._expire, future, command.code, timeout)
-        self.send(command)
+        when = self._loop.time() + timeout
+        heapq.heappush(self._deadlines, (when, opaque, code, timeout))
+        if self._sweeper is None or when < self._sweeper.when():
+            self._arm_sweeper(when)
+        self.write_frame(head, body, at_once=len(self._pending) == 1)
         try:
             return await future
         finally:
-            deadline.cancel()
             self._pending.pop(opaque, None)
 
-    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
-        if not future.done():
-            future.set_exception(RemoteError(
-                f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+    def _arm_sweeper(self, when: float) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._sweeper = self._loop.call_at(when, self._sweep)
+
+    def _sweep(self) -> None:
+        """Fail the requests past their deadline; entries of answered requests are just dropped."""
+        self._sweeper = None
+        now, deadlines = self._loop.time(), self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, opaque, code, timeout = heapq.heappop(deadlines)
+            future = self._pending.get(opaque)
+            if future is not None and not future.done():
+                future.set_exception(RemoteError(
+                    f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+        if deadlines:
+            self._arm_sweeper(max(deadlines[0][0], now + DEADLINE_SWEEP_S))
 
     def close(self) -> None:
         """Close after the buffered writes are flushed; abort at once if the peer is not reading them."""
@@ -308,6 +430,15 @@ class RemotingConnection(asyncio.Protocol):
 
     async def wait_closed(self) -> None:
         await self.closed
+
+
+def error_response(request: RemotingCommand, exc: BaseException, peer: tuple[str, int]) -> RemotingCommand:
+    """The answer to a request whose serving raised: the error's code and remark, or SYSTEM_ERROR
+    (logged with its traceback) for anything that is not a :class:`SparkmqError`."""
+    if isinstance(exc, SparkmqError):
+        return request.make_response(exc.code, remark=exc.remark)
+    logger.error("request code %d from %s:%d failed", request.code, *peer, exc_info=exc)
+    return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
 
 
 class Watchdog:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
-from sparkmq.remoting.connection import RemotingConnection
+from sparkmq.remoting.connection import Answer, RemotingConnection, error_response
 from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
+from sparkmq.remoting.tls import ServerTls, create_server
 
 logger = logging.getLogger(__name__)
 REFUSAL_LOG_INTERVAL_S = 1.0
@@ -16,6 +18,22 @@ REFUSAL_LOG_INTERVAL_S = 1.0
 ACCEPT_BACKLOG = 1024
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
+#: Runs before a request's processor: None serves it, a response refuses it (the broker's ACL check).
+Authorizer = Callable[[RemotingCommand, RemotingConnection], RemotingCommand | None]
+
+
+class GroupProcessor(Protocol):
+    """A processor that also serves a run of its requests together (``serve_group``).
+
+    ``serve_group`` answers each request (its response, None, or an awaitable of it) and must
+    not raise: a failure of one request is that request's answer, never its neighbours'.
+    """
+
+    def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> Awaitable[RemotingCommand | None]:
+        ...
+
+    def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
+        ...
 
 
 class RemotingServer:
@@ -24,12 +42,15 @@ class RemotingServer:
     ``limits`` bounds what peers may cost it: a connection over ``max_connections`` is closed
     at once (logged), idle ones after ``idle_timeout_s``, and unfinished frames are capped.
 
-    >>> # server = RemotingServer("127.0.0.1", 0); server.register(RequestCode.HEART_BEAT, on_heartbeat)
-    >>> # await server.start(); ...; await server.close()
+    For example::
+
+        server = RemotingServer("127.0.0.1", 0); server.register(RequestCode.HEART_BEAT, on_heartbeat)
+        await server.start(); ...; await server.close()
     """
 
-    def __init__(self, host: str, port: int, limits: ServerLimits | None = None) -> None:
+    def __init__(self, host: str, port: int, limits: ServerLimits | None = None, tls: ServerTls | None = None) -> None:
         self.host = host
+        self.tls = tls
         self.port = port
         self.limits = ServerLimits() if limits is None else limits
         self.max_connections = self.limits.max_connections or default_max_connections()
@@ -37,12 +58,20 @@ class RemotingServer:
         self.refused_connections = 0
         self._last_refusal_log = float("-inf")
         self._processors: dict[int, Processor] = {}
+        self._group_processors: dict[int, GroupProcessor] = {}
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
-        self._server: asyncio.Server | None = None
+        self._server: Any = None  # an asyncio.Server, or a tls.SniffingServer in permissive TLS mode
+        self.authorize: Authorizer | None = None
 
     def register(self, code: int, processor: Processor) -> None:
+        """Serve ``code`` with ``processor``; one with a ``serve_group`` method also gets runs of its
+        requests decoded from one read together (answered without a Task where it can)."""
         self._processors[int(code)] = processor
+        if callable(getattr(processor, "serve_group", None)):
+            self._group_processors[int(code)] = processor  # type: ignore[assignment]
+        else:
+            self._group_processors.pop(int(code), None)
 
     def on_connection_closed(self, listener: Callable[[RemotingConnection], None]) -> None:
         """Call ``listener(connection)`` when any client connection closes."""
@@ -58,7 +87,45 @@ class RemotingServer:
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request type {request.code} ({code_name(request.code, response=False)}) not supported"
             )
+        if self.authorize is not None and (refusal := self.authorize(request, connection)) is not None:
+            return refusal
         return await processor(request, connection)
+
+    def _dispatch_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
+        """Answer the requests of one read, in arrival order: a run of consecutive requests for one
+        group processor is served by one ``serve_group`` call; from the first request of another
+        processor on, each is its processor's coroutine (a Task, run in order)."""
+        answers: list[Answer] = []
+        count, first = len(requests), 0
+        while first < count:
+            group = self._group_processors.get(requests[first].code)
+            if group is None:  # a Task: so that it runs first, every later request of the read is one too
+                return answers + [self._dispatch(request, connection) for request in requests[first:]]
+            stop = first + 1
+            while stop < count and self._group_processors.get(requests[stop].code) is group:
+                stop += 1
+            answers += self._serve_group(group, requests[first:stop], connection)
+            first = stop
+        return answers
+
+    def _serve_group(self, group: GroupProcessor, run: list[RemotingCommand],
+                     connection: RemotingConnection) -> list[Answer]:
+        if self.authorize is not None:  # each request checked; the refused are answered, the rest served together
+            refusals = [self.authorize(request, connection) for request in run]
+            if any(refusal is not None for refusal in refusals):
+                allowed = [request for request, refusal in zip(run, refusals, strict=True) if refusal is None]
+                served = iter(self._serve_run(group, allowed, connection))
+                return [next(served) if refusal is None else refusal for refusal in refusals]
+        return self._serve_run(group, run, connection)
+
+    def _serve_run(self, group: GroupProcessor, run: list[RemotingCommand],
+                   connection: RemotingConnection) -> list[Answer]:
+        if not run:
+            return []
+        try:
+            return group.serve_group(run, connection)
+        except Exception as exc:  # noqa: BLE001 - a processor bug: logged, every request of the run answered with it
+            return [error_response(request, exc, connection.peer) for request in run]
 
     def _connection_closed(self, connection: RemotingConnection) -> None:
         self._connections.discard(connection)
@@ -69,7 +136,7 @@ class RemotingServer:
         if len(self._connections) >= self.max_connections:
             return _Refused(self)
         connection = RemotingConnection(self._dispatch, self._connection_closed, limits=self.limits,
-                                        budget=self.frame_budget)
+                                        budget=self.frame_budget, group_handler=self._dispatch_group)
         self._connections.add(connection)
         return connection
 
@@ -84,9 +151,8 @@ class RemotingServer:
 
     async def start(self, serve: bool = True) -> int:
         """Bind (and with ``serve`` accept connections); return the bound port."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True,
-                                                backlog=ACCEPT_BACKLOG, start_serving=serve)
+        self._server = await create_server(self._new_connection, self.host, self.port, backlog=ACCEPT_BACKLOG,
+                                           start_serving=serve, tls=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         logger.info("remoting server bound to %s:%d (at most %d connections)", self.host, self.port,
                     self.max_connections)

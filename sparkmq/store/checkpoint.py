@@ -18,6 +18,10 @@ _SAFETY_MARGIN_MS = 3000  # StoreCheckpoint.getMinTimestamp subtracts 3 s
 class StoreCheckpoint:
     """``physicMsgTimestamp``, ``logicsMsgTimestamp``, ``indexMsgTimestamp`` at bytes 0, 8, 16."""
 
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +12,15 @@ import numpy.typing as npt
 
 from sparkmq.errors import StoreError
 from sparkmq.message import layout as L
-from sparkmq.message.record import SMALL_BATCH_MAX, Host, IntColumn, MessageBatch, blank_filler, encode_records
+from sparkmq.message.record import (
+    SMALL_BATCH_MAX,
+    Host,
+    IntColumn,
+    MessageBatch,
+    blank_filler,
+    encode_records,
+    encode_records_plain,
+)
 from sparkmq.store.mapped_file import MappedFile
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
@@ -98,6 +106,32 @@ class CommitLog:
             first = stop
         return AppendResult(physical, sizes)
 
+    def append_group(self, batches: list[MessageBatch], queue_offsets: list[int],
+                     store_timestamp: int) -> list[list[int]] | None:
+        """Append small batches (one per request of a group put) with one copy into the current segment.
+
+        Returns each batch's physical offsets, or None (nothing written) when the group does not
+        fit what is left of the current segment: the caller then appends batch by batch.
+        """
+        sizes = [batch.size_list for batch in batches]
+        total = sum(map(sum, sizes))
+        mapped = self.queue.last_file()
+        if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
+            return None
+        position = mapped.start_offset + mapped.write_position
+        parts: list[bytes] = []
+        physical: list[list[int]] = []
+        host = self.store_host
+        for batch, queue_offset, batch_sizes in zip(batches, queue_offsets, sizes):
+            parts.append(encode_records_plain(batch, 0, len(batch), queue_offset, position, store_timestamp, host))
+            offsets = []
+            for size in batch_sizes:
+                offsets.append(position)
+                position += size
+            physical.append(offsets)
+        mapped.append(b"".join(parts))
+        return physical
+
     def append_bulk(self, batch: MessageBatch, queue_offset: int, store_timestamp: int) -> AppendResult:
         """``append`` with numpy columns: one encode and one copy per segment touched."""
         sizes = batch.sizes
@@ -132,20 +166,26 @@ class CommitLog:
         return mapped.read(pos, size)
 
     def read_runs(self, physical_offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]) -> list[bytes] | None:
-        """Read records, one copy per run of records contiguous in the log; None if any is gone."""
+        """Read records: one buffer per segment holding them, its runs (records contiguous in the
+        log) back to back; None if any is gone."""
         if len(sizes) == 0:
             return []
         ends = physical_offsets + sizes
         breaks = np.flatnonzero(physical_offsets[1:] != ends[:-1]) + 1
-        run_starts = np.concatenate(([0], breaks))
-        run_stops = np.concatenate((breaks, [len(sizes)]))
+        starts = physical_offsets[np.concatenate(([0], breaks))]
+        stops = ends[np.concatenate((breaks, [len(sizes)])) - 1]
         buffers: list[bytes] = []
-        for a, b in zip(run_starts.tolist(), run_stops.tolist()):
-            start = int(physical_offsets[a])
-            data = self.read(start, int(ends[b - 1]) - start)
-            if data is None:
+        first, count = 0, len(starts)
+        while first < count:  # interleaved queues give a run per record: read a segment's runs at once
+            mapped = self.queue.find(int(starts[first]))
+            if mapped is None:
                 return None
-            buffers.append(data)
+            base = mapped.start_offset
+            last = first + int(np.searchsorted(starts[first:], base + mapped.file_bytes))
+            if int(stops[last - 1]) - base > mapped.write_position:
+                return None
+            buffers.append(mapped.read_spans((starts[first:last] - base).tolist(), (stops[first:last] - base).tolist()))
+            first = last
         return buffers
 
     def size_at(self, physical_offset: int) -> int:
@@ -156,7 +196,7 @@ class CommitLog:
     def flush(self) -> int:
         return self.queue.flush()
 
-    def scan(self, start_offset: int, check_crc: bool) -> Iterator[ScannedRecord]:
+    def scan(self, start_offset: int, check_crc: bool) -> Generator[ScannedRecord, None, None]:
         """Valid records from ``start_offset`` on, stopping at the first invalid or empty one.
 
         After exhausting it, ``self.scan_end`` is the offset just past the last valid record

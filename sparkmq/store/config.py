@@ -16,7 +16,8 @@ CONSUME_QUEUE_UNITS_PER_FILE = 300_000  # mapedFileSizeConsumeQueue / 20
 MAX_MAPPED_CONSUME_QUEUE_FILES = 512  # a cap on the mappings (descriptors) ConsumeQueues may hold
 INDEX_HASH_SLOTS = 5_000_000  # maxHashSlotNum
 INDEX_ENTRIES = 20_000_000  # maxIndexNum
-DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel
+DEFAULT_MAX_TRANSFER_BYTES = 4 * 1024 * 1024  # maxTransferBytesOnMessageInMemory: one read's body at most
 _UNIT_MILLIS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 

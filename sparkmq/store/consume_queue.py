@@ -6,13 +6,15 @@ import logging
 import os
 import struct
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
-from sparkmq.store.mapped_file import MapPool, MappedFile, offset_to_file_name
+from sparkmq.store.disk import store_io
+from sparkmq.store.mapped_file import MappedFile, MapPool, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 
 UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
@@ -32,7 +34,7 @@ logger = logging.getLogger(__name__)
 def encode_units_plain(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> bytes:
     """Units for the given columns, one ``struct.pack`` each (the reference of ``encode_units_bulk``)."""
     pack = _UNIT.pack
-    return b"".join([pack(int(o), int(s), int(t)) for o, s, t in zip(offsets, sizes, tags_codes)])
+    return b"".join([pack(int(o), int(s), int(t)) for o, s, t in zip(offsets, sizes, tags_codes, strict=True)])
 
 
 def encode_units_bulk(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColumn) -> bytes:
@@ -72,11 +74,12 @@ class ConsumeQueue:
         directory = self.files.directory
         names = os.listdir(directory) if directory.is_dir() else []
         starts = sorted(int(name) for name in names if len(name) == 20 and name.isdigit())
-        if any(b - a != self.files.file_bytes for a, b in zip(starts, starts[1:])):
+        if any(b - a != self.files.file_bytes for a, b in pairwise(starts)):
             logger.warning("ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
                            self.topic, self.queue_id, [offset_to_file_name(s) for s in starts])
             for start in starts:
-                (directory / offset_to_file_name(start)).unlink()
+                with store_io(f"dropping ConsumeQueue file {directory / offset_to_file_name(start)}"):
+                    (directory / offset_to_file_name(start)).unlink()
             return False
         self.files.load()
         return True
@@ -168,10 +171,11 @@ class ConsumeQueue:
             offset += take
         return np.frombuffer(b"".join(parts), dtype=UNIT_DTYPE)
 
-    def last_unit(self) -> npt.NDArray[np.void] | None:
+    def last_unit(self) -> np.void | None:
         if self.max_offset <= self.min_offset:
             return None
-        return self.read_units(self.max_offset - 1, 1)[0]
+        unit: np.void = self.read_units(self.max_offset - 1, 1)[0]
+        return unit
 
     def truncate_after_physical(self, physical_end: int) -> None:
         """Drop units whose record ends after ``physical_end`` (``truncateDirtyLogicFiles``)."""

@@ -20,18 +20,19 @@ import numpy.typing as npt
 
 from sparkmq.message import layout as L
 from sparkmq.message.hashing import java_hashes_of_slices, java_utf8_hash
+from sparkmq.message.names import SCHEDULE_TOPIC
 from sparkmq.message.properties import DELAY_TIME_LEVEL, KEYS, TAGS, UNIQ_KEY, find_property
 from sparkmq.message.property_table import PropertyTable
 from sparkmq.message.record import SMALL_BATCH_MAX, IntColumn
 from sparkmq.store.commitlog import ScannedRecord
 from sparkmq.store.index_file import index_hash_value, positive_hashes
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAGS = TAGS.encode()
 _KEYS = KEYS.encode()
 _UNIQ = UNIQ_KEY.encode()
 _DELAY = DELAY_TIME_LEVEL.encode()
 _TAGS_CACHE_MAX = 100_000
+VECTOR_HASH_MIN_KEYS = 12  # a group put hashes its index keys with numpy from this many on
 
 
 @dataclass(slots=True)
@@ -74,7 +75,7 @@ class TagsCoder:
 
     def deliver_times(self, properties: Sequence[bytes], store_timestamps: Sequence[int]) -> list[int]:
         """tagsCodes of SCHEDULE_TOPIC_XXXX records: store time + the delay of their level."""
-        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps)]
+        return [int(ts) + self._delay_of(raw) for raw, ts in zip(properties, store_timestamps, strict=True)]
 
     def _delay_of(self, raw: bytes) -> int:
         level = find_property(raw, _DELAY)
@@ -94,24 +95,31 @@ def dispatch_columns_plain(coder: TagsCoder, topic: str, properties: Sequence[by
     token>`` (space-separated, empty tokens skipped). The index sorts by physical offset,
     stably, so each record's entries end up as RocketMQ's ``buildIndex`` writes them.
     """
+    codes, keys, rows = _tags_codes_and_index_keys(coder, topic, properties, store_timestamps)
+    prefix = topic + "#"
+    return codes, [index_hash_value(prefix, key) for key in keys], rows
+
+
+def _tags_codes_and_index_keys(coder: TagsCoder, topic: str, properties: Sequence[bytes],
+                               store_timestamps: Sequence[int]) -> tuple[list[int], list[bytes], list[int]]:
+    """``dispatch_columns_plain`` before hashing: the index keys (without ``topic#``) and their rows."""
     if topic == SCHEDULE_TOPIC:
         codes = coder.deliver_times(properties, store_timestamps)
     else:
         codes = [coder.code(find_property(raw, _TAGS)) for raw in properties]
-    prefix = topic + "#"
-    hashes: list[int] = []
+    keys: list[bytes] = []
     rows: list[int] = []
     for row, raw in enumerate(properties):
         uniq = find_property(raw, _UNIQ)
         if uniq is not None:
-            hashes.append(index_hash_value(prefix, uniq))
+            keys.append(uniq)
             rows.append(row)
     for row, raw in enumerate(properties):
         for token in (find_property(raw, _KEYS) or b"").split(b" "):
             if token:
-                hashes.append(index_hash_value(prefix, token))
+                keys.append(token)
                 rows.append(row)
-    return codes, hashes, rows
+    return codes, keys, rows
 
 
 def dispatch_columns_bulk(coder: TagsCoder, topic: str, properties: Sequence[bytes],
@@ -151,6 +159,66 @@ def request_for_put(
     bulk_timestamps = np.full(len(properties), store_timestamp, dtype=np.int64)
     bulk = dispatch_columns_bulk(coder, topic, properties, bulk_timestamps)
     return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes, bulk[0], bulk_timestamps, bulk[1], bulk[2])
+
+
+@dataclass(slots=True)
+class GroupDispatch:
+    """What a group put dispatches: one request per queue (no index columns), and the index
+    entries of the whole group in log order (one ``IndexService.put``: the index skips entries
+    below its end, so per-queue puts of interleaved records would lose some)."""
+
+    queues: list[DispatchRequest]
+    index_hashes: list[int]
+    index_offsets: list[int]
+    store_timestamp: int
+
+
+def dispatch_for_group(coder: TagsCoder, appended: Sequence[tuple[str, int, int, Sequence[bytes], list[int], list[int]]],
+                       store_timestamp: int) -> GroupDispatch:
+    """The dispatch of small batches just appended together, given in log order as
+    ``(topic, queue_id, queue_offset, properties, physical_offsets, sizes)``; the batches of one
+    queue hold consecutive queue offsets (the group put assigned them in this order)."""
+    by_queue: dict[tuple[str, int], DispatchRequest] = {}
+    index_keys: list[bytes] = []
+    index_prefixes: list[tuple[str, int]] = []  # runs of (topic#, key count) over index_keys
+    index_offsets: list[int] = []
+    for topic, queue_id, queue_offset, properties, physical, sizes in appended:
+        timestamps = [store_timestamp] * len(properties)
+        codes, keys, rows = _tags_codes_and_index_keys(coder, topic, properties, timestamps)
+        if keys:
+            index_keys += keys
+            index_offsets += [physical[r] for r in rows]
+            prefix = topic + "#"
+            if index_prefixes and index_prefixes[-1][0] == prefix:
+                index_prefixes[-1] = (prefix, index_prefixes[-1][1] + len(keys))
+            else:
+                index_prefixes.append((prefix, len(keys)))
+        request = by_queue.get((topic, queue_id))
+        if request is None:
+            by_queue[(topic, queue_id)] = DispatchRequest(topic, queue_id, queue_offset, list(physical), list(sizes),
+                                                          codes, timestamps, [], [])
+        else:
+            request.physical_offsets += physical  # type: ignore[operator]
+            request.sizes += sizes  # type: ignore[operator]
+            request.tags_codes += codes  # type: ignore[operator]
+            request.store_timestamps += timestamps  # type: ignore[operator]
+    return GroupDispatch(list(by_queue.values()), _index_hashes(index_keys, index_prefixes), index_offsets,
+                         store_timestamp)
+
+
+def _index_hashes(keys: list[bytes], prefixes: list[tuple[str, int]]) -> list[int]:
+    """IndexFile hashes of ``prefix + key``: one by one for a few keys, else in one numpy pass
+    (``java_hashes_of_slices``, the same values), which is cheaper from about a dozen keys on."""
+    if len(keys) < VECTOR_HASH_MIN_KEYS:
+        hashes: list[int] = []
+        first = 0
+        for prefix, count in prefixes:
+            hashes += [index_hash_value(prefix, key) for key in keys[first:first + count]]
+            first += count
+        return hashes
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    data = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    return positive_hashes(java_hashes_of_slices(data, np.cumsum(lengths) - lengths, lengths, prefixes)).tolist()
 
 
 def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:

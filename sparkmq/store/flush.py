@@ -108,7 +108,7 @@ def _settle(future: Future[int], result: int = 0, exception: BaseException | Non
 class PeriodicService:
     """Runs ``task()`` every ``interval_s`` on a daemon thread until stopped; errors are logged."""
 
-    def __init__(self, task: Callable[[], None], interval_s: float, name: str) -> None:
+    def __init__(self, task: Callable[[], object], interval_s: float, name: str) -> None:
         self._task = task
         self._interval_s = interval_s
         self._stop = threading.Event()
@@ -178,7 +178,7 @@ class StoreFlush:
         with self.lock:
             if self.disk_error is not None:
                 raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
-            covered = store._last_store_timestamp  # noqa: SLF001 - part of the store
+            covered = store._last_store_timestamp  # the flusher is part of the store
             try:
                 flushed = store.commitlog.flush()
             except DiskError as exc:
@@ -202,9 +202,9 @@ class StoreFlush:
     def flush_indexes(self) -> None:
         """Sync every ConsumeQueue and the index, then the checkpoint."""
         store = self.store
-        with store._lock:  # noqa: SLF001
-            covered = store._last_dispatched_timestamp  # noqa: SLF001
-            queues = list(store._queues.values())  # noqa: SLF001
+        with store._lock:
+            covered = store._last_dispatched_timestamp
+            queues = list(store._queues.values())
         with self.lock:
             if self.disk_error is not None:
                 return  # logged when it happened; nothing may advance the checkpoint now

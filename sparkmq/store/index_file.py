@@ -18,9 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from sparkmq.errors import DiskError, StoreError
-from sparkmq.store import disk
 from sparkmq.message.hashing import java_string_hashes, java_utf8_hash
 from sparkmq.message.record import IntColumn
+from sparkmq.store import disk
 from sparkmq.store.mapped_file import create_full_size
 
 HEADER_BYTES = 40
@@ -54,6 +54,13 @@ def index_hash_value(prefix: str, value: bytes) -> int:
 
 class IndexFile:
     """One index file of ``slots`` hash slots and ``entries`` entries."""
+
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
 
     def __init__(self, path: Path, slots: int, entries: int, begin_timestamp: int = 0, begin_phy_offset: int = 0) -> None:
         self.path = path
@@ -132,7 +139,7 @@ class IndexFile:
         begin = self.begin_timestamp
         chained: dict[int, int] = {}  # slot -> the last entry this batch put there
         number = before
-        for key_hash, phy_offset, stored_at in zip(hashes, phy_offsets, store_timestamps):
+        for key_hash, phy_offset, stored_at in zip(hashes, phy_offsets, store_timestamps, strict=True):
             slot = int(key_hash) % self.slots
             prev = chained.get(slot)
             if prev is None:

@@ -29,15 +29,11 @@ class IndexService:
         self.entries = entries
         self.files: list[IndexFile] = []
 
-    def load(self, trusted_until: int | None) -> None:
-        """Open existing files; after an abnormal exit drop those newer than ``trusted_until``."""
+    def load(self) -> None:
+        """Open the existing files, oldest first."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
-            index = IndexFile(path, self.slots, self.entries)
-            if trusted_until is not None and index.end_timestamp > trusted_until:
-                index.destroy()
-            else:
-                self.files.append(index)
+            self.files.append(IndexFile(path, self.slots, self.entries))
 
     @property
     def end_phy_offset(self) -> int:
@@ -103,7 +99,9 @@ class IndexService:
         return found
 
     def detach_below(self, commitlog_min: int) -> list[IndexFile]:
-        """Take out files whose entries all point below the CommitLog minimum (never the newest); the caller destroys them."""
+        """Take out files whose entries all point below the CommitLog minimum (never the newest).
+
+        The caller destroys them."""
         gone = []
         while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
             gone.append(self.files.pop(0))

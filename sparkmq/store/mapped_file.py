@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 import threading
 from collections import OrderedDict
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import DiskError, SegmentAllocationError, StoreError
+from sparkmq.errors import ConfigError, DiskError, SegmentAllocationError, StoreError
 from sparkmq.store import disk
 
 PAGE_BYTES = mmap.PAGESIZE
@@ -72,14 +72,10 @@ class MapPool:
 
     def __init__(self, max_mapped: int) -> None:
         if max_mapped < 1:
-            raise ValueError(f"max_mapped must be at least 1, not {max_mapped}")
+            raise ConfigError(f"max_mapped must be at least 1, not {max_mapped}")
         self.max_mapped = max_mapped
         self._lru: OrderedDict[MappedFile, None] = OrderedDict()
         self._lock = threading.Lock()
-
-    @property
-    def mapped_count(self) -> int:
-        return len(self._lru)
 
     def touch(self, used: MappedFile) -> None:
         """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap."""
@@ -107,7 +103,14 @@ class MappedFile:
     With a ``pool`` the mapping comes and goes (see :class:`MapPool`); a flush of a segment
     that is not mapped right now syncs through a descriptor opened for that flush.
 
-    >>> # MappedFile(Path("commitlog/00000000000000000000"), 1024).append(b"abc") -> 0
+    Example::
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as directory:
+        ...     segment = MappedFile(Path(directory) / "00000000000000000000", 1024)
+        ...     (segment.append(b"abc"), segment.append(b"de"), segment.read(0, 5))
+        ...     segment.close()
+        (0, 3, b'abcde')
     """
 
     def __init__(self, path: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:
@@ -209,6 +212,11 @@ class MappedFile:
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at ``pos`` (within this file)."""
         return self._mapped()[pos : pos + size]
+
+    def read_spans(self, starts: list[int], stops: list[int]) -> bytes:
+        """The bytes of every ``[start, stop)`` (within this file), back to back, in one copy each."""
+        mapping = self._mapped()
+        return b"".join([mapping[start:stop] for start, stop in zip(starts, stops)])
 
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparkmq.errors import StoreError
-from sparkmq.store.mapped_file import MapPool, MappedFile, offset_to_file_name
+from sparkmq.store.disk import store_io
+from sparkmq.store.mapped_file import MappedFile, MapPool, offset_to_file_name
 
 
 class MappedFileQueue:
@@ -63,10 +64,7 @@ class MappedFileQueue:
         """
         if self.files and not self.files[-1].is_full:
             return self.files[-1]
-        if self.files:
-            start = self.files[-1].end_offset
-        else:
-            start = start_offset - start_offset % self.file_bytes
+        start = self.files[-1].end_offset if self.files else start_offset - start_offset % self.file_bytes
         mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd, self.pool)
         mapped.write_position = mapped.flushed_position = 0
         self.files.append(mapped)
@@ -161,8 +159,9 @@ class MappedFileQueue:
         """Delete every segment and the directory if it ends up empty."""
         self.retire_first(len(self.files))
         self.destroy_retired()
-        if self.directory.exists() and not any(self.directory.iterdir()):
-            self.directory.rmdir()
+        with store_io(f"removing the empty directory {self.directory}"):
+            if self.directory.exists() and not any(self.directory.iterdir()):
+                self.directory.rmdir()
 
     def close(self) -> None:
         for mapped in self.files + self.retired:

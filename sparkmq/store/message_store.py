@@ -1,8 +1,16 @@
 """MessageStore: the facade over CommitLog, ConsumeQueues, IndexFiles, flush and retention.
 
->>> # with MessageStore(StoreConfig(Path("store"))) as store:
->>> #     result = store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"]))
->>> #     store.get_messages("group", "TopicTest", 0, 0, 32).message_count  -> 1
+Example (small segments: a default CommitLog segment reserves 1 GiB of disk)::
+
+    >>> import tempfile
+    >>> from sparkmq.message.record import MessageBatch
+    >>> with tempfile.TemporaryDirectory() as root:
+    ...     config = StoreConfig(Path(root), commitlog_file_bytes=64 * 1024, index_hash_slots=16, index_entries=64)
+    ...     with MessageStore(config) as store:
+    ...         store.put_messages(MessageBatch("TopicTest", 0, [b"hi"], [b"TAGS\\x01A"])).status.name
+    ...         store.get_messages("group", "TopicTest", 0, 0, 32).message_count
+    'PUT_OK'
+    1
 """
 
 from __future__ import annotations
@@ -12,34 +20,62 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
 
-from sparkmq.errors import (DiskError, MessageError, MessageTooLargeError, SegmentAllocationError, StoreClosedError,
-                            StoreLockedError)
+from sparkmq.errors import (
+    DiskError,
+    MessageError,
+    PropertiesTooLargeError,
+    SegmentAllocationError,
+    StoreClosedError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+)
 from sparkmq.message import layout as L
-from sparkmq.message.record import MessageBatch, StoredMessage, decode_record
+from sparkmq.message.record import (
+    SMALL_BATCH_MAX,
+    MessageBatch,
+    StoredMessage,
+    decode_record,
+)
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
-from sparkmq.store.config import FlushDiskType, StoreConfig, delay_level_millis
+from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, FlushDiskType, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
-from sparkmq.store.dispatch import DispatchListener, DispatchRequest, TagsCoder, request_for_put, requests_for_scan
+from sparkmq.store.disk import store_io
+from sparkmq.store.dispatch import (
+    DispatchListener,
+    DispatchRequest,
+    GroupDispatch,
+    TagsCoder,
+    dispatch_for_group,
+    request_for_put,
+    requests_for_scan,
+)
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.reads import RecordFilter, read_queue
-from sparkmq.store.recovery import (Recovery, RecoveryReport, boot_id, lost_queue_start, read_abort_marker,
-                                   write_abort_marker)
+from sparkmq.store.recovery import (
+    Recovery,
+    RecoveryReport,
+    boot_id,
+    lost_queue_start,
+    read_abort_marker,
+    write_abort_marker,
+)
+from sparkmq.store.replica import append_run, read_run
 from sparkmq.store.retention import Retention
 from sparkmq.store.status import GetResult, PutMessageStatus, PutResult
 
 logger = logging.getLogger(__name__)
-DEFAULT_MAX_TRANSFER_BYTES = 4 * 1024 * 1024
 
 
 class MessageStore:
@@ -63,6 +99,8 @@ class MessageStore:
         self._lock_fd: int | None = None
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
+        self._replica_dispatched: int | None = None  # a slave: CommitLog offset dispatch has reached
+        self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
         self.running = False
@@ -71,7 +109,8 @@ class MessageStore:
     def start(self) -> RecoveryReport:
         """Lock the directory, load, recover, catch up dispatch, start the flush and clean services."""
         cfg = self.config
-        cfg.root_dir.mkdir(parents=True, exist_ok=True)
+        with store_io(f"creating the store directory {cfg.root_dir}"):
+            cfg.root_dir.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
         last_exit_ok = not cfg.abort_path.exists()
         this_boot = boot_id()
@@ -117,7 +156,8 @@ class MessageStore:
             self.commitlog.queue.close()
             self.flusher.close_checkpoint()
         if self.disk_error is None:
-            self.config.abort_path.unlink(missing_ok=True)
+            with store_io(f"removing the abort marker {self.config.abort_path}"):
+                self.config.abort_path.unlink(missing_ok=True)
         else:
             logger.error("store %s closed after a disk error; the abort marker stays so the next start recovers",
                          self.config.root_dir)
@@ -131,13 +171,19 @@ class MessageStore:
         self.close()
 
     def _acquire_lock(self) -> None:
-        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with store_io(f"opening the lock file {self.config.lock_path}"):
+            fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             os.close(fd)
             raise StoreLockedError(f"store {self.config.root_dir} is in use by another process") from exc
-        os.write(fd, b"lock")
+        try:
+            with store_io(f"writing the lock file {self.config.lock_path}"):
+                os.write(fd, b"lock")
+        except StoreIOError:
+            os.close(fd)
+            raise
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -157,7 +203,7 @@ class MessageStore:
             keys.update((topic_dir.name, int(queue_dir.name)) for topic_dir in root.iterdir() if topic_dir.is_dir()
                         for queue_dir in topic_dir.iterdir() if queue_dir.is_dir() and queue_dir.name.isdigit())
         cl_min = self.commitlog.min_offset
-        starts = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
+        starts: list[int | None] = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
         for topic, queue_id in sorted(keys):
             queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file, self._map_pool)
             if queue.load():
@@ -173,7 +219,7 @@ class MessageStore:
         With no file left, the index is rebuilt from the CommitLog's start if it ever had one.
         """
         assert self.checkpoint is not None
-        self.index.load(None)
+        self.index.load()
         untrusted = [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
         for index in untrusted:
             self.index.files.remove(index)
@@ -226,52 +272,126 @@ class MessageStore:
         The messages are readable at once. Acknowledge a SYNC-flush producer only after the
         future resolves (``put_messages`` waits for it, up to ``syncFlushTimeout``).
         """
+        results, flushed = self.submit_group([batch])
+        return results[0], flushed if results[0].ok else None
+
+    def submit_group(self, batches: Sequence[MessageBatch]) -> tuple[list[PutResult], Future[int] | None]:
+        """Append and dispatch several batches in order (a group put); one result per batch.
+
+        The put-side twin of group commit: the single sends of one event-loop turn take one lock,
+        one store timestamp, one copy into the CommitLog (when they fit its current segment),
+        one ConsumeQueue write per queue, one index put, and share one flush future (with SYNC
+        flush; it covers every PUT_OK batch of the group). A batch refused (too large, the
+        store read-only) gets its own status and does not affect the others.
+        """
+        refusal = self._write_refusal()
+        results: list[PutResult | None] = [self._refused(batch, refusal) for batch in batches]
+        accepted = [i for i, result in enumerate(results) if result is None]
+        end = -1
+        if accepted:
+            with self._lock:
+                store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+                group = [batches[i] for i in accepted]
+                grouped = self._put_group_locked(group, store_timestamp) if len(group) > 1 else None
+                if grouped is None:
+                    grouped = [self._put_locked(batch, store_timestamp) for batch in group]
+                for i, result in zip(accepted, grouped):
+                    results[i] = result
+                    if result.ok:
+                        end = max(end, int(result.physical_offsets[-1]) + int(result.sizes[-1]))
+        flushed = self._group_commit.request(end) if self._group_commit is not None and end >= 0 else None
+        return results, flushed  # type: ignore[return-value]
+
+    def _refused(self, batch: MessageBatch, refusal: str | None) -> PutResult | None:
+        """The result of a batch refused before the lock (None: go on and store it)."""
         try:
             batch.check_sizes(self.config.max_message_bytes)
-        except MessageTooLargeError as exc:
-            status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.remark else PutMessageStatus.MESSAGE_ILLEGAL
-            return PutResult(status, exc.remark), None
+        except PropertiesTooLargeError as exc:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, exc.remark)
         except MessageError as exc:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark), None
-        refusal = self._write_refusal()
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark)
         if refusal is not None:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal), None
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal)
         if len(batch) == 0:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch"), None
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
+        return None
+
+    def _put_locked(self, batch: MessageBatch, store_timestamp: int) -> PutResult:
+        """Append and dispatch one batch (under the store lock); a failure rolls it back."""
         key = (batch.topic, batch.queue_id)
-        tx_type = L.transaction_type(batch.sys_flag)
-        dispatched = tx_type in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
-        with self._lock:
-            queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
-            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            start = self.commitlog.max_offset
-            queue = self._queues.get(key)
-            queue_end = queue.max_physical_offset if queue is not None else -1
-            try:
-                appended = self.commitlog.append(batch, queue_offset, store_timestamp)
-                self._last_store_timestamp = store_timestamp
-                if dispatched:
-                    self._next_queue_offset[key] = queue_offset + len(batch)
-                    self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
-                                                   batch.properties, appended.physical_offsets, appended.sizes,
-                                                   store_timestamp))
-            except SegmentAllocationError as exc:
-                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
-                logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
-                return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
-                                 f"create mapped file failed, server is busy or broken: {exc.remark}"), None
-            except DiskError as exc:  # an index file's msync on its roll
-                self.flusher.fail_stop(exc)
-                self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
-                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}"), None
-        physical_offsets, sizes = appended.physical_offsets, appended.sizes
-        end = int(physical_offsets[-1]) + int(sizes[-1])
-        result = PutResult(PutMessageStatus.PUT_OK, "", np.asarray(physical_offsets, dtype=np.int64),
-                           np.asarray(sizes, dtype=np.int64), queue_offset, store_timestamp, self.config.store_host)
-        flushed = None
-        if self._group_commit is not None:
-            flushed = self._group_commit.request(end)
-        return result, flushed
+        dispatched = L.transaction_type(batch.sys_flag) in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
+        queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
+        start = self.commitlog.max_offset
+        queue = self._queues.get(key)
+        queue_end = queue.max_physical_offset if queue is not None else -1
+        try:
+            appended = self.commitlog.append(batch, queue_offset, store_timestamp)
+            self._last_store_timestamp = store_timestamp
+            if dispatched:
+                self._next_queue_offset[key] = queue_offset + len(batch)
+                self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
+                                               batch.properties, appended.physical_offsets, appended.sizes,
+                                               store_timestamp))
+        except SegmentAllocationError as exc:
+            self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+            logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
+            return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+                             f"create mapped file failed, server is busy or broken: {exc.remark}")
+        except DiskError as exc:  # an index file's msync on its roll
+            self.flusher.fail_stop(exc)
+            self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
+        return PutResult(PutMessageStatus.PUT_OK, "", np.asarray(appended.physical_offsets, dtype=np.int64),
+                         np.asarray(appended.sizes, dtype=np.int64), queue_offset, store_timestamp,
+                         self.config.store_host)
+
+    def _put_group_locked(self, group: list[MessageBatch], store_timestamp: int) -> list[PutResult] | None:
+        """The group put's one copy and one dispatch; None (nothing done) when it does not apply:
+        a batch is not small, or the group does not fit the current CommitLog segment."""
+        if any(len(batch) > SMALL_BATCH_MAX for batch in group):
+            return None
+        planned: dict[tuple[str, int], int] = {}
+        queue_offsets = []
+        for batch in group:
+            key = (batch.topic, batch.queue_id)
+            if L.transaction_type(batch.sys_flag) in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE):
+                queue_offset = planned.get(key)
+                if queue_offset is None:
+                    queue_offset = self._next_queue_offset.get(key, 0)
+                planned[key] = queue_offset + len(batch)
+                queue_offsets.append(queue_offset)
+            else:
+                queue_offsets.append(-1)  # a half or rolled-back transaction message: not dispatched
+        start = self.commitlog.max_offset
+        try:
+            physical = self.commitlog.append_group(group, [max(q, 0) for q in queue_offsets], store_timestamp)
+        except SegmentAllocationError:
+            return None  # batch by batch, each answered with the failure
+        if physical is None:
+            return None
+        self._last_store_timestamp = store_timestamp
+        saved = {key: self._next_queue_offset.get(key, 0) for key in planned}
+        queue_ends = {key: queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in planned}
+        self._next_queue_offset.update(planned)
+        appended = [(b.topic, b.queue_id, q, b.properties, p, b.size_list)
+                    for b, q, p in zip(group, queue_offsets, physical) if q >= 0]
+        try:
+            self._dispatch_group(dispatch_for_group(self.coder, appended, store_timestamp))
+        except DiskError as exc:  # an index file's msync on its roll: the whole group is undone
+            self.flusher.fail_stop(exc)
+            for key, offset in saved.items():
+                self._roll_back(start, key, offset, queue_ends[key])
+            return [PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
+                    for _ in group]
+        flat = np.array([p for offsets in physical for p in offsets], dtype=np.int64)
+        sizes = np.array([s for batch in group for s in batch.size_list], dtype=np.int64)
+        results, first, host = [], 0, self.config.store_host
+        for batch, queue_offset in zip(group, queue_offsets):
+            stop = first + len(batch)
+            results.append(PutResult(PutMessageStatus.PUT_OK, "", flat[first:stop], sizes[first:stop],
+                                     max(queue_offset, 0), store_timestamp, host))
+            first = stop
+        return results
 
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""
@@ -284,8 +404,38 @@ class MessageStore:
             return flush_outcome(result, exc)
         return result
 
-    def _write_refusal(self) -> str | None:
-        """Why puts are refused now (None when they are not)."""
+    # -- replication (see store/replica.py) -------------------------------------------------
+    def read_commitlog(self, offset: int, max_bytes: int) -> bytes | None:
+        """A master's side of replication: the CommitLog bytes from ``offset`` (see ``read_run``)."""
+        with self._lock:
+            return read_run(self.commitlog, offset, max_bytes)
+
+    def append_replica(self, offset: int, data: bytes | memoryview) -> int:
+        """A slave's side: append the master's CommitLog bytes at ``offset``, dispatch the records
+        they complete (ConsumeQueues, index, long polls) and return the new max offset.
+
+        Raises :class:`StoreError` when ``offset`` does not continue this log or writes are refused.
+        """
+        refusal = self._write_refusal(replica=True)
+        if refusal is not None:
+            raise StoreError(refusal)
+        with self._lock:
+            if self._replica_dispatched is None:  # start() dispatched everything before the current end
+                self._replica_dispatched = self.commitlog.max_offset if self.commitlog.queue.files else offset
+            append_run(self.commitlog, offset, data)
+            for request in requests_for_scan(self.coder, self.commitlog.scan(self._replica_dispatched, False)):
+                key = (request.topic, request.queue_id)
+                self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),
+                                                   request.queue_offset + len(request.sizes))
+                self._last_store_timestamp = max(self._last_store_timestamp, int(request.store_timestamps[-1]))
+                self._dispatch(request)
+            self._replica_dispatched = self.commitlog.scan_end
+            return self.commitlog.max_offset
+
+    def _write_refusal(self, replica: bool = False) -> str | None:
+        """Why puts (``replica``: appends of replicated bytes) are refused now (None when they are not)."""
+        if self.slave_mode and not replica:
+            return "message store is slave mode, so putMessage is forbidden"
         if not self.running:
             return "the message store is not running"
         if self.disk_error is not None:
@@ -313,6 +463,16 @@ class MessageStore:
                 self.commitlog.queue.truncate_dirty(start)
             except DiskError as exc:
                 self.flusher.fail_stop(exc)
+
+    def _dispatch_group(self, group: GroupDispatch) -> None:
+        """``_dispatch`` of a group put: one ConsumeQueue write per queue, one index put."""
+        for request in group.queues:
+            self._dispatch(request)
+        if group.index_hashes:
+            finished = self.index.put(group.index_hashes, group.index_offsets,
+                                      [group.store_timestamp] * len(group.index_hashes))
+            if finished is not None and self.checkpoint is not None:
+                self.checkpoint.index_msg_timestamp = finished
 
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:
@@ -454,8 +614,9 @@ class MessageStore:
                 self._next_queue_offset.pop(key, None)
             for topic in topics:
                 topic_dir = self.config.consume_queue_dir / topic
-                if topic_dir.exists() and not any(topic_dir.iterdir()):
-                    topic_dir.rmdir()
+                with store_io(f"removing the empty ConsumeQueue directory {topic_dir}"):
+                    if topic_dir.exists() and not any(topic_dir.iterdir()):
+                        topic_dir.rmdir()
             self._manifest.rewrite(self._queues)
 
     @property

@@ -30,6 +30,7 @@ import numpy as np
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.consume_queue import UNIT_BYTES, ConsumeQueue
+from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchRequest, TagsCoder, requests_for_scan
 from sparkmq.store.index_service import IndexService
 
@@ -72,17 +73,18 @@ def read_abort_marker(path: Path) -> str:
 def write_abort_marker(path: Path, boot: str) -> None:
     """Create the marker naming ``boot``, synced with its directory entry: a marker lost to a
     power cut would make the next start take the crash for a clean exit and trust the tail."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, boot.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    with store_io(f"writing the abort marker {path}"):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, boot.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
 
 def lost_queue_start(queue: ConsumeQueue, commitlog_min: int) -> int | None:

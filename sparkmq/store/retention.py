@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkmq.store.disk import store_io
+
 if TYPE_CHECKING:
     from sparkmq.store.index_file import IndexFile
     from sparkmq.store.mapped_file_queue import MappedFileQueue
@@ -47,7 +49,8 @@ class Retention:
         cfg = self.store.config
         ratios = []
         for directory in {cfg.commitlog_dir, cfg.root_dir}:
-            usage = shutil.disk_usage(directory if directory.exists() else cfg.root_dir)
+            with store_io(f"measuring the disk space of {directory}"):
+                usage = shutil.disk_usage(directory if directory.exists() else cfg.root_dir)
             ratios.append(usage.used / usage.total if usage.total else 0.0)
         return max(ratios)
 
@@ -62,7 +65,8 @@ class Retention:
                              ratio * 100, cfg.disk_space_warning_level_ratio * 100)
             self.write_refusal = (
                 f"the broker's disk is full: {ratio:.1%} of {cfg.commitlog_dir} used, above diskSpaceWarningLevelRatio "
-                f"{cfg.disk_space_warning_level_ratio:.0%}; writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}")
+                f"{cfg.disk_space_warning_level_ratio:.0%}; "
+                f"writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}")
         elif not self._clean_immediately and self.write_refusal is not None:
             logger.warning("disk %.1f%% used: the store accepts writes again", ratio * 100)
             self.write_refusal = None
@@ -87,21 +91,21 @@ class Retention:
         store = self.store
         # Under the store lock only list changes happen; the files are unmapped and unlinked
         # under the flush lock alone, so puts and reads never wait behind an fsync here.
-        with store._lock:  # noqa: SLF001 - retention is part of the store
+        with store._lock:  # retention is part of the store
             commitlog = store.commitlog.queue
             deleted = commitlog.delete_expired_by_time(reserved_seconds, force=at_once, max_files=DELETE_FILES_BATCH_MAX)
             queues: list[MappedFileQueue] = [commitlog]
             index_files: list[IndexFile] = []
             if deleted:
                 cl_min = store.commitlog.min_offset
-                for queue in store._queues.values():  # noqa: SLF001
+                for queue in store._queues.values():
                     queue.delete_expired(cl_min)
                     queues.append(queue.files)
                 index_files = store.index.detach_below(cl_min)
                 logger.info("retention deleted %d CommitLog segments; minimum offset now %d", deleted, cl_min)
         with store.flusher.lock:  # a flush in progress may still use the retired files
-            for queue in queues:
-                queue.destroy_retired()
+            for files in queues:
+                files.destroy_retired()
             for index in index_files:
                 index.destroy()
         return deleted

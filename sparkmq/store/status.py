@@ -17,6 +17,8 @@ class PutMessageStatus(enum.Enum):
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # SYNC_MASTER: stored here, no slave confirmed in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # SYNC_MASTER: stored here, no slave connected or close enough
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
@@ -75,8 +77,8 @@ class PutResult:
 class GetResult:
     """The outcome of a read: the records as contiguous buffers, plus offsets.
 
-    ``buffers`` hold whole stored records back to back (each a run that was contiguous in
-    the CommitLog); ``queue_offsets`` / ``physical_offsets`` / ``sizes`` list the records in
+    ``buffers`` hold whole stored records back to back (one buffer per CommitLog segment
+    read); ``queue_offsets`` / ``physical_offsets`` / ``sizes`` list the records in
     order. ``next_begin_offset`` is where the next read should start.
     """
 
@@ -92,10 +94,6 @@ class GetResult:
     @property
     def message_count(self) -> int:
         return len(self.sizes)
-
-    @property
-    def total_bytes(self) -> int:
-        return int(self.sizes.sum())
 
     def body(self) -> bytes:
         """All records as one buffer (a PULL response body)."""

@@ -12,6 +12,7 @@ Each test starts its own processes on free loopback ports and talks to them over
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -245,10 +246,8 @@ class RawConnection:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionResetError):
             await self.writer.wait_closed()
-        except ConnectionResetError:
-            pass
 
 
 def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:
@@ -400,7 +399,7 @@ def test_a_parked_pull_answers_when_a_message_arrives_or_at_its_timeout(
             for round_ in range(1, LONG_POLL_ROUNDS + 1):
                 parked = asyncio.create_task(pull(client, broker.address, TOPIC_POLL, 0, round_, suspend_ms=5000))
                 pulled_at: list[float] = []
-                parked.add_done_callback(lambda _task: pulled_at.append(time.monotonic()))
+                parked.add_done_callback(lambda _task, arrivals=pulled_at: arrivals.append(time.monotonic()))
                 await asyncio.sleep(0.2)  # let the pull park on the empty queue
                 assert not parked.done(), "the pull answered before any message arrived"
                 sent = await send(producer, broker.address, TOPIC_POLL, 0, f"m-{round_}".encode(), queues=1)

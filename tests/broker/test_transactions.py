@@ -44,9 +44,9 @@ def run_tx(tmp_path: Path, scenario: Scenario, **overrides: Any) -> None:
     settings.update(overrides)
 
     async def main() -> None:
-        async with BrokerController(small_config(tmp_path, **settings)) as broker:
-            async with TxWire(broker.config.address, GROUP) as tx:
-                await scenario(broker, tx)
+        async with BrokerController(small_config(tmp_path, **settings)) as broker, \
+                TxWire(broker.config.address, GROUP) as tx:
+            await scenario(broker, tx)
 
     asyncio.run(main())
 
@@ -161,7 +161,7 @@ def test_mismatched_end_is_refused_with_a_clear_remark(tmp_path: Path) -> None:
         refusals.append(await tx.end(plain_half, COMMIT))
         refusals.append(await tx.end(half, 5))
         expected = [remark for _, remark in cases] + ["Find prepared transaction message failed", "none of 0, 8, 12"]
-        for response, remark in zip(refusals, expected):
+        for response, remark in zip(refusals, expected, strict=True):
             assert response.code == ResponseCode.SYSTEM_ERROR and remark in (response.remark or ""), response
         assert bodies(await tx.read("TxTopic", 1)) == [] and bodies(await tx.read("TxTopic", 0)) == [b"plain"]
         await tx.end_ok(half, COMMIT)  # the right END still works after the wrong ones
@@ -334,7 +334,7 @@ def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(tmp_path: P
 
 
 def test_wire_shape_of_check_and_of_a_cpp_end(tmp_path: Path) -> None:
-    """CHECK_TRANSACTION_STATE as remoting-protocol.md §4.13 has it; END as C++ 1.2.x writes it."""
+    """CHECK_TRANSACTION_STATE with Java's header fields; END as C++ 1.2.x writes it."""
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
         await tx.prepare("TxTopic", b"wire", queue_id=2)
         assert await checker(broker).check_once() == 1

@@ -12,7 +12,6 @@ import pytest
 from support.client_harness import Clients, create_topic, wait_for_route
 from support.processes import BrokerProcess, NamesrvProcess
 
-
 # Retries come back after 1 s instead of 10 s (delay level 3 + reconsume times), keeping tests short.
 FAST_RETRIES = "messageDelayLevel=" + " ".join(["1s"] * 18)
 

@@ -119,7 +119,7 @@ def test_what_sparkmq_sends_the_cpp_push_consumer_receives_intact(cluster, clien
     for i in range(40, 45):  # ≥ 4 KiB: sparkmq compresses, the C++ consumer must inflate
         ids[i] = producer.send(build(i, f"big-{i}-" + "✓" * 3000)).msg_id
     batch = producer.send_batch([build(i, f"batch-{i}") for i in range(45, 65)])
-    ids.update(zip(range(45, 65), batch.msg_id.split(",")))
+    ids.update(zip(range(45, 65), batch.msg_id.split(","), strict=True))
     for i in range(65, 105):
         key = f"order-{i % 3}"
         ids[i] = producer.send(build(i, f"ordered-{i}", key), selector=select_by_hash, arg=key).msg_id

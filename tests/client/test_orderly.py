@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from itertools import pairwise
 
 from sparkmq.client import Message, ReceivedMessage, SendResult, push_consumer, select_by_hash
 from support.client_harness import Inbox, Receipt, topic_queues, wait_for
@@ -90,7 +91,7 @@ def test_orderly_consumers_keep_each_keys_order_when_a_member_joins_mid_stream(c
         for member in ("c1", "c2"):
             own = [int(r.message.properties["seq"]) for r in receipts if r.consumer == member]
             assert own == sorted(set(own)), f"{key} out of order at {member}"
-        assert all(b >= a for a, b in zip(seqs, seqs[1:])), f"{key} went back: order violated across members"
+        assert all(b >= a for a, b in pairwise(seqs)), f"{key} went back: order violated across members"
         moved_keys += len({r.consumer for r in receipts}) > 1
     assert moved_keys > 0, "no key's queue moved to the new member"
     # Per queue: one run per owner, each consecutive; a run starts after the previous one's last

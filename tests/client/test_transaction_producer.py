@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 
 from sparkmq import (
-    AsyncTransactionProducer, LocalTransactionState, Message, PullConsumer, ReceivedMessage, SendStatus,
-    SparkmqError, TransactionProducer,
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    Message,
+    PullConsumer,
+    ReceivedMessage,
+    SendStatus,
+    SparkmqError,
+    TransactionProducer,
 )
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import Host, MessageBatch, encode_records_plain
@@ -173,7 +179,7 @@ def test_send_in_transaction_needs_a_local_callback(cluster: TxCluster) -> None:
 
 def test_check_answer_on_the_wire() -> None:
     """A scripted broker (our RemotingServer) sends CHECK_TRANSACTION_STATE on the producer's own
-    connection; the answer is a oneway END_TRANSACTION with exactly Java's fields (remoting-protocol.md §4.13)."""
+    connection; the answer is a oneway END_TRANSACTION with exactly Java's fields."""
     async def scenario() -> RemotingCommand:
         answers: asyncio.Queue[RemotingCommand] = asyncio.Queue()
 

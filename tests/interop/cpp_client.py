@@ -57,8 +57,15 @@ def sent_record(kind: str, index: int, result: Any, **extra: Any) -> dict[str, A
             "msg_id": result.msg_id, "offset": int(result.offset), **extra}
 
 
+def with_credentials(client: Any, args: argparse.Namespace) -> Any:
+    """``--access-key``/``--secret-key``: ACL 1.0 credentials (channel LOCAL); unset, the library signs with ""."""
+    if args.access_key is not None:
+        client.set_session_credentials(args.access_key, args.secret_key, "LOCAL")
+    return client
+
+
 def start_producer(args: argparse.Namespace) -> Producer:
-    producer = Producer(args.group)
+    producer = with_credentials(Producer(args.group), args)
     producer.set_namesrv_addr(args.namesrv)
     producer.start()
     return producer
@@ -115,7 +122,7 @@ def wait_for_stop_line(stop: threading.Event) -> None:
 
 def run_push_consume(args: argparse.Namespace) -> None:
     model = MessageModel.BROADCASTING if args.broadcasting else MessageModel.CLUSTERING
-    consumer = PushConsumer(args.group, message_model=model)
+    consumer = with_credentials(PushConsumer(args.group, message_model=model), args)
     consumer.set_namesrv_addr(args.namesrv)
     lock = threading.Lock()
     seen: set[str] = set()
@@ -144,7 +151,7 @@ def run_push_consume(args: argparse.Namespace) -> None:
 
 
 def run_pull_consume(args: argparse.Namespace) -> None:
-    consumer = PullConsumer(args.group)
+    consumer = with_credentials(PullConsumer(args.group), args)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.start()
     count = 0
@@ -170,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--namesrv", required=True)
         sub.add_argument("--topic", required=True)
         sub.add_argument("--group", required=True)
+        sub.add_argument("--access-key")
+        sub.add_argument("--secret-key")
         sub.set_defaults(run=run)
         return sub
 

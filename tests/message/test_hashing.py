@@ -80,21 +80,6 @@ def test_vectorised_equals_plain(texts: list[str]) -> None:
     assert expected == [_by_definition(s) for s in texts]
 
 
-prefix_values = st.lists(st.one_of(st.binary(max_size=30).map(lambda b: bytes(c & 0x7F for c in b)),
-                                   st.text(max_size=10).map(str.encode)), max_size=30)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.one_of(st.just(""), any_text), prefix_values)
-def test_prefixed_hashes_equal_hash_of_concatenation(prefix: str, values: list[bytes]) -> None:
-    from sparkmq.message import hashing
-
-    prefixed = getattr(hashing, "java_prefixed_hashes", None)
-    if prefixed is None:
-        pytest.skip("java_prefixed_hashes is not in this tree")
-    assert prefixed(prefix, values).tolist() == [java_string_hash(prefix + v.decode()) for v in values]
-
-
 # UTF-8 bytes as they arrive: ASCII, any text (multi-byte, astral), and invalid sequences.
 utf8_ish = st.one_of(
     st.binary(max_size=24).map(lambda b: bytes(c & 0x7F for c in b)),
@@ -128,12 +113,11 @@ def sliced_buffers(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]], list[
 @given(sliced_buffers())
 def test_slice_hashes_equal_the_plain_hash_of_each_slice(case: tuple[bytes, list[tuple[int, int]], list[tuple[str, int]]]) -> None:
     buffer, slices, runs = case
-    expected, row = [], 0
+    expected = []
     prefixes = [p for p, n in runs for _ in range(n)]
-    for start, length in slices:
+    for row, (start, length) in enumerate(slices):
         prefix = prefixes[row] if row < len(prefixes) else ""
         expected.append(java_utf8_hash(buffer[start : start + length], prefix))
-        row += 1
     data = np.frombuffer(buffer, dtype=np.uint8)
     starts = np.array([s for s, _ in slices], dtype=np.int64)
     lengths = np.array([n for _, n in slices], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Offset msgIds (message-format.md §6.1), client unique ids (§6.2) and IPv4-only hosts (§2)."""
+"""Offset msgIds (store host + physical offset), client unique ids (UNIQ_KEY) and IPv4-only hosts."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ batches = st.lists(properties_strings(), max_size=12)
 
 def _slices(table: PropertyTable, found: tuple[object, object, object]) -> list[tuple[int, bytes]]:
     rows, starts, lengths = (a.tolist() for a in found)  # type: ignore[attr-defined]
-    return [(r, table.joined[s : s + n]) for r, s, n in zip(rows, starts, lengths)]
+    return [(r, table.joined[s : s + n]) for r, s, n in zip(rows, starts, lengths, strict=True)]
 
 
 @settings(max_examples=400, deadline=None)
@@ -50,7 +50,7 @@ def test_values_agree_with_find_property(properties: list[bytes]) -> None:
     for key in LOOKED_UP:
         assert table.column(key) == [find_property(raw, key) for raw in properties], key
     found = table.find(LOOKED_UP)
-    for key, slices in zip(LOOKED_UP, found):
+    for key, slices in zip(LOOKED_UP, found, strict=True):
         expected = [(row, v) for row, raw in enumerate(properties) if (v := find_property(raw, key)) is not None]
         assert _slices(table, slices) == expected, key
 

@@ -6,10 +6,9 @@ import random
 import zlib
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from sparkmq.errors import MessageError
 from sparkmq.message import (

@@ -90,7 +90,7 @@ def test_a_cpp_shaped_request_gets_the_route_and_unknown_topics_get_17() -> None
         await register(client, address, BROKER_A, "broker-a", "TopicTest")
         connection = await client.connection(address)
 
-        def cpp_request(topic: str) -> RemotingCommand:  # what C++ 1.2.3 sends (remoting-protocol.md §1.1)
+        def cpp_request(topic: str) -> RemotingCommand:  # what C++ 1.2.3 sends: CPP, version 63, ACL fields
             ext = {"topic": topic, "AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "x0dGk1yC0bKvRzLDQnK7aNPuHeU="}
             return RemotingCommand(code=105, language=LanguageCode.CPP, version=63, opaque=connection.next_opaque(),
                                    remark="", ext_fields=ext)

@@ -27,7 +27,7 @@ from sparkmq.protocol.namesrv_bodies import (
     TopicConfigSerializeWrapper,
 )
 
-# remoting-protocol.md §4.16, whitespace removed.
+# A Java broker's REGISTER_BROKER body (RegisterBrokerBody as JSON), whitespace removed.
 REGISTER_BODY = (
     b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3,"timestamp":1700000000000},'
     b'"topicConfigTable":{"TopicTest":{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",'

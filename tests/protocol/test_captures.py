@@ -1,7 +1,7 @@
-"""Real frames from observed-captures.md: decode what the clients sent, re-encode what they accepted.
+"""Real frames captured from the C++ and ali-ons clients: decode what they sent, re-encode what they accepted.
 
 Request headers are copied verbatim from the capture log (``hdr=...``), with the trailing newline
-jsoncpp's FastWriter adds for C++ (remoting-protocol.md §1.1). Response frames are the exact bytes
+jsoncpp's FastWriter adds for C++. Response frames are the exact bytes
 the capture server sent and both clients accepted; sparkmq must produce them byte for byte.
 """
 

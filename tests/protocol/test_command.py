@@ -123,8 +123,7 @@ def test_a_lone_surrogate_is_escaped_on_encode_never_an_error(binary: bool) -> N
 
 
 def _json_request(ext_json: str, remark: str = "null") -> bytes:
-    header = ('{"code":17,"flag":0,"language":"JAVA","opaque":42,"remark":%s,"version":0,"extFields":%s}'
-              % (remark, ext_json)).encode()
+    header = (f'{{"code":17,"flag":0,"language":"JAVA","opaque":42,"remark":{remark},"version":0,"extFields":{ext_json}}}').encode()
     return struct.pack(">I", len(header)) + header
 
 
@@ -156,7 +155,7 @@ def test_fit_text_has_no_defect_and_responses_are_never_checked() -> None:
 
 @pytest.mark.parametrize("digits", ["9" * 5000, "-" + "1" * 4400, "0" * 5000 + "7"])
 def test_huge_integer_strings_are_protocol_errors_not_value_errors(digits: str) -> None:
-    header = ('{"code":"%s","opaque":1}' % digits).encode()
+    header = (f'{{"code":"{digits}","opaque":1}}').encode()
     payload = struct.pack(">I", len(header)) + header
     if digits.lstrip("0") == "7":
         assert RemotingCommand.decode(payload).code == 7

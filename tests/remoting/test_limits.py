@@ -6,6 +6,7 @@ Every test waits for an event (a server-side state, a socket's EOF, a response),
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -82,10 +83,8 @@ async def closed_by_server(reader: asyncio.StreamReader) -> bool:
 
 async def close(writer: asyncio.StreamWriter) -> None:
     writer.close()
-    try:
+    with contextlib.suppress(ConnectionResetError):  # the server hung up first, with our bytes unread
         await writer.wait_closed()
-    except ConnectionResetError:
-        pass  # the server hung up first, with our bytes unread: already closed
 
 
 def test_a_peer_that_never_reads_pauses_reading_and_bounds_the_write_buffer() -> None:
@@ -122,8 +121,7 @@ def test_commands_before_a_bad_frame_are_answered_then_the_connection_closes() -
 
 
 def _raw_request(opaque: int, ext_json: str, code: str = "34") -> bytes:
-    header = ('{"code":%s,"flag":0,"language":"JAVA","opaque":%d,"version":0,"extFields":%s}'
-              % (code, opaque, ext_json)).encode()
+    header = f'{{"code":{code},"flag":0,"language":"JAVA","opaque":{opaque},"version":0,"extFields":{ext_json}}}'.encode()
     return struct.pack(">II", 4 + len(header), len(header)) + header
 
 

@@ -75,6 +75,20 @@ def test_timeout_raises_a_retriable_remote_error() -> None:
     asyncio.run(with_server(body))
 
 
+def test_a_short_deadline_behind_a_long_one_still_expires_first() -> None:
+    """Deadlines share one timer per connection: a later, shorter one must re-arm it."""
+    async def body(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        patient = asyncio.create_task(client.invoke(address, RequestCode.PULL_MESSAGE, {"sleep": "0.5"}, timeout=30))
+        await client.invoke(address, RequestCode.HEART_BEAT, timeout=0.05)  # answered: its deadline is dropped
+        with pytest.raises(RemoteError, match="timed out after 0.1 s"):
+            await client.invoke(address, RequestCode.PULL_MESSAGE, {"sleep": "5"}, timeout=0.1)
+        assert not patient.done()
+        assert (await patient).code == 0
+        assert (await client.invoke(address, RequestCode.HEART_BEAT, {"x": "after"})).ext_fields["echo"] == "after"
+
+    asyncio.run(with_server(body))
+
+
 @pytest.mark.parametrize(
     "garbage",
     [

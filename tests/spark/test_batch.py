@@ -9,7 +9,6 @@ import time
 
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
-
 from pyspark.sql.datasource import EqualTo, In
 
 from sparkmq.client import Message

@@ -39,7 +39,7 @@ def test_bulk_items_are_the_bytes_of_the_message_path(same_on_every_row: dict[st
     messages = [Message("T", r["body"], tags=r["tags"], keys=r["keys"], properties=same_on_every_row)
                 for r in rows.to_pylist()]
     assert body == encode_batch_items([m.body_bytes for m in messages],
-                                      [m.encoded_properties(i) for m, i in zip(messages, ids)], [0] * COUNT)
+                                      [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)], [0] * COUNT)
     picked = np.array([3, 4, 200, 17])
     assert encoded.body_of(picked) == b"".join(
         bytes(encoded.data[encoded.offsets[r] : encoded.offsets[r + 1]]) for r in picked)

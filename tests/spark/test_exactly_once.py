@@ -3,9 +3,9 @@
 The crash windows are staged without Spark, with the writer's own functions: a task's half
 messages (``write_halves``), the driver's decision and ENDs (``settle``), and a "crash" is a
 step not taken (or a broker SIGKILLed). The bar runs the real thing: a file-fed query in a
-subprocess driver (tests/spark/sink_driver.py) SIGKILLed twice with its process group. The broker checks back every second (``transactionCheckInterval=1000``) about half messages
-older than 3 s, and the
-sink producer of this process answers. Tests wait for events (rows visible, transactions
+subprocess driver (tests/spark/sink_driver.py) SIGKILLed twice with its process group. The broker
+checks back every second (``transactionCheckInterval=1000``) about half messages older than 3 s,
+and the sink producer of this process answers. Tests wait for events (rows visible, transactions
 ended in the op queue), never for a fixed time. The option's own errors are checked here too.
 """
 
@@ -24,9 +24,9 @@ import pytest
 from sparkmq.client import MessageQueue, loop_thread
 from sparkmq.client.message import Message
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
+from sparkmq.connector import transactional_writer
 from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
 from sparkmq.connector.options import OptionError, SinkOptions
-from sparkmq.connector import transactional_writer
 from sparkmq.connector.transactional_writer import clients, close_clients, settle
 from sparkmq.errors import SparkmqError
 from sparkmq.message.batch import encode_batch_items

@@ -11,11 +11,10 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
-
-import pyarrow as pa
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from sparkmq import sink

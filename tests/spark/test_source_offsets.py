@@ -20,7 +20,12 @@ from sparkmq.client import Message
 from sparkmq.connector.options import SourceOptions
 from sparkmq.source import SparkmqStreamReader
 from support.spark_harness import (
-    Collected, batch_progress, reader, run_available_now, start_query, wait_until,
+    Collected,
+    batch_progress,
+    reader,
+    run_available_now,
+    start_query,
+    wait_until,
 )
 
 QUEUES = 4

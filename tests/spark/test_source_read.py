@@ -14,13 +14,19 @@ import time
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BinaryType, IntegerType, LongType, MapType, StringType, StructField, StructType, TimestampType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 from sparkmq.client import Message
 from sparkmq.connector.arrow import SCHEMA_DDL
 from support.rocketmq_cpp import CppClientRun
-
 from support.spark_harness import BROKER, reader, run_available_now
 
 # The documented wide schema (wideSchema=true), written out as the contract; the default is the lean SCHEMA_DDL.
@@ -73,7 +79,7 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
     assert sum(p["numInputRows"] for p in query.recentProgress) == count
 
     expected = []
-    for message, result in zip(messages, results):
+    for message, result in zip(messages, results, strict=True):
         props = dict(message.properties, UNIQ_KEY=result.msg_id, WAIT="true")
         if message.tags:
             props["TAGS"] = message.tags

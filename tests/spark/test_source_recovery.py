@@ -21,7 +21,14 @@ from chispa import assert_df_equality
 
 from sparkmq.client import Message
 from support.spark_harness import (
-    BatchFiles, Collected, kill_group, reader, run_available_now, start_driver, start_query, wait_until,
+    BatchFiles,
+    Collected,
+    kill_group,
+    reader,
+    run_available_now,
+    start_driver,
+    start_query,
+    wait_until,
 )
 
 QUEUES = 4

@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from support.store_checks import crash_config, expected_batch
-
 from sparkmq.store import MessageStore
+from support.store_checks import crash_config, expected_batch
 
 
 def main(argv: list[str]) -> int:

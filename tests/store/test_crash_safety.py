@@ -8,6 +8,7 @@ store directory is kept across rounds, so every round recovers what the previous
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
@@ -84,10 +85,8 @@ def run_writer(root: Path, first_seq: int, kill_after_s: float, from_spawn: bool
     try:
         if not from_spawn:
             assert ready.wait(READY_TIMEOUT_S), f"writer never became ready: {err_path.read_text()}"
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=kill_after_s)
-        except subprocess.TimeoutExpired:
-            pass
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -188,8 +187,8 @@ def test_sigkilled_sync_writer_never_loses_acknowledged_messages(tmp_path: Path)
     try:
         assert not report.last_exit_ok
         verify_store(store, acks)
-        seq = (ROUNDS + 1) * SEQS_PER_ROUND
-        for seq in range(seq, seq + 50):
+        first = (ROUNDS + 1) * SEQS_PER_ROUND
+        for seq in range(first, first + 50):
             expected = batch_of(seq)
             result = store.put_messages(expected.batch())
             assert result.ok

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import subprocess
 import threading
@@ -306,3 +307,15 @@ def test_a_flush_failing_at_close_still_closes_and_leaves_recovery_to_the_next_s
         check_consistent(again)
     finally:
         again.close()
+
+
+@pytest.mark.parametrize(("start", "size"), [(0, None), (5000, 70_000), (4096, 1)])
+def test_msync_through_libc_syncs_a_range_or_the_whole_mapping(tmp_path: Path, start: int, size: int | None) -> None:
+    """disk.msync (libc's msync by ctypes, which releases the GIL) accepts what mmap.flush accepts:
+    an unaligned start is rounded down to its page, and the bytes are in the file."""
+    path = tmp_path / "mapped"
+    path.write_bytes(bytes(1 << 17))
+    with path.open("r+b") as file, mmap.mmap(file.fileno(), 1 << 17) as mapping:
+        mapping[:] = b"x" * (1 << 17)
+        disk.msync(mapping, start, size)
+        assert os.pread(file.fileno(), 16, start) == b"x" * 16

@@ -7,9 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkmq.message.hashing import java_string_hash
-from sparkmq.message.properties import decode_properties
+from sparkmq.message.properties import decode_properties, find_property
 from sparkmq.message.record import SMALL_BATCH_MAX
-from sparkmq.message.properties import find_property
 from sparkmq.store.dispatch import (
     SCHEDULE_TOPIC,
     TagsCoder,
@@ -43,7 +42,7 @@ def reference_columns(topic: str, properties: list[bytes], timestamps: list[int]
     """Tags codes and index keys from decode_properties and java_string_hash, record by record."""
     codes, hashes, rows = [], [], []
     maps = [decode_properties(raw) for raw in properties]
-    for ts, props in zip(timestamps, maps):
+    for ts, props in zip(timestamps, maps, strict=True):
         if topic == SCHEDULE_TOPIC:
             try:  # int() of the bytes, as the store parses it: ASCII digits only
                 level = min(max(int(props.get("DELAY", "0").encode()), 1), len(DELAYS))

@@ -110,7 +110,7 @@ def _run_store(root: Path, batches: list[MessageBatch]) -> list[tuple[int, int]]
         results = [store.put_messages(b) for b in batches]
         assert all(r.ok for r in results)
         assert all(isinstance(r.physical_offsets, np.ndarray) and r.physical_offsets.dtype == np.int64 for r in results)
-        return [(int(p), int(s)) for r in results for p, s in zip(r.physical_offsets, r.sizes)]
+        return [(int(p), int(s)) for r in results for p, s in zip(r.physical_offsets, r.sizes, strict=True)]
     finally:
         store.close()
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from support.store_data import age_segments, fill, make_batch, tiny_config
-
 from sparkmq.store import GetMessageStatus, MessageStore
-
-
+from support.store_data import age_segments, fill, make_batch, tiny_config
 
 
 def test_nothing_is_deleted_outside_the_delete_hour(tmp_path: Path) -> None:

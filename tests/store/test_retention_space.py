@@ -18,8 +18,6 @@ from support.processes import wait_until
 from support.store_data import age_segments, fill, make_batch, tiny_config
 
 
-
-
 def pressure_config(root: Path, forcibly: bool) -> object:
     return tiny_config(root, file_reserved_time_hours=1, disk_max_used_space_ratio=0.75,
                        disk_space_clean_forcibly_ratio=0.85, disk_space_warning_level_ratio=0.90,

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import threading
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from support.store_data import make_batch, tiny_config
 
 from sparkmq.errors import StoreLockedError
 from sparkmq.message import decode_record, iter_records, java_string_hash
 from sparkmq.message import layout as L
 from sparkmq.store import GetMessageStatus, MessageStore, PutMessageStatus
+from support.store_data import make_batch, tiny_config
 
 
 def read_all(store: MessageStore, topic: str, queue_id: int, start: int = 0) -> list:
@@ -42,7 +43,7 @@ def test_segments_roll_with_blank_filler_and_reads_cross_segments(store: Message
         assert store.put_messages(make_batch("T", 0, 20, start=i)).ok
     files = store.commitlog.queue.files
     assert len(files) >= 3
-    for previous, following in zip(files, files[1:]):
+    for previous, following in pairwise(files):
         assert following.start_offset == previous.start_offset + previous.file_bytes
         assert following.path.name == f"{following.start_offset:020d}"
     # The first segment ends with an END_OF_FILE filler whose size is exactly what was left.

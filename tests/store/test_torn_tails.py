@@ -28,6 +28,7 @@ _HERE = Path(__file__).parent
 
 
 from support import store_checks as sc  # noqa: E402 - shared with crash_writer.py
+
 SEED = 7
 TOPIC = sc.TOPIC
 PROCESS = "process"  # ``crashed`` value: only the process died (the abort marker names this boot)

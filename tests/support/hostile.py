@@ -35,8 +35,9 @@ def raw_frame(header: bytes, body: bytes = b"") -> bytes:
 def raw_request(code: int | str, opaque: int, ext: dict[str, str], *, body: bytes = b"") -> bytes:
     """A JSON request whose strings may hold anything, surrogates included (as ``\\u`` escapes)."""
     code_json = code if isinstance(code, str) else str(code)
-    header = ('{"code":%s,"flag":0,"language":"JAVA","opaque":%d,"version":0,"extFields":%s}'
-              % (code_json, opaque, json.dumps(ext))).encode()
+    extfields = json.dumps(ext)
+    fixed = f'"flag":0,"language":"JAVA","opaque":{opaque},"version":0'
+    header = f'{{"code":{code_json},{fixed},"extFields":{extfields}}}'.encode()
     return raw_frame(header, body)
 
 

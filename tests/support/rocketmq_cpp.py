@@ -9,6 +9,7 @@ is driven by ``tests/interop/cpp_client.py``, which prints one JSON line per eve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -129,10 +130,8 @@ class CppClientRun:
             pump.join(5.0)
         for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
             if pipe is not None and not pipe.closed:
-                try:
+                with contextlib.suppress(BrokenPipeError):  # unflushed "stop" to a process that is gone
                     pipe.close()
-                except BrokenPipeError:
-                    pass  # unflushed "stop" to a process that is gone
 
     def describe(self) -> str:
         with self.lock:

@@ -31,6 +31,8 @@ from typing import Any
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
+import contextlib
+
 from pyspark.sql import DataFrame, Row, SparkSession  # noqa: E402
 from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
@@ -342,10 +344,8 @@ def start_driver(script: Path, args: list[str], log: Path) -> subprocess.Popen[b
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver's whole process group, reap the driver, and wait until the group is gone."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
     def gone() -> bool:

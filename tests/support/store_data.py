@@ -34,13 +34,13 @@ def make_batch(topic: str, queue_id: int, count: int, start: int = 0, body_bytes
     return MessageBatch(topic, queue_id, bodies, props, born_timestamp=1_700_000_000_000)
 
 
-def fill(store: "MessageStore", count: int, topic: str = "T") -> None:
+def fill(store: MessageStore, count: int, topic: str = "T") -> None:
     """``count`` numbered messages into queue 0 of ``topic``, 20 per put."""
     for i in range(0, count, 20):
         assert store.put_messages(make_batch(topic, 0, 20, start=i)).ok
 
 
-def age_segments(store: "MessageStore", hours: float) -> None:
+def age_segments(store: MessageStore, hours: float) -> None:
     """Make every CommitLog segment look ``hours`` old (retention goes by modification time)."""
     past = time.time() - hours * 3600
     for mapped in store.commitlog.queue.files:

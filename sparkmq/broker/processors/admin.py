@@ -2,7 +2,8 @@
 
 GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME,
 VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
-GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS, GET_BROKER_RUNTIME_INFO.
+GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS, GET_BROKER_RUNTIME_INFO (with the keys mqadmin
+and rocketmq-dashboard read: putTps, getTransferedTps, msgPutTotal*, earliestMessageTimeStamp, ...).
 
 Every topic and group name is checked (``validation.py``) before it reaches the store or a
 table; a bad one is answered SYSTEM_ERROR with the reason. Topic changes are on disk before
@@ -12,13 +13,14 @@ their answer: the reply waits for topics.json, written on a worker thread.
 from __future__ import annotations
 
 import asyncio
-
+import shutil
 import time
+from importlib.metadata import PackageNotFoundError, version
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.validation import check_group, check_topic
 from sparkmq.message.record import decode_record
-from sparkmq.protocol import RemotingCommand, ResponseCode
+from sparkmq.protocol import DEFAULT_VERSION, RemotingCommand, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader, GetConsumeStatsRequestHeader, TopicRequestHeader
 from sparkmq.protocol.bodies import KVTable, MessageQueue
@@ -39,6 +41,14 @@ MAX_QUERY_MESSAGES = 64  # defaultQueryMaxNum
 STATS_READER = "sparkmq-admin-stats"  # the group name a statistics read is made under
 
 
+def sparkmq_version() -> str:
+    """The installed distribution's version ("dev" when run from a source tree that was never installed)."""
+    try:
+        return version("sparkmq")
+    except PackageNotFoundError:
+        return "dev"
+
+
 class AdminProcessors:
     """The processors of this module, sharing one broker context."""
 
@@ -49,12 +59,14 @@ class AdminProcessors:
     async def max_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
         check_topic(h.topic)
-        return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.max_offset_in_queue(h.topic, h.queue_id)).to_fields())
+        offset = self.ctx.store.max_offset_in_queue(h.topic, h.queue_id)
+        return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
 
     async def min_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_fields(request.ext_fields)
         check_topic(h.topic)
-        return request.make_response(ext_fields=OffsetResponseHeader(self.ctx.store.min_offset_in_queue(h.topic, h.queue_id)).to_fields())
+        offset = self.ctx.store.min_offset_in_queue(h.topic, h.queue_id)
+        return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
 
     async def search_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_fields(request.ext_fields)
@@ -72,7 +84,8 @@ class AdminProcessors:
         h = ViewMessageRequestHeader.from_fields(request.ext_fields)
         message = self.ctx.store.look_message_by_offset(h.offset)
         if message is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {h.offset}")
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         remark=f"can not find message by the offset, {h.offset}")
         raw = self.ctx.store.commitlog.read(h.offset, message.total_size)
         return request.make_response(body=raw or b"")
 
@@ -148,13 +161,41 @@ class AdminProcessors:
                 committed = ctx.offsets.query(h.consumer_group, name, q)
                 table[MessageQueue(name, ctx.config.broker_name, q)] = OffsetWrapper(
                     ctx.store.max_offset_in_queue(name, q), max(committed, 0), self._store_time_at(name, q, committed - 1))
-        return request.make_response(body=ConsumeStats(table).encode())
+        tps = sum(ctx.stats.view("GROUP_GET_NUMS", f"{name}@{h.consumer_group}").stats_minute.tps for name in topics)
+        return request.make_response(body=ConsumeStats(table, tps).encode())
 
     async def runtime_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        store = self.ctx.store
+        return request.make_response(body=KVTable(self.runtime_table()).encode())
+
+    def runtime_table(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's keys that mqadmin clusterList/brokerStatus and rocketmq-dashboard read."""
+        store, stats = self.ctx.store, self.ctx.stats
+        put_tps, put_bytes_tps, get_tps, _get_bytes_tps = stats.tps()
+        earliest = store.look_message_by_offset(store.commitlog.min_offset) if store.commitlog.max_offset else None
+        disk = shutil.disk_usage(self.ctx.config.store_path_root_dir)
         info = {
-            "brokerVersionDesc": "sparkmq", "commitLogMinOffset": str(store.commitlog.min_offset),
-            "commitLogMaxOffset": str(store.commitlog.max_offset), "bootTimestamp": str(int(self.started_at * 1000)),
-            "runtime": f"{int(time.time() - self.started_at)} s", "pullHoldCount": str(self.ctx.holds.parked),
+            "brokerVersionDesc": f"sparkmq {sparkmq_version()}", "brokerVersion": str(DEFAULT_VERSION),
+            "commitLogMinOffset": str(store.commitlog.min_offset), "commitLogMaxOffset": str(store.commitlog.max_offset),
+            "bootTimestamp": str(int(self.started_at * 1000)), "runtime": _runtime(time.time() - self.started_at),
+            "pullHoldCount": str(self.ctx.holds.parked),
+            "putTps": f"{put_tps:.2f} {put_tps:.2f} {put_tps:.2f}",
+            "getTransferedTps": f"{get_tps:.2f} {get_tps:.2f} {get_tps:.2f}",
+            "getTotalTps": f"{get_tps:.2f} {get_tps:.2f} {get_tps:.2f}",
+            "putMessageTimesTotal": str(stats.put_nums), "putMessageSizeTotal": str(stats.put_bytes),
+            "putMessageAverageSize": f"{stats.put_bytes / stats.put_nums if stats.put_nums else 0.0:.2f}",
+            "putMessageBytesTps": f"{put_bytes_tps:.2f}",
+            "sendThreadPoolQueueSize": "0", "pullThreadPoolQueueSize": "0", "queryThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest is not None else 0),
+            "commitLogDiskRatio": f"{(disk.total - disk.free) / disk.total if disk.total else 0.0:.4f}",
+            "dispatchBehindBytes": "0", "msgPutTotalTodayNow": str(stats.put_nums),
         }
-        return request.make_response(body=KVTable(info).encode())
+        info.update((k, str(v)) for k, v in stats.morning_totals().items())
+        return info
+
+
+def _runtime(seconds: float) -> str:
+    """Java's ``[ d days, h hours, m minutes, s seconds ]`` uptime text."""
+    s = int(seconds)
+    return f"[ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"

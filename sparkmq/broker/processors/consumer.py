@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import resolve
-from sparkmq.broker.topics import retry_topic
 from sparkmq.broker.validation import check_group, check_topic
+from sparkmq.message.names import retry_topic
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
 from sparkmq.protocol.headers import (
@@ -36,6 +36,7 @@ class ConsumerProcessors:
         for producer in data.producer_data_set:
             check_group(producer.group_name, "producerDataSet.groupName")
         changed, refused = [], []
+        peer = (request.language.name, request.version)
         for consumer in data.consumer_data_set:
             config = ctx.groups.find_or_create(consumer.group_name)
             if config is None:
@@ -43,10 +44,10 @@ class ConsumerProcessors:
                 continue
             if consumer.message_model is MessageModel.CLUSTERING:
                 ctx.topics.create_system_topic(retry_topic(consumer.group_name), config.retry_queue_nums)
-            if ctx.clients.register_consumer(data.client_id, connection, consumer):
+            if ctx.clients.register_consumer(data.client_id, connection, consumer, *peer):
                 changed.append(consumer.group_name)
         for producer in data.producer_data_set:
-            ctx.clients.register_producer(data.client_id, connection, producer.group_name)
+            ctx.clients.register_producer(data.client_id, connection, producer.group_name, *peer)
         ctx.notify_consumer_ids_changed(changed)
         if refused:
             return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

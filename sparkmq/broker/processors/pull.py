@@ -7,12 +7,16 @@ the pull parks until a message arrives on its queue or ``suspendTimeoutMillis`` 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import MessageFilter, resolve
+from sparkmq.broker.ha.reads import advise
 from sparkmq.broker.validation import check_topic
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.connection import WRITE_HIGH_WATER_BYTES, Answer, error_response
 from sparkmq.store import GetMessageStatus, GetResult
 
 MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before
@@ -33,12 +37,43 @@ def response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCo
 
 
 class PullProcessor:
-    """Serves PULL_MESSAGE for one broker."""
+    """Serves PULL_MESSAGE for one broker.
+
+    A pull is answered synchronously (no Task) unless it parks for long polling; the pulls
+    decoded from one read come in together through ``serve_group``.
+    """
 
     def __init__(self, context: BrokerContext) -> None:
         self.ctx = context
 
     async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        answer = self._serve(request, connection)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
+        """Answer each pull: its response now, or an awaitable of it while it parks.
+
+        Once the peer is behind (``backlogged``) or this group's responses reach the write
+        high-water mark, the rest are left unstarted: the connection builds their responses, up to
+        ~1 MiB each, only when the peer reads again (a peer that never reads costs bounded memory).
+        """
+        answers: list[Answer] = []
+        produced = 0
+        for request in requests:
+            if produced >= WRITE_HIGH_WATER_BYTES or connection.backlogged:
+                answers.append(self(request, connection))
+                continue
+            try:
+                answer = self._serve(request, connection)
+            except Exception as exc:  # noqa: BLE001 - one request's failure is its own answer
+                answer = error_response(request, exc, connection.peer)
+            if isinstance(answer, RemotingCommand):
+                produced += len(answer.body)
+            answers.append(answer)
+        return answers
+
+    def _serve(self, request: RemotingCommand,
+               connection: RemotingConnection) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = PullMessageRequestHeader.from_fields(request.ext_fields)
         ctx = self.ctx
         check_topic(header.topic)
@@ -62,7 +97,7 @@ class PullProcessor:
                 f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"))
         message_filter = self._filter(header)
         flags = PullSysFlag(header.sys_flag)
-        if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0:
+        if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0 and not ctx.config.is_slave:
             ctx.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         result = self._read(header, message_filter)
         code = response_code(result.status, header.queue_offset)
@@ -70,13 +105,28 @@ class PullProcessor:
             timeout = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
             if not ctx.config.long_polling_enable:
                 timeout = min(timeout, ctx.config.short_polling_time_mills / 1000)
-            await ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
-            result = self._read(header, message_filter)
-            code = response_code(result.status, header.queue_offset)
-        fields = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_fields()
-        if code is ResponseCode.SUCCESS:
-            return request.make_response(code, ext_fields=fields, body=result.body())
-        return request.make_response(code, remark=result.status.value, ext_fields=fields)
+            return self._held(request, header, message_filter, timeout)
+        return self._response(request, header, code, result)
+
+    async def _held(self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter,
+                    timeout: float) -> RemotingCommand:
+        """Park the pull until its queue grows or ``timeout`` passes, then read again."""
+        await self.ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
+        result = self._read(header, message_filter)
+        return self._response(request, header, response_code(result.status, header.queue_offset), result)
+
+    def _response(self, request: RemotingCommand, header: PullMessageRequestHeader, code: ResponseCode,
+                  result: GetResult) -> RemotingCommand:
+        """The answer, with the replication advice (suggestWhichBrokerId) and the get counted."""
+        ctx = self.ctx
+        advice = advise(ctx.config, ctx.store.commitlog.max_offset, result, code, header.queue_offset)
+        fields = PullMessageResponseHeader(advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset,
+                                           result.max_offset).to_fields()
+        if advice.code is ResponseCode.SUCCESS:
+            body = result.body()
+            ctx.stats.get(header.consumer_group, header.topic, result.message_count, len(body))
+            return request.make_response(advice.code, ext_fields=fields, body=body)
+        return request.make_response(advice.code, remark=result.status.value, ext_fields=fields)
 
     def _filter(self, header: PullMessageRequestHeader) -> MessageFilter:
         """The pull's own subscription (FLAG_SUBSCRIPTION), else the one the group's heartbeat sent."""

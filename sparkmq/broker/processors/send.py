@@ -9,31 +9,42 @@ Transactional half messages are refused (NO_PERMISSION, as RocketMQ answers with
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 import zlib
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import delay_level_of, redirect_if_delayed
-from sparkmq.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_sendable, dlq_topic
+from sparkmq.broker.topics import check_sendable
 from sparkmq.broker.transactions.prepare import prepare_half
 from sparkmq.broker.transactions.state import is_prepared
 from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import decode_batch_items
 from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
-from sparkmq.message.properties import WAIT_STORE_MSG_OK, append_properties, find_property
+from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from sparkmq.message.properties import DELAY_TIME_LEVEL, WAIT_STORE_MSG_OK, append_properties, find_property
 from sparkmq.message.record import Host, MessageBatch
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader, parse_send_request_header
+from sparkmq.protocol.headers import SendMessageRequestHeader, parse_send_request_header, send_response_fields
+from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.connection import Answer, error_response
 from sparkmq.store import PutMessageStatus, PutResult
 
 MAX_INFLATED_BATCH_BYTES = 64 * 1024 * 1024  # a compressed batch may not inflate past this
+_WAIT = WAIT_STORE_MSG_OK.encode()
+_DELAY = DELAY_TIME_LEVEL.encode() + b"\x01"  # a cheap test before redirect_if_delayed parses the properties
+_BORN_HOST = "send.born_host"  # connection attribute: the peer as a record's BORNHOST
 
 PUT_STATUS_TO_RESPONSE = {
     PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
     PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
     PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -43,21 +54,100 @@ PUT_STATUS_TO_RESPONSE = {
 }
 
 
+@dataclass(slots=True)
+class _Send:
+    """A send request checked and turned into the batch to store."""
+
+    request: RemotingCommand
+    batch: MessageBatch
+    queue_id: int
+    wait: bool
+
+
 class SendProcessor:
-    """Serves the send codes for one broker."""
+    """Serves the send codes for one broker.
+
+    The single sends decoded from one read form a group (``serve_group``): each is checked on
+    its own (a refusal answers only that request), the accepted ones are stored by one
+    :meth:`BrokerContext.put_group`, and answered at once, or, with SYNC flush, after one
+    shared flush wait (no Task or timer per request).
+    """
 
     def __init__(self, context: BrokerContext) -> None:
         self.ctx = context
         self._max_delay_level = len(context.config.message_delay_level.split())
 
-    async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | None:
+        answer = self.serve_group([request], connection)[0]
+        if answer is None or isinstance(answer, RemotingCommand):
+            return answer
+        return await answer
+
+    def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
+        """Answer each request of a run of sends (see the class)."""
+        answers: list[Answer] = [None] * len(requests)
+        sends: list[tuple[int, _Send]] = []
+        topics_before = self.ctx.topics.version
+        for i, request in enumerate(requests):
+            try:
+                prepared = self._prepare(request, connection)
+            except Exception as exc:  # noqa: BLE001 - one request's failure is its own answer
+                answers[i] = error_response(request, exc, connection.peer)
+                continue
+            if isinstance(prepared, RemotingCommand):
+                answers[i] = prepared
+            else:
+                sends.append((i, prepared))
+        if not sends:
+            return answers
+        results, durable = self.ctx.put_group([send.batch for _i, send in sends], [send.wait for _i, send in sends])
+        stats = self.ctx.stats
+        for (_i, send), result in zip(sends, results, strict=True):
+            if result.ok:
+                stats.put(send.batch.topic, len(result.physical_offsets), len(send.request.body))
+        if self.ctx.topics.version != topics_before:  # a topic made for these messages is on disk before the acks
+            durable = self._persist_topics_then(results if durable is None else durable)
+        if durable is None:
+            for (i, send), result in zip(sends, results):
+                answers[i] = self._response(send, result)
+            return answers
+        waiting = asyncio.ensure_future(durable)
+        futures = [self._answer_when(waiting, k, send) for k, (_i, send) in enumerate(sends)]
+        for (i, _send), future in zip(sends, futures):
+            answers[i] = future
+        return answers
+
+    async def _persist_topics_then(self, results: list[PutResult] | Awaitable[list[PutResult]]) -> list[PutResult]:
+        if not isinstance(results, list):
+            results = await results
+        await self.ctx.persister.persist("topics.json")
+        return results
+
+    def _answer_when(self, waiting: asyncio.Future[list[PutResult]], index: int,
+                     send: _Send) -> asyncio.Future[RemotingCommand]:
+        """A future of the response to ``send``, settled when the group's wait ends."""
+        future: asyncio.Future[RemotingCommand] = waiting.get_loop().create_future()
+
+        def settle(done: asyncio.Future[list[PutResult]]) -> None:
+            if future.done():
+                return
+            if done.cancelled():
+                future.cancel()
+            elif (exc := done.exception()) is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(self._response(send, done.result()[index]))
+
+        waiting.add_done_callback(settle)
+        return future
+
+    def _prepare(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | _Send:
+        """The checked send, or the response that refuses it."""
         header = parse_send_request_header(request.code, request.ext_fields)
         try:
             check_sendable(header.topic)
-        except InvalidTopicError as exc:
-            code = ResponseCode.NO_PERMISSION if "forbidden" in exc.remark else ResponseCode.SYSTEM_ERROR
-            return request.make_response(code, remark=exc.remark)
-        topics_before = self.ctx.topics.version
+        except InvalidTopicError as exc:  # SYSTEM_ERROR, or NO_PERMISSION for a TopicNotWritableError
+            return request.make_response(exc.code, remark=exc.remark)
         topic_config = self._topic_for_send(header)
         if topic_config is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
@@ -80,15 +170,12 @@ class SendProcessor:
         batch = self._route_retry_and_dlq(batch, header)
         if is_prepared(batch):  # transactions: the half message waits in RMQ_SYS_TRANS_HALF_TOPIC for its END
             batch = prepare_half(self.ctx, batch, header.producer_group, connection)
-        elif not _is_batch(request, header):  # a batch never goes through the schedule topic
+        elif not _is_batch(request, header) and _DELAY in batch.properties[0]:  # a batch is never scheduled
             batch = redirect_if_delayed(batch, self._max_delay_level)
-        wait = find_property(batch.properties[0], WAIT_STORE_MSG_OK.encode()) != b"false"
-        result = await self.ctx.put(batch, wait_flush=wait)
-        if self.ctx.topics.version != topics_before:  # a topic made for this message is on disk before the ack
-            await self.ctx.persister.persist("topics.json")
-        return self._response(request, result, queue_id, PUT_STATUS_TO_RESPONSE[result.status])
+        wait = find_property(batch.properties[0], _WAIT) != b"false"
+        return _Send(request, batch, queue_id, wait)
 
-    def _topic_for_send(self, header: SendMessageRequestHeader):  # type: ignore[no-untyped-def]
+    def _topic_for_send(self, header: SendMessageRequestHeader) -> TopicConfig | None:
         topics = self.ctx.topics
         if header.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             return topics.create_system_topic(header.topic, 1)
@@ -96,11 +183,18 @@ class SendProcessor:
 
     def _batch_of(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
                   connection: RemotingConnection) -> MessageBatch:
-        host = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        host = connection.attributes.get(_BORN_HOST)
+        if host is None:
+            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
         props = (header.properties or "").encode("utf-8")
         sys_flag = header.sys_flag
-        common = dict(sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=host,
-                      reconsume_times=header.reconsume_times or 0)
+
+        def batch(bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None,
+                  flag_bits: int) -> MessageBatch:
+            return MessageBatch(header.topic, queue_id, bodies, properties, flags, sys_flag=flag_bits,
+                                born_timestamp=header.born_timestamp, born_host=host,
+                                reconsume_times=header.reconsume_times or 0)
+
         if _is_batch(request, header):
             if delay_level_of(props) > 0 or L.transaction_type(sys_flag) != L.TRANSACTION_NOT_TYPE:
                 # CommitLog.asyncPutMessages refuses both with MESSAGE_ILLEGAL
@@ -108,13 +202,13 @@ class SendProcessor:
             body = request.body
             if sys_flag & L.COMPRESSED_FLAG:
                 body = _inflate(body)
-                common["sys_flag"] = sys_flag & ~L.COMPRESSED_FLAG
+                sys_flag &= ~L.COMPRESSED_FLAG
             items = decode_batch_items(body)
             if not len(items):
                 raise MessageError("the batch holds no message")
             item_props = [append_properties(p, props) for p in items.properties]
-            return MessageBatch(header.topic, queue_id, items.bodies, item_props, items.flags, **common)  # type: ignore[arg-type]
-        return MessageBatch(header.topic, queue_id, [request.body], [props], [header.flag], **common)  # type: ignore[arg-type]
+            return batch(items.bodies, item_props, items.flags, sys_flag)
+        return batch([request.body], [props], [header.flag], sys_flag)
 
     def _route_retry_and_dlq(self, batch: MessageBatch, header: SendMessageRequestHeader) -> MessageBatch:
         """``handleRetryAndDLQ``: a message sent to %RETRY%group past its retries goes to %DLQ%group."""
@@ -130,16 +224,15 @@ class SendProcessor:
         self.ctx.topics.create_system_topic(topic, 1)
         return dataclasses.replace(batch, topic=topic, queue_id=0)
 
-    def _response(self, request: RemotingCommand, result: PutResult, queue_id: int, code: int) -> RemotingCommand:
+    def _response(self, send: _Send, result: PutResult) -> RemotingCommand:
+        request, code = send.request, PUT_STATUS_TO_RESPONSE[result.status]
         if result.store_host is None:
             return request.make_response(code, remark=result.remark or result.status.value)
         host = result.store_host
-        assert host is not None
-        msg_ids = ",".join(offset_msg_id(host.ip, host.port, int(p)) for p in result.physical_offsets)
+        msg_ids = ",".join([offset_msg_id(host.ip, host.port, p) for p in result.physical_offsets.tolist()])
         cfg = self.ctx.config
-        fields = SendMessageResponseHeader(msg_ids, queue_id, result.queue_offset, msg_region=cfg.region_id,
-                                           trace_on=cfg.trace_on).to_fields()
-        return request.make_response(code, ext_fields=fields)
+        return request.make_response(code, ext_fields=send_response_fields(
+            msg_ids, send.queue_id, result.queue_offset, cfg.region_id, cfg.trace_on))
 
 
 def _is_batch(request: RemotingCommand, header: SendMessageRequestHeader) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
-from sparkmq.broker.topics import dlq_topic, retry_topic
 from sparkmq.message.msgid import offset_msg_id
+from sparkmq.message.names import dlq_topic, retry_topic
 from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC, encode_properties
 from sparkmq.message.record import MessageBatch
 from sparkmq.protocol import RemotingCommand, ResponseCode

@@ -1,4 +1,4 @@
-"""Transactional messages: half messages, END_TRANSACTION and the check-back (store-format.md §12).
+"""Transactional messages: half messages, END_TRANSACTION and the check-back, stored as RocketMQ stores them.
 
 :class:`TransactionService` bundles the three for the controller: ``end_transaction`` is the
 END_TRANSACTION processor, ``start()`` rebuilds the state from the store and starts the
@@ -14,9 +14,9 @@ from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.transactions.check import TransactionCheckService
 from sparkmq.broker.transactions.end import EndTransactionProcessor
 from sparkmq.broker.transactions.prepare import prepare_half
+from sparkmq.broker.transactions.state import TransactionState, is_prepared
 from sparkmq.errors import ConfigError
 from sparkmq.remoting.periodic import run_every, stop_tasks
-from sparkmq.broker.transactions.state import TransactionState, is_prepared
 
 logger = logging.getLogger(__name__)
 

@@ -25,14 +25,25 @@ from dataclasses import dataclass
 from enum import Enum
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.broker.transactions.state import (
-    HALF_QUEUE_ID, SYSTEM_GROUP, TransactionState, check_body, discarded_message, half_copy, op_message,
-    read_queue_records, transaction_id,
+    HALF_QUEUE_ID,
+    SYSTEM_GROUP,
+    TransactionState,
+    check_body,
+    discarded_message,
+    half_copy,
+    op_message,
+    read_queue_records,
+    transaction_id,
 )
 from sparkmq.message import layout as L
+from sparkmq.message.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import (
-    CHECK_IMMUNITY_TIME_IN_SECONDS, PRODUCER_GROUP, REAL_TOPIC, TRANSACTION_CHECK_TIMES, UNIQ_KEY,
+    CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PRODUCER_GROUP,
+    REAL_TOPIC,
+    TRANSACTION_CHECK_TIMES,
+    UNIQ_KEY,
 )
 from sparkmq.message.record import StoredMessage
 from sparkmq.protocol import RemotingCommand, RequestCode

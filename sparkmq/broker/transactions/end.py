@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.broker.transactions.state import TransactionState, committed_message, op_message, transaction_id
 from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
+from sparkmq.message.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import PRODUCER_GROUP
 from sparkmq.message.record import StoredMessage
 from sparkmq.protocol import RemotingCommand, ResponseCode

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.topics import TRANS_HALF_TOPIC
 from sparkmq.broker.transactions.state import half_message
+from sparkmq.message.names import TRANS_HALF_TOPIC
 from sparkmq.message.record import MessageBatch
 from sparkmq.remoting import RemotingConnection
 

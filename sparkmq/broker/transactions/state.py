@@ -1,7 +1,7 @@
 """The transactional-message state, kept in the store (RocketMQ's ``TransactionalMessageBridge``).
 
 * A half message lives in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real topic and queue
-  in ``REAL_TOPIC`` / ``REAL_QID`` (store-format.md §12).
+  in the ``REAL_TOPIC`` / ``REAL_QID`` properties.
 * An ended transaction gets an op record in ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0: tags
   ``d``, body = the half message's queue offset (as Java writes it), and ``KEYS`` = the
   transaction id (the half message's ``UNIQ_KEY``). The id is what makes an END idempotent:
@@ -24,14 +24,25 @@ import threading
 import zlib
 from collections.abc import Iterator
 
-from sparkmq.broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import BatchItems, decode_batch_items
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.message.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import (
-    DELAY_TIME_LEVEL, KEYS, PRODUCER_GROUP, REAL_QUEUE_ID, REAL_TOPIC, TAGS, TRANSACTION_BATCH,
-    TRANSACTION_CHECK_TIMES, TRANSACTION_PREPARED, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, encode_properties,
+    DELAY_TIME_LEVEL,
+    KEYS,
+    PRODUCER_GROUP,
+    REAL_QUEUE_ID,
+    REAL_TOPIC,
+    TAGS,
+    TRANSACTION_BATCH,
+    TRANSACTION_CHECK_TIMES,
+    TRANSACTION_PREPARED,
+    UNIQ_KEY,
+    WAIT_STORE_MSG_OK,
+    decode_properties,
+    encode_properties,
     find_property,
 )
 from sparkmq.message.record import MessageBatch, StoredMessage, encode_records_plain, iter_records
@@ -170,8 +181,7 @@ def read_queue_records(store: MessageStore, topic: str, offset: int) -> Iterator
         result = store.get_messages(SYSTEM_GROUP, topic, HALF_QUEUE_ID, offset, READ_BATCH)
         if result.message_count == 0:
             return
-        for message in iter_records(result.body()):
-            yield message
+        yield from iter_records(result.body())
         offset = result.next_begin_offset
 
 

@@ -1,0 +1,166 @@
+"""Client scale benchmark: single-send throughput as queues and connections grow (issue 10's "flat ±10 %").
+
+Run from the repo root::
+
+    .venv/bin/python bench/client_scale_bench.py --quick         # 2,000 sends a case, ~1 min
+    .venv/bin/python bench/client_scale_bench.py --sends 20000   # the lead's quiet-machine run
+
+Against one fresh ``sparkmq dev`` (ASYNC flush), 100 B bodies, ``--inflight`` (128) single
+sends in flight in this one process:
+
+* **queues**: one producer, one connection, a topic created with 1, 10, 100 and 1,000 queues
+  (UPDATE_AND_CREATE_TOPIC), one warm-up message to every queue (its first creates the queue's
+  ConsumeQueue file), then sends round-robin over all of them;
+* **connections**: 1, 10 and 100 producers (each its own ClientInstance, so its own broker
+  connection) on one 4-queue topic, the in-flight sends spread evenly over them.
+
+Each case prints msgs/s, its ratio to the 1-queue / 1-connection case of the same run, and the
+broker's and this process's CPU µs per message (on a shared machine compare the CPU columns:
+throughput moves with the neighbours' load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench_common import REPO, DevProcess, Recorder, Row, bench_root, loadavg, machine
+
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from sparkmq.client import AsyncProducer, Message
+from sparkmq.client.instance import check_response
+from sparkmq.errors import TopicNotExistError
+from sparkmq.protocol import RequestCode
+from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
+from sparkmq.remoting import RemotingClient
+
+QUEUE_COUNTS = (1, 10, 100, 1000)
+CONNECTION_COUNTS = (1, 10, 100)
+READ_WRITE = 6  # PermName.PERM_READ | PERM_WRITE
+ROUTE_WAIT_S = 30.0
+
+
+async def create_topic(broker: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues."""
+    client = RemotingClient()
+    try:
+        header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, READ_WRITE, "SINGLE_TAG", False)
+        check_response(await client.invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields()),
+                       f"create {topic}")
+    finally:
+        await client.close()
+
+
+async def wait_for_queues(producer: AsyncProducer, topic: str, queues: int) -> None:
+    """Until the NameServer routes ``topic`` with all its queues (the broker registers it at once)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ROUTE_WAIT_S
+    while loop.time() < deadline:
+        try:
+            route = await producer.instance.route(topic, refresh=True)
+        except TopicNotExistError:  # not registered with the NameServer yet
+            route = None
+        if route is not None and len(route.publish_queues()) == queues:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{topic} was not routed with {queues} queues within {ROUTE_WAIT_S} s")
+
+
+async def timed_sends(bench: Recorder, case: str, producers: list[AsyncProducer], topic: str, sends: int,
+                      inflight: int, note: str) -> Row:
+    """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers)."""
+    messages = iter(bench.messages(topic, sends, 100))
+
+    async def worker(producer: AsyncProducer) -> None:
+        for message in messages:  # one shared iterator: each message is sent once
+            await producer.send(message)
+
+    for producer in producers:  # connect and warm up every producer first
+        await producer.send(Message(topic, b"warm-up"))
+    # One message to every queue first: a queue's first message creates its ConsumeQueue file,
+    # a one-off cost that would swamp 2 sends per queue at 1,000 queues.
+    queues = iter((await producers[0].instance.route(topic)).publish_queues())
+
+    async def warm(producer: AsyncProducer) -> None:
+        for queue in queues:
+            await producer.send(Message(topic, b"warm-up"), queue=queue)
+
+    await asyncio.gather(*(warm(producers[k % len(producers)]) for k in range(inflight)))
+    return await bench.timed(case, 100, sends, lambda: asyncio.gather(
+        *(worker(producers[k % len(producers)]) for k in range(max(inflight, len(producers))))), note)
+
+
+async def scale_cases(bench: Recorder, sends: int, inflight: int) -> list[tuple[str, int, Row]]:
+    results: list[tuple[str, int, Row]] = []
+    producer = AsyncProducer("PID_SCALE_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
+    await producer.start()
+    try:
+        for queues in QUEUE_COUNTS:
+            topic = f"ScaleQueues{queues}"
+            await create_topic(bench.dev.broker, topic, queues)
+            await wait_for_queues(producer, topic, queues)
+            row = await timed_sends(bench, f"{queues} queues, 1 connection", [producer], topic, sends, inflight,
+                                    "one topic")
+            results.append(("queues", queues, row))
+    finally:
+        await producer.close()
+    topic = "ScaleConnections"
+    await create_topic(bench.dev.broker, topic, 4)
+    for connections in CONNECTION_COUNTS:
+        producers = [AsyncProducer(f"PID_SCALE_BENCH_{i}", bench.dev.namesrv, send_timeout_s=30.0)
+                     for i in range(connections)]
+        try:
+            for producer in producers:
+                await producer.start()
+            await wait_for_queues(producers[0], topic, 4)
+            row = await timed_sends(bench, f"4 queues, {connections} connections", producers, topic, sends, inflight,
+                                    f"{connections} producers")
+            results.append(("connections", connections, row))
+        finally:
+            await asyncio.gather(*(p.close() for p in producers))
+    return results
+
+
+def scale_table(results: list[tuple[str, int, Row]]) -> str:
+    base = next(row.msgs_per_s for _, _, row in results)  # 1 queue, 1 connection
+    base_cpu = next((sum(row.broker_cpu) + sum(row.client_cpu)) / row.messages for _, _, row in results)
+    lines = [("| dimension | n | msgs/s | ratio to 1 queue, 1 connection | broker CPU µs/msg | client CPU µs/msg |"
+              " CPU ratio |"), "|---|---:|---:|---:|---:|---:|---:|"]
+    for dimension, n, row in results:
+        broker, client = (sum(cpu) / row.messages * 1e6 for cpu in (row.broker_cpu, row.client_cpu))
+        lines.append(f"| {dimension} | {n:,} | {row.msgs_per_s:,.0f} | {row.msgs_per_s / base:.2f}× | {broker:.1f} | "
+                     f"{client:.1f} | {(broker + client) / 1e6 / base_cpu:.2f}× |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sends", type=int, default=20_000, help="single sends per case (default 20,000)")
+    parser.add_argument("--quick", action="store_true", help="2,000 sends per case")
+    parser.add_argument("--inflight", type=int, default=128, help="single sends in flight (default 128)")
+    args = parser.parse_args(argv)
+    info = machine()
+    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-scale-bench-", dir=bench_root()))
+    try:
+        bench = Recorder(DevProcess(root / "store"))
+        try:
+            results = asyncio.run(scale_cases(bench, 2_000 if args.quick else args.sends, args.inflight))
+        finally:
+            bench.dev.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    info["load at end"] = loadavg()
+    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

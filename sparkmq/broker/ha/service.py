@@ -1,0 +1,119 @@
+"""HAService: a broker's replication role, and the one call the send path makes (``confirm``).
+
+The split that lets automatic failover come later without touching replication:
+
+* :class:`ReplicationSource` streams CommitLog bytes from any offset a slave asks for;
+* :class:`ReplicationSink` appends what one master streams, from its own end;
+* *who is master* is only ``master_ha_address`` (configured, learned from the NameServer's
+  register result, or later set by a controller), and the role is which of the two runs
+  (``become_master`` / ``become_slave`` switch at run time).
+
+``confirm`` is RocketMQ's ``CommitLog.handleHA``: on a SYNC_MASTER, a put whose producer waits
+(``WAIT=true``) is acknowledged only once a slave reported its end offset; when no slave is
+connected (or it is ``haSlaveFallbehindMax`` behind) the answer is SLAVE_NOT_AVAILABLE at once,
+and after ``syncFlushTimeout`` FLUSH_SLAVE_TIMEOUT. Both mean "stored here, not confirmed".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from sparkmq.broker.config import BrokerConfig
+from sparkmq.broker.ha.acks import SlaveAcks
+from sparkmq.broker.ha.master import ReplicationSource
+from sparkmq.broker.ha.slave import ReplicationSink
+from sparkmq.store import MessageStore, PutMessageStatus, PutResult
+
+logger = logging.getLogger(__name__)
+_CONFIRMABLE = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+
+class HAService:
+    """Runs the master side (always, so slaves can attach) and, on a slave, the link to its master."""
+
+    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+        self.acks = SlaveAcks()
+        self.master_ha_address = config.ha_master_address
+        self.source: ReplicationSource | None = None
+        self.sink: ReplicationSink | None = None
+
+    @property
+    def sync_master(self) -> bool:
+        return self.config.broker_role == "SYNC_MASTER"
+
+    async def start(self) -> int:
+        """Bind the HA port (``haListenPort``; -1 = listenPort + 1), start the role; return the port.
+
+        With no ``haListenPort`` configured and listenPort + 1 taken, any free port is used: the
+        register requests name it (``haServerAddr``), so slaves that learn it there still find it.
+        """
+        cfg = self.config
+        try:
+            port = await self._bind(cfg.listen_port + 1 if cfg.ha_listen_port < 0 else cfg.ha_listen_port)
+        except OSError as exc:
+            if cfg.ha_listen_port >= 0:
+                raise
+            logger.warning("broker %s: HA port %d is taken (%s); using a free port", cfg.broker_name,
+                           cfg.listen_port + 1, exc)
+            port = await self._bind(0)
+        self.store.add_dispatch_listener(lambda _topic, _queue, _max: self.source.wake() if self.source else None)
+        if cfg.is_slave:
+            self.become_slave()
+        return port
+
+    async def _bind(self, port: int) -> int:
+        cfg, store = self.config, self.store
+        self.source = ReplicationSource(cfg.listen_host or cfg.broker_ip, port, store.read_commitlog,
+                                        lambda: store.commitlog.max_offset, store.config.commitlog_file_bytes,
+                                        cfg.ha_transfer_batch_size, cfg.ha_send_heartbeat_interval / 1000, self.acks)
+        return await self.source.start()
+
+    def become_slave(self) -> None:
+        """Refuse puts and follow ``master_ha_address`` (reconnecting every ``haSendHeartbeatInterval``)."""
+        self.store.slave_mode = True
+        if self.sink is None:
+            interval_s = self.config.ha_send_heartbeat_interval / 1000
+            self.sink = ReplicationSink(lambda: self.master_ha_address, lambda: self.store.commitlog.max_offset,
+                                        self.store.append_replica, interval_s, interval_s)
+            self.sink.start()
+
+    async def become_master(self) -> None:
+        """Stop following and accept puts (queue offsets continue from the replicated ones).
+
+        The hook a failover controller calls on the slave it promotes; the broker's master-only
+        services (delayed delivery, transaction checks) are the controller's to start.
+        """
+        if self.sink is not None:
+            await self.sink.close()
+            self.sink = None
+        self.store.slave_mode = False
+
+    def learn_master(self, ha_server_addr: str | None) -> None:
+        """A register result named the master's HA address (used unless ``haMasterAddress`` is set)."""
+        if ha_server_addr and not self.config.ha_master_address and ha_server_addr != self.master_ha_address:
+            logger.info("broker %s: master HA address is now %s", self.config.broker_name, ha_server_addr)
+            self.master_ha_address = ha_server_addr
+
+    async def confirm(self, result: PutResult, wait: bool) -> PutResult:
+        """The put's outcome once replication is as confirmed as the role promises (``handleHA``)."""
+        if not (self.sync_master and wait and result.status in _CONFIRMABLE and len(result.sizes)):
+            return result
+        end = int(result.physical_offsets[-1]) + int(result.sizes[-1])
+        if not self.acks.slave_ok(end, self.config.ha_slave_fallbehind_max):
+            return dataclasses.replace(result, status=PutMessageStatus.SLAVE_NOT_AVAILABLE,
+                                       remark="no slave is connected or it is too far behind")
+        if self.source is not None:
+            self.source.wake()
+        if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
+            return result
+        return dataclasses.replace(result, status=PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+                                   remark="no slave confirmed the message within syncFlushTimeout")
+
+    async def close(self) -> None:
+        if self.sink is not None:
+            await self.sink.close()
+        if self.source is not None:
+            await self.source.close()

@@ -1,0 +1,108 @@
+"""The single sends decoded from one read are stored as one group put and answered one by one.
+
+Every frame of a scenario goes out in ONE socket write, so the broker (almost always) decodes
+them from one read and serves the sends among them as one group (``SendProcessor.serve_group``): a refusal
+or a malformed header answers only its own request, the accepted ones keep their order per
+queue, and a pull in the same read, served after the group, sees them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from support.broker_wire import Wire, run_broker
+
+from sparkmq.message.properties import encode_properties
+from sparkmq.message.record import iter_records
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.frame import FrameDecoder
+from sparkmq.store.config import FlushDiskType
+
+TOPIC = "TopicGroupPut"
+MAX_MESSAGE = 4096
+
+
+def _send(opaque: int, body: bytes, *, topic: str = TOPIC, queue_id: str = "0", tags: str = "T") -> bytes:
+    props = encode_properties({"TAGS": tags, "KEYS": f"k{opaque}", "UNIQ_KEY": f"U{opaque:08d}", "WAIT": "true"})
+    fields = {"a": "PID_G", "b": topic, "c": "TBW102", "d": "4", "e": queue_id, "f": "0",
+              "g": str(int(time.time() * 1000)), "h": "0", "i": props.decode(), "j": "0", "k": "false", "m": "false"}
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
+
+
+def _pull(opaque: int) -> bytes:
+    fields = {"consumerGroup": "CID_G", "topic": TOPIC, "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+              "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
+              "subscription": "*", "expressionType": "TAG"}
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
+
+
+async def _one_write(port: int, frames: list[bytes]) -> dict[int, RemotingCommand]:
+    """Write ``frames`` at once; the responses by opaque."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"".join(frames))
+        decoder, responses = FrameDecoder(), {}
+        while len(responses) < len(frames):
+            data = await reader.read(65536)
+            assert data, f"connection closed after {len(responses)} responses"
+            for command in decoder.feed(data):
+                responses[command.opaque] = command
+        return responses
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_one_read_of_sends_with_refusals_among_them(tmp_path: Path, flush: FlushDiskType) -> None:
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create the topic", queue_id=1)
+        frames = [
+            _send(1, b"m0"),
+            _send(2, b"m1", tags="U"),
+            _send(3, b"bad queue id", queue_id="x"),
+            _send(4, b"bad topic", topic="bad topic!"),
+            _send(5, b"x" * (MAX_MESSAGE + 1)),
+            _send(6, b"m2", queue_id="1"),
+            _send(7, b"m3"),
+            _pull(8),
+        ]
+        responses = await _one_write(w.broker.config.listen_port, frames)
+        ok = {opaque: responses[opaque] for opaque in (1, 2, 6, 7)}
+        assert all(r.code == ResponseCode.SUCCESS for r in ok.values()), ok
+        assert [ok[o].ext_fields["queueOffset"] for o in (1, 2, 7)] == ["0", "1", "2"]
+        assert (ok[6].ext_fields["queueId"], ok[6].ext_fields["queueOffset"]) == ("1", "1")
+        assert responses[3].code != ResponseCode.SUCCESS and "'e'" in (responses[3].remark or "")
+        assert responses[4].code == ResponseCode.SYSTEM_ERROR and "bad topic!" in (responses[4].remark or "")
+        assert responses[5].code == ResponseCode.MESSAGE_ILLEGAL and "maxMessageSize" in (responses[5].remark or "")
+        pulled = responses[8]
+        assert pulled.code == ResponseCode.SUCCESS
+        records = list(iter_records(pulled.body, check_crc=True))
+        assert [bytes(r.body) for r in records] == [b"m0", b"m1", b"m3"]
+        assert [r.properties["TAGS"] for r in records] == ["T", "U", "T"]
+        assert [r.queue_offset for r in records] == [0, 1, 2]
+        by_key = await w.call(RequestCode.QUERY_MESSAGE, {"topic": TOPIC, "key": "k2", "maxNum": "32",
+                                                          "beginTimestamp": "0", "endTimestamp": str(2**62)})
+        assert by_key.code == ResponseCode.SUCCESS
+        assert [bytes(r.body) for r in iter_records(by_key.body, check_crc=True)] == [b"m1"]
+
+    run_broker(tmp_path, scenario, flush_disk_type=flush, max_message_size=MAX_MESSAGE)
+
+
+def test_requests_of_one_read_are_served_in_arrival_order(tmp_path: Path) -> None:
+    """A topic created by the request before a send (an admin request, served by a Task) exists
+    when the send is served, though sends alone would be answered without a Task."""
+    async def scenario(w: Wire) -> None:
+        create = {"topic": "Created", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+                  "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false"}
+        frames = [RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, 1, ext_fields=create).encode(),
+                  _send(2, b"after the create", topic="Created"), _send(3, b"and again", topic="Created")]
+        responses = await _one_write(w.broker.config.listen_port, frames)
+        assert [responses[o].code for o in (1, 2, 3)] == [ResponseCode.SUCCESS] * 3, responses
+        follow_up = [_send(4, b"a later read, same connection order", topic="Created")]
+        assert (await _one_write(w.broker.config.listen_port, follow_up))[4].code == ResponseCode.SUCCESS
+
+    run_broker(tmp_path, scenario, auto_create_topic_enable=False)
