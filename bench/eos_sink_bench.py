@@ -7,7 +7,9 @@ repeat, in alternation. Reported per run: rows/s over the whole query, rows/s in
 the sum of Spark's ``addBatch`` times: the tasks' sends plus the driver's commit), and the median
 ``addBatch`` time of a micro-batch (the latency the guarantee adds before rows are visible).
 Each run checks that the topic then holds exactly ``--rows`` messages; one untimed run of each
-guarantee comes first.
+guarantee comes first. Then, outside Spark, the exactly-once pieces on ``--piece-rows`` rows: a
+task's half messages (``write_halves``) and the driver's commit (``settle``: marker + ENDs), each
+with its wall time and the CPU seconds of the broker and of this process.
 
     .venv/bin/python bench/eos_sink_bench.py --rows 100000 --repeat 2
 """
@@ -70,12 +72,47 @@ def run(spark: SparkSession, namesrv: str, broker_address: str, source: Path, ro
     return rows / seconds, add_batch
 
 
+def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str:
+    """The exactly-once writer's two steps outside Spark, on ``rows`` rows in Arrow batches of 1,000."""
+    import pyarrow as pa
+
+    from sparkmq.connector.options import SinkOptions
+    from sparkmq.connector.transactional_writer import close_clients, settle, write_halves
+    from sparkmq.sink import place_runs
+
+    topic = f"EosPieces_{uuid.uuid4().hex[:8]}"
+    create_topic([broker_address], topic, QUEUES)
+    wait_for_route(namesrv, topic, {"broker-a"})
+    options, query = SinkOptions(namesrv, topic), f"pieces-{uuid.uuid4().hex[:8]}"
+    bodies = [f"row-{i:09d}-{'x' * 80}".encode() for i in range(rows)]
+    batches = [pa.RecordBatch.from_pydict({"body": pa.array(bodies[i : i + 1000], pa.binary())})
+               for i in range(0, rows, 1000)]
+    write_halves(options, query, 0, iter(batches[:1]), place_runs)  # untimed: the producer's start, first routes
+    marks = [(time.monotonic(), broker_cpu(broker_pid), time.process_time())]
+    done = write_halves(options, query, 1, iter(batches), place_runs)
+    marks.append((time.monotonic(), broker_cpu(broker_pid), time.process_time()))
+    committed, _rolled_back = settle(options, query, 1, [done], decide=True)
+    marks.append((time.monotonic(), broker_cpu(broker_pid), time.process_time()))
+    close_clients(namesrv)
+    assert committed == rows, committed
+    halves = sum(len(h) for h in done.halves.values())
+    steps = [f"{name}: {b[0] - a[0]:.2f} s wall, broker {b[1] - a[1]:.2f} CPU-s, this process {b[2] - a[2]:.2f} CPU-s"
+             for name, a, b in zip(("write_halves", "settle (marker + ENDs)"), marks, marks[1:])]
+    return f"{rows} rows in {halves} batch half messages; " + "; ".join(steps)
+
+
+def broker_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--files-per-trigger", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--piece-rows", type=int, default=4000, help="rows of the pieces outside Spark (0: skip)")
     args = parser.parse_args()
     print(*(f"{k}: {v}" for k, v in machine().items()), sep="\n")
     root = Path(tempfile.mkdtemp(prefix="eos-bench-", dir=bench_root()))
@@ -103,6 +140,8 @@ def main() -> int:
             median_batch = statistics.median(d for _, batches in runs for d in batches)
             sink = ", ".join(f"{args.rows / sum(batches):,.0f}" for _, batches in runs)
             print(f"| {guarantee} | {rates} | {sink} | {median_batch:.2f} |")
+        if args.piece_rows:
+            print("\nexactly-once outside Spark:", pieces(namesrv.address, broker.address, broker.pid, args.piece_rows))
     finally:
         spark.stop()
         broker.stop()

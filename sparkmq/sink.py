@@ -20,7 +20,7 @@ import logging
 import random
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 SEND_ATTEMPTS = 3
 RETRY_PAUSE_S = 0.5
+MAX_RUN_BYTES = 1024 * 1024  # one send's items stay well within the broker's 4 MiB message limit
 ROUTE_WAIT_FIRST_PAUSE_S = 0.2
 ROUTE_WAIT_MAX_PAUSE_S = 2.0
 _producers: dict[tuple[str, str, ClientSecurity], AsyncProducer] = {}
@@ -90,25 +91,15 @@ def _producer(options: SinkOptions) -> AsyncProducer:
         return producer
 
 
-def _messages(batch: pa.RecordBatch, topics: list[str]) -> list[Message]:
+def _messages(batch: pa.RecordBatch, topics: list[str], extra: Mapping[str, str] | None = None) -> list[Message]:
     """A ``Message`` per row (the reference path, for rows ``encode_rows`` leaves alone)."""
     cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
     absent = [None] * batch.num_rows  # built once: a default list per row and column made this quadratic
     tags, keys, props_column = cols.get("tags", absent), cols.get("keys", absent), cols.get("properties", absent)
     delays = cols.get("delayLevel", absent)
-    return [Message(topic, body, tags=tag, keys=key, properties=dict(props or []), delay_level=int(delay or 0))
+    return [Message(topic, body, tags=tag, keys=key, properties={**dict(props or []), **(extra or {})},
+                    delay_level=int(delay or 0))
             for topic, body, tag, key, props, delay in zip(topics, cols["body"], tags, keys, props_column, delays, strict=True)]
-
-
-def _rows(batch: pa.RecordBatch, options: SinkOptions) -> list[tuple[Message, int | None, str | None]]:
-    """(message, queueId, shardingKey) per row: the exactly-once writer sends row by row as half messages."""
-    topics, topic_of_row = _row_topics(batch, options)
-    messages = _messages(batch, [topics[i] for i in topic_of_row.tolist()])
-    absent: list[None] = [None] * batch.num_rows
-    names = batch.schema.names
-    queue_ids = batch.column("queueId").to_pylist() if "queueId" in names else absent
-    sharding_keys = batch.column("shardingKey").to_pylist() if "shardingKey" in names else absent
-    return list(zip(messages, queue_ids, sharding_keys, strict=True))
 
 
 def _row_topics(batch: pa.RecordBatch, options: SinkOptions) -> tuple[list[str], npt.NDArray[np.int64]]:
@@ -236,14 +227,21 @@ def send_all(producer: AsyncProducer, options: SinkOptions, batches: Iterator[pa
     return sender.finish()
 
 
-def _submit_batch(sender: _Sender, producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch,
-                  round_robin: int) -> int:
-    """Place each row on a queue, then submit runs of ``batch_size`` rows per queue, in row order."""
+SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]
+"""Rows for one send: queue, payload (encoded SEND_BATCH items, or ``Message`` objects), row count, ordered."""
+
+
+def place_runs(producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch, round_robin: int,
+               extra: Mapping[str, str] | None = None) -> tuple[list[SendRun], int]:
+    """Place each row on a queue and cut runs of at most ``batch_size`` rows (and ``MAX_RUN_BYTES``) per
+    queue and lane, in row order; ``extra``: properties for every row. Blocks on route lookups: call it
+    from a task's thread, never on the client loop."""
     topics, topic_of_row = _row_topics(batch, options)
-    encoded = encode_rows(batch, _IDS)
-    messages = _messages(batch, [topics[i] for i in topic_of_row.tolist()]) if encoded is None else None
+    encoded = encode_rows(batch, _IDS, extra)
+    messages = _messages(batch, [topics[i] for i in topic_of_row.tolist()], extra) if encoded is None else None
     queue_ids = batch.column("queueId") if "queueId" in batch.schema.names else None
     sharding = batch.column("shardingKey") if "shardingKey" in batch.schema.names else None
+    runs: list[SendRun] = []
     for index, topic in enumerate(topics):
         rows = np.flatnonzero(topic_of_row == index) if len(topics) > 1 else np.arange(batch.num_rows)
         queues = loop_thread.run(_writable_queues(producer, topic, options.send_retry_timeout_ms / 1000))
@@ -255,15 +253,50 @@ def _submit_batch(sender: _Sender, producer: AsyncProducer, options: SinkOptions
                 for first in range(0, len(chosen), options.batch_size):
                     run = chosen[first : first + options.batch_size]
                     if encoded is not None:
-                        sender.submit(encoded.body_of(run), len(run), queue, lane)
+                        pieces = _by_bytes(run, encoded.offsets)
+                        runs += [(queue, encoded.body_of(piece), len(piece), lane) for piece in pieces]
                         continue
                     assert messages is not None
-                    picked = [messages[i] for i in run.tolist()]
-                    plain = [m for m in picked if m.delay_level <= 0]
-                    delayed = [m for m in picked if m.delay_level > 0]
-                    for group in (plain, delayed):
-                        if group:
-                            sender.submit(group, len(group), queue, lane)
+                    sizes = [len(messages[i].body_bytes) + _properties_bytes(messages[i]) for i in run.tolist()]
+                    for piece in _by_bytes(np.arange(len(run)), np.cumsum([0, *sizes])):
+                        runs.append((queue, [messages[i] for i in run[piece].tolist()], len(piece), lane))
+    return runs, round_robin
+
+
+def _properties_bytes(message: Message) -> int:
+    """About the encoded size of a message's properties (the fixed ones plus its own)."""
+    return 100 + sum(len(k) + len(v) + 2 for k, v in message.properties.items()) + len(message.tags or "") + \
+        sum(len(k) + 1 for k in message.keys or [])
+
+
+def _by_bytes(run: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+    """``run`` cut so that each piece's items stay within ``MAX_RUN_BYTES`` (a piece holds at least one row)."""
+    sizes = offsets[run + 1] - offsets[run]
+    if int(sizes.sum()) <= MAX_RUN_BYTES:
+        return [run]
+    pieces, first, total = [], 0, 0
+    for i, size in enumerate(sizes.tolist()):  # rare (rows of several KiB): a plain greedy cut
+        if total + size > MAX_RUN_BYTES and i > first:
+            pieces.append(run[first:i])
+            first, total = i, 0
+        total += size
+    pieces.append(run[first:])
+    return pieces
+
+
+def _submit_batch(sender: _Sender, producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch,
+                  round_robin: int) -> int:
+    """Submit the batch's runs; ``Message`` runs with delayed rows go as two sends (plain, delayed)."""
+    runs, round_robin = place_runs(producer, options, batch, round_robin)
+    for queue, payload, count, lane in runs:
+        if isinstance(payload, bytes):
+            sender.submit(payload, count, queue, lane)
+            continue
+        plain = [m for m in payload if m.delay_level <= 0]
+        delayed = [m for m in payload if m.delay_level > 0]
+        for group in (plain, delayed):
+            if group:
+                sender.submit(group, len(group), queue, lane)
     return round_robin
 
 
@@ -352,7 +385,7 @@ class SparkmqExactlyOnceStreamWriter(SparkmqStreamWriter):  # hook: exactly-once
 
     def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None) -> None:
         super().__init__(options, schema)
-        self.exactly_once = TransactionalWriter(options, schema, checkpoint_location, _rows, _writable_queues)
+        self.exactly_once = TransactionalWriter(options, schema, checkpoint_location, place_runs)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self.exactly_once.write(iterator)

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkmq.message import layout as L
-from sparkmq.message.bulk import RecordColumns, decode_columns
+from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
+from sparkmq.message.property_scan import find_values
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _TYPES: dict[str, tuple[pa.DataType, str]] = {  # column → (Arrow type, Spark DDL type)
@@ -49,29 +50,48 @@ def schema_ddl(columns: tuple[str, ...]) -> str:
 
 SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_INLINE = np.arange(12)[None, :]
 
 
 def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
-            kind: pa.DataType) -> pa.Array:
-    """``raw[start:start+length]`` per row as a ``kind`` array.
+            kind: pa.DataType, valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+    """``raw[start:start+length]`` per row as a ``kind`` array (null where ``valid`` is False).
 
-    Builds Arrow binary *views* (16 bytes each: length, then up to 12 inline bytes, or a
-    4-byte prefix + buffer offset) pointing into ``raw`` and lets Arrow's C++ cast copy
-    the bytes out: no per-row Python and no per-byte index arrays.
+    Slices in buffer order (each ends before the next starts, as fields of consecutive records do)
+    are every other element of one array whose offsets alternate start, end over ``raw``: a
+    ``take`` of the even ones copies them out in C++. Others go through Arrow binary *views*.
     """
     count = len(starts)
-    views = np.zeros((count, 16), dtype=np.uint8)
+    if valid is not None:
+        lengths = np.where(valid, lengths, 0)
+    ends = starts + lengths
+    if count == 0 or len(raw) >= 2**31 or starts[0] < 0 or ends[-1] > len(raw) or (starts[1:] < ends[:-1]).any():
+        return _view_slices(raw, starts, lengths, kind, valid)
+    offsets = np.empty(2 * count, dtype=np.int32)
+    offsets[0::2] = starts
+    offsets[1::2] = ends
+    spans = pa.Array.from_buffers(kind, 2 * count - 1, [None, pa.py_buffer(offsets), pa.py_buffer(raw)])
+    return spans.take(pa.array(np.arange(0, 2 * count, 2, dtype=np.int32), mask=None if valid is None else ~valid))
+
+
+def _view_slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+                 kind: pa.DataType, valid: npt.NDArray[np.bool_] | None) -> pa.Array:
+    """``_slices`` for any order: 16-byte Arrow binary views (length, then up to 12 inline bytes, or a
+    4-byte prefix + buffer offset) pointing into ``raw``, copied out by Arrow's C++ cast."""
+    count = len(starts)
+    if count and int(starts.max()) + 12 > len(raw):  # a short string at the very end: read past it into zeros
+        raw = np.concatenate([raw, np.zeros(12, dtype=np.uint8)])
+    views = np.empty((count, 16), dtype=np.uint8)
     words = views.view(np.int32).reshape(count, 4)
-    words[:, 0] = lengths
-    head_index = np.minimum(starts[:, None] + np.arange(12), max(len(raw) - 1, 0))
-    head = raw[head_index] if len(raw) else np.zeros((count, 12), dtype=np.uint8)
-    head[np.arange(12)[None, :] >= lengths[:, None]] = 0
+    head = at_every_byte(raw, "V12")[starts].view(np.uint8).reshape(count, 12)
+    views[:, 4:] = np.where(_INLINE < lengths[:, None], head, 0)  # inline bytes past the length are zero
     short = lengths <= 12
-    views[short, 4:16] = head[short]
-    views[~short, 4:8] = head[~short, :4]
-    words[~short, 3] = starts[~short]
+    words[:, 0] = lengths
+    words[:, 2] = np.where(short, words[:, 2], 0)  # a long one: 4-byte prefix, buffer 0, offset
+    words[:, 3] = np.where(short, words[:, 3], starts)
     view_kind = pa.string_view() if kind == pa.string() else pa.binary_view()
-    array = pa.Array.from_buffers(view_kind, count, [None, pa.py_buffer(views), pa.py_buffer(raw)])
+    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    array = pa.Array.from_buffers(view_kind, count, [validity, pa.py_buffer(views), pa.py_buffer(raw)])
     return pc.cast(array, kind)
 
 
@@ -153,23 +173,14 @@ def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.
 def _property_values(raw: npt.NDArray[np.uint8], columns: RecordColumns, names: tuple[str, ...]) -> list[pa.Array]:
     """The value of each property in ``names`` per row (null where absent or empty), without the map.
 
-    One split into ``key\\x01value`` items, then a prefix test per name: about a fifth of the cost
-    of building the map (``_properties``). The last occurrence of a key wins, as in ``decode_properties``.
+    The properties strings are copied back to back once (one Arrow cast), then scanned with numpy
+    (``property_scan.find_values``); the last occurrence of a key wins, as in ``decode_properties``.
     """
-    count = len(columns)
-    strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.string())
-    items = pc.split_pattern(strings, "\x02")
-    flat = pc.list_flatten(items)
-    parents = pc.list_parent_indices(items).to_numpy()
-    lengths = pc.binary_length(flat).to_numpy(zero_copy_only=False)
-    values = []
-    for name in names:
-        prefix = name + "\x01"
-        where = np.flatnonzero(pc.starts_with(flat, prefix).to_numpy(zero_copy_only=False) & (lengths > len(prefix)))
-        index = np.full(count, -1, dtype=np.int64)
-        index[parents[where]] = where  # ascending: the last occurrence of a row wins
-        values.append(pc.utf8_slice_codeunits(flat.take(pa.array(index, mask=index < 0)), len(prefix)))
-    return values
+    strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.binary())
+    data = np.frombuffer(strings.buffers()[2], dtype=np.uint8) if strings.buffers()[2] else np.zeros(0, np.uint8)
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=len(strings) + 1).astype(np.int64)
+    return [_slices(data, starts, lengths, pa.string(), lengths >= 0)
+            for starts, lengths in find_values(data, offsets, names)]
 
 
 def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDArray[np.int64] | None:

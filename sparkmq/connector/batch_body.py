@@ -17,6 +17,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 from sparkmq.connector.arrow import hex_strings
 from sparkmq.errors import MessageTooLargeError
 from sparkmq.message.layout import MAX_PROPERTIES_BYTES
+from sparkmq.message.properties import encode_properties
 
 ITEM_HEAD = np.dtype([("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("flag", ">i4"), ("body_length", ">i4")])
 SEPARATORS = "[\x01\x02]"
@@ -90,9 +92,11 @@ def _property(name: str, values: pa.Array | None, count: int) -> pa.Array:
     return pc.if_else(pc.greater(pc.fill_null(pc.binary_length(values), 0), 0), joined, "")
 
 
-def encode_rows(batch: pa.RecordBatch, ids: BulkIds) -> EncodedRows | None:
-    """The SEND_BATCH items of every row of ``batch`` (body, optional tags and keys), or None (see module doc)."""
+def encode_rows(batch: pa.RecordBatch, ids: BulkIds, extra: Mapping[str, str] | None = None) -> EncodedRows | None:
+    """The SEND_BATCH items of every row of ``batch`` (body, optional tags and keys, and the same ``extra``
+    properties on every row, first, as ``Message(properties=extra)`` puts them), or None (see module doc)."""
     count = batch.num_rows
+    prefix = encode_properties(extra) + b"\x02" if extra else b""  # MessageError for a separator in them
     if any(_optional(batch, name) is not None for name in FALLBACK_COLUMNS):
         return None
     tags, keys = _optional(batch, "tags"), _optional(batch, "keys")
@@ -107,6 +111,8 @@ def encode_rows(batch: pa.RecordBatch, ids: BulkIds) -> EncodedRows | None:
     fixed = pa.array(["WAIT\x01true\x02UNIQ_KEY\x01"] * count, pa.string())
     props = pc.binary_join_element_wise(_property("TAGS", tags, count), _property("KEYS", keys, count), fixed,
                                         ids.next_ids(count), "")
+    if prefix:
+        props = pc.binary_join_element_wise(pa.scalar(prefix.decode()), props, "")
     props_lengths = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)
     if count and props_lengths.max() > MAX_PROPERTIES_BYTES:
         row = int(np.argmax(props_lengths))

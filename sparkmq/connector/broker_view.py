@@ -10,11 +10,12 @@ import asyncio
 import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
-from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.pull_consumer import AsyncPullConsumer, PullResult
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
@@ -156,25 +157,43 @@ class BrokerView:
         A start below the queue's minimum (retention) or a gap is data loss: raised as
         DataLossError naming queue, range and cause, or skipped when ``fail_on_data_loss``
         is False. The last body may hold records at or past ``end``; callers trim by offset.
+        The next pull is on its way while the caller decodes a body (one ahead): the broker's
+        work and the task's overlap.
         """
-        offset = start
-        while offset < end:
-            result = self._run(self._reader.pull_raw(queue, offset, min(batch_size, end - offset), 0.0, expression))
-            if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
-                where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
-                lost = (f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
-                        f"(the broker's minimum is {result.min_offset}: deleted by retention)")
-                if fail_on_data_loss:
-                    raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
-                offset = max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
-                continue
-            if result.status == ResponseCode.PULL_NOT_FOUND:
-                if fail_on_data_loss:
-                    raise DataLossError(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
-                                        f"{result.max_offset}, before the planned end {end} (offsets went backwards)")
-                return
-            if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
-                offset = result.next_begin_offset
-                continue
-            yield result.body
-            offset = result.next_begin_offset
+        def pull(offset: int) -> tuple[int, Future[PullResult]]:
+            count = min(batch_size, end - offset)
+            return offset, loop_thread.submit(self._reader.pull_raw(queue, offset, count, 0.0, expression))
+
+        pending = pull(start) if start < end else None
+        try:
+            while pending is not None:
+                offset, result = pending[0], pending[1].result()
+                pending = None
+                body, following = self._step(queue, offset, end, result, fail_on_data_loss)
+                if following is not None and following < end:
+                    pending = pull(following)
+                if body is not None:
+                    yield body
+        finally:
+            if pending is not None:  # the caller stopped early: drop the pull ahead
+                pending[1].cancel()
+
+    @staticmethod
+    def _step(queue: MessageQueue, offset: int, end: int, result: PullResult,
+              fail_on_data_loss: bool) -> tuple[bytes | None, int | None]:
+        """One pull's outcome: the body to hand on (or None) and the offset to pull next (None: stop)."""
+        if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
+            where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
+            lost = (f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
+                    f"(the broker's minimum is {result.min_offset}: deleted by retention)")
+            if fail_on_data_loss:
+                raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
+            return None, max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
+        if result.status == ResponseCode.PULL_NOT_FOUND:
+            if fail_on_data_loss:
+                raise DataLossError(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
+                                    f"{result.max_offset}, before the planned end {end} (offsets went backwards)")
+            return None, None
+        if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
+            return None, result.next_begin_offset
+        return result.body, result.next_begin_offset

@@ -3,7 +3,8 @@
 Names: ``Q`` is the query (Spark's query id from ``<checkpoint>/metadata``, the same for every
 restart from that checkpoint; for a checkpoint not on the local file system, its location);
 ``N`` is the micro-batch id (Spark's ``streaming.sql.batchId``, seen by every task); ``T`` is a
-token each task attempt draws at random. Every row goes out as a half message carrying the
+token each task attempt draws at random. Rows go out in batch half messages (one per queue and run
+of rows: one transaction each, ended as a whole), the half message and every row in it carrying the
 property ``SPARKMQ_TXN = "Q N T"``: stored, invisible to consumers.
 
 The durable record is the *commit log*: topic ``SPARKMQ_EOS_COMMITS``, the first queue of its

@@ -7,10 +7,14 @@ commit log and then ends every half message of the decided tokens with END_TRANS
 commit log does not name. Sink producers answer the broker's check-backs from the commit log.
 The rule and why it survives crashes: :mod:`sparkmq.connector.exactly_once`.
 
-A half send is never retried inside a task (a timed-out send may still be stored, under the
-task's token): a failed send fails the task, and Spark's retry draws a new token. The cost
-against at-least-once: one half message per row (no batching), one END per row, and one
-commit-log round trip per batch before its rows become visible.
+Rows travel in *batch half messages* (the broker's ``SPARKMQ_TXN_BATCH`` extension): one half
+message per queue and run of up to ``batchSize`` rows, its body a SEND_BATCH body of the rows (each
+row keeps its own properties, ``SPARKMQ_TXN`` among them). One END commits or rolls back the whole
+run, and its COMMIT appends the rows in one store write. Only sparkmq brokers know batch half
+messages: each process checks each broker once (``_check_broker``) before its first one. A half
+send is never retried inside a task (a timed-out send may still be stored, under the task's token):
+a failed send fails the task, and Spark's retry draws a new token. The cost against at-least-once: one commit-log round trip per
+micro-batch before its rows become visible, and one END per run of rows.
 """
 
 from __future__ import annotations
@@ -20,8 +24,7 @@ import logging
 import random
 import threading
 import uuid
-import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -36,7 +39,10 @@ from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalT
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
 from sparkmq.connector.options import SinkOptions
 from sparkmq.errors import OptionError, SparkmqError
-from sparkmq.message.msgid import decode_offset_msg_id
+from sparkmq.message.batch import encode_batch_items
+from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
+from sparkmq.message.msgid import UniqueIdGenerator, decode_offset_msg_id
+from sparkmq.message.properties import TRANSACTION_BATCH
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import EndTransactionRequestHeader
@@ -45,19 +51,21 @@ logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY, a local property of every task
 END_ATTEMPTS = 3
+_IDS = UniqueIdGenerator()
+_checked_brokers: set[tuple[str, str]] = set()  # (NameServer, broker name) seen refusing a malformed batch half
 _clients: dict[tuple[str, str, ClientSecurity], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
-Half = tuple[int, int, str]  # (half queue offset, commit log offset, msg id): what END_TRANSACTION names
-RowsOf = Callable[[pa.RecordBatch, SinkOptions], list[tuple[Message, int | None, str | None]]]
-"""The sink's row conversion: (message, queueId, shardingKey) per row of an Arrow batch."""
-QueuesOf = Callable[[AsyncProducer, str, float], Awaitable[list[MessageQueue]]]
-"""The sink's route lookup: a topic's writable queues, waiting up to the timeout for a broker to serve it."""
+Half = tuple[int, int, str, int]  # (half queue offset, commit log offset, msg id): what END names; + its rows
+SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]  # as sparkmq.sink.SendRun
+RunsOf = Callable[[AsyncProducer, SinkOptions, pa.RecordBatch, int, dict[str, str]], tuple[list[SendRun], int]]
+"""The sink's placement (``sparkmq.sink.place_runs``): an Arrow batch's rows, with extra properties, in runs
+per queue of at most ``batchSize`` rows, in row order; and the round-robin position after them."""
 
 
 @dataclass
 class TransactionalCommitMessage(WriterCommitMessage):
-    """One task attempt's half messages: its token, batch, and per queue ``"topic/broker/qid"`` the
-    halves in row order (their ENDs make them visible in that order)."""
+    """One task attempt's half messages: its token, batch, rows sent, and per queue ``"topic/broker/qid"``
+    the batch half messages in row order (their ENDs make them visible in that order)."""
 
     sent: int = 0
     token: str = ""
@@ -83,61 +91,77 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
                 logger.info("check-back of %s (query %s batch %d token %s): %s", message.msg_id, *tag, state.name)
                 return state
 
+            # Uncompressed: rows are ~100 bytes of mostly random data, and zlib would cost both ends CPU.
             producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check,
+                                                compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1,
                                                 security=options.security)
             loop_thread.run(producer.start())
             found = _clients[key] = (producer, log)
         return found
 
 
-def _queue_of(queues: list[MessageQueue], queue_id: int | None, sharding_key: str | None, position: int) -> MessageQueue:
-    if queue_id is not None:
-        matching = [q for q in queues if q.queue_id == queue_id]
-        if not matching:
-            raise SparkmqError(f"topic {queues[0].topic} has no queue {queue_id}")
-        return matching[0]
-    if sharding_key is not None:
-        return queues[zlib.crc32(sharding_key.encode()) % len(queues)]
-    return queues[position % len(queues)]
+def _half_body(payload: list[Message] | bytes) -> bytes:
+    """A run's SEND_BATCH body (``Message`` runs: rows with a ``properties`` column)."""
+    if isinstance(payload, bytes):
+        return payload
+    return encode_batch_items([m.body_bytes for m in payload], [m.encoded_properties(_IDS.next_id()) for m in payload],
+                              [m.flag for m in payload])
 
 
-async def _send_halves(producer: AsyncTransactionProducer, options: SinkOptions, tag: str, batch: pa.RecordBatch,
-                       position: int, out: TransactionalCommitMessage, rows_of: RowsOf, queues_of: QueuesOf) -> int:
-    """Send one Arrow batch as half messages (``max_in_flight`` at a time); record them in ``out``."""
-    routes: dict[str, list[MessageQueue]] = {}
-    placed: list[tuple[Message, MessageQueue]] = []
-    for message, queue_id, sharding_key in rows_of(batch, options):
-        queues = routes.get(message.topic)
-        if queues is None:
-            queues = routes[message.topic] = await queues_of(producer, message.topic, options.send_retry_timeout_ms / 1000)
-        message.properties = {**message.properties, TXN_PROPERTY: tag}
-        placed.append((message, _queue_of(queues, queue_id, sharding_key, position // options.batch_size)))
-        position += 1
-    in_flight = asyncio.Semaphore(options.max_in_flight)
+async def _check_broker(producer: AsyncTransactionProducer, queue: MessageQueue) -> None:
+    """Batch half messages need sparkmq brokers: a RocketMQ broker would store one and, at its COMMIT,
+    deliver the whole run of rows as one message. Once per broker and process, a batch half message
+    whose body is no SEND_BATCH body must be refused (MESSAGE_ILLEGAL); one that is stored is rolled
+    back and the write fails, naming the broker."""
+    key = (producer.instance.namesrv_addresses[0], queue.broker_name)
+    if key in _checked_brokers:
+        return
+    probe = Message(queue.topic, b"sparkmq batch half message probe", properties={TRANSACTION_BATCH: "true"})
+    try:
+        stored = await producer.send_half(probe, queue)
+    except SparkmqError as exc:
+        if exc.code != ResponseCode.MESSAGE_ILLEGAL:
+            raise
+        _checked_brokers.add(key)
+        return
+    half = (stored.queue_offset, decode_offset_msg_id(stored.offset_msg_id)[2], stored.msg_id, 0)
+    await _end(producer, queue.broker_name, half, LocalTransactionState.ROLLBACK)
+    raise SparkmqError(f"broker {queue.broker_name} stored a malformed batch half message instead of refusing it: "
+                       "it is no sparkmq broker, and deliveryGuarantee=exactly-once needs sparkmq brokers")
 
-    async def send(message: Message, queue: MessageQueue) -> Half:
-        async with in_flight:
-            result = await producer.send_half(message, queue)
+
+async def _send_halves(producer: AsyncTransactionProducer, tag: str, runs: list[SendRun], in_flight: int,
+                       out: TransactionalCommitMessage) -> None:
+    """Send each run as one batch half message (``in_flight`` at a time); record them in ``out``."""
+    for queue in {run[0].broker_name: run[0] for run in runs}.values():
+        await _check_broker(producer, queue)
+    slots = asyncio.Semaphore(in_flight)
+
+    async def send(queue: MessageQueue, payload: list[Message] | bytes, rows: int) -> Half:
+        carrier = Message(queue.topic, _half_body(payload), properties={TXN_PROPERTY: tag, TRANSACTION_BATCH: "true"})
+        async with slots:
+            result = await producer.send_half(carrier, queue)
         if result.status is not SendStatus.SEND_OK:  # FLUSH_*_TIMEOUT, SLAVE_NOT_AVAILABLE: not safely stored
             raise SparkmqError(f"half message to {queue} answered {result.status.value}")
-        return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id
+        return result.queue_offset, decode_offset_msg_id(result.offset_msg_id)[2], result.msg_id, rows
 
-    halves = await asyncio.gather(*(send(m, q) for m, q in placed))
-    for (_message, queue), half in zip(placed, halves, strict=True):
+    halves = await asyncio.gather(*(send(queue, payload, rows) for queue, payload, rows, _ordered in runs))
+    for (queue, _payload, rows, _ordered), half in zip(runs, halves, strict=True):  # in row order per queue and lane
         out.halves.setdefault(f"{queue.topic}/{queue.broker_name}/{queue.queue_id}", []).append(half)
-    out.sent += len(halves)
-    return position
+        out.sent += rows
 
 
-def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch], rows_of: RowsOf,
-                 queues_of: QueuesOf) -> TransactionalCommitMessage:
-    """Send every row of ``batches`` as a half message of (query, batch_id, a new token)."""
+def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch],
+                 runs_of: RunsOf) -> TransactionalCommitMessage:
+    """Send every row of ``batches`` in batch half messages of (query, batch_id, a new token)."""
     producer, _log = clients(options)
     out = TransactionalCommitMessage(token=uuid.uuid4().hex, batch_id=batch_id)
     tag = txn_tag(query, batch_id, out.token)
-    position = _RANDOM.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
+    round_robin = _RANDOM.randrange(1 << 20) * options.batch_size  # round robin from a random queue, as the sink
     for batch in batches:  # Spark's iterator is consumed here, in the task's thread, one Arrow batch at a time
-        position = loop_thread.run(_send_halves(producer, options, tag, batch, position, out, rows_of, queues_of))
+        if batch.num_rows:
+            runs, round_robin = runs_of(producer, options, batch, round_robin, {TXN_PROPERTY: tag})
+            loop_thread.run(_send_halves(producer, tag, runs, options.max_in_flight, out))
     return out
 
 
@@ -183,7 +207,7 @@ async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str
         for half in halves:  # one queue's ENDs in row order: they append to the queue in this order
             if not await _end(producer, broker_name, half, state):
                 failed += 1
-        counts[state is LocalTransactionState.ROLLBACK] += len(halves)
+        counts[state is LocalTransactionState.ROLLBACK] += sum(half[3] for half in halves)
 
     await asyncio.gather(*(end_queue(key, halves, LocalTransactionState.COMMIT if m.token in decided
                                      else LocalTransactionState.ROLLBACK)
@@ -196,10 +220,10 @@ async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str
 
 class TransactionalWriter:
     """What ``writeStream...option("deliveryGuarantee", "exactly-once")`` does: the stream writer's
-    ``write``/``commit``/``abort``, given the sink's row conversion and route lookup (picklable)."""
+    ``write``/``commit``/``abort``, given the sink's placement of rows (picklable)."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None, rows_of: RowsOf,
-                 queues_of: QueuesOf) -> None:
+    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None,
+                 runs_of: RunsOf) -> None:
         if "delayLevel" in schema.fieldNames():
             raise OptionError("deliveryGuarantee", "exactly-once cannot send a delayLevel column: transactional "
                                                    "messages are not delayed")
@@ -208,8 +232,7 @@ class TransactionalWriter:
                                                    "writeStream: the query is known on the broker by its checkpoint")
         self.options = options
         self.query = query_identity(checkpoint_location)
-        self.rows_of = rows_of
-        self.queues_of = queues_of
+        self.runs_of = runs_of
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
         """Send every row as a half message; nothing is visible until the driver's commit."""
@@ -219,7 +242,7 @@ class TransactionalWriter:
         batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
         if batch_id is None:
             raise SparkmqError(f"exactly-once write outside a streaming micro-batch (no {BATCH_ID_PROPERTY})")
-        return write_halves(self.options, self.query, int(batch_id), iterator, self.rows_of, self.queues_of)
+        return write_halves(self.options, self.query, int(batch_id), iterator, self.runs_of)
 
     def commit(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
         done = [m for m in messages if m is not None]

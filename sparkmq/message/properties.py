@@ -36,6 +36,8 @@ TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 SHARDING_KEY = "__SHARDING_KEY"
 CLUSTER = "CLUSTER"
+# sparkmq's own: a half message whose body is a SEND_BATCH body; its END commits every message in it at once
+TRANSACTION_BATCH = "SPARKMQ_TXN_BATCH"
 
 KEY_SEPARATOR = " "  # KEYS holds several business keys separated by spaces
 

@@ -8,9 +8,11 @@ separator bytes 1 and 2.
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
-from sparkmq.connector.arrow import LEAN_COLUMNS, WIDE_COLUMNS, records_to_arrow, source_columns
+from sparkmq.connector.arrow import LEAN_COLUMNS, WIDE_COLUMNS, _slices, _view_slices, records_to_arrow, source_columns
 from sparkmq.message import Host, MessageBatch, encode_records, iter_records
 
 PROPERTIES = [
@@ -50,3 +52,20 @@ def test_include_properties_adds_the_map_after_body() -> None:
 
 def test_a_known_topic_gives_the_same_column(stored: bytes) -> None:
     assert records_to_arrow(stored, "broker-a", topic="ArrowT").equals(records_to_arrow(stored, "broker-a"))
+
+
+@pytest.mark.parametrize("order", ["buffer", "shuffled"])
+def test_slices_in_buffer_order_or_not_give_the_same_strings(order: str) -> None:
+    """``_slices``' two paths: a take over alternating offsets (slices in buffer order) and binary views
+    (any order), with short (inline) and long strings, empty ones and nulls."""
+    raw = np.frombuffer(bytes(range(256)) * 4, dtype=np.uint8)
+    starts = np.array([0, 3, 3, 20, 40, 100, 1000, 1020], dtype=np.int64)
+    lengths = np.array([3, 0, 12, 13, 50, 0, 4, 4], dtype=np.int64)
+    valid = np.array([True, True, True, True, True, False, True, True])
+    if order == "shuffled":
+        pick = np.array([7, 2, 0, 5, 1, 6, 4, 3])
+        starts, lengths, valid = starts[pick], lengths[pick], valid[pick]
+    expected = [bytes(raw[s : s + n]) if ok else None for s, n, ok in zip(starts, lengths, valid)]
+    for path in (_slices, _view_slices):
+        got = path(raw, starts, lengths, pa.binary(), valid)
+        assert got.to_pylist() == expected and got.type == pa.binary(), path.__name__

@@ -21,13 +21,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from sparkmq.client import loop_thread
+from sparkmq.client import MessageQueue, loop_thread
+from sparkmq.client.message import Message
+from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector import transactional_writer
 from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
 from sparkmq.connector.options import OptionError, SinkOptions
 from sparkmq.connector.transactional_writer import clients, close_clients, settle
 from sparkmq.errors import SparkmqError
-from sparkmq.sink import _rows, _writable_queues
+from sparkmq.message.batch import encode_batch_items
+from sparkmq.message.properties import TRANSACTION_BATCH
+from sparkmq.protocol import ResponseCode
+from sparkmq.sink import place_runs
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.spark_harness import Cluster, kill_group, start_driver
 
@@ -53,7 +58,7 @@ def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]):  # type: ignore[no-untyped-def]
     """What one task attempt of the exactly-once sink does, with the sink's own row conversion."""
-    return transactional_writer.write_halves(options, query, batch_id, batches, _rows, _writable_queues)
+    return transactional_writer.write_halves(options, query, batch_id, batches, place_runs)
 
 
 def rows(prefix: str, count: int) -> Iterator[pa.RecordBatch]:
@@ -94,6 +99,11 @@ def test_nothing_is_visible_until_commit_and_a_replayed_commit_writes_nothing_ag
     first = write_halves(options, query, 0, rows("a", 300))
     second = write_halves(options, query, 0, rows("b", 200))
     assert first.sent == 300 and second.sent == 200
+    # Batch half messages: one per queue and run of rows (an Arrow batch of 100 rows lands on one or two
+    # queues: round robin moves on every batchSize rows), not one per row.
+    assert sum(len(halves) for halves in first.halves.values()) <= 6
+    # The writer checked once that this broker refuses a malformed batch half message (a sparkmq broker).
+    assert (cluster.ns, "broker-a") in transactional_writer._checked_brokers
     assert bodies(cluster, topic) == []  # half messages only
 
     assert settle(options, query, 0, [first, second], decide=True) == (500, 0)
@@ -124,7 +134,7 @@ def test_rerun_after_a_crash_past_the_marker_is_rolled_back_and_the_first_run_co
     rerun_ids = {half[2] for halves in rerun.halves.values() for half in halves}
     assert first_ids | rerun_ids <= ended(cluster)
     assert bodies(cluster, topic) == expected
-    assert {m.msg_id for m in cluster.read_all(topic, QUEUES)} == first_ids
+    assert {parse_tag(m.properties[TXN_PROPERTY])[2] for m in cluster.read_all(topic, QUEUES)} == {first.token}
 
 
 def test_halves_of_a_run_killed_before_its_marker_are_rolled_back_once_the_rerun_commits(tx_cluster: Cluster) -> None:
@@ -136,12 +146,43 @@ def test_halves_of_a_run_killed_before_its_marker_are_rolled_back_once_the_rerun
     killed_ids = {half[2] for halves in killed.halves.values() for half in halves}
     assert wait_until(lambda: killed_ids <= ended(cluster), WAIT_S), "the killed run's halves were not ended"
     assert bodies(cluster, topic) == [f"row-{i:05d}".encode() for i in range(150)]
-    assert not killed_ids & {m.msg_id for m in cluster.read_all(topic, QUEUES)}
+    assert {parse_tag(m.properties[TXN_PROPERTY])[2] for m in cluster.read_all(topic, QUEUES)} == {rerun.token}
     # A later batch's marker also settles a batch that never got one: Spark passed it.
     _producer, log = clients(options)
     orphan = write_halves(options, query, 4, rows("orphan", 10))
     settle(options, query, 5, [write_halves(options, query, 5, rows("five", 10))], decide=True)
     assert loop_thread.run(log.state_of(query, 4, orphan.token)).name == "ROLLBACK"
+
+
+def test_batch_half_messages_compressed_or_not_commit_every_row_and_garbage_is_refused_at_send(
+        tx_cluster: Cluster) -> None:
+    """The broker side of batch half messages with any client: a zlib-compressed body (a default producer
+    compresses bodies over 4 KiB) commits the rows it carries, in order, the last one under the transaction
+    id; a body that is no SEND_BATCH body is refused when sent (MESSAGE_ILLEGAL), never at its COMMIT."""
+    cluster, topic = tx_cluster, tx_cluster.topic(1)
+    queue = MessageQueue(topic, "broker-a", 0)
+    rows_sent = [Message(topic, f"row-{i:04d}-{'x' * 40}", tags="T", keys=f"k{i}") for i in range(200)]
+    body = encode_batch_items([m.body_bytes for m in rows_sent], [m.encoded_properties(f"ID{i:030d}")
+                                                                  for i, m in enumerate(rows_sent)])
+
+    async def send_and_commit() -> str:
+        async with AsyncTransactionProducer(f"PID_batch_{uuid.uuid4().hex[:6]}", cluster.ns,
+                                            check_local=lambda m: LocalTransactionState.UNKNOWN) as producer:
+            with pytest.raises(SparkmqError, match="batch half message") as refused:
+                await producer.send_half(Message(topic, b"not a batch", properties={TRANSACTION_BATCH: "true"}), queue)
+            assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
+            half = await producer.send_half(Message(topic, body, properties={TRANSACTION_BATCH: "true"}), queue)
+            assert len(body) >= producer.compress_over_bytes  # so it travelled and was stored compressed
+            await producer.end_transaction(half, LocalTransactionState.COMMIT)
+            return half.msg_id
+
+    txid = loop_thread.run(send_and_commit())
+    assert wait_until(lambda: cluster.max_offset(topic, 0) == 200, WAIT_S)
+    stored = cluster.read_all(topic, 1)
+    assert [m.body for m in stored] == [m.body_bytes for m in rows_sent]
+    assert [m.tags for m in stored] == ["T"] * 200 and stored[7].keys == ["k7"] and stored[7].msg_id == f"ID{7:030d}"
+    assert stored[-1].msg_id == txid  # the check-back finds a commit by this id only once the whole run is stored
+    assert wait_until(lambda: txid in ended(cluster), WAIT_S)
 
 
 def test_abort_rolls_back_what_the_commit_log_does_not_name(tx_cluster: Cluster) -> None:

@@ -12,6 +12,7 @@ import logging
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.transactions.state import TransactionState, committed_message, op_message, transaction_id
+from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import PRODUCER_GROUP
@@ -62,13 +63,17 @@ class EndTransactionProcessor:
             return self._refuse(request, peer, f"{kind} {header.msg_id}: {mismatch}")
         assert half is not None
         txid = transaction_id(half)
+        try:
+            to_store = committed_message(half) if kind == "COMMIT" else None
+        except MessageError as exc:  # a batch half message's body, checked when it was sent: only a bug lands here
+            return self._refuse(request, peer, f"COMMIT {txid}: {exc.remark}")
         # Claimed before anything is stored (no await in between): a concurrent second END sees it.
         if not self.state.claim(txid):
             logger.info("%s %s from %s for transaction %s: already ended, nothing done", origin, kind, peer, txid)
             return request.make_response(ResponseCode.SUCCESS, remark=f"transaction {txid} already ended: nothing done")
         self.ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
-        if kind == "COMMIT":
-            committed, _flushed = self.ctx.store.submit_messages(committed_message(half))
+        if to_store is not None:
+            committed, _flushed = self.ctx.store.submit_messages(to_store)
             if not committed.ok:
                 self.state.release(txid)
                 return self._refuse(request, peer, f"COMMIT {txid}: storing the message failed: "

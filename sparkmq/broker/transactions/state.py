@@ -6,6 +6,10 @@
   ``d``, body = the half message's queue offset (as Java writes it), and ``KEYS`` = the
   transaction id (the half message's ``UNIQ_KEY``). The id is what makes an END idempotent:
   the check-back re-appends copies of a half message, and an END for any copy ends them all.
+* A *batch* half message (``SPARKMQ_TXN_BATCH=true``, sparkmq's extension) carries a SEND_BATCH
+  body: one transaction for many messages. Its COMMIT appends them all in one store write, the
+  last one with the transaction id as its ``UNIQ_KEY`` (so the check-back's index lookup finds a
+  commit only once the whole batch is stored).
 * The check-back progress is the ``CID_RMQ_SYS_TRANS`` offset of the half queue in the
   consumer-offset table.
 
@@ -17,9 +21,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Iterator
 
+from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
+from sparkmq.message.batch import BatchItems, decode_batch_items
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import (
@@ -29,6 +36,7 @@ from sparkmq.message.properties import (
     REAL_QUEUE_ID,
     REAL_TOPIC,
     TAGS,
+    TRANSACTION_BATCH,
     TRANSACTION_CHECK_TIMES,
     TRANSACTION_PREPARED,
     UNIQ_KEY,
@@ -45,6 +53,7 @@ HALF_QUEUE_ID = 0  # RocketMQ uses one half queue (and one op queue with the sam
 SYSTEM_GROUP = "CID_RMQ_SYS_TRANS"  # TransactionalMessageUtil.buildConsumerGroup()
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
 READ_BATCH = 256  # records per store read while scanning the half or op queue
+MAX_INFLATED_BATCH_BYTES = 64 * 1024 * 1024  # as the send processor's bound on an inflated SEND_BATCH body
 _UNIQ_IDS = UniqueIdGenerator()
 
 
@@ -62,9 +71,12 @@ def half_message(batch: MessageBatch, producer_group: str) -> MessageBatch:
 
     The transaction bits go back to NOT_TYPE so the half queue's ConsumeQueue indexes it;
     ``PGROUP`` defaults to the sending group and ``UNIQ_KEY`` (the transaction id) is made up
-    when a client sent none. A delay level is dropped, as Java's producer clears it.
+    when a client sent none. A delay level is dropped, as Java's producer clears it. A batch half
+    message whose body is no SEND_BATCH body raises MessageError (the send answers MESSAGE_ILLEGAL).
     """
     props = decode_properties(batch.properties[0])
+    if is_batch_half(props):
+        carried_items(bytes(batch.bodies[0]), batch.sys_flag)  # refused now, not at its COMMIT
     props[REAL_TOPIC] = batch.topic
     props[REAL_QUEUE_ID] = str(batch.queue_id)
     props[TRANSACTION_PREPARED] = "true"
@@ -81,16 +93,54 @@ def transaction_id(message: StoredMessage) -> str:
     return message.properties.get(UNIQ_KEY) or f"@{message.physical_offset}"
 
 
+def is_batch_half(properties: dict[str, str]) -> bool:
+    """A half message carrying a SEND_BATCH body (sparkmq's ``SPARKMQ_TXN_BATCH`` extension)."""
+    return properties.get(TRANSACTION_BATCH) == "true"
+
+
+def carried_items(body: bytes, sys_flag: int) -> BatchItems:
+    """The messages a batch half message carries; MessageError when its body is no SEND_BATCH body."""
+    if sys_flag & L.COMPRESSED_FLAG:
+        inflater = zlib.decompressobj()
+        try:
+            body = inflater.decompress(body, MAX_INFLATED_BATCH_BYTES)
+        except zlib.error as exc:
+            raise MessageError(f"batch half message: its compressed body does not inflate: {exc}") from exc
+        if inflater.unconsumed_tail:
+            raise MessageError(f"batch half message: its body inflates past {MAX_INFLATED_BATCH_BYTES} bytes")
+    try:
+        items = decode_batch_items(body)
+    except MessageError as exc:
+        raise MessageError(f"batch half message: its body is no SEND_BATCH body: {exc.remark}") from exc
+    if not len(items):
+        raise MessageError("batch half message: its body carries no message")
+    return items
+
+
 def committed_message(half: StoredMessage) -> MessageBatch:
-    """``endMessageTransaction``: the half message bound for its real topic and queue, type COMMIT."""
+    """``endMessageTransaction``: the half message bound for its real topic and queue, type COMMIT
+    (a batch half message: every message it carries)."""
     props = half.properties
     topic, queue_id = props.pop(REAL_TOPIC, ""), props.pop(REAL_QUEUE_ID, "")
     props.pop(TRANSACTION_PREPARED, None)
+    if props.get(TRANSACTION_BATCH) == "true":
+        return _committed_batch(half, topic, int(queue_id))
     props[WAIT_STORE_MSG_OK] = "false"
     sys_flag = (half.sys_flag & ~L.TRANSACTION_TYPE_MASK) | L.TRANSACTION_COMMIT_TYPE
     return MessageBatch(topic, int(queue_id), [bytes(half.body)], [encode_properties(props)], [half.flag], sys_flag,
                         half.born_timestamp, half.born_host, half.reconsume_times,
                         prepared_transaction_offset=half.physical_offset)
+
+
+def _committed_batch(half: StoredMessage, topic: str, queue_id: int) -> MessageBatch:
+    items = carried_items(bytes(half.body), half.sys_flag)
+    properties = list(items.properties)
+    last = decode_properties(properties[-1])
+    last[UNIQ_KEY] = transaction_id(half)  # stored last: a commit found by this id is a whole commit
+    properties[-1] = encode_properties(last)
+    sys_flag = (half.sys_flag & ~(L.TRANSACTION_TYPE_MASK | L.COMPRESSED_FLAG)) | L.TRANSACTION_COMMIT_TYPE
+    return MessageBatch(topic, queue_id, items.bodies, properties, items.flags, sys_flag, half.born_timestamp,
+                        half.born_host, half.reconsume_times, prepared_transaction_offset=half.physical_offset)
 
 
 def op_message(half: StoredMessage) -> MessageBatch:
