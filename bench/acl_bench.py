@@ -63,16 +63,35 @@ accounts:
       - PID_bench=PUB|SUB
 """
 CREDENTIALS = SessionCredentials("benchUser", "benchSecret")
-SMALL_STORE = ["--set", "mapedFileSizeCommitLog=67108864", "--set", "maxHashSlotNum=50000",
-               "--set", "maxIndexNum=200000", "--flush", "async"]
+SMALL_STORE = [
+    "--set",
+    "mapedFileSizeCommitLog=67108864",
+    "--set",
+    "maxHashSlotNum=50000",
+    "--set",
+    "maxIndexNum=200000",
+    "--flush",
+    "async",
+]
 
 
 def send_fields() -> dict[str, str]:
     """SEND_MESSAGE_V2 fields as a producer sends them (properties: UNIQ_KEY and WAIT)."""
-    return {"a": "PID_bench", "b": "BenchAcl", "c": "TBW102", "d": "4", "e": "1", "f": "0",
-            "g": str(int(time.time() * 1000)), "h": "0",
-            "i": "UNIQ_KEY\x017F0000010001B4AAC29C1A2B3C4D5E6F70\x02WAIT\x01true\x02", "j": "0", "k": "false",
-            "l": "0", "m": "false"}
+    return {
+        "a": "PID_bench",
+        "b": "BenchAcl",
+        "c": "TBW102",
+        "d": "4",
+        "e": "1",
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": "UNIQ_KEY\x017F0000010001B4AAC29C1A2B3C4D5E6F70\x02WAIT\x01true\x02",
+        "j": "0",
+        "k": "false",
+        "l": "0",
+        "m": "false",
+    }
 
 
 def per_call_us(action: object, calls: int) -> float:
@@ -93,12 +112,18 @@ def micro(calls: int, tmp: Path) -> None:
     unsigned = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=fields, body=body)
     validator.check(signed, "127.0.0.1")  # warm, and proves it passes
     print("## In-process, CPU µs per call")
-    print(f"  broker AclValidator.check (signed SEND_MESSAGE_V2, 100 B): "
-          f"{per_call_us(lambda: validator.check(signed, '127.0.0.1'), calls):.2f}")
-    print(f"  client SessionCredentials.sign (same fields and body):      "
-          f"{per_call_us(lambda: CREDENTIALS.sign(fields, body), calls):.2f}")
-    print(f"  for scale, RemotingCommand.encode of the signed request:     "
-          f"{per_call_us(signed.encode, calls):.2f} (unsigned {per_call_us(unsigned.encode, calls):.2f})")
+    print(
+        f"  broker AclValidator.check (signed SEND_MESSAGE_V2, 100 B): "
+        f"{per_call_us(lambda: validator.check(signed, '127.0.0.1'), calls):.2f}"
+    )
+    print(
+        f"  client SessionCredentials.sign (same fields and body):      "
+        f"{per_call_us(lambda: CREDENTIALS.sign(fields, body), calls):.2f}"
+    )
+    print(
+        f"  for scale, RemotingCommand.encode of the signed request:     "
+        f"{per_call_us(signed.encode, calls):.2f} (unsigned {per_call_us(unsigned.encode, calls):.2f})"
+    )
 
 
 class Service:
@@ -106,8 +131,14 @@ class Service:
 
     def __init__(self, args: list[str], ready_prefix: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen([sys.executable, "-m", "sparkmq", *args], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sparkmq", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
         self.output: list[str] = []
         self.address = ""
         ready = threading.Event()
@@ -145,8 +176,9 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def measure(producer: AsyncProducer, broker: Service, sends: int, inflight: int) -> list[tuple[str, float, float,
-                                                                                                   float]]:
+async def measure(
+    producer: AsyncProducer, broker: Service, sends: int, inflight: int
+) -> list[tuple[str, float, float, float]]:
     messages = [Message("BenchAcl", os.urandom(100)) for _ in range(sends)]
     await producer.send(Message("BenchAcl", b"warm"))  # route, connection, topic auto-creation
     rows = []
@@ -160,8 +192,14 @@ async def measure(producer: AsyncProducer, broker: Service, sends: int, inflight
         if pending:
             await asyncio.wait(pending)
         wall = time.perf_counter() - start
-        rows.append((label, sends / wall, (broker.cpu_seconds() - broker_cpu) / sends * 1e6,
-                     (own_cpu_seconds() - client_cpu) / sends * 1e6))
+        rows.append(
+            (
+                label,
+                sends / wall,
+                (broker.cpu_seconds() - broker_cpu) / sends * 1e6,
+                (own_cpu_seconds() - client_cpu) / sends * 1e6,
+            )
+        )
     return rows
 
 
@@ -171,9 +209,22 @@ def end_to_end(acl: bool, sends: int, inflight: int, tmp: Path) -> list[tuple[st
     namesrv = Service(["namesrv", "--host", "127.0.0.1", "--port", "0"], "namesrv listening on")
     broker = None
     try:
-        args = ["broker", "--host", "127.0.0.1", "--port", "0", "--namesrv", namesrv.address, "--store-dir",
-                str(store / "store"), *SMALL_STORE, "--set", f"aclEnable={'true' if acl else 'false'}",
-                "--set", f"aclFile={store / 'plain_acl.yml'}"]
+        args = [
+            "broker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--namesrv",
+            namesrv.address,
+            "--store-dir",
+            str(store / "store"),
+            *SMALL_STORE,
+            "--set",
+            f"aclEnable={'true' if acl else 'false'}",
+            "--set",
+            f"aclFile={store / 'plain_acl.yml'}",
+        ]
         broker = Service(args, "broker listening on")
 
         async def run() -> list[tuple[str, float, float, float]]:
@@ -210,8 +261,10 @@ def main() -> None:
         for round_number in range(rounds):
             for acl in (False, True):
                 for label, rate, broker_us, client_us in end_to_end(acl, sends, args.inflight, tmp):
-                    print(f"{label:28} {'on' if acl else 'off':4} {rate:9.0f} {broker_us:14.1f} {client_us:14.1f}"
-                          f"   (round {round_number + 1}, load {loadavg()})")
+                    print(
+                        f"{label:28} {'on' if acl else 'off':4} {rate:9.0f} {broker_us:14.1f} {client_us:14.1f}"
+                        f"   (round {round_number + 1}, load {loadavg()})"
+                    )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -55,20 +55,35 @@ def loadavg() -> str:
 def commit() -> str:
     """The short HEAD commit, marked when the work tree has uncommitted changes."""
     git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          check=False).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                           check=False).stdout
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=False
+    ).stdout
     return head + (" + uncommitted changes" if dirty.strip() else "")
 
 
 def machine() -> dict[str, str]:
     """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "nproc": str(os.cpu_count()),
-            "python": platform.python_version(), "platform": platform.platform(), "commit": commit(),
-            "tmp_dir": str(bench_root()), "loadavg_at_start": loadavg()}
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "nproc": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": commit(),
+        "tmp_dir": str(bench_root()),
+        "loadavg_at_start": loadavg(),
+    }
 
 
 def short_frame(frame: str, line_too: bool = False) -> str:
@@ -108,9 +123,25 @@ class DevProcess:
 
     def __init__(self, store_dir: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        cmd = [sys.executable, "-m", "sparkmq", "dev", "--host", "127.0.0.1", "--namesrv-port", "0", "--port", "0",
-               "--flush", "async", "--store-dir", str(store_dir)]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+        cmd = [
+            sys.executable,
+            "-m",
+            "sparkmq",
+            "dev",
+            "--host",
+            "127.0.0.1",
+            "--namesrv-port",
+            "0",
+            "--port",
+            "0",
+            "--flush",
+            "async",
+            "--store-dir",
+            str(store_dir),
+        ]
+        self.process = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
+        )
         self.output: list[str] = []
         self.namesrv = self.broker = ""
         ready = threading.Event()
@@ -159,9 +190,23 @@ class Spy:
     def __init__(self, pid: int, out: Path) -> None:
         self.out = out
         spy = Path(sys.executable).with_name("py-spy")
-        self.process = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", str(SPY_RATE), "--nonblocking",
-                                         "--format", "raw", "--output", str(out)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                str(SPY_RATE),
+                "--nonblocking",
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -176,8 +221,14 @@ class Spy:
 # Leaf frames where a thread waits (not CPU), and where it is inside a socket syscall (its CPU is
 # the process's *system* time, measured separately). Any other leaf is Python work: user time.
 WAIT_LEAVES = ("EpollSelector.select", "Condition.wait", "Event.wait", "Thread.join", "Popen._wait")
-SYSCALL_LEAVES = ("_SelectorSocketTransport.write ", "_SelectorSocketTransport._read_ready__data_received (asyncio/selector_events.py:995)",
-                  "socket.send", "MappedFile.flush", "IndexFile.flush", "StoreCheckpoint.flush")
+SYSCALL_LEAVES = (
+    "_SelectorSocketTransport.write ",
+    "_SelectorSocketTransport._read_ready__data_received (asyncio/selector_events.py:995)",
+    "socket.send",
+    "MappedFile.flush",
+    "IndexFile.flush",
+    "StoreCheckpoint.flush",
+)
 
 
 def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], top: int = 14) -> str:
@@ -210,13 +261,19 @@ def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], to
             continue
         buckets["python"] += n
         own[short_frame(leaf, line_too=True)] += n
-        for frame in {short_frame(f) for f in frames if "sparkmq/" in f and "sparkmq/cli" not in f and "__main__" not in f}:
+        for frame in {
+            short_frame(f) for f in frames if "sparkmq/" in f and "sparkmq/cli" not in f and "__main__" not in f
+        }:
             inclusive[frame] += n
     python = buckets["python"] or 1
     scale = user_us / python
-    lines = [(f"measured CPU: user {user_us:.2f} + system {sys_us:.2f} µs/msg; sampled (wall, non-idle): Python "
-              f"{buckets['python'] * us_per_sample:.2f}, in syscalls {buckets['syscall'] * us_per_sample:.2f}, "
-              f"waiting {buckets['waiting'] * us_per_sample:.2f} µs/msg")]
+    lines = [
+        (
+            f"measured CPU: user {user_us:.2f} + system {sys_us:.2f} µs/msg; sampled (wall, non-idle): Python "
+            f"{buckets['python'] * us_per_sample:.2f}, in syscalls {buckets['syscall'] * us_per_sample:.2f}, "
+            f"waiting {buckets['waiting'] * us_per_sample:.2f} µs/msg"
+        )
+    ]
     lines.append("self time, Python (≈ user µs/msg | share):")
     lines += [f"  {n * scale:8.2f} | {100 * n / python:4.1f}%  {f}" for f, n in own.most_common(top)]
     lines.append("inclusive, sparkmq functions, Python part (≈ user µs/msg | share):")
@@ -225,7 +282,6 @@ def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], to
         lines.append("syscall samples (sampled µs/msg, ← nearest sparkmq caller):")
         lines += [f"  {n * us_per_sample:8.2f}  {f}" for f, n in syscalls.most_common(5)]
     return "\n".join(lines)
-
 
 
 class Recorder:
@@ -247,36 +303,60 @@ class Recorder:
             return [Message(topic, body, tags="TagA", keys=[f"order-{i}"]) for i in range(count)]
         return [Message(topic, body) for _ in range(count)]
 
-    async def timed(self, case: str, size: int, messages: int, work: Callable[[], Awaitable[object]],
-                    note: str = "", latency: list[float] | None = None) -> Row:
+    async def timed(
+        self,
+        case: str,
+        size: int,
+        messages: int,
+        work: Callable[[], Awaitable[object]],
+        note: str = "",
+        latency: list[float] | None = None,
+    ) -> Row:
         spies = self._spies(case, size)
         broker_cpu, client_cpu = self.dev.cpu_seconds(), own_cpu_seconds()
         started = time.perf_counter()
         await work()
         seconds = time.perf_counter() - started
-        row = Row(case, size, messages, seconds, _minus(self.dev.cpu_seconds(), broker_cpu), _minus(own_cpu_seconds(), client_cpu),
-                  note, latency if latency is not None else [])
+        row = Row(
+            case,
+            size,
+            messages,
+            seconds,
+            _minus(self.dev.cpu_seconds(), broker_cpu),
+            _minus(own_cpu_seconds(), client_cpu),
+            note,
+            latency if latency is not None else [],
+        )
         self._summarize(spies, row)
         self.rows.append(row)
-        print(f"  {case:<34} {size:>5} B {row.msgs_per_s:>12,.0f} msgs/s"
-              + (f"  p50 {row.pct(50):.0f} µs p99 {row.pct(99):.0f} µs" if row.latency_us else ""), file=sys.stderr, flush=True)
+        print(
+            f"  {case:<34} {size:>5} B {row.msgs_per_s:>12,.0f} msgs/s"
+            + (f"  p50 {row.pct(50):.0f} µs p99 {row.pct(99):.0f} µs" if row.latency_us else ""),
+            file=sys.stderr,
+            flush=True,
+        )
         return row
 
     def _spies(self, case: str, size: int) -> list[tuple[str, Spy]]:
         if self.profile_dir is None or size not in (0, 100) or case.startswith("asyncio echo"):
             return []
         stem = "".join(c if c.isalnum() else "-" for c in case.split("(")[0]).strip("-")
-        spies = [(who, Spy(pid, self.profile_dir / f"{stem}-{who}.txt"))
-                 for who, pid in (("broker", self.dev.process.pid), ("client", os.getpid()))]
+        spies = [
+            (who, Spy(pid, self.profile_dir / f"{stem}-{who}.txt"))
+            for who, pid in (("broker", self.dev.process.pid), ("client", os.getpid()))
+        ]
         time.sleep(1.0)  # attach before the clock starts
         return spies
 
     def _summarize(self, spies: list[tuple[str, Spy]], row: Row) -> None:
         for who, spy in spies:
             spy.stop()
-            self.profiles.append(f"### {who} during {row.case}, {row.size} B ({row.messages:,} msgs, "
-                                 f"{row.msgs_per_s:,.0f} msgs/s under the sampler)\n"
-                                 + profile_summary(spy.out, row.messages, row.broker_cpu if who == "broker" else row.client_cpu))
+            self.profiles.append(
+                f"### {who} during {row.case}, {row.size} B ({row.messages:,} msgs, "
+                f"{row.msgs_per_s:,.0f} msgs/s under the sampler)\n"
+                + profile_summary(spy.out, row.messages, row.broker_cpu if who == "broker" else row.client_cpu)
+            )
+
 
 def _per_msg(cpu: tuple[float, float], messages: int) -> str:
     user, system = (x / messages * 1e6 for x in cpu)
@@ -288,11 +368,16 @@ def _fmt(x: object) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| case | body | messages | seconds | msgs/s | MB/s | p50 µs | p99 µs | broker CPU µs/msg (user+sys) | client CPU µs/msg (user+sys) | note |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| case | body | messages | seconds | msgs/s | MB/s | p50 µs | p99 µs | broker CPU µs/msg "
+        "(user+sys) | client CPU µs/msg (user+sys) | note |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         lat = f"{r.pct(50):.0f} | {r.pct(99):.0f}" if r.latency_us else "- | -"
-        lines.append(f"| {r.case} | {r.size} B | {r.messages:,} | {r.seconds:.2f} | {r.msgs_per_s:,.0f} | "
-                     f"{r.messages * r.size / r.seconds / 1e6:.1f} | {lat} | {_per_msg(r.broker_cpu, r.messages)} | "
-                     f"{_per_msg(r.client_cpu, r.messages)} | {r.note} |")
+        lines.append(
+            f"| {r.case} | {r.size} B | {r.messages:,} | {r.seconds:.2f} | {r.msgs_per_s:,.0f} | "
+            f"{r.messages * r.size / r.seconds / 1e6:.1f} | {lat} | {_per_msg(r.broker_cpu, r.messages)} | "
+            f"{_per_msg(r.client_cpu, r.messages)} | {r.note} |"
+        )
     return "\n".join(lines)

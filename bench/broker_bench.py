@@ -93,8 +93,24 @@ class BrokerProcess:
     def __init__(self, store_dir: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sparkmq", "broker", "--host", "127.0.0.1", "--port", "0", "--store-dir", str(store_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "sparkmq",
+                "broker",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--store-dir",
+                str(store_dir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
         self.output: list[str] = []
         ready = threading.Event()
         self.address = ""
@@ -133,8 +149,11 @@ class Profiler:
     def __init__(self, pid: int, out: Path) -> None:
         self.out = out
         spy = Path(sys.executable).with_name("py-spy")
-        self.process = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
-                                         "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [str(spy), "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "--output", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(1.0)  # attach before the clock starts
 
     def stop(self) -> str:
@@ -171,12 +190,15 @@ def summarize(collapsed: Path, top: int = 15) -> str:
     return "\n".join(lines)
 
 
-
 # -- inputs, built before any clock starts -------------------------------------------------
 def properties(count: int) -> list[str]:
     prefix = os.urandom(8).hex().upper()
-    return [encode_properties({"KEYS": f"order-{i}", "TAGS": "TagA", "WAIT": "true", "UNIQ_KEY": f"{prefix}{i:016X}"})
-            .decode() for i in range(count)]
+    return [
+        encode_properties(
+            {"KEYS": f"order-{i}", "TAGS": "TagA", "WAIT": "true", "UNIQ_KEY": f"{prefix}{i:016X}"}
+        ).decode()
+        for i in range(count)
+    ]
 
 
 def bodies(count: int) -> list[bytes]:
@@ -185,21 +207,38 @@ def bodies(count: int) -> list[bytes]:
 
 
 def send_fields(topic: str, queue_id: int, props: str, batch: bool = False) -> dict[str, str]:
-    fields = {"a": "PID_BENCH", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(queue_id), "f": "0",
-              "g": str(int(time.time() * 1000)), "h": "0", "i": props}
+    fields = {
+        "a": "PID_BENCH",
+        "b": topic,
+        "c": "TBW102",
+        "d": str(QUEUES),
+        "e": str(queue_id),
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": props,
+    }
     if batch:
         fields["m"] = "true"
     return fields
 
 
 def single_plan(topic: str, count: int) -> list[tuple[dict[str, str], bytes]]:
-    return [(send_fields(topic, i % QUEUES, p), b) for i, (p, b) in enumerate(zip(properties(count), bodies(count), strict=True))]
+    return [
+        (send_fields(topic, i % QUEUES, p), b)
+        for i, (p, b) in enumerate(zip(properties(count), bodies(count), strict=True))
+    ]
 
 
 def batch_plan(topic: str, count: int, size: int) -> list[tuple[dict[str, str], bytes]]:
     props, bods = [p.encode() for p in properties(count)], bodies(count)
-    return [(send_fields(topic, (i // size) % QUEUES, "", batch=True),
-             encode_batch_items(bods[i : i + size], props[i : i + size])) for i in range(0, count, size)]
+    return [
+        (
+            send_fields(topic, (i // size) % QUEUES, "", batch=True),
+            encode_batch_items(bods[i : i + size], props[i : i + size]),
+        )
+        for i in range(0, count, size)
+    ]
 
 
 # -- cases ---------------------------------------------------------------------------------
@@ -213,7 +252,9 @@ class Bench:
         started = time.perf_counter()
         await work()
         seconds = time.perf_counter() - started
-        return Result(case, messages, seconds, self.broker.cpu_seconds() - broker_cpu, time.process_time() - client_cpu, note)
+        return Result(
+            case, messages, seconds, self.broker.cpu_seconds() - broker_cpu, time.process_time() - client_cpu, note
+        )
 
     async def expect_ok(self, code: int, fields: dict[str, str], body: bytes) -> None:
         response = await self.client.invoke(self.broker.address, code, fields, body, TIMEOUT_S)
@@ -229,17 +270,29 @@ class Bench:
 
         await asyncio.gather(*(worker() for _ in range(inflight)))
 
-    async def produce(self, case: str, code: int, plan: list[tuple[dict[str, str], bytes]], messages: int,
-                      inflight: int) -> Result:
+    async def produce(
+        self, case: str, code: int, plan: list[tuple[dict[str, str], bytes]], messages: int, inflight: int
+    ) -> Result:
         return await self.timed(case, messages, lambda: self.pipelined(code, plan, inflight), f"{inflight} in flight")
 
     async def pull_queue(self, topic: str, queue_id: int, max_nums: int) -> int:
         offset, count = 0, 0
         while True:
-            fields = {"consumerGroup": "CID_BENCH", "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
-                      "maxMsgNums": str(max_nums), "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
-                      "subscription": "*", "subVersion": "0"}
-            response = await self.client.invoke(self.broker.address, RequestCode.PULL_MESSAGE, fields, timeout=TIMEOUT_S)
+            fields = {
+                "consumerGroup": "CID_BENCH",
+                "topic": topic,
+                "queueId": str(queue_id),
+                "queueOffset": str(offset),
+                "maxMsgNums": str(max_nums),
+                "sysFlag": "4",
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+            }
+            response = await self.client.invoke(
+                self.broker.address, RequestCode.PULL_MESSAGE, fields, timeout=TIMEOUT_S
+            )
             if response.code != ResponseCode.SUCCESS:
                 return count
             count += len(record_starts(response.body))
@@ -249,7 +302,9 @@ class Bench:
         counts: list[int] = []
 
         async def work() -> None:
-            counts.extend(await asyncio.gather(*(self.pull_queue(t, q, max_nums) for t in topics for q in range(QUEUES))))
+            counts.extend(
+                await asyncio.gather(*(self.pull_queue(t, q, max_nums) for t in topics for q in range(QUEUES)))
+            )
 
         result = await self.timed(case, expected, work, f"{len(topics) * QUEUES} queues pulled concurrently")
         if sum(counts) != expected:
@@ -271,7 +326,9 @@ class Bench:
         return result, samples
 
 
-async def run_cases(broker: BrokerProcess, scale: int, inflight: int, profile_dir: Path | None) -> tuple[list[Result], str, str]:
+async def run_cases(
+    broker: BrokerProcess, scale: int, inflight: int, profile_dir: Path | None
+) -> tuple[list[Result], str, str]:
     client = RemotingClient()
     bench = Bench(broker, client)
     results: list[Result] = []
@@ -281,11 +338,17 @@ async def run_cases(broker: BrokerProcess, scale: int, inflight: int, profile_di
         for topic in ("BenchSingle", "BenchBatch32", "BenchBatch256"):  # auto-create outside the clock
             for q in range(QUEUES):
                 await bench.expect_ok(RequestCode.SEND_MESSAGE_V2, send_fields(topic, q, ""), b"warm-up")
-        plans = [("send-v2 x1", RequestCode.SEND_MESSAGE_V2, single_plan("BenchSingle", singles), singles, inflight),
-                 ("batch-32", RequestCode.SEND_BATCH_MESSAGE, batch_plan("BenchBatch32", b32, 32), b32, BATCH_INFLIGHT),
-                 ("batch-256", RequestCode.SEND_BATCH_MESSAGE, batch_plan("BenchBatch256", b256, 256), b256, BATCH_INFLIGHT)]
+        plans = [
+            ("send-v2 x1", RequestCode.SEND_MESSAGE_V2, single_plan("BenchSingle", singles), singles, inflight),
+            ("batch-32", RequestCode.SEND_BATCH_MESSAGE, batch_plan("BenchBatch32", b32, 32), b32, BATCH_INFLIGHT),
+            ("batch-256", RequestCode.SEND_BATCH_MESSAGE, batch_plan("BenchBatch256", b256, 256), b256, BATCH_INFLIGHT),
+        ]
         for case, code, plan, messages, depth in plans:
-            spy = Profiler(broker.process.pid, profile_dir / "batch-256.txt") if profile_dir and case == "batch-256" else None
+            spy = (
+                Profiler(broker.process.pid, profile_dir / "batch-256.txt")
+                if profile_dir and case == "batch-256"
+                else None
+            )
             results.append(await bench.produce(case, code, plan, messages, depth))
             if spy:
                 profiles.append("## broker during batch-256 produce\n" + spy.stop())
@@ -301,8 +364,10 @@ async def run_cases(broker: BrokerProcess, scale: int, inflight: int, profile_di
         result, samples = await bench.latency(lat)
         results.append(result)
         cut = statistics.quantiles(samples, n=100)
-        latency = (f"single-send latency over {len(samples)} sends: p50 {cut[49] * 1000:.3f} ms, "
-                   f"p99 {cut[98] * 1000:.3f} ms, max {max(samples) * 1000:.3f} ms")
+        latency = (
+            f"single-send latency over {len(samples)} sends: p50 {cut[49] * 1000:.3f} ms, "
+            f"p99 {cut[98] * 1000:.3f} ms, max {max(samples) * 1000:.3f} ms"
+        )
     finally:
         await client.close()
     return results, latency, "\n\n".join(profiles)
@@ -311,14 +376,16 @@ async def run_cases(broker: BrokerProcess, scale: int, inflight: int, profile_di
 # -- driver --------------------------------------------------------------------------------
 
 
-
-
 def table(results: list[Result]) -> str:
-    lines = ["| case | messages | seconds | msgs/s | body MiB/s | broker CPU s | client CPU s | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| case | messages | seconds | msgs/s | body MiB/s | broker CPU s | client CPU s | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results:
-        lines.append(f"| {r.case} | {r.messages:,} | {r.seconds:.2f} | {r.msgs_per_s:,.0f} | {r.mib_per_s:.1f} | "
-                     f"{r.broker_cpu:.2f} | {r.client_cpu:.2f} | {r.note} |")
+        lines.append(
+            f"| {r.case} | {r.messages:,} | {r.seconds:.2f} | {r.msgs_per_s:,.0f} | {r.mib_per_s:.1f} | "
+            f"{r.broker_cpu:.2f} | {r.client_cpu:.2f} | {r.note} |"
+        )
     return "\n".join(lines)
 
 
@@ -331,12 +398,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     info = machine()
-    print(f"sparkmq broker bench: {info['date']}, {info['cpu']}, {info['nproc']} CPUs, Python {info['python']}",
-          file=sys.stderr)
+    print(
+        f"sparkmq broker bench: {info['date']}, {info['cpu']}, {info['nproc']} CPUs, Python {info['python']}",
+        file=sys.stderr,
+    )
     root = Path(tempfile.mkdtemp(prefix="sparkmq-broker-bench-", dir=bench_root()))
     broker = BrokerProcess(root / "store")
     try:
-        results, latency, profiles = asyncio.run(run_cases(broker, 10 if args.quick else 1, args.inflight, args.profile))
+        results, latency, profiles = asyncio.run(
+            run_cases(broker, 10 if args.quick else 1, args.inflight, args.profile)
+        )
     finally:
         broker.stop()
         shutil.rmtree(root)

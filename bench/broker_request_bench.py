@@ -58,9 +58,26 @@ class BrokerProcess:
     def __init__(self, store_dir: Path, flush: str, loop: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", SPARKMQ_EVENT_LOOP=loop)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sparkmq", "broker", "--host", "127.0.0.1", "--port", "0", "--store-dir",
-             str(store_dir), "--flush", flush], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-            cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "sparkmq",
+                "broker",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--store-dir",
+                str(store_dir),
+                "--flush",
+                flush,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
         self.output: list[str] = []
         ready = threading.Event()
         self.host, self.port = "", 0
@@ -119,7 +136,7 @@ class Window(asyncio.Protocol):
         assert self.transport is not None
         stop = min(self.next + count, len(self.frames))
         if stop > self.next:
-            self.transport.writelines(self.frames[self.next:stop])
+            self.transport.writelines(self.frames[self.next : stop])
             self.next = stop
 
     def data_received(self, data: bytes) -> None:
@@ -130,9 +147,9 @@ class Window(asyncio.Protocol):
             (length,) = _LENGTH.unpack_from(buffer, position)
             if len(buffer) - position - 4 < length:
                 break
-            header = bytes(buffer[position + 8:position + 40])
+            header = bytes(buffer[position + 8 : position + 40])
             if not header.startswith(b'{"code":0,'):
-                code = int(header[8:header.index(b",")])
+                code = int(header[8 : header.index(b",")])
                 self.failed[code] = self.failed.get(code, 0) + 1
             position += 4 + length
             answered += 1
@@ -155,11 +172,23 @@ def send_frames(topic: str, count: int, tags_keys: bool, opaque: int) -> list[by
         props = {"WAIT": "true", "UNIQ_KEY": f"{prefix}{i:016X}"}
         if tags_keys:
             props.update(TAGS="TagA", KEYS=f"order-{i}")
-        fields = {"a": "PID_BENCH", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(i % QUEUES), "f": "0",
-                  "g": str(int(time.time() * 1000)), "h": "0", "i": encode_properties(props).decode(), "j": "0",
-                  "k": "false", "m": "false"}
-        frames.append(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque + i, ext_fields=fields,
-                                              body=body).encode())
+        fields = {
+            "a": "PID_BENCH",
+            "b": topic,
+            "c": "TBW102",
+            "d": str(QUEUES),
+            "e": str(i % QUEUES),
+            "f": "0",
+            "g": str(int(time.time() * 1000)),
+            "h": "0",
+            "i": encode_properties(props).decode(),
+            "j": "0",
+            "k": "false",
+            "m": "false",
+        }
+        frames.append(
+            RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque + i, ext_fields=fields, body=body).encode()
+        )
     return frames
 
 
@@ -169,15 +198,26 @@ def pull_frames(topic: str, count: int, stored: int, opaque: int) -> list[bytes]
     rounds = max(stored // QUEUES // PULL_BATCH, 1)
     for i in range(count):
         queue, offset = i % QUEUES, (i // QUEUES) % rounds * PULL_BATCH
-        fields = {"consumerGroup": "CID_BENCH", "topic": topic, "queueId": str(queue), "queueOffset": str(offset),
-                  "maxMsgNums": str(PULL_BATCH), "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "0",
-                  "subscription": "*", "subVersion": "0", "expressionType": "TAG"}
+        fields = {
+            "consumerGroup": "CID_BENCH",
+            "topic": topic,
+            "queueId": str(queue),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(PULL_BATCH),
+            "sysFlag": "6",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+            "expressionType": "TAG",
+        }
         frames.append(RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque + i, ext_fields=fields).encode())
     return frames
 
 
-async def run_window(broker: BrokerProcess, frames: list[bytes],
-                     inflight: int) -> tuple[float, float, float, dict[int, int]]:
+async def run_window(
+    broker: BrokerProcess, frames: list[bytes], inflight: int
+) -> tuple[float, float, float, dict[int, int]]:
     """(seconds, broker user CPU seconds, broker system CPU seconds, failed response codes)."""
     loop = asyncio.get_running_loop()
     transport, window = await loop.create_connection(lambda: Window(frames, inflight), broker.host, broker.port)
@@ -197,9 +237,23 @@ class Profiler:
 
     def __init__(self, pid: int, out: Path) -> None:
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        self.process = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "500", "--nonblocking",
-                                         "--format", "raw", "--output", str(out)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [
+                spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "500",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.0)  # attached before the clock starts
 
     def stop(self) -> None:
@@ -211,8 +265,10 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
     rows = []
     warm = send_frames("BenchReq", QUEUES, False, 1)  # the topic is created outside the clock
     await run_window(broker, warm, QUEUES)
-    cases = [("send x1", send_frames("BenchReq", args.sends, args.tags_keys, 100)),
-             (f"pull {PULL_BATCH}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000))]
+    cases = [
+        ("send x1", send_frames("BenchReq", args.sends, args.tags_keys, 100)),
+        (f"pull {PULL_BATCH}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000)),
+    ]
     for case, frames in cases:
         spy = Profiler(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
         seconds, user, system, failed = await run_window(broker, frames, args.inflight)
@@ -221,8 +277,10 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
         if failed:
             raise RuntimeError(f"{case}: responses with codes {failed}")
         per = 1e6 / len(frames)
-        rows.append(f"| {case}, {args.inflight} in flight | {len(frames):,} | {len(frames) / seconds:,.0f} | "
-                    f"{(user + system) * per:.1f} | {user * per:.1f} / {system * per:.1f} |")
+        rows.append(
+            f"| {case}, {args.inflight} in flight | {len(frames):,} | {len(frames) / seconds:,.0f} | "
+            f"{(user + system) * per:.1f} | {user * per:.1f} / {system * per:.1f} |"
+        )
         print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -234,8 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inflight", type=int, default=128, help="requests in flight (default 128)")
     parser.add_argument("--tags-keys", action="store_true", help="give every message TAGS and KEYS")
     parser.add_argument("--flush", choices=("async", "sync"), default="async")
-    parser.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
-                        help="the broker's event loop (SPARKMQ_EVENT_LOOP)")
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="the broker's event loop (SPARKMQ_EVENT_LOOP)",
+    )
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the broker per case (raw stacks)")
     args = parser.parse_args(argv)
     if args.profile:
@@ -248,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
         shutil.rmtree(root)
-    print(f"{info['date']} | {info.get('commit', '')} | flush {args.flush} | loop {args.loop} | load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"{info['date']} | {info.get('commit', '')} | flush {args.flush} | loop {args.loop} | load average "
+        f"{os.getloadavg()[0]:.2f}"
+    )
     print("| case | requests | requests/s | broker CPU µs/request | user / system |\n|---|---:|---:|---:|---:|")
     print("\n".join(rows))
     return 0

@@ -111,16 +111,25 @@ async def async_cases(bench: Recorder, scale: int, inflight: int, n_latency: int
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
-    parser.add_argument("--with-peers", action="store_true", help="run ../shared/peers/run_all.sh first (ONLY=redis nats)")
+    parser.add_argument(
+        "--with-peers", action="store_true", help="run ../shared/peers/run_all.sh first (ONLY=redis nats)"
+    )
     parser.add_argument("--peers-only", default="redis nats", help="the peers' ONLY (default: redis nats)")
     parser.add_argument("--peers-reps", type=int, default=1, help="the peers' REPS (default 1)")
-    parser.add_argument("--peers-python", type=Path, default=PEERS_BASE / "venv" / "bin" / "python",
-                        help="python of the peers' virtualenv (setup.sh)")
+    parser.add_argument(
+        "--peers-python",
+        type=Path,
+        default=PEERS_BASE / "venv" / "bin" / "python",
+        help="python of the peers' virtualenv (setup.sh)",
+    )
     parser.add_argument("--json", type=Path, help="write every row and peer record here")
     args = parser.parse_args(argv)
     info = machine()
     info["load at start"] = loadavg()
-    print(f"sparkmq client bench: {info['date']}, {info['cpu']} x {info['nproc']}, load {info['load at start']}", file=sys.stderr)
+    print(
+        f"sparkmq client bench: {info['date']}, {info['cpu']} x {info['nproc']}, load {info['load at start']}",
+        file=sys.stderr,
+    )
     root = Path(tempfile.mkdtemp(prefix="sparkmq-client-bench-", dir=bench_root()))
     records: list[dict] = []
     versions = ""
@@ -152,8 +161,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if versions:
         print("\n## peer versions\n\n```\n" + versions.rstrip() + "\n```")
     if args.json:
-        rows = [dict(asdict(r), msgs_per_s=r.msgs_per_s, p50_us=r.pct(50) if r.latency_us else None,
-                     p99_us=r.pct(99) if r.latency_us else None, latency_us=None) for r in bench.rows]
+        rows = [
+            dict(
+                asdict(r),
+                msgs_per_s=r.msgs_per_s,
+                p50_us=r.pct(50) if r.latency_us else None,
+                p99_us=r.pct(99) if r.latency_us else None,
+                latency_us=None,
+            )
+            for r in bench.rows
+        ]
         args.json.write_text(json.dumps({"machine": info, "sparkmq": rows, "peers": records}, indent=1))
     return 0
 

@@ -38,7 +38,9 @@ from sparkmq.message.record import record_starts
 PULL_MAX = 4096  # the broker's maxTransferCountOnMessageInMemory
 
 
-async def pull_raw(bench: Recorder, consumer: AsyncPullConsumer, queues: list[MessageQueue], size: int, expected: int) -> None:
+async def pull_raw(
+    bench: Recorder, consumer: AsyncPullConsumer, queues: list[MessageQueue], size: int, expected: int
+) -> None:
     counts: list[int] = []
 
     async def one_queue(queue: MessageQueue) -> int:
@@ -58,6 +60,7 @@ async def pull_raw(bench: Recorder, consumer: AsyncPullConsumer, queues: list[Me
     if sum(counts) != expected:
         raise RuntimeError(f"pull_raw read {sum(counts)} messages, expected {expected}")
 
+
 async def poll(bench: Recorder, consumer: AsyncPullConsumer, size: int, expected: int) -> None:
     got: list[int] = [0, 0]
 
@@ -72,7 +75,6 @@ async def poll(bench: Recorder, consumer: AsyncPullConsumer, size: int, expected
     await bench.timed(f"poll {PULL_MAX} → ReceivedMessage", size, expected, work, "queues in turn")
     if got[0] != expected or got[1] != expected * size:
         raise RuntimeError(f"poll read {got[0]} messages / {got[1]} body bytes, expected {expected}")
-
 
 
 async def consume_cases(bench: Recorder, consumer: AsyncPullConsumer, topic: str, size: int, expected: int) -> None:

@@ -57,7 +57,9 @@ def cpu():
 def report(sent, seconds, cpu_at_start):
     print(json.dumps({"sent": sent, "seconds": seconds, "cpu": cpu() - cpu_at_start}), flush=True)
 """
-CPP_WORKER = _RESULT + """
+CPP_WORKER = (
+    _RESULT
+    + """
 import sys, time
 from rocketmq.client import Message, Producer
 namesrv, topic, group, count, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
@@ -81,11 +83,14 @@ for _ in range(count):
 report(count, time.perf_counter() - started, cpu_at_start)
 producer.shutdown()
 """
-SPARKMQ_WORKER = _RESULT + """
+)
+SPARKMQ_WORKER = (
+    _RESULT
+    + """
 import asyncio, sys, time
 from sparkmq.client import AsyncProducer, Message
-namesrv, topic, group, count, size, inflight = (sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
-                                                int(sys.argv[6]))
+namesrv, topic, group = sys.argv[1:4]
+count, size, inflight = (int(a) for a in sys.argv[4:7])
 uvloop = sys.argv[7] == "uvloop"
 
 async def main():
@@ -113,7 +118,10 @@ if uvloop:
 else:
     asyncio.run(main())
 """
-NATS_WORKER = _RESULT + """
+)
+NATS_WORKER = (
+    _RESULT
+    + """
 import asyncio, sys, time
 import nats
 from nats.js.api import StorageType, StreamConfig
@@ -151,6 +159,7 @@ async def main():
 
 asyncio.run(main())
 """
+)
 NATS_STREAM = """
 import asyncio, sys
 import nats
@@ -190,8 +199,18 @@ def process_cpu_seconds(pid: int) -> float:
 def run_workers(case: str, commands: list[list[str]], env: dict[str, str], server_pid: int, cwd: Path) -> FanInRow:
     """Start every worker, wait until all are ready, release them together, collect their reports."""
     lines: queue.Queue[tuple[int, str]] = queue.Queue()
-    workers = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True, env=env, cwd=cwd) for command in commands]
+    workers = [
+        subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+        for command in commands
+    ]
 
     def pump(index: int, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -210,9 +229,15 @@ def run_workers(case: str, commands: list[list[str]], env: dict[str, str], serve
             process.stdin.flush()
         reports = [json.loads(line) for line in _await_lines(lines, len(workers), "{", RUN_TIMEOUT_S, case)]
         seconds = time.perf_counter() - started
-        return FanInRow(case, len(workers), sum(r["sent"] for r in reports), seconds,
-                        process_cpu_seconds(server_pid) - cpu_before, sum(r["cpu"] for r in reports),
-                        max(r["seconds"] for r in reports))
+        return FanInRow(
+            case,
+            len(workers),
+            sum(r["sent"] for r in reports),
+            seconds,
+            process_cpu_seconds(server_pid) - cpu_before,
+            sum(r["cpu"] for r in reports),
+            max(r["seconds"] for r in reports),
+        )
     finally:
         for process in workers:
             if process.poll() is None:
@@ -220,7 +245,9 @@ def run_workers(case: str, commands: list[list[str]], env: dict[str, str], serve
             process.wait()
 
 
-def _await_lines(lines: queue.Queue[tuple[int, str]], count: int, prefix: str, timeout_s: float, case: str) -> list[str]:
+def _await_lines(
+    lines: queue.Queue[tuple[int, str]], count: int, prefix: str, timeout_s: float, case: str
+) -> list[str]:
     got: dict[int, str] = {}
     deadline = time.monotonic() + timeout_s
     while len(got) < count:
@@ -258,15 +285,29 @@ def sparkmq_cases(root: Path, processes: int, sends: int, size: int, loop: str) 
             home = root / "cpp-home"
             home.mkdir()
             cpp_env["HOME"] = str(home)  # the C++ library logs under $HOME/logs
-            commands = [[str(python), "-c", CPP_WORKER, dev.namesrv, "FanInCpp", f"PID_FANIN_CPP_{i}", str(sends),
-                         str(size)] for i in range(processes)]
+            commands = [
+                [str(python), "-c", CPP_WORKER, dev.namesrv, "FanInCpp", f"PID_FANIN_CPP_{i}", str(sends), str(size)]
+                for i in range(processes)
+            ]
             rows.append(report(run_workers("rocketmq C++ 0.4.4, sync", commands, cpp_env, dev.process.pid, home)))
         for inflight in (1, 128):
-            commands = [[sys.executable, "-c", SPARKMQ_WORKER, dev.namesrv, "FanInSparkmq", f"PID_FANIN_{i}",
-                         str(sends), str(size), str(inflight), loop] for i in range(processes)]
+            commands = [
+                [
+                    sys.executable,
+                    "-c",
+                    SPARKMQ_WORKER,
+                    dev.namesrv,
+                    "FanInSparkmq",
+                    f"PID_FANIN_{i}",
+                    str(sends),
+                    str(size),
+                    str(inflight),
+                    loop,
+                ]
+                for i in range(processes)
+            ]
             label = f"sparkmq AsyncProducer, {inflight} in flight" + (", uvloop" if loop == "uvloop" else "")
-            rows.append(report(run_workers(label, commands, env,
-                                           dev.process.pid, REPO)))
+            rows.append(report(run_workers(label, commands, env, dev.process.pid, REPO)))
     finally:
         dev.stop()
     return rows
@@ -275,26 +316,37 @@ def sparkmq_cases(root: Path, processes: int, sends: int, size: int, loop: str) 
 def nats_cases(root: Path, processes: int, sends: int, size: int, peers_python: Path) -> list[FanInRow]:
     server = shutil.which("nats-server")
     if server is None or not peers_python.exists():
-        print(f"(no nats-server on PATH or no {peers_python}: run ../shared/peers/setup.sh; NATS rows skipped)",
-              file=sys.stderr)
+        print(
+            f"(no nats-server on PATH or no {peers_python}: run ../shared/peers/setup.sh; NATS rows skipped)",
+            file=sys.stderr,
+        )
         return []
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
-    nats = subprocess.Popen([server, "-js", "-sd", str(root / "nats"), "-a", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    nats = subprocess.Popen(
+        [server, "-js", "-sd", str(root / "nats"), "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
         for _ in range(100):  # until it listens
-            if subprocess.run([str(peers_python), "-c", NATS_STREAM, url], env=env, capture_output=True,
-                              check=False).returncode == 0:
+            if (
+                subprocess.run(
+                    [str(peers_python), "-c", NATS_STREAM, url], env=env, capture_output=True, check=False
+                ).returncode
+                == 0
+            ):
                 break
             time.sleep(0.1)
         else:
             raise RuntimeError("nats-server did not accept the stream")
         rows = []
         for inflight, label in ((1, "nats-py js.publish, sync"), (128, "nats-py raw publish, 128 in flight")):
-            commands = [[str(peers_python), "-c", NATS_WORKER, url, f"fanin.{i}", str(sends), str(size), str(inflight)]
-                        for i in range(processes)]
+            commands = [
+                [str(peers_python), "-c", NATS_WORKER, url, f"fanin.{i}", str(sends), str(size), str(inflight)]
+                for i in range(processes)
+            ]
             rows.append(report(run_workers(label, commands, env, nats.pid, root)))
         return rows
     finally:
@@ -308,11 +360,15 @@ def report(row: FanInRow) -> FanInRow:
 
 
 def fanin_table(rows: list[FanInRow]) -> str:
-    lines = ["| client | processes | messages | seconds | aggregate msgs/s | server CPU µs/msg | clients' CPU µs/msg |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| client | processes | messages | seconds | aggregate msgs/s | server CPU µs/msg | clients' CPU µs/msg |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r.case} | {r.processes} | {r.messages:,} | {r.seconds:.2f} | **{r.msgs_per_s:,.0f}** | "
-                     f"{r.server_cpu_s / r.messages * 1e6:.1f} | {r.client_cpu_s / r.messages * 1e6:.1f} |")
+        lines.append(
+            f"| {r.case} | {r.processes} | {r.messages:,} | {r.seconds:.2f} | **{r.msgs_per_s:,.0f}** | "
+            f"{r.server_cpu_s / r.messages * 1e6:.1f} | {r.client_cpu_s / r.messages * 1e6:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -323,10 +379,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--quick", action="store_true", help="500 messages per process")
     parser.add_argument("--no-peers", action="store_true", help="skip NATS")
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
-                        help="the event loop of sparkmq's worker processes (default asyncio)")
-    parser.add_argument("--peers-python", type=Path, default=PEERS_BASE / "venv" / "bin" / "python",
-                        help="python of the peers' virtualenv (setup.sh), with nats-py")
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the event loop of sparkmq's worker processes (default asyncio)",
+    )
+    parser.add_argument(
+        "--peers-python",
+        type=Path,
+        default=PEERS_BASE / "venv" / "bin" / "python",
+        help="python of the peers' virtualenv (setup.sh), with nats-py",
+    )
     args = parser.parse_args(argv)
     sends = 500 if args.quick else args.sends
     info = machine()

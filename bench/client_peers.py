@@ -29,9 +29,16 @@ def run_peers(out: Path, only: str, reps: int, python: Path) -> tuple[list[dict]
     if cached.exists():
         (out / "bin").mkdir()
         (out / "bin" / "natsbench").symlink_to(cached)
-    env = dict(os.environ, PEERS_OUT=str(out), PY=str(python), ONLY=f"versions {only}", REPS=str(reps), STAMP="clientbench")
-    process = subprocess.Popen(["bash", str(PEERS_DIR / "run_all.sh")], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    env = dict(
+        os.environ, PEERS_OUT=str(out), PY=str(python), ONLY=f"versions {only}", REPS=str(reps), STAMP="clientbench"
+    )
+    process = subprocess.Popen(
+        ["bash", str(PEERS_DIR / "run_all.sh")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         code = process.wait(PEERS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -44,8 +51,10 @@ def run_peers(out: Path, only: str, reps: int, python: Path) -> tuple[list[dict]
         tail = log.read_text().splitlines()[-30:] if log.exists() else []
         raise RuntimeError(f"run_all.sh exited {code}:\n" + "\n".join(tail))
     versions = out / "raw" / "versions-clientbench.txt"
-    return ([json.loads(line) for line in results.read_text().splitlines() if line.strip()],
-            versions.read_text() if versions.exists() else "")
+    return (
+        [json.loads(line) for line in results.read_text().splitlines() if line.strip()],
+        versions.read_text() if versions.exists() else "",
+    )
 
 
 # (column label, peer, test for produce, consume, latency); redis rows from the appendfsync=everysec runs
@@ -61,9 +70,14 @@ def peer_record(records: list[dict], peer: str, test: str | None, size: int) -> 
     """The record of ``test`` (``publish_*``: the fastest publish style); redis only at appendfsync everysec."""
     if test is None:
         return None
-    found = [r for r in records if r["peer"] == peer and r["size"] == size
-             and (r["test"] == test or (test.endswith("*") and r["test"].startswith(test[:-1]) and "_go_" not in r["test"]))
-             and r.get("appendfsync", "everysec") == "everysec"]
+    found = [
+        r
+        for r in records
+        if r["peer"] == peer
+        and r["size"] == size
+        and (r["test"] == test or (test.endswith("*") and r["test"].startswith(test[:-1]) and "_go_" not in r["test"]))
+        and r.get("appendfsync", "everysec") == "everysec"
+    ]
     return max(found, key=lambda r: r.get("msgs_per_s") or 0, default=None)
 
 
@@ -80,9 +94,13 @@ def side_by_side(rows: list[Row], records: list[dict]) -> str:
             rate = rec.get("msgs_per_s") if rec else None
             cells.append(f"{rate:,.0f} | {row.msgs_per_s / rate:.2f}×" if rate else "- | -")
         lines.append(f"| {row.case} | {row.size} B | **{row.msgs_per_s:,.0f}** | " + " | ".join(cells) + " |")
-    lines += ["", "CPU per message, server + client (µs; × = peer ÷ sparkmq, above 1 means sparkmq spends less):", "",
-              "| sparkmq case | body | sparkmq broker+client | " + " | ".join(f"{c[0]} | ×" for c in PEER_COLUMNS) + " |",
-              "|---|---|---:|" + "---:|---:|" * len(PEER_COLUMNS)]
+    lines += [
+        "",
+        "CPU per message, server + client (µs; × = peer ÷ sparkmq, above 1 means sparkmq spends less):",
+        "",
+        "| sparkmq case | body | sparkmq broker+client | " + " | ".join(f"{c[0]} | ×" for c in PEER_COLUMNS) + " |",
+        "|---|---|---:|" + "---:|---:|" * len(PEER_COLUMNS),
+    ]
     for row in rows:
         kind = "consume" if row.case.startswith(("pull", "poll")) else "produce" if not row.latency_us else None
         if kind is None:
@@ -98,12 +116,18 @@ def side_by_side(rows: list[Row], records: list[dict]) -> str:
     lines += ["", "| latency, 1 in flight | body | p50 µs | p99 µs | max µs |", "|---|---|---:|---:|---:|"]
     for row in rows:
         if row.latency_us:
-            lines.append(f"| sparkmq {row.case} | {f'{row.size} B' if row.size else '-'} | {row.pct(50):.0f} | **{row.pct(99):.0f}** | {max(row.latency_us):,.0f} |")
+            lines.append(
+                f"| sparkmq {row.case} | {f'{row.size} B' if row.size else '-'} | {row.pct(50):.0f} | "
+                f"**{row.pct(99):.0f}** | {max(row.latency_us):,.0f} |"
+            )
     for size in SIZES:
         for label, peer, _p, _c, lat in PEER_COLUMNS:
             rec = peer_record(records, peer, lat, size)
             if rec:
-                lines.append(f"| {label}: {rec['test']} | {size} B | {rec['p50_us']:.0f} | {rec['p99_us']:.0f} | {rec['max_us']:,.0f} |")
+                lines.append(
+                    f"| {label}: {rec['test']} | {size} B | {rec['p50_us']:.0f} | {rec['p99_us']:.0f} | "
+                    f"{rec['max_us']:,.0f} |"
+                )
     return "\n".join(lines)
 
 
@@ -112,35 +136,49 @@ def targets(rows: list[Row], records: list[dict]) -> str:
         return next((r for r in rows if r.case.startswith(prefix) and r.size == 100), None)
 
     lines = ["| target (100 B) | sparkmq | reference | ratio | met? |", "|---|---:|---:|---:|---|"]
-    for what, prefix, test in (("send_batch 256 ≥ 1.0× NATS Go publish", "send_batch 256", "publish_go_async1000"),
-                               ("consume (pull_raw) ≥ 1.0× NATS Go fetch", "pull_raw", "consume_go_fetch1000"),
-                               ("consume (poll → objects) ≥ 1.0× NATS Go fetch", "poll", "consume_go_fetch1000")):
+    for what, prefix, test in (
+        ("send_batch 256 ≥ 1.0× NATS Go publish", "send_batch 256", "publish_go_async1000"),
+        ("consume (pull_raw) ≥ 1.0× NATS Go fetch", "pull_raw", "consume_go_fetch1000"),
+        ("consume (poll → objects) ≥ 1.0× NATS Go fetch", "poll", "consume_go_fetch1000"),
+    ):
         row, rec = row_of(prefix), peer_record(records, "nats-js", test, 100)
         if row is None:
             continue
         if rec:
             ratio = row.msgs_per_s / rec["msgs_per_s"]
-            lines.append(f"| {what} | {row.msgs_per_s:,.0f} | {rec['msgs_per_s']:,.0f} | {ratio:.2f}× | {'yes' if ratio >= 1 else 'no'} |")
+            lines.append(
+                f"| {what} | {row.msgs_per_s:,.0f} | {rec['msgs_per_s']:,.0f} | {ratio:.2f}× | "
+                f"{'yes' if ratio >= 1 else 'no'} |"
+            )
         else:
             lines.append(f"| {what} | {row.msgs_per_s:,.0f} | (no peers run) | - | - |")
     for prefix in ("send x1, 1 in flight", "Producer.send"):
         row = row_of(prefix)
         if row is not None:
             p99 = row.pct(99)
-            lines.append(f"| {row.case}: p99 ≤ 250 µs | {p99:.0f} µs | 250 µs | {p99 / 250:.2f}× | {'yes' if p99 <= 250 else 'no'} |")
+            lines.append(
+                f"| {row.case}: p99 ≤ 250 µs | {p99:.0f} µs | 250 µs | {p99 / 250:.2f}× | "
+                f"{'yes' if p99 <= 250 else 'no'} |"
+            )
     return "\n".join(lines)
 
 
 def peers_table(records: list[dict]) -> str:
-    lines = ["| peer | test | client | body | msgs | msgs/s | p50 µs | p99 µs | server µs/msg | client µs/msg | config |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| peer | test | client | body | msgs | msgs/s | p50 µs | p99 µs | server µs/msg | client µs/msg | config |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in records:
         if r.get("peer") not in ("redis", "nats-js"):
             continue
         rate = f"{r['msgs_per_s']:,.0f}" if r.get("msgs_per_s") else "-"
-        lines.append(f"| {r['peer']} | {r['test']} | {r.get('client', '').split(' (')[0]} | {r['size']} B | {r['count']:,} | {rate} | "
-                     f"{_fmt(r.get('p50_us'))} | {_fmt(r.get('p99_us'))} | {_fmt(r.get('server_us_per_msg'))} | "
-                     f"{_fmt(r.get('client_us_per_msg'))} | {'appendfsync ' + r['appendfsync'] if 'appendfsync' in r else r.get('storage', '')} |")
+        lines.append(
+            f"| {r['peer']} | {r['test']} | {r.get('client', '').split(' (')[0]} | {r['size']} B | "
+            f"{r['count']:,} | {rate} | "
+            f"{_fmt(r.get('p50_us'))} | {_fmt(r.get('p99_us'))} | {_fmt(r.get('server_us_per_msg'))} | "
+            f"{_fmt(r.get('client_us_per_msg'))} | "
+            f"{'appendfsync ' + r['appendfsync'] if 'appendfsync' in r else r.get('storage', '')} |"
+        )
     return "\n".join(lines)
 
 

@@ -52,8 +52,9 @@ async def create_topic(broker: str, topic: str, queues: int) -> None:
     client = RemotingClient()
     try:
         header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, READ_WRITE, "SINGLE_TAG", False)
-        check_response(await client.invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields()),
-                       f"create {topic}")
+        check_response(
+            await client.invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields()), f"create {topic}"
+        )
     finally:
         await client.close()
 
@@ -73,8 +74,9 @@ async def wait_for_queues(producer: AsyncProducer, topic: str, queues: int) -> N
     raise RuntimeError(f"{topic} was not routed with {queues} queues within {ROUTE_WAIT_S} s")
 
 
-async def timed_sends(bench: Recorder, case: str, producers: list[AsyncProducer], topic: str, sends: int,
-                      inflight: int, note: str) -> Row:
+async def timed_sends(
+    bench: Recorder, case: str, producers: list[AsyncProducer], topic: str, sends: int, inflight: int, note: str
+) -> Row:
     """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers)."""
     messages = iter(bench.messages(topic, sends, 100))
 
@@ -93,8 +95,13 @@ async def timed_sends(bench: Recorder, case: str, producers: list[AsyncProducer]
             await producer.send(Message(topic, b"warm-up"), queue=queue)
 
     await asyncio.gather(*(warm(producers[k % len(producers)]) for k in range(inflight)))
-    return await bench.timed(case, 100, sends, lambda: asyncio.gather(
-        *(worker(producers[k % len(producers)]) for k in range(max(inflight, len(producers))))), note)
+    return await bench.timed(
+        case,
+        100,
+        sends,
+        lambda: asyncio.gather(*(worker(producers[k % len(producers)]) for k in range(max(inflight, len(producers))))),
+        note,
+    )
 
 
 async def scale_cases(bench: Recorder, sends: int, inflight: int) -> list[tuple[str, int, Row]]:
@@ -106,22 +113,31 @@ async def scale_cases(bench: Recorder, sends: int, inflight: int) -> list[tuple[
             topic = f"ScaleQueues{queues}"
             await create_topic(bench.dev.broker, topic, queues)
             await wait_for_queues(producer, topic, queues)
-            row = await timed_sends(bench, f"{queues} queues, 1 connection", [producer], topic, sends, inflight,
-                                    "one topic")
+            row = await timed_sends(
+                bench, f"{queues} queues, 1 connection", [producer], topic, sends, inflight, "one topic"
+            )
             results.append(("queues", queues, row))
     finally:
         await producer.close()
     topic = "ScaleConnections"
     await create_topic(bench.dev.broker, topic, 4)
     for connections in CONNECTION_COUNTS:
-        producers = [AsyncProducer(f"PID_SCALE_BENCH_{i}", bench.dev.namesrv, send_timeout_s=30.0)
-                     for i in range(connections)]
+        producers = [
+            AsyncProducer(f"PID_SCALE_BENCH_{i}", bench.dev.namesrv, send_timeout_s=30.0) for i in range(connections)
+        ]
         try:
             for producer in producers:
                 await producer.start()
             await wait_for_queues(producers[0], topic, 4)
-            row = await timed_sends(bench, f"4 queues, {connections} connections", producers, topic, sends, inflight,
-                                    f"{connections} producers")
+            row = await timed_sends(
+                bench,
+                f"4 queues, {connections} connections",
+                producers,
+                topic,
+                sends,
+                inflight,
+                f"{connections} producers",
+            )
             results.append(("connections", connections, row))
         finally:
             await asyncio.gather(*(p.close() for p in producers))
@@ -131,12 +147,19 @@ async def scale_cases(bench: Recorder, sends: int, inflight: int) -> list[tuple[
 def scale_table(results: list[tuple[str, int, Row]]) -> str:
     base = next(row.msgs_per_s for _, _, row in results)  # 1 queue, 1 connection
     base_cpu = next((sum(row.broker_cpu) + sum(row.client_cpu)) / row.messages for _, _, row in results)
-    lines = [("| dimension | n | msgs/s | ratio to 1 queue, 1 connection | broker CPU µs/msg | client CPU µs/msg |"
-              " CPU ratio |"), "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        (
+            "| dimension | n | msgs/s | ratio to 1 queue, 1 connection | broker CPU µs/msg | client CPU µs/msg |"
+            " CPU ratio |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for dimension, n, row in results:
         broker, client = (sum(cpu) / row.messages * 1e6 for cpu in (row.broker_cpu, row.client_cpu))
-        lines.append(f"| {dimension} | {n:,} | {row.msgs_per_s:,.0f} | {row.msgs_per_s / base:.2f}× | {broker:.1f} | "
-                     f"{client:.1f} | {(broker + client) / 1e6 / base_cpu:.2f}× |")
+        lines.append(
+            f"| {dimension} | {n:,} | {row.msgs_per_s:,.0f} | {row.msgs_per_s / base:.2f}× | {broker:.1f} | "
+            f"{client:.1f} | {(broker + client) / 1e6 / base_cpu:.2f}× |"
+        )
     return "\n".join(lines)
 
 

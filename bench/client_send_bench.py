@@ -82,25 +82,39 @@ async def send_sequential(bench: Recorder, producer: AsyncProducer, messages: li
 
     await bench.timed("send x1, 1 in flight (AsyncProducer)", size, len(messages), work, "latency", samples)
 
-async def send_pipelined(bench: Recorder, producer: AsyncProducer, messages: list[Message], size: int, inflight: int) -> None:
+
+async def send_pipelined(
+    bench: Recorder, producer: AsyncProducer, messages: list[Message], size: int, inflight: int
+) -> None:
     items = iter(messages)
 
     async def worker() -> None:
         for message in items:  # one shared iterator: each message is sent once
             await producer.send(message)
 
-    await bench.timed(f"send x1, {inflight} in flight", size, len(messages),
-                     lambda: asyncio.gather(*(worker() for _ in range(inflight))))
+    await bench.timed(
+        f"send x1, {inflight} in flight",
+        size,
+        len(messages),
+        lambda: asyncio.gather(*(worker() for _ in range(inflight))),
+    )
 
-async def send_batches(bench: Recorder, producer: AsyncProducer, messages: list[Message], size: int, batch: int) -> None:
+
+async def send_batches(
+    bench: Recorder, producer: AsyncProducer, messages: list[Message], size: int, batch: int
+) -> None:
     batches = iter([messages[i : i + batch] for i in range(0, len(messages), batch)])
 
     async def worker() -> None:
         for chunk in batches:
             await producer.send_batch(chunk)
 
-    await bench.timed(f"send_batch {batch}, {BATCH_INFLIGHT} in flight", size, len(messages),
-                     lambda: asyncio.gather(*(worker() for _ in range(BATCH_INFLIGHT))))
+    await bench.timed(
+        f"send_batch {batch}, {BATCH_INFLIGHT} in flight",
+        size,
+        len(messages),
+        lambda: asyncio.gather(*(worker() for _ in range(BATCH_INFLIGHT))),
+    )
 
 
 async def ping(bench: Recorder, consumer: AsyncPullConsumer, queue: MessageQueue, count: int) -> None:
@@ -115,11 +129,12 @@ async def ping(bench: Recorder, consumer: AsyncPullConsumer, queue: MessageQueue
     await bench.timed("ping: GET_MAX_OFFSET, 1 in flight", 0, count, work, "round-trip floor", samples)
 
 
-
 async def echo_floor(bench: Recorder, count: int) -> None:
     """A bare asyncio echo server process and a stream client, 100 B each way: the loopback +
     event-loop round-trip floor on this machine (the peers' ``phys_tcp.py echo``)."""
-    server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", ECHO_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
@@ -136,8 +151,9 @@ async def echo_floor(bench: Recorder, count: int) -> None:
         for _ in range(100):  # warm-up
             writer.write(payload)
             await reader.readexactly(len(payload))
-        await bench.timed("asyncio echo 100 B, 1 in flight", 100, count, work, "loopback + event-loop floor; broker CPU n/a",
-                          samples)
+        await bench.timed(
+            "asyncio echo 100 B, 1 in flight", 100, count, work, "loopback + event-loop floor; broker CPU n/a", samples
+        )
         writer.close()
         await writer.wait_closed()
     finally:
@@ -159,7 +175,9 @@ async def subscribed_queues(consumer: AsyncPullConsumer, topic: str) -> list[Mes
     raise RuntimeError(f"topic {topic} never reached the NameServer")
 
 
-async def send_cases(bench: Recorder, producer: AsyncProducer, size: int, scale: int, inflight: int, n_latency: int) -> int:
+async def send_cases(
+    bench: Recorder, producer: AsyncProducer, size: int, scale: int, inflight: int, n_latency: int
+) -> int:
     """Every send case for one body size; returns how many messages the batch-256 case wrote (for the consume cases)."""
     n_seq, n_pipe = n_latency // scale, 20_000 // scale
     n32, n256 = (102_400 if size == 100 else 51_200) // scale, (204_800 if size == 100 else 102_400) // scale
@@ -192,13 +210,15 @@ def blocking_cases(bench: Recorder, scale: int, n_latency: int) -> None:
                 producer.send(m)
             samples: list[float] = []
 
-            async def work() -> None:
+            async def work(messages: list[Message] = messages, samples: list[float] = samples) -> None:
                 for message in messages:
                     started = time.perf_counter_ns()
                     producer.send(message)
                     samples.append((time.perf_counter_ns() - started) / 1000)
 
-            asyncio.run(bench.timed("Producer.send (blocking), 1 in flight", size, len(messages), work, "latency", samples))
+            asyncio.run(
+                bench.timed("Producer.send (blocking), 1 in flight", size, len(messages), work, "latency", samples)
+            )
 
 
 async def _async_main(bench: Recorder, scale: int, inflight: int, n_latency: int) -> None:
@@ -220,10 +240,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inflight", type=int, default=128, help="pipelined single sends in flight (default 128)")
     parser.add_argument("--tags-keys", action="store_true", help="give every message TAGS and KEYS")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy broker and client during the 100 B cases")
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
-                        help="the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)")
-    parser.add_argument("--latency-sends", type=int, default=2000,
-                        help="sends (and pings, echoes) per latency case (default 2000; more gives the profiles more samples)")
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)",
+    )
+    parser.add_argument(
+        "--latency-sends",
+        type=int,
+        default=2000,
+        help="sends (and pings, echoes) per latency case (default 2000; more gives the profiles more samples)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

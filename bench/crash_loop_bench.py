@@ -38,8 +38,16 @@ from support.rocketmq_cpp import CppClientRun  # noqa: E402
 
 TOPIC = "CrashLoopTopic"
 SEND_OK = 0
-BROKER_FLAGS = ("--flush", "sync", "--set", "mapedFileSizeCommitLog=1048576",
-                "--set", "mapedFileSizeConsumeQueue=6000", "--set", "brokerName=crash-broker")
+BROKER_FLAGS = (
+    "--flush",
+    "sync",
+    "--set",
+    "mapedFileSizeCommitLog=1048576",
+    "--set",
+    "mapedFileSizeConsumeQueue=6000",
+    "--set",
+    "brokerName=crash-broker",
+)
 
 
 def free_port() -> int:
@@ -62,7 +70,11 @@ def start_broker(store: Path, namesrv: str, port: int) -> BrokerProcess:
 
 def acked_bodies(run: CppClientRun, prefix: str, pad: int) -> set[str]:
     """The bodies (as cpp_client.py builds them) of the sends answered SEND_OK."""
-    return {f"{prefix}-body-{record['index']}" + "." * pad for record in run.events("sent") if record.get("status") == SEND_OK}
+    return {
+        f"{prefix}-body-{record['index']}" + "." * pad
+        for record in run.events("sent")
+        if record.get("status") == SEND_OK
+    }
 
 
 def stored_bodies(namesrv: str) -> list[str]:
@@ -92,8 +104,14 @@ def verify(store: Path, namesrv: str, port: int, acked: set[str]) -> dict[str, i
         broker.stop()
     present = set(bodies)
     lost = sorted(acked - present)
-    return {"acked": len(acked), "stored": len(bodies), "lost": len(lost), "duplicates": len(bodies) - len(present),
-            "verify_start_ms": round(start_s * 1000), "lost_sample": [body[:40] for body in lost[:5]]}  # type: ignore[dict-item]
+    return {
+        "acked": len(acked),
+        "stored": len(bodies),
+        "lost": len(lost),
+        "duplicates": len(bodies) - len(present),
+        "verify_start_ms": round(start_s * 1000),
+        "lost_sample": [body[:40] for body in lost[:5]],
+    }  # type: ignore[dict-item]
 
 
 def run_round(number: int, rng: random.Random, store: Path, namesrv: str, port: int, home: Path) -> set[str]:
@@ -106,8 +124,22 @@ def run_round(number: int, rng: random.Random, store: Path, namesrv: str, port: 
         return set()
     broker = start_broker(store, namesrv, port)
     prefix, pad = f"r{number}", rng.choice((0, 50, 500))
-    producer = CppClientRun.start(home, "produce", "--namesrv", namesrv, "--topic", TOPIC, "--group", "PID_CRASH_LOOP",
-                                  "--count", "1000000", "--prefix", prefix, "--pad", str(pad))
+    producer = CppClientRun.start(
+        home,
+        "produce",
+        "--namesrv",
+        namesrv,
+        "--topic",
+        TOPIC,
+        "--group",
+        "PID_CRASH_LOOP",
+        "--count",
+        "1000000",
+        "--prefix",
+        prefix,
+        "--pad",
+        str(pad),
+    )
     try:
         producer.wait_for(lambda run: bool(run.events("sent")), 60.0, "the first acknowledged send")
         time.sleep(rng.uniform(0.2, 2.0))
@@ -120,8 +152,21 @@ def run_round(number: int, rng: random.Random, store: Path, namesrv: str, port: 
 
 def _spawn_broker(store: Path, namesrv: str, port: int) -> subprocess.Popen[bytes]:
     """A broker process nobody waits for (it is killed during its start-up)."""
-    args = [sys.executable, "-m", "sparkmq", "broker", "--host", "127.0.0.1", "--port", str(port),
-            "--store-dir", str(store), "--namesrv", namesrv, *BROKER_FLAGS]
+    args = [
+        sys.executable,
+        "-m",
+        "sparkmq",
+        "broker",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--store-dir",
+        str(store),
+        "--namesrv",
+        namesrv,
+        *BROKER_FLAGS,
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
 
@@ -145,8 +190,12 @@ def main() -> int:
                 result = verify(store, namesrv.address, port, acked)
                 lost_total = max(lost_total, result["lost"])
                 print(json.dumps({"after_round": number + 1, **result}), flush=True)
-    summary = {"rounds": args.rounds, "acknowledged": len(acked), "lost": lost_total,
-               "minutes": round((time.monotonic() - started) / 60, 1)}
+    summary = {
+        "rounds": args.rounds,
+        "acknowledged": len(acked),
+        "lost": lost_total,
+        "minutes": round((time.monotonic() - started) / 60, 1),
+    }
     print(json.dumps({"summary": summary}))
     return 1 if lost_total else 0
 

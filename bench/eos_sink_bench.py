@@ -47,19 +47,38 @@ def write_input(directory: Path, rows: int, files: int) -> None:
     directory.mkdir(parents=True)
     per_file = rows // files
     for f in range(files):
-        (directory / f"part-{f:04d}.txt").write_text("".join(f"row-{f * per_file + i:09d}-{'x' * 80}\n" for i in range(per_file)))
+        (directory / f"part-{f:04d}.txt").write_text(
+            "".join(f"row-{f * per_file + i:09d}-{'x' * 80}\n" for i in range(per_file))
+        )
 
 
-def run(spark: SparkSession, namesrv: str, broker_address: str, source: Path, root: Path, guarantee: str,
-        rows: int, files_per_trigger: int) -> tuple[float, list[float]]:
+def run(
+    spark: SparkSession,
+    namesrv: str,
+    broker_address: str,
+    source: Path,
+    root: Path,
+    guarantee: str,
+    rows: int,
+    files_per_trigger: int,
+) -> tuple[float, list[float]]:
     topic = f"EosBench_{uuid.uuid4().hex[:8]}"
     create_topic([broker_address], topic, QUEUES)
     wait_for_route(namesrv, topic, {"broker-a"})
     started = time.monotonic()
-    query = (spark.readStream.format("text").option("maxFilesPerTrigger", str(files_per_trigger)).load(str(source))
-             .withColumnRenamed("value", "body").writeStream.format("sparkmq").option("namesrvAddr", namesrv)
-             .option("topic", topic).option("deliveryGuarantee", guarantee)
-             .option("checkpointLocation", str(root / f"ck-{topic}")).trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("text")
+        .option("maxFilesPerTrigger", str(files_per_trigger))
+        .load(str(source))
+        .withColumnRenamed("value", "body")
+        .writeStream.format("sparkmq")
+        .option("namesrvAddr", namesrv)
+        .option("topic", topic)
+        .option("deliveryGuarantee", guarantee)
+        .option("checkpointLocation", str(root / f"ck-{topic}"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     seconds = time.monotonic() - started
     if query.exception() is not None:
@@ -85,8 +104,9 @@ def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str
     wait_for_route(namesrv, topic, {"broker-a"})
     options, query = SinkOptions(namesrv, topic), f"pieces-{uuid.uuid4().hex[:8]}"
     bodies = [f"row-{i:09d}-{'x' * 80}".encode() for i in range(rows)]
-    batches = [pa.RecordBatch.from_pydict({"body": pa.array(bodies[i : i + 1000], pa.binary())})
-               for i in range(0, rows, 1000)]
+    batches = [
+        pa.RecordBatch.from_pydict({"body": pa.array(bodies[i : i + 1000], pa.binary())}) for i in range(0, rows, 1000)
+    ]
     write_halves(options, query, 0, iter(batches[:1]), place_runs)  # untimed: the producer's start, first routes
     marks = [(time.monotonic(), broker_cpu(broker_pid), time.process_time())]
     done = write_halves(options, query, 1, iter(batches), place_runs)
@@ -96,8 +116,10 @@ def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str
     close_clients(namesrv)
     assert committed == rows, committed
     halves = sum(len(h) for h in done.halves.values())
-    steps = [f"{name}: {b[0] - a[0]:.2f} s wall, broker {b[1] - a[1]:.2f} CPU-s, this process {b[2] - a[2]:.2f} CPU-s"
-             for name, a, b in zip(("write_halves", "settle (marker + ENDs)"), marks, marks[1:])]
+    steps = [
+        f"{name}: {b[0] - a[0]:.2f} s wall, broker {b[1] - a[1]:.2f} CPU-s, this process {b[2] - a[2]:.2f} CPU-s"
+        for name, a, b in zip(("write_halves", "settle (marker + ENDs)"), marks, marks[1:], strict=False)
+    ]
     return f"{rows} rows in {halves} batch half messages; " + "; ".join(steps)
 
 
@@ -118,8 +140,14 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="eos-bench-", dir=bench_root()))
     namesrv = NamesrvProcess.start()
     broker = BrokerProcess.start(root / "store", namesrv.address, "--flush", "async")
-    spark = (SparkSession.builder.master("local[2]").appName("sparkmq-eos-bench").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparkmq-eos-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         write_input(root / "in", args.rows, args.files)
@@ -128,12 +156,24 @@ def main() -> int:
         results: dict[str, list[tuple[float, list[float]]]] = {g: [] for g in GUARANTEES}
         for _ in range(args.repeat):
             for guarantee in GUARANTEES:
-                results[guarantee].append(run(spark, namesrv.address, broker.address, root / "in", root, guarantee,
-                                              args.rows, args.files_per_trigger))
+                results[guarantee].append(
+                    run(
+                        spark,
+                        namesrv.address,
+                        broker.address,
+                        root / "in",
+                        root,
+                        guarantee,
+                        args.rows,
+                        args.files_per_trigger,
+                    )
+                )
         batch_rows = args.rows // args.files * args.files_per_trigger
         print(f"\n{args.rows} rows, {batch_rows} rows per micro-batch, {args.repeat} run(s) each\n")
-        print("| guarantee | query rows/s (runs) | sink rows/s: rows / Σ addBatch (runs) "
-              "| median addBatch per micro-batch (s) |")
+        print(
+            "| guarantee | query rows/s (runs) | sink rows/s: rows / Σ addBatch (runs) "
+            "| median addBatch per micro-batch (s) |"
+        )
         print("|---|---|---|---|")
         for guarantee, runs in results.items():
             rates = ", ".join(f"{rate:,.0f}" for rate, _ in runs)

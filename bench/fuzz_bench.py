@@ -38,11 +38,34 @@ from sparkmq.protocol import MAX_FRAME_BYTES, FrameDecoder, RequestCode  # noqa:
 from support.hostile import HealthyLoop, expected_answers, raw_frame, raw_request  # noqa: E402
 from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 
-CODES = [RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.REGISTER_BROKER,
-         RequestCode.UNREGISTER_BROKER, RequestCode.SEND_MESSAGE_V2, RequestCode.QUERY_CONSUMER_OFFSET,
-         RequestCode.GET_MAX_OFFSET, RequestCode.PULL_MESSAGE, RequestCode.HEART_BEAT, RequestCode.GET_ALL_TOPIC_CONFIG]
-FIELDS = ["topic", "b", "a", "e", "brokerName", "brokerAddr", "clusterName", "brokerId", "topicFilterType",
-          "consumerGroup", "queueId", "queueOffset", "maxMsgNums", "sysFlag"]
+CODES = [
+    RequestCode.UPDATE_AND_CREATE_TOPIC,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC,
+    RequestCode.REGISTER_BROKER,
+    RequestCode.UNREGISTER_BROKER,
+    RequestCode.SEND_MESSAGE_V2,
+    RequestCode.QUERY_CONSUMER_OFFSET,
+    RequestCode.GET_MAX_OFFSET,
+    RequestCode.PULL_MESSAGE,
+    RequestCode.HEART_BEAT,
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+]
+FIELDS = [
+    "topic",
+    "b",
+    "a",
+    "e",
+    "brokerName",
+    "brokerAddr",
+    "clusterName",
+    "brokerId",
+    "topicFilterType",
+    "consumerGroup",
+    "queueId",
+    "queueOffset",
+    "maxMsgNums",
+    "sysFlag",
+]
 UNFIT = ["\ud800", "Nope\udfff", "a\x00b", "x" * 40_000]
 
 
@@ -62,8 +85,10 @@ def hostile_requests(rng: random.Random, count: int) -> list[tuple[str, bytes]]:
         elif kind == "unknown-code":
             code = rng.randint(5000, 30000)
         elif kind == "random-fields":
-            ext = {rng.choice(FIELDS): "".join(chr(rng.randint(32, 0x2FF)) for _ in range(rng.randint(0, 12)))
-                   for _ in range(rng.randint(1, 6))}
+            ext = {
+                rng.choice(FIELDS): "".join(chr(rng.randint(32, 0x2FF)) for _ in range(rng.randint(0, 12)))
+                for _ in range(rng.randint(1, 6))
+            }
         frame = raw_request(code, i, ext)
         if kind == "oneway":
             frame = frame.replace(b'"flag":0', b'"flag":2', 1)
@@ -119,8 +144,9 @@ async def one_connection(address: str, stream: bytes, verify: bool, stats: Stats
             stats.mismatches.append(f"{address}: expected {sum(expected.values())} answers, got {sum(got.values())}")
 
 
-async def fuzz(targets: list[str], total: int, batch: int, workers: int, verify_every: int, seed: int,
-               stats: Stats) -> None:
+async def fuzz(
+    targets: list[str], total: int, batch: int, workers: int, verify_every: int, seed: int, stats: Stats
+) -> None:
     rng = random.Random(seed)
     pool = hostile_requests(rng, 4096)
     queue: asyncio.Queue[tuple[str, bytes, bool] | None] = asyncio.Queue(maxsize=workers * 4)
@@ -187,15 +213,21 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(store, ignore_errors=True)
 
     total = sum(stats.frames.values())
-    print(f"frames sent: {total:,} on {stats.connections:,} connections in {elapsed:.1f} s "
-          f"({total / elapsed:,.0f} frames/s); answers read: {stats.answers:,}")
+    print(
+        f"frames sent: {total:,} on {stats.connections:,} connections in {elapsed:.1f} s "
+        f"({total / elapsed:,.0f} frames/s); answers read: {stats.answers:,}"
+    )
     print("by kind: " + ", ".join(f"{kind} {n:,}" for kind, n in sorted(stats.frames.items())))
-    print(f"oracle: {stats.verified:,} connections checked exactly, {len(stats.mismatches)} mismatches "
-          + "; ".join(stats.mismatches[:5]))
+    print(
+        f"oracle: {stats.verified:,} connections checked exactly, {len(stats.mismatches)} mismatches "
+        + "; ".join(stats.mismatches[:5])
+    )
     print(f"healthy client: {healthy.round_trips:,} round trips (send + read back), none failed, nothing lost")
-    print(f"services alive: {alive}; RSS broker {rss_before[0]:.0f} -> {rss_after[0]:.0f} MB, "
-          f"namesrv {rss_before[1]:.0f} -> {rss_after[1]:.0f} MB; "
-          f"log tracebacks {tracebacks}, fatal/encode errors {fatal}")
+    print(
+        f"services alive: {alive}; RSS broker {rss_before[0]:.0f} -> {rss_after[0]:.0f} MB, "
+        f"namesrv {rss_before[1]:.0f} -> {rss_after[1]:.0f} MB; "
+        f"log tracebacks {tracebacks}, fatal/encode errors {fatal}"
+    )
     return 0 if alive and not stats.mismatches and not fatal else 1
 
 

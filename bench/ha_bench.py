@@ -65,13 +65,29 @@ class Broker:
 
     def __init__(self, store_dir: Path, *settings: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        args = [sys.executable, "-m", "sparkmq", "broker", "--host", "127.0.0.1", "--port", "0", "--store-dir",
-                str(store_dir), "--set", f"mapedFileSizeCommitLog={SEGMENT}", "--set", "maxHashSlotNum=500000",
-                "--set", "maxIndexNum=2000000"]
+        args = [
+            sys.executable,
+            "-m",
+            "sparkmq",
+            "broker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--store-dir",
+            str(store_dir),
+            "--set",
+            f"mapedFileSizeCommitLog={SEGMENT}",
+            "--set",
+            "maxHashSlotNum=500000",
+            "--set",
+            "maxIndexNum=2000000",
+        ]
         for setting in settings:
             args += ["--set", setting]
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                        cwd=REPO)
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
+        )
         self.output: list[str] = []
         self.address = ""
         ready = threading.Event()
@@ -122,8 +138,14 @@ class Pair:
         ha_port = free_port()
         self.role = role
         self.master = Broker(root / "master", f"brokerRole={role}", f"haListenPort={ha_port}")
-        self.slave = Broker(root / "slave", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{ha_port}",
-                            "haSendHeartbeatInterval=1000", f"haListenPort={free_port()}")
+        self.slave = Broker(
+            root / "slave",
+            "brokerRole=SLAVE",
+            "brokerId=1",
+            f"haMasterAddress=127.0.0.1:{ha_port}",
+            "haSendHeartbeatInterval=1000",
+            f"haListenPort={free_port()}",
+        )
         self.client = RemotingClient()
 
     def cpu(self) -> float:
@@ -135,8 +157,10 @@ class Pair:
             raise RuntimeError(f"{self.role} send answered {response.code} {response.remark}")
 
     async def max_offsets(self, address: str, topic: str) -> list[int]:
-        answers = [await self.client.invoke(address, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
-                   for q in range(QUEUES)]
+        answers = [
+            await self.client.invoke(address, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+            for q in range(QUEUES)
+        ]
         return [int(a.ext_fields.get("offset", "-1")) for a in answers]
 
     async def wait_linked(self) -> None:
@@ -156,8 +180,9 @@ class Pair:
             await asyncio.sleep(0.01)
         return time.perf_counter() - started
 
-    async def case(self, case: str, topic: str, code: int, plan: list[tuple[dict[str, str], bytes]], messages: int,
-                   inflight: int) -> tuple[Row, list[float]]:
+    async def case(
+        self, case: str, topic: str, code: int, plan: list[tuple[dict[str, str], bytes]], messages: int, inflight: int
+    ) -> tuple[Row, list[float]]:
         await self.send(code, *plan[0])  # the topic exists before timing
         await self.wait_caught_up(topic)  # the slave has the topic's queues too (dispatched from the log)
         samples: list[float] = []
@@ -189,16 +214,34 @@ async def run_role(root: Path, role: str, scale: int) -> tuple[list[Row], list[f
         size = 32
         rows = []
         batch_count = 1000 * scale * size
-        row, _ = await pair.case("batch-32", "HaBenchBatch", RequestCode.SEND_BATCH_MESSAGE,
-                                 batch_plan("HaBenchBatch", batch_count + size, size), batch_count, 8)
+        row, _ = await pair.case(
+            "batch-32",
+            "HaBenchBatch",
+            RequestCode.SEND_BATCH_MESSAGE,
+            batch_plan("HaBenchBatch", batch_count + size, size),
+            batch_count,
+            8,
+        )
         rows.append(row)
         single = 2000 * scale
-        row, _ = await pair.case("send-v2 x1", "HaBenchSingle", RequestCode.SEND_MESSAGE_V2,
-                                 single_plan("HaBenchSingle", single + 1), single, 16)
+        row, _ = await pair.case(
+            "send-v2 x1",
+            "HaBenchSingle",
+            RequestCode.SEND_MESSAGE_V2,
+            single_plan("HaBenchSingle", single + 1),
+            single,
+            16,
+        )
         rows.append(row)
         latency = 1000 * scale
-        row, samples = await pair.case("latency", "HaBenchLatency", RequestCode.SEND_MESSAGE_V2,
-                                       single_plan("HaBenchLatency", latency + 1), latency, 1)
+        row, samples = await pair.case(
+            "latency",
+            "HaBenchLatency",
+            RequestCode.SEND_MESSAGE_V2,
+            single_plan("HaBenchLatency", latency + 1),
+            latency,
+            1,
+        )
         rows.append(row)
         return rows, samples
     finally:
@@ -229,12 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| role | case | messages | seconds | msgs/s | CPU µs/msg (master+slave) | catch-up s | note |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r.role} | {r.case} | {r.messages:,} | {r.seconds:.2f} | {r.messages / r.seconds:,.0f} | "
-              f"{r.cpu_s / r.messages * 1e6:.0f} | {r.catch_up_s:.2f} | {r.note} |")
+        print(
+            f"| {r.role} | {r.case} | {r.messages:,} | {r.seconds:.2f} | {r.messages / r.seconds:,.0f} | "
+            f"{r.cpu_s / r.messages * 1e6:.0f} | {r.catch_up_s:.2f} | {r.note} |"
+        )
     print()
     for role, samples in latencies.items():
-        print(f"{role} single-send latency: p50 {percentile(samples, 50):.2f} ms, p99 {percentile(samples, 99):.2f} ms, "
-              f"max {max(samples) * 1000:.1f} ms")
+        print(
+            f"{role} single-send latency: p50 {percentile(samples, 50):.2f} ms, p99 {percentile(samples, 99):.2f} ms, "
+            f"max {max(samples) * 1000:.1f} ms"
+        )
     print(f"loadavg at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -75,8 +75,13 @@ async def latencies(producer: AsyncProducer, sends: int, phase: str, sent: list[
         took.append((time.perf_counter() - started) * 1e6)
         sent.append(body)
     took.sort()
-    return {"phase": phase, "sends": sends, "p50_us": round(statistics.median(took)),
-            "p99_us": round(took[int(len(took) * 0.99) - 1]), "max_us": round(took[-1])}
+    return {
+        "phase": phase,
+        "sends": sends,
+        "p50_us": round(statistics.median(took)),
+        "p99_us": round(took[int(len(took) * 0.99) - 1]),
+        "max_us": round(took[-1]),
+    }
 
 
 async def read_back(namesrv: str) -> set[bytes]:
@@ -96,13 +101,30 @@ async def measure(namesrv: str, broker: str, args: argparse.Namespace) -> None:
     async with AsyncProducer("PID_hostile_bench", namesrv) as producer:
         await latencies(producer, 200, "warm-up", sent)
         print(json.dumps(await latencies(producer, args.sends, "alone", sent)), flush=True)
-        peer = subprocess.Popen([sys.executable, __file__, "--hold", broker, "--idle", str(args.idle),
-                                 "--slow", str(args.slow), "--hold-seconds", str(args.hold_seconds)],
-                                stdout=subprocess.PIPE, text=True)
+        peer = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--hold",
+                broker,
+                "--idle",
+                str(args.idle),
+                "--slow",
+                str(args.slow),
+                "--hold-seconds",
+                str(args.hold_seconds),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert peer.stdout is not None
         assert peer.stdout.readline().strip() == "holding", "the hostile peer did not start"
-        print(json.dumps(await latencies(producer, args.sends, f"beside {args.idle} idle + {args.slow} slow-loris", sent)),
-              flush=True)
+        print(
+            json.dumps(
+                await latencies(producer, args.sends, f"beside {args.idle} idle + {args.slow} slow-loris", sent)
+            ),
+            flush=True,
+        )
         print(peer.stdout.read().strip(), flush=True)
         peer.wait()
         peer.stdout.close()
@@ -116,7 +138,9 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=5000)
     parser.add_argument("--slow", type=int, default=1000)
     parser.add_argument("--sends", type=int, default=3000)
-    parser.add_argument("--hold-seconds", type=float, default=15.0, help="how long the hostile peer holds (< frame deadline)")
+    parser.add_argument(
+        "--hold-seconds", type=float, default=15.0, help="how long the hostile peer holds (< frame deadline)"
+    )
     parser.add_argument("--hold", metavar="BROKER", help=argparse.SUPPRESS)
     args = parser.parse_args()
     raise_fd_limit()
@@ -124,8 +148,11 @@ def main() -> int:
         asyncio.run(hold(args.hold, args.idle, args.slow, args.hold_seconds))
         return 0
     print(json.dumps({"machine": machine(), "idle": args.idle, "slow": args.slow}), flush=True)
-    with tempfile.TemporaryDirectory(dir=bench_root()) as tmp, NamesrvProcess.start() as ns, \
-            BrokerProcess.start(Path(tmp) / "store", ns.address, "--set", "serverMaxConnections=10000") as broker:
+    with (
+        tempfile.TemporaryDirectory(dir=bench_root()) as tmp,
+        NamesrvProcess.start() as ns,
+        BrokerProcess.start(Path(tmp) / "store", ns.address, "--set", "serverMaxConnections=10000") as broker,
+    ):
         create_topic([broker.address], TOPIC, 1)
         wait_for_route(ns.address, TOPIC, {"broker-a"})
         asyncio.run(measure(ns.address, broker.address, args))

@@ -80,11 +80,33 @@ def free_port() -> int:
 
 
 def start_dev(store: Path, metrics_port: int | None) -> tuple[subprocess.Popen[str], str]:
-    args = [sys.executable, "-m", "sparkmq", "dev", "--store-dir", str(store), "--port", "0", "--namesrv-port", "0",
-            "--set", "mapedFileSizeCommitLog=67108864", "--set", "maxHashSlotNum=50000", "--set", "maxIndexNum=200000"]
+    args = [
+        sys.executable,
+        "-m",
+        "sparkmq",
+        "dev",
+        "--store-dir",
+        str(store),
+        "--port",
+        "0",
+        "--namesrv-port",
+        "0",
+        "--set",
+        "mapedFileSizeCommitLog=67108864",
+        "--set",
+        "maxHashSlotNum=50000",
+        "--set",
+        "maxIndexNum=200000",
+    ]
     if metrics_port is not None:
-        args += ["--set", "metricsExporterType=PROM", "--set", "metricsPromExporterHost=127.0.0.1",
-                 "--set", f"metricsPromExporterPort={metrics_port}"]
+        args += [
+            "--set",
+            "metricsExporterType=PROM",
+            "--set",
+            "metricsPromExporterHost=127.0.0.1",
+            "--set",
+            f"metricsPromExporterPort={metrics_port}",
+        ]
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
     assert process.stdout is not None
@@ -151,8 +173,10 @@ def main() -> None:
             results[mode].append(one_round(args.messages, mode == "PROM"))
             print(f"  {mode:8} broker CPU {results[mode][-1]:.1f} us/message (load {loadavg()})", flush=True)
     for mode, values in results.items():
-        print(f"metricsExporterType={mode}: median broker CPU {statistics.median(values):.1f} us/message "
-              f"over {args.rounds} rounds of {args.messages} send+pull")
+        print(
+            f"metricsExporterType={mode}: median broker CPU {statistics.median(values):.1f} us/message "
+            f"over {args.rounds} rounds of {args.messages} send+pull"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ and ``WorkerProfiler`` (py-spy on the PySpark daemon's workers during one query)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from bench_common import REPO, short_frame  # bench/ is sys.path[0]
+
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers use this venv
@@ -27,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 
 import sparkmq
-
 
 QUEUES = 4
 BODY_BYTES = 100
@@ -51,10 +52,8 @@ def descendants(root: int) -> set[int]:
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
+            with contextlib.suppress(OSError, IndexError):  # a process that ended meanwhile
                 parents[int(entry)] = int(_stat(entry)[1])
-            except (OSError, IndexError):
-                pass
     tree: set[int] = set()
     frontier = {root}
     while frontier:
@@ -97,7 +96,6 @@ async def produce(namesrv: str, topic: str, count: int) -> float:
         return time.perf_counter() - started
 
 
-
 # -- Spark ---------------------------------------------------------------------------------
 @dataclass
 class Run:
@@ -122,15 +120,20 @@ class Run:
         return self.rows / self.seconds
 
 
-
 def spark_session(master: str, *sources: Any) -> Any:
     """One local SparkSession with the sparkmq format and ``sources`` (Python data sources) registered."""
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName("sparkmq-spark-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "4g")
-             .config("spark.sql.streaming.noDataMicroBatches.enabled", "false").getOrCreate())
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("sparkmq-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     for source in sources:
         spark.dataSource.register(source)
@@ -156,28 +159,45 @@ class Meter:
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
         now = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
-        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now))
+        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now, strict=True))
 
     def fill(self, run: Run) -> Run:
-        run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu = self.seconds, self.broker_cpu, self.jvm_cpu, self.python_cpu
+        run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu = (
+            self.seconds,
+            self.broker_cpu,
+            self.jvm_cpu,
+            self.python_cpu,
+        )
         return run
 
 
 def run_stream(case: str, frame: Any, checkpoint: Path, rows: int, broker_pid: int) -> Run:
     """``frame`` → noop with Trigger.AvailableNow; wall time start → termination."""
     with Meter(frame.sparkSession, broker_pid) as meter:
-        query = frame.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        query = (
+            frame.writeStream.format("noop")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"{case}: {query.exception()}")
-    batches = [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000, p["processedRowsPerSecond"],
-                p["durationMs"].get("latestOffset", 0) / 1000, p["durationMs"].get("queryPlanning", 0) / 1000)
-               for p in query.recentProgress if p["numInputRows"]]
+    batches = [
+        (
+            p["numInputRows"],
+            p["durationMs"].get("triggerExecution", 0) / 1000,
+            p["processedRowsPerSecond"],
+            p["durationMs"].get("latestOffset", 0) / 1000,
+            p["durationMs"].get("queryPlanning", 0) / 1000,
+        )
+        for p in query.recentProgress
+        if p["numInputRows"]
+    ]
     got = sum(b[0] for b in batches)
     if got != rows:
         raise RuntimeError(f"{case}: read {got} rows, expected {rows}")
     return meter.fill(Run(case, rows, 0.0, batches))
-
 
 
 # -- profiling the Python workers ----------------------------------------------------------
@@ -188,9 +208,27 @@ class WorkerProfiler:
         self.out = out
         daemons = [str(pid) for pid in descendants(jvm) if _is_daemon(str(pid))]
         spy = Path(sys.executable).with_name("py-spy")
-        self.processes = [subprocess.Popen([str(spy), "record", "--pid", pid, "--subprocesses", "--rate", "200", "--nonblocking",
-                                            "--format", "raw", "--output", f"{out}.{pid}"],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in daemons]
+        self.processes = [
+            subprocess.Popen(
+                [
+                    str(spy),
+                    "record",
+                    "--pid",
+                    pid,
+                    "--subprocesses",
+                    "--rate",
+                    "200",
+                    "--nonblocking",
+                    "--format",
+                    "raw",
+                    "--output",
+                    f"{out}.{pid}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for pid in daemons
+        ]
         time.sleep(1.0)
 
     def stop(self, top: int = 25) -> str:
@@ -226,7 +264,6 @@ def _is_daemon(pid: str) -> bool:
         return False
 
 
-
 def close_views() -> None:
     """Close this process's cached BrokerViews (no heartbeats to a broker that is stopping)."""
     from sparkmq.client import loop_thread
@@ -242,23 +279,37 @@ def machine() -> str:
     import pyspark
 
     git = ["git", "-C", str(REPO)]
-    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True, text=True).stdout
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "?")
-    return (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}"
-            f"{' + uncommitted changes' if dirty.strip() else ''}, {cpu}, nproc {os.cpu_count()}, Python "
-            f"{sys.version.split()[0]}, PySpark {pyspark.__version__}, pyarrow {pa.__version__}, Java "
-            f"{subprocess.run(['java', '-version'], check=False, capture_output=True, text=True).stderr.split(chr(34))[1]}")
-
-
-
+    commit = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True, text=True
+    ).stdout
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "?",
+    )
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}"
+        f"{' + uncommitted changes' if dirty.strip() else ''}, {cpu}, nproc {os.cpu_count()}, Python "
+        f"{sys.version.split()[0]}, PySpark {pyspark.__version__}, pyarrow {pa.__version__}, Java "
+        f"{subprocess.run(['java', '-version'], check=False, capture_output=True, text=True).stderr.split(chr(34))[1]}"
+    )
 
 
 def table(runs: list[Run]) -> str:
     """One row per case: the median run by wall time, the others' rows/s in the note."""
-    lines = [("| case | rows | seconds | rows/s | batches | median trigger s | CPU s: JVM | Python | broker | "
-              "rows per CPU-s | note |"), "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        (
+            "| case | rows | seconds | rows/s | batches | median trigger s | CPU s: JVM | Python | broker | "
+            "rows per CPU-s | note |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     cases: dict[str, list[Run]] = {}
     for r in runs:
         cases.setdefault(r.case, []).append(r)
@@ -266,10 +317,14 @@ def table(runs: list[Run]) -> str:
         ordered = sorted(same, key=lambda r: r.seconds)
         r = ordered[(len(ordered) - 1) // 2]
         trig = f"{float(np.median([b[1] for b in r.batches])):.2f}" if r.batches else ""
-        note = r.note + (f"; median of {len(same)}: " + ", ".join(f"{x.rate:,.0f}" for x in ordered) if len(same) > 1 else "")
+        note = r.note + (
+            f"; median of {len(same)}: " + ", ".join(f"{x.rate:,.0f}" for x in ordered) if len(same) > 1 else ""
+        )
         per_cpu = f"{r.rows / r.cpu:,.0f}" if r.cpu else ""
-        lines.append(f"| {case} | {r.rows:,} | {r.seconds:.2f} | {r.rate:,.0f} | {len(r.batches) or ''} | {trig} | "
-                     f"{r.jvm_cpu:.2f} | {r.python_cpu:.2f} | {r.broker_cpu:.2f} | {per_cpu} | {note.strip('; ')} |")
+        lines.append(
+            f"| {case} | {r.rows:,} | {r.seconds:.2f} | {r.rate:,.0f} | {len(r.batches) or ''} | {trig} | "
+            f"{r.jvm_cpu:.2f} | {r.python_cpu:.2f} | {r.broker_cpu:.2f} | {per_cpu} | {note.strip('; ')} |"
+        )
     return "\n".join(lines)
 
 
@@ -280,5 +335,3 @@ def median_rate(runs: list[Run], case: str) -> float:
 def median_cpu(runs: list[Run], case: str) -> float:
     """Median CPU seconds (JVM + Spark's Python + broker) of a case."""
     return float(np.median([r.cpu for r in runs if r.case == case]))
-
-

@@ -32,14 +32,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import bench_root, loadavg
-from spark_common import (
-    BODY_BYTES, Meter, Run, WorkerProfiler, close_views, jvm_pid, machine, median_rate, produce, spark_session, table,
-)
-
 import pyarrow as pa
 import pyarrow.parquet as pq
+from spark_common import (
+    BODY_BYTES,
+    Meter,
+    Run,
+    WorkerProfiler,
+    close_views,
+    jvm_pid,
+    machine,
+    median_rate,
+    produce,
+    spark_session,
+    table,
+)
 
+from bench_common import bench_root, loadavg
 from sparkmq.connector.broker_view import view_for
 from tests.support.processes import BrokerProcess, NamesrvProcess
 
@@ -83,8 +92,10 @@ def sink_rows_cost(batch: pa.RecordBatch, topic: str) -> float:
 
 def sink_rows_cost_of(rows: int) -> float:
     pool = [os.urandom(BODY_BYTES) for _ in range(1024)]
-    return sink_rows_cost(pa.RecordBatch.from_arrays([pa.array([pool[i % 1024] for i in range(rows)], pa.binary())],
-                                                     ["body"]), "SparkBenchSink")
+    return sink_rows_cost(
+        pa.RecordBatch.from_arrays([pa.array([pool[i % 1024] for i in range(rows)], pa.binary())], ["body"]),
+        "SparkBenchSink",
+    )
 
 
 def run_case(case: str, spark: Any, namesrv: str, broker_pid: int, bodies: Path, rows: int, number: int) -> Run:
@@ -101,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100,000 rows, one repeat")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each case, interleaved (default 3)")
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the Python workers during one more sink write")
+    parser.add_argument(
+        "--profile", type=Path, metavar="DIR", help="py-spy the Python workers during one more sink write"
+    )
     args = parser.parse_args(argv)
     n, repeat = (100_000, 1) if args.quick else (args.messages, args.repeat)
     facts = machine()
@@ -126,8 +139,13 @@ def main(argv: list[str] | None = None) -> int:
             for case in (SINK, PRODUCE):
                 number += 1
                 runs.append(run_case(case, spark, namesrv.address, broker.pid, root / "main.parquet", n, number))
-            print(f"  repeat {rep}: " + ", ".join(f"{r.case.split(':')[0]} {r.rate:,.0f}" for r in runs[-2:])
-                  + f" rows/s; load average {loadavg()}", file=sys.stderr, flush=True)
+            print(
+                f"  repeat {rep}: "
+                + ", ".join(f"{r.case.split(':')[0]} {r.rate:,.0f}" for r in runs[-2:])
+                + f" rows/s; load average {loadavg()}",
+                file=sys.stderr,
+                flush=True,
+            )
         load_end = loadavg()
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
@@ -136,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             profile = "## Python workers during one more sink write (not timed)\n" + spy.stop()
         sink_cpu = sorted(r.cpu for r in runs if r.case == SINK)[(repeat - 1) // 2]
         produce_cpu = sorted(r.cpu for r in runs if r.case == PRODUCE)[(repeat - 1) // 2]
-        notes.append(f"sink rows/s relative to {PRODUCE} in this run: "
-                     f"{median_rate(runs, SINK) / median_rate(runs, PRODUCE):.2f}x (target: ≥ 1.0x); "
-                     f"median CPU-s (JVM + Spark's Python + broker; the producer's own CPU is not counted): "
-                     f"sink {sink_cpu:.2f}, produce {produce_cpu:.2f}")
-        notes.append(f"sink encode_rows (bulk SEND_BATCH items, outside Spark): {sink_rows_cost_of(4096):.2f} CPU-µs/row")
+        notes.append(
+            f"sink rows/s relative to {PRODUCE} in this run: "
+            f"{median_rate(runs, SINK) / median_rate(runs, PRODUCE):.2f}x (target: ≥ 1.0x); "
+            f"median CPU-s (JVM + Spark's Python + broker; the producer's own CPU is not counted): "
+            f"sink {sink_cpu:.2f}, produce {produce_cpu:.2f}"
+        )
+        notes.append(
+            f"sink encode_rows (bulk SEND_BATCH items, outside Spark): {sink_rows_cost_of(4096):.2f} CPU-µs/row"
+        )
     finally:
         if spark is not None:
             spark.stop()

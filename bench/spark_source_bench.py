@@ -46,18 +46,27 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from bench_common import bench_root, loadavg
-from spark_common import (
-    QUEUES, Run, WorkerProfiler, close_views, jvm_pid, machine, median_cpu, median_rate, produce, run_stream,
-    spark_session, table,
-)
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
+from spark_common import (
+    QUEUES,
+    Run,
+    WorkerProfiler,
+    close_views,
+    jvm_pid,
+    machine,
+    median_cpu,
+    median_rate,
+    produce,
+    run_stream,
+    spark_session,
+    table,
+)
 
+from bench_common import bench_root, loadavg
 from sparkmq.connector import arrow as sm_arrow
 from sparkmq.connector.broker_view import view_for
 from sparkmq.message.bulk import decode_columns
@@ -121,11 +130,16 @@ class IpcDataSource(DataSource):  # type: ignore[misc]
         return IpcStreamReader(self.options["path"], int(self.options["pertrigger"]))
 
 
-
 def source_frame(spark: Any, namesrv: str, topic: str, group: str, per_trigger: int) -> Any:
-    return (spark.readStream.format("sparkmq").option("namesrvAddr", namesrv).option("topic", topic)
-            .option("consumerGroup", group).option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", str(per_trigger)).load())
+    return (
+        spark.readStream.format("sparkmq")
+        .option("namesrvAddr", namesrv)
+        .option("topic", topic)
+        .option("consumerGroup", group)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+    )
 
 
 def parquet_frame(spark: Any, directory: Path, files_per_trigger: int) -> Any:
@@ -134,8 +148,13 @@ def parquet_frame(spark: Any, directory: Path, files_per_trigger: int) -> Any:
 
 
 def ipc_frame(spark: Any, path: Path, per_trigger: int, ddl: str | None = None) -> Any:
-    return (spark.readStream.format("benchipc").option("path", str(path)).option("pertrigger", str(per_trigger))
-            .option("ddl", ddl or sm_arrow.SCHEMA_DDL).load())
+    return (
+        spark.readStream.format("benchipc")
+        .option("path", str(path))
+        .option("pertrigger", str(per_trigger))
+        .option("ddl", ddl or sm_arrow.SCHEMA_DDL)
+        .load()
+    )
 
 
 # -- inputs for the comparisons: the source's own records, pulled once ---------------------
@@ -152,7 +171,12 @@ def pull_all(namesrv: str, topic: str, group: str) -> tuple[list[pa.RecordBatch]
     started = time.process_time()
     batches = [sm_arrow.records_to_arrow(body, broker) for broker, body in bodies]
     arrow_s = time.process_time() - started
-    return batches, {"pull_s": pull_s, "arrow_cpu_s": arrow_s, "pulls": len(bodies), "rows": sum(b.num_rows for b in batches)}
+    return batches, {
+        "pull_s": pull_s,
+        "arrow_cpu_s": arrow_s,
+        "pulls": len(bodies),
+        "rows": sum(b.num_rows for b in batches),
+    }
 
 
 def arrow_parts(body: bytes, broker: str, repeat: int = 20) -> dict[str, float]:
@@ -160,16 +184,22 @@ def arrow_parts(body: bytes, broker: str, repeat: int = 20) -> dict[str, float]:
     columns = decode_columns(body)
     raw = np.frombuffer(columns.buffer, dtype=np.uint8)
     parts = {
-        "records_to_arrow (lean, the default)": lambda: sm_arrow.records_to_arrow(body, broker, columns=sm_arrow.LEAN_COLUMNS),
+        "records_to_arrow (lean, the default)": lambda: sm_arrow.records_to_arrow(
+            body, broker, columns=sm_arrow.LEAN_COLUMNS
+        ),
         "records_to_arrow (wide)": lambda: sm_arrow.records_to_arrow(body, broker),
-        "_property_values (TAGS, KEYS, UNIQ_KEY)": lambda: sm_arrow._property_values(raw, columns, ("TAGS", "KEYS", "UNIQ_KEY")),
+        "_property_values (TAGS, KEYS, UNIQ_KEY)": lambda: sm_arrow._property_values(
+            raw, columns, ("TAGS", "KEYS", "UNIQ_KEY")
+        ),
         "decode_columns": lambda: decode_columns(body),
         "_properties (map, TAGS, KEYS, UNIQ_KEY)": lambda: sm_arrow._properties(raw, columns),
         "_bodies": lambda: sm_arrow._bodies(raw, columns),
         "topic _slices": lambda: sm_arrow._slices(raw, columns.topic_starts, columns.topic_lengths, pa.string()),
         "_offset_msg_ids": lambda: sm_arrow._offset_msg_ids(columns),
-        "_hosts x2": lambda: (sm_arrow._hosts(columns.heads["store_ip"], columns.heads["store_port"].astype(np.int32)),
-                              sm_arrow._hosts(columns.heads["born_ip"], columns.heads["born_port"].astype(np.int32))),
+        "_hosts x2": lambda: (
+            sm_arrow._hosts(columns.heads["store_ip"], columns.heads["store_port"].astype(np.int32)),
+            sm_arrow._hosts(columns.heads["born_ip"], columns.heads["born_port"].astype(np.int32)),
+        ),
     }
     out = {}
     for name, call in parts.items():
@@ -194,8 +224,12 @@ def write_ipc(table: pa.Table, path: Path) -> None:
 
 
 SOURCE, P4, PLEAN, IPC, IPC4 = (
-    "source: sparkmq (lean default schema) → noop", "parquet-4col → noop", "parquet-lean (same 10 columns) → noop",
-    "arrow-source-lean (Python, same 10 columns, no broker) → noop", "arrow-source-4col (Python, no broker) → noop")
+    "source: sparkmq (lean default schema) → noop",
+    "parquet-4col → noop",
+    "parquet-lean (same 10 columns) → noop",
+    "arrow-source-lean (Python, same 10 columns, no broker) → noop",
+    "arrow-source-4col (Python, no broker) → noop",
+)
 CASES = {"source": SOURCE, "parquet4": P4, "parquetlean": PLEAN, "arrowlean": IPC, "arrow4": IPC4}
 NARROW = ["topic", "queueId", "queueOffset", "body"]
 
@@ -227,13 +261,21 @@ class SourceCases:
         self.runs += 1
         d, files_per_trigger = self.directory, max(1, round(PARQUET_FILES * self.per_trigger / self.rows))
         if case == SOURCE:
-            frame = source_frame(self.spark, self.namesrv, self.topic, f"{self.topic}-source-{self.runs}", self.per_trigger)
+            frame = source_frame(
+                self.spark, self.namesrv, self.topic, f"{self.topic}-source-{self.runs}", self.per_trigger
+            )
         elif case in (P4, PLEAN):
             frame = parquet_frame(self.spark, d / ("parquet4" if case == P4 else "parquetlean"), files_per_trigger)
         else:
-            frame = ipc_frame(self.spark, d / ("ipclean.arrow" if case == IPC else "ipc4.arrow"), self.per_trigger,
-                              "topic string, queueId int, queueOffset long, body binary" if case == IPC4 else None)
-        run = run_stream(case, frame, d / "checkpoints" / f"{case.split(':')[0]}-{self.runs}", self.rows, self.broker_pid)
+            frame = ipc_frame(
+                self.spark,
+                d / ("ipclean.arrow" if case == IPC else "ipc4.arrow"),
+                self.per_trigger,
+                "topic string, queueId int, queueOffset long, body binary" if case == IPC4 else None,
+            )
+        run = run_stream(
+            case, frame, d / "checkpoints" / f"{case.split(':')[0]}-{self.runs}", self.rows, self.broker_pid
+        )
         if case in (P4, PLEAN):
             run.note = f"maxFilesPerTrigger {files_per_trigger} of {PARQUET_FILES} files"
         return run
@@ -245,11 +287,13 @@ def ratios(runs: list[Run], chosen: list[str]) -> list[str]:
     if SOURCE not in chosen or not others:
         return []
     rate, cpu = median_rate(runs, SOURCE), median_cpu(runs, SOURCE)
-    return ["source rows/s relative to (medians of wall-clock rows/s): "
-            + "; ".join(f"{c.split(' ')[0]} {rate / median_rate(runs, c):.0%}" for c in others)
-            + " (targets: ≥ 90 % of arrow-source-lean, ≥ 50 % of parquet-lean)",
-            "CPU of the other case / CPU of the source (load-independent): "
-            + "; ".join(f"{c.split(' ')[0]} {median_cpu(runs, c) / cpu:.0%}" for c in others)]
+    return [
+        "source rows/s relative to (medians of wall-clock rows/s): "
+        + "; ".join(f"{c.split(' ')[0]} {rate / median_rate(runs, c):.0%}" for c in others)
+        + " (targets: ≥ 90 % of arrow-source-lean, ≥ 50 % of parquet-lean)",
+        "CPU of the other case / CPU of the source (load-independent): "
+        + "; ".join(f"{c.split(' ')[0]} {median_cpu(runs, c) / cpu:.0%}" for c in others),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-trigger", type=int, default=250_000, help="maxOffsetsPerTrigger (default 250,000)")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
-    parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the Python workers during one more source run")
+    parser.add_argument(
+        "--profile", type=Path, metavar="DIR", help="py-spy the Python workers during one more source run"
+    )
     args = parser.parse_args(argv)
     n, repeat = (100_000, 1) if args.quick else (args.messages, args.repeat)
     per_trigger = min(args.per_trigger, n)
@@ -289,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         write_inputs(batches, root / "main")
         spark = spark_session(args.master, IpcDataSource)
         log(f"spark up, defaultParallelism {spark.sparkContext.defaultParallelism}; warming up on {warm_n:,} rows")
-        warm = SourceCases(spark, namesrv.address, broker.pid, "SparkBenchWarm", root / "warm", warm_n,
-                           max(per_trigger // 5, 1))
+        warm = SourceCases(
+            spark, namesrv.address, broker.pid, "SparkBenchWarm", root / "warm", warm_n, max(per_trigger // 5, 1)
+        )
         cases = SourceCases(spark, namesrv.address, broker.pid, "SparkBench", root / "main", n, per_trigger)
         for _ in range(2):  # the JIT keeps improving over the first runs of each plan
             for case in chosen:
@@ -298,8 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(repeat):
             for case in chosen:
                 runs.append(cases.run(case))
-            log(f"repeat {rep}: " + ", ".join(f"{r.case.split(' ')[0]} {r.rate:,.0f}" for r in runs[-len(chosen):])
-                + f" rows/s; load average {loadavg()}")
+            log(
+                f"repeat {rep}: "
+                + ", ".join(f"{r.case.split(' ')[0]} {r.rate:,.0f}" for r in runs[-len(chosen) :])
+                + f" rows/s; load average {loadavg()}"
+            )
         load_end = loadavg()
         if args.profile and SOURCE in chosen:
             args.profile.mkdir(parents=True, exist_ok=True)
@@ -307,23 +357,32 @@ def main(argv: list[str] | None = None) -> int:
             cases.run(SOURCE)
             profile = "## Python workers during one more source run (not timed)\n" + spy.stop()
         notes += ratios(runs, chosen)
-        notes.append(f"pieces outside Spark (this process, one thread): pulled {pieces['rows']:,} records in "
-                     f"{pieces['pulls']} pulls of ≤4096, {pieces['pull_s']:.2f} s wall; records_to_arrow "
-                     f"{pieces['arrow_cpu_s']:.2f} CPU-s ({pieces['rows'] / pieces['arrow_cpu_s']:,.0f} records per CPU-s)")
+        notes.append(
+            f"pieces outside Spark (this process, one thread): pulled {pieces['rows']:,} records in "
+            f"{pieces['pulls']} pulls of ≤4096, {pieces['pull_s']:.2f} s wall; records_to_arrow "
+            f"{pieces['arrow_cpu_s']:.2f} CPU-s ({pieces['rows'] / pieces['arrow_cpu_s']:,.0f} records per CPU-s)"
+        )
         view = view_for(namesrv.address, "bench-pieces")
         body = next(view.read_range(view.queues(["SparkBench"])[0], 0, 4096, 4096))
-        notes.append("records_to_arrow parts on one 4096-record pull (CPU ms per call): "
-                     + ", ".join(f"{k} {v:.2f}" for k, v in arrow_parts(body, "broker-a").items()))
+        notes.append(
+            "records_to_arrow parts on one 4096-record pull (CPU ms per call): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in arrow_parts(body, "broker-a").items())
+        )
         whole = pa.Table.from_batches(batches)
-        notes.append(f"Arrow bytes per row: wide 15 columns {whole.nbytes / n:.0f}, lean "
-                     f"{whole.select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, 4 columns {whole.select(NARROW).nbytes / n:.0f}")
+        notes.append(
+            f"Arrow bytes per row: wide 15 columns {whole.nbytes / n:.0f}, lean "
+            f"{whole.select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, 4 columns "
+            f"{whole.select(NARROW).nbytes / n:.0f}"
+        )
         for case in chosen:
             same = sorted((x for x in runs if x.case == case), key=lambda x: x.seconds)
             if same and same[0].batches:
                 r = same[(len(same) - 1) // 2]
-                notes.append(f"{case} (median run) batches [rows, triggerExecution s, processedRowsPerSecond, "
-                             "latestOffset s, queryPlanning s]: "
-                             + "; ".join(f"{b[0]:,} {b[1]:.2f} {b[2]:,.0f} {b[3]:.3f} {b[4]:.3f}" for b in r.batches))
+                notes.append(
+                    f"{case} (median run) batches [rows, triggerExecution s, processedRowsPerSecond, "
+                    "latestOffset s, queryPlanning s]: "
+                    + "; ".join(f"{b[0]:,} {b[1]:.2f} {b[2]:,.0f} {b[3]:.3f} {b[4]:.3f}" for b in r.batches)
+                )
     finally:
         if spark is not None:
             spark.stop()

@@ -55,7 +55,9 @@ def config(root: Path) -> StoreConfig:
 
 def batch(queue_id: int, keys: bool) -> MessageBatch:
     """4,096 messages for one queue; with ``keys`` each has a UNIQ_KEY (an IndexFile entry)."""
-    props = [encode_properties({"UNIQ_KEY": f"{queue_id:08X}{i:024X}"}) for i in range(BATCH)] if keys else [b""] * BATCH
+    props = (
+        [encode_properties({"UNIQ_KEY": f"{queue_id:08X}{i:024X}"}) for i in range(BATCH)] if keys else [b""] * BATCH
+    )
     return MessageBatch(TOPIC, queue_id, [BODY] * BATCH, props, born_timestamp=1_700_000_000_000)
 
 

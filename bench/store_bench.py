@@ -82,7 +82,9 @@ def plan_batches(count: int, body_bytes: int, batch: int) -> list[tuple[int, lis
     """(queue_id, bodies, properties) per put; consecutive batches go round the queues."""
     all_bodies = bodies(count, body_bytes)
     all_props = producer_properties(count)
-    return [(n % QUEUES, all_bodies[i : i + batch], all_props[i : i + batch]) for n, i in enumerate(range(0, count, batch))]
+    return [
+        (n % QUEUES, all_bodies[i : i + batch], all_props[i : i + batch]) for n, i in enumerate(range(0, count, batch))
+    ]
 
 
 # -- store lifecycle -----------------------------------------------------------------------
@@ -119,8 +121,9 @@ def best_of(runs: int, once: Callable[[], tuple[int, int, float, float]]) -> tup
     return (best[0], best[1], best[2], cpu_per_msg, runs)
 
 
-def row(case: str, messages: int, nbytes: int, seconds: float, runs: int, note: str = "",
-        cpu_per_msg: float | None = None) -> Result:
+def row(
+    case: str, messages: int, nbytes: int, seconds: float, runs: int, note: str = "", cpu_per_msg: float | None = None
+) -> Result:
     cpu_us = None if cpu_per_msg is None else round(cpu_per_msg * 1e6, 3)
     return Result(case, messages, round(seconds, 3), messages / seconds, nbytes / MIB / seconds, runs, note, cpu_us)
 
@@ -321,23 +324,31 @@ def verdicts(results: list[Result]) -> list[str]:
     eight = next((r for r in results if r.case.endswith("8 writers")), None)
     if one and eight:
         ratio = eight.msgs_per_s / one.msgs_per_s
-        lines.append(f"SYNC 8 writers / 1 fsync per message: {ratio:.1f}x vs target 10x -> {'MET' if ratio >= 10 else 'NOT MET'}")
+        lines.append(
+            f"SYNC 8 writers / 1 fsync per message: {ratio:.1f}x vs target 10x -> {'MET' if ratio >= 10 else 'NOT MET'}"
+        )
     piped = next((r for r in results if "in flight" in r.case), None)
     if one and piped:
-        lines.append(f"SYNC {piped.case.split(', ', 1)[1]} / 1 fsync per message: {piped.msgs_per_s / one.msgs_per_s:.1f}x"
-                     " (informational: a writer keeps several messages in flight)")
+        lines.append(
+            f"SYNC {piped.case.split(', ', 1)[1]} / 1 fsync per message: {piped.msgs_per_s / one.msgs_per_s:.1f}x"
+            " (informational: a writer keeps several messages in flight)"
+        )
     return lines
 
 
 def table(results: list[Result]) -> str:
-    head = (f"| {'case':<48} | {'messages':>11} | {'seconds':>7} | {'msgs/s':>11} | {'MiB/s':>7} | runs "
-            f"| {'CPU µs/msg':>10} | note")
+    head = (
+        f"| {'case':<48} | {'messages':>11} | {'seconds':>7} | {'msgs/s':>11} | {'MiB/s':>7} | runs "
+        f"| {'CPU µs/msg':>10} | note"
+    )
     rule = f"|{'-' * 50}|{'-' * 12}:|{'-' * 8}:|{'-' * 12}:|{'-' * 8}:|-----:|{'-' * 11}:|------"
     lines = [head, rule]
     for r in results:
         cpu = "" if r.cpu_us_per_msg is None else f"{r.cpu_us_per_msg:.3f}"
-        lines.append(f"| {r.case:<48} | {r.messages:>11,} | {r.seconds:>7.2f} | {r.msgs_per_s:>11,.0f} | {r.mb_per_s:>7.1f} "
-                     f"| {r.runs:>4} | {cpu:>10} | {r.note}")
+        lines.append(
+            f"| {r.case:<48} | {r.messages:>11,} | {r.seconds:>7.2f} | {r.msgs_per_s:>11,.0f} | {r.mb_per_s:>7.1f} "
+            f"| {r.runs:>4} | {cpu:>10} | {r.note}"
+        )
     return "\n".join(lines)
 
 
@@ -348,16 +359,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-' for stdout)")
     args = parser.parse_args(argv)
     info = machine()
-    print(f"sparkmq store bench: {info['date']}, {info['nproc']} CPUs, Python {info['python']}, tmp {info['tmp_dir']}",
-          file=sys.stderr)
+    print(
+        f"sparkmq store bench: {info['date']}, {info['nproc']} CPUs, Python {info['python']}, tmp {info['tmp_dir']}",
+        file=sys.stderr,
+    )
     results = run(args.quick, args.only)
     info["loadavg_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(table(results))
     for line in verdicts(results):
         print(line)
     if args.json:
-        payload = json.dumps({"machine": info, "quick": args.quick, "results": [asdict(r) for r in results],
-                              "verdicts": verdicts(results)}, indent=2)
+        payload = json.dumps(
+            {
+                "machine": info,
+                "quick": args.quick,
+                "results": [asdict(r) for r in results],
+                "verdicts": verdicts(results),
+            },
+            indent=2,
+        )
         if args.json == "-":
             print(payload)
         else:

@@ -37,7 +37,9 @@ def producer_rates(count: int, root: Path) -> dict[str, float]:
                 plain.send(Message("BenchTx", b"x" * 100))
             rates["plain send/s"] = count / (time.perf_counter() - started)
         commit = LocalTransactionState.COMMIT
-        with TransactionProducer("PID_bench_tx", ns, execute_local=lambda m, a: commit, check_local=lambda m: commit) as tx:
+        with TransactionProducer(
+            "PID_bench_tx", ns, execute_local=lambda m, a: commit, check_local=lambda m: commit
+        ) as tx:
             tx.send_in_transaction(Message("BenchTx", b"warm-up"))
             started = time.perf_counter()
             for _i in range(count):
@@ -47,14 +49,20 @@ def producer_rates(count: int, root: Path) -> dict[str, float]:
 
 
 async def scan_round(halves: int, root: Path) -> float:
-    config = BrokerConfig(listen_port=0, store_path_root_dir=root / "scan", transaction_check_interval=3_600_000,
-                          transaction_time_out=0)
+    config = BrokerConfig(
+        listen_port=0, store_path_root_dir=root / "scan", transaction_check_interval=3_600_000, transaction_time_out=0
+    )
     async with BrokerController(config) as broker:
         assert broker.store is not None and broker.transactions is not None
         props = encode_properties({"TAGS": "t", "UNIQ_KEY": "", "PGROUP": "PID_bench"})
         for i in range(halves):
-            item = MessageBatch("BenchTx", 0, [b"x" * 100], [props.replace(b"UNIQ_KEY\x01", f"UNIQ_KEY\x01K{i}".encode())],
-                                born_timestamp=1)
+            item = MessageBatch(
+                "BenchTx",
+                0,
+                [b"x" * 100],
+                [props.replace(b"UNIQ_KEY\x01", f"UNIQ_KEY\x01K{i}".encode())],
+                born_timestamp=1,
+            )
             broker.store.submit_messages(half_message(item, "PID_bench"))
         started = time.perf_counter()
         asked = await broker.transactions.checker.check_once()
@@ -73,8 +81,10 @@ def main() -> None:
         for name, rate in producer_rates(args.count, Path(tmp)).items():
             print(f"{name}: {rate:,.0f} ({args.count} messages of 100 B)")
         ms = asyncio.run(scan_round(args.halves, Path(tmp)))
-        print(f"check-back round over {args.halves} undecided half messages: {ms:,.0f} ms "
-              f"({ms * 1000 / args.halves:,.0f} µs each)")
+        print(
+            f"check-back round over {args.halves} undecided half messages: {ms:,.0f} ms "
+            f"({ms * 1000 / args.halves:,.0f} µs each)"
+        )
 
 
 if __name__ == "__main__":

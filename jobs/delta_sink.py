@@ -32,8 +32,12 @@ def append_once(table_dir: Path, rows: pa.Table, app_id: str, batch_id: int) -> 
     """
     if batch_id <= committed_version(table_dir, app_id):
         return False
-    write_deltalake(str(table_dir), rows, mode="append",
-                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
+    write_deltalake(
+        str(table_dir),
+        rows,
+        mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)]),
+    )
     return True
 
 

@@ -40,10 +40,15 @@ def spark_session() -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("sparkmq-orders")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparkmq-orders")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -53,16 +58,31 @@ def start_producer(spark: SparkSession, namesrv: str, total: int, rate: int, che
     from pyspark.sql import functions as F
 
     categories = F.array(*[F.lit(c) for c in CATEGORIES])
-    orders = (spark.readStream.format("rate").option("rowsPerSecond", rate).load()
-              .where(F.col("value") < total)
-              .select(F.col("value").alias("order_id"), F.col("timestamp").alias("ordered_at"),
-                      F.element_at(categories, (F.col("value") % len(CATEGORIES) + 1).cast("int")).alias("category"),
-                      ((F.col("value") * 7919) % 20000 / 100.0 + 1).alias("amount")))
+    orders = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rate)
+        .load()
+        .where(F.col("value") < total)
+        .select(
+            F.col("value").alias("order_id"),
+            F.col("timestamp").alias("ordered_at"),
+            F.element_at(categories, (F.col("value") % len(CATEGORIES) + 1).cast("int")).alias("category"),
+            ((F.col("value") * 7919) % 20000 / 100.0 + 1).alias("amount"),
+        )
+    )
     messages = orders.select(
         F.to_json(F.struct("order_id", "ordered_at", "category", "amount")).alias("body"),
-        F.col("category").alias("tags"), F.concat(F.lit("order-"), F.col("order_id").cast("string")).alias("keys"))
-    return (messages.writeStream.format("sparkmq").option("namesrvAddr", namesrv).option("topic", TOPIC)
-            .option("checkpointLocation", str(checkpoint)).trigger(processingTime="1 second").start())
+        F.col("category").alias("tags"),
+        F.concat(F.lit("order-"), F.col("order_id").cast("string")).alias("keys"),
+    )
+    return (
+        messages.writeStream.format("sparkmq")
+        .option("namesrvAddr", namesrv)
+        .option("topic", TOPIC)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="1 second")
+        .start()
+    )
 
 
 def start_consumer(spark: SparkSession, namesrv: str, tables: Path, checkpoint: Path) -> StreamingQuery:
@@ -70,10 +90,17 @@ def start_consumer(spark: SparkSession, namesrv: str, tables: Path, checkpoint: 
     from pyspark.sql import functions as F
 
     schema = "order_id long, ordered_at timestamp, category string, amount double"
-    source = (spark.readStream.format("sparkmq").option("namesrvAddr", namesrv).option("topic", TOPIC)
-              .option("consumerGroup", GROUP).option("startingOffsets", "earliest").load())
-    orders = source.select(F.from_json(F.col("body").cast("string"), schema).alias("o"), "queueId", "queueOffset") \
-        .select("o.*", "queueId", "queueOffset")
+    source = (
+        spark.readStream.format("sparkmq")
+        .option("namesrvAddr", namesrv)
+        .option("topic", TOPIC)
+        .option("consumerGroup", GROUP)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    orders = source.select(
+        F.from_json(F.col("body").cast("string"), schema).alias("o"), "queueId", "queueOffset"
+    ).select("o.*", "queueId", "queueOffset")
 
     def land(batch: DataFrame, batch_id: int) -> None:
         rows = batch.toArrow()
@@ -82,8 +109,12 @@ def start_consumer(spark: SparkSession, namesrv: str, tables: Path, checkpoint: 
         append_once(tables / "orders", rows, DELTA_APP_ID, batch_id)
         overwrite(tables / "revenue_per_minute", revenue(read(tables / "orders")))
 
-    return (orders.writeStream.foreachBatch(land).option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="2 seconds").start())
+    return (
+        orders.writeStream.foreachBatch(land)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
 
 
 def revenue(orders: pa.Table) -> pa.Table:
@@ -92,7 +123,8 @@ def revenue(orders: pa.Table) -> pa.Table:
     table = pa.table({"window_start": minute, "category": orders["category"], "amount": orders["amount"]})
     grouped = table.group_by(["window_start", "category"]).aggregate([("amount", "sum"), ("amount", "count")])
     return grouped.rename_columns(["window_start", "category", "revenue", "orders"]).sort_by(
-        [("window_start", "ascending"), ("category", "ascending")])
+        [("window_start", "ascending"), ("category", "ascending")]
+    )
 
 
 def stop_between_batches(query: StreamingQuery, wait_s: float = 10.0) -> None:
@@ -116,7 +148,9 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
     tables, checkpoints = data_dir / "delta", data_dir / "checkpoints"
     started = time.monotonic()
     with EmbeddedCluster(data_dir / "store") as cluster, Admin(cluster.namesrv_address) as admin:
-        print(f"sparkmq: namesrv {cluster.namesrv_address}, broker {cluster.broker_address}, store {data_dir / 'store'}")
+        print(
+            f"sparkmq: namesrv {cluster.namesrv_address}, broker {cluster.broker_address}, store {data_dir / 'store'}"
+        )
         spark = spark_session()
         producer = start_producer(spark, cluster.namesrv_address, total, rate, checkpoints / "producer")
         consumer = None
@@ -134,7 +168,9 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
                 sent = sum(q.broker_offset for q in lags)
                 lag = sum(q.lag for q in lags)
                 consumed = read(tables / "orders").num_rows if (tables / "orders" / "_delta_log").exists() else 0
-                print(f"  {time.monotonic() - started:5.1f}s  sent {sent:>7,}  in Delta {consumed:>7,}  group lag {lag:,}")
+                print(
+                    f"  {time.monotonic() - started:5.1f}s  sent {sent:>7,}  in Delta {consumed:>7,}  group lag {lag:,}"
+                )
                 if sent >= total and lag == 0 and consumed >= total:
                     break
         finally:
@@ -143,13 +179,17 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
                 stop_between_batches(consumer)
         elapsed = time.monotonic() - started
         produced_rate, consumed_rate = rate_of(producer), rate_of(consumer) if consumer is not None else 0.0
-        revenue_table = read(tables / "revenue_per_minute") if (tables / "revenue_per_minute" / "_delta_log").exists() else None
+        revenue_table = (
+            read(tables / "revenue_per_minute") if (tables / "revenue_per_minute" / "_delta_log").exists() else None
+        )
         spark.stop()
     print("\nsummary")
     print(f"  messages in (acknowledged by the broker): {sent:,}")
     print(f"  messages out (rows in Delta table orders): {consumed:,}")
-    print(f"  sink throughput (rows / batch time): {produced_rate:,.0f} msgs/s; "
-          f"source -> Delta: {consumed_rate:,.0f} msgs/s; whole job {elapsed:.1f} s incl. JVM start")
+    print(
+        f"  sink throughput (rows / batch time): {produced_rate:,.0f} msgs/s; "
+        f"source -> Delta: {consumed_rate:,.0f} msgs/s; whole job {elapsed:.1f} s incl. JVM start"
+    )
     print(f"  consumer group '{GROUP}' lag on the broker: {lag}")
     if revenue_table is not None:
         print(f"  revenue per category per minute ({revenue_table.num_rows} rows), first rows:")
@@ -172,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and args.data_dir.exists():
         shutil.rmtree(args.data_dir)
     return run(args.data_dir, args.orders, args.rate, args.timeout)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -40,9 +40,14 @@ class ConfigFile(Generic[T]):
         {'a': 1}
     """
 
-    def __init__(self, path: str | os.PathLike[str], decode: Callable[[str], T], encode: Callable[[T], str],
-                 error: type[SparkmqError] = SparkmqError,
-                 recovered_warning: type[UserWarning] = ConfigFileRecoveredWarning) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        decode: Callable[[str], T],
+        encode: Callable[[T], str],
+        error: type[SparkmqError] = SparkmqError,
+        recovered_warning: type[UserWarning] = ConfigFileRecoveredWarning,
+    ) -> None:
         self.path = Path(path)
         self.backup_path = self.path.with_name(self.path.name + ".bak")
         self.tmp_path = self.path.with_name(self.path.name + ".tmp")

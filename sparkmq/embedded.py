@@ -22,11 +22,22 @@ from sparkmq.store.config import FlushDiskType
 class EmbeddedCluster:
     """One NameServer and one broker (store under ``store_dir``) serving on loopback."""
 
-    def __init__(self, store_dir: Path, *, host: str = "127.0.0.1", namesrv_port: int = 0, broker_port: int = 0,
-                 sync_flush: bool = False) -> None:
+    def __init__(
+        self,
+        store_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        namesrv_port: int = 0,
+        broker_port: int = 0,
+        sync_flush: bool = False,
+    ) -> None:
         self._namesrv = NameServer(NamesrvConfig(host, namesrv_port))
-        self._broker_config = BrokerConfig(broker_ip=host, listen_port=broker_port, store_path_root_dir=store_dir,
-                                           flush_disk_type=FlushDiskType.SYNC_FLUSH if sync_flush else FlushDiskType.ASYNC_FLUSH)
+        self._broker_config = BrokerConfig(
+            broker_ip=host,
+            listen_port=broker_port,
+            store_path_root_dir=store_dir,
+            flush_disk_type=FlushDiskType.SYNC_FLUSH if sync_flush else FlushDiskType.ASYNC_FLUSH,
+        )
         self._broker: BrokerController | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sparkmq-embedded", daemon=True)
@@ -52,6 +63,7 @@ class EmbeddedCluster:
 
     def close(self) -> None:
         """Stop the broker (flushing its store) and the NameServer, then the thread."""
+
         async def stop() -> None:
             if self._broker is not None:
                 await self._broker.close()

@@ -53,8 +53,13 @@ _producers: dict[tuple[str, str, ClientSecurity], AsyncProducer] = {}
 _producers_lock = threading.Lock()
 _IDS = BulkIds()  # UNIQ_KEYs of the rows encoded in bulk, for every task of this worker
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
-    "body": (BinaryType, StringType), "topic": (StringType,), "keys": (StringType,), "tags": (StringType,),
-    "properties": (MapType,), "queueId": (IntegerType, LongType), "shardingKey": (StringType,),
+    "body": (BinaryType, StringType),
+    "topic": (StringType,),
+    "keys": (StringType,),
+    "tags": (StringType,),
+    "properties": (MapType,),
+    "queueId": (IntegerType, LongType),
+    "shardingKey": (StringType,),
     "delayLevel": (IntegerType, LongType),
 }
 
@@ -69,7 +74,9 @@ def check_columns(options: SinkOptions, schema: StructType) -> None:
     for name, f in names.items():
         allowed = _COLUMN_TYPES.get(name)
         if allowed is not None and not isinstance(f.dataType, allowed):
-            raise OptionError(name, f"column type {f.dataType.simpleString()} is not {' or '.join(t.__name__ for t in allowed)}")
+            raise OptionError(
+                name, f"column type {f.dataType.simpleString()} is not {' or '.join(t.__name__ for t in allowed)}"
+            )
 
 
 @dataclass
@@ -97,9 +104,19 @@ def _messages(batch: pa.RecordBatch, topics: list[str], extra: Mapping[str, str]
     absent = [None] * batch.num_rows  # built once: a default list per row and column made this quadratic
     tags, keys, props_column = cols.get("tags", absent), cols.get("keys", absent), cols.get("properties", absent)
     delays = cols.get("delayLevel", absent)
-    return [Message(topic, body, tags=tag, keys=key, properties={**dict(props or []), **(extra or {})},
-                    delay_level=int(delay or 0))
-            for topic, body, tag, key, props, delay in zip(topics, cols["body"], tags, keys, props_column, delays, strict=True)]
+    return [
+        Message(
+            topic,
+            body,
+            tags=tag,
+            keys=key,
+            properties={**dict(props or []), **(extra or {})},
+            delay_level=int(delay or 0),
+        )
+        for topic, body, tag, key, props, delay in zip(
+            topics, cols["body"], tags, keys, props_column, delays, strict=True
+        )
+    ]
 
 
 def _row_topics(batch: pa.RecordBatch, options: SinkOptions) -> tuple[list[str], npt.NDArray[np.int64]]:
@@ -184,8 +201,9 @@ class _Sender:
         self._raise_first_failure()
         return self.result
 
-    async def _send(self, payload: list[Message] | bytes, count: int, queue: MessageQueue,
-                    previous: Future[None] | None) -> None:
+    async def _send(
+        self, payload: list[Message] | bytes, count: int, queue: MessageQueue, previous: Future[None] | None
+    ) -> None:
         if previous is not None:
             await asyncio.wrap_future(previous)  # its failure fails this send too: never overtake it
         producer = self.producer
@@ -231,8 +249,13 @@ SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]
 """Rows for one send: queue, payload (encoded SEND_BATCH items, or ``Message`` objects), row count, ordered."""
 
 
-def place_runs(producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch, round_robin: int,
-               extra: Mapping[str, str] | None = None) -> tuple[list[SendRun], int]:
+def place_runs(
+    producer: AsyncProducer,
+    options: SinkOptions,
+    batch: pa.RecordBatch,
+    round_robin: int,
+    extra: Mapping[str, str] | None = None,
+) -> tuple[list[SendRun], int]:
     """Place each row on a queue and cut runs of at most ``batch_size`` rows (and ``MAX_RUN_BYTES``) per
     queue and lane, in row order; ``extra``: properties for every row. Blocks on route lookups: call it
     from a task's thread, never on the client loop."""
@@ -265,8 +288,12 @@ def place_runs(producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBa
 
 def _properties_bytes(message: Message) -> int:
     """About the encoded size of a message's properties (the fixed ones plus its own)."""
-    return 100 + sum(len(k) + len(v) + 2 for k, v in message.properties.items()) + len(message.tags or "") + \
-        sum(len(k) + 1 for k in message.keys or [])
+    return (
+        100
+        + sum(len(k) + len(v) + 2 for k, v in message.properties.items())
+        + len(message.tags or "")
+        + sum(len(k) + 1 for k in message.keys or [])
+    )
 
 
 def _by_bytes(run: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
@@ -284,8 +311,9 @@ def _by_bytes(run: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]) -> lis
     return pieces
 
 
-def _submit_batch(sender: _Sender, producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch,
-                  round_robin: int) -> int:
+def _submit_batch(
+    sender: _Sender, producer: AsyncProducer, options: SinkOptions, batch: pa.RecordBatch, round_robin: int
+) -> int:
     """Submit the batch's runs; ``Message`` runs with delayed rows go as two sends (plain, delayed)."""
     runs, round_robin = place_runs(producer, options, batch, round_robin)
     for queue, payload, count, lane in runs:
@@ -300,8 +328,14 @@ def _submit_batch(sender: _Sender, producer: AsyncProducer, options: SinkOptions
     return round_robin
 
 
-def _place(rows: npt.NDArray[np.int64], queues: list[MessageQueue], queue_ids: pa.Array | None,
-           sharding: pa.Array | None, round_robin: int, batch_size: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+def _place(
+    rows: npt.NDArray[np.int64],
+    queues: list[MessageQueue],
+    queue_ids: pa.Array | None,
+    sharding: pa.Array | None,
+    round_robin: int,
+    batch_size: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """Each row's queue (a position in ``queues``) and whether it was placed by queueId/shardingKey (ordered)."""
     place = np.zeros(len(rows), dtype=np.int64)
     ordered = np.zeros(len(rows), dtype=bool)
@@ -336,15 +370,19 @@ async def _writable_queues(producer: AsyncProducer, topic: str, timeout_s: float
     pause = ROUTE_WAIT_FIRST_PAUSE_S
     while True:
         try:
-            queues = (await producer.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)).publish_queues()
+            queues = (
+                await producer.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
+            ).publish_queues()
             if queues:
                 return queues
             problem = f"topic {topic} has no writable queue"
         except SparkmqError as exc:
             problem = exc.remark
         if loop.time() + pause > deadline:
-            raise SparkmqError(f"no broker serves topic {topic} after waiting {timeout_s:.0f} s "
-                               f"(sendRetryTimeout): {problem}", retriable=True)
+            raise SparkmqError(
+                f"no broker serves topic {topic} after waiting {timeout_s:.0f} s (sendRetryTimeout): {problem}",
+                retriable=True,
+            )
         producer.instance.routes.pop(topic, None)
         await asyncio.sleep(pause)
         pause = min(pause * 2, ROUTE_WAIT_MAX_PAUSE_S)
@@ -367,9 +405,14 @@ class _Writer:
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int | None = None) -> None:
         done = [m for m in messages if isinstance(m, SinkCommitMessage)]
         failed = len(messages) - len(done)
-        logger.error("sparkmq sink: batch %s aborted: %d of %d tasks failed (their rows may be partly sent and will be"
-                     " sent again on retry); %d messages were acknowledged by the tasks that finished",
-                     batchId, failed, len(messages), sum(m.sent for m in done))
+        logger.error(
+            "sparkmq sink: batch %s aborted: %d of %d tasks failed (their rows may be partly sent and will be"
+            " sent again on retry); %d messages were acknowledged by the tasks that finished",
+            batchId,
+            failed,
+            len(messages),
+            sum(m.sent for m in done),
+        )
 
 
 class SparkmqBatchWriter(_Writer, DataSourceArrowWriter):
@@ -405,4 +448,3 @@ def _required(batch_id: int | None) -> int:
     if batch_id is None:
         raise TypeError("a streaming commit needs Spark's batchId")
     return batch_id
-

@@ -72,12 +72,19 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
     return ranges
 
 
-def read_range(options: SourceOptions, group: str, part: QueueRange,
-               selector: MessageSelector | None = None) -> Iterator[pa.RecordBatch]:
+def read_range(
+    options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
+) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
     view = view_for(options.namesrv_addr, group, options.security)
-    for body in view.read_range(part.queue, part.start, part.end, options.pull_batch_size, selector or options.selector,
-                                options.fail_on_data_loss):
+    for body in view.read_range(
+        part.queue,
+        part.start,
+        part.end,
+        options.pull_batch_size,
+        selector or options.selector,
+        options.fail_on_data_loss,
+    ):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
         offsets = batch.column("queueOffset")
         if batch.num_rows and (offsets[0].as_py() < part.start or offsets[-1].as_py() >= part.end):  # in offset order
@@ -97,8 +104,14 @@ class _Resolver:
         o = self.options
         return self.view.queues(o.topics, o.topic_pattern, o.assign)
 
-    def by_mode(self, queues: list[MessageQueue], mode: str, json_offsets: dict[str, dict[str, int]] | None,
-                timestamp: int | None, by_timestamp: dict[str, dict[str, int]] | None) -> QueueOffsets:
+    def by_mode(
+        self,
+        queues: list[MessageQueue],
+        mode: str,
+        json_offsets: dict[str, dict[str, int]] | None,
+        timestamp: int | None,
+        by_timestamp: dict[str, dict[str, int]] | None,
+    ) -> QueueOffsets:
         low, high = self.view.min_offsets(queues), self.view.max_offsets(queues)
         if timestamp is not None:
             return self.view.offsets_for_timestamp(queues, timestamp)
@@ -110,7 +123,9 @@ class _Resolver:
             wanted = self._lookup(json_offsets, queue) if json_offsets is not None else None
             if wanted is None:
                 wanted = -2 if mode in ("earliest", "group", "json") else -1
-            result[queue] = low[queue] if wanted == -2 else high[queue] if wanted == -1 else min(max(wanted, 0), high[queue])
+            result[queue] = (
+                low[queue] if wanted == -2 else high[queue] if wanted == -1 else min(max(wanted, 0), high[queue])
+            )
         return result
 
     @staticmethod
@@ -159,8 +174,15 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             fresh = [q for q in queues if committed[q] < 0]
             start = {q: committed[q] for q in queues if committed[q] >= 0}
             if fresh:
-                start.update(resolver.by_mode(fresh, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp,
-                                              o.starting_offsets_by_timestamp))
+                start.update(
+                    resolver.by_mode(
+                        fresh,
+                        o.starting_offsets,
+                        o.starting_offsets_json,
+                        o.starting_timestamp,
+                        o.starting_offsets_by_timestamp,
+                    )
+                )
                 self.view.commit({q: start[q] for q in fresh})
             self._committed = dict(start)
             self._initial = to_json_offsets(start)
@@ -193,7 +215,9 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         backlog = sum(latest[q] - begin[q] for q in latest)
         if self._wait_for_more(backlog, limit):
             return start
-        end = latest if isinstance(limit, ReadAllAvailable) else rate_limit(begin, latest, self._max_rows(begin, latest))
+        end = (
+            latest if isinstance(limit, ReadAllAvailable) else rate_limit(begin, latest, self._max_rows(begin, latest))
+        )
         if any(end[q] != begin.get(q, 0) for q in end):
             self._last_batch_at = time.monotonic()
         return to_json_offsets(end)
@@ -213,13 +237,19 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         moved = {q: latest[q] for q, offset in begin.items() if q in latest and latest[q] < offset}
         if not moved:
             return begin
-        what = "; ".join(f"queue {q.topic}/{q.broker_name}/{q.queue_id} max offset went back from {begin[q]} to {end}"
-                         for q, end in sorted(moved.items(), key=lambda item: (item[0].topic, item[0].queue_id)))
-        cause = ("(the broker lost the tail of its log, e.g. a crash with ASYNC flush, "
-                 "or the topic was deleted and re-created)")
+        what = "; ".join(
+            f"queue {q.topic}/{q.broker_name}/{q.queue_id} max offset went back from {begin[q]} to {end}"
+            for q, end in sorted(moved.items(), key=lambda item: (item[0].topic, item[0].queue_id))
+        )
+        cause = (
+            "(the broker lost the tail of its log, e.g. a crash with ASYNC flush, "
+            "or the topic was deleted and re-created)"
+        )
         if self.options.fail_on_data_loss:
             raise DataLossError(f"{what} {cause}; set failOnDataLoss=false to resume from the new end")
-        logger.warning("sparkmq source: data loss: %s %s; resuming from the new end (failOnDataLoss=false)", what, cause)
+        logger.warning(
+            "sparkmq source: data loss: %s %s; resuming from the new end (failOnDataLoss=false)", what, cause
+        )
         self.view.commit(moved)
         self._committed.update(moved)
         return {**begin, **moved}
@@ -275,8 +305,9 @@ class SparkmqBatchReader(DataSourceReader):
         view = view_for(o.namesrv_addr, self.group, o.security)
         resolver = _Resolver(o, view)
         queues = resolver.queues()
-        start = resolver.by_mode(queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp,
-                                 o.starting_offsets_by_timestamp)
+        start = resolver.by_mode(
+            queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp, o.starting_offsets_by_timestamp
+        )
         end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
         return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
 
@@ -316,8 +347,10 @@ class SparkmqDataSource(DataSource):
 
         options = SinkOptions.parse(self.options)
         if options.delivery_guarantee == "exactly-once":  # hook: exactly-once sink (issue 9)
-            raise OptionError("deliveryGuarantee", "exactly-once is for streaming writes (writeStream); "
-                                                   "batch writes are at-least-once")
+            raise OptionError(
+                "deliveryGuarantee",
+                "exactly-once is for streaming writes (writeStream); batch writes are at-least-once",
+            )
         return SparkmqBatchWriter(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:

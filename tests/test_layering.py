@@ -204,9 +204,7 @@ def test_every_component_has_a_contract() -> None:
         if path.parent != REPO_ROOT / ROOT_PACKAGE or path.stem not in {"__init__", "__main__"}
     }
 
-    assert components <= covered, (
-        f"add a Contract in tests/test_layering.py for: {sorted(components - covered)}"
-    )
+    assert components <= covered, f"add a Contract in tests/test_layering.py for: {sorted(components - covered)}"
 
 
 def test_checker_reports_each_violation_with_file_and_line(tmp_path: Path) -> None:

@@ -50,8 +50,14 @@ class ClientManager:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[int, ClientChannel]] = {}
 
-    def register_consumer(self, client_id: str, connection: RemotingConnection, data: ConsumerData,
-                          language: str = "JAVA", version: int = 0) -> bool:
+    def register_consumer(
+        self,
+        client_id: str,
+        connection: RemotingConnection,
+        data: ConsumerData,
+        language: str = "JAVA",
+        version: int = 0,
+    ) -> bool:
         """Record a consumer's heartbeat; True when the group's member ids changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))
         before = info.client_ids()
@@ -62,13 +68,16 @@ class ClientManager:
             info.subscriptions[subscription.topic] = subscription
         return info.client_ids() != before
 
-    def register_producer(self, client_id: str, connection: RemotingConnection, group: str,
-                          language: str = "JAVA", version: int = 0) -> None:
-        self.producers.setdefault(group, {})[connection.id] = ClientChannel(client_id, connection, self.clock(),
-                                                                            language, version)
+    def register_producer(
+        self, client_id: str, connection: RemotingConnection, group: str, language: str = "JAVA", version: int = 0
+    ) -> None:
+        self.producers.setdefault(group, {})[connection.id] = ClientChannel(
+            client_id, connection, self.clock(), language, version
+        )
 
-    def unregister(self, client_id: str, connection: RemotingConnection, producer_group: str | None,
-                   consumer_group: str | None) -> list[str]:
+    def unregister(
+        self, client_id: str, connection: RemotingConnection, producer_group: str | None, consumer_group: str | None
+    ) -> list[str]:
         """Remove a client from the named groups; return consumer groups whose ids changed."""
         if producer_group:
             self.producers.get(producer_group, {}).pop(connection.id, None)

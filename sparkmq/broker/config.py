@@ -126,17 +126,23 @@ class BrokerConfig:
             raise ConfigError(
                 f"maxMessageSize {self.max_message_size} does not fit the remoting frame limit of {MAX_FRAME_BYTES} "
                 f"bytes: a stored message must travel in one frame with {FRAME_HEADER_RESERVE_BYTES} bytes for its "
-                f"header, so maxMessageSize may be at most {MAX_MESSAGE_SIZE_LIMIT}")
-        for key, value in (("maxTopicQueueNums", self.max_topic_queue_nums),
-                           ("maxSubscriptionGroupNums", self.max_subscription_group_nums)):
+                f"header, so maxMessageSize may be at most {MAX_MESSAGE_SIZE_LIMIT}"
+            )
+        for key, value in (
+            ("maxTopicQueueNums", self.max_topic_queue_nums),
+            ("maxSubscriptionGroupNums", self.max_subscription_group_nums),
+        ):
             if value <= 0:
                 raise ConfigError(f"{key} {value} must be positive")
         if not 0 < self.default_topic_queue_nums <= self.max_topic_queue_nums:
-            raise ConfigError(f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
-                              f"1..maxTopicQueueNums ({self.max_topic_queue_nums})")
+            raise ConfigError(
+                f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
+                f"1..maxTopicQueueNums ({self.max_topic_queue_nums})"
+            )
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
-            raise ConfigError(f"metricsExporterType {self.metrics_exporter_type!r} is not one sparkmq serves "
-                              "(DISABLE or PROM)")
+            raise ConfigError(
+                f"metricsExporterType {self.metrics_exporter_type!r} is not one sparkmq serves (DISABLE or PROM)"
+            )
         for key in ("diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"):
             if not 0 <= getattr(self, _field_of(key)) <= 100:
                 raise ConfigError(f"{key} {getattr(self, _field_of(key))} is not a percentage (0..100)")
@@ -147,14 +153,25 @@ class BrokerConfig:
         if self.broker_role not in BROKER_ROLES:
             raise ConfigError(f"brokerRole {self.broker_role!r} is not one of {', '.join(BROKER_ROLES)}")
         if (self.broker_role == "SLAVE") != (self.broker_id > 0):
-            raise ConfigError(f"brokerId {self.broker_id} does not fit brokerRole {self.broker_role}: "
-                              "a master has brokerId 0, a slave brokerId >= 1")
+            raise ConfigError(
+                f"brokerId {self.broker_id} does not fit brokerRole {self.broker_role}: "
+                "a master has brokerId 0, a slave brokerId >= 1"
+            )
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
-            raise ConfigError(f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a "
-                              "percentage (0..100)")
-        for key in ("haSendHeartbeatInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
-                    "slaveSynchronizeInterval", "maxHashSlotNum", "maxIndexNum", "mapedFileSizeConsumeQueue",
-                    "cleanResourceInterval", "aclReloadIntervalMs"):
+            raise ConfigError(
+                f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a percentage (0..100)"
+            )
+        for key in (
+            "haSendHeartbeatInterval",
+            "haTransferBatchSize",
+            "haSlaveFallbehindMax",
+            "slaveSynchronizeInterval",
+            "maxHashSlotNum",
+            "maxIndexNum",
+            "mapedFileSizeConsumeQueue",
+            "cleanResourceInterval",
+            "aclReloadIntervalMs",
+        ):
             if getattr(self, _field_of(key)) <= 0:
                 raise ConfigError(f"{key} {getattr(self, _field_of(key))} must be positive")
 
@@ -196,16 +213,30 @@ class BrokerConfig:
     def to_properties(self) -> dict[str, str]:
         """Every setting under its broker.conf key, as text (GET_BROKER_CONFIG's answer)."""
         values = {key: getattr(self, known.field) for key, known in BROKER_CONF_KEYS.items() if known.field}
-        return {key: ("" if v is None else str(v).lower() if isinstance(v, bool) else
-                      v.value if isinstance(v, FlushDiskType) else str(v)) for key, v in values.items()}
+        return {
+            key: (
+                ""
+                if v is None
+                else str(v).lower()
+                if isinstance(v, bool)
+                else v.value
+                if isinstance(v, FlushDiskType)
+                else str(v)
+            )
+            for key, v in values.items()
+        }
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
 
     def server_limits(self) -> ServerLimits:
         """What the remoting server allows each peer (and all of them together)."""
-        return ServerLimits(self.server_max_connections or None, self.server_channel_max_idle_time_seconds,
-                            self.server_frame_deadline_seconds, self.server_max_buffered_frame_bytes)
+        return ServerLimits(
+            self.server_max_connections or None,
+            self.server_channel_max_idle_time_seconds,
+            self.server_frame_deadline_seconds,
+            self.server_max_buffered_frame_bytes,
+        )
 
     def store_config(self) -> StoreConfig:
         """The store's settings derived from this broker's."""
@@ -260,8 +291,12 @@ class ConfKey(NamedTuple):
 
 
 #: Other spellings of keys in the table (RocketMQ's system-property and camelCase forms of the TLS keys).
-BROKER_CONF_ALIASES = {"tls.enable": "tlsEnable", "tlsServerMode": "tls.server.mode",
-                       "tlsServerCertPath": "tls.server.certPath", "tlsServerKeyPath": "tls.server.keyPath"}
+BROKER_CONF_ALIASES = {
+    "tls.enable": "tlsEnable",
+    "tlsServerMode": "tls.server.mode",
+    "tlsServerCertPath": "tls.server.certPath",
+    "tlsServerKeyPath": "tls.server.keyPath",
+}
 #: Every broker.conf key sparkmq knows, by its RocketMQ name (alphabetical). To add a key, add the
 #: BrokerConfig field and one row here; tests/broker/test_config.py checks that each field has a row.
 BROKER_CONF_KEYS: dict[str, ConfKey] = {

@@ -51,8 +51,9 @@ class BrokerContext:
         results, durable = self.put_group([batch], [wait_flush])
         return (results if durable is None else await durable)[0]
 
-    def put_group(self, batches: list[MessageBatch],
-                  wait_flush: list[bool]) -> tuple[list[PutResult], Awaitable[list[PutResult]] | None]:
+    def put_group(
+        self, batches: list[MessageBatch], wait_flush: list[bool]
+    ) -> tuple[list[PutResult], Awaitable[list[PutResult]] | None]:
         """Store ``batches`` in order (one group put) and say when they are durable.
 
         The one place where sends are appended and their durability awaited. Returns the
@@ -70,27 +71,32 @@ class BrokerContext:
             return results, None
         return results, self._durable(results, wait_flush, flushed)
 
-    async def _durable(self, results: list[PutResult], wait_flush: list[bool],
-                       flushed: concurrent.futures.Future[int] | None) -> list[PutResult]:
+    async def _durable(
+        self, results: list[PutResult], wait_flush: list[bool], flushed: concurrent.futures.Future[int] | None
+    ) -> list[PutResult]:
         """The results once flush (SYNC_FLUSH) and replication (SYNC_MASTER) are what they promise."""
         if flushed is not None:
             results = await self._flushed(results, wait_flush, flushed)
         ha = self.ha
         if ha is None:
             return results
-        return list(await asyncio.gather(*(ha.confirm(result, wait)
-                                           for result, wait in zip(results, wait_flush, strict=True))))
+        return list(
+            await asyncio.gather(*(ha.confirm(result, wait) for result, wait in zip(results, wait_flush, strict=True)))
+        )
 
-    async def _flushed(self, results: list[PutResult], wait_flush: list[bool],
-                       flushed: concurrent.futures.Future[int]) -> list[PutResult]:
+    async def _flushed(
+        self, results: list[PutResult], wait_flush: list[bool], flushed: concurrent.futures.Future[int]
+    ) -> list[PutResult]:
         """The wait never cancels the flush request: the group-commit thread still completes it,
         and the next put's fsync is not affected by this one timing out."""
         waiter = asyncio.wrap_future(flushed)
         waiter.add_done_callback(_retrieve)
         done, _pending = await asyncio.wait({waiter}, timeout=self.config.sync_flush_timeout / 1000)
         error = waiter.exception() if done else TimeoutError()
-        return [flush_outcome(result, error) if wait and result.ok else result
-                for wait, result in zip(wait_flush, results)]
+        return [
+            flush_outcome(result, error) if wait and result.ok else result
+            for wait, result in zip(wait_flush, results, strict=True)
+        ]
 
     def notify_consumer_ids_changed(self, groups: list[str]) -> None:
         """Tell every member of ``groups`` to rebalance now (oneway NOTIFY_CONSUMER_IDS_CHANGED)."""
@@ -99,8 +105,9 @@ class BrokerContext:
         for group in groups:
             header = NotifyConsumerIdsChangedRequestHeader(group).to_fields()
             for connection in self.clients.consumer_connections(group):
-                request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, connection.next_opaque(),
-                                                  ext_fields=header, oneway=True)
+                request = RemotingCommand.request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, connection.next_opaque(), ext_fields=header, oneway=True
+                )
                 connection.send(request)
             logger.info("consumer group %s changed: %s", group, self.clients.consumer_ids(group))
 

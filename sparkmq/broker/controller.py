@@ -53,8 +53,9 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_host or config.broker_ip, config.listen_port, config.server_limits(),
-                                     tls=config.server_tls())
+        self.server = RemotingServer(
+            config.listen_host or config.broker_ip, config.listen_port, config.server_limits(), tls=config.server_tls()
+        )
         self.namesrv_client = RemotingClient()
         self.store: MessageStore | None = None
         self.context: BrokerContext | None = None
@@ -74,41 +75,62 @@ class BrokerController:
     async def start(self) -> None:
         port = await self.server.start(serve=False)
         free_ports = self.config.listen_port == 0 and self.config.ha_listen_port < 0  # the HA port is free too
-        self.config = cfg = dataclasses.replace(self.config, listen_port=port,
-                                                ha_listen_port=0 if free_ports else self.config.ha_listen_port)
+        self.config = cfg = dataclasses.replace(
+            self.config, listen_port=port, ha_listen_port=0 if free_ports else self.config.ha_listen_port
+        )
         config_dir = cfg.store_path_root_dir / "config"
         self.store = store = MessageStore(cfg.store_config())
         await asyncio.to_thread(store.start)
         self.ha = HAService(cfg, store)
         self.config = cfg = dataclasses.replace(cfg, ha_listen_port=await self.ha.start())
         self._offset_file = OffsetFile(config_dir / "consumerOffset.json")
-        topics = TopicConfigManager(config_dir / "topics.json", cluster_name=cfg.broker_cluster_name,
-                                    broker_name=cfg.broker_name, auto_create=cfg.auto_create_topic_enable,
-                                    default_queue_nums=cfg.default_topic_queue_nums,
-                                    max_queue_nums=cfg.max_topic_queue_nums)
+        topics = TopicConfigManager(
+            config_dir / "topics.json",
+            cluster_name=cfg.broker_cluster_name,
+            broker_name=cfg.broker_name,
+            auto_create=cfg.auto_create_topic_enable,
+            default_queue_nums=cfg.default_topic_queue_nums,
+            max_queue_nums=cfg.max_topic_queue_nums,
+        )
         topics.load()
         await asyncio.to_thread(topics.persist)
-        groups = SubscriptionGroupManager(config_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group,
-                                          cfg.max_subscription_group_nums)
+        groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group, cfg.max_subscription_group_nums
+        )
         groups.load()
         holds = PullHoldService(asyncio.get_running_loop())
         store.add_dispatch_listener(holds.notify)
         offsets = self._offset_file.load()
-        self.context = ctx = BrokerContext(cfg, store, offsets, topics, groups,
-                                           ClientManager(cfg.client_channel_expired_ms / 1000), holds, RebalanceLockManager(),
-                                           self.persister, ha=self.ha)
+        self.context = ctx = BrokerContext(
+            cfg,
+            store,
+            offsets,
+            topics,
+            groups,
+            ClientManager(cfg.client_channel_expired_ms / 1000),
+            holds,
+            RebalanceLockManager(),
+            self.persister,
+            ha=self.ha,
+        )
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)
         if not cfg.is_slave:  # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
             await self.transactions.start()
         self.server.on_connection_closed(self._connection_closed)
-        self._schedule = schedule = ScheduleMessageService(store, config_dir / "delayOffset.json",
-                                                           len(cfg.message_delay_level.split()))
+        self._schedule = schedule = ScheduleMessageService(
+            store, config_dir / "delayOffset.json", len(cfg.message_delay_level.split())
+        )
         schedule.load()
         offsets_interval_s = cfg.flush_consumer_offset_interval / 1000
-        self.persister.add("consumerOffset.json", lambda: offsets.version, lambda: offsets, self._offset_file.persist,
-                           offsets_interval_s)
+        self.persister.add(
+            "consumerOffset.json",
+            lambda: offsets.version,
+            lambda: offsets,
+            self._offset_file.persist,
+            offsets_interval_s,
+        )
         self.persister.add("topics.json", lambda: topics.version, topics.wrapper, topics.write)
         self.persister.add("subscriptionGroup.json", lambda: groups.version, groups.snapshot, groups.write)
         self.persister.add("delayOffset.json", lambda: schedule.version, schedule.snapshot, schedule.write)
@@ -121,7 +143,9 @@ class BrokerController:
             self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
         self._every(SAMPLE_INTERVAL_S, ctx.stats.sample, "stats-sample")
         if cfg.metrics_exporter_type == "PROM":
-            self.metrics = PromExporter(ctx, cfg.metrics_prom_exporter_host or cfg.broker_ip, cfg.metrics_prom_exporter_port)
+            self.metrics = PromExporter(
+                ctx, cfg.metrics_prom_exporter_host or cfg.broker_ip, cfg.metrics_prom_exporter_port
+            )
             await self.metrics.start()
         if self.acl is not None:
             self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
@@ -133,19 +157,30 @@ class BrokerController:
         send, pull, send_back = SendProcessor(ctx), PullProcessor(ctx), SendBackProcessor(ctx)
         consumer, admin = ConsumerProcessors(ctx), AdminProcessors(ctx)
         table: dict[RequestCode, Processor] = {
-            RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send, RequestCode.SEND_BATCH_MESSAGE: send,
-            RequestCode.PULL_MESSAGE: pull, RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
-            RequestCode.HEART_BEAT: consumer.heartbeat, RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
+            RequestCode.SEND_MESSAGE: send,
+            RequestCode.SEND_MESSAGE_V2: send,
+            RequestCode.SEND_BATCH_MESSAGE: send,
+            RequestCode.PULL_MESSAGE: pull,
+            RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
+            RequestCode.HEART_BEAT: consumer.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: consumer.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer.consumer_list,
-            RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset, RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
-            RequestCode.LOCK_BATCH_MQ: consumer.lock_batch, RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
+            RequestCode.QUERY_CONSUMER_OFFSET: consumer.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: consumer.update_offset,
+            RequestCode.LOCK_BATCH_MQ: consumer.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: consumer.unlock_batch,
             RequestCode.CHECK_CLIENT_CONFIG: consumer.check_client_config,
-            RequestCode.GET_MAX_OFFSET: admin.max_offset, RequestCode.GET_MIN_OFFSET: admin.min_offset,
+            RequestCode.GET_MAX_OFFSET: admin.max_offset,
+            RequestCode.GET_MIN_OFFSET: admin.min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
-            RequestCode.GET_EARLIEST_MSG_STORETIME: admin.earliest_time, RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,
-            RequestCode.QUERY_MESSAGE: admin.query_message, RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic, RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
-            RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats, RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: admin.earliest_time,
+            RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,
+            RequestCode.QUERY_MESSAGE: admin.query_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+            RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
         }
         table.update(AdminOpsProcessors(ctx).table())
@@ -166,6 +201,7 @@ class BrokerController:
         def learn(ha_server_addr: str | None, master_addr: str | None) -> None:
             ha.learn_master(ha_server_addr)
             sync.learn_master(master_addr)
+
         self._registration.on_result = learn
         self._every(self.config.slave_synchronize_interval / 1000, sync.sync_all, "slave-synchronize")
 
@@ -212,8 +248,11 @@ class BrokerController:
             await self._close_step("close the store", lambda: asyncio.to_thread(store.close))
         await self._close_step("close NameServer connections", self.namesrv_client.close)
         if failed:
-            logger.error("broker %s stopped, but %s could not be persisted (see above)", self.config.broker_name,
-                         ", ".join(failed))
+            logger.error(
+                "broker %s stopped, but %s could not be persisted (see above)",
+                self.config.broker_name,
+                ", ".join(failed),
+            )
         else:
             logger.info("broker %s stopped", self.config.broker_name)
 

@@ -55,7 +55,9 @@ def resolve(expression: str | None, expression_type: str | None, property_filter
     if expression_type != SQL92:
         raise SubscriptionParseError(f"expression type {expression_type!r} is not supported (TAG or SQL92)")
     if not property_filter_enabled:
-        raise PropertyFilterDisabledError(f"The broker does not support consumer to filter message by {expression_type}")
+        raise PropertyFilterDisabledError(
+            f"The broker does not support consumer to filter message by {expression_type}"
+        )
     from sparkmq.broker.sql92 import compile_sql92  # lark is loaded only by brokers that filter by SQL92
 
     selector = compile_sql92(expression or "")

@@ -44,14 +44,22 @@ class BrokerCollector(Collector):
         base = {"cluster": cfg.broker_cluster_name, "node_type": "broker", "node_id": cfg.broker_name}
         names, values = list(base), list(base.values())
         families = {
-            "messages_in": CounterMetricFamily("rocketmq_messages_in", "Messages stored per topic",
-                                               labels=[*names, "topic"]),
-            "throughput_in": CounterMetricFamily("rocketmq_throughput_in", "Bytes stored per topic",
-                                                 labels=[*names, "topic"]),
-            "messages_out": CounterMetricFamily("rocketmq_messages_out", "Messages pulled per topic and group",
-                                                labels=[*names, "topic", "consumer_group"]),
-            "throughput_out": CounterMetricFamily("rocketmq_throughput_out", "Bytes pulled per topic and group",
-                                                  labels=[*names, "topic", "consumer_group"]),
+            "messages_in": CounterMetricFamily(
+                "rocketmq_messages_in", "Messages stored per topic", labels=[*names, "topic"]
+            ),
+            "throughput_in": CounterMetricFamily(
+                "rocketmq_throughput_in", "Bytes stored per topic", labels=[*names, "topic"]
+            ),
+            "messages_out": CounterMetricFamily(
+                "rocketmq_messages_out",
+                "Messages pulled per topic and group",
+                labels=[*names, "topic", "consumer_group"],
+            ),
+            "throughput_out": CounterMetricFamily(
+                "rocketmq_throughput_out",
+                "Bytes pulled per topic and group",
+                labels=[*names, "topic", "consumer_group"],
+            ),
         }
         for topic, count in list(stats.topic_put_nums.items()):
             families["messages_in"].add_metric([*values, topic], count)
@@ -65,47 +73,68 @@ class BrokerCollector(Collector):
         yield from self._gauges(names, values)
 
     def _rpc_latency(self, names: list[str], values: list[str]) -> Metric:
-        family = HistogramMetricFamily("rocketmq_rpc_latency", "Time to serve a remoting request (milliseconds)",
-                                       labels=[*names, "protocol_type", "request_code", "response_code"], unit="")
+        family = HistogramMetricFamily(
+            "rocketmq_rpc_latency",
+            "Time to serve a remoting request (milliseconds)",
+            labels=[*names, "protocol_type", "request_code", "response_code"],
+            unit="",
+        )
         for (request, response), row in sorted(self.ctx.stats.rpc_latency.items()):
             cumulative, buckets = 0.0, []
             for bound, count in zip((*RPC_LATENCY_BUCKETS_MS, float("inf")), row[:-1], strict=True):
                 cumulative += count
                 buckets.append(("+Inf" if bound == float("inf") else f"{bound:g}", cumulative))
-            labels = [*values, "remoting", code_name(request, response=False).lower(),
-                      code_name(response, response=True).lower()]
+            labels = [
+                *values,
+                "remoting",
+                code_name(request, response=False).lower(),
+                code_name(response, response=True).lower(),
+            ]
             family.add_metric(labels, buckets, row[-1])
         return family
 
     def _lag(self, names: list[str], values: list[str]) -> Metric:
-        lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages not consumed yet per topic and group",
-                                labels=[*names, "topic", "consumer_group"])
+        lag = GaugeMetricFamily(
+            "rocketmq_consumer_lag_messages",
+            "Messages not consumed yet per topic and group",
+            labels=[*names, "topic", "consumer_group"],
+        )
         store, offsets = self.ctx.store, self.ctx.offsets
         for (topic, group), committed in sorted(offsets.snapshot().items()):
             config = self.ctx.topics.get(topic)
             if config is None:
                 continue
-            behind = sum(max(store.max_offset_in_queue(topic, q) - committed.get(q, 0), 0)
-                         for q in range(config.read_queue_nums))
+            behind = sum(
+                max(store.max_offset_in_queue(topic, q) - committed.get(q, 0), 0) for q in range(config.read_queue_nums)
+            )
             lag.add_metric([*values, topic, group], behind)
         return lag
 
     def _gauges(self, names: list[str], values: list[str]) -> Iterator[Metric]:
         ctx = self.ctx
         yield _gauge("rocketmq_topic_number", "Topics on the broker", names, values, len(ctx.topics.topics))
-        yield _gauge("rocketmq_consumer_group_number", "Consumer groups on the broker", names, values,
-                     len(ctx.groups.groups))
-        yield _gauge("rocketmq_storage_size", "CommitLog bytes held", names, values,
-                     ctx.store.commitlog.max_offset - ctx.store.commitlog.min_offset)
-        yield _gauge("rocketmq_processor_watermark", "Pull requests parked for long polling", names, values,
-                     ctx.holds.parked)
-        consumers = GaugeMetricFamily("rocketmq_consumer_connections", "Consumer connections per group",
-                                      labels=[*names, "consumer_group"])
+        yield _gauge(
+            "rocketmq_consumer_group_number", "Consumer groups on the broker", names, values, len(ctx.groups.groups)
+        )
+        yield _gauge(
+            "rocketmq_storage_size",
+            "CommitLog bytes held",
+            names,
+            values,
+            ctx.store.commitlog.max_offset - ctx.store.commitlog.min_offset,
+        )
+        yield _gauge(
+            "rocketmq_processor_watermark", "Pull requests parked for long polling", names, values, ctx.holds.parked
+        )
+        consumers = GaugeMetricFamily(
+            "rocketmq_consumer_connections", "Consumer connections per group", labels=[*names, "consumer_group"]
+        )
         for group, info in list(ctx.clients.consumers.items()):
             consumers.add_metric([*values, group], len(info.channels))
         yield consumers
-        producers = GaugeMetricFamily("rocketmq_producer_connections", "Producer connections per group",
-                                      labels=[*names, "producer_group"])
+        producers = GaugeMetricFamily(
+            "rocketmq_producer_connections", "Producer connections per group", labels=[*names, "producer_group"]
+        )
         for group, channels in list(ctx.clients.producers.items()):
             producers.add_metric([*values, group], len(channels))
         yield producers
@@ -152,8 +181,16 @@ class PromExporter:
                 status, body = b"404 Not Found", b"see /metrics\n"
             else:
                 status, body = b"200 OK", generate_latest(self.registry)
-            writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + CONTENT_TYPE.encode() + b"\r\nContent-Length: "
-                         + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+            writer.write(
+                b"HTTP/1.1 "
+                + status
+                + b"\r\nContent-Type: "
+                + CONTENT_TYPE.encode()
+                + b"\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
+            )
             await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError) as exc:
             logger.debug("metrics request from %s dropped: %r", writer.get_extra_info("peername"), exc)

@@ -46,8 +46,14 @@ class TablePersister:
         self._tables: dict[str, PersistedTable] = {}
         self._lock = asyncio.Lock()
 
-    def add(self, name: str, version: Callable[[], int], snapshot: Callable[[], Any], write: Callable[[Any], None],
-            min_interval_s: float = 0.0) -> None:
+    def add(
+        self,
+        name: str,
+        version: Callable[[], int],
+        snapshot: Callable[[], Any],
+        write: Callable[[Any], None],
+        min_interval_s: float = 0.0,
+    ) -> None:
         """Track a table whose current state is on disk already (its version now counts as saved)."""
         self._tables[name] = PersistedTable(name, version, snapshot, write, min_interval_s, version())
 

@@ -42,8 +42,9 @@ class NamesrvRegistration:
         name = f"broker {self.config.broker_name} registration"
         await run_once(self.register_all, name)
         period = self.config.register_name_server_period / 1000
-        self._task = asyncio.get_running_loop().create_task(run_every(period, self.register_all, name, wake=self._wake),
-                                                            name="sparkmq-register-broker")
+        self._task = asyncio.get_running_loop().create_task(
+            run_every(period, self.register_all, name, wake=self._wake), name="sparkmq-register-broker"
+        )
 
     def request_now(self) -> None:
         """Register again soon (a topic changed)."""
@@ -51,8 +52,15 @@ class NamesrvRegistration:
 
     def _header(self, body: bytes) -> dict[str, str]:
         cfg = self.config
-        return RegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.ha_address,
-                                           cfg.broker_id, False, zlib.crc32(body) & 0x7FFFFFFF).to_fields()
+        return RegisterBrokerRequestHeader(
+            cfg.broker_name,
+            cfg.address,
+            cfg.broker_cluster_name,
+            cfg.ha_address,
+            cfg.broker_id,
+            False,
+            zlib.crc32(body) & 0x7FFFFFFF,
+        ).to_fields()
 
     async def register_all(self) -> int:
         """Register with each NameServer; return how many accepted (failures are logged, retried next period)."""
@@ -60,8 +68,9 @@ class NamesrvRegistration:
         accepted = 0
         for address in self.config.namesrv_addresses():
             try:
-                response = await self.client.invoke(address, RequestCode.REGISTER_BROKER, self._header(body), body,
-                                                    timeout=REGISTER_TIMEOUT_S)
+                response = await self.client.invoke(
+                    address, RequestCode.REGISTER_BROKER, self._header(body), body, timeout=REGISTER_TIMEOUT_S
+                )
             except SparkmqError as exc:
                 logger.warning("register broker with NameServer %s failed: %s", address, exc.remark)
                 continue
@@ -79,7 +88,9 @@ class NamesrvRegistration:
         if self._task is not None:
             await stop_tasks([self._task], f"broker {self.config.broker_name}")
         cfg = self.config
-        header = UnRegisterBrokerRequestHeader(cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.broker_id).to_fields()
+        header = UnRegisterBrokerRequestHeader(
+            cfg.broker_name, cfg.address, cfg.broker_cluster_name, cfg.broker_id
+        ).to_fields()
         for address in cfg.namesrv_addresses():
             try:
                 await self.client.invoke(address, RequestCode.UNREGISTER_BROKER, header, timeout=2.0)

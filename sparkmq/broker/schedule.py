@@ -30,8 +30,10 @@ def _decode(text: str) -> dict[int, int]:
     """delayOffset.json as Java writes it too (fastjson: unquoted integer keys)."""
     document = fastjson.as_object(fastjson.loads(text, what="delayOffset.json"), "delayOffset.json")
     table = fastjson.as_object(document.get("offsetTable", {}), "delayOffset.json.offsetTable")
-    return {fastjson.as_int(level, f"offsetTable key {level!r}"): fastjson.as_int(offset, f"offsetTable.{level}")
-            for level, offset in table.items()}
+    return {
+        fastjson.as_int(level, f"offsetTable key {level!r}"): fastjson.as_int(offset, f"offsetTable.{level}")
+        for level, offset in table.items()
+    }
 
 
 def _encode(offsets: dict[int, int]) -> str:
@@ -101,8 +103,19 @@ class ScheduleMessageService:
         if not topic or not queue_id.isdigit():
             logger.error("delayed message at %d has no REAL_TOPIC/REAL_QID; dropped", physical_offset)
             return
-        batch = MessageBatch(topic, int(queue_id), [bytes(message.body)], [encode_properties(props)], [message.flag],
-                             message.sys_flag, message.born_timestamp, message.born_host, message.reconsume_times)
+        batch = MessageBatch(
+            topic,
+            int(queue_id),
+            [bytes(message.body)],
+            [encode_properties(props)],
+            [message.flag],
+            message.sys_flag,
+            message.born_timestamp,
+            message.born_host,
+            message.reconsume_times,
+        )
         result, _flushed = self.store.submit_messages(batch)  # WAIT=false: no flush wait, as in RocketMQ
         if not result.ok:
-            logger.error("re-putting delayed message at %d failed: %s %s", physical_offset, result.status, result.remark)
+            logger.error(
+                "re-putting delayed message at %d failed: %s %s", physical_offset, result.status, result.remark
+            )

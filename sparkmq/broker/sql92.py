@@ -157,8 +157,9 @@ def _ordering(test: Callable[[int], bool]) -> Callable[[_Expr, _Expr], _Expr]:
     def build(left: _Expr, right: _Expr) -> _Expr:
         for side in (left, right):
             if side.kind == "bool":
-                raise SubscriptionParseError("a boolean expression cannot be compared with <, <=, > or >= (NOT binds tighter: "
-                                             "write NOT (a > 1))")
+                raise SubscriptionParseError(
+                    "a boolean expression cannot be compared with <, <=, > or >= (NOT binds tighter: write NOT (a > 1))"
+                )
             if side.kind == "const" and not _is_number(side.const):
                 raise SubscriptionParseError(f"value {side.const!r} cannot be compared with <, <=, > or >=")
         lrun, rrun = left.run, right.run
@@ -208,6 +209,7 @@ def _not(node: Node) -> Node:
 
 def _logic(decisive: bool) -> Callable[[Node, Node], Node]:
     """AND (``decisive`` False) or OR (True) in three-valued logic, short-circuiting as Java does."""
+
     def build(left: Node, right: Node) -> Node:
         def run(props: Mapping[str, str]) -> Value:
             lv = left(props)
@@ -346,7 +348,8 @@ class _Compiler(Transformer[Token, Node]):
             if _is_number(low.const) and _is_number(high.const) and high.const < low.const:
                 raise SubscriptionParseError(
                     f"illegal values of BETWEEN: left value ({low.const}) must be less than or equal to "
-                    f"right ({high.const})")
+                    f"right ({high.const})"
+                )
         return _Expr(_and(self.ge(value, low).run, self.le(value, high).run), "bool")
 
     def not_between(self, value: _Expr, low: _Expr, high: _Expr) -> _Expr:
@@ -376,7 +379,9 @@ def compile_sql92(expression: str) -> Sql92Selector:
         column = len(expression) + 1 if at_end else exc.column
         at = exc.pos_in_stream or 0
         found = "end of expression" if at_end else repr(expression[at : at + 12])
-        raise SubscriptionParseError(f"SQL92 expression {expression!r} is invalid at column {column}: unexpected {found}") from exc
+        raise SubscriptionParseError(
+            f"SQL92 expression {expression!r} is invalid at column {column}: unexpected {found}"
+        ) from exc
     except LarkError as exc:
         raise SubscriptionParseError(f"SQL92 expression {expression!r} is invalid: {exc}") from exc
     try:

@@ -11,8 +11,10 @@ keyed by the cluster name.
 
 >>> stats = BrokerStats(clock=lambda: 0.0)
 >>> stats.put("orders", 3, 300); stats.get("billing", "orders", 2, 200)
->>> stats.view("TOPIC_PUT_NUMS", "orders").stats_minute.sum, stats.view("GROUP_GET_NUMS", "orders@billing").stats_minute.sum
-(3, 2)
+>>> stats.view("TOPIC_PUT_NUMS", "orders").stats_minute.sum
+3
+>>> stats.view("GROUP_GET_NUMS", "orders@billing").stats_minute.sum
+2
 """
 
 from __future__ import annotations
@@ -34,8 +36,14 @@ HOUR_SAMPLES = 61  # one sample a minute
 DAY_SAMPLES = 25  # one sample an hour
 # RocketMQ 5's rocketmq_rpc_latency buckets (RemotingMetricsManager), milliseconds.
 RPC_LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
-STATS_NAMES = ("TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE", "GROUP_GET_NUMS", "GROUP_GET_SIZE",
-               "BROKER_PUT_NUMS", "BROKER_GET_NUMS")
+STATS_NAMES = (
+    "TOPIC_PUT_NUMS",
+    "TOPIC_PUT_SIZE",
+    "GROUP_GET_NUMS",
+    "GROUP_GET_SIZE",
+    "BROKER_PUT_NUMS",
+    "BROKER_GET_NUMS",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +110,9 @@ class BrokerStats:
         """The counters now."""
         topic_put = {t: (n, self.topic_put_bytes.get(t, 0)) for t, n in self.topic_put_nums.items()}
         group_get = {k: (n, self.group_get_bytes.get(k, 0)) for k, n in self.group_get_nums.items()}
-        return Snapshot(self.clock(), (self.put_nums, self.put_bytes, self.get_nums, self.get_bytes),
-                        topic_put, group_get)
+        return Snapshot(
+            self.clock(), (self.put_nums, self.put_bytes, self.get_nums, self.get_bytes), topic_put, group_get
+        )
 
     def sample(self) -> None:
         """Record a snapshot for the windows (the broker calls this every SAMPLE_INTERVAL_S)."""
@@ -135,14 +144,20 @@ class BrokerStats:
         """
         pick = _PICKERS[stats_name]
         now = self.snapshot()
-        return BrokerStatsData(*(_item(pick, stats_key, window[0], now) for window in (self._minute, self._hour, self._day)))
+        return BrokerStatsData(
+            *(_item(pick, stats_key, window[0], now) for window in (self._minute, self._hour, self._day))
+        )
 
     def morning_totals(self) -> dict[str, int]:
         """The put/get totals at local midnight today and yesterday (clusterList -m's keys)."""
-        return {"msgPutTotalYesterdayMorning": self._morning["yesterday"][0],
-                "msgPutTotalTodayMorning": self._morning["today"][0], "msgPutTotalTodayNow": self.put_nums,
-                "msgGetTotalYesterdayMorning": self._morning["yesterday"][1],
-                "msgGetTotalTodayMorning": self._morning["today"][1], "msgGetTotalTodayNow": self.get_nums}
+        return {
+            "msgPutTotalYesterdayMorning": self._morning["yesterday"][0],
+            "msgPutTotalTodayMorning": self._morning["today"][0],
+            "msgPutTotalTodayNow": self.put_nums,
+            "msgGetTotalYesterdayMorning": self._morning["yesterday"][1],
+            "msgGetTotalTodayMorning": self._morning["today"][1],
+            "msgGetTotalTodayNow": self.get_nums,
+        }
 
 
 def _split_group_key(key: str) -> tuple[str, str]:
@@ -155,8 +170,10 @@ _PICKERS: dict[str, _Picker] = {
     "TOPIC_PUT_NUMS": lambda s, k: (s.topic_put.get(k, (0, 0))[0], 1),
     "TOPIC_PUT_SIZE": lambda s, k: (s.topic_put.get(k, (0, 0))[1], s.topic_put.get(k, (0, 0))[0]),
     "GROUP_GET_NUMS": lambda s, k: (s.group_get.get(_split_group_key(k), (0, 0))[0], 1),
-    "GROUP_GET_SIZE": lambda s, k: (s.group_get.get(_split_group_key(k), (0, 0))[1],
-                                    s.group_get.get(_split_group_key(k), (0, 0))[0]),
+    "GROUP_GET_SIZE": lambda s, k: (
+        s.group_get.get(_split_group_key(k), (0, 0))[1],
+        s.group_get.get(_split_group_key(k), (0, 0))[0],
+    ),
     "BROKER_PUT_NUMS": lambda s, k: (s.totals[0], 1),
     "BROKER_GET_NUMS": lambda s, k: (s.totals[2], 1),
 }
@@ -201,8 +218,9 @@ def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStat
     return serve
 
 
-def _timed_group(serve_group: Callable[[list[Any], Any], list[Any]], code: int,
-                 stats: BrokerStats) -> Callable[[list[Any], Any], list[Any]]:
+def _timed_group(
+    serve_group: Callable[[list[Any], Any], list[Any]], code: int, stats: BrokerStats
+) -> Callable[[list[Any], Any], list[Any]]:
     """``serve_group`` recording each request's latency: answers given now at once, futures when
     they settle, coroutines (a parked pull) when they finish."""
     clock, record = time.perf_counter, stats.rpc
@@ -210,8 +228,7 @@ def _timed_group(serve_group: Callable[[list[Any], Any], list[Any]], code: int,
     def settle(start: float, future: asyncio.Future[Any]) -> None:
         failed = future.cancelled() or future.exception() is not None
         response = None if failed else future.result()
-        record(code, SYSTEM_ERROR if failed else response.code if response is not None else 0,
-               (clock() - start) * 1000)
+        record(code, SYSTEM_ERROR if failed else response.code if response is not None else 0, (clock() - start) * 1000)
 
     async def finish(start: float, answer: Awaitable[Any]) -> Any:
         try:

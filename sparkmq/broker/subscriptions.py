@@ -32,18 +32,30 @@ class SubscriptionGroupConfig:
     retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
 
     def to_json(self) -> dict[str, Any]:
-        return {"brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": self.consume_enable,
-                "consumeFromMinEnable": True, "groupName": self.group_name, "notifyConsumerIdsChangedEnable": True,
-                "retryMaxTimes": self.retry_max_times, "retryQueueNums": self.retry_queue_nums,
-                "whichBrokerWhenConsumeSlowly": 1}
+        return {
+            "brokerId": 0,
+            "consumeBroadcastEnable": True,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": True,
+            "groupName": self.group_name,
+            "notifyConsumerIdsChangedEnable": True,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": 1,
+        }
 
 
 def _decode(text: str) -> dict[str, SubscriptionGroupConfig]:
     table = json.loads(text).get("subscriptionGroupTable", {})
-    return {name: SubscriptionGroupConfig(name, bool(v.get("consumeEnable", True)),
-                                          int(v.get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS)),
-                                          int(v.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES)))
-            for name, v in table.items()}
+    return {
+        name: SubscriptionGroupConfig(
+            name,
+            bool(v.get("consumeEnable", True)),
+            int(v.get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS)),
+            int(v.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES)),
+        )
+        for name, v in table.items()
+    }
 
 
 def _encode(groups: dict[str, SubscriptionGroupConfig]) -> str:
@@ -86,7 +98,8 @@ class SubscriptionGroupManager:
         return config
 
     def update(self, config: SubscriptionGroupConfig) -> None:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's settings (no count limit: an admin asked)."""
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's settings (no count limit:
+        an admin asked)."""
         check_group(config.group_name)
         self.groups[config.group_name] = config
         self.version += 1
@@ -103,5 +116,7 @@ class SubscriptionGroupManager:
         """The remark for a group that :meth:`find_or_create` did not create."""
         if not self._auto_create:
             return f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup=false)"
-        return (f"subscription group [{group}] does not exist and the broker already holds {len(self.groups)} groups "
-                f"(maxSubscriptionGroupNums={self.max_groups})")
+        return (
+            f"subscription group [{group}] does not exist and the broker already holds {len(self.groups)} groups "
+            f"(maxSubscriptionGroupNums={self.max_groups})"
+        )

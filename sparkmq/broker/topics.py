@@ -35,11 +35,21 @@ READ_WRITE = int(PermName.PERM_READ | PermName.PERM_WRITE)
 class TopicConfigManager:
     """Topics by name; ``on_change`` runs after every change (re-register with NameServers)."""
 
-    def __init__(self, path: Path, *, cluster_name: str, broker_name: str, auto_create: bool,
-                 default_queue_nums: int, on_change: Callable[[], None] | None = None,
-                 max_queue_nums: int = DEFAULT_MAX_QUEUE_NUMS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        auto_create: bool,
+        default_queue_nums: int,
+        on_change: Callable[[], None] | None = None,
+        max_queue_nums: int = DEFAULT_MAX_QUEUE_NUMS,
+    ) -> None:
         self._file: ConfigFile[TopicConfigSerializeWrapper] = ConfigFile(
-            path, lambda text: TopicConfigSerializeWrapper.decode(text.encode()), lambda w: w.encode().decode(),
+            path,
+            lambda text: TopicConfigSerializeWrapper.decode(text.encode()),
+            lambda w: w.encode().decode(),
             ConfigError,
         )
         self.topics: dict[str, TopicConfig] = {}
@@ -56,8 +66,14 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_QUEUES, SCHEDULE_QUEUES, READ_WRITE),
         ]
         if auto_create:
-            self._system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, default_queue_nums, default_queue_nums,
-                                            int(PermName.PERM_READ | PermName.PERM_WRITE | PermName.PERM_INHERIT)))
+            self._system.append(
+                TopicConfig(
+                    AUTO_CREATE_TOPIC_KEY,
+                    default_queue_nums,
+                    default_queue_nums,
+                    int(PermName.PERM_READ | PermName.PERM_WRITE | PermName.PERM_INHERIT),
+                )
+            )
 
     def load(self) -> None:
         """Read topics.json (or its .bak); system topics are (re)added."""
@@ -78,8 +94,11 @@ class TopicConfigManager:
 
     def is_system(self, topic: str) -> bool:
         """``TopicValidator.isSystemTopic``, plus this broker's cluster and broker name topics."""
-        return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) or any(
-            t.topic_name == topic for t in self._system)
+        return (
+            topic in SYSTEM_TOPICS
+            or topic.startswith(SYSTEM_TOPIC_PREFIX)
+            or any(t.topic_name == topic for t in self._system)
+        )
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(dict(self.topics), self.data_version)
@@ -137,10 +156,8 @@ class TopicConfigManager:
         return True
 
 
-
 def check_sendable(topic: str) -> None:
     """Raise InvalidTopicError for names producers may never use (TopicNotWritableError: NO_PERMISSION)."""
     check_topic(topic)
     if topic in NOT_ALLOWED_SEND_TOPICS:
         raise TopicNotWritableError(f"sending message to topic [{topic}] is forbidden")
-

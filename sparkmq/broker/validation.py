@@ -38,8 +38,10 @@ def check_topic(topic: str) -> None:
     if not topic:
         raise InvalidTopicError("The specified topic is blank.")
     if not _VALID_NAME.fullmatch(topic):
-        raise InvalidTopicError(f"The specified topic[{topic[:MAX_TOPIC_LENGTH + 1]!r}] contains illegal characters, "
-                                f"allowing only {VALID_NAME_PATTERN}")
+        raise InvalidTopicError(
+            f"The specified topic[{topic[: MAX_TOPIC_LENGTH + 1]!r}] contains illegal characters, "
+            f"allowing only {VALID_NAME_PATTERN}"
+        )
     if len(topic) > MAX_TOPIC_LENGTH:
         raise InvalidTopicError(f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}.")
 
@@ -49,8 +51,11 @@ def check_group(group: str, field: str = "consumerGroup") -> None:
     if not group:
         raise InvalidFieldError("The specified group is blank.", field=field)
     if not _VALID_NAME.fullmatch(group):
-        raise InvalidFieldError(f"The specified group[{group[:MAX_GROUP_LENGTH + 1]!r}] contains illegal characters, "
-                                f"allowing only {VALID_NAME_PATTERN}", field=field)
+        raise InvalidFieldError(
+            f"The specified group[{group[: MAX_GROUP_LENGTH + 1]!r}] contains illegal characters, "
+            f"allowing only {VALID_NAME_PATTERN}",
+            field=field,
+        )
     if len(group) > MAX_GROUP_LENGTH:
         raise InvalidFieldError(f"The specified group is longer than group max length {MAX_GROUP_LENGTH}.", field=field)
 
@@ -60,14 +65,24 @@ def check_topic_config(config: TopicConfig, max_queue_nums: int) -> None:
     check_topic(config.topic_name)
     for field, value in (("readQueueNums", config.read_queue_nums), ("writeQueueNums", config.write_queue_nums)):
         if not 1 <= value <= max_queue_nums:
-            raise InvalidFieldError(f"{field} {value} of topic[{config.topic_name}] is outside 1..{max_queue_nums} "
-                                    "(maxTopicQueueNums)", field=field)
+            raise InvalidFieldError(
+                f"{field} {value} of topic[{config.topic_name}] is outside 1..{max_queue_nums} (maxTopicQueueNums)",
+                field=field,
+            )
     if not 0 <= config.perm <= ALL_PERMS:
-        raise InvalidFieldError(f"perm {config.perm} of topic[{config.topic_name}] is not a combination of "
-                                f"PermName bits (0..{ALL_PERMS})", field="perm")
+        raise InvalidFieldError(
+            f"perm {config.perm} of topic[{config.topic_name}] is not a combination of PermName bits (0..{ALL_PERMS})",
+            field="perm",
+        )
     if config.topic_filter_type not in TOPIC_FILTER_TYPES:
-        raise InvalidFieldError(f"topicFilterType {config.topic_filter_type!r} of topic[{config.topic_name}] is not "
-                                f"one of {', '.join(sorted(TOPIC_FILTER_TYPES))}", field="topicFilterType")
+        raise InvalidFieldError(
+            f"topicFilterType {config.topic_filter_type!r} of topic[{config.topic_name}] is not "
+            f"one of {', '.join(sorted(TOPIC_FILTER_TYPES))}",
+            field="topicFilterType",
+        )
     if not 0 <= config.topic_sys_flag <= MAX_TOPIC_SYS_FLAG:
-        raise InvalidFieldError(f"topicSysFlag {config.topic_sys_flag} of topic[{config.topic_name}] is not a "
-                                f"combination of TopicSysFlag bits (0..{MAX_TOPIC_SYS_FLAG})", field="topicSysFlag")
+        raise InvalidFieldError(
+            f"topicSysFlag {config.topic_sys_flag} of topic[{config.topic_name}] is not a "
+            f"combination of TopicSysFlag bits (0..{MAX_TOPIC_SYS_FLAG})",
+            field="topicSysFlag",
+        )

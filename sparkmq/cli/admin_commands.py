@@ -56,8 +56,13 @@ async def _targets(admin: AdminExt, args: argparse.Namespace) -> dict[str, str]:
 
 
 async def update_topic(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    config = TopicConfig(args.topic, int(args.readQueueNums), int(args.writeQueueNums), int(args.perm),
-                         order=str(args.order).lower() == "true")
+    config = TopicConfig(
+        args.topic,
+        int(args.readQueueNums),
+        int(args.writeQueueNums),
+        int(args.perm),
+        order=str(args.order).lower() == "true",
+    )
     for address in (await _targets(admin, args)).values():
         await admin.create_topic(address, config)
         out.write(f"create topic to {address} success.\n")
@@ -116,30 +121,49 @@ async def topic_cluster_list(admin: AdminExt, args: argparse.Namespace, out: Tex
 
 
 async def update_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
-    group = SubscriptionGroupBody(args.groupName, str(args.consumeEnable).lower() == "true", int(args.retryQueueNums),
-                                  int(args.retryMaxTimes), str(args.consumeBroadcastEnable).lower() == "true")
+    group = SubscriptionGroupBody(
+        args.groupName,
+        str(args.consumeEnable).lower() == "true",
+        int(args.retryQueueNums),
+        int(args.retryMaxTimes),
+        str(args.consumeBroadcastEnable).lower() == "true",
+    )
     for address in (await _targets(admin, args)).values():
         await admin.create_group(address, group)
         out.write(f"create subscription group to {address} success.\n")
-    out.write(f"SubscriptionGroupConfig [groupName={group.group_name}, "
-              f"consumeEnable={str(group.consume_enable).lower()}, consumeBroadcastEnable={str(group.consume_broadcast_enable).lower()}, retryQueueNums="
-              f"{group.retry_queue_nums}, retryMaxTimes={group.retry_max_times}]\n")
+    out.write(
+        f"SubscriptionGroupConfig [groupName={group.group_name}, "
+        f"consumeEnable={str(group.consume_enable).lower()}, "
+        f"consumeBroadcastEnable={str(group.consume_broadcast_enable).lower()}, retryQueueNums="
+        f"{group.retry_queue_nums}, retryMaxTimes={group.retry_max_times}]\n"
+    )
 
 
 async def delete_sub_group(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     for address in (await _targets(admin, args)).values():
         await admin.delete_group(address, args.groupName, bool(args.removeOffset))
-        out.write(f"delete subscription group [{args.groupName}] from broker [{address}] in cluster "
-                  f"[{args.clusterName or ''}] success.\n")
+        out.write(
+            f"delete subscription group [{args.groupName}] from broker [{address}] in cluster "
+            f"[{args.clusterName or ''}] success.\n"
+        )
 
 
 async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     if not args.groupName:
-        printf(out, "%-32s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n", "#Group", "#Count", "#Version", "#Type", "#Model",
-                                                                  "#TPS", "#Diff Total")
+        printf(
+            out,
+            "%-32s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n",
+            "#Group",
+            "#Count",
+            "#Version",
+            "#Type",
+            "#Model",
+            "#TPS",
+            "#Diff Total",
+        )
         for topic in await admin.topic_list():
             if topic.startswith(RETRY_PREFIX):
-                group = topic[len(RETRY_PREFIX):]
+                group = topic[len(RETRY_PREFIX) :]
                 stats = await admin.consume_stats(group)
                 diff = sum(max(o.broker_offset - o.consumer_offset, 0) for o in stats.offset_table.values())
                 try:
@@ -149,20 +173,50 @@ async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: Text
                     model = cc.message_model.name if kind == "PUSH" else ""
                 except RemoteError:
                     count, version, kind, model = 0, "OFFLINE", "", ""
-                printf(out, "%-32s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n", group, count, version, kind, model,
-                                                                         int(stats.consume_tps), diff)
+                printf(
+                    out,
+                    "%-32s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n",
+                    group,
+                    count,
+                    version,
+                    kind,
+                    model,
+                    int(stats.consume_tps),
+                    diff,
+                )
         return
     stats = await admin.consume_stats(args.groupName)
     owners: dict[MessageQueue, str] = {}
-    printf(out, "%-32s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n", "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#LastTime")
+    printf(
+        out,
+        "%-32s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n",
+        "#Topic",
+        "#Broker Name",
+        "#QID",
+        "#Broker Offset",
+        "#Consumer Offset",
+        "#Client IP",
+        "#Diff",
+        "#LastTime",
+    )
     total = 0
     for mq in sorted(stats.offset_table, key=lambda q: (q.topic, q.broker_name, q.queue_id)):
         o = stats.offset_table[mq]
         diff = o.broker_offset - o.consumer_offset
         total += diff
         last = datetime.fromtimestamp(o.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S") if o.last_timestamp else ""
-        printf(out, "%-32s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n", mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, owners.get(mq, "NA"), diff,
-            last)
+        printf(
+            out,
+            "%-32s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n",
+            mq.topic,
+            mq.broker_name,
+            mq.queue_id,
+            o.broker_offset,
+            o.consumer_offset,
+            owners.get(mq, "NA"),
+            diff,
+            last,
+        )
     out.write("\n")
     out.write(f"Consume TPS: {stats.consume_tps:.2f}\n")
     out.write(f"Consume Diff Total: {total}\n")
@@ -175,8 +229,10 @@ async def consumer_connection(admin: AdminExt, args: argparse.Namespace, out: Te
     out.write("\nBelow is subscription:\n")
     for i, (topic, sub) in enumerate(sorted(cc.subscription_table.items()), 1):
         printf(out, "%03d  Topic: %-40s SubExpression: %s%n", i, topic, sub.sub_string)
-    out.write(f"\nConsumeType: {cc.consume_type.name}\nMessageModel: {cc.message_model.name}\n"
-              f"ConsumeFromWhere: {cc.consume_from_where.name}\n")
+    out.write(
+        f"\nConsumeType: {cc.consume_type.name}\nMessageModel: {cc.message_model.name}\n"
+        f"ConsumeFromWhere: {cc.consume_from_where.name}\n"
+    )
 
 
 async def producer_connection(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -200,8 +256,10 @@ def parse_timestamp(text: str) -> int:
 async def reset_offset_by_time(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     stamp, force = parse_timestamp(args.timestamp), str(args.force).lower() != "false"
     table = await admin.reset_offset_by_time(args.group, args.topic, stamp, force)
-    out.write(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
-              f"force[{str(force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{stamp}]\n")
+    out.write(
+        f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
+        f"force[{str(force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{stamp}]\n"
+    )
     printf(out, "%-40s  %-40s  %-40s%n", "#brokerName", "#queueId", "#offset")
     for mq in sorted(table, key=lambda q: (q.broker_name, q.queue_id)):
         printf(out, "%-40s  %-40d  %-40d%n", mq.broker_name, mq.queue_id, table[mq])
@@ -213,8 +271,21 @@ async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
         await _cluster_more_stats(admin, info, out)
         return
     fmt = "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s\n"
-    out.write(fmt % ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
-                     "#PCWait(ms)", "#Hour", "#SPACE"))
+    out.write(
+        fmt
+        % (
+            "#Cluster Name",
+            "#Broker Name",
+            "#BID",
+            "#Addr",
+            "#Version",
+            "#InTPS(LOAD)",
+            "#OutTPS(LOAD)",
+            "#PCWait(ms)",
+            "#Hour",
+            "#SPACE",
+        )
+    )
     for cluster in sorted(info.cluster_addr_table):
         for name in sorted(info.cluster_addr_table[cluster]):
             for bid, address in sorted(info.broker_addr_table[name].broker_addrs.items()):
@@ -224,22 +295,49 @@ async def cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
                 hours = (time.time() * 1000 - earliest) / 3_600_000 if earliest else 0.0
                 in_load = f"{put:9.2f}({kv['sendThreadPoolQueueSize']},{kv['sendThreadPoolQueueHeadWaitTimeMills']}ms)"
                 out_load = f"{get:9.2f}({kv['pullThreadPoolQueueSize']},{kv['pullThreadPoolQueueHeadWaitTimeMills']}ms)"
-                out.write(fmt % (cluster, name, bid, address, kv["brokerVersionDesc"], in_load, out_load,
-                                 kv["pageCacheLockTimeMills"], f"{hours:2.2f}", f"{float(kv['commitLogDiskRatio']):.4f}"))
+                out.write(
+                    fmt
+                    % (
+                        cluster,
+                        name,
+                        bid,
+                        address,
+                        kv["brokerVersionDesc"],
+                        in_load,
+                        out_load,
+                        kv["pageCacheLockTimeMills"],
+                        f"{hours:2.2f}",
+                        f"{float(kv['commitLogDiskRatio']):.4f}",
+                    )
+                )
 
 
 async def _cluster_more_stats(admin: AdminExt, info: ClusterInfo, out: TextIO) -> None:
     """``clusterList -m``: messages in/out yesterday and today, from the msgPut/GetTotal* runtime keys."""
-    printf(out, "%-16s  %-32s %14s %14s %14s %14s%n", "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest",
-                                                      "#InTotalToday", "#OutTotalToday")
+    printf(
+        out,
+        "%-16s  %-32s %14s %14s %14s %14s%n",
+        "#Cluster Name",
+        "#Broker Name",
+        "#InTotalYest",
+        "#OutTotalYest",
+        "#InTotalToday",
+        "#OutTotalToday",
+    )
     for cluster in sorted(info.cluster_addr_table):
         for name in sorted(info.cluster_addr_table[cluster]):
             for _bid, address in sorted(info.broker_addr_table[name].broker_addrs.items()):
                 kv = {k: int(v) for k, v in (await admin.runtime_info(address)).items() if k.startswith("msg")}
-                printf(out, "%-16s  %-32s %14d %14d %14d %14d%n", cluster, name, kv["msgPutTotalTodayMorning"] - kv["msgPutTotalYesterdayMorning"],
+                printf(
+                    out,
+                    "%-16s  %-32s %14d %14d %14d %14d%n",
+                    cluster,
+                    name,
+                    kv["msgPutTotalTodayMorning"] - kv["msgPutTotalYesterdayMorning"],
                     kv["msgGetTotalTodayMorning"] - kv["msgGetTotalYesterdayMorning"],
                     kv["msgPutTotalTodayNow"] - kv["msgPutTotalTodayMorning"],
-                    kv["msgGetTotalTodayNow"] - kv["msgGetTotalTodayMorning"])
+                    kv["msgGetTotalTodayNow"] - kv["msgGetTotalTodayMorning"],
+                )
 
 
 async def broker_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
@@ -278,70 +376,189 @@ TOPIC = Opt("t", "topic", "topic name", required=True)
 BROKER = Opt("b", "brokerAddr", "broker address host:port")
 CLUSTER = Opt("c", "clusterName", "cluster name")
 COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
-    "updateTopic": ("Update or create topic", (N, BROKER, CLUSTER, TOPIC, Opt("r", "readQueueNums", "read queues"),
-                    Opt("w", "writeQueueNums", "write queues"), Opt("p", "perm", "permission 2|4|6"),
-                    Opt("o", "order", "ordered topic true|false")), update_topic,
-                    {"readQueueNums": "8", "writeQueueNums": "8", "perm": "6", "order": "false"}),
-    "deleteTopic": ("Delete topic from broker and NameServer",
-                    (N, Opt("c", "clusterName", "cluster name", required=True), TOPIC), delete_topic, {}),
-    "topicList": ("Fetch all topic list from name server",
-                  (N, Opt("c", "clusterModel", "with each topic's cluster and consumer groups", value=False)),
-                  topic_list, {}),
+    "updateTopic": (
+        "Update or create topic",
+        (
+            N,
+            BROKER,
+            CLUSTER,
+            TOPIC,
+            Opt("r", "readQueueNums", "read queues"),
+            Opt("w", "writeQueueNums", "write queues"),
+            Opt("p", "perm", "permission 2|4|6"),
+            Opt("o", "order", "ordered topic true|false"),
+        ),
+        update_topic,
+        {"readQueueNums": "8", "writeQueueNums": "8", "perm": "6", "order": "false"},
+    ),
+    "deleteTopic": (
+        "Delete topic from broker and NameServer",
+        (N, Opt("c", "clusterName", "cluster name", required=True), TOPIC),
+        delete_topic,
+        {},
+    ),
+    "topicList": (
+        "Fetch all topic list from name server",
+        (N, Opt("c", "clusterModel", "with each topic's cluster and consumer groups", value=False)),
+        topic_list,
+        {},
+    ),
     "topicRoute": ("Examine topic route info", (N, TOPIC), topic_route, {}),
     "topicStatus": ("Examine topic Status info", (N, TOPIC), topic_status, {}),
     "topicClusterList": ("Get cluster info for topic", (N, TOPIC), topic_cluster_list, {}),
-    "updateSubGroup": ("Update or create subscription group", (N, BROKER, CLUSTER,
-                       Opt("g", "groupName", "consumer group name", required=True),
-                       Opt("s", "consumeEnable", "consume enable"), Opt("d", "consumeBroadcastEnable", "broadcast"),
-                       Opt("q", "retryQueueNums", "retry queues"), Opt("r", "retryMaxTimes", "retry max times")),
-                       update_sub_group, {"consumeEnable": "true", "consumeBroadcastEnable": "true",
-                                          "retryQueueNums": "1", "retryMaxTimes": "16"}),
-    "deleteSubGroup": ("Delete subscription group from broker", (N, BROKER, CLUSTER,
-                       Opt("g", "groupName", "subscription group name", required=True),
-                       Opt("r", "removeOffset", "remove the group's offsets too", value=False)), delete_sub_group, {}),
-    "consumerProgress": ("Query consumers's progress, speed", (N, Opt("g", "groupName", "consumer group name")),
-                         consumer_progress, {}),
-    "consumerConnection": ("Query consumer's socket connection, client version and subscription",
-                           (N, Opt("g", "consumerGroup", "consumer group name", required=True)),
-                           consumer_connection, {}),
-    "producerConnection": ("Query producer's socket connection and client version",
-                           (N, Opt("g", "producerGroup", "producer group name", required=True), TOPIC),
-                           producer_connection, {}),
-    "queryMsgById": ("Query Message by Id", (N, Opt("i", "msgId", "offset message id(s), comma separated",
-                                                     required=True)), query_msg_by_id, {}),
-    "queryMsgByKey": ("Query Message by Key", (N, TOPIC, Opt("k", "msgKey", "message key", required=True)),
-                      query_msg_by_key, {}),
-    "queryMsgByUniqueKey": ("Query Message by Unique key", (N, TOPIC, Opt("i", "msgId", "unique key", required=True)),
-                            query_msg_by_unique_key, {}),
-    "queryMsgByOffset": ("Query Message by offset", (N, TOPIC, Opt("b", "brokerName", "broker name", required=True),
-                         Opt("i", "queueId", "queue id", required=True),
-                         Opt("o", "offset", "queue offset", required=True)),
-                         query_msg_by_offset, {}),
-    "resetOffsetByTime": ("Reset consumer offset by timestamp(without client restart)",
-                          (N, Opt("g", "group", "consumer group", required=True), TOPIC,
-                           Opt("s", "timestamp", "now | ms | yyyy-MM-dd#HH:mm:ss:SSS", required=True),
-                           Opt("f", "force", "rewind even past the committed offset")), reset_offset_by_time,
-                          {"force": "true"}),
-    "clusterList": ("List all of clusters", (N, Opt("m", "moreStats", "Print more stats", value=False)),
-                    cluster_list, {}),
+    "updateSubGroup": (
+        "Update or create subscription group",
+        (
+            N,
+            BROKER,
+            CLUSTER,
+            Opt("g", "groupName", "consumer group name", required=True),
+            Opt("s", "consumeEnable", "consume enable"),
+            Opt("d", "consumeBroadcastEnable", "broadcast"),
+            Opt("q", "retryQueueNums", "retry queues"),
+            Opt("r", "retryMaxTimes", "retry max times"),
+        ),
+        update_sub_group,
+        {"consumeEnable": "true", "consumeBroadcastEnable": "true", "retryQueueNums": "1", "retryMaxTimes": "16"},
+    ),
+    "deleteSubGroup": (
+        "Delete subscription group from broker",
+        (
+            N,
+            BROKER,
+            CLUSTER,
+            Opt("g", "groupName", "subscription group name", required=True),
+            Opt("r", "removeOffset", "remove the group's offsets too", value=False),
+        ),
+        delete_sub_group,
+        {},
+    ),
+    "consumerProgress": (
+        "Query consumers's progress, speed",
+        (N, Opt("g", "groupName", "consumer group name")),
+        consumer_progress,
+        {},
+    ),
+    "consumerConnection": (
+        "Query consumer's socket connection, client version and subscription",
+        (N, Opt("g", "consumerGroup", "consumer group name", required=True)),
+        consumer_connection,
+        {},
+    ),
+    "producerConnection": (
+        "Query producer's socket connection and client version",
+        (N, Opt("g", "producerGroup", "producer group name", required=True), TOPIC),
+        producer_connection,
+        {},
+    ),
+    "queryMsgById": (
+        "Query Message by Id",
+        (N, Opt("i", "msgId", "offset message id(s), comma separated", required=True)),
+        query_msg_by_id,
+        {},
+    ),
+    "queryMsgByKey": (
+        "Query Message by Key",
+        (N, TOPIC, Opt("k", "msgKey", "message key", required=True)),
+        query_msg_by_key,
+        {},
+    ),
+    "queryMsgByUniqueKey": (
+        "Query Message by Unique key",
+        (N, TOPIC, Opt("i", "msgId", "unique key", required=True)),
+        query_msg_by_unique_key,
+        {},
+    ),
+    "queryMsgByOffset": (
+        "Query Message by offset",
+        (
+            N,
+            TOPIC,
+            Opt("b", "brokerName", "broker name", required=True),
+            Opt("i", "queueId", "queue id", required=True),
+            Opt("o", "offset", "queue offset", required=True),
+        ),
+        query_msg_by_offset,
+        {},
+    ),
+    "resetOffsetByTime": (
+        "Reset consumer offset by timestamp(without client restart)",
+        (
+            N,
+            Opt("g", "group", "consumer group", required=True),
+            TOPIC,
+            Opt("s", "timestamp", "now | ms | yyyy-MM-dd#HH:mm:ss:SSS", required=True),
+            Opt("f", "force", "rewind even past the committed offset"),
+        ),
+        reset_offset_by_time,
+        {"force": "true"},
+    ),
+    "clusterList": (
+        "List all of clusters",
+        (N, Opt("m", "moreStats", "Print more stats", value=False)),
+        cluster_list,
+        {},
+    ),
     "brokerStatus": ("Fetch broker runtime status data", (N, BROKER, CLUSTER), broker_status, {}),
     "getBrokerConfig": ("Get broker config by cluster or special broker", (N, BROKER, CLUSTER), get_broker_config, {}),
-    "updateBrokerConfig": ("Update broker's config", (N, BROKER, CLUSTER, Opt("k", "key", "config key", required=True),
-                           Opt("v", "value", "config value", required=True)), update_broker_config, {}),
-    "wipeWritePerm": ("Wipe write perm of broker in all name server", (N, Opt("b", "brokerName", "broker name",
-                                                                              required=True)), wipe_write_perm, {}),
-    "addWritePerm": ("Add write perm of broker in all name server", (N, Opt("b", "brokerName", "broker name",
-                                                                            required=True)), add_write_perm, {}),
-    "sendMessage": ("Send a message", (N, TOPIC, Opt("p", "body", "UTF-8 string format of the message body",
-                                                     required=True), Opt("k", "key", "message keys"),
-                    Opt("c", "tags", "message tags"), Opt("b", "broker", "send to this broker name"),
-                    Opt("i", "qid", "send to this queue id")), send_message, {}),
-    "consumeMessage": ("Consume message", (N, TOPIC, Opt("b", "brokerName", "broker name"),
-                       Opt("i", "queueId", "queue id"), Opt("o", "offset", "queue offset"),
-                       Opt("g", "consumerGroup", "consumer group name"), Opt("c", "count", "messages to consume")),
-                       consume_message, {"count": "128", "consumerGroup": "TOOLS_CONSUMER"}),
-    "printMsg": ("Print Message Detail", (N, TOPIC, Opt("c", "charsetName", "body charset"),
-                 Opt("d", "printBody", "print the body")), print_msg, {"charsetName": "UTF-8", "printBody": "true"}),
+    "updateBrokerConfig": (
+        "Update broker's config",
+        (
+            N,
+            BROKER,
+            CLUSTER,
+            Opt("k", "key", "config key", required=True),
+            Opt("v", "value", "config value", required=True),
+        ),
+        update_broker_config,
+        {},
+    ),
+    "wipeWritePerm": (
+        "Wipe write perm of broker in all name server",
+        (N, Opt("b", "brokerName", "broker name", required=True)),
+        wipe_write_perm,
+        {},
+    ),
+    "addWritePerm": (
+        "Add write perm of broker in all name server",
+        (N, Opt("b", "brokerName", "broker name", required=True)),
+        add_write_perm,
+        {},
+    ),
+    "sendMessage": (
+        "Send a message",
+        (
+            N,
+            TOPIC,
+            Opt("p", "body", "UTF-8 string format of the message body", required=True),
+            Opt("k", "key", "message keys"),
+            Opt("c", "tags", "message tags"),
+            Opt("b", "broker", "send to this broker name"),
+            Opt("i", "qid", "send to this queue id"),
+        ),
+        send_message,
+        {},
+    ),
+    "consumeMessage": (
+        "Consume message",
+        (
+            N,
+            TOPIC,
+            Opt("b", "brokerName", "broker name"),
+            Opt("i", "queueId", "queue id"),
+            Opt("o", "offset", "queue offset"),
+            Opt("g", "consumerGroup", "consumer group name"),
+            Opt("c", "count", "messages to consume"),
+        ),
+        consume_message,
+        {"count": "128", "consumerGroup": "TOOLS_CONSUMER"},
+    ),
+    "printMsg": (
+        "Print Message Detail",
+        (N, TOPIC, Opt("c", "charsetName", "body charset"), Opt("d", "printBody", "print the body")),
+        print_msg,
+        {"charsetName": "UTF-8", "printBody": "true"},
+    ),
 }
 
 __all__ = ["COMMANDS", "Opt", "parse_timestamp"]

@@ -11,8 +11,11 @@ from sparkmq.protocol.namesrv_bodies import TopicConfig
 
 def perm_string(perm: int) -> str:
     """``PermName.perm2String``: 6 → ``RW-``."""
-    return ("R" if perm & PermName.PERM_READ else "-") + ("W" if perm & PermName.PERM_WRITE else "-") + (
-        "X" if perm & PermName.PERM_INHERIT else "-")
+    return (
+        ("R" if perm & PermName.PERM_READ else "-")
+        + ("W" if perm & PermName.PERM_WRITE else "-")
+        + ("X" if perm & PermName.PERM_INHERIT else "-")
+    )
 
 
 def version_desc(version: int) -> str:
@@ -28,9 +31,11 @@ def ms_text(ms: int) -> str:
 
 
 def topic_config_text(c: TopicConfig) -> str:
-    return (f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, writeQueueNums="
-            f"{c.write_queue_nums}, perm={perm_string(c.perm)}, topicFilterType={c.topic_filter_type}, "
-            f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}]")
+    return (
+        f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, writeQueueNums="
+        f"{c.write_queue_nums}, perm={perm_string(c.perm)}, topicFilterType={c.topic_filter_type}, "
+        f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}]"
+    )
 
 
 def printf(out: TextIO, java_format: str, *args: object) -> None:

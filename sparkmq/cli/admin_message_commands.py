@@ -21,13 +21,24 @@ from sparkmq.protocol.bodies import MessageQueue
 
 def message_detail(m: ReceivedMessage) -> str:
     """``QueryMsgByIdSubCommand.printMsg``'s block, with a body preview instead of a body file."""
-    rows = [("OffsetID:", m.offset_msg_id), ("Topic:", m.topic), ("Tags:", f"[{m.tags or ''}]"),
-            ("Keys:", f"[{' '.join(m.keys)}]"), ("Queue ID:", m.queue.queue_id), ("Queue Offset:", m.queue_offset),
-            ("CommitLog Offset:", m.commit_log_offset), ("Reconsume Times:", m.reconsume_times),
-            ("Born Timestamp:", ms_text(m.born_timestamp)), ("Store Timestamp:", ms_text(m.store_timestamp)),
-            ("Born Host:", m.born_host), ("Store Host:", m.store_host), ("System Flag:", m.sys_flag),
-            ("Properties:", json.dumps(m.properties, sort_keys=True)), ("Message ID:", m.msg_id),
-            ("Message Body:", body_preview(m.body))]
+    rows = [
+        ("OffsetID:", m.offset_msg_id),
+        ("Topic:", m.topic),
+        ("Tags:", f"[{m.tags or ''}]"),
+        ("Keys:", f"[{' '.join(m.keys)}]"),
+        ("Queue ID:", m.queue.queue_id),
+        ("Queue Offset:", m.queue_offset),
+        ("CommitLog Offset:", m.commit_log_offset),
+        ("Reconsume Times:", m.reconsume_times),
+        ("Born Timestamp:", ms_text(m.born_timestamp)),
+        ("Store Timestamp:", ms_text(m.store_timestamp)),
+        ("Born Host:", m.born_host),
+        ("Store Host:", m.store_host),
+        ("System Flag:", m.sys_flag),
+        ("Properties:", json.dumps(m.properties, sort_keys=True)),
+        ("Message ID:", m.msg_id),
+        ("Message Body:", body_preview(m.body)),
+    ]
     return "".join(f"{k:<20} {v}\n" for k, v in rows)
 
 
@@ -58,16 +69,18 @@ async def query_msg_by_offset(admin: AdminExt, args: argparse.Namespace, out: Te
     queue = MessageQueue(args.topic, args.brokerName, int(args.queueId))
     messages, _next, _max = await admin.pull(queue, int(args.offset), 1)
     if not messages:
-        raise RemoteError(f"no message at offset {args.offset} of {queue.topic} {queue.broker_name} "
-                          f"queue {queue.queue_id}")
+        raise RemoteError(
+            f"no message at offset {args.offset} of {queue.topic} {queue.broker_name} queue {queue.queue_id}"
+        )
     out.write(message_detail(messages[0]))
 
 
 async def send_message(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     message = Message(args.topic, args.body.encode("utf-8"), tags=args.tags, keys=args.key)
     queue = MessageQueue(args.topic, args.broker, int(args.qid)) if args.broker and args.qid is not None else None
-    async with AsyncProducer("TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addresses),
-                             **admin.client_options) as producer:
+    async with AsyncProducer(
+        "TOOLS_PRODUCER", ";".join(admin.instance.namesrv_addresses), **admin.client_options
+    ) as producer:
         result = await producer.send(message, queue=queue)
     fmt = "%-32s  %-4s  %-20s    %s\n"
     out.write(fmt % ("#Broker Name", "#QID", "#Send Result", "#MsgId"))
@@ -82,8 +95,10 @@ def _print_messages(messages: list[ReceivedMessage], charset: str, print_body: b
 
 def message_summary(m: ReceivedMessage) -> str:
     """A one-line ``MessageExt.toString`` stand-in."""
-    return (f"MessageExt [brokerName={m.queue.broker_name}, queueId={m.queue.queue_id}, queueOffset={m.queue_offset}, "
-            f"storeTimestamp={m.store_timestamp}, msgId={m.msg_id}, topic={m.topic}, tags={m.tags}, keys={m.keys}]")
+    return (
+        f"MessageExt [brokerName={m.queue.broker_name}, queueId={m.queue.queue_id}, queueOffset={m.queue_offset}, "
+        f"storeTimestamp={m.store_timestamp}, msgId={m.msg_id}, topic={m.topic}, tags={m.tags}, keys={m.keys}]"
+    )
 
 
 async def _queues(admin: AdminExt, topic: str, broker: str | None, qid: str | None) -> list[MessageQueue]:
@@ -109,8 +124,10 @@ async def print_msg(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> N
     for queue in await _queues(admin, args.topic, None, None):
         stats = (await admin.topic_stats(args.topic)).offset_table.get(queue)
         low, high = (stats.min_offset, stats.max_offset) if stats else (0, 0)
-        out.write(f"minOffset={low}, maxOffset={high}, MessageQueue [topic={queue.topic}, "
-                  f"brokerName={queue.broker_name}, queueId={queue.queue_id}]\n")
+        out.write(
+            f"minOffset={low}, maxOffset={high}, MessageQueue [topic={queue.topic}, "
+            f"brokerName={queue.broker_name}, queueId={queue.queue_id}]\n"
+        )
         offset = low
         while offset < high:
             messages, offset, _max = await admin.pull(queue, offset, 32)

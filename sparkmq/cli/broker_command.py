@@ -27,8 +27,13 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="listenPort (0 picks a free port)")
     parser.add_argument("--store-dir", type=Path, help="storePathRootDir")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any broker.conf key, e.g. --set autoCreateTopicEnable=false (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any broker.conf key, e.g. --set autoCreateTopicEnable=false (repeatable)",
+    )
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -38,9 +43,15 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         properties.update(parse_properties(pair, source=f"--set {pair}"))
     flush = {"sync": FlushDiskType.SYNC_FLUSH, "async": FlushDiskType.ASYNC_FLUSH}.get(args.flush or "")
     acl_file = args.config.parent / "plain_acl.yml" if args.config and "aclFile" not in properties else None
-    return BrokerConfig.from_properties(properties, namesrv_addr=args.namesrv, broker_ip=args.host,
-                                        listen_port=args.port, store_path_root_dir=args.store_dir,
-                                        flush_disk_type=flush, acl_file=acl_file)
+    return BrokerConfig.from_properties(
+        properties,
+        namesrv_addr=args.namesrv,
+        broker_ip=args.host,
+        listen_port=args.port,
+        store_path_root_dir=args.store_dir,
+        flush_disk_type=flush,
+        acl_file=acl_file,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,23 +25,32 @@ STARTUP_POLL_S = 0.05
 def register(subcommands: Any) -> None:
     """Add the ``dashboard`` subcommand."""
     parser = subcommands.add_parser("dashboard", help="web dashboard: cluster, topics, consumer lag, messages")
-    parser.add_argument("--namesrv", default=os.environ.get("NAMESRV_ADDR"),
-                        help="NameServer address(es) host:port[;host:port] (default: $NAMESRV_ADDR)")
+    parser.add_argument(
+        "--namesrv",
+        default=os.environ.get("NAMESRV_ADDR"),
+        help="NameServer address(es) host:port[;host:port] (default: $NAMESRV_ADDR)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="interface to serve on")
     parser.add_argument("--port", type=int, default=8080, help="HTTP port (0 picks a free one)")
     parser.add_argument("--allow-writes", action="store_true", help="enable the send-a-test-message form")
     parser.add_argument("--access-key", default=None, help="ACL access key: requests are signed, writes allowed")
     parser.add_argument("--secret-key", default=None, help="ACL secret key (with --access-key)")
-    parser.add_argument("--lag-sample-interval", type=float, default=5.0, metavar="SECONDS",
-                        help="how often consumer lag is sampled for the chart")
+    parser.add_argument(
+        "--lag-sample-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often consumer lag is sampled for the chart",
+    )
     parser.set_defaults(run=run, own_parser=parser)
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.namesrv:
         args.own_parser.error("--namesrv is required (or set NAMESRV_ADDR)")
-    config = DashboardConfig(args.namesrv, args.allow_writes, args.lag_sample_interval, args.access_key,
-                             args.secret_key)
+    config = DashboardConfig(
+        args.namesrv, args.allow_writes, args.lag_sample_interval, args.access_key, args.secret_key
+    )
     try:
         app = create_app(config)
     except ConfigError as exc:

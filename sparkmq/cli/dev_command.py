@@ -43,19 +43,23 @@ class DevCluster:
         """``dev namesrv H:P broker H:P`` (scripts parse this first line), then what runs and how to connect."""
         assert self.broker is not None
         ns, cfg = self.namesrv.address, self.broker.config
-        lines = [f"dev namesrv {ns} broker {cfg.address}",
-                 f"  NameServer  {ns}",
-                 f"  broker      {cfg.broker_name} ({cfg.broker_cluster_name}) on {cfg.address}, store "
-                 f"{cfg.store_path_root_dir.resolve()}, {cfg.flush_disk_type.value}"]
+        lines = [
+            f"dev namesrv {ns} broker {cfg.address}",
+            f"  NameServer  {ns}",
+            f"  broker      {cfg.broker_name} ({cfg.broker_cluster_name}) on {cfg.address}, store "
+            f"{cfg.store_path_root_dir.resolve()}, {cfg.flush_disk_type.value}",
+        ]
         if self.broker.metrics is not None:
             lines.append(f"  metrics     http://{self.broker.metrics.address}/metrics")
-        lines += ["connect:",
-                  f"  export NAMESRV_ADDR={ns}",
-                  f"  sparkmq admin sendMessage -n {ns} -t demo -p 'hello'",
-                  f"  sparkmq admin consumeMessage -n {ns} -t demo",
-                  f"  sparkmq dashboard --namesrv {ns} --port 8080",
-                  f"  python: sparkmq.Producer('PID_demo', '{ns}') / sparkmq.PushConsumer('CID_demo', '{ns}')",
-                  "Ctrl-C stops both (the store is flushed and kept)."]
+        lines += [
+            "connect:",
+            f"  export NAMESRV_ADDR={ns}",
+            f"  sparkmq admin sendMessage -n {ns} -t demo -p 'hello'",
+            f"  sparkmq admin consumeMessage -n {ns} -t demo",
+            f"  sparkmq dashboard --namesrv {ns} --port 8080",
+            f"  python: sparkmq.Producer('PID_demo', '{ns}') / sparkmq.PushConsumer('CID_demo', '{ns}')",
+            "Ctrl-C stops both (the store is flushed and kept).",
+        ]
         return "\n".join(lines)
 
 

@@ -30,7 +30,9 @@ def run_version(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with one sub-parser per subcommand."""
-    parser = argparse.ArgumentParser(prog="sparkmq", description="RocketMQ's design rebuilt in Python, native to Spark.")
+    parser = argparse.ArgumentParser(
+        prog="sparkmq", description="RocketMQ's design rebuilt in Python, native to Spark."
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING, ...)")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     subcommands.add_parser("version", help="print the sparkmq version and exit").set_defaults(run=run_version)

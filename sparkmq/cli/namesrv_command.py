@@ -31,8 +31,15 @@ def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
     NamesrvConfig(host='0.0.0.0', port=0, scan_interval_s=1.0, broker_expired_s=5.0)
     """
     limits = ServerLimits(max_connections=args.max_connections, idle_timeout_s=args.idle_timeout)
-    return NamesrvConfig(args.host, args.port, args.scan_interval, args.broker_expired, limits=limits,
-                         guard_registrations=not args.allow_takeover, tls=_tls(args))
+    return NamesrvConfig(
+        args.host,
+        args.port,
+        args.scan_interval,
+        args.broker_expired,
+        limits=limits,
+        guard_registrations=not args.allow_takeover,
+        tls=_tls(args),
+    )
 
 
 def _tls(args: argparse.Namespace) -> ServerTls | None:
@@ -64,22 +71,50 @@ def register(subcommands: Any) -> None:
         "namesrv", help="run a NameServer (brokers register here; clients look up routes)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port; 0 picks a free one (default: {DEFAULT_PORT})")
-    parser.add_argument("--scan-interval", type=float, default=DEFAULT_SCAN_INTERVAL_S, metavar="S",
-                        help=f"seconds between scans for silent brokers (default: {DEFAULT_SCAN_INTERVAL_S:g})")
-    parser.add_argument("--broker-expired", type=float, default=DEFAULT_BROKER_EXPIRED_S, metavar="S",
-                        help=f"evict a broker silent this many seconds (default: {DEFAULT_BROKER_EXPIRED_S:g})")
-    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
-                        help="refuse connections beyond N (default: half the descriptor limit)")
-    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S, metavar="S",
-                        help=f"close a connection silent this many seconds (default: {IDLE_TIMEOUT_S:g})")
-    parser.add_argument("--allow-takeover", action="store_true",
-                        help="let a REGISTER_BROKER from another connection replace a live broker's address")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--scan-interval",
+        type=float,
+        default=DEFAULT_SCAN_INTERVAL_S,
+        metavar="S",
+        help=f"seconds between scans for silent brokers (default: {DEFAULT_SCAN_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--broker-expired",
+        type=float,
+        default=DEFAULT_BROKER_EXPIRED_S,
+        metavar="S",
+        help=f"evict a broker silent this many seconds (default: {DEFAULT_BROKER_EXPIRED_S:g})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse connections beyond N (default: half the descriptor limit)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=IDLE_TIMEOUT_S,
+        metavar="S",
+        help=f"close a connection silent this many seconds (default: {IDLE_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--allow-takeover",
+        action="store_true",
+        help="let a REGISTER_BROKER from another connection replace a live broker's address",
+    )
     parser.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate (and --tls-key)")
     parser.add_argument("--tls-key", type=Path, help="the certificate's unencrypted PEM key")
-    parser.add_argument("--tls-mode", choices=SERVER_MODES, default="permissive",
-                        help="permissive: TLS and plain clients (default); enforcing: TLS only")
+    parser.add_argument(
+        "--tls-mode",
+        choices=SERVER_MODES,
+        default="permissive",
+        help="permissive: TLS and plain clients (default); enforcing: TLS only",
+    )
     parser.set_defaults(run=run)
 
 

@@ -20,8 +20,9 @@ class Service(Protocol):
     async def close(self) -> None: ...
 
 
-async def serve_until_signalled(service: Service, ready_line: str | None = None,
-                                ready_line_of: Callable[[], str] | None = None) -> None:
+async def serve_until_signalled(
+    service: Service, ready_line: str | None = None, ready_line_of: Callable[[], str] | None = None
+) -> None:
     """Start ``service``, print its ready line (flushed) once listening, close on SIGTERM/SIGINT.
 
     ``ready_line_of`` builds the line after start, when e.g. a free port has been bound.
@@ -66,8 +67,7 @@ def loop_factory(choice: str | None = None) -> Callable[[], asyncio.AbstractEven
     return asyncio.new_event_loop
 
 
-def run_service(service: Service, ready_line: str | None = None,
-                ready_line_of: Callable[[], str] | None = None) -> int:
+def run_service(service: Service, ready_line: str | None = None, ready_line_of: Callable[[], str] | None = None) -> int:
     """Run ``service`` until SIGTERM/SIGINT on :func:`loop_factory`'s loop; exit code 0 after a clean close."""
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         runner.run(serve_until_signalled(service, ready_line, ready_line_of))

@@ -62,14 +62,16 @@ class Admin:
             lags += [QueueLag(q, o.broker_offset, o.consumer_offset) for q, o in stats.offset_table.items()]
         return sorted(lags, key=lambda x: (x.queue.broker_name, x.queue.queue_id))
 
-    def query_by_key(self, topic: str, key: str, max_num: int = QUERY_MAX_NUM, begin_ms: int = 0,
-                     end_ms: int = END_OF_TIME_MS) -> list[ReceivedMessage]:
+    def query_by_key(
+        self, topic: str, key: str, max_num: int = QUERY_MAX_NUM, begin_ms: int = 0, end_ms: int = END_OF_TIME_MS
+    ) -> list[ReceivedMessage]:
         """Messages of ``topic`` whose KEYS hold ``key``, stored within ``[begin_ms, end_ms]``, from every broker."""
         found = loop_thread.run(self._query(topic, key, max_num, begin_ms, end_ms, unique=False))
         return [m for m in found if key in m.keys]
 
-    def message_by_unique_key(self, topic: str, unique_key: str, begin_ms: int = 0,
-                              end_ms: int = END_OF_TIME_MS) -> ReceivedMessage | None:
+    def message_by_unique_key(
+        self, topic: str, unique_key: str, begin_ms: int = 0, end_ms: int = END_OF_TIME_MS
+    ) -> ReceivedMessage | None:
         """The message whose unique key (the producer's msgId, UNIQ_KEY) is ``unique_key``, or None."""
         found = loop_thread.run(self._query(topic, unique_key, QUERY_MAX_NUM, begin_ms, end_ms, unique=True))
         return next((m for m in found if m.msg_id == unique_key), None)
@@ -78,7 +80,9 @@ class Admin:
         """The message at an offset msgId (the broker's address and the CommitLog offset are in it)."""
         return loop_thread.run(self._view(offset_msg_id))
 
-    async def _query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, unique: bool) -> list[ReceivedMessage]:
+    async def _query(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, unique: bool
+    ) -> list[ReceivedMessage]:
         route = await self._instance.route(topic, refresh=True)
         fields = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms, True if unique else None).to_fields()
         found: list[ReceivedMessage] = []
@@ -91,8 +95,9 @@ class Admin:
 
     async def _view(self, offset_msg_id: str) -> ReceivedMessage:
         ip, port, offset = decode_offset_msg_id(offset_msg_id)  # MessageError when it is not one
-        response = await self._instance.remoting.invoke(f"{ip}:{port}", RequestCode.VIEW_MESSAGE_BY_ID,
-                                                        ViewMessageRequestHeader(offset).to_fields())
+        response = await self._instance.remoting.invoke(
+            f"{ip}:{port}", RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset).to_fields()
+        )
         messages = decode_pull_body(check_response(response, f"message {offset_msg_id}").body, "")
         if len(messages) != 1:
             raise RemoteError(f"the broker answered {len(messages)} messages for {offset_msg_id}")

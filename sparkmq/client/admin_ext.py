@@ -88,8 +88,9 @@ class AdminExt:
         assert last is not None
         raise RemoteError(f"no NameServer answered ({last.remark})", retriable=True) from last
 
-    async def broker(self, address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"",
-                     what: str = "") -> RemotingCommand:
+    async def broker(
+        self, address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"", what: str = ""
+    ) -> RemotingCommand:
         response = await self.remoting.invoke(address, code, fields or {}, body, ADMIN_TIMEOUT_S)
         return check_response(response, what or f"broker {address}")
 
@@ -110,16 +111,20 @@ class AdminExt:
         names = info.cluster_addr_table.get(cluster, ()) if cluster else info.broker_addr_table.keys()
         if cluster and cluster not in info.cluster_addr_table:
             raise RemoteError(f"cluster {cluster} is not known to the NameServer")
-        return {n: info.broker_addr_table[n].broker_addrs[0] for n in sorted(names)
-                if n in info.broker_addr_table and 0 in info.broker_addr_table[n].broker_addrs}
+        return {
+            n: info.broker_addr_table[n].broker_addrs[0]
+            for n in sorted(names)
+            if n in info.broker_addr_table and 0 in info.broker_addr_table[n].broker_addrs
+        }
 
     async def write_perm(self, broker_name: str, add: bool) -> dict[str, int]:
         """WIPE/ADD_WRITE_PERM_OF_BROKER on every NameServer: address → topics changed."""
         code = RequestCode.ADD_WRITE_PERM_OF_BROKER if add else RequestCode.WIPE_WRITE_PERM_OF_BROKER
         counts = {}
         for address in self.instance.namesrv_addresses:
-            response = await self.remoting.invoke(address, code, BrokerNameRequestHeader(broker_name).to_fields(),
-                                                  timeout=ADMIN_TIMEOUT_S)
+            response = await self.remoting.invoke(
+                address, code, BrokerNameRequestHeader(broker_name).to_fields(), timeout=ADMIN_TIMEOUT_S
+            )
             h = WritePermResponseHeader.from_fields(check_response(response, f"write perm on {address}").ext_fields)
             counts[address] = (h.add_topic_count if add else h.wipe_topic_count) or 0
         return counts
@@ -127,36 +132,66 @@ class AdminExt:
     async def delete_topic_in_namesrv(self, topic: str, cluster: str | None) -> None:
         for address in self.instance.namesrv_addresses:
             fields = DeleteTopicFromNamesrvRequestHeader(topic, cluster).to_fields()
-            check_response(await self.remoting.invoke(address, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields,
-                                                      timeout=ADMIN_TIMEOUT_S), f"delete {topic} on {address}")
+            check_response(
+                await self.remoting.invoke(
+                    address, RequestCode.DELETE_TOPIC_IN_NAMESRV, fields, timeout=ADMIN_TIMEOUT_S
+                ),
+                f"delete {topic} on {address}",
+            )
 
     # -- brokers: topics and groups --------------------------------------------------------
     async def create_topic(self, address: str, config: TopicConfig) -> None:
-        fields = CreateTopicRequestHeader(config.topic_name, AUTO_CREATE_TOPIC_KEY, config.read_queue_nums,
-                                          config.write_queue_nums, config.perm, "SINGLE_TAG", config.order,
-                                          config.topic_sys_flag).to_fields()
-        await self.broker(address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, what=f"create topic {config.topic_name}")
+        fields = CreateTopicRequestHeader(
+            config.topic_name,
+            AUTO_CREATE_TOPIC_KEY,
+            config.read_queue_nums,
+            config.write_queue_nums,
+            config.perm,
+            "SINGLE_TAG",
+            config.order,
+            config.topic_sys_flag,
+        ).to_fields()
+        await self.broker(
+            address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, what=f"create topic {config.topic_name}"
+        )
 
     async def delete_topic_in_broker(self, address: str, topic: str) -> None:
-        await self.broker(address, RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader(topic).to_fields(),
-                          what=f"delete topic {topic}")
+        await self.broker(
+            address,
+            RequestCode.DELETE_TOPIC_IN_BROKER,
+            TopicRequestHeader(topic).to_fields(),
+            what=f"delete topic {topic}",
+        )
 
     async def create_group(self, address: str, group: SubscriptionGroupBody) -> None:
-        await self.broker(address, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=group.encode(),
-                          what=f"create group {group.group_name}")
+        await self.broker(
+            address,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            body=group.encode(),
+            what=f"create group {group.group_name}",
+        )
 
     async def delete_group(self, address: str, group: str, clean_offset: bool = False) -> None:
-        await self.broker(address, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                          DeleteSubscriptionGroupRequestHeader(group, clean_offset or None).to_fields(),
-                          what=f"delete group {group}")
+        await self.broker(
+            address,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP,
+            DeleteSubscriptionGroupRequestHeader(group, clean_offset or None).to_fields(),
+            what=f"delete group {group}",
+        )
 
     async def topic_stats(self, topic: str) -> TopicStatsTable:
         route = await self.topic_route(topic)
         table = {}
         for b in route.broker_datas:
             if 0 in b.broker_addrs:
-                body = (await self.broker(b.broker_addrs[0], RequestCode.GET_TOPIC_STATS_INFO,
-                                          TopicRequestHeader(topic).to_fields(), what=f"stats of {topic}")).body
+                body = (
+                    await self.broker(
+                        b.broker_addrs[0],
+                        RequestCode.GET_TOPIC_STATS_INFO,
+                        TopicRequestHeader(topic).to_fields(),
+                        what=f"stats of {topic}",
+                    )
+                ).body
                 table.update(TopicStatsTable.decode(body).offset_table)
         return TopicStatsTable(table)
 
@@ -164,9 +199,14 @@ class AdminExt:
         """The group's offsets on every master broker that has some (merged), and its consume TPS."""
         table, tps = {}, 0.0
         for address in (await self.master_addrs()).values():
-            body = (await self.broker(address, RequestCode.GET_CONSUME_STATS,
-                                      GetConsumeStatsRequestHeader(group, topic).to_fields(),
-                                      what=f"consume stats of {group}")).body
+            body = (
+                await self.broker(
+                    address,
+                    RequestCode.GET_CONSUME_STATS,
+                    GetConsumeStatsRequestHeader(group, topic).to_fields(),
+                    what=f"consume stats of {group}",
+                )
+            ).body
             stats = ConsumeStats.decode(body)
             table.update(stats.offset_table)
             tps += stats.consume_tps
@@ -176,10 +216,17 @@ class AdminExt:
         """QUERY_TOPIC_CONSUME_BY_WHO on the topic's brokers: every group consuming it."""
         groups: set[str] = set()
         for b in (await self.topic_route(topic)).broker_datas:
-            body = (await self.broker(b.broker_addrs[0], RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
-                                      TopicRequestHeader(topic).to_fields(), what=f"groups of {topic}")).body
-            groups.update(as_str_list(as_object(loads(body, what="GroupList"), "GroupList").get("groupList") or [],
-                                      "groupList"))
+            body = (
+                await self.broker(
+                    b.broker_addrs[0],
+                    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                    TopicRequestHeader(topic).to_fields(),
+                    what=f"groups of {topic}",
+                )
+            ).body
+            groups.update(
+                as_str_list(as_object(loads(body, what="GroupList"), "GroupList").get("groupList") or [], "groupList")
+            )
         return sorted(groups)
 
     async def consumer_connection(self, group: str) -> ConsumerConnection:
@@ -187,8 +234,14 @@ class AdminExt:
         last: SparkmqError | None = None
         for address in (await self.master_addrs()).values():
             try:
-                body = (await self.broker(address, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                                          ConsumerGroupRequestHeader(group).to_fields(), what=f"consumers of {group}")).body
+                body = (
+                    await self.broker(
+                        address,
+                        RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                        ConsumerGroupRequestHeader(group).to_fields(),
+                        what=f"consumers of {group}",
+                    )
+                ).body
                 return ConsumerConnection.decode(body)
             except RemoteError as exc:
                 last = exc
@@ -197,20 +250,32 @@ class AdminExt:
     async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         rows: dict[str, Any] = {}
         for b in (await self.topic_route(topic)).broker_datas:
-            response = await self.remoting.invoke(b.broker_addrs.get(0, ""), RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                                                  ProducerGroupRequestHeader(group).to_fields(), timeout=ADMIN_TIMEOUT_S)
+            response = await self.remoting.invoke(
+                b.broker_addrs.get(0, ""),
+                RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                ProducerGroupRequestHeader(group).to_fields(),
+                timeout=ADMIN_TIMEOUT_S,
+            )
             if response.code == ResponseCode.SUCCESS:
                 rows.update((c.client_id, c) for c in ProducerConnection.decode(response.body).connection_set)
         if not rows:
             raise RemoteError(f"the producer group[{group}] has no connection on the brokers of {topic}")
         return ProducerConnection(tuple(rows.values()))
 
-    async def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool) -> dict[MessageQueue, int]:
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp: int, force: bool
+    ) -> dict[MessageQueue, int]:
         table: dict[MessageQueue, int] = {}
         fields = ResetOffsetRequestHeader(topic, group, timestamp, force).to_fields()
         for b in (await self.topic_route(topic)).broker_datas:
-            body = (await self.broker(b.broker_addrs[0], RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields,
-                                      what=f"reset {group} on {topic}")).body
+            body = (
+                await self.broker(
+                    b.broker_addrs[0],
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                    fields,
+                    what=f"reset {group} on {topic}",
+                )
+            ).body
             table.update(ResetOffsetBody.decode(body).offset_table)
         return table
 
@@ -222,22 +287,40 @@ class AdminExt:
         return parse_properties_text((await self.broker(address, RequestCode.GET_BROKER_CONFIG)).body)
 
     async def update_broker_config(self, address: str, values: dict[str, str]) -> None:
-        await self.broker(address, RequestCode.UPDATE_BROKER_CONFIG, body=properties_text(values).encode(),
-                          what="update broker config")
+        await self.broker(
+            address,
+            RequestCode.UPDATE_BROKER_CONFIG,
+            body=properties_text(values).encode(),
+            what="update broker config",
+        )
 
     async def view_stats(self, address: str, name: str, key: str) -> BrokerStatsData:
-        body = (await self.broker(address, RequestCode.VIEW_BROKER_STATS_DATA,
-                                  ViewBrokerStatsDataRequestHeader(name, key).to_fields(), what=f"stats {name}")).body
+        body = (
+            await self.broker(
+                address,
+                RequestCode.VIEW_BROKER_STATS_DATA,
+                ViewBrokerStatsDataRequestHeader(name, key).to_fields(),
+                what=f"stats {name}",
+            )
+        ).body
         return BrokerStatsData.decode(body)
 
     # -- messages --------------------------------------------------------------------------
-    async def query_by_key(self, topic: str, key: str, unique: bool = False, max_num: int = QUERY_MAX_NUM,
-                           begin_ms: int = 0, end_ms: int = END_OF_TIME_MS) -> list[ReceivedMessage]:
+    async def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        unique: bool = False,
+        max_num: int = QUERY_MAX_NUM,
+        begin_ms: int = 0,
+        end_ms: int = END_OF_TIME_MS,
+    ) -> list[ReceivedMessage]:
         fields = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms, True if unique else None).to_fields()
         found: list[ReceivedMessage] = []
         for b in (await self.topic_route(topic)).broker_datas:
-            response = await self.remoting.invoke(b.broker_addrs[0], RequestCode.QUERY_MESSAGE, fields,
-                                                  timeout=ADMIN_TIMEOUT_S)
+            response = await self.remoting.invoke(
+                b.broker_addrs[0], RequestCode.QUERY_MESSAGE, fields, timeout=ADMIN_TIMEOUT_S
+            )
             if response.code != ResponseCode.QUERY_NOT_FOUND:
                 found += decode_pull_body(check_response(response, f"query {topic} by key {key}").body, b.broker_name)
         if unique:
@@ -246,26 +329,39 @@ class AdminExt:
 
     async def message_by_offset_id(self, offset_msg_id: str) -> ReceivedMessage:
         ip, port, offset = decode_offset_msg_id(offset_msg_id)
-        body = (await self.broker(f"{ip}:{port}", RequestCode.VIEW_MESSAGE_BY_ID,
-                                  ViewMessageRequestHeader(offset).to_fields(), what=f"message {offset_msg_id}")).body
+        body = (
+            await self.broker(
+                f"{ip}:{port}",
+                RequestCode.VIEW_MESSAGE_BY_ID,
+                ViewMessageRequestHeader(offset).to_fields(),
+                what=f"message {offset_msg_id}",
+            )
+        ).body
         messages = decode_pull_body(body, "")
         if len(messages) != 1:
             raise RemoteError(f"the broker answered {len(messages)} messages for {offset_msg_id}")
         return messages[0]
 
-    async def pull(self, queue: MessageQueue, offset: int, max_num: int,
-                   group: str = ADMIN_GROUP) -> tuple[list[ReceivedMessage], int, int]:
+    async def pull(
+        self, queue: MessageQueue, offset: int, max_num: int, group: str = ADMIN_GROUP
+    ) -> tuple[list[ReceivedMessage], int, int]:
         """Messages of one queue from ``offset`` (no long polling, nothing committed): (messages, next, max)."""
-        header = PullMessageRequestHeader(group, queue.topic, queue.queue_id, offset, max_num,
-                                          int(PullSysFlag.SUBSCRIPTION), 0, 0, 0, "*", "TAG")
+        header = PullMessageRequestHeader(
+            group, queue.topic, queue.queue_id, offset, max_num, int(PullSysFlag.SUBSCRIPTION), 0, 0, 0, "*", "TAG"
+        )
         route = await self.topic_route(queue.topic)
         address = next((b.broker_addrs.get(0) for b in route.broker_datas if b.broker_name == queue.broker_name), None)
         if address is None:
             raise RemoteError(f"no master of broker {queue.broker_name} serves {queue.topic}")
-        response = await self.remoting.invoke(address, RequestCode.PULL_MESSAGE, header.to_fields(),
-                                              timeout=ADMIN_TIMEOUT_S)
-        if response.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
-                                 ResponseCode.PULL_RETRY_IMMEDIATELY):
+        response = await self.remoting.invoke(
+            address, RequestCode.PULL_MESSAGE, header.to_fields(), timeout=ADMIN_TIMEOUT_S
+        )
+        if response.code not in (
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_OFFSET_MOVED,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ):
             check_response(response, f"pull {queue} at {offset}")
         fields = PullMessageResponseHeader.from_fields(response.ext_fields)
         messages = decode_pull_body(response.body, queue.broker_name) if response.code == ResponseCode.SUCCESS else []

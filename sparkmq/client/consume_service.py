@@ -53,8 +53,15 @@ class ConsumeOutcome(enum.Enum):
 class ListenerRunner:
     """Runs listener calls on a thread pool with a timeout; maps every ending to a ConsumeOutcome."""
 
-    def __init__(self, group: str, threads: int, timeout_s: float, batch_max_size: int,
-                 listener_of: Callable[[ReceivedMessage], Listener], closing: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        group: str,
+        threads: int,
+        timeout_s: float,
+        batch_max_size: int,
+        listener_of: Callable[[ReceivedMessage], Listener],
+        closing: Callable[[], bool],
+    ) -> None:
         if batch_max_size < 1:
             raise ConfigError(f"consume_message_batch_max_size must be at least 1, not {batch_max_size}")
         if timeout_s <= 0:
@@ -79,8 +86,12 @@ class ListenerRunner:
         try:
             return await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
         except TimeoutError:
-            logger.warning("listener of %s ran past consume_timeout_s=%s on %s; the message(s) will be retried",
-                           self.group, self.timeout_s, [m.msg_id for m in chunk])
+            logger.warning(
+                "listener of %s ran past consume_timeout_s=%s on %s; the message(s) will be retried",
+                self.group,
+                self.timeout_s,
+                [m.msg_id for m in chunk],
+            )
             return ConsumeOutcome.RETRY
 
     def _call(self, chunk: list[ReceivedMessage]) -> ConsumeOutcome:
@@ -98,9 +109,14 @@ class ListenerRunner:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-async def consume_concurrently(runner: ListenerRunner, messages: Sequence[ReceivedMessage], *, clustering: bool,
-                               send_back: Callable[[ReceivedMessage], Awaitable[bool]],
-                               dropped: Callable[[], bool]) -> list[ReceivedMessage]:
+async def consume_concurrently(
+    runner: ListenerRunner,
+    messages: Sequence[ReceivedMessage],
+    *,
+    clustering: bool,
+    send_back: Callable[[ReceivedMessage], Awaitable[bool]],
+    dropped: Callable[[], bool],
+) -> list[ReceivedMessage]:
     """Consume ``messages`` in parallel calls; return those done with (consumed or handed back).
 
     A failed call's messages go back to the broker (CLUSTERING: %RETRY% with a delay, the DLQ
@@ -116,7 +132,9 @@ async def consume_concurrently(runner: ListenerRunner, messages: Sequence[Receiv
             continue
         if outcome is ConsumeOutcome.RETRY:
             if not clustering:
-                logger.warning("BROADCASTING consumer of %s drops failed messages %s", runner.group, [m.msg_id for m in chunk])
+                logger.warning(
+                    "BROADCASTING consumer of %s drops failed messages %s", runner.group, [m.msg_id for m in chunk]
+                )
             else:
                 for message in chunk:
                     while not await send_back(message) and not dropped():
@@ -125,9 +143,16 @@ async def consume_concurrently(runner: ListenerRunner, messages: Sequence[Receiv
     return done
 
 
-async def consume_in_order(runner: ListenerRunner, messages: Sequence[ReceivedMessage], *, max_reconsume_times: int | None,
-                           dead_letter: Callable[[ReceivedMessage], Awaitable[bool]], dropped: Callable[[], bool],
-                           consumed: Callable[[list[ReceivedMessage]], bool], suspend_s: float = ORDERLY_SUSPEND_S) -> None:
+async def consume_in_order(
+    runner: ListenerRunner,
+    messages: Sequence[ReceivedMessage],
+    *,
+    max_reconsume_times: int | None,
+    dead_letter: Callable[[ReceivedMessage], Awaitable[bool]],
+    dropped: Callable[[], bool],
+    consumed: Callable[[list[ReceivedMessage]], bool],
+    suspend_s: float = ORDERLY_SUSPEND_S,
+) -> None:
     """Consume ``messages`` strictly in order; a failing call is retried after ``suspend_s``
     (the queue is suspended, never skipped) until it succeeds, or, when ``max_reconsume_times`` is
     set, until it has failed that often, then it goes to the DLQ. ``consumed(chunk)`` records the
@@ -153,12 +178,14 @@ async def consume_in_order(runner: ListenerRunner, messages: Sequence[ReceivedMe
             return
 
 
-async def send_back(instance: ClientInstance, group: str, message: ReceivedMessage, *, delay_level: int,
-                    max_reconsume_times: int) -> bool:
+async def send_back(
+    instance: ClientInstance, group: str, message: ReceivedMessage, *, delay_level: int, max_reconsume_times: int
+) -> bool:
     """CONSUMER_SEND_MSG_BACK: hand a failed message back to the broker that stored it (delay level
     0: the broker picks the retry delay; -1: straight to the DLQ). False when the broker did not take it."""
-    fields = ConsumerSendMsgBackRequestHeader(message.commit_log_offset, group, delay_level, message.msg_id,
-                                              message.topic, False, max_reconsume_times).to_fields()
+    fields = ConsumerSendMsgBackRequestHeader(
+        message.commit_log_offset, group, delay_level, message.msg_id, message.topic, False, max_reconsume_times
+    ).to_fields()
     try:
         response = await instance.remoting.invoke(message.store_host, RequestCode.CONSUMER_SEND_MSG_BACK, fields)
         check_response(response, "send back")
@@ -172,33 +199,55 @@ class ConcurrentConsumeService:
     """``ConsumeMessageConcurrentlyService``: messages go to the pool as they come; failures are sent
     back for a delayed retry (CLUSTERING) and the queue's offset moves past what is done."""
 
-    def __init__(self, runner: ListenerRunner, instance: ClientInstance, *, clustering: bool,
-                 max_reconsume_times: int | None, offsets: dict[MessageQueue, int]) -> None:
+    def __init__(
+        self,
+        runner: ListenerRunner,
+        instance: ClientInstance,
+        *,
+        clustering: bool,
+        max_reconsume_times: int | None,
+        offsets: dict[MessageQueue, int],
+    ) -> None:
         self.runner = runner
         self.instance = instance
         self.clustering = clustering
-        self.max_reconsume_times = CONCURRENT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
+        self.max_reconsume_times = (
+            CONCURRENT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
+        )
         self.offsets = offsets  # the consumer's table: what is consumed here is committed from there
 
     async def consume(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
         """Consume one pulled batch of ``queue``; record the offset below which everything is done."""
-        done = await consume_concurrently(self.runner, messages, clustering=self.clustering,
-                                          send_back=self._send_back, dropped=lambda: process.dropped)
+        done = await consume_concurrently(
+            self.runner,
+            messages,
+            clustering=self.clustering,
+            send_back=self._send_back,
+            dropped=lambda: process.dropped,
+        )
         committable = process.remove(done)
         if not process.dropped:
             self.offsets[queue] = max(self.offsets.get(queue, 0), committable)
 
     async def _send_back(self, message: ReceivedMessage) -> bool:
-        return await send_back(self.instance, self.runner.group, message, delay_level=0,
-                               max_reconsume_times=self.max_reconsume_times)
+        return await send_back(
+            self.instance, self.runner.group, message, delay_level=0, max_reconsume_times=self.max_reconsume_times
+        )
 
 
 class OrderlyConsumeService:
     """``ConsumeMessageOrderlyService``: each queue is locked on its broker and consumed strictly in
     order by one call at a time; a failing message suspends its queue, never is skipped."""
 
-    def __init__(self, runner: ListenerRunner, instance: ClientInstance, *, max_reconsume_times: int | None,
-                 suspend_s: float, offsets: dict[MessageQueue, int]) -> None:
+    def __init__(
+        self,
+        runner: ListenerRunner,
+        instance: ClientInstance,
+        *,
+        max_reconsume_times: int | None,
+        suspend_s: float,
+        offsets: dict[MessageQueue, int],
+    ) -> None:
         self.runner = runner
         self.instance = instance
         self.max_reconsume_times = max_reconsume_times
@@ -208,6 +257,7 @@ class OrderlyConsumeService:
 
     async def consume(self, queue: MessageQueue, process: ProcessQueue, messages: list[ReceivedMessage]) -> None:
         """Consume one pulled batch of ``queue`` in order, under the queue's consume lock."""
+
         def consumed(chunk: list[ReceivedMessage]) -> bool:
             # Consumed while this member still holds the queue's lock: record it even if the
             # queue is being dropped (the drop persists it before unlocking).
@@ -217,9 +267,15 @@ class OrderlyConsumeService:
             return not process.dropped
 
         async with self.consume_lock(queue):
-            await consume_in_order(self.runner, messages, max_reconsume_times=self.max_reconsume_times,
-                                   dead_letter=self._dead_letter, dropped=lambda: process.dropped,
-                                   consumed=consumed, suspend_s=self.suspend_s)
+            await consume_in_order(
+                self.runner,
+                messages,
+                max_reconsume_times=self.max_reconsume_times,
+                dead_letter=self._dead_letter,
+                dropped=lambda: process.dropped,
+                consumed=consumed,
+                suspend_s=self.suspend_s,
+            )
 
     def consume_lock(self, queue: MessageQueue) -> asyncio.Lock:
         """Held while a listener call on ``queue`` runs; a drop waits for it (``tryLock``)."""

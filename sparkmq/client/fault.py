@@ -12,7 +12,7 @@ from collections.abc import Callable
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
 FAILURE_LATENCY_MS = 30_000
-_FIRST_PAUSING_MS = min(limit for limit, pause in zip(LATENCY_MAX_MS, NOT_AVAILABLE_MS) if pause)
+_FIRST_PAUSING_MS = min(limit for limit, pause in zip(LATENCY_MAX_MS, NOT_AVAILABLE_MS, strict=True) if pause)
 
 
 class LatencyFaultTolerance:

@@ -41,7 +41,9 @@ ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
 NAMESRV_TIMEOUT_S = 5.0
 # Answers a broker's CHECK_TRANSACTION_STATE (by sending END_TRANSACTION back on ``connection``).
-TransactionChecker = Callable[[CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Coroutine[Any, Any, None]]
+TransactionChecker = Callable[
+    [CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Coroutine[Any, Any, None]
+]
 
 
 def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
@@ -51,21 +53,29 @@ def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
     remark = f"{what}: {response.remark or code_name(response.code, response=True)}"
     if response.code == ResponseCode.TOPIC_NOT_EXIST:
         raise TopicNotExistError(remark)
-    raise RemoteError(remark, code=response.code, retriable=response.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR))
+    raise RemoteError(
+        remark, code=response.code, retriable=response.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR)
+    )
 
 
 class ClientInstance:
     """Routes, connections and heartbeats for the groups of one client object."""
 
-    def __init__(self, namesrv_addr: str, instance_name: str | None = None, client_ip: str = "127.0.0.1",
-                 security: ClientSecurity | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str,
+        instance_name: str | None = None,
+        client_ip: str = "127.0.0.1",
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.namesrv_addresses = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addresses:
             raise ConfigError("namesrv_addr names no NameServer (expected host:port[;host:port])")
         self.client_id = f"{client_ip}@{instance_name or os.getpid()}#{_RANDOM.getrandbits(32):08x}"
         self.security = security or ClientSecurity()
-        self.remoting = RemotingClient(handler=self._serve, signer=self.security.signer(),
-                                       ssl=self.security.ssl_context())
+        self.remoting = RemotingClient(
+            handler=self._serve, signer=self.security.signer(), ssl=self.security.ssl_context()
+        )
         self.routes: dict[str, TopicRoute] = {}
         self.producer_groups: set[str] = set()
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
@@ -77,8 +87,10 @@ class ClientInstance:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(run_every(ROUTE_REFRESH_S, self.refresh_routes, f"client {self.client_id}")),
-                       loop.create_task(run_every(HEARTBEAT_S, self.heartbeat, f"client {self.client_id}"))]
+        self._tasks = [
+            loop.create_task(run_every(ROUTE_REFRESH_S, self.refresh_routes, f"client {self.client_id}")),
+            loop.create_task(run_every(HEARTBEAT_S, self.heartbeat, f"client {self.client_id}")),
+        ]
 
     async def close(self) -> None:
         await stop_tasks([*self._tasks, *self._hook_tasks], f"client {self.client_id}")
@@ -95,8 +107,9 @@ class ClientInstance:
         last_error: SparkmqError | None = None
         for address in _RANDOM.sample(self.namesrv_addresses, len(self.namesrv_addresses)):
             try:
-                response = await self.remoting.invoke(address, RequestCode.GET_ROUTEINFO_BY_TOPIC, header,
-                                                      timeout=NAMESRV_TIMEOUT_S)
+                response = await self.remoting.invoke(
+                    address, RequestCode.GET_ROUTEINFO_BY_TOPIC, header, timeout=NAMESRV_TIMEOUT_S
+                )
                 check_response(response, f"route of topic {topic}")
             except TopicNotExistError:
                 self.routes.pop(topic, None)
@@ -120,11 +133,17 @@ class ClientInstance:
             try:
                 template = await self.route(default_topic)
             except TopicNotExistError as exc:
-                raise TopicNotExistError(f"no broker serves topic {topic} (and none offers {default_topic} to create it): "
-                                         f"{missing.remark}") from exc
-        queues = tuple(dataclasses.replace(q, read_queue_nums=min(q.read_queue_nums, default_queue_nums),
-                                           write_queue_nums=min(q.write_queue_nums, default_queue_nums))
-                       for q in template.data.queue_datas)
+                raise TopicNotExistError(
+                    f"no broker serves topic {topic} (and none offers {default_topic} to create it): {missing.remark}"
+                ) from exc
+        queues = tuple(
+            dataclasses.replace(
+                q,
+                read_queue_nums=min(q.read_queue_nums, default_queue_nums),
+                write_queue_nums=min(q.write_queue_nums, default_queue_nums),
+            )
+            for q in template.data.queue_datas
+        )
         route = TopicRoute(topic, dataclasses.replace(template.data, queue_datas=queues))
         self.routes[topic] = route
         return route
@@ -148,8 +167,11 @@ class ClientInstance:
 
     # -- heartbeats ------------------------------------------------------------------------
     def heartbeat_data(self) -> HeartbeatData:
-        return HeartbeatData(self.client_id, tuple(ProducerData(g) for g in sorted(self.producer_groups)),
-                             tuple(build() for build in self.consumer_data.values()))
+        return HeartbeatData(
+            self.client_id,
+            tuple(ProducerData(g) for g in sorted(self.producer_groups)),
+            tuple(build() for build in self.consumer_data.values()),
+        )
 
     async def heartbeat(self) -> None:
         """Send a heartbeat to every broker in the known routes."""
@@ -184,12 +206,14 @@ class ClientInstance:
             if hook is not None:
                 # Keep a reference (the loop holds tasks weakly) and log a failure instead of losing it.
                 task = asyncio.get_running_loop().create_task(
-                    run_once(hook, f"client {self.client_id}: rebalance of {group} after NOTIFY_CONSUMER_IDS_CHANGED"))
+                    run_once(hook, f"client {self.client_id}: rebalance of {group} after NOTIFY_CONSUMER_IDS_CHANGED")
+                )
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
-        return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                     remark=f"request type {request.code} not supported by this client")
+        return request.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request type {request.code} not supported by this client"
+        )
 
     async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
         """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""
@@ -197,8 +221,9 @@ class ClientInstance:
         response = await self.invoke_read_broker(broker_name, RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
         return list(ConsumerListBody.decode(check_response(response, f"members of {group}").body).consumer_id_list)
 
-    async def invoke_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
-                            timeout: float = 3.0) -> RemotingCommand:
+    async def invoke_broker(
+        self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"", timeout: float = 3.0
+    ) -> RemotingCommand:
         return await self.remoting.invoke(self.broker_address(broker_name), code, ext_fields, body, timeout)
 
     def read_addresses(self, broker_name: str, preferred_id: int = MASTER_ID) -> list[str]:
@@ -209,8 +234,15 @@ class ClientInstance:
                 return addresses
         return []
 
-    async def invoke_read_broker(self, broker_name: str, code: int, ext_fields: dict[str, str], body: bytes = b"",
-                                 timeout: float = 3.0, preferred_id: int = MASTER_ID) -> RemotingCommand:
+    async def invoke_read_broker(
+        self,
+        broker_name: str,
+        code: int,
+        ext_fields: dict[str, str],
+        body: bytes = b"",
+        timeout: float = 3.0,
+        preferred_id: int = MASTER_ID,
+    ) -> RemotingCommand:
         """A read or offset request to ``broker_name``: to ``preferred_id``, else the master, falling
         back to its slaves while those cannot be reached (a slave serves reads and takes offsets)."""
         addresses = self.read_addresses(broker_name, preferred_id)
@@ -220,12 +252,14 @@ class ClientInstance:
             try:
                 return await self.remoting.invoke(address, code, ext_fields, body, timeout)
             except RemoteError as exc:  # unreachable (or gone mid-request): the next broker of the name
-                logger.info("broker %s at %s failed (%s); trying the next of %s", broker_name, address, exc.remark,
-                            addresses)
+                logger.info(
+                    "broker %s at %s failed (%s); trying the next of %s", broker_name, address, exc.remark, addresses
+                )
         return await self.remoting.invoke(addresses[-1], code, ext_fields, body, timeout)
 
-    async def invoke_queue_broker(self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"",
-                                  timeout: float = 3.0) -> RemotingCommand:
+    async def invoke_queue_broker(
+        self, queue: MessageQueue, code: int, ext_fields: dict[str, str], body: bytes = b"", timeout: float = 3.0
+    ) -> RemotingCommand:
         """``invoke_read_broker`` for ``queue``, preferring the broker its last pull suggested; the
         topic's route is looked up first when no cached route names that broker."""
         if not self.read_addresses(queue.broker_name):
@@ -239,13 +273,18 @@ class ClientInstance:
             header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
             message = decode_record(request.body)
         except SparkmqError as exc:
-            logger.warning("client %s: bad CHECK_TRANSACTION_STATE from %s:%d: %s", self.client_id, *connection.peer, exc.remark)
+            logger.warning(
+                "client %s: bad CHECK_TRANSACTION_STATE from %s:%d: %s", self.client_id, *connection.peer, exc.remark
+            )
             return
         group = (find_property(message.properties_raw, PRODUCER_GROUP.encode()) or b"").decode()
         checker = self.transaction_checkers.get(group)
         if checker is None:
-            logger.warning("client %s: CHECK_TRANSACTION_STATE for group %r, which no transaction producer here serves",
-                           self.client_id, group)
+            logger.warning(
+                "client %s: CHECK_TRANSACTION_STATE for group %r, which no transaction producer here serves",
+                self.client_id,
+                group,
+            )
             return
         task = asyncio.get_running_loop().create_task(checker(header, message, connection))
         self._hook_tasks.add(task)

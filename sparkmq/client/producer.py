@@ -54,7 +54,11 @@ logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
 # Answers that mean "stored, but not as durably as promised": not delivered, retried.
-_NOT_CONFIRMED_CODES = (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
+_NOT_CONFIRMED_CODES = (
+    ResponseCode.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE,
+)
 
 QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
@@ -91,10 +95,18 @@ class AsyncProducer:
             result = await producer.send(Message("orders", b"hello", tags="books"))
     """
 
-    def __init__(self, group: str, namesrv_addr: str, *, retry_times_when_send_failed: int = 2,
-                 send_timeout_s: float = 3.0, compress_over_bytes: int = COMPRESS_OVER_BYTES,
-                 max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES, instance_name: str | None = None,
-                 security: ClientSecurity | None = None) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        retry_times_when_send_failed: int = 2,
+        send_timeout_s: float = 3.0,
+        compress_over_bytes: int = COMPRESS_OVER_BYTES,
+        max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES,
+        instance_name: str | None = None,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.retry_times = retry_times_when_send_failed
@@ -120,8 +132,15 @@ class AsyncProducer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def send(self, message: Message, *, selector: QueueSelector | None = None, arg: Any = None,
-                   queue: MessageQueue | None = None, oneway: bool = False) -> SendResult:
+    async def send(
+        self,
+        message: Message,
+        *,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        queue: MessageQueue | None = None,
+        oneway: bool = False,
+    ) -> SendResult:
         """Send one message; with ``selector``/``arg`` (ordered messages) or ``queue`` the queue is fixed.
 
         Returns a ``SEND_OK`` result once the broker stored the message as promised. Raises
@@ -131,8 +150,9 @@ class AsyncProducer:
         """
         body, sys_flag = self._body_of(message)
         unique_id = self._ids.next_id()
-        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, message.properties_text(unique_id), unique_id, sys_flag,
-                       message.flag)
+        out = Outgoing(
+            RequestCode.SEND_MESSAGE_V2, body, message.properties_text(unique_id), unique_id, sys_flag, message.flag
+        )
         return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway)
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
@@ -146,12 +166,16 @@ class AsyncProducer:
         if any(m.delay_level > 0 for m in messages):
             raise MessageError("batch messages cannot be delayed")
         ids = self._ids.next_ids(len(messages))
-        body = encode_batch_items([m.body_bytes for m in messages], [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
-                                  [m.flag for m in messages])
+        body = encode_batch_items(
+            [m.body_bytes for m in messages],
+            [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
+            [m.flag for m in messages],
+        )
         return await self.send_encoded_batch(topic, body, queue, ",".join(ids))
 
-    async def send_encoded_batch(self, topic: str, body: bytes, queue: MessageQueue | None,
-                                 unique_ids: str = "") -> SendResult:
+    async def send_encoded_batch(
+        self, topic: str, body: bytes, queue: MessageQueue | None, unique_ids: str = ""
+    ) -> SendResult:
         """Send items already encoded as a SEND_BATCH_MESSAGE body (``encode_batch_items``' bytes) to ``queue``.
 
         For callers that encode many items in bulk (the Spark sink builds them from Arrow columns);
@@ -180,8 +204,16 @@ class AsyncProducer:
         lane = self._lanes[topic] = _Lane(route, route.publish_queues(), SendTemplate(self.group, topic))
         return lane
 
-    async def _send_with_retries(self, topic: str, out: Outgoing, selector: QueueSelector | None, arg: Any,
-                                 message: Message, fixed: MessageQueue | None, oneway: bool) -> SendResult:
+    async def _send_with_retries(
+        self,
+        topic: str,
+        out: Outgoing,
+        selector: QueueSelector | None,
+        arg: Any,
+        message: Message,
+        fixed: MessageQueue | None,
+        oneway: bool,
+    ) -> SendResult:
         attempts = 1 + (0 if (selector or fixed) else self.retry_times)
         last_broker: str | None = None
         last_error: SparkmqError | None = None
@@ -207,8 +239,11 @@ class AsyncProducer:
                 opaque = connection.next_opaque()
                 signer = self.instance.remoting.signer
                 born_ms = int(time.time() * 1000)
-                head = (lane.template.head(out, queue.queue_id, opaque, born_ms, oneway) if signer is None else
-                        lane.template.signed_head(out, queue.queue_id, opaque, born_ms, oneway, signer))
+                head = (
+                    lane.template.head(out, queue.queue_id, opaque, born_ms, oneway)
+                    if signer is None
+                    else lane.template.signed_head(out, queue.queue_id, opaque, born_ms, oneway, signer)
+                )
                 if oneway:
                     connection.write_frame(head, out.body)
                     return SendResult(SendStatus.SEND_OK, out.unique_id, "", queue, -1)
@@ -216,7 +251,9 @@ class AsyncProducer:
             except RemoteError as exc:
                 self.faults.record(queue.broker_name, 0, failed=True)
                 last_broker, last_error = queue.broker_name, exc
-                logger.warning("send to %s failed (attempt %d/%d): %s", queue.broker_name, attempt + 1, attempts, exc.remark)
+                logger.warning(
+                    "send to %s failed (attempt %d/%d): %s", queue.broker_name, attempt + 1, attempts, exc.remark
+                )
                 continue
             self.faults.succeeded(queue.broker_name, (time.monotonic() - started) * 1000)
             if response.code == ResponseCode.SUCCESS:
@@ -224,8 +261,13 @@ class AsyncProducer:
             error = _send_error(response, topic)
             if not error.retriable:
                 raise error
-            logger.warning("send to %s not acknowledged (attempt %d/%d): %s", queue.broker_name, attempt + 1,
-                           attempts, error.remark)
+            logger.warning(
+                "send to %s not acknowledged (attempt %d/%d): %s",
+                queue.broker_name,
+                attempt + 1,
+                attempts,
+                error.remark,
+            )
             last_broker, last_error = queue.broker_name, error
         assert last_error is not None
         raise last_error
@@ -267,8 +309,12 @@ def _result(response: RemotingCommand, unique_id: str, queue: MessageQueue) -> S
 def _send_error(response: Any, topic: str) -> SparkmqError:
     if response.code in _NOT_CONFIRMED_CODES:
         status = ResponseCode(response.code).name
-        return DurabilityNotConfirmedError(f"send to {topic}: the broker answered {status} ({response.remark or 'no remark'});"
-                                           " the message is not confirmed as stored", code=response.code, status=status)
+        return DurabilityNotConfirmedError(
+            f"send to {topic}: the broker answered {status} ({response.remark or 'no remark'});"
+            " the message is not confirmed as stored",
+            code=response.code,
+            status=status,
+        )
     try:
         check_response(response, f"send to {topic}")
     except SparkmqError as exc:
@@ -301,12 +347,21 @@ class Producer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def send(self, message: Message, *, selector: QueueSelector | None = None, arg: Any = None,
-             queue: MessageQueue | None = None, timeout_s: float | None = None) -> SendResult:
+    def send(
+        self,
+        message: Message,
+        *,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        queue: MessageQueue | None = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
         """Send and wait for the broker's acknowledgement; raises as :meth:`AsyncProducer.send`."""
         return loop_thread.run(self._async.send(message, selector=selector, arg=arg, queue=queue), timeout_s)
 
-    def send_async(self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None) -> Future[SendResult]:
+    def send_async(
+        self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None
+    ) -> Future[SendResult]:
         """Send without waiting; the future (and ``callback``, given the future) completes on acknowledgement.
 
         The future fails with :class:`DurabilityNotConfirmedError` as :meth:`AsyncProducer.send` raises it.
@@ -323,4 +378,3 @@ class Producer:
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one batch and wait for the acknowledgement; raises as :meth:`send`."""
         return loop_thread.run(self._async.send_batch(messages, queue=queue))
-

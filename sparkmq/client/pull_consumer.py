@@ -70,9 +70,16 @@ class AsyncPullConsumer:
             messages = await consumer.poll(timeout_s=1.0)
     """
 
-    def __init__(self, group: str, namesrv_addr: str, *, pull_batch_size: int = 32,
-                 auto_commit_interval_s: float | None = 5.0, instance_name: str | None = None,
-                 security: ClientSecurity | None = None) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        pull_batch_size: int = 32,
+        auto_commit_interval_s: float | None = 5.0,
+        instance_name: str | None = None,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.pull_batch_size = pull_batch_size
@@ -89,7 +96,8 @@ class AsyncPullConsumer:
         await self.instance.start()
         if self.auto_commit_interval_s:
             self._auto_commit = asyncio.get_running_loop().create_task(
-                run_every(self.auto_commit_interval_s, self.commit, f"auto-commit of group {self.group}"))
+                run_every(self.auto_commit_interval_s, self.commit, f"auto-commit of group {self.group}")
+            )
 
     async def close(self) -> None:
         if self._rebalancing is not None:
@@ -127,14 +135,20 @@ class AsyncPullConsumer:
             self.instance.consumer_data[self.group] = self._consumer_data
             self.instance.rebalance_hooks[self.group] = self.rebalance
             self._rebalancing = asyncio.get_running_loop().create_task(
-                run_every(REBALANCE_INTERVAL_S, self.rebalance, f"lite pull consumer {self.group}"))
+                run_every(REBALANCE_INTERVAL_S, self.rebalance, f"lite pull consumer {self.group}")
+            )
         await self.instance.heartbeat()
         await self.rebalance()
 
     def _consumer_data(self) -> ConsumerData:
         subs = tuple(selector.subscription_data(topic) for topic, selector in sorted(self.selectors.items()))
-        return ConsumerData(self.group, ConsumeType.CONSUME_ACTIVELY, MessageModel.CLUSTERING,
-                            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, subs)
+        return ConsumerData(
+            self.group,
+            ConsumeType.CONSUME_ACTIVELY,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            subs,
+        )
 
     async def rebalance(self) -> None:
         """Take this member's share of every subscribed topic (``allocate_averagely``) and let go of the rest."""
@@ -166,10 +180,14 @@ class AsyncPullConsumer:
         return OffsetResponseHeader.from_fields(response.ext_fields).offset
 
     async def min_offset(self, queue: MessageQueue) -> int:
-        return await self._offset_query(RequestCode.GET_MIN_OFFSET, queue, TopicQueueRequestHeader(queue.topic, queue.queue_id).to_fields())
+        return await self._offset_query(
+            RequestCode.GET_MIN_OFFSET, queue, TopicQueueRequestHeader(queue.topic, queue.queue_id).to_fields()
+        )
 
     async def max_offset(self, queue: MessageQueue) -> int:
-        return await self._offset_query(RequestCode.GET_MAX_OFFSET, queue, TopicQueueRequestHeader(queue.topic, queue.queue_id).to_fields())
+        return await self._offset_query(
+            RequestCode.GET_MAX_OFFSET, queue, TopicQueueRequestHeader(queue.topic, queue.queue_id).to_fields()
+        )
 
     async def committed(self, queue: MessageQueue) -> int:
         """The group's committed offset of ``queue`` on the broker, -1 when there is none."""
@@ -177,26 +195,51 @@ class AsyncPullConsumer:
         response = await self.instance.invoke_queue_broker(queue, RequestCode.QUERY_CONSUMER_OFFSET, fields)
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return -1
-        return OffsetResponseHeader.from_fields(check_response(response, f"committed offset of {queue}").ext_fields).offset
+        return OffsetResponseHeader.from_fields(
+            check_response(response, f"committed offset of {queue}").ext_fields
+        ).offset
 
     # -- reading ---------------------------------------------------------------------------
-    async def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
-                       expression: str | MessageSelector = "*") -> PullResult:
+    async def pull_raw(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int,
+        suspend_s: float = 0.0,
+        expression: str | MessageSelector = "*",
+    ) -> PullResult:
         """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``);
         ``expression`` is a tag expression or a :class:`MessageSelector`."""
         flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
         selector = MessageSelector.of(expression)
-        header = PullMessageRequestHeader(self.group, queue.topic, queue.queue_id, offset, max_messages, int(flags), 0,
-                                          int(suspend_s * 1000), 0, selector.expression, selector.expression_type)
-        response = await self.instance.invoke_queue_broker(queue, RequestCode.PULL_MESSAGE, header.to_fields(),
-                                                     timeout=suspend_s + PULL_TIMEOUT_MARGIN_S)
-        if response.code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                                 ResponseCode.PULL_OFFSET_MOVED):
+        header = PullMessageRequestHeader(
+            self.group,
+            queue.topic,
+            queue.queue_id,
+            offset,
+            max_messages,
+            int(flags),
+            0,
+            int(suspend_s * 1000),
+            0,
+            selector.expression,
+            selector.expression_type,
+        )
+        response = await self.instance.invoke_queue_broker(
+            queue, RequestCode.PULL_MESSAGE, header.to_fields(), timeout=suspend_s + PULL_TIMEOUT_MARGIN_S
+        )
+        if response.code not in (
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            ResponseCode.PULL_OFFSET_MOVED,
+        ):
             check_response(response, f"pull {queue} at {offset}")
         fields = PullMessageResponseHeader.from_fields(response.ext_fields)
         self.instance.suggested_broker[queue] = fields.suggest_which_broker_id  # the next pull's broker
-        return PullResult(ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset,
-                          fields.max_offset)
+        return PullResult(
+            ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset, fields.max_offset
+        )
 
     async def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
         """Messages from the next queue that has any, advancing its position; [] after ``timeout_s``.
@@ -227,13 +270,16 @@ class AsyncPullConsumer:
                 self._next_queue += 1
                 return messages
 
-    async def _pull_next(self, queue: MessageQueue, max_messages: int | None, suspend_s: float) -> list[ReceivedMessage]:
+    async def _pull_next(
+        self, queue: MessageQueue, max_messages: int | None, suspend_s: float
+    ) -> list[ReceivedMessage]:
         """Pull ``queue`` at its position and advance it, unless a rebalance took the queue meanwhile."""
         offset = self.positions.get(queue)
         if offset is None:
             return []
-        result = await self.pull_raw(queue, offset, max_messages or self.pull_batch_size, suspend_s,
-                                     self.selectors.get(queue.topic, "*"))
+        result = await self.pull_raw(
+            queue, offset, max_messages or self.pull_batch_size, suspend_s, self.selectors.get(queue.topic, "*")
+        )
         if result.status == ResponseCode.PULL_OFFSET_MOVED:
             logger.warning("offset %d of %s moved to %d", offset, queue, result.next_begin_offset)
         if self.positions.get(queue) != offset:
@@ -257,10 +303,11 @@ class AsyncPullConsumer:
 
     async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
         fields = UpdateConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id, offset).to_fields()
-        check_response(await self.instance.invoke_queue_broker(queue, RequestCode.UPDATE_CONSUMER_OFFSET, fields),
-                       f"commit {queue}")
+        check_response(
+            await self.instance.invoke_queue_broker(queue, RequestCode.UPDATE_CONSUMER_OFFSET, fields),
+            f"commit {queue}",
+        )
         self._committed[queue] = offset
-
 
 
 class PullConsumer:
@@ -298,8 +345,14 @@ class PullConsumer:
     def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
         return loop_thread.run(self._async.poll(timeout_s, max_messages))
 
-    def pull_raw(self, queue: MessageQueue, offset: int, max_messages: int, suspend_s: float = 0.0,
-                 expression: str | MessageSelector = "*") -> PullResult:
+    def pull_raw(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int,
+        suspend_s: float = 0.0,
+        expression: str | MessageSelector = "*",
+    ) -> PullResult:
         return loop_thread.run(self._async.pull_raw(queue, offset, max_messages, suspend_s, expression))
 
     def seek(self, queue: MessageQueue, offset: int) -> None:
@@ -326,4 +379,3 @@ class PullConsumer:
     def commit_async(self, offsets: dict[MessageQueue, int] | None = None) -> Future[None]:
         """Commit without waiting; a concurrent future."""
         return loop_thread.submit(self._async.commit(offsets))
-

@@ -41,16 +41,26 @@ class FlowControl:
     max_span: int | None  # None: no span limit (orderly consumers)
 
     def holds_back(self, process: ProcessQueue) -> bool:
-        return (len(process) >= self.max_messages or process.cached_bytes >= self.max_bytes
-                or (self.max_span is not None and process.span > self.max_span))
+        return (
+            len(process) >= self.max_messages
+            or process.cached_bytes >= self.max_bytes
+            or (self.max_span is not None and process.span > self.max_span)
+        )
 
 
 class PullService:
     """Pull loops over ``reader``; what is pulled goes to ``consume`` (started by ``spawn``) and the
     offset of a queue with nothing left to consume moves in ``offsets``."""
 
-    def __init__(self, reader: AsyncPullConsumer, batch_size: int, flow: FlowControl, offsets: dict[MessageQueue, int],
-                 consume: Consume, spawn: Callable[[Coroutine[Any, Any, None]], None]) -> None:
+    def __init__(
+        self,
+        reader: AsyncPullConsumer,
+        batch_size: int,
+        flow: FlowControl,
+        offsets: dict[MessageQueue, int],
+        consume: Consume,
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
         self.reader = reader
         self.batch_size = batch_size
         self.flow = flow
@@ -58,7 +68,9 @@ class PullService:
         self._consume = consume
         self._spawn = spawn
 
-    async def pull_loop(self, queue: MessageQueue, process: ProcessQueue, offset: int, selector: MessageSelector) -> None:
+    async def pull_loop(
+        self, queue: MessageQueue, process: ProcessQueue, offset: int, selector: MessageSelector
+    ) -> None:
         """Pull ``queue`` from ``offset`` until ``process`` is dropped."""
         tags = selector.tags()
         while not process.dropped:
@@ -90,17 +102,25 @@ class PullService:
             self._spawn(self._consume(queue, process, messages))
 
 
-async def first_offset(instance: ClientInstance, reader: AsyncPullConsumer, queue: MessageQueue,
-                       from_where: ConsumeFromWhere, timestamp_ms: int) -> int:
+async def first_offset(
+    instance: ClientInstance,
+    reader: AsyncPullConsumer,
+    queue: MessageQueue,
+    from_where: ConsumeFromWhere,
+    timestamp_ms: int,
+) -> int:
     """Where a queue the group never consumed starts (``computePullFromWhere``): FIRST_OFFSET, and
     LAST_OFFSET on a retry topic, at 0; TIMESTAMP (not on a retry topic) at the first message stored at
     or after ``timestamp_ms``; otherwise at the end."""
     retry = is_retry_topic(queue.topic)
     if from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
-            retry and from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
+        retry and from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    ):
         return 0
     if from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not retry:
         fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, timestamp_ms).to_fields()
         response = await instance.invoke_queue_broker(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
-        return OffsetResponseHeader.from_fields(check_response(response, f"offset of {queue} by time").ext_fields).offset
+        return OffsetResponseHeader.from_fields(
+            check_response(response, f"offset of {queue} by time").ext_fields
+        ).offset
     return await reader.max_offset(queue)

@@ -52,8 +52,13 @@ LOCK_RETRY_S = 1.0  # an orderly queue still locked by its previous owner is tri
 CLOSE_CONSUME_WAIT_S = 10.0
 
 
-_FROM_WHERE = frozenset({ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                         ConsumeFromWhere.CONSUME_FROM_TIMESTAMP})
+_FROM_WHERE = frozenset(
+    {
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+    }
+)
 
 
 class AsyncPushConsumer:
@@ -75,15 +80,29 @@ class AsyncPushConsumer:
     ``suspend_current_queue_time_s`` (how long an orderly queue waits before retrying a failure).
     """
 
-    def __init__(self, group: str, namesrv_addr: str, *, message_model: MessageModel = MessageModel.CLUSTERING,
-                 orderly: bool = False, allocate: AllocateStrategy = allocate_averagely, consume_threads: int = 4,
-                 pull_batch_size: int = 32, consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp_ms: int | None = None, consume_message_batch_max_size: int = 1,
-                 pull_threshold_for_queue: int = 1000, pull_threshold_size_for_queue_mib: int = 100,
-                 consume_concurrently_max_span: int = 2000, consume_timeout_s: float = 15 * 60,
-                 max_reconsume_times: int | None = None, suspend_current_queue_time_s: float = ORDERLY_SUSPEND_S,
-                 offset_dir: Path | None = None,
-                 instance_name: str | None = None, security: ClientSecurity | None = None) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        orderly: bool = False,
+        allocate: AllocateStrategy = allocate_averagely,
+        consume_threads: int = 4,
+        pull_batch_size: int = 32,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        consume_message_batch_max_size: int = 1,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_mib: int = 100,
+        consume_concurrently_max_span: int = 2000,
+        consume_timeout_s: float = 15 * 60,
+        max_reconsume_times: int | None = None,
+        suspend_current_queue_time_s: float = ORDERLY_SUSPEND_S,
+        offset_dir: Path | None = None,
+        instance_name: str | None = None,
+        security: ClientSecurity | None = None,
+    ) -> None:
         if consume_from_where not in _FROM_WHERE:
             raise ConfigError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
         self.group = group
@@ -94,12 +113,19 @@ class AsyncPushConsumer:
         self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - CONSUME_TIMESTAMP_BACK_S) * 1000)
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time_s = suspend_current_queue_time_s
-        self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name,
-                                         security=security)
+        self._reader = AsyncPullConsumer(
+            group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name, security=security
+        )
         self.instance = self._reader.instance
         self._subscriptions: dict[str, tuple[MessageSelector, Listener]] = {}
-        self._runner = ListenerRunner(group, consume_threads, consume_timeout_s, consume_message_batch_max_size,
-                                      self._listener_of, lambda: self._closing)
+        self._runner = ListenerRunner(
+            group,
+            consume_threads,
+            consume_timeout_s,
+            consume_message_batch_max_size,
+            self._listener_of,
+            lambda: self._closing,
+        )
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._consume_tasks: set[asyncio.Task[None]] = set()
@@ -111,22 +137,38 @@ class AsyncPushConsumer:
         self._service: ConcurrentConsumeService | OrderlyConsumeService
         if orderly:
             self._service = self._orderly = OrderlyConsumeService(
-                self._runner, self.instance, max_reconsume_times=max_reconsume_times,
-                suspend_s=suspend_current_queue_time_s, offsets=self.offsets)
+                self._runner,
+                self.instance,
+                max_reconsume_times=max_reconsume_times,
+                suspend_s=suspend_current_queue_time_s,
+                offsets=self.offsets,
+            )
         else:
             self._service = ConcurrentConsumeService(
-                self._runner, self.instance, clustering=message_model is MessageModel.CLUSTERING,
-                max_reconsume_times=max_reconsume_times, offsets=self.offsets)
-        flow = FlowControl(pull_threshold_for_queue, pull_threshold_size_for_queue_mib * 1024 * 1024,
-                           None if orderly else consume_concurrently_max_span)
-        self._puller = PullService(self._reader, pull_batch_size, flow, self.offsets, self._service.consume, self._spawn)
+                self._runner,
+                self.instance,
+                clustering=message_model is MessageModel.CLUSTERING,
+                max_reconsume_times=max_reconsume_times,
+                offsets=self.offsets,
+            )
+        flow = FlowControl(
+            pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib * 1024 * 1024,
+            None if orderly else consume_concurrently_max_span,
+        )
+        self._puller = PullService(
+            self._reader, pull_batch_size, flow, self.offsets, self._service.consume, self._spawn
+        )
         self._retry_task: asyncio.Task[None] | None = None
         self._retry_delay_s = LOCK_RETRY_S
         # BROADCASTING keeps offsets in a local file. Named after ``instance_name`` when given, so a
         # restarted consumer finds it; the client id carries a random part and would never match.
         owner = instance_name or self.instance.client_id
-        self._offset_file = LocalOffsetFile((offset_dir or Path.home() / ".sparkmq_offsets") / f"{owner}-{group}.json") \
-            if message_model is MessageModel.BROADCASTING else None
+        self._offset_file = (
+            LocalOffsetFile((offset_dir or Path.home() / ".sparkmq_offsets") / f"{owner}-{group}.json")
+            if message_model is MessageModel.BROADCASTING
+            else None
+        )
 
     def subscribe(self, topic: str, expression: str | MessageSelector, listener: Listener) -> None:
         """Receive ``topic`` messages matching ``expression``: tags (``"*"``, ``"TagA || TagB"``) or a
@@ -142,7 +184,9 @@ class AsyncPushConsumer:
 
     def _consumer_data(self) -> ConsumerData:
         subs = tuple(selector.subscription_data(t) for t, (selector, _listener) in sorted(self._topics().items()))
-        return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model, self.consume_from_where, subs)
+        return ConsumerData(
+            self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model, self.consume_from_where, subs
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -161,8 +205,10 @@ class AsyncPushConsumer:
         await self.instance.heartbeat()
         await self.rebalance()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(run_every(REBALANCE_INTERVAL_S, self.rebalance, f"consumer {self.group}")),
-                       loop.create_task(run_every(PERSIST_INTERVAL_S, self.persist_offsets, f"consumer {self.group}"))]
+        self._tasks = [
+            loop.create_task(run_every(REBALANCE_INTERVAL_S, self.rebalance, f"consumer {self.group}")),
+            loop.create_task(run_every(PERSIST_INTERVAL_S, self.persist_offsets, f"consumer {self.group}")),
+        ]
         if self.orderly:
             self._tasks.append(loop.create_task(run_every(LOCK_INTERVAL_S, self._relock, f"consumer {self.group}")))
 
@@ -283,14 +329,16 @@ class AsyncPushConsumer:
         if offset < 0 and self.message_model is MessageModel.CLUSTERING:
             offset = await self._reader.committed(queue)
         if offset < 0:
-            offset = await first_offset(self.instance, self._reader, queue, self.consume_from_where,
-                                        self.consume_timestamp_ms)
+            offset = await first_offset(
+                self.instance, self._reader, queue, self.consume_from_where, self.consume_timestamp_ms
+            )
         self.offsets[queue] = offset
         process = self._queues[queue] = ProcessQueue()
         process.locked = self.orderly
         selector = self._topics()[queue.topic][0]
         self._pull_tasks[queue] = asyncio.get_running_loop().create_task(
-            self._puller.pull_loop(queue, process, offset, selector))
+            self._puller.pull_loop(queue, process, offset, selector)
+        )
         return True
 
     async def _drop(self, queue: MessageQueue, persist: bool = True) -> None:
@@ -310,7 +358,9 @@ class AsyncPushConsumer:
             try:
                 holding = await asyncio.wait_for(consume_lock.acquire(), DROP_CONSUME_WAIT_S)
             except TimeoutError:
-                logger.warning("%s: a listener call on %s is still running; releasing the queue anyway", self.group, queue)
+                logger.warning(
+                    "%s: a listener call on %s is still running; releasing the queue anyway", self.group, queue
+                )
         try:
             if persist:
                 await self.persist_offsets([queue])

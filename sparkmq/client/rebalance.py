@@ -12,7 +12,9 @@ from sparkmq.protocol.bodies import MessageQueue
 AllocateStrategy = Callable[[str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
 
 
-def _sorted_inputs(client_id: str, queues: Sequence[MessageQueue], client_ids: Sequence[str]) -> tuple[list[MessageQueue], list[str], int]:
+def _sorted_inputs(
+    client_id: str, queues: Sequence[MessageQueue], client_ids: Sequence[str]
+) -> tuple[list[MessageQueue], list[str], int]:
     all_queues = sorted(queues, key=lambda q: (q.topic, q.broker_name, q.queue_id))
     all_ids = sorted(set(client_ids))
     return all_queues, all_ids, all_ids.index(client_id) if client_id in all_ids else -1
@@ -35,7 +37,9 @@ def allocate_averagely(client_id: str, queues: Sequence[MessageQueue], client_id
     return [all_queues[(start + i) % count] for i in range(max(0, min(size, count - start)))]
 
 
-def allocate_averagely_by_circle(client_id: str, queues: Sequence[MessageQueue], client_ids: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely_by_circle(
+    client_id: str, queues: Sequence[MessageQueue], client_ids: Sequence[str]
+) -> list[MessageQueue]:
     """Every ``len(ids)``-th queue starting at this member's index.
 
     >>> qs = [MessageQueue("T", "b", i) for i in range(5)]

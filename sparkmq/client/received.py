@@ -38,10 +38,18 @@ PLAIN_DECODE_MAX = 24
 """Bodies of at most this many records are walked with ``struct`` instead of numpy: numpy's
 fixed cost per call (about 40 calls a body) outweighs its per-record gain below this."""
 
-_HEAD_COLUMNS = {"queue_ids": "queue_id", "queue_offsets": "queue_offset", "physical_offsets": "physical_offset",
-                 "sys_flags": "sys_flag", "flags": "flag", "born_timestamps": "born_timestamp",
-                 "store_timestamps": "store_timestamp", "reconsume_times": "reconsume_times",
-                 "born_ports": "born_port", "store_ports": "store_port"}
+_HEAD_COLUMNS = {
+    "queue_ids": "queue_id",
+    "queue_offsets": "queue_offset",
+    "physical_offsets": "physical_offset",
+    "sys_flags": "sys_flag",
+    "flags": "flag",
+    "born_timestamps": "born_timestamp",
+    "store_timestamps": "store_timestamp",
+    "reconsume_times": "reconsume_times",
+    "born_ports": "born_port",
+    "store_ports": "store_port",
+}
 _ROWS = (*_HEAD_COLUMNS, "body_starts", "body_ends", "props_starts", "props_ends")
 Column = list[int] | npt.NDArray[Any]
 
@@ -50,6 +58,7 @@ def _column(name: str) -> cached_property[list[int]]:
     def get(self: PulledRecords) -> list[int]:
         column = self._columns[name]
         return column if isinstance(column, list) else column.tolist()
+
     return cached_property(get)
 
 
@@ -59,8 +68,16 @@ class PulledRecords:
     Each column becomes a Python list the first time a message reads that field.
     """
 
-    def __init__(self, broker_name: str, body_buffer: bytes, props_buffer: bytes, topics: Sequence[str],
-                 born_ips: bytes, store_ips: bytes, columns: dict[str, Column]) -> None:
+    def __init__(
+        self,
+        broker_name: str,
+        body_buffer: bytes,
+        props_buffer: bytes,
+        topics: Sequence[str],
+        born_ips: bytes,
+        store_ips: bytes,
+        columns: dict[str, Column],
+    ) -> None:
         self.broker_name = broker_name
         self.body_buffer = body_buffer
         self.props_buffer = props_buffer
@@ -94,8 +111,9 @@ class PulledRecords:
         starts = record_starts(body)
         if len(starts) <= PLAIN_DECODE_MAX:
             at = starts.tolist()
-            return cls.of_stored([decode_record(body, start) for start in at], broker_name, body,
-                                 [start + L.POS_BODY for start in at])
+            return cls.of_stored(
+                [decode_record(body, start) for start in at], broker_name, body, [start + L.POS_BODY for start in at]
+            )
         cols = decode_columns(body, starts)
         heads = cols.heads
         columns: dict[str, Column] = {name: heads[field] for name, field in _HEAD_COLUMNS.items()}
@@ -103,15 +121,27 @@ class PulledRecords:
         columns["body_ends"] = cols.body_starts + cols.body_lengths
         columns["props_starts"] = cols.properties_starts
         columns["props_ends"] = cols.properties_starts + cols.properties_lengths
-        records = cls(broker_name, body, body, _topics(body, cols.topic_starts, cols.topic_lengths),
-                      heads["born_ip"].tobytes(), heads["store_ip"].tobytes(), columns)
+        records = cls(
+            broker_name,
+            body,
+            body,
+            _topics(body, cols.topic_starts, cols.topic_lengths),
+            heads["born_ip"].tobytes(),
+            heads["store_ip"].tobytes(),
+            columns,
+        )
         if (heads["sys_flag"] & L.COMPRESSED_FLAG).any():
             records.bodies  # noqa: B018 - inflate now: a body that does not inflate fails the pull, as before
         return records
 
     @classmethod
-    def of_stored(cls, records: Sequence[StoredMessage], broker_name: str, buffer: bytes | None = None,
-                  body_starts: list[int] | None = None) -> PulledRecords:
+    def of_stored(
+        cls,
+        records: Sequence[StoredMessage],
+        broker_name: str,
+        buffer: bytes | None = None,
+        body_starts: list[int] | None = None,
+    ) -> PulledRecords:
         """Records already decoded one by one, from ``buffer`` with bodies at ``body_starts`` if given."""
         if buffer is None or body_starts is None:
             bodies = [bytes(r.body) for r in records]
@@ -119,17 +149,30 @@ class PulledRecords:
         props = [r.properties_raw for r in records]
         props_starts = _offsets(len(p) for p in props)
         columns: dict[str, Column] = {
-            "queue_ids": [r.queue_id for r in records], "queue_offsets": [r.queue_offset for r in records],
-            "physical_offsets": [r.physical_offset for r in records], "sys_flags": [r.sys_flag for r in records],
-            "flags": [r.flag for r in records], "born_timestamps": [r.born_timestamp for r in records],
+            "queue_ids": [r.queue_id for r in records],
+            "queue_offsets": [r.queue_offset for r in records],
+            "physical_offsets": [r.physical_offset for r in records],
+            "sys_flags": [r.sys_flag for r in records],
+            "flags": [r.flag for r in records],
+            "born_timestamps": [r.born_timestamp for r in records],
             "store_timestamps": [r.store_timestamp for r in records],
-            "reconsume_times": [r.reconsume_times for r in records], "body_starts": body_starts,
-            "body_ends": [s + len(r.body) for s, r in zip(body_starts, records)], "props_starts": props_starts,
-            "props_ends": [s + len(p) for s, p in zip(props_starts, props)],
-            "born_ports": [r.born_host.port for r in records], "store_ports": [r.store_host.port for r in records],
+            "reconsume_times": [r.reconsume_times for r in records],
+            "body_starts": body_starts,
+            "body_ends": [s + len(r.body) for s, r in zip(body_starts, records, strict=True)],
+            "props_starts": props_starts,
+            "props_ends": [s + len(p) for s, p in zip(props_starts, props, strict=True)],
+            "born_ports": [r.born_host.port for r in records],
+            "store_ports": [r.store_host.port for r in records],
         }
-        pulled = cls(broker_name, buffer, b"".join(props), [r.topic for r in records],
-                     b"".join(r.born_host.ip for r in records), b"".join(r.store_host.ip for r in records), columns)
+        pulled = cls(
+            broker_name,
+            buffer,
+            b"".join(props),
+            [r.topic for r in records],
+            b"".join(r.born_host.ip for r in records),
+            b"".join(r.store_host.ip for r in records),
+            columns,
+        )
         if any(r.sys_flag & L.COMPRESSED_FLAG for r in records):
             pulled.bodies  # noqa: B018 - as in of_body
         return pulled
@@ -141,14 +184,15 @@ class PulledRecords:
     def bodies(self) -> list[bytes]:
         """Every record's body, inflated when it was stored compressed."""
         buffer = self.body_buffer
-        bodies = [buffer[start:end] for start, end in zip(self.body_starts, self.body_ends)]
+        bodies = [buffer[start:end] for start, end in zip(self.body_starts, self.body_ends, strict=True)]
         for i, sys_flag in enumerate(self.sys_flags):
             if sys_flag & L.COMPRESSED_FLAG:
                 try:
                     bodies[i] = zlib.decompress(bodies[i])
                 except zlib.error as exc:
-                    raise MessageError(f"message at {self.physical_offsets[i]} has a compressed body that does not "
-                                       "inflate") from exc
+                    raise MessageError(
+                        f"message at {self.physical_offsets[i]} has a compressed body that does not inflate"
+                    ) from exc
         return bodies
 
     def queue(self, i: int) -> MessageQueue:
@@ -167,7 +211,7 @@ def _topics(body: bytes, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.
         windows = as_strided(raw, shape=(len(raw) - len(first) + 1, len(first)), strides=(1, 1), writeable=False)
         if (windows[starts] == np.frombuffer(first, np.uint8)).all():
             return [_utf8_topic(first, int(starts[0]))] * len(starts)
-    return [_utf8_topic(body[s : s + n], s) for s, n in zip(starts.tolist(), lengths.tolist())]
+    return [_utf8_topic(body[s : s + n], s) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
 
 
 def _utf8_topic(raw: bytes, at: int) -> str:
@@ -253,9 +297,23 @@ class ReceivedMessage:
         return [k for k in self.properties.get(KEYS, "").split(KEY_SEPARATOR) if k]
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.topic, self.body, self.queue, self.queue_offset, self.commit_log_offset, self.msg_id,
-                self.offset_msg_id, self.properties, self.born_timestamp, self.store_timestamp, self.born_host,
-                self.store_host, self.reconsume_times, self.sys_flag, self.flag)
+        return (
+            self.topic,
+            self.body,
+            self.queue,
+            self.queue_offset,
+            self.commit_log_offset,
+            self.msg_id,
+            self.offset_msg_id,
+            self.properties,
+            self.born_timestamp,
+            self.store_timestamp,
+            self.born_host,
+            self.store_host,
+            self.reconsume_times,
+            self.sys_flag,
+            self.flag,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ReceivedMessage):
@@ -265,8 +323,10 @@ class ReceivedMessage:
     __hash__ = None  # type: ignore[assignment]  # mutable-looking value, as the dataclass it replaces
 
     def __repr__(self) -> str:
-        return (f"ReceivedMessage(topic={self.topic!r}, queue_id={self.queue.queue_id}, queue_offset={self.queue_offset},"
-                f" msg_id={self.msg_id!r}, body=<{len(self.body)} bytes>)")
+        return (
+            f"ReceivedMessage(topic={self.topic!r}, queue_id={self.queue.queue_id}, queue_offset={self.queue_offset},"
+            f" msg_id={self.msg_id!r}, body=<{len(self.body)} bytes>)"
+        )
 
 
 def decode_pull_body(body: bytes, broker_name: str) -> list[ReceivedMessage]:

@@ -34,8 +34,14 @@ class ClientSecurity:
     trust_cert_path: Path | None = None
 
     @classmethod
-    def of(cls, access_key: str | None = None, secret_key: str | None = None, *, tls: bool = False,
-           trust_cert_path: str | Path | None = None) -> ClientSecurity:
+    def of(
+        cls,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        *,
+        tls: bool = False,
+        trust_cert_path: str | Path | None = None,
+    ) -> ClientSecurity:
         """From loose settings; one of ``access_key`` / ``secret_key`` without the other is a ConfigError."""
         if bool(access_key) != bool(secret_key):
             raise ConfigError("accessKey and secretKey must be given together")

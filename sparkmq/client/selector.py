@@ -54,4 +54,6 @@ class MessageSelector:
 
     def subscription_data(self, topic: str) -> SubscriptionData:
         """The subscription as a heartbeat carries it."""
-        return SubscriptionData(topic, self.expression, tuple(sorted(self.tags() or ())), expression_type=self.expression_type)
+        return SubscriptionData(
+            topic, self.expression, tuple(sorted(self.tags() or ())), expression_type=self.expression_type
+        )

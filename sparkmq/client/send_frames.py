@@ -62,9 +62,11 @@ class SendTemplate:
 
     def __init__(self, group: str, topic: str) -> None:
         self._group, self._topic = group, topic
-        self._fields = (f',"serializeTypeCurrentRPC":"JSON","version":{DEFAULT_VERSION},"extFields":{{'
-                        f'"a":{encode_basestring(encodable(group))},"b":{encode_basestring(topic)},'
-                        f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"')
+        self._fields = (
+            f',"serializeTypeCurrentRPC":"JSON","version":{DEFAULT_VERSION},"extFields":{{'
+            f'"a":{encode_basestring(encodable(group))},"b":{encode_basestring(topic)},'
+            f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"'
+        )
         self._middles: dict[int, str] = {}
 
     def head(self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool = False) -> bytes:
@@ -72,21 +74,36 @@ class SendTemplate:
         middle = self._middles.get(queue_id)
         if middle is None:
             middle = self._middles[queue_id] = f'{self._fields}{int(queue_id)}","f":"'
-        text = (f'{{"code":{out.code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{DEFAULT_LANGUAGE.name}",'
-                f'"opaque":{opaque}{middle}{out.sys_flag}","g":"{born_ms}","h":"{out.flag}",'
-                f'"i":{encode_basestring(out.properties)},"j":"0","k":"false","m":"{"true" if out.batch else "false"}"}}}}')
+        text = (
+            f'{{"code":{out.code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{DEFAULT_LANGUAGE.name}",'
+            f'"opaque":{opaque}{middle}{out.sys_flag}","g":"{born_ms}","h":"{out.flag}",'
+            f'"i":{encode_basestring(out.properties)},"j":"0","k":"false","m":"{"true" if out.batch else "false"}"}}}}'
+        )
         header = text.encode("utf-8")
         length = HEADER_LENGTH_FIELD_BYTES + len(header) + len(out.body)
         if length + LENGTH_PREFIX_BYTES > MAX_FRAME_BYTES:
             raise FrameTooLargeError(f"frame of {length + LENGTH_PREFIX_BYTES} bytes exceeds {MAX_FRAME_BYTES}")
         return _PREFIX.pack(length, len(header)) + header
 
-    def signed_head(self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool,
-                    signer: Signer) -> bytes:
+    def signed_head(
+        self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool, signer: Signer
+    ) -> bytes:
         """:meth:`head` for a client that signs (ACL): the same fields, signed, through ``RemotingCommand``."""
-        fields = {"a": self._group, "b": self._topic, "c": AUTO_CREATE_TOPIC_KEY, "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
-                  "e": str(queue_id), "f": str(out.sys_flag), "g": str(born_ms), "h": str(out.flag),
-                  "i": out.properties, "j": "0", "k": "false", "m": "true" if out.batch else "false"}
-        command = RemotingCommand.request(out.code, opaque, ext_fields=signer(fields, out.body), body=out.body,
-                                          oneway=oneway)
+        fields = {
+            "a": self._group,
+            "b": self._topic,
+            "c": AUTO_CREATE_TOPIC_KEY,
+            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
+            "e": str(queue_id),
+            "f": str(out.sys_flag),
+            "g": str(born_ms),
+            "h": str(out.flag),
+            "i": out.properties,
+            "j": "0",
+            "k": "false",
+            "m": "true" if out.batch else "false",
+        }
+        command = RemotingCommand.request(
+            out.code, opaque, ext_fields=signer(fields, out.body), body=out.body, oneway=oneway
+        )
         return command.encode_parts()[0]

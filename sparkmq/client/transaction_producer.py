@@ -74,12 +74,15 @@ def local_state_of(execute_local: LocalTransaction, message: Message, arg: Any) 
     try:
         return _as_state(execute_local(message, arg), "the local transaction")
     except Exception:  # Java logs and ends the transaction as UNKNOWN; the check-back decides later
-        logger.exception("the local transaction of a %s message failed: UNKNOWN, the broker will check back", message.topic)
+        logger.exception(
+            "the local transaction of a %s message failed: UNKNOWN, the broker will check back", message.topic
+        )
         return LocalTransactionState.UNKNOWN
 
 
-async def _evaluate(callback: Callable[..., _State], args: tuple[Any, ...], what: str,
-                    in_thread: bool) -> LocalTransactionState:
+async def _evaluate(
+    callback: Callable[..., _State], args: tuple[Any, ...], what: str, in_thread: bool
+) -> LocalTransactionState:
     """Run a callback (awaited when it is async, in a worker thread when ``in_thread``); raising is UNKNOWN."""
     try:
         if in_thread and not inspect.iscoroutinefunction(callback):
@@ -103,8 +106,15 @@ class AsyncTransactionProducer(AsyncProducer):
             result, state = await producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
-    def __init__(self, group: str, namesrv_addr: str, *, execute_local: LocalTransaction | None = None,
-                 check_local: TransactionCheck, **options: Any) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        execute_local: LocalTransaction | None = None,
+        check_local: TransactionCheck,
+        **options: Any,
+    ) -> None:
         super().__init__(group, namesrv_addr, **options)
         self.execute_local = execute_local
         self.check_local = check_local
@@ -132,24 +142,39 @@ class AsyncTransactionProducer(AsyncProducer):
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
         body, sys_flag = self._body_of(half)
         unique_id = self._ids.next_id()
-        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, half.properties_text(unique_id), unique_id,
-                       sys_flag | L.TRANSACTION_PREPARED_TYPE, half.flag)
+        out = Outgoing(
+            RequestCode.SEND_MESSAGE_V2,
+            body,
+            half.properties_text(unique_id),
+            unique_id,
+            sys_flag | L.TRANSACTION_PREPARED_TYPE,
+            half.flag,
+        )
         return await self._send_with_retries(half.topic, out, None, None, half, queue, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back
         then asks)."""
-        header = EndTransactionRequestHeader(self.group, half.queue_offset, decode_offset_msg_id(half.offset_msg_id)[2],
-                                             state.value, half.msg_id, False, half.msg_id)
+        header = EndTransactionRequestHeader(
+            self.group,
+            half.queue_offset,
+            decode_offset_msg_id(half.offset_msg_id)[2],
+            state.value,
+            half.msg_id,
+            False,
+            half.msg_id,
+        )
         try:
             address = self.instance.broker_address(half.queue.broker_name)
             await self.instance.remoting.invoke_oneway(address, RequestCode.END_TRANSACTION, header.to_fields())
         except SparkmqError as exc:
-            logger.warning("END_TRANSACTION %s for %s failed: %s; the broker will check back", state.name, half.msg_id,
-                           exc.remark)
+            logger.warning(
+                "END_TRANSACTION %s for %s failed: %s; the broker will check back", state.name, half.msg_id, exc.remark
+            )
 
-    async def _answer_check(self, header: CheckTransactionStateRequestHeader, stored: StoredMessage,
-                            connection: RemotingConnection) -> None:
+    async def _answer_check(
+        self, header: CheckTransactionStateRequestHeader, stored: StoredMessage, connection: RemotingConnection
+    ) -> None:
         """Run ``check_local`` for a broker's CHECK_TRANSACTION_STATE and answer on the same connection."""
         try:
             message = ReceivedMessage.of(stored, self._broker_name_at(connection))
@@ -159,13 +184,23 @@ class AsyncTransactionProducer(AsyncProducer):
         else:
             state = await _evaluate(self.check_local, (message,), "the transaction check", in_thread=True)
         msg_id = stored.properties.get("UNIQ_KEY") or header.offset_msg_id or ""
-        answer = EndTransactionRequestHeader(self.group, header.tran_state_table_offset, header.commit_log_offset,
-                                             state.value, msg_id, True, header.transaction_id)
+        answer = EndTransactionRequestHeader(
+            self.group,
+            header.tran_state_table_offset,
+            header.commit_log_offset,
+            state.value,
+            msg_id,
+            True,
+            header.transaction_id,
+        )
         fields = answer.to_fields()
         if self.instance.remoting.signer is not None:  # this answer bypasses RemotingClient.invoke
             fields = self.instance.remoting.signer(fields, b"")
-        connection.send(RemotingCommand.request(RequestCode.END_TRANSACTION, connection.next_opaque(),
-                                                ext_fields=fields, oneway=True))
+        connection.send(
+            RemotingCommand.request(
+                RequestCode.END_TRANSACTION, connection.next_opaque(), ext_fields=fields, oneway=True
+            )
+        )
 
     def _broker_name_at(self, connection: RemotingConnection) -> str:
         address = f"{connection.peer[0]}:{connection.peer[1]}"
@@ -194,8 +229,15 @@ class TransactionProducer:
             result, state = producer.send_in_transaction(Message("payments", b"..."), order)
     """
 
-    def __init__(self, group: str, namesrv_addr: str, *, execute_local: Callable[[Message, Any], LocalTransactionState | None],
-                 check_local: Callable[[ReceivedMessage], LocalTransactionState | None], **options: Any) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        execute_local: Callable[[Message, Any], LocalTransactionState | None],
+        check_local: Callable[[ReceivedMessage], LocalTransactionState | None],
+        **options: Any,
+    ) -> None:
         self.execute_local = execute_local
         self._async = AsyncTransactionProducer(group, namesrv_addr, check_local=check_local, **options)
 

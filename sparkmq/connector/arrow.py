@@ -21,16 +21,35 @@ from sparkmq.message.property_scan import find_values
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _TYPES: dict[str, tuple[pa.DataType, str]] = {  # column → (Arrow type, Spark DDL type)
-    "topic": (pa.string(), "string"), "brokerName": (pa.string(), "string"), "queueId": (pa.int32(), "int"),
-    "queueOffset": (pa.int64(), "long"), "commitLogOffset": (pa.int64(), "long"), "msgId": (pa.string(), "string"),
-    "keys": (pa.string(), "string"), "tags": (pa.string(), "string"), "body": (pa.binary(), "binary"),
+    "topic": (pa.string(), "string"),
+    "brokerName": (pa.string(), "string"),
+    "queueId": (pa.int32(), "int"),
+    "queueOffset": (pa.int64(), "long"),
+    "commitLogOffset": (pa.int64(), "long"),
+    "msgId": (pa.string(), "string"),
+    "keys": (pa.string(), "string"),
+    "tags": (pa.string(), "string"),
+    "body": (pa.binary(), "binary"),
     "properties": (pa.map_(pa.string(), pa.string()), "map<string,string>"),
-    "bornTimestamp": (TIMESTAMP, "timestamp"), "storeTimestamp": (TIMESTAMP, "timestamp"),
-    "bornHost": (pa.string(), "string"), "storeHost": (pa.string(), "string"), "reconsumeTimes": (pa.int32(), "int"),
+    "bornTimestamp": (TIMESTAMP, "timestamp"),
+    "storeTimestamp": (TIMESTAMP, "timestamp"),
+    "bornHost": (pa.string(), "string"),
+    "storeHost": (pa.string(), "string"),
+    "reconsumeTimes": (pa.int32(), "int"),
 }
 WIDE_COLUMNS = tuple(_TYPES)  # wideSchema=true: every stored field
-LEAN_COLUMNS = ("topic", "brokerName", "queueId", "queueOffset", "msgId", "keys", "tags", "body", "bornTimestamp",
-                "storeTimestamp")  # the default, like Kafka's source; includeProperties=true adds the map
+LEAN_COLUMNS = (
+    "topic",
+    "brokerName",
+    "queueId",
+    "queueOffset",
+    "msgId",
+    "keys",
+    "tags",
+    "body",
+    "bornTimestamp",
+    "storeTimestamp",
+)  # the default, like Kafka's source; includeProperties=true adds the map
 
 
 def source_columns(wide: bool = False, include_properties: bool = False) -> tuple[str, ...]:
@@ -53,8 +72,13 @@ _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _INLINE = np.arange(12)[None, :]
 
 
-def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
-            kind: pa.DataType, valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+def _slices(
+    raw: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    kind: pa.DataType,
+    valid: npt.NDArray[np.bool_] | None = None,
+) -> pa.Array:
     """``raw[start:start+length]`` per row as a ``kind`` array (null where ``valid`` is False).
 
     Slices in buffer order (each ends before the next starts, as fields of consecutive records do)
@@ -74,8 +98,13 @@ def _slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: 
     return spans.take(pa.array(np.arange(0, 2 * count, 2, dtype=np.int32), mask=None if valid is None else ~valid))
 
 
-def _view_slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
-                 kind: pa.DataType, valid: npt.NDArray[np.bool_] | None) -> pa.Array:
+def _view_slices(
+    raw: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    kind: pa.DataType,
+    valid: npt.NDArray[np.bool_] | None,
+) -> pa.Array:
     """``_slices`` for any order: 16-byte Arrow binary views (length, then up to 12 inline bytes, or a
     4-byte prefix + buffer offset) pointing into ``raw``, copied out by Arrow's C++ cast."""
     count = len(starts)
@@ -84,7 +113,7 @@ def _view_slices(raw: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], leng
     views = np.empty((count, 16), dtype=np.uint8)
     words = views.view(np.int32).reshape(count, 4)
     head = at_every_byte(raw, "V12")[starts].view(np.uint8).reshape(count, 12)
-    views[:, 4:] = np.where(_INLINE < lengths[:, None], head, 0)  # inline bytes past the length are zero
+    views[:, 4:] = np.where(lengths[:, None] > _INLINE, head, 0)  # inline bytes past the length are zero
     short = lengths <= 12
     words[:, 0] = lengths
     words[:, 2] = np.where(short, words[:, 2], 0)  # a long one: 4-byte prefix, buffer 0, offset
@@ -110,8 +139,12 @@ def _hosts(ips: npt.NDArray[np.uint8], ports: npt.NDArray[np.int32]) -> pa.Array
     packed = (ips.astype(np.uint64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1], dtype=np.uint64)) << np.uint64(16)
     keys = packed | ports.astype(np.uint64)
     unique, index = np.unique(keys, return_inverse=True)
-    texts = [f"{(k >> 40) & 255}.{(k >> 32) & 255}.{(k >> 24) & 255}.{(k >> 16) & 255}:{k & 65535}" for k in unique.tolist()]
-    return pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)), pa.array(texts, pa.string())).dictionary_decode()
+    texts = [
+        f"{(k >> 40) & 255}.{(k >> 32) & 255}.{(k >> 24) & 255}.{(k >> 16) & 255}:{k & 65535}" for k in unique.tolist()
+    ]
+    return pa.DictionaryArray.from_arrays(
+        pa.array(index.astype(np.int32)), pa.array(texts, pa.string())
+    ).dictionary_decode()
 
 
 def _offset_msg_ids(columns: RecordColumns) -> pa.Array:
@@ -149,7 +182,9 @@ def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.
         parents = parents[keep]
     keys = pc.list_element(pairs, 0)
     values = pc.list_element(pairs, 1)
-    nonempty = (pc.utf8_length(keys).to_numpy(zero_copy_only=False) > 0) & (pc.utf8_length(values).to_numpy(zero_copy_only=False) > 0)
+    nonempty = (pc.utf8_length(keys).to_numpy(zero_copy_only=False) > 0) & (
+        pc.utf8_length(values).to_numpy(zero_copy_only=False) > 0
+    )
     if not nonempty.all():
         mask = pa.array(nonempty)
         keys, values, parents = keys.filter(mask), values.filter(mask), parents[nonempty]
@@ -179,8 +214,10 @@ def _property_values(raw: npt.NDArray[np.uint8], columns: RecordColumns, names: 
     strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.binary())
     data = np.frombuffer(strings.buffers()[2], dtype=np.uint8) if strings.buffers()[2] else np.zeros(0, np.uint8)
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=len(strings) + 1).astype(np.int64)
-    return [_slices(data, starts, lengths, pa.string(), lengths >= 0)
-            for starts, lengths in find_values(data, offsets, names)]
+    return [
+        _slices(data, starts, lengths, pa.string(), lengths >= 0)
+        for starts, lengths in find_values(data, offsets, names)
+    ]
 
 
 def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDArray[np.int64] | None:
@@ -219,8 +256,13 @@ def _bodies(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> pa.Array:
     return pa.array(bodies, pa.binary())
 
 
-def records_to_arrow(buffer: bytes | memoryview, broker_name: str, starts: npt.NDArray[np.int64] | None = None,
-                     columns: tuple[str, ...] = WIDE_COLUMNS, topic: str | None = None) -> pa.RecordBatch:
+def records_to_arrow(
+    buffer: bytes | memoryview,
+    broker_name: str,
+    starts: npt.NDArray[np.int64] | None = None,
+    columns: tuple[str, ...] = WIDE_COLUMNS,
+    topic: str | None = None,
+) -> pa.RecordBatch:
     """Every stored record of ``buffer`` (a PULL body) as one RecordBatch of ``columns``, built in bulk.
 
     Only the asked columns are computed: without ``properties`` the map is never built (TAGS,
@@ -240,8 +282,11 @@ def records_to_arrow(buffer: bytes | memoryview, broker_name: str, starts: npt.N
         props = None
         tags, keys, uniq = _property_values(raw, decoded, ("TAGS", "KEYS", "UNIQ_KEY"))
     build = {
-        "topic": lambda: _constant_string(topic, count) if topic is not None else
-        _slices(raw, decoded.topic_starts, decoded.topic_lengths, pa.string()),
+        "topic": lambda: (
+            _constant_string(topic, count)
+            if topic is not None
+            else _slices(raw, decoded.topic_starts, decoded.topic_lengths, pa.string())
+        ),
         "brokerName": lambda: _constant_string(broker_name, count),
         "queueId": lambda: pa.array(heads["queue_id"].astype(np.int32)),
         "queueOffset": lambda: pa.array(heads["queue_offset"].astype(np.int64)),

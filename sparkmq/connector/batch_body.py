@@ -55,8 +55,9 @@ class BulkIds:
         raw = np.empty((count, 16), dtype=np.uint8)
         raw[:, :10] = self._prefix
         raw[:, 10:14] = np.frombuffer(stamp.to_bytes(4, "big"), dtype=np.uint8)
-        raw[:, 14:] = ((np.arange(first, first + count, dtype=np.int64) & 0xFFFF).astype(">u2")
-                       .view(np.uint8).reshape(count, 2))
+        raw[:, 14:] = (
+            (np.arange(first, first + count, dtype=np.int64) & 0xFFFF).astype(">u2").view(np.uint8).reshape(count, 2)
+        )
         return hex_strings(raw)
 
 
@@ -109,26 +110,38 @@ def encode_rows(batch: pa.RecordBatch, ids: BulkIds, extra: Mapping[str, str] | 
     if bodies.type != pa.binary():
         bodies = pc.cast(bodies, pa.binary())
     fixed = pa.array(["WAIT\x01true\x02UNIQ_KEY\x01"] * count, pa.string())
-    props = pc.binary_join_element_wise(_property("TAGS", tags, count), _property("KEYS", keys, count), fixed,
-                                        ids.next_ids(count), "")
+    props = pc.binary_join_element_wise(
+        _property("TAGS", tags, count), _property("KEYS", keys, count), fixed, ids.next_ids(count), ""
+    )
     if prefix:
         props = pc.binary_join_element_wise(pa.scalar(prefix.decode()), props, "")
     props_lengths = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)
     if count and props_lengths.max() > MAX_PROPERTIES_BYTES:
         row = int(np.argmax(props_lengths))
-        raise MessageTooLargeError(f"properties of row {row} are {props_lengths[row]} bytes, over {MAX_PROPERTIES_BYTES}")
+        raise MessageTooLargeError(
+            f"properties of row {row} are {props_lengths[row]} bytes, over {MAX_PROPERTIES_BYTES}"
+        )
     body_lengths = pc.fill_null(pc.binary_length(bodies), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     heads = np.zeros(count, dtype=ITEM_HEAD)
     heads["size"] = heads.itemsize + body_lengths + 2 + props_lengths
     heads["body_length"] = body_lengths
     items = pc.binary_join_element_wise(
-        _fixed_width(heads.view(np.uint8).reshape(count, heads.itemsize)), bodies,
-        _fixed_width(props_lengths.astype(">i2").view(np.uint8).reshape(count, 2)), pc.cast(props, pa.binary()), b"")
-    offsets = np.frombuffer(items.buffers()[1], dtype=np.int32, count=count + 1, offset=items.offset * 4).astype(np.int64)
+        _fixed_width(heads.view(np.uint8).reshape(count, heads.itemsize)),
+        bodies,
+        _fixed_width(props_lengths.astype(">i2").view(np.uint8).reshape(count, 2)),
+        pc.cast(props, pa.binary()),
+        b"",
+    )
+    offsets = np.frombuffer(items.buffers()[1], dtype=np.int32, count=count + 1, offset=items.offset * 4).astype(
+        np.int64
+    )
     return EncodedRows(items, memoryview(items.buffers()[2]), offsets)
 
 
 def _fixed_width(rows: npt.NDArray[np.uint8]) -> pa.Array:
     count, width = rows.shape
-    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer((np.arange(count + 1) * width).astype(np.int32)),
-                                                      pa.py_buffer(np.ascontiguousarray(rows))])
+    return pa.Array.from_buffers(
+        pa.binary(),
+        count,
+        [None, pa.py_buffer((np.arange(count + 1) * width).astype(np.int32)), pa.py_buffer(np.ascontiguousarray(rows))],
+    )

@@ -31,7 +31,6 @@ _views_lock = threading.Lock()
 T = TypeVar("T")
 
 
-
 def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
     """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
     key = (namesrv_addr, group, security)
@@ -55,12 +54,15 @@ class BrokerView:
         return loop_thread.run(coro)
 
     # -- queues ----------------------------------------------------------------------------
-    def queues(self, topics: Iterable[str] = (), pattern: str | None = None,
-               assign: dict[str, tuple[int, ...]] | None = None) -> list[MessageQueue]:
+    def queues(
+        self, topics: Iterable[str] = (), pattern: str | None = None, assign: dict[str, tuple[int, ...]] | None = None
+    ) -> list[MessageQueue]:
         """Readable queues of ``topics``, of the topics matching ``pattern``, or the assigned ones."""
         return self._run(self._queues(list(topics), pattern, assign))
 
-    async def _queues(self, topics: list[str], pattern: str | None, assign: dict[str, tuple[int, ...]] | None) -> list[MessageQueue]:
+    async def _queues(
+        self, topics: list[str], pattern: str | None, assign: dict[str, tuple[int, ...]] | None
+    ) -> list[MessageQueue]:
         if pattern is not None:
             regex = re.compile(pattern)
             topics = [t for t in await self._all_topics() if regex.fullmatch(t) and not is_system_topic(t)]
@@ -90,7 +92,9 @@ class BrokerView:
         last: SparkmqError | None = None
         for address in self._reader.instance.namesrv_addresses:
             try:
-                response = await self._reader.instance.remoting.invoke(address, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+                response = await self._reader.instance.remoting.invoke(
+                    address, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+                )
                 return sorted(TopicList.decode(check_response(response, "topic list").body).topic_list)
             except SparkmqError as exc:
                 last = exc
@@ -131,13 +135,18 @@ class BrokerView:
     def offsets_for_timestamp(self, queues: list[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
         async def search(queue: MessageQueue) -> int:
             fields = SearchOffsetRequestHeader(queue.topic, queue.queue_id, timestamp_ms).to_fields()
-            response = await self._reader.instance.invoke_queue_broker(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
-            return OffsetResponseHeader.from_fields(check_response(response, f"offset by time of {queue}").ext_fields).offset
+            response = await self._reader.instance.invoke_queue_broker(
+                queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields
+            )
+            return OffsetResponseHeader.from_fields(
+                check_response(response, f"offset by time of {queue}").ext_fields
+            ).offset
 
         return self._run(self._each(queues, search))
 
-    async def _each(self, queues: list[MessageQueue],
-                    action: Callable[[MessageQueue], Awaitable[int]]) -> dict[MessageQueue, int]:
+    async def _each(
+        self, queues: list[MessageQueue], action: Callable[[MessageQueue], Awaitable[int]]
+    ) -> dict[MessageQueue, int]:
         values = await asyncio.gather(*(action(q) for q in queues))
         return dict(zip(queues, values, strict=True))
 
@@ -150,8 +159,15 @@ class BrokerView:
         return self._reader.instance.broker_address(queue.broker_name)
 
     # -- reading ---------------------------------------------------------------------------
-    def read_range(self, queue: MessageQueue, start: int, end: int, batch_size: int, expression: str | MessageSelector = "*",
-                   fail_on_data_loss: bool = True) -> Iterator[bytes]:
+    def read_range(
+        self,
+        queue: MessageQueue,
+        start: int,
+        end: int,
+        batch_size: int,
+        expression: str | MessageSelector = "*",
+        fail_on_data_loss: bool = True,
+    ) -> Iterator[bytes]:
         """Pull bodies (whole stored records) covering exactly queue offsets [start, end).
 
         A start below the queue's minimum (retention) or a gap is data loss: raised as
@@ -160,6 +176,7 @@ class BrokerView:
         The next pull is on its way while the caller decodes a body (one ahead): the broker's
         work and the task's overlap.
         """
+
         def pull(offset: int) -> tuple[int, Future[PullResult]]:
             count = min(batch_size, end - offset)
             return offset, loop_thread.submit(self._reader.pull_raw(queue, offset, count, 0.0, expression))
@@ -179,20 +196,25 @@ class BrokerView:
                 pending[1].cancel()
 
     @staticmethod
-    def _step(queue: MessageQueue, offset: int, end: int, result: PullResult,
-              fail_on_data_loss: bool) -> tuple[bytes | None, int | None]:
+    def _step(
+        queue: MessageQueue, offset: int, end: int, result: PullResult, fail_on_data_loss: bool
+    ) -> tuple[bytes | None, int | None]:
         """One pull's outcome: the body to hand on (or None) and the offset to pull next (None: stop)."""
         if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
             where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
-            lost = (f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
-                    f"(the broker's minimum is {result.min_offset}: deleted by retention)")
+            lost = (
+                f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
+                f"(the broker's minimum is {result.min_offset}: deleted by retention)"
+            )
             if fail_on_data_loss:
                 raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
             return None, max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
         if result.status == ResponseCode.PULL_NOT_FOUND:
             if fail_on_data_loss:
-                raise DataLossError(f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
-                                    f"{result.max_offset}, before the planned end {end} (offsets went backwards)")
+                raise DataLossError(
+                    f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
+                    f"{result.max_offset}, before the planned end {end} (offsets went backwards)"
+                )
             return None, None
         if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
             return None, result.next_begin_offset

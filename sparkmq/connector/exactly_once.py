@@ -55,9 +55,9 @@ from urllib.parse import urlparse
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import Message, SendStatus, decode_pull_body
 from sparkmq.client.producer import AsyncProducer
-from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.security import ClientSecurity
+from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS
 from sparkmq.client.transaction_producer import LocalTransactionState
 from sparkmq.errors import SparkmqError, TopicNotExistError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
@@ -122,8 +122,9 @@ class CommitLog:
 
     async def _refresh(self) -> None:
         if self._reader is None:
-            self._reader = AsyncPullConsumer(READER_GROUP, self.namesrv_addr, auto_commit_interval_s=None,
-                                             security=self.security)
+            self._reader = AsyncPullConsumer(
+                READER_GROUP, self.namesrv_addr, auto_commit_interval_s=None, security=self.security
+            )
             await self._reader.instance.start()
         if self._queue is None:
             self._queue = await commit_log_queue(self._reader.instance)
@@ -133,7 +134,9 @@ class CommitLog:
             except TopicNotExistError:
                 return  # no query ever committed a batch on this cluster
             if result.status == ResponseCode.PULL_OFFSET_MOVED:
-                logger.warning("commit log %s: offsets before %d are gone (retention)", self._queue, result.next_begin_offset)
+                logger.warning(
+                    "commit log %s: offsets before %d are gone (retention)", self._queue, result.next_begin_offset
+                )
             elif not result.found:
                 return
             for message in decode_pull_body(result.body, self._queue.broker_name) if result.found else []:
@@ -176,12 +179,15 @@ class CommitLog:
         queue = self._queue or await commit_log_queue(producer.instance)
         result = await producer.send(Message(COMMIT_LOG_TOPIC, body, keys=query), queue=queue)
         if result.status is not SendStatus.SEND_OK:
-            raise SparkmqError(f"the commit marker of batch {batch_id} of query {query} was not stored safely: "
-                               f"{result.status.value}")
+            raise SparkmqError(
+                f"the commit marker of batch {batch_id} of query {query} was not stored safely: {result.status.value}"
+            )
         found = await self.decided(query, batch_id)  # read back: an earlier marker would win over ours
         if found is None:
-            raise SparkmqError(f"the commit marker of batch {batch_id} of query {query} was stored at "
-                               f"{result.queue_offset} but is not readable from {self._queue}")
+            raise SparkmqError(
+                f"the commit marker of batch {batch_id} of query {query} was stored at "
+                f"{result.queue_offset} but is not readable from {self._queue}"
+            )
         return found
 
     async def state_of(self, query: str, batch_id: int, token: str) -> LocalTransactionState:

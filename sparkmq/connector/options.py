@@ -27,8 +27,14 @@ def parse_security(opts: Mapping[str, str]) -> ClientSecurity:
     if bool(access_key) != bool(secret_key):
         raise OptionError("accessKey" if not access_key else "secretKey", "accessKey and secretKey go together")
     tls = _bool("tlsEnable", opts.get("tlsenable"), False)
-    return ClientSecurity.of(access_key or None, secret_key or None, tls=tls,
-                             trust_cert_path=(opts.get("tlstrustcertpath") or "").strip() or None)
+    return ClientSecurity.of(
+        access_key or None,
+        secret_key or None,
+        tls=tls,
+        trust_cert_path=(opts.get("tlstrustcertpath") or "").strip() or None,
+    )
+
+
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
@@ -118,13 +124,32 @@ class SourceOptions:
     filter_pushdown: bool = False
     security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
-    KNOWN = SECURITY_OPTIONS | frozenset({
-        "namesrvaddr", "topic", "topicpattern", "assign", "consumergroup", "startingoffsets", "startingtimestamp",
-        "startingoffsetsbytimestamp", "endingoffsets", "endingtimestamp", "maxoffsetspertrigger",
-        "maxbytespertrigger", "minoffsetspertrigger", "maxtriggerdelay", "subexpression", "sqlfilter", "failondataloss",
-        "maxrecordsperpartition", "pullbatchsize", "includeproperties", "wideschema",
-        "filterpushdown",
-    })
+    KNOWN = SECURITY_OPTIONS | frozenset(
+        {
+            "namesrvaddr",
+            "topic",
+            "topicpattern",
+            "assign",
+            "consumergroup",
+            "startingoffsets",
+            "startingtimestamp",
+            "startingoffsetsbytimestamp",
+            "endingoffsets",
+            "endingtimestamp",
+            "maxoffsetspertrigger",
+            "maxbytespertrigger",
+            "minoffsetspertrigger",
+            "maxtriggerdelay",
+            "subexpression",
+            "sqlfilter",
+            "failondataloss",
+            "maxrecordsperpartition",
+            "pullbatchsize",
+            "includeproperties",
+            "wideschema",
+            "filterpushdown",
+        }
+    )
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -134,7 +159,9 @@ class SourceOptions:
     @property
     def selector(self) -> MessageSelector:
         """What the broker filters on: ``sqlFilter`` (SQL92 over properties) or ``subExpression`` (tags)."""
-        return MessageSelector.by_sql(self.sql_filter) if self.sql_filter else MessageSelector.by_tag(self.sub_expression)
+        return (
+            MessageSelector.by_sql(self.sql_filter) if self.sql_filter else MessageSelector.by_tag(self.sub_expression)
+        )
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None = None) -> SourceOptions:
@@ -148,8 +175,11 @@ class SourceOptions:
             raise OptionError("namesrvAddr", "is required (host:port[;host:port] of the NameServer)")
         chosen = [name for name in ("topic", "topicpattern", "assign") if opts.get(name)]
         if len(chosen) != 1:
-            raise OptionError("topic", "exactly one of 'topic', 'topicPattern' and 'assign' must be set"
-                              + (f" (got {', '.join(chosen)})" if chosen else ""))
+            raise OptionError(
+                "topic",
+                "exactly one of 'topic', 'topicPattern' and 'assign' must be set"
+                + (f" (got {', '.join(chosen)})" if chosen else ""),
+            )
         topics: tuple[str, ...] = ()
         pattern = assign = None
         if "topic" in chosen:
@@ -182,18 +212,28 @@ class SourceOptions:
             name = "endingOffsets" if "endingoffsets" in opts else "endingTimestamp"
             raise OptionError(name, "is for batch queries only (spark.read), not streams")
         parsed = cls(
-            namesrv_addr=namesrv, topics=topics, topic_pattern=pattern, assign=assign,
+            namesrv_addr=namesrv,
+            topics=topics,
+            topic_pattern=pattern,
+            assign=assign,
             consumer_group=(opts.get("consumergroup") or "").strip() or None,
-            starting_offsets=starting.lower(), starting_offsets_json=starting_json,
+            starting_offsets=starting.lower(),
+            starting_offsets_json=starting_json,
             starting_timestamp=_non_negative("startingTimestamp", opts.get("startingtimestamp")),
-            starting_offsets_by_timestamp=parse_queue_offsets("startingOffsetsByTimestamp", opts["startingoffsetsbytimestamp"])
-            if opts.get("startingoffsetsbytimestamp") else None,
-            ending_offsets=ending.lower(), ending_offsets_json=ending_json,
+            starting_offsets_by_timestamp=parse_queue_offsets(
+                "startingOffsetsByTimestamp", opts["startingoffsetsbytimestamp"]
+            )
+            if opts.get("startingoffsetsbytimestamp")
+            else None,
+            ending_offsets=ending.lower(),
+            ending_offsets_json=ending_json,
             ending_timestamp=_non_negative("endingTimestamp", opts.get("endingtimestamp")),
             max_offsets_per_trigger=_positive_int("maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger")),
             max_bytes_per_trigger=_positive_int("maxBytesPerTrigger", opts.get("maxbytespertrigger")),
             min_offsets_per_trigger=_positive_int("minOffsetsPerTrigger", opts.get("minoffsetspertrigger")),
-            max_trigger_delay_ms=_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay"), DEFAULT_MAX_TRIGGER_DELAY_MS),
+            max_trigger_delay_ms=_duration_ms(
+                "maxTriggerDelay", opts.get("maxtriggerdelay"), DEFAULT_MAX_TRIGGER_DELAY_MS
+            ),
             sub_expression=(opts.get("subexpression") or "*").strip() or "*",
             sql_filter=(opts.get("sqlfilter") or "").strip() or None,
             fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss"), True),
@@ -205,16 +245,23 @@ class SourceOptions:
             security=parse_security(opts),
         )
         if parsed.sql_filter is not None and parsed.sub_expression != "*":
-            raise OptionError("sqlFilter", "cannot be combined with subExpression: put the tag test in the SQL (TAGS IN ('A'))")
+            raise OptionError(
+                "sqlFilter", "cannot be combined with subExpression: put the tag test in the SQL (TAGS IN ('A'))"
+            )
         if streaming and parsed.filter_pushdown:
-            raise OptionError("filterPushdown", "is for batch reads only (Spark pushes no filters into streams): "
-                              "use subExpression or sqlFilter")
+            raise OptionError(
+                "filterPushdown",
+                "is for batch reads only (Spark pushes no filters into streams): use subExpression or sqlFilter",
+            )
         if streaming and parsed.consumer_group is None:
             raise OptionError("consumerGroup", "is required for streaming queries: offsets are committed there")
         if streaming is False and parsed.starting_offsets == "latest" and "startingoffsets" in opts:
             raise OptionError("startingOffsets", "latest is not allowed for batch queries (nothing would be read)")
-        if parsed.min_offsets_per_trigger and parsed.max_offsets_per_trigger and \
-                parsed.min_offsets_per_trigger > parsed.max_offsets_per_trigger:
+        if (
+            parsed.min_offsets_per_trigger
+            and parsed.max_offsets_per_trigger
+            and parsed.min_offsets_per_trigger > parsed.max_offsets_per_trigger
+        ):
             raise OptionError("minOffsetsPerTrigger", "must not exceed maxOffsetsPerTrigger")
         return parsed
 
@@ -244,8 +291,9 @@ class SinkOptions:
     send_retry_timeout_ms: int = 30_000  # how long a task waits for a broker to serve the topic again
     security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
-    KNOWN = SECURITY_OPTIONS | frozenset({"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight",
-                                          "deliveryguarantee", "sendretrytimeout"})
+    KNOWN = SECURITY_OPTIONS | frozenset(
+        {"namesrvaddr", "topic", "producergroup", "batchsize", "maxinflight", "deliveryguarantee", "sendretrytimeout"}
+    )
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -259,8 +307,13 @@ class SinkOptions:
         guarantee = (opts.get("deliveryguarantee") or "at-least-once").strip().lower()
         if guarantee not in ("at-least-once", "exactly-once"):
             raise OptionError("deliveryGuarantee", f"{guarantee!r} is not at-least-once (the default) or exactly-once")
-        return cls(namesrv, (opts.get("topic") or "").strip() or None,
-                   (opts.get("producergroup") or "sparkmq-spark-sink").strip(),
-                   _positive_int("batchSize", opts.get("batchsize")) or 256,
-                   _positive_int("maxInFlight", opts.get("maxinflight")) or 16, guarantee,
-                   _duration_ms("sendRetryTimeout", opts.get("sendretrytimeout"), 30_000), parse_security(opts))
+        return cls(
+            namesrv,
+            (opts.get("topic") or "").strip() or None,
+            (opts.get("producergroup") or "sparkmq-spark-sink").strip(),
+            _positive_int("batchSize", opts.get("batchsize")) or 256,
+            _positive_int("maxInFlight", opts.get("maxinflight")) or 16,
+            guarantee,
+            _duration_ms("sendRetryTimeout", opts.get("sendretrytimeout"), 30_000),
+            parse_security(opts),
+        )

@@ -13,8 +13,8 @@ row keeps its own properties, ``SPARKMQ_TXN`` among them). One END commits or ro
 run, and its COMMIT appends the rows in one store write. Only sparkmq brokers know batch half
 messages: each process checks each broker once (``_check_broker``) before its first one. A half
 send is never retried inside a task (a timed-out send may still be stored, under the task's token):
-a failed send fails the task, and Spark's retry draws a new token. The cost against at-least-once: one commit-log round trip per
-micro-batch before its rows become visible, and one END per run of rows.
+a failed send fails the task, and Spark's retry draws a new token. The cost against at-least-once:
+one commit-log round trip per micro-batch before its rows become visible, and one END per run of rows.
 """
 
 from __future__ import annotations
@@ -84,17 +84,25 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
             async def check(message: ReceivedMessage) -> LocalTransactionState:
                 tag = parse_tag(message.properties.get(TXN_PROPERTY))
                 if tag is None:
-                    logger.error("check-back of %s in group %s: no %s property, not a sparkmq sink message: UNKNOWN",
-                                 message.msg_id, options.producer_group, TXN_PROPERTY)
+                    logger.error(
+                        "check-back of %s in group %s: no %s property, not a sparkmq sink message: UNKNOWN",
+                        message.msg_id,
+                        options.producer_group,
+                        TXN_PROPERTY,
+                    )
                     return LocalTransactionState.UNKNOWN
                 state = await log.state_of(*tag)
                 logger.info("check-back of %s (query %s batch %d token %s): %s", message.msg_id, *tag, state.name)
                 return state
 
             # Uncompressed: rows are ~100 bytes of mostly random data, and zlib would cost both ends CPU.
-            producer = AsyncTransactionProducer(options.producer_group, options.namesrv_addr, check_local=check,
-                                                compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1,
-                                                security=options.security)
+            producer = AsyncTransactionProducer(
+                options.producer_group,
+                options.namesrv_addr,
+                check_local=check,
+                compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1,
+                security=options.security,
+            )
             loop_thread.run(producer.start())
             found = _clients[key] = (producer, log)
         return found
@@ -104,8 +112,11 @@ def _half_body(payload: list[Message] | bytes) -> bytes:
     """A run's SEND_BATCH body (``Message`` runs: rows with a ``properties`` column)."""
     if isinstance(payload, bytes):
         return payload
-    return encode_batch_items([m.body_bytes for m in payload], [m.encoded_properties(_IDS.next_id()) for m in payload],
-                              [m.flag for m in payload])
+    return encode_batch_items(
+        [m.body_bytes for m in payload],
+        [m.encoded_properties(_IDS.next_id()) for m in payload],
+        [m.flag for m in payload],
+    )
 
 
 async def _check_broker(producer: AsyncTransactionProducer, queue: MessageQueue) -> None:
@@ -126,12 +137,15 @@ async def _check_broker(producer: AsyncTransactionProducer, queue: MessageQueue)
         return
     half = (stored.queue_offset, decode_offset_msg_id(stored.offset_msg_id)[2], stored.msg_id, 0)
     await _end(producer, queue.broker_name, half, LocalTransactionState.ROLLBACK)
-    raise SparkmqError(f"broker {queue.broker_name} stored a malformed batch half message instead of refusing it: "
-                       "it is no sparkmq broker, and deliveryGuarantee=exactly-once needs sparkmq brokers")
+    raise SparkmqError(
+        f"broker {queue.broker_name} stored a malformed batch half message instead of refusing it: "
+        "it is no sparkmq broker, and deliveryGuarantee=exactly-once needs sparkmq brokers"
+    )
 
 
-async def _send_halves(producer: AsyncTransactionProducer, tag: str, runs: list[SendRun], in_flight: int,
-                       out: TransactionalCommitMessage) -> None:
+async def _send_halves(
+    producer: AsyncTransactionProducer, tag: str, runs: list[SendRun], in_flight: int, out: TransactionalCommitMessage
+) -> None:
     """Send each run as one batch half message (``in_flight`` at a time); record them in ``out``."""
     for queue in {run[0].broker_name: run[0] for run in runs}.values():
         await _check_broker(producer, queue)
@@ -151,8 +165,9 @@ async def _send_halves(producer: AsyncTransactionProducer, tag: str, runs: list[
         out.sent += rows
 
 
-def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch],
-                 runs_of: RunsOf) -> TransactionalCommitMessage:
+def write_halves(
+    options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch], runs_of: RunsOf
+) -> TransactionalCommitMessage:
     """Send every row of ``batches`` in batch half messages of (query, batch_id, a new token)."""
     producer, _log = clients(options)
     out = TransactionalCommitMessage(token=uuid.uuid4().hex, batch_id=batch_id)
@@ -169,7 +184,9 @@ async def _end(producer: AsyncTransactionProducer, broker_name: str, half: Half,
     header = EndTransactionRequestHeader(producer.group, half[0], half[1], state.value, half[2], False, half[2])
     for attempt in range(END_ATTEMPTS):
         try:
-            response = await producer.instance.invoke_broker(broker_name, RequestCode.END_TRANSACTION, header.to_fields())
+            response = await producer.instance.invoke_broker(
+                broker_name, RequestCode.END_TRANSACTION, header.to_fields()
+            )
         except SparkmqError as exc:
             logger.warning("END_TRANSACTION %s of %s (attempt %d): %s", state.name, half[2], attempt + 1, exc.remark)
             continue
@@ -180,16 +197,23 @@ async def _end(producer: AsyncTransactionProducer, broker_name: str, half: Half,
     return False
 
 
-def settle(options: SinkOptions, query: str, batch_id: int, messages: list[TransactionalCommitMessage],
-           decide: bool) -> tuple[int, int]:
+def settle(
+    options: SinkOptions, query: str, batch_id: int, messages: list[TransactionalCommitMessage], decide: bool
+) -> tuple[int, int]:
     """Apply the commit log's decision of (query, batch_id) to ``messages`` (making it first when
     ``decide``); return (committed, rolled back). An END that fails is left to the check-back."""
     producer, log = clients(options)  # not on the client loop: it may start the producer there
     return loop_thread.run(_settle(producer, log, query, batch_id, messages, decide))
 
 
-async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str, batch_id: int,
-                  messages: list[TransactionalCommitMessage], decide: bool) -> tuple[int, int]:
+async def _settle(
+    producer: AsyncTransactionProducer,
+    log: CommitLog,
+    query: str,
+    batch_id: int,
+    messages: list[TransactionalCommitMessage],
+    decide: bool,
+) -> tuple[int, int]:
     wrong = [m.batch_id for m in messages if m.batch_id != batch_id]
     if wrong:
         raise SparkmqError(f"commit of batch {batch_id} got commit messages of batch {wrong[0]}")
@@ -209,12 +233,22 @@ async def _settle(producer: AsyncTransactionProducer, log: CommitLog, query: str
                 failed += 1
         counts[state is LocalTransactionState.ROLLBACK] += sum(half[3] for half in halves)
 
-    await asyncio.gather(*(end_queue(key, halves, LocalTransactionState.COMMIT if m.token in decided
-                                     else LocalTransactionState.ROLLBACK)
-                           for m in messages for key, halves in m.halves.items()))
+    await asyncio.gather(
+        *(
+            end_queue(
+                key, halves, LocalTransactionState.COMMIT if m.token in decided else LocalTransactionState.ROLLBACK
+            )
+            for m in messages
+            for key, halves in m.halves.items()
+        )
+    )
     if failed:
-        logger.warning("batch %d of query %s: %d ENDs failed; the broker's check-back will end them the same way",
-                       batch_id, query, failed)
+        logger.warning(
+            "batch %d of query %s: %d ENDs failed; the broker's check-back will end them the same way",
+            batch_id,
+            query,
+            failed,
+        )
     return counts[0], counts[1]
 
 
@@ -222,14 +256,20 @@ class TransactionalWriter:
     """What ``writeStream...option("deliveryGuarantee", "exactly-once")`` does: the stream writer's
     ``write``/``commit``/``abort``, given the sink's placement of rows (picklable)."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, checkpoint_location: str | None,
-                 runs_of: RunsOf) -> None:
+    def __init__(
+        self, options: SinkOptions, schema: StructType, checkpoint_location: str | None, runs_of: RunsOf
+    ) -> None:
         if "delayLevel" in schema.fieldNames():
-            raise OptionError("deliveryGuarantee", "exactly-once cannot send a delayLevel column: transactional "
-                                                   "messages are not delayed")
+            raise OptionError(
+                "deliveryGuarantee",
+                "exactly-once cannot send a delayLevel column: transactional messages are not delayed",
+            )
         if not checkpoint_location:
-            raise OptionError("deliveryGuarantee", "exactly-once needs .option('checkpointLocation', ...) on the "
-                                                   "writeStream: the query is known on the broker by its checkpoint")
+            raise OptionError(
+                "deliveryGuarantee",
+                "exactly-once needs .option('checkpointLocation', ...) on the "
+                "writeStream: the query is known on the broker by its checkpoint",
+            )
         self.options = options
         self.query = query_identity(checkpoint_location)
         self.runs_of = runs_of
@@ -247,15 +287,25 @@ class TransactionalWriter:
     def commit(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
         done = [m for m in messages if m is not None]
         committed, rolled_back = settle(self.options, self.query, batch_id, done, decide=True)
-        logger.info("sparkmq sink: batch %d of query %s committed: %d messages visible, %d rolled back (a replay)",
-                    batch_id, self.query, committed, rolled_back)
+        logger.info(
+            "sparkmq sink: batch %d of query %s committed: %d messages visible, %d rolled back (a replay)",
+            batch_id,
+            self.query,
+            committed,
+            rolled_back,
+        )
 
     def abort(self, messages: list[TransactionalCommitMessage | None], batch_id: int) -> None:
         done = [m for m in messages if m is not None]
         committed, rolled_back = settle(self.options, self.query, batch_id, done, decide=False)
-        logger.error("sparkmq sink: batch %d of query %s aborted: %d messages rolled back (%d committed: the batch was "
-                     "decided before); halves of failed tasks are rolled back by the check-back once the batch is decided",
-                     batch_id, self.query, rolled_back, committed)
+        logger.error(
+            "sparkmq sink: batch %d of query %s aborted: %d messages rolled back (%d committed: the batch was "
+            "decided before); halves of failed tasks are rolled back by the check-back once the batch is decided",
+            batch_id,
+            self.query,
+            rolled_back,
+            committed,
+        )
 
 
 def close_clients(namesrv_addr: str) -> None:

@@ -30,7 +30,9 @@ class BatchItems:
         return len(self.bodies)
 
 
-def encode_batch_items(bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None = None) -> bytes:
+def encode_batch_items(
+    bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None = None
+) -> bytes:
     """Encode messages as a batch body.
 
     >>> len(encode_batch_items([b"hello"], [b"TAGS\\x01A"]))
@@ -40,7 +42,9 @@ def encode_batch_items(bodies: Sequence[bytes], properties: Sequence[bytes], fla
     for i, body in enumerate(bodies):
         prop = properties[i]
         if len(prop) > MAX_PROPERTIES_BYTES:
-            raise PropertiesTooLargeError(f"properties of message {i} are {len(prop)} bytes, over {MAX_PROPERTIES_BYTES}")
+            raise PropertiesTooLargeError(
+                f"properties of message {i} are {len(prop)} bytes, over {MAX_PROPERTIES_BYTES}"
+            )
         size = ITEM_FIXED_BYTES + len(body) + len(prop)
         parts.append(_ITEM_HEAD.pack(size, 0, 0, 0 if flags is None else int(flags[i]), len(body)))
         parts.append(body)

@@ -41,11 +41,14 @@ def find_record_starts(buf: bytes | bytearray | memoryview) -> npt.NDArray[np.in
     if end >= L.RECORD_FIXED_BYTES:
         first = np.flatnonzero(raw[4 : end - 3] == _MAGIC[0]) + 4
         magic = first[(raw[first + 1] == _MAGIC[1]) & (raw[first + 2] == _MAGIC[2]) & (raw[first + 3] == _MAGIC[3])]
-        starts = magic - 4
+        starts: npt.NDArray[np.int64] = (magic - 4).astype(np.int64, copy=False)
         if len(starts) and starts[0] == 0:
-            stops = starts + at_every_byte(raw, ">i4")[starts]
-            if stops[-1] == end and np.array_equal(stops[:-1], starts[1:]) and (np.diff(stops, prepend=0) >=
-                                                                              L.RECORD_FIXED_BYTES).all():
+            stops = starts + at_every_byte(raw, ">i4")[starts].astype(np.int64)
+            if (
+                stops[-1] == end
+                and np.array_equal(stops[:-1], starts[1:])
+                and (np.diff(stops, prepend=0) >= L.RECORD_FIXED_BYTES).all()
+            ):
                 return starts
     return record_starts(buf)
 

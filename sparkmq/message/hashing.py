@@ -120,7 +120,9 @@ def _slice_tables(n: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32
 
 
 def java_hashes_of_slices(
-    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64],
+    data: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
     prefixes: Sequence[tuple[str, int]] = (),
 ) -> npt.NDArray[np.int32]:
     """``java_utf8_hash(bytes(data[s:s + n]), prefix)`` for every slice, vectorised.
@@ -167,6 +169,7 @@ def java_hashes_of_slices(
         for row in np.flatnonzero(high[ends] != high[starts]).tolist():
             run = int(np.searchsorted(boundaries, row, side="right"))
             start = int(starts[row])
-            hashes[row] = java_utf8_hash(data[start : start + int(lengths[row])].tobytes(),
-                                         names[run] if run < len(names) else "")
+            hashes[row] = java_utf8_hash(
+                data[start : start + int(lengths[row])].tobytes(), names[run] if run < len(names) else ""
+            )
     return hashes

@@ -74,7 +74,11 @@ class UniqueIdGenerator:
                 return
             now = datetime.now(UTC)
             start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-            following = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+            following = (
+                start.replace(year=start.year + 1, month=1)
+                if start.month == 12
+                else start.replace(month=start.month + 1)
+            )
             self._month_start_ms = int(start.timestamp() * 1000)
             self._next_month_ms = int(following.timestamp() * 1000)
 

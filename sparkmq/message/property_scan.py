@@ -39,8 +39,9 @@ def find_values(data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], nam
     starts = np.concatenate([offsets[filled_rows], after_end])
     rows = np.concatenate([filled_rows, np.searchsorted(offsets, after_end, side="right") - 1])
     after_next = np.append(items_end, len(data))[1 : len(after_end) + 1]  # an item after a \x02 ends at the next
-    next_end = np.concatenate([np.append(items_end, len(data))[np.searchsorted(items_end, starts[:len(filled_rows)])],
-                               after_next])
+    next_end = np.concatenate(
+        [np.append(items_end, len(data))[np.searchsorted(items_end, starts[: len(filled_rows)])], after_next]
+    )
     ends = np.minimum(next_end, offsets[rows + 1])
     padded = np.concatenate([data, np.zeros(_WORD, dtype=np.uint8)])  # a word can be read at any item start
     words = at_every_byte(padded, "<u8")[starts]

@@ -23,11 +23,23 @@ from sparkmq.message.properties import decode_properties
 
 HEAD_DTYPE = np.dtype(
     [
-        ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
-        ("flag", ">i4"), ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"),
-        ("born_timestamp", ">i8"), ("born_ip", "u1", (4,)), ("born_port", ">i4"),
-        ("store_timestamp", ">i8"), ("store_ip", "u1", (4,)), ("store_port", ">i4"),
-        ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_length", ">i4"),
+        ("total_size", ">i4"),
+        ("magic", ">i4"),
+        ("body_crc", ">i4"),
+        ("queue_id", ">i4"),
+        ("flag", ">i4"),
+        ("queue_offset", ">i8"),
+        ("physical_offset", ">i8"),
+        ("sys_flag", ">i4"),
+        ("born_timestamp", ">i8"),
+        ("born_ip", "u1", (4,)),
+        ("born_port", ">i4"),
+        ("store_timestamp", ">i8"),
+        ("store_ip", "u1", (4,)),
+        ("store_port", ">i4"),
+        ("reconsume_times", ">i4"),
+        ("prepared_transaction_offset", ">i8"),
+        ("body_length", ">i4"),
     ]
 )
 assert HEAD_DTYPE.itemsize == L.HEADER_BYTES
@@ -181,7 +193,12 @@ def encode_records(
 
 
 def encode_records_plain(
-    batch: MessageBatch, first: int, stop: int, queue_offset: int, physical_offset: int, store_timestamp: int,
+    batch: MessageBatch,
+    first: int,
+    stop: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
     store_host: Host,
 ) -> bytes:
     """``encode_records`` one record at a time with ``struct`` (the reference; fastest for a few records)."""
@@ -196,12 +213,27 @@ def encode_records_plain(
     position = physical_offset
     for i, size in zip(range(first, stop), sizes, strict=True):
         body, prop = batch.bodies[i], batch.properties[i]
-        parts.append(pack(
-            size, L.MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, batch.queue_id, 0 if flags is None else flags[i],
-            queue_offset + i - first, position, sys_flag, batch.born_timestamp, batch.born_host.ip, batch.born_host.port,
-            store_timestamp, store_host.ip, store_host.port, batch.reconsume_times, batch.prepared_transaction_offset,
-            len(body),
-        ))
+        parts.append(
+            pack(
+                size,
+                L.MESSAGE_MAGIC_CODE,
+                zlib.crc32(body) & 0x7FFFFFFF,
+                batch.queue_id,
+                0 if flags is None else flags[i],
+                queue_offset + i - first,
+                position,
+                sys_flag,
+                batch.born_timestamp,
+                batch.born_host.ip,
+                batch.born_host.port,
+                store_timestamp,
+                store_host.ip,
+                store_host.port,
+                batch.reconsume_times,
+                batch.prepared_transaction_offset,
+                len(body),
+            )
+        )
         parts.append(body)
         parts.append(topic_part + _INT16.pack(len(prop)))
         parts.append(prop)
@@ -210,7 +242,12 @@ def encode_records_plain(
 
 
 def encode_records_bulk(
-    batch: MessageBatch, first: int, stop: int, queue_offset: int, physical_offset: int, store_timestamp: int,
+    batch: MessageBatch,
+    first: int,
+    stop: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
     store_host: Host,
 ) -> bytes:
     """``encode_records`` with numpy: one pass for the heads, one for the topic/length tails, one join."""
@@ -222,10 +259,23 @@ def encode_records_bulk(
     props = batch.properties[first:stop]
     # The fields a batch shares come from one packed head; then the per-record columns.
     shared = L.RECORD_HEAD.pack(
-        0, L.MESSAGE_MAGIC_CODE, 0, batch.queue_id, 0, 0, 0,
+        0,
+        L.MESSAGE_MAGIC_CODE,
+        0,
+        batch.queue_id,
+        0,
+        0,
+        0,
         batch.sys_flag & ~(L.BORNHOST_V6_FLAG | L.STOREHOST_V6_FLAG),  # hosts are always IPv4
-        batch.born_timestamp, batch.born_host.ip, batch.born_host.port, store_timestamp, store_host.ip,
-        store_host.port, batch.reconsume_times, batch.prepared_transaction_offset, 0,
+        batch.born_timestamp,
+        batch.born_host.ip,
+        batch.born_host.port,
+        store_timestamp,
+        store_host.ip,
+        store_host.port,
+        batch.reconsume_times,
+        batch.prepared_transaction_offset,
+        0,
     )
     heads = np.empty(count, dtype=HEAD_DTYPE)
     heads[:] = np.frombuffer(shared, dtype=HEAD_DTYPE)[0]
@@ -322,8 +372,22 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
     except UnicodeDecodeError as exc:
         raise CorruptRecordError(f"record at {pos}: topic is not UTF-8") from exc
     return StoredMessage(
-        total, crc, qid, flag, qoff, phys, sysflag, bts, Host(bytes(bip), bport), sts, Host(bytes(sip), sport),
-        recon, ptx, body, topic, bytes(view[props_len_at + 2 : props_len_at + 2 + props_len]),
+        total,
+        crc,
+        qid,
+        flag,
+        qoff,
+        phys,
+        sysflag,
+        bts,
+        Host(bytes(bip), bport),
+        sts,
+        Host(bytes(sip), sport),
+        recon,
+        ptx,
+        body,
+        topic,
+        bytes(view[props_len_at + 2 : props_len_at + 2 + props_len]),
     )
 
 

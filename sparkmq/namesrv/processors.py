@@ -77,9 +77,18 @@ class NamesrvProcessors:
         self._routes = routes
         self._guard = guard_registrations
 
-    def _refusal(self, request: RemotingCommand, connection: RemotingConnection, what: str, broker_addr: str,
-                 broker_name: str, broker_id: int) -> RemotingCommand | None:
-        conflict = self._routes.registration_conflict(broker_addr, broker_name, broker_id, connection) if self._guard else None
+    def _refusal(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        what: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+    ) -> RemotingCommand | None:
+        conflict = (
+            self._routes.registration_conflict(broker_addr, broker_name, broker_id, connection) if self._guard else None
+        )
         if conflict is None:
             return None
         logger.warning("%s from %s:%d refused: %s", what, *connection.peer, conflict)
@@ -107,26 +116,46 @@ class NamesrvProcessors:
         """REGISTER_BROKER (103): ``registerBrokerWithFilterServer`` (or the pre-V3_0_11 form)."""
         header = RegisterBrokerRequestHeader.from_fields(request.ext_fields)
         if header.body_crc32 != 0 and body_crc32(request.body) != header.body_crc32:
-            logger.warning("REGISTER_BROKER from %s (%s): body crc32 %d does not match header %d",
-                           header.broker_addr, header.broker_name, body_crc32(request.body), header.body_crc32)
+            logger.warning(
+                "REGISTER_BROKER from %s (%s): body crc32 %d does not match header %d",
+                header.broker_addr,
+                header.broker_name,
+                body_crc32(request.body),
+                header.body_crc32,
+            )
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")
-        refusal = self._refusal(request, connection, "REGISTER_BROKER", header.broker_addr, header.broker_name,
-                                header.broker_id)
+        refusal = self._refusal(
+            request, connection, "REGISTER_BROKER", header.broker_addr, header.broker_name, header.broker_id
+        )
         if refusal is not None:
             return refusal
         wrapper = _topic_config_wrapper(request, header.compressed)
-        result = self._routes.register_broker(header.cluster_name, header.broker_addr, header.broker_name,
-                                              header.broker_id, header.ha_server_addr, wrapper, connection)
-        logger.debug("broker %s id %d (%s) registered %d topics from %s:%d", header.broker_name, header.broker_id,
-                     header.broker_addr, len(wrapper.topic_config_table), *connection.peer)
+        result = self._routes.register_broker(
+            header.cluster_name,
+            header.broker_addr,
+            header.broker_name,
+            header.broker_id,
+            header.ha_server_addr,
+            wrapper,
+            connection,
+        )
+        logger.debug(
+            "broker %s id %d (%s) registered %d topics from %s:%d",
+            header.broker_name,
+            header.broker_id,
+            header.broker_addr,
+            len(wrapper.topic_config_table),
+            *connection.peer,
+        )
         fields = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr).to_fields()
         return request.make_response(ext_fields=fields, body=KVTable().encode())
 
     async def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """UNREGISTER_BROKER (104): forget one broker id; SUCCESS even if it was unknown."""
         header = UnRegisterBrokerRequestHeader.from_fields(request.ext_fields)
-        refusal = self._refusal(request, connection, "UNREGISTER_BROKER", header.broker_addr, header.broker_name,
-                                header.broker_id)
+        refusal = self._refusal(
+            request, connection, "UNREGISTER_BROKER", header.broker_addr, header.broker_name, header.broker_id
+        )
         if refusal is not None:
             return refusal
         self._routes.unregister_broker(header.cluster_name, header.broker_addr, header.broker_name, header.broker_id)

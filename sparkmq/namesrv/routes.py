@@ -88,8 +88,9 @@ class RouteInfoManager(Generic[C]):
         True
     """
 
-    def __init__(self, *, broker_channel_expired_ms: int = BROKER_CHANNEL_EXPIRED_MS,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+    def __init__(
+        self, *, broker_channel_expired_ms: int = BROKER_CHANNEL_EXPIRED_MS, clock: Callable[[], int] = monotonic_ms
+    ) -> None:
         self.broker_channel_expired_ms = broker_channel_expired_ms
         self._clock = clock
         self._topic_queue_table: dict[str, dict[str, QueueData]] = {}
@@ -98,9 +99,16 @@ class RouteInfoManager(Generic[C]):
         self._broker_live_table: dict[str, BrokerLiveInfo[C]] = {}
 
     # -- registration --------------------------------------------------------------------------
-    def register_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int,
-                        ha_server_addr: str, topic_config_wrapper: TopicConfigSerializeWrapper | None,
-                        channel: C | None) -> RegisterBrokerResult:
+    def register_broker(
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topic_config_wrapper: TopicConfigSerializeWrapper | None,
+        channel: C | None,
+    ) -> RegisterBrokerResult:
         """Record (or refresh) a broker and, for a master, its topics (``registerBroker``).
 
         A master's topics are (re)read on its first registration and whenever its
@@ -118,8 +126,11 @@ class RouteInfoManager(Generic[C]):
         group.addrs[broker_id] = broker_addr
 
         data_version = DataVersion() if topic_config_wrapper is None else topic_config_wrapper.data_version
-        if (topic_config_wrapper is not None and broker_id == MASTER_ID
-                and (register_first or self._data_version_changed(broker_addr, data_version))):
+        if (
+            topic_config_wrapper is not None
+            and broker_id == MASTER_ID
+            and (register_first or self._data_version_changed(broker_addr, data_version))
+        ):
             for config in topic_config_wrapper.topic_config_table.values():
                 self._create_and_update_queue_data(broker_name, config)
         self._broker_live_table[broker_addr] = BrokerLiveInfo(self._clock(), data_version, channel, ha_server_addr)
@@ -137,8 +148,9 @@ class RouteInfoManager(Generic[C]):
         return previous is None or previous.data_version != data_version
 
     def _create_and_update_queue_data(self, broker_name: str, config: TopicConfig) -> None:
-        queue_data = QueueData(broker_name, config.read_queue_nums, config.write_queue_nums, config.perm,
-                               config.topic_sys_flag)
+        queue_data = QueueData(
+            broker_name, config.read_queue_nums, config.write_queue_nums, config.perm, config.topic_sys_flag
+        )
         self._topic_queue_table.setdefault(config.topic_name, {})[broker_name] = queue_data
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
@@ -152,7 +164,9 @@ class RouteInfoManager(Generic[C]):
             del self._broker_addr_table[broker_name]
             self._remove_broker_names({broker_name}, cluster_name)
 
-    def registration_conflict(self, broker_addr: str, broker_name: str, broker_id: int, channel: C | None) -> str | None:
+    def registration_conflict(
+        self, broker_addr: str, broker_name: str, broker_id: int, channel: C | None
+    ) -> str | None:
         """Why ``channel`` may not register or unregister this broker, or None if it may.
 
         A broker id (and an address) registered from another connection that is still open and
@@ -162,13 +176,22 @@ class RouteInfoManager(Generic[C]):
         """
         group = self._broker_addr_table.get(broker_name)
         slot_addr = None if group is None else group.addrs.get(broker_id)
-        for addr, what in ((slot_addr, f"broker {broker_name} id {broker_id}"), (broker_addr, f"address {broker_addr}")):
+        for addr, what in (
+            (slot_addr, f"broker {broker_name} id {broker_id}"),
+            (broker_addr, f"address {broker_addr}"),
+        ):
             live = None if addr is None else self._broker_live_table.get(addr)
-            if (live is not None and live.channel is not None and live.channel is not channel
-                    and not self._expired(live)):
-                return (f"{what} is registered as {addr} from another live connection; it can register again "
-                        f"once that connection closes or its registration expires "
-                        f"({self.broker_channel_expired_ms} ms after its last one)")
+            if (
+                live is not None
+                and live.channel is not None
+                and live.channel is not channel
+                and not self._expired(live)
+            ):
+                return (
+                    f"{what} is registered as {addr} from another live connection; it can register again "
+                    f"once that connection closes or its registration expires "
+                    f"({self.broker_channel_expired_ms} ms after its last one)"
+                )
         return None
 
     def _expired(self, info: BrokerLiveInfo[C]) -> bool:

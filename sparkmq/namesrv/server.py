@@ -75,8 +75,9 @@ class NameServer:
         scan = run_every(self.config.scan_interval_s, self.scan_not_active_brokers, "namesrv-broker-scan")
         self._scan_task = asyncio.get_running_loop().create_task(scan, name="namesrv-broker-scan")
         self._scan_task.add_done_callback(_report_scan_failure)
-        logger.info("name server listening on %s (brokers expire after %.3g s)", self.address,
-                    self.config.broker_expired_s)
+        logger.info(
+            "name server listening on %s (brokers expire after %.3g s)", self.address, self.config.broker_expired_s
+        )
 
     async def close(self) -> None:
         """Stop the scan, stop accepting and close every connection; idempotent."""
@@ -94,16 +95,18 @@ class NameServer:
         await self.start()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     def scan_not_active_brokers(self) -> list[str]:
         """Evict brokers silent for too long and close their connections; the evicted addresses."""
         evicted = self.routes.evict_stale()
         for addr, info in evicted:
-            logger.warning("broker %s expired: no registration for more than %d ms", addr,
-                           self.routes.broker_channel_expired_ms)
+            logger.warning(
+                "broker %s expired: no registration for more than %d ms", addr, self.routes.broker_channel_expired_ms
+            )
             if info.channel is not None:
                 info.channel.close()
         return [addr for addr, _info in evicted]

@@ -64,9 +64,7 @@ def _decode_queue_offsets(topic_at_group: str, queue_offsets: dict[str, object])
         if not _DECIMAL_INTEGER.fullmatch(queue_key):
             raise OffsetStoreError(f"offsetTable[{topic_at_group!r}] has non-integer queue id {queue_key!r}")
         if isinstance(offset, bool) or not isinstance(offset, int):
-            raise OffsetStoreError(
-                f"offsetTable[{topic_at_group!r}][{queue_key}] is {offset!r}, not an integer offset"
-            )
+            raise OffsetStoreError(f"offsetTable[{topic_at_group!r}][{queue_key}] is {offset!r}, not an integer offset")
         decoded[int(queue_key)] = offset
     return decoded
 
@@ -83,12 +81,10 @@ def encode_offset_table(snapshot: OffsetSnapshot) -> str:
         '\\t"offsetTable": {'
     """
     by_key = {
-        f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": queue_offsets
-        for (topic, group), queue_offsets in snapshot.items()
+        f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": queue_offsets for (topic, group), queue_offsets in snapshot.items()
     }
     offset_table = {
-        key: {str(queue_id): by_key[key][queue_id] for queue_id in sorted(by_key[key])}
-        for key in sorted(by_key)
+        key: {str(queue_id): by_key[key][queue_id] for queue_id in sorted(by_key[key])} for key in sorted(by_key)
     }
     return json.dumps({"offsetTable": offset_table}, indent="\t") + "\n"
 

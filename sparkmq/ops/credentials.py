@@ -28,6 +28,8 @@ def client_options(access_key: str | None, secret_key: str | None) -> dict[str, 
     try:
         security = importlib.import_module("sparkmq.client.security")
     except ModuleNotFoundError as exc:
-        raise ConfigError("this sparkmq client has no ACL support (sparkmq.client.security): credentials cannot be "
-                          "sent; use --allow-writes to enable writes without them") from exc
+        raise ConfigError(
+            "this sparkmq client has no ACL support (sparkmq.client.security): credentials cannot be "
+            "sent; use --allow-writes to enable writes without them"
+        ) from exc
     return {"security": security.ClientSecurity.of(access_key=access_key, secret_key=secret_key)}

@@ -91,12 +91,26 @@ def create_app(config: DashboardConfig) -> Starlette:
                 for bid, addr in sorted(info.broker_addr_table[broker].broker_addrs.items()):
                     kv = await admin.runtime_info(addr)
                     link = f'<a href="/brokers/{html.escape(addr)}">{html.escape(addr)}</a>'
-                    rows.append([html.escape(name), html.escape(broker), bid, link,
-                                 html.escape(kv.get("brokerVersionDesc", "")), kv["putTps"].split()[0],
-                                 kv["getTransferedTps"].split()[0], kv.get("msgPutTotalTodayNow", ""),
-                                 kv.get("msgGetTotalTodayNow", ""), kv.get("runtime", "")])
-        body = table(["Cluster", "Broker", "BID", "Address", "Version", "In TPS", "Out TPS", "Put today", "Got today",
-                      "Uptime"], rows, "brokers", raw=True)
+                    rows.append(
+                        [
+                            html.escape(name),
+                            html.escape(broker),
+                            bid,
+                            link,
+                            html.escape(kv.get("brokerVersionDesc", "")),
+                            kv["putTps"].split()[0],
+                            kv["getTransferedTps"].split()[0],
+                            kv.get("msgPutTotalTodayNow", ""),
+                            kv.get("msgGetTotalTodayNow", ""),
+                            kv.get("runtime", ""),
+                        ]
+                    )
+        body = table(
+            ["Cluster", "Broker", "BID", "Address", "Version", "In TPS", "Out TPS", "Put today", "Got today", "Uptime"],
+            rows,
+            "brokers",
+            raw=True,
+        )
         return layout("Cluster", f"<p>NameServer {html.escape(config.namesrv_addr)}</p>" + body, config.writable)
 
     async def broker_detail(request: Request) -> Response:
@@ -104,8 +118,12 @@ def create_app(config: DashboardConfig) -> Starlette:
         addr = request.path_params["addr"]
         status = sorted((await admin.runtime_info(addr)).items())
         config = sorted((await admin.broker_config(addr)).items())
-        body = ("<h2>Runtime status</h2>" + table(["Key", "Value"], status, "status")
-                + "<h2>Configuration</h2>" + table(["Key", "Value"], config, "config"))
+        body = (
+            "<h2>Runtime status</h2>"
+            + table(["Key", "Value"], status, "status")
+            + "<h2>Configuration</h2>"
+            + table(["Key", "Value"], config, "config")
+        )
         return layout(f"Broker {addr}", body, config_writable)
 
     async def topics(request: Request) -> Response:
@@ -121,32 +139,46 @@ def create_app(config: DashboardConfig) -> Starlette:
         stats = await admin.topic_stats(topic)
         route = await admin.topic_route(topic)
         addrs = {b.broker_name: b.broker_addrs.get(0, "") for b in route.broker_datas}
-        tps = {name: (await admin.view_stats(addr, "TOPIC_PUT_NUMS", topic)).stats_minute.tps
-               for name, addr in addrs.items() if addr}
+        tps = {
+            name: (await admin.view_stats(addr, "TOPIC_PUT_NUMS", topic)).stats_minute.tps
+            for name, addr in addrs.items()
+            if addr
+        }
         now, rows = time.time(), []
         for mq, o in sorted(stats.offset_table.items(), key=lambda kv: (kv[0].broker_name, kv[0].queue_id)):
             before = seen_offsets.get(mq)
             seen_offsets[mq] = (now, o.max_offset)
             rate = f"{(o.max_offset - before[1]) / (now - before[0]):.2f}" if before and now > before[0] else "–"
             rows.append([mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, rate, _when(o.last_update_timestamp)])
-        summary = "".join(f"<p>Put TPS (last minute) on {html.escape(b)}: <span class='tps'>{v:.2f}</span></p>"
-                          for b, v in tps.items())
-        body = summary + table(["Broker", "Queue", "Min offset", "Max offset", "TPS since last view", "Last updated"],
-                               rows, "queues")
+        summary = "".join(
+            f"<p>Put TPS (last minute) on {html.escape(b)}: <span class='tps'>{v:.2f}</span></p>"
+            for b, v in tps.items()
+        )
+        body = summary + table(
+            ["Broker", "Queue", "Min offset", "Max offset", "TPS since last view", "Last updated"], rows, "queues"
+        )
         return layout(f"Topic {topic}", body, config.writable)
 
     async def groups(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
-        names = sorted({t[len(RETRY_PREFIX):] for t in await admin.topic_list() if t.startswith(RETRY_PREFIX)}
-                       | set(history.groups))
+        names = sorted(
+            {t[len(RETRY_PREFIX) :] for t in await admin.topic_list() if t.startswith(RETRY_PREFIX)}
+            | set(history.groups)
+        )
         rows = []
         for group in names:
             stats = await admin.consume_stats(group)
             lag = sum(max(o.broker_offset - o.consumer_offset, 0) for o in stats.offset_table.values())
-            rows.append([f'<a href="/groups/{html.escape(group)}">{html.escape(group)}</a>', f"{stats.consume_tps:.2f}",
-                         str(lag)])
-        return layout("Consumer groups", table(["Group", "Consume TPS", "Lag"], rows, "groups", raw=True),
-                      config.writable)
+            rows.append(
+                [
+                    f'<a href="/groups/{html.escape(group)}">{html.escape(group)}</a>',
+                    f"{stats.consume_tps:.2f}",
+                    str(lag),
+                ]
+            )
+        return layout(
+            "Consumer groups", table(["Group", "Consume TPS", "Lag"], rows, "groups", raw=True), config.writable
+        )
 
     async def group_detail(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
@@ -156,20 +188,27 @@ def create_app(config: DashboardConfig) -> Starlette:
             await _sample_group(admin, history, group)
         queues = sorted(stats.offset_table.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
         lags = [max(o.broker_offset - o.consumer_offset, 0) for _mq, o in queues]
-        rows = [[mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, lag]
-                for (mq, o), lag in zip(queues, lags, strict=True)]
+        rows = [
+            [mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset, lag]
+            for (mq, o), lag in zip(queues, lags, strict=True)
+        ]
         total = sum(lags)
         try:
             members = await admin.consumer_connection(group)
-            online = table(["Client id", "Address", "Language", "Version"],
-                           [[c.client_id, c.client_addr, c.language, c.version] for c in members.connection_set],
-                           "clients")
+            online = table(
+                ["Client id", "Address", "Language", "Version"],
+                [[c.client_id, c.client_addr, c.language, c.version] for c in members.connection_set],
+                "clients",
+            )
         except SparkmqError as exc:
             online = f"<p id='clients'>{html.escape(exc.remark)}</p>"
-        body = (f"<p>Consume TPS {stats.consume_tps:.2f}, total lag <span id='total-lag'>{total}</span></p>"
-                + line_chart(history.points(group), title=f"lag of {group}")
-                + table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag"], rows, "lag")
-                + "<h2>Online consumers</h2>" + online)
+        body = (
+            f"<p>Consume TPS {stats.consume_tps:.2f}, total lag <span id='total-lag'>{total}</span></p>"
+            + line_chart(history.points(group), title=f"lag of {group}")
+            + table(["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag"], rows, "lag")
+            + "<h2>Online consumers</h2>"
+            + online
+        )
         return layout(f"Group {group}", body, config.writable)
 
     async def lag_json(request: Request) -> Response:
@@ -179,9 +218,11 @@ def create_app(config: DashboardConfig) -> Starlette:
         admin: AdminExt = request.app.state.admin
         q = request.query_params
         topic, key, msg_id = q.get("topic", ""), q.get("key", ""), q.get("msgId", "")
-        form = (f"<form method='get' action='/messages'><label>Topic <input name='topic' value='{html.escape(topic)}'>"
-                f"</label> <label>Key <input name='key' value='{html.escape(key)}'></label> <label>Message id "
-                f"<input name='msgId' value='{html.escape(msg_id)}'></label> <button type='submit'>Search</button></form>")
+        form = (
+            f"<form method='get' action='/messages'><label>Topic <input name='topic' value='{html.escape(topic)}'>"
+            f"</label> <label>Key <input name='key' value='{html.escape(key)}'></label> <label>Message id "
+            f"<input name='msgId' value='{html.escape(msg_id)}'></label> <button type='submit'>Search</button></form>"
+        )
         found: list[ReceivedMessage] = []
         if key and topic:
             found = await admin.query_by_key(topic, key)
@@ -189,51 +230,79 @@ def create_app(config: DashboardConfig) -> Starlette:
             found = await admin.query_by_key(topic, msg_id, unique=True) or [await admin.message_by_offset_id(msg_id)]
         elif msg_id:
             found = [await admin.message_by_offset_id(msg_id)]
-        rows = [[m.msg_id, m.topic, m.queue.queue_id, m.queue_offset, m.tags or "", " ".join(m.keys),
-                 _when(m.store_timestamp), _preview(m.body)] for m in found]
+        rows = [
+            [
+                m.msg_id,
+                m.topic,
+                m.queue.queue_id,
+                m.queue_offset,
+                m.tags or "",
+                " ".join(m.keys),
+                _when(m.store_timestamp),
+                _preview(m.body),
+            ]
+            for m in found
+        ]
         result = table(["Message id", "Topic", "Queue", "Offset", "Tags", "Keys", "Stored", "Body"], rows, "messages")
         return layout("Messages", form + (result if (key or msg_id) else ""), config.writable)
 
     async def send_form(request: Request) -> Response:
         if not config.writable:
-            body = ("<p class='readonly'>Read-only: start the dashboard with --access-key/--secret-key (ACL) or "
-                    "--allow-writes to send test messages.</p>")
+            body = (
+                "<p class='readonly'>Read-only: start the dashboard with --access-key/--secret-key (ACL) or "
+                "--allow-writes to send test messages.</p>"
+            )
             return layout("Send a test message", body, config.writable)
-        form = ("<form method='post' action='/send'><label>Topic <input name='topic'></label> <label>Tags <input "
-                "name='tags'></label> <label>Keys <input name='keys'></label><br><label>Body<br><textarea name='body' "
-                "rows='4' cols='60'></textarea></label><br><button type='submit'>Send</button></form>")
+        form = (
+            "<form method='post' action='/send'><label>Topic <input name='topic'></label> <label>Tags <input "
+            "name='tags'></label> <label>Keys <input name='keys'></label><br><label>Body<br><textarea name='body' "
+            "rows='4' cols='60'></textarea></label><br><button type='submit'>Send</button></form>"
+        )
         return layout("Send a test message", form, config.writable)
 
     async def send(request: Request) -> Response:
         if not config.writable:
-            return PlainTextResponse("read-only dashboard: start it with ACL credentials or --allow-writes to send",
-                                     status_code=403)
+            return PlainTextResponse(
+                "read-only dashboard: start it with ACL credentials or --allow-writes to send", status_code=403
+            )
         # The form is application/x-www-form-urlencoded; parsed here rather than pulling in python-multipart.
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8")).items()}
         topic, body = form.get("topic", ""), form.get("body", "")
         message = Message(topic, body.encode(), tags=form.get("tags") or None, keys=form.get("keys", ""))
         async with AsyncProducer(TEST_PRODUCER_GROUP, config.namesrv_addr, **client_options) as producer:
             result = await producer.send(message)
-        text = (f"<p id='sent'>Sent: {html.escape(result.status.name)} msgId <code>{html.escape(result.msg_id)}</code> "
-                f"to {html.escape(result.queue.broker_name)} queue {result.queue.queue_id} offset {result.queue_offset}"
-                f"</p><p><a href='/messages?topic={html.escape(topic)}&amp;msgId={html.escape(result.msg_id)}'>view it</a></p>")
+        text = (
+            f"<p id='sent'>Sent: {html.escape(result.status.name)} msgId <code>{html.escape(result.msg_id)}</code> "
+            f"to {html.escape(result.queue.broker_name)} queue {result.queue.queue_id} offset {result.queue_offset}"
+            "</p><p><a "
+            f"href='/messages?topic={html.escape(topic)}&amp;msgId={html.escape(result.msg_id)}'>view it</a></p>"
+        )
         return layout("Send a test message", text, config.writable)
 
     async def failed(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SparkmqError)
         return layout("Error", f"<p class='error'>{html.escape(exc.remark)}</p>", config.writable, status=502)
 
-    routes = [Route("/", cluster), Route("/brokers/{addr}", broker_detail), Route("/topics", topics), Route("/topics/{topic}", topic_detail),
-              Route("/groups", groups), Route("/groups/{group}", group_detail),
-              Route("/api/lag/{group}", lag_json), Route("/messages", messages),
-              Route("/send", send_form, methods=["GET"]), Route("/send", send, methods=["POST"])]
+    routes = [
+        Route("/", cluster),
+        Route("/brokers/{addr}", broker_detail),
+        Route("/topics", topics),
+        Route("/topics/{topic}", topic_detail),
+        Route("/groups", groups),
+        Route("/groups/{group}", group_detail),
+        Route("/api/lag/{group}", lag_json),
+        Route("/messages", messages),
+        Route("/send", send_form, methods=["GET"]),
+        Route("/send", send, methods=["POST"]),
+    ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={SparkmqError: failed})
 
 
 async def _sample_group(admin: AdminExt, history: LagHistory, group: str) -> None:
     stats = await admin.consume_stats(group)
-    per_queue: dict[MessageQueue, int] = {mq: max(o.broker_offset - o.consumer_offset, 0)
-                                          for mq, o in stats.offset_table.items()}
+    per_queue: dict[MessageQueue, int] = {
+        mq: max(o.broker_offset - o.consumer_offset, 0) for mq, o in stats.offset_table.items()
+    }
     history.record(group, time.time(), sum(per_queue.values()), per_queue)
 
 
@@ -242,7 +311,7 @@ async def _sample_forever(admin: AdminExt, history: LagHistory, interval_s: floa
     while True:
         try:
             topics = await admin.topic_list()
-            groups = {t[len(RETRY_PREFIX):] for t in topics if t.startswith(RETRY_PREFIX)} | set(history.groups)
+            groups = {t[len(RETRY_PREFIX) :] for t in topics if t.startswith(RETRY_PREFIX)} | set(history.groups)
             for group in sorted(groups):
                 await _sample_group(admin, history, group)
         except SparkmqError as exc:

@@ -38,8 +38,13 @@ def content_to_sign(ext_fields: dict[str, str], body: bytes = b"", version: int 
     """
     skip_unique = version is not None and version <= UNIQUE_KEY_QUERY_LAST_VERSION
     # A list comprehension over sorted keys: half the cost of a generator over sorted items (per request).
-    values = "".join([ext_fields[key] for key in sorted(ext_fields)
-                      if key != SIGNATURE and not (skip_unique and key == UNIQUE_KEY_QUERY)])
+    values = "".join(
+        [
+            ext_fields[key]
+            for key in sorted(ext_fields)
+            if key != SIGNATURE and not (skip_unique and key == UNIQUE_KEY_QUERY)
+        ]
+    )
     encoded = values.encode("utf-8", "surrogatepass")
     return encoded + body if body else encoded
 
@@ -96,6 +101,14 @@ class SessionCredentials:
 
 
 __all__ = [
-    "ACCESS_KEY", "ONS_CHANNEL", "SECRET_KEY", "SECURITY_TOKEN", "SIGNATURE", "UNIQUE_KEY_QUERY",
-    "SessionCredentials", "content_to_sign", "prepared_key", "signature",
+    "ACCESS_KEY",
+    "ONS_CHANNEL",
+    "SECRET_KEY",
+    "SECURITY_TOKEN",
+    "SIGNATURE",
+    "UNIQUE_KEY_QUERY",
+    "SessionCredentials",
+    "content_to_sign",
+    "prepared_key",
+    "signature",
 ]

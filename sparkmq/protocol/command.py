@@ -135,8 +135,16 @@ class RemotingCommand:
         body: bytes = b"",
     ) -> RemotingCommand:
         """The response to this request: same opaque, flag = response, always JSON."""
-        return RemotingCommand(int(code), DEFAULT_LANGUAGE, DEFAULT_VERSION, self.opaque, RESPONSE_FLAG, remark,
-                               {} if ext_fields is None else ext_fields, body)
+        return RemotingCommand(
+            int(code),
+            DEFAULT_LANGUAGE,
+            DEFAULT_VERSION,
+            self.opaque,
+            RESPONSE_FLAG,
+            remark,
+            {} if ext_fields is None else ext_fields,
+            body,
+        )
 
     def encode_parts(self) -> tuple[bytes, bytes]:
         """``(length prefix + header-length int + JSON header, body)``: write both, in order.
@@ -242,7 +250,11 @@ _encode_string_map = _dumps_string_map if encode_string_map is None else encode_
 
 def _escaped(cmd: RemotingCommand) -> RemotingCommand:
     return RemotingCommand(
-        code=cmd.code, language=cmd.language, version=cmd.version, opaque=cmd.opaque, flag=cmd.flag,
+        code=cmd.code,
+        language=cmd.language,
+        version=cmd.version,
+        opaque=cmd.opaque,
+        flag=cmd.flag,
         remark=None if cmd.remark is None else encodable(cmd.remark),
         ext_fields={encodable(k): encodable(v) for k, v in cmd.ext_fields.items()},
     )
@@ -288,9 +300,18 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     ext = {} if plain.ext_fields is None else plain.ext_fields
     flag, remark = plain.flag, plain.remark
     suspect = _suspect(raw)
-    return RemotingCommand(plain.code, _language(plain.language), plain.version, plain.opaque, flag, remark, ext,
-                           body, SerializeType.JSON,
-                           request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None)
+    return RemotingCommand(
+        plain.code,
+        _language(plain.language),
+        plain.version,
+        plain.opaque,
+        flag,
+        remark,
+        ext,
+        body,
+        SerializeType.JSON,
+        request_text_defect(remark, ext) if suspect and not flag & RESPONSE_FLAG else None,
+    )
 
 
 def _decode_any_json_header(raw: bytes, body: bytes) -> RemotingCommand:

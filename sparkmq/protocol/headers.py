@@ -108,13 +108,21 @@ def _v2_as_v1(f: Mapping[str, str]) -> SendMessageRequestHeader:
     get = f.get
     reconsume, unit_mode, max_reconsume, batch = get("j"), get("k"), get("l"), get("m")
     return SendMessageRequestHeader(
-        group, topic, default_topic, _int(queue_nums, "d", 9), _int(queue_id, "e", 9), _int(sys_flag, "f", 9),
-        _int(born, "g", 18), _int(flag, "h", 9), get("i"),
+        group,
+        topic,
+        default_topic,
+        _int(queue_nums, "d", 9),
+        _int(queue_id, "e", 9),
+        _int(sys_flag, "f", 9),
+        _int(born, "g", 18),
+        _int(flag, "h", 9),
+        get("i"),
         None if reconsume is None else _int(reconsume, "j", 9),
         False if unit_mode is None or unit_mode == "false" else parse_bool(unit_mode, "k"),
         max_reconsume_times=None if max_reconsume is None else _int(max_reconsume, "l", 9),  # "l" is checked before "m"
         batch=False if batch is None or batch == "false" else parse_bool(batch, "m"),
-        bname=get("n"))
+        bname=get("n"),
+    )
 
 
 def _int(raw: str, key: str, digits: int) -> int:
@@ -139,8 +147,9 @@ class SendMessageResponseHeader(CommandHeader):
     trace_on: bool | None = wire_key("TRACE_ON", None)
 
 
-def send_response_fields(msg_id: str, queue_id: int, queue_offset: int, msg_region: str | None,
-                         trace_on: bool | None) -> dict[str, str]:
+def send_response_fields(
+    msg_id: str, queue_id: int, queue_offset: int, msg_region: str | None, trace_on: bool | None
+) -> dict[str, str]:
     """``SendMessageResponseHeader(msg_id, queue_id, queue_offset, None, msg_region, trace_on).to_fields()``
     without building the header (every single send answers with it).
 
@@ -149,8 +158,13 @@ def send_response_fields(msg_id: str, queue_id: int, queue_offset: int, msg_regi
     """
     if msg_region is None or trace_on is None:
         return SendMessageResponseHeader(msg_id, queue_id, queue_offset, None, msg_region, trace_on).to_fields()
-    return {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset), "MSG_REGION": msg_region,
-            "TRACE_ON": "true" if trace_on else "false"}
+    return {
+        "msgId": msg_id,
+        "queueId": str(queue_id),
+        "queueOffset": str(queue_offset),
+        "MSG_REGION": msg_region,
+        "TRACE_ON": "true" if trace_on else "false",
+    }
 
 
 # --- pull and offsets ------------------------------------------------------------------------

@@ -190,8 +190,11 @@ class CheckClientRequestBody:
     def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
         obj = as_object(loads(data, what="CheckClientRequestBody"), "CheckClientRequestBody")
         sub = obj.get("subscriptionData")
-        return cls(get_str(obj, "clientId", "CheckClientRequestBody", ""), get_str(obj, "group", "CheckClientRequestBody", ""),
-                   None if sub is None else SubscriptionData.from_json(sub, "subscriptionData"))
+        return cls(
+            get_str(obj, "clientId", "CheckClientRequestBody", ""),
+            get_str(obj, "group", "CheckClientRequestBody", ""),
+            None if sub is None else SubscriptionData.from_json(sub, "subscriptionData"),
+        )
 
 
 __all__ = [

@@ -64,8 +64,10 @@ class ProducerConnection:
     connection_set: tuple[Connection, ...] = ()
 
     def encode(self) -> bytes:
-        rows = [{"clientAddr": c.client_addr, "clientId": c.client_id, "language": c.language, "version": c.version}
-                for c in self.connection_set]
+        rows = [
+            {"clientAddr": c.client_addr, "clientId": c.client_id, "language": c.language, "version": c.version}
+            for c in self.connection_set
+        ]
         return dumps({"connectionSet": rows}).encode("utf-8")
 
     @classmethod
@@ -74,8 +76,14 @@ class ProducerConnection:
         rows = []
         for i, item in enumerate(as_list(obj.get("connectionSet") or [], "connectionSet")):
             c, where = as_object(item, f"connectionSet[{i}]"), f"connectionSet[{i}]"
-            rows.append(Connection(get_str(c, "clientId", where), get_str(c, "clientAddr", where, ""),
-                                   get_str(c, "language", where, "OTHER"), get_int(c, "version", where, 0)))
+            rows.append(
+                Connection(
+                    get_str(c, "clientId", where),
+                    get_str(c, "clientAddr", where, ""),
+                    get_str(c, "language", where, "OTHER"),
+                    get_int(c, "version", where, 0),
+                )
+            )
         return cls(tuple(rows))
 
 
@@ -105,8 +113,13 @@ class BrokerStatsData:
     stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)
 
     def encode(self) -> bytes:
-        return dumps({"statsDay": self.stats_day.to_json(), "statsHour": self.stats_hour.to_json(),
-                      "statsMinute": self.stats_minute.to_json()}).encode("utf-8")
+        return dumps(
+            {
+                "statsDay": self.stats_day.to_json(),
+                "statsHour": self.stats_hour.to_json(),
+                "statsMinute": self.stats_minute.to_json(),
+            }
+        ).encode("utf-8")
 
     @classmethod
     def decode(cls, data: _Data) -> Self:
@@ -125,19 +138,31 @@ class SubscriptionGroupBody:
     consume_broadcast_enable: bool = True
 
     def encode(self) -> bytes:
-        return dumps({"brokerId": 0, "consumeBroadcastEnable": self.consume_broadcast_enable,
-                      "consumeEnable": self.consume_enable, "consumeFromMinEnable": True,
-                      "groupName": self.group_name, "notifyConsumerIdsChangedEnable": True,
-                      "retryMaxTimes": self.retry_max_times, "retryQueueNums": self.retry_queue_nums,
-                      "whichBrokerWhenConsumeSlowly": 1}).encode("utf-8")
+        return dumps(
+            {
+                "brokerId": 0,
+                "consumeBroadcastEnable": self.consume_broadcast_enable,
+                "consumeEnable": self.consume_enable,
+                "consumeFromMinEnable": True,
+                "groupName": self.group_name,
+                "notifyConsumerIdsChangedEnable": True,
+                "retryMaxTimes": self.retry_max_times,
+                "retryQueueNums": self.retry_queue_nums,
+                "whichBrokerWhenConsumeSlowly": 1,
+            }
+        ).encode("utf-8")
 
     @classmethod
     def decode(cls, data: _Data) -> Self:
         path = cls.__name__
         o = as_object(loads(data, what=path), path)
-        return cls(get_str(o, "groupName", path), get_bool(o, "consumeEnable", path, True),
-                   get_int(o, "retryQueueNums", path, 1), get_int(o, "retryMaxTimes", path, 16),
-                   get_bool(o, "consumeBroadcastEnable", path, True))
+        return cls(
+            get_str(o, "groupName", path),
+            get_bool(o, "consumeEnable", path, True),
+            get_int(o, "retryQueueNums", path, 1),
+            get_int(o, "retryMaxTimes", path, 16),
+            get_bool(o, "consumeBroadcastEnable", path, True),
+        )
 
 
 def properties_text(values: dict[str, str]) -> str:

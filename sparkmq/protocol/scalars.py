@@ -115,4 +115,12 @@ def format_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-__all__ = ["MAX_SIGNIFICANT_DIGITS", "ext_value", "format_bool", "is_java_integer", "java_integer", "parse_bool", "parse_int"]
+__all__ = [
+    "MAX_SIGNIFICANT_DIGITS",
+    "ext_value",
+    "format_bool",
+    "is_java_integer",
+    "java_integer",
+    "parse_bool",
+    "parse_int",
+]

@@ -35,8 +35,14 @@ class RemotingClient:
     ``ssl`` makes every connection TLS.
     """
 
-    def __init__(self, handler: RequestHandler | None = None, on_close: Callable[[str], None] | None = None,
-                 *, signer: Signer | None = None, ssl: SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        on_close: Callable[[str], None] | None = None,
+        *,
+        signer: Signer | None = None,
+        ssl: SSLContext | None = None,
+    ) -> None:
         self._handler = handler
         self._on_close = on_close
         self.signer = signer
@@ -79,14 +85,24 @@ class RemotingClient:
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for: on 3.11 it can swallow a cancel
                 _transport, connection = await loop.create_connection(
-                    lambda: RemotingConnection(self._handler, closed), host, port, ssl=self._ssl,
-                    server_hostname=host if self._ssl is not None else None)
+                    lambda: RemotingConnection(self._handler, closed),
+                    host,
+                    port,
+                    ssl=self._ssl,
+                    server_hostname=host if self._ssl is not None else None,
+                )
         except (OSError, TimeoutError) as exc:
             raise RemoteError(f"cannot connect to {address}: {exc}", retriable=True) from exc
         return connection
 
-    async def invoke(self, address: str, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"",
-                     timeout: float = DEFAULT_TIMEOUT_S) -> RemotingCommand:
+    async def invoke(
+        self,
+        address: str,
+        code: int,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes = b"",
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> RemotingCommand:
         """Send a request to ``address`` and return its response."""
         connection = await self.connection(address)
         if self.signer is not None:
@@ -94,12 +110,16 @@ class RemotingClient:
         request = RemotingCommand.request(code, connection.next_opaque(), ext_fields=ext_fields, body=body)
         return await connection.request(request, timeout)
 
-    async def invoke_oneway(self, address: str, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"") -> None:
+    async def invoke_oneway(
+        self, address: str, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b""
+    ) -> None:
         """Send a request that expects no response."""
         connection = await self.connection(address)
         if self.signer is not None:
             ext_fields = self.signer(ext_fields, body)
-        connection.send(RemotingCommand.request(code, connection.next_opaque(), ext_fields=ext_fields, body=body, oneway=True))
+        connection.send(
+            RemotingCommand.request(code, connection.next_opaque(), ext_fields=ext_fields, body=body, oneway=True)
+        )
 
     async def close(self) -> None:
         connections = list(self._connections.values())

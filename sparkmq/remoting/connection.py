@@ -51,9 +51,15 @@ class RemotingConnection(asyncio.Protocol):
 
     _ids = itertools.count(1)
 
-    def __init__(self, handler: RequestHandler | None, on_close: Callable[[RemotingConnection], None] | None = None,
-                 *, limits: ServerLimits | None = None, budget: FrameBudget | None = None,
-                 group_handler: GroupHandler | None = None) -> None:
+    def __init__(
+        self,
+        handler: RequestHandler | None,
+        on_close: Callable[[RemotingConnection], None] | None = None,
+        *,
+        limits: ServerLimits | None = None,
+        budget: FrameBudget | None = None,
+        group_handler: GroupHandler | None = None,
+    ) -> None:
         self.id = next(self._ids)
         self._handler = handler
         self._group_handler = group_handler
@@ -236,8 +242,14 @@ class RemotingConnection(asyncio.Protocol):
             return
         delta, self._charged = buffered - self._charged, buffered
         if not self._budget.charge(delta):
-            logger.warning("closing connection %s from %s:%d: unfinished frames of all connections hold %d bytes,"
-                           " over the cap of %d", self.id, *self.peer, self._budget.used, self._budget.limit)
+            logger.warning(
+                "closing connection %s from %s:%d: unfinished frames of all connections hold %d bytes,"
+                " over the cap of %d",
+                self.id,
+                *self.peer,
+                self._budget.used,
+                self._budget.limit,
+            )
             self._release_budget()
             self.close()
 
@@ -332,8 +344,9 @@ class RemotingConnection(asyncio.Protocol):
                 raise
             logger.exception("response code %d to %s:%d cannot be encoded", command.code, *self.peer)
             remark = f"the response could not be encoded: {type(exc).__name__}: {exc}"[:_REMARK_CHARS]
-            head, body = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque, flag=RESPONSE_FLAG,
-                                         remark=remark).encode_parts()
+            head, body = RemotingCommand(
+                code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque, flag=RESPONSE_FLAG, remark=remark
+            ).encode_parts()
         self.write_frame(head, body)
 
     def write_frame(self, head: bytes, body: bytes = b"", *, at_once: bool = False) -> None:
@@ -414,8 +427,12 @@ class RemotingConnection(asyncio.Protocol):
             _, opaque, code, timeout = heapq.heappop(deadlines)
             future = self._pending.get(opaque)
             if future is not None and not future.done():
-                future.set_exception(RemoteError(
-                    f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s", retriable=True))
+                future.set_exception(
+                    RemoteError(
+                        f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s",
+                        retriable=True,
+                    )
+                )
         if deadlines:
             self._arm_sweeper(max(deadlines[0][0], now + DEADLINE_SWEEP_S))
 
@@ -495,16 +512,21 @@ class Watchdog:
         self._timer = None
         now, connection = self._loop.time(), self._connection
         if self._frame_s is not None and self._frame_started is not None and now >= self._frame_started + self._frame_s:
-            logger.warning("closing connection %s from %s:%d: a frame did not finish arriving within %.3g s",
-                           connection.id, *connection.peer, self._frame_s)
+            logger.warning(
+                "closing connection %s from %s:%d: a frame did not finish arriving within %.3g s",
+                connection.id,
+                *connection.peer,
+                self._frame_s,
+            )
             connection.close()
             return
         if self._idle_s is not None and now >= self._last_activity + self._idle_s:
             if connection.in_flight and not connection.writes_paused:
                 self._last_activity = now  # serving a parked request is not idleness
             else:
-                logger.info("closing connection %s from %s:%d: idle for %.3g s", connection.id, *connection.peer,
-                            self._idle_s)
+                logger.info(
+                    "closing connection %s from %s:%d: idle for %.3g s", connection.id, *connection.peer, self._idle_s
+                )
                 connection.close()
                 return
         self._arm()

@@ -59,8 +59,10 @@ class ServerLimits:
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value}")
         if self.max_buffered_frame_bytes < MAX_FRAME_BYTES:
-            raise ConfigError(f"max_buffered_frame_bytes must hold one whole frame ({MAX_FRAME_BYTES}), "
-                              f"got {self.max_buffered_frame_bytes}")
+            raise ConfigError(
+                f"max_buffered_frame_bytes must hold one whole frame ({MAX_FRAME_BYTES}), "
+                f"got {self.max_buffered_frame_bytes}"
+            )
 
 
 class FrameBudget:

@@ -90,4 +90,6 @@ async def stop_tasks(tasks: Iterable[asyncio.Task[Any]], owner: str) -> None:
         _done, stopping = await asyncio.wait(stopping, timeout=RECANCEL_AFTER_S)
     for task in everything:
         if not task.cancelled() and task.exception() is not None:
-            logger.error("%s: background task %s ended with an error", owner, task.get_name(), exc_info=task.exception())
+            logger.error(
+                "%s: background task %s ended with an error", owner, task.get_name(), exc_info=task.exception()
+            )

@@ -29,11 +29,11 @@ class GroupProcessor(Protocol):
     not raise: a failure of one request is that request's answer, never its neighbours'.
     """
 
-    def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> Awaitable[RemotingCommand | None]:
-        ...
+    def __call__(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> Awaitable[RemotingCommand | None]: ...
 
-    def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]:
-        ...
+    def serve_group(self, requests: list[RemotingCommand], connection: RemotingConnection) -> list[Answer]: ...
 
 
 class RemotingServer:
@@ -85,7 +85,8 @@ class RemotingServer:
         processor = self._processors.get(request.code)
         if processor is None:
             return request.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request type {request.code} ({code_name(request.code, response=False)}) not supported"
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                remark=f"request type {request.code} ({code_name(request.code, response=False)}) not supported",
             )
         if self.authorize is not None and (refusal := self.authorize(request, connection)) is not None:
             return refusal
@@ -108,8 +109,9 @@ class RemotingServer:
             first = stop
         return answers
 
-    def _serve_group(self, group: GroupProcessor, run: list[RemotingCommand],
-                     connection: RemotingConnection) -> list[Answer]:
+    def _serve_group(
+        self, group: GroupProcessor, run: list[RemotingCommand], connection: RemotingConnection
+    ) -> list[Answer]:
         if self.authorize is not None:  # each request checked; the refused are answered, the rest served together
             refusals = [self.authorize(request, connection) for request in run]
             if any(refusal is not None for refusal in refusals):
@@ -118,8 +120,9 @@ class RemotingServer:
                 return [next(served) if refusal is None else refusal for refusal in refusals]
         return self._serve_run(group, run, connection)
 
-    def _serve_run(self, group: GroupProcessor, run: list[RemotingCommand],
-                   connection: RemotingConnection) -> list[Answer]:
+    def _serve_run(
+        self, group: GroupProcessor, run: list[RemotingCommand], connection: RemotingConnection
+    ) -> list[Answer]:
         if not run:
             return []
         try:
@@ -135,8 +138,13 @@ class RemotingServer:
     def _new_connection(self) -> asyncio.Protocol:
         if len(self._connections) >= self.max_connections:
             return _Refused(self)
-        connection = RemotingConnection(self._dispatch, self._connection_closed, limits=self.limits,
-                                        budget=self.frame_budget, group_handler=self._dispatch_group)
+        connection = RemotingConnection(
+            self._dispatch,
+            self._connection_closed,
+            limits=self.limits,
+            budget=self.frame_budget,
+            group_handler=self._dispatch_group,
+        )
         self._connections.add(connection)
         return connection
 
@@ -146,16 +154,23 @@ class RemotingServer:
         now = asyncio.get_running_loop().time()
         if now - self._last_refusal_log >= REFUSAL_LOG_INTERVAL_S:  # one line per second under a flood
             self._last_refusal_log = now
-            logger.warning("refused a connection from %s: %d connections open, the limit is %d (%d refused so far)",
-                           peer, len(self._connections), self.max_connections, self.refused_connections)
+            logger.warning(
+                "refused a connection from %s: %d connections open, the limit is %d (%d refused so far)",
+                peer,
+                len(self._connections),
+                self.max_connections,
+                self.refused_connections,
+            )
 
     async def start(self, serve: bool = True) -> int:
         """Bind (and with ``serve`` accept connections); return the bound port."""
-        self._server = await create_server(self._new_connection, self.host, self.port, backlog=ACCEPT_BACKLOG,
-                                           start_serving=serve, tls=self.tls)
+        self._server = await create_server(
+            self._new_connection, self.host, self.port, backlog=ACCEPT_BACKLOG, start_serving=serve, tls=self.tls
+        )
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("remoting server bound to %s:%d (at most %d connections)", self.host, self.port,
-                    self.max_connections)
+        logger.info(
+            "remoting server bound to %s:%d (at most %d connections)", self.host, self.port, self.max_connections
+        )
         return self.port
 
     async def start_serving(self) -> None:

@@ -58,16 +58,31 @@ def client_context(trust_cert_path: Path | None = None) -> ssl.SSLContext:
     return context
 
 
-async def create_server(factory: Callable[[], asyncio.Protocol], host: str, port: int, *, backlog: int,
-                        start_serving: bool, tls: ServerTls | None) -> Any:
+async def create_server(
+    factory: Callable[[], asyncio.Protocol],
+    host: str,
+    port: int,
+    *,
+    backlog: int,
+    start_serving: bool,
+    tls: ServerTls | None,
+) -> Any:
     """``loop.create_server`` for plain and enforcing servers, a :class:`SniffingServer` for permissive ones."""
     loop = asyncio.get_running_loop()
     if tls is None:
-        return await loop.create_server(factory, host, port, reuse_address=True, backlog=backlog,
-                                        start_serving=start_serving)
+        return await loop.create_server(
+            factory, host, port, reuse_address=True, backlog=backlog, start_serving=start_serving
+        )
     if tls.mode == "enforcing":
-        return await loop.create_server(lambda: HandshakeGate(factory), host, port, reuse_address=True,
-                                        backlog=backlog, start_serving=start_serving, ssl=tls.context)
+        return await loop.create_server(
+            lambda: HandshakeGate(factory),
+            host,
+            port,
+            reuse_address=True,
+            backlog=backlog,
+            start_serving=start_serving,
+            ssl=tls.context,
+        )
     server = SniffingServer(factory, host, port, tls.context, backlog)
     if start_serving:
         await server.start_serving()
@@ -77,8 +92,9 @@ async def create_server(factory: Callable[[], asyncio.Protocol], host: str, port
 class SniffingServer:
     """A listening socket whose connections go plain or TLS by their first byte (duck-types asyncio.Server)."""
 
-    def __init__(self, factory: Callable[[], asyncio.Protocol], host: str, port: int, context: ssl.SSLContext,
-                 backlog: int) -> None:
+    def __init__(
+        self, factory: Callable[[], asyncio.Protocol], host: str, port: int, context: ssl.SSLContext, backlog: int
+    ) -> None:
         self._factory = factory
         self._context = context
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -181,5 +197,12 @@ async def _peek_first_byte(loop: asyncio.AbstractEventLoop, connection: socket.s
     return connection.recv(1, socket.MSG_PEEK)
 
 
-__all__ = ["SERVER_MODES", "HandshakeGate", "ServerTls", "SniffingServer", "client_context", "create_server",
-           "server_context"]
+__all__ = [
+    "SERVER_MODES",
+    "HandshakeGate",
+    "ServerTls",
+    "SniffingServer",
+    "client_context",
+    "create_server",
+    "server_context",
+]

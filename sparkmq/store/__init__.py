@@ -10,6 +10,13 @@ from sparkmq.store.retention import RetentionReport
 from sparkmq.store.status import GetMessageStatus, GetResult, PutMessageStatus, PutResult
 
 __all__ = [
-    "FlushDiskType", "GetMessageStatus", "GetResult", "MessageStore", "PutMessageStatus", "PutResult",
-    "RecoveryReport", "RetentionReport", "StoreConfig",
+    "FlushDiskType",
+    "GetMessageStatus",
+    "GetResult",
+    "MessageStore",
+    "PutMessageStatus",
+    "PutResult",
+    "RecoveryReport",
+    "RetentionReport",
+    "StoreConfig",
 ]

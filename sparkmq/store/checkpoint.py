@@ -35,7 +35,9 @@ class StoreCheckpoint:
                 os.close(fd)
         except OSError as exc:
             raise StoreError(f"cannot open checkpoint {path}: {exc}") from exc
-        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = _FIELDS.unpack_from(self._mmap, 0)
+        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = _FIELDS.unpack_from(
+            self._mmap, 0
+        )
 
     def min_timestamp(self) -> int:
         """``getMinTimestamp``: the older of physic/logics, less 3 s, never negative."""

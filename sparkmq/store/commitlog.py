@@ -99,15 +99,18 @@ class CommitLog:
                 mapped.mark_full()
                 continue
             position = mapped.start_offset + mapped.write_position
-            mapped.append(encode_records(batch, first, stop, queue_offset + first, position, store_timestamp, self.store_host))
+            mapped.append(
+                encode_records(batch, first, stop, queue_offset + first, position, store_timestamp, self.store_host)
+            )
             for size in sizes[first:stop]:
                 physical.append(position)
                 position += size
             first = stop
         return AppendResult(physical, sizes)
 
-    def append_group(self, batches: list[MessageBatch], queue_offsets: list[int],
-                     store_timestamp: int) -> list[list[int]] | None:
+    def append_group(
+        self, batches: list[MessageBatch], queue_offsets: list[int], store_timestamp: int
+    ) -> list[list[int]] | None:
         """Append small batches (one per request of a group put) with one copy into the current segment.
 
         Returns each batch's physical offsets, or None (nothing written) when the group does not
@@ -122,7 +125,7 @@ class CommitLog:
         parts: list[bytes] = []
         physical: list[list[int]] = []
         host = self.store_host
-        for batch, queue_offset, batch_sizes in zip(batches, queue_offsets, sizes):
+        for batch, queue_offset, batch_sizes in zip(batches, queue_offsets, sizes, strict=True):
             parts.append(encode_records_plain(batch, 0, len(batch), queue_offset, position, store_timestamp, host))
             offsets = []
             for size in batch_sizes:
@@ -242,7 +245,9 @@ def _check_record(view: memoryview, pos: int, limit: int, file_start: int, check
     """``checkMessageAndReturnSize``: a valid record at ``pos`` or None (magic, sizes, position, CRC)."""
     if limit - pos < L.RECORD_FIXED_BYTES:
         return None
-    (total, magic, crc, qid, _flag, qoff, phys, sysflag, _bts, _bip, _bport, sts, *_rest, blen) = L.RECORD_HEAD.unpack_from(view, pos)
+    (total, magic, crc, qid, _flag, qoff, phys, sysflag, _bts, _bip, _bport, sts, *_rest, blen) = (
+        L.RECORD_HEAD.unpack_from(view, pos)
+    )
     if magic != L.MESSAGE_MAGIC_CODE or total < L.RECORD_FIXED_BYTES or total > limit - pos:
         return None
     if phys != file_start + pos or blen < 0 or L.POS_BODY + blen + 3 > total:

@@ -75,8 +75,12 @@ class ConsumeQueue:
         names = os.listdir(directory) if directory.is_dir() else []
         starts = sorted(int(name) for name in names if len(name) == 20 and name.isdigit())
         if any(b - a != self.files.file_bytes for a, b in pairwise(starts)):
-            logger.warning("ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
-                           self.topic, self.queue_id, [offset_to_file_name(s) for s in starts])
+            logger.warning(
+                "ConsumeQueue %s/%d lacks a file between %s: dropped for a rebuild",
+                self.topic,
+                self.queue_id,
+                [offset_to_file_name(s) for s in starts],
+            )
             for start in starts:
                 with store_io(f"dropping ConsumeQueue file {directory / offset_to_file_name(start)}"):
                     (directory / offset_to_file_name(start)).unlink()
@@ -243,6 +247,7 @@ class ConsumeQueue:
 
     def delete_expired(self, commitlog_min: int) -> int:
         """Delete files whose last unit points below the CommitLog minimum; fix the minimum."""
+
         def expired(mapped: MappedFile) -> bool:
             with mapped.view() as view:
                 units = np.frombuffer(view, dtype=UNIT_DTYPE)

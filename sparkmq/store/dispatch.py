@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-
 from typing import cast
 
 import numpy as np
@@ -55,8 +54,6 @@ class DispatchRequest:
     index_rows: IntColumn  # which record each key hash belongs to
 
 
-
-
 class TagsCoder:
     """tagsCode of records: Java hashCode of TAGS; for delayed messages, the deliver time."""
 
@@ -88,8 +85,9 @@ class TagsCoder:
         return self._delay_millis[index] if self._delay_millis else 0
 
 
-def dispatch_columns_plain(coder: TagsCoder, topic: str, properties: Sequence[bytes],
-                           store_timestamps: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+def dispatch_columns_plain(
+    coder: TagsCoder, topic: str, properties: Sequence[bytes], store_timestamps: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
     """(tags code per record, IndexFile key hashes, the record row of each hash), record by
     record with ``find_property``: the reference, and the path of small batches.
 
@@ -102,8 +100,9 @@ def dispatch_columns_plain(coder: TagsCoder, topic: str, properties: Sequence[by
     return codes, [index_hash_value(prefix, key) for key in keys], rows
 
 
-def _tags_codes_and_index_keys(coder: TagsCoder, topic: str, properties: Sequence[bytes],
-                               store_timestamps: Sequence[int]) -> tuple[list[int], list[bytes], list[int]]:
+def _tags_codes_and_index_keys(
+    coder: TagsCoder, topic: str, properties: Sequence[bytes], store_timestamps: Sequence[int]
+) -> tuple[list[int], list[bytes], list[int]]:
     """``dispatch_columns_plain`` before hashing: the index keys (without ``topic#``) and their rows."""
     if topic == SCHEDULE_TOPIC:
         codes = coder.deliver_times(properties, store_timestamps)
@@ -124,9 +123,9 @@ def _tags_codes_and_index_keys(coder: TagsCoder, topic: str, properties: Sequenc
     return codes, keys, rows
 
 
-def dispatch_columns_bulk(coder: TagsCoder, topic: str, properties: Sequence[bytes],
-                          store_timestamps: npt.NDArray[np.int64]) -> tuple[
-                              npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def dispatch_columns_bulk(
+    coder: TagsCoder, topic: str, properties: Sequence[bytes], store_timestamps: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``dispatch_columns_plain`` with numpy: one scan finds UNIQ_KEY, KEYS and TAGS in every
     record, one pass hashes them all straight from the joined properties buffer."""
     table = PropertyTable(properties)
@@ -135,8 +134,12 @@ def dispatch_columns_bulk(coder: TagsCoder, topic: str, properties: Sequence[byt
     indexed = len(uniq.rows) + len(keys.rows)
     scheduled = topic == SCHEDULE_TOPIC  # tags codes are deliver times, not hashes
     parts = (uniq, keys) if scheduled else (uniq, keys, tags)
-    hashes = java_hashes_of_slices(table.data, np.concatenate([p.starts for p in parts]),
-                                   np.concatenate([p.lengths for p in parts]), [(topic + "#", indexed)])
+    hashes = java_hashes_of_slices(
+        table.data,
+        np.concatenate([p.starts for p in parts]),
+        np.concatenate([p.lengths for p in parts]),
+        [(topic + "#", indexed)],
+    )
     if scheduled:
         codes = np.array(coder.deliver_times(properties, store_timestamps.tolist()), dtype=np.int64)
     else:
@@ -146,8 +149,14 @@ def dispatch_columns_bulk(coder: TagsCoder, topic: str, properties: Sequence[byt
 
 
 def request_for_put(
-    coder: TagsCoder, topic: str, queue_id: int, queue_offset: int, properties: Sequence[bytes],
-    physical_offsets: IntColumn, sizes: IntColumn, store_timestamp: int,
+    coder: TagsCoder,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    properties: Sequence[bytes],
+    physical_offsets: IntColumn,
+    sizes: IntColumn,
+    store_timestamp: int,
 ) -> DispatchRequest:
     """The dispatch request of a batch just appended (same topic and queue, consecutive offsets).
 
@@ -160,7 +169,9 @@ def request_for_put(
         return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes, codes, timestamps, hashes, rows)
     bulk_timestamps = np.full(len(properties), store_timestamp, dtype=np.int64)
     bulk = dispatch_columns_bulk(coder, topic, properties, bulk_timestamps)
-    return DispatchRequest(topic, queue_id, queue_offset, physical_offsets, sizes, bulk[0], bulk_timestamps, bulk[1], bulk[2])
+    return DispatchRequest(
+        topic, queue_id, queue_offset, physical_offsets, sizes, bulk[0], bulk_timestamps, bulk[1], bulk[2]
+    )
 
 
 @dataclass(slots=True)
@@ -175,8 +186,11 @@ class GroupDispatch:
     store_timestamp: int
 
 
-def dispatch_for_group(coder: TagsCoder, appended: Sequence[tuple[str, int, int, Sequence[bytes], list[int], list[int]]],
-                       store_timestamp: int) -> GroupDispatch:
+def dispatch_for_group(
+    coder: TagsCoder,
+    appended: Sequence[tuple[str, int, int, Sequence[bytes], list[int], list[int]]],
+    store_timestamp: int,
+) -> GroupDispatch:
     """The dispatch of small batches just appended together, given in log order as
     ``(topic, queue_id, queue_offset, properties, physical_offsets, sizes)``; the batches of one
     queue hold consecutive queue offsets (the group put assigned them in this order)."""
@@ -197,15 +211,17 @@ def dispatch_for_group(coder: TagsCoder, appended: Sequence[tuple[str, int, int,
                 index_prefixes.append((prefix, len(keys)))
         request = by_queue.get((topic, queue_id))
         if request is None:
-            by_queue[(topic, queue_id)] = DispatchRequest(topic, queue_id, queue_offset, list(physical), list(sizes),
-                                                          codes, timestamps, [], [])
+            by_queue[(topic, queue_id)] = DispatchRequest(
+                topic, queue_id, queue_offset, list(physical), list(sizes), codes, timestamps, [], []
+            )
         else:
             request.physical_offsets += physical
             request.sizes += sizes
             request.tags_codes += codes
             request.store_timestamps += timestamps
-    return GroupDispatch(list(by_queue.values()), _index_hashes(index_keys, index_prefixes), index_offsets,
-                         store_timestamp)
+    return GroupDispatch(
+        list(by_queue.values()), _index_hashes(index_keys, index_prefixes), index_offsets, store_timestamp
+    )
 
 
 def _index_hashes(keys: list[bytes], prefixes: list[tuple[str, int]]) -> list[int]:
@@ -215,7 +231,7 @@ def _index_hashes(keys: list[bytes], prefixes: list[tuple[str, int]]) -> list[in
         hashes: list[int] = []
         first = 0
         for prefix, count in prefixes:
-            hashes += [index_hash_value(prefix, key) for key in keys[first:first + count]]
+            hashes += [index_hash_value(prefix, key) for key in keys[first : first + count]]
             first += count
         return hashes
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
@@ -224,7 +240,9 @@ def _index_hashes(keys: list[bytes], prefixes: list[tuple[str, int]]) -> list[in
     return cast(list[int], hashed.tolist())
 
 
-def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096) -> Iterable[DispatchRequest]:
+def requests_for_scan(
+    coder: TagsCoder, records: Iterable[ScannedRecord], chunk: int = 4096
+) -> Iterable[DispatchRequest]:
     """Group re-read records into runs of one queue's consecutive offsets, yielded in log order.
 
     Runs must not be reordered across queues: the index skips records below its end
@@ -235,8 +253,12 @@ def requests_for_scan(coder: TagsCoder, records: Iterable[ScannedRecord], chunk:
         kind = L.transaction_type(record.sys_flag)
         if kind not in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE):
             continue
-        if run and (len(run) >= chunk or run[-1].queue_offset + 1 != record.queue_offset
-                    or run[-1].queue_id != record.queue_id or run[-1].topic != record.topic):
+        if run and (
+            len(run) >= chunk
+            or run[-1].queue_offset + 1 != record.queue_offset
+            or run[-1].queue_id != record.queue_id
+            or run[-1].topic != record.topic
+        ):
             yield _request_of_run(coder, run)
             run = []
         run.append(record)
@@ -252,12 +274,22 @@ def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchReque
     timestamps = [r.store_timestamp for r in run]
     if len(run) <= SMALL_BATCH_MAX:
         codes, hashes, rows = dispatch_columns_plain(coder, first.topic, props, timestamps)
-        return DispatchRequest(first.topic, first.queue_id, first.queue_offset, physical, sizes, codes, timestamps,
-                               hashes, rows)
+        return DispatchRequest(
+            first.topic, first.queue_id, first.queue_offset, physical, sizes, codes, timestamps, hashes, rows
+        )
     bulk_timestamps = np.array(timestamps, dtype=np.int64)
     bulk = dispatch_columns_bulk(coder, first.topic, props, bulk_timestamps)
-    return DispatchRequest(first.topic, first.queue_id, first.queue_offset, np.array(physical, dtype=np.int64),
-                           np.array(sizes, dtype=np.int64), bulk[0], bulk_timestamps, bulk[1], bulk[2])
+    return DispatchRequest(
+        first.topic,
+        first.queue_id,
+        first.queue_offset,
+        np.array(physical, dtype=np.int64),
+        np.array(sizes, dtype=np.int64),
+        bulk[0],
+        bulk_timestamps,
+        bulk[1],
+        bulk[2],
+    )
 
 
 DispatchListener = Callable[[str, int, int], None]

@@ -143,8 +143,9 @@ def flush_outcome(result: PutResult, error: BaseException | None) -> PutResult:
     if error is None:
         return result
     if isinstance(error, TimeoutError):
-        return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                                   remark="flush did not finish within syncFlushTimeout")
+        return dataclasses.replace(
+            result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT, remark="flush did not finish within syncFlushTimeout"
+        )
     return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not flushed to disk: {error}")
 
 
@@ -168,9 +169,13 @@ class StoreFlush:
         """Turn the store read-only after a failed fsync/msync (logged once, loudly)."""
         if self.disk_error is None:
             self.disk_error = str(error)
-            logger.critical("disk error in store %s: %s. The store is now read-only: puts are refused, reads go on, "
-                            "the checkpoint no longer advances. Restart once the disk is repaired: recovery "
-                            "rebuilds from the CommitLog.", self.store.config.root_dir, error)
+            logger.critical(
+                "disk error in store %s: %s. The store is now read-only: puts are refused, reads go on, "
+                "the checkpoint no longer advances. Restart once the disk is repaired: recovery "
+                "rebuilds from the CommitLog.",
+                self.store.config.root_dir,
+                error,
+            )
 
     def flush_commitlog(self) -> int:
         """Sync the CommitLog; return the flushed offset. Raises :class:`DiskError` once failed."""

@@ -62,7 +62,9 @@ class IndexFile:
     hash_slot_count: int
     index_count: int
 
-    def __init__(self, path: Path, slots: int, entries: int, begin_timestamp: int = 0, begin_phy_offset: int = 0) -> None:
+    def __init__(
+        self, path: Path, slots: int, entries: int, begin_timestamp: int = 0, begin_phy_offset: int = 0
+    ) -> None:
         self.path = path
         self.slots = slots
         self.entries = entries
@@ -84,10 +86,18 @@ class IndexFile:
         except OSError as exc:
             raise StoreError(f"cannot open index file {path}: {exc}") from exc
         self._slots = np.frombuffer(self._mmap, dtype=">i4", count=slots, offset=HEADER_BYTES)
-        self._entries = np.frombuffer(self._mmap, dtype=ENTRY_DTYPE, count=entries, offset=HEADER_BYTES + slots * SLOT_BYTES)
+        self._entries = np.frombuffer(
+            self._mmap, dtype=ENTRY_DTYPE, count=entries, offset=HEADER_BYTES + slots * SLOT_BYTES
+        )
         if exists:
-            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-             self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self._mmap, 0)
+            (
+                self.begin_timestamp,
+                self.end_timestamp,
+                self.begin_phy_offset,
+                self.end_phy_offset,
+                self.hash_slot_count,
+                self.index_count,
+            ) = _HEADER.unpack_from(self._mmap, 0)
         else:
             self.begin_timestamp = self.end_timestamp = begin_timestamp
             self.begin_phy_offset = self.end_phy_offset = begin_phy_offset
@@ -103,8 +113,16 @@ class IndexFile:
         return max(self.entries - self.index_count, 0)
 
     def _write_header(self) -> None:
-        _HEADER.pack_into(self._mmap, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                          self.end_phy_offset, self.hash_slot_count, self.index_count)
+        _HEADER.pack_into(
+            self._mmap,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
     def put(self, hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn) -> None:
         """Insert entries in order (the caller keeps within ``free_entries``)."""
@@ -119,8 +137,11 @@ class IndexFile:
         if isinstance(hashes, list):  # the plain path of a small batch
             self.put_plain(hashes, phy_offsets, store_timestamps)
         else:
-            self.put_bulk(np.asarray(hashes, dtype=np.int64), np.asarray(phy_offsets, dtype=np.int64),
-                          np.asarray(store_timestamps, dtype=np.int64))
+            self.put_bulk(
+                np.asarray(hashes, dtype=np.int64),
+                np.asarray(phy_offsets, dtype=np.int64),
+                np.asarray(store_timestamps, dtype=np.int64),
+            )
         self.index_count += count
         self.end_timestamp = int(store_timestamps[-1])
         self.end_phy_offset = int(phy_offsets[-1])
@@ -153,8 +174,9 @@ class IndexFile:
             chained[slot] = number
             number += 1
 
-    def put_bulk(self, hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64],
-                 store_timestamps: npt.NDArray[np.int64]) -> None:
+    def put_bulk(
+        self, hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64], store_timestamps: npt.NDArray[np.int64]
+    ) -> None:
         """Write entries with numpy: slot chains of the whole batch at once; header left to ``put``."""
         count = len(hashes)
         before = self.index_count

@@ -65,11 +65,16 @@ class IndexService:
         indexed = len(self.files) > 1 or (len(self.files) == 1 and self.files[0].index_count > 1)
         skip_to = self.end_phy_offset if indexed else None
         if isinstance(hashes, list):  # the plain path of a small batch
-            hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(hashes, phy_offsets, store_timestamps, skip_to)
+            hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(
+                hashes, phy_offsets, store_timestamps, skip_to
+            )
         else:
             hashes, phy_offsets, store_timestamps = _fresh_in_log_order_bulk(
-                np.asarray(hashes, dtype=np.int64), np.asarray(phy_offsets, dtype=np.int64),
-                np.asarray(store_timestamps, dtype=np.int64), skip_to)
+                np.asarray(hashes, dtype=np.int64),
+                np.asarray(phy_offsets, dtype=np.int64),
+                np.asarray(store_timestamps, dtype=np.int64),
+                skip_to,
+            )
         finished = None
         first, count, new_file = 0, len(hashes), False
         while first < count:
@@ -121,19 +126,26 @@ class IndexService:
             index.close()
 
 
-def _fresh_in_log_order_plain(hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn,
-                              skip_to: int | None) -> tuple[list[int], list[int], list[int]]:
+def _fresh_in_log_order_plain(
+    hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn, skip_to: int | None
+) -> tuple[list[int], list[int], list[int]]:
     """Entries sorted by physical offset (stable), without those at or below ``skip_to``."""
     order = sorted(range(len(hashes)), key=phy_offsets.__getitem__)
     if skip_to is not None:
         order = [i for i in order if phy_offsets[i] > skip_to]
-    return ([int(hashes[i]) for i in order], [int(phy_offsets[i]) for i in order],
-            [int(store_timestamps[i]) for i in order])
+    return (
+        [int(hashes[i]) for i in order],
+        [int(phy_offsets[i]) for i in order],
+        [int(store_timestamps[i]) for i in order],
+    )
 
 
-def _fresh_in_log_order_bulk(hashes: npt.NDArray[np.int64], phy_offsets: npt.NDArray[np.int64],
-                             store_timestamps: npt.NDArray[np.int64], skip_to: int | None) -> tuple[
-                                 npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _fresh_in_log_order_bulk(
+    hashes: npt.NDArray[np.int64],
+    phy_offsets: npt.NDArray[np.int64],
+    store_timestamps: npt.NDArray[np.int64],
+    skip_to: int | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``_fresh_in_log_order_plain`` with numpy."""
     order = np.argsort(phy_offsets, kind="stable")
     if skip_to is not None:

@@ -216,7 +216,7 @@ class MappedFile:
     def read_spans(self, starts: list[int], stops: list[int]) -> bytes:
         """The bytes of every ``[start, stop)`` (within this file), back to back, in one copy each."""
         mapping = self._mapped()
-        return b"".join([mapping[start:stop] for start, stop in zip(starts, stops)])
+        return b"".join([mapping[start:stop] for start, stop in zip(starts, stops, strict=True)])
 
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""

@@ -28,7 +28,9 @@ class MappedFileQueue:
     def load(self) -> None:
         """Open the existing segments in name order; refuse gaps and foreign files."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        names = sorted(p.name for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
+        names = sorted(
+            p.name for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20
+        )
         for name in names:
             mapped = MappedFile(self.directory / name, self.file_bytes, self.sync_by_fd, self.pool)
             if self.files and mapped.start_offset != self.files[-1].end_offset:

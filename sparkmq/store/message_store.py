@@ -83,8 +83,9 @@ class MessageStore:
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
-        self.commitlog = CommitLog(MappedFileQueue(config.commitlog_dir, config.commitlog_file_bytes, sync_by_fd=True),
-                                   config.store_host)
+        self.commitlog = CommitLog(
+            MappedFileQueue(config.commitlog_dir, config.commitlog_file_bytes, sync_by_fd=True), config.store_host
+        )
         self.index = IndexService(config.index_dir, config.index_hash_slots, config.index_entries)
         self.checkpoint: StoreCheckpoint | None = None
         self.coder = TagsCoder(delay_level_millis(config.message_delay_level))
@@ -122,8 +123,9 @@ class MessageStore:
         replay_from = min((offset for offset in (replay_from, index_from) if offset is not None), default=None)
         if replay_from is not None:
             self._replay(replay_from)
-        recovery = Recovery(self.commitlog, self._queues, self.index, self.checkpoint, self.coder,
-                            cfg.check_crc_on_recover)
+        recovery = Recovery(
+            self.commitlog, self._queues, self.index, self.checkpoint, self.coder, cfg.check_crc_on_recover
+        )
         report = recovery.run(last_exit_ok, page_cache_intact, self._dispatch)
         self._recover_queue_table()
         write_abort_marker(cfg.abort_path, this_boot)
@@ -159,8 +161,10 @@ class MessageStore:
             with store_io(f"removing the abort marker {self.config.abort_path}"):
                 self.config.abort_path.unlink(missing_ok=True)
         else:
-            logger.error("store %s closed after a disk error; the abort marker stays so the next start recovers",
-                         self.config.root_dir)
+            logger.error(
+                "store %s closed after a disk error; the abort marker stays so the next start recovers",
+                self.config.root_dir,
+            )
         self._release_lock()
 
     def __enter__(self) -> MessageStore:
@@ -200,10 +204,17 @@ class MessageStore:
         root = self.config.consume_queue_dir
         keys = self._manifest.load()
         if root.exists():
-            keys.update((topic_dir.name, int(queue_dir.name)) for topic_dir in root.iterdir() if topic_dir.is_dir()
-                        for queue_dir in topic_dir.iterdir() if queue_dir.is_dir() and queue_dir.name.isdigit())
+            keys.update(
+                (topic_dir.name, int(queue_dir.name))
+                for topic_dir in root.iterdir()
+                if topic_dir.is_dir()
+                for queue_dir in topic_dir.iterdir()
+                if queue_dir.is_dir() and queue_dir.name.isdigit()
+            )
         cl_min = self.commitlog.min_offset
-        starts: list[int | None] = [cl_min] if not keys and self.commitlog.max_offset > cl_min else []  # every queue lost
+        starts: list[int | None] = (
+            [cl_min] if not keys and self.commitlog.max_offset > cl_min else []
+        )  # every queue lost
         for topic, queue_id in sorted(keys):
             queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file, self._map_pool)
             if queue.load():
@@ -220,7 +231,9 @@ class MessageStore:
         """
         assert self.checkpoint is not None
         self.index.load()
-        untrusted = [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
+        untrusted = (
+            [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
+        )
         for index in untrusted:
             self.index.files.remove(index)
             index.destroy()
@@ -233,8 +246,11 @@ class MessageStore:
     def _replay(self, start: int) -> None:
         """Dispatch the CommitLog from ``start`` again (idempotent: what is held is skipped)."""
         start = max(start, self.commitlog.min_offset)
-        logger.info("store %s: dispatching the CommitLog again from %d (what ConsumeQueues or the index lack)",
-                    self.config.root_dir, start)
+        logger.info(
+            "store %s: dispatching the CommitLog again from %d (what ConsumeQueues or the index lack)",
+            self.config.root_dir,
+            start,
+        )
         for request in requests_for_scan(self.coder, self.commitlog.scan(start, self.config.check_crc_on_recover)):
             self._dispatch(request)
 
@@ -259,9 +275,21 @@ class MessageStore:
             self._group_commit = GroupCommitService(self.flusher.flush_commitlog)
             self._group_commit.start()
         else:
-            self._services.append(PeriodicService(self.flusher.flush_commitlog_if_due, cfg.flush_interval_commitlog_ms / 1000, "sparkmq-flush-commitlog"))
-        self._services.append(PeriodicService(self.flusher.flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"))
-        self._services.append(PeriodicService(self.retention.run, cfg.clean_resource_interval_ms / 1000, "sparkmq-clean"))
+            self._services.append(
+                PeriodicService(
+                    self.flusher.flush_commitlog_if_due,
+                    cfg.flush_interval_commitlog_ms / 1000,
+                    "sparkmq-flush-commitlog",
+                )
+            )
+        self._services.append(
+            PeriodicService(
+                self.flusher.flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"
+            )
+        )
+        self._services.append(
+            PeriodicService(self.retention.run, cfg.clean_resource_interval_ms / 1000, "sparkmq-clean")
+        )
         for service in self._services:
             service.start()
 
@@ -295,7 +323,7 @@ class MessageStore:
                 grouped = self._put_group_locked(group, store_timestamp) if len(group) > 1 else None
                 if grouped is None:
                     grouped = [self._put_locked(batch, store_timestamp) for batch in group]
-                for i, result in zip(accepted, grouped):
+                for i, result in zip(accepted, grouped, strict=True):
                     results[i] = result
                     if result.ok:
                         end = max(end, int(result.physical_offsets[-1]) + int(result.sizes[-1]))
@@ -329,21 +357,38 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             if dispatched:
                 self._next_queue_offset[key] = queue_offset + len(batch)
-                self._dispatch(request_for_put(self.coder, batch.topic, batch.queue_id, queue_offset,
-                                               batch.properties, appended.physical_offsets, appended.sizes,
-                                               store_timestamp))
+                self._dispatch(
+                    request_for_put(
+                        self.coder,
+                        batch.topic,
+                        batch.queue_id,
+                        queue_offset,
+                        batch.properties,
+                        appended.physical_offsets,
+                        appended.sizes,
+                        store_timestamp,
+                    )
+                )
         except SegmentAllocationError as exc:
             self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
             logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
-            return PutResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED,
-                             f"create mapped file failed, server is busy or broken: {exc.remark}")
+            return PutResult(
+                PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+                f"create mapped file failed, server is busy or broken: {exc.remark}",
+            )
         except DiskError as exc:  # an index file's msync on its roll
             self.flusher.fail_stop(exc)
             self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
-        return PutResult(PutMessageStatus.PUT_OK, "", np.asarray(appended.physical_offsets, dtype=np.int64),
-                         np.asarray(appended.sizes, dtype=np.int64), queue_offset, store_timestamp,
-                         self.config.store_host)
+        return PutResult(
+            PutMessageStatus.PUT_OK,
+            "",
+            np.asarray(appended.physical_offsets, dtype=np.int64),
+            np.asarray(appended.sizes, dtype=np.int64),
+            queue_offset,
+            store_timestamp,
+            self.config.store_host,
+        )
 
     def _put_group_locked(self, group: list[MessageBatch], store_timestamp: int) -> list[PutResult] | None:
         """The group put's one copy and one dispatch; None (nothing done) when it does not apply:
@@ -373,23 +418,36 @@ class MessageStore:
         saved = {key: self._next_queue_offset.get(key, 0) for key in planned}
         queue_ends = {key: queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in planned}
         self._next_queue_offset.update(planned)
-        appended = [(b.topic, b.queue_id, q, b.properties, p, b.size_list)
-                    for b, q, p in zip(group, queue_offsets, physical) if q >= 0]
+        appended = [
+            (b.topic, b.queue_id, q, b.properties, p, b.size_list)
+            for b, q, p in zip(group, queue_offsets, physical, strict=True)
+            if q >= 0
+        ]
         try:
             self._dispatch_group(dispatch_for_group(self.coder, appended, store_timestamp))
         except DiskError as exc:  # an index file's msync on its roll: the whole group is undone
             self.flusher.fail_stop(exc)
             for key, offset in saved.items():
                 self._roll_back(start, key, offset, queue_ends[key])
-            return [PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
-                    for _ in group]
+            return [
+                PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}") for _ in group
+            ]
         flat = np.array([p for offsets in physical for p in offsets], dtype=np.int64)
         sizes = np.array([s for batch in group for s in batch.size_list], dtype=np.int64)
         results, first, host = [], 0, self.config.store_host
-        for batch, queue_offset in zip(group, queue_offsets):
+        for batch, queue_offset in zip(group, queue_offsets, strict=True):
             stop = first + len(batch)
-            results.append(PutResult(PutMessageStatus.PUT_OK, "", flat[first:stop], sizes[first:stop],
-                                     max(queue_offset, 0), store_timestamp, host))
+            results.append(
+                PutResult(
+                    PutMessageStatus.PUT_OK,
+                    "",
+                    flat[first:stop],
+                    sizes[first:stop],
+                    max(queue_offset, 0),
+                    store_timestamp,
+                    host,
+                )
+            )
             first = stop
         return results
 
@@ -425,8 +483,9 @@ class MessageStore:
             append_run(self.commitlog, offset, data)
             for request in requests_for_scan(self.coder, self.commitlog.scan(self._replica_dispatched, False)):
                 key = (request.topic, request.queue_id)
-                self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0),
-                                                   request.queue_offset + len(request.sizes))
+                self._next_queue_offset[key] = max(
+                    self._next_queue_offset.get(key, 0), request.queue_offset + len(request.sizes)
+                )
                 self._last_store_timestamp = max(self._last_store_timestamp, int(request.store_timestamps[-1]))
                 self._dispatch(request)
             self._replica_dispatched = self.commitlog.scan_end
@@ -439,8 +498,10 @@ class MessageStore:
         if not self.running:
             return "the message store is not running"
         if self.disk_error is not None:
-            return (f"the message store is read-only after a disk error ({self.disk_error}); "
-                    "restart the broker once the disk is repaired")
+            return (
+                f"the message store is read-only after a disk error ({self.disk_error}); "
+                "restart the broker once the disk is repaired"
+            )
         return self.retention.write_refusal
 
     def _roll_back(self, start: int, key: tuple[str, int] | None, queue_offset: int, queue_end: int) -> None:
@@ -469,8 +530,9 @@ class MessageStore:
         for request in group.queues:
             self._dispatch(request)
         if group.index_hashes:
-            finished = self.index.put(group.index_hashes, group.index_offsets,
-                                      [group.store_timestamp] * len(group.index_hashes))
+            finished = self.index.put(
+                group.index_hashes, group.index_offsets, [group.store_timestamp] * len(group.index_hashes)
+            )
             if finished is not None and self.checkpoint is not None:
                 self.checkpoint.index_msg_timestamp = finished
 
@@ -479,8 +541,13 @@ class MessageStore:
             key = (request.topic, request.queue_id)
             queue = self._queues.get(key)
             if queue is None:
-                queue = ConsumeQueue(request.topic, request.queue_id, self.config.consume_queue_dir,
-                                     self.config.consume_queue_units_per_file, self._map_pool)
+                queue = ConsumeQueue(
+                    request.topic,
+                    request.queue_id,
+                    self.config.consume_queue_dir,
+                    self.config.consume_queue_units_per_file,
+                    self._map_pool,
+                )
                 self._queues[key] = queue
                 self._manifest.add(key)
             queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
@@ -518,9 +585,17 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
 
-    def get_messages(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
-                     max_bytes: int = DEFAULT_MAX_TRANSFER_BYTES, tags_codes: Collection[int] | None = None,
-                     record_filter: RecordFilter | None = None) -> GetResult:
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int = DEFAULT_MAX_TRANSFER_BYTES,
+        tags_codes: Collection[int] | None = None,
+        record_filter: RecordFilter | None = None,
+    ) -> GetResult:
         """Read up to ``max_count`` records from ``offset`` of a queue (``group`` names the reader).
 
         ``tags_codes`` keeps units whose tag code is listed; ``record_filter`` then keeps records
@@ -529,8 +604,15 @@ class MessageStore:
         if not self.running:
             raise StoreClosedError("the message store is not running")
         with self._lock:
-            return read_queue(self.commitlog, self._queues.get((topic, queue_id)), offset, max_count, max_bytes,
-                              tags_codes, record_filter)
+            return read_queue(
+                self.commitlog,
+                self._queues.get((topic, queue_id)),
+                offset,
+                max_count,
+                max_bytes,
+                tags_codes,
+                record_filter,
+            )
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
@@ -592,7 +674,9 @@ class MessageStore:
         except MessageError:
             return None
 
-    def query_messages(self, topic: str, key: str, max_count: int, begin: int = 0, end: int = 2**62) -> list[StoredMessage]:
+    def query_messages(
+        self, topic: str, key: str, max_count: int, begin: int = 0, end: int = 2**62
+    ) -> list[StoredMessage]:
         """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, newest first."""
         with self._lock:
             offsets = self.index.query(f"{topic}#{key}", max_count, begin, end)

@@ -19,8 +19,15 @@ MAX_RECORD_FILTER_SCAN_UNITS = 2_048
 RecordFilter = Callable[[bytes], bool]  # the raw properties of a stored record -> keep it?
 
 
-def read_queue(commitlog: CommitLog, queue: ConsumeQueue | None, offset: int, max_count: int, max_bytes: int,
-               tags_codes: Collection[int] | None, record_filter: RecordFilter | None = None) -> GetResult:
+def read_queue(
+    commitlog: CommitLog,
+    queue: ConsumeQueue | None,
+    offset: int,
+    max_count: int,
+    max_bytes: int,
+    tags_codes: Collection[int] | None,
+    record_filter: RecordFilter | None = None,
+) -> GetResult:
     """``DefaultMessageStore.getMessage`` for one queue, moving records as whole runs.
 
     ``tags_codes`` filters on ConsumeQueue units; ``record_filter`` (SQL92) then sees each
@@ -68,12 +75,20 @@ def read_queue(commitlog: CommitLog, queue: ConsumeQueue | None, offset: int, ma
     buffers = commitlog.read_runs(physical[rows], sizes[rows])
     if buffers is None:
         return GetResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, low, high)
-    return GetResult(GetMessageStatus.FOUND, next_offset, low, high, buffers, offset + rows, physical[rows], sizes[rows])
+    return GetResult(
+        GetMessageStatus.FOUND, next_offset, low, high, buffers, offset + rows, physical[rows], sizes[rows]
+    )
 
 
-def _filter_records(commitlog: CommitLog, physical: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
-                    candidates: npt.NDArray[np.intp], max_count: int, keep: RecordFilter,
-                    seen: int) -> tuple[npt.NDArray[np.intp], int]:
+def _filter_records(
+    commitlog: CommitLog,
+    physical: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    candidates: npt.NDArray[np.intp],
+    max_count: int,
+    keep: RecordFilter,
+    seen: int,
+) -> tuple[npt.NDArray[np.intp], int]:
     """The candidates whose properties ``keep`` accepts, read chunk by chunk until ``max_count``
     are found; returns them and how many units were seen (all, unless it stopped early)."""
     chunk = max(2 * max_count, 256)

@@ -103,10 +103,19 @@ def lost_queue_start(queue: ConsumeQueue, commitlog_min: int) -> int | None:
         return queue.max_physical_offset if queue.max_physical_offset >= 0 else commitlog_min
     first = queue.first_real_unit()
     at_file_start = queue.min_offset * UNIT_BYTES == files[0].start_offset
-    if files[0].start_offset > 0 and first is not None and first[0] == queue.min_offset and at_file_start \
-            and (commitlog_min == 0 or first[1] > commitlog_min):
-        logger.warning("ConsumeQueue %s/%d starts at %d but the CommitLog holds older records: rebuilt",
-                       queue.topic, queue.queue_id, queue.min_offset)
+    if (
+        files[0].start_offset > 0
+        and first is not None
+        and first[0] == queue.min_offset
+        and at_file_start
+        and (commitlog_min == 0 or first[1] > commitlog_min)
+    ):
+        logger.warning(
+            "ConsumeQueue %s/%d starts at %d but the CommitLog holds older records: rebuilt",
+            queue.topic,
+            queue.queue_id,
+            queue.min_offset,
+        )
         queue.files.destroy()
         queue.min_logic_offset, queue.max_physical_offset = 0, -1
         return commitlog_min
@@ -116,8 +125,15 @@ def lost_queue_start(queue: ConsumeQueue, commitlog_min: int) -> int | None:
 class Recovery:
     """Runs recovery over already-loaded store parts; ``dispatch`` applies requests."""
 
-    def __init__(self, commitlog: CommitLog, queues: Mapping[tuple[str, int], ConsumeQueue], index: IndexService,
-                 checkpoint: StoreCheckpoint, coder: TagsCoder, check_crc: bool) -> None:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: Mapping[tuple[str, int], ConsumeQueue],
+        index: IndexService,
+        checkpoint: StoreCheckpoint,
+        coder: TagsCoder,
+        check_crc: bool,
+    ) -> None:
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
@@ -125,8 +141,9 @@ class Recovery:
         self.coder = coder
         self.check_crc = check_crc
 
-    def run(self, last_exit_ok: bool, page_cache_intact: bool,
-            dispatch: Callable[[DispatchRequest], None]) -> RecoveryReport:
+    def run(
+        self, last_exit_ok: bool, page_cache_intact: bool, dispatch: Callable[[DispatchRequest], None]
+    ) -> RecoveryReport:
         """Recover (ConsumeQueues already ``recover``-ed); ``page_cache_intact``: only the process died."""
         files = self.commitlog.queue.files
         if not files:
@@ -177,9 +194,12 @@ class Recovery:
         if record is None or record.physical_offset != offset:
             return False
         requests = list(requests_for_scan(self.coder, [record]))
-        return (record.size, record.topic, record.queue_id, record.queue_offset) == (
-            size, queue.topic, queue.queue_id, queue.max_offset - 1) and len(requests) == 1 \
+        return (
+            (record.size, record.topic, record.queue_id, record.queue_offset)
+            == (size, queue.topic, queue.queue_id, queue.max_offset - 1)
+            and len(requests) == 1
             and int(requests[0].tags_codes[0]) == tags_code
+        )
 
     def _cut(self, offset: int, zero_after: bool) -> None:
         """Make ``offset`` the write position; zero what follows only when it may hold bytes."""

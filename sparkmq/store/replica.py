@@ -40,13 +40,19 @@ def append_run(commitlog: CommitLog, offset: int, data: bytes | memoryview) -> N
     queue = commitlog.queue
     if queue.files:
         if offset != commitlog.max_offset:
-            raise StoreError(f"replicated bytes at offset {offset} do not continue this CommitLog, which ends at "
-                             f"{commitlog.max_offset}")
+            raise StoreError(
+                f"replicated bytes at offset {offset} do not continue this CommitLog, which ends at "
+                f"{commitlog.max_offset}"
+            )
     elif offset % queue.file_bytes:
-        raise StoreError(f"an empty CommitLog cannot start at offset {offset}: not a multiple of the segment size "
-                         f"{queue.file_bytes} (do master and slave use the same mapedFileSizeCommitLog?)")
+        raise StoreError(
+            f"an empty CommitLog cannot start at offset {offset}: not a multiple of the segment size "
+            f"{queue.file_bytes} (do master and slave use the same mapedFileSizeCommitLog?)"
+        )
     mapped = queue.last_file(offset)
     if len(data) > mapped.remaining:
-        raise StoreError(f"{len(data)} replicated bytes at offset {offset} overflow segment {mapped.path.name} "
-                         f"({mapped.remaining} bytes left; do master and slave use the same mapedFileSizeCommitLog?)")
+        raise StoreError(
+            f"{len(data)} replicated bytes at offset {offset} overflow segment {mapped.path.name} "
+            f"({mapped.remaining} bytes left; do master and slave use the same mapedFileSizeCommitLog?)"
+        )
     mapped.append(data)

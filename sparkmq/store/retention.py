@@ -61,12 +61,16 @@ class Retention:
         self._clean_immediately = ratio > cfg.disk_space_clean_forcibly_ratio
         if ratio > cfg.disk_space_warning_level_ratio:
             if self.write_refusal is None:
-                logger.error("disk %.1f%% used, above diskSpaceWarningLevelRatio %.0f%%: the store refuses writes",
-                             ratio * 100, cfg.disk_space_warning_level_ratio * 100)
+                logger.error(
+                    "disk %.1f%% used, above diskSpaceWarningLevelRatio %.0f%%: the store refuses writes",
+                    ratio * 100,
+                    cfg.disk_space_warning_level_ratio * 100,
+                )
             self.write_refusal = (
                 f"the broker's disk is full: {ratio:.1%} of {cfg.commitlog_dir} used, above diskSpaceWarningLevelRatio "
                 f"{cfg.disk_space_warning_level_ratio:.0%}; "
-                f"writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}")
+                f"writes resume below {cfg.disk_space_clean_forcibly_ratio:.0%}"
+            )
         elif not self._clean_immediately and self.write_refusal is not None:
             logger.warning("disk %.1f%% used: the store accepts writes again", ratio * 100)
             self.write_refusal = None
@@ -93,7 +97,9 @@ class Retention:
         # under the flush lock alone, so puts and reads never wait behind an fsync here.
         with store._lock:  # retention is part of the store
             commitlog = store.commitlog.queue
-            deleted = commitlog.delete_expired_by_time(reserved_seconds, force=at_once, max_files=DELETE_FILES_BATCH_MAX)
+            deleted = commitlog.delete_expired_by_time(
+                reserved_seconds, force=at_once, max_files=DELETE_FILES_BATCH_MAX
+            )
             queues: list[MappedFileQueue] = [commitlog]
             index_files: list[IndexFile] = []
             if deleted:

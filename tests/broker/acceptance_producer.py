@@ -31,17 +31,20 @@ def body_of(number: int) -> bytes:
     return f"body-{number}".encode() + b"." * 200
 
 
-async def sender(client: RemotingClient, address: str, topic: str, queues: int, numbers: itertools.count[int],
-                 stop: asyncio.Event) -> None:
+async def sender(
+    client: RemotingClient, address: str, topic: str, queues: int, numbers: itertools.count[int], stop: asyncio.Event
+) -> None:
     properties = encode_properties({"WAIT": "true", "KEYS": "acceptance"}).decode()
     while not stop.is_set():
         number = next(numbers)
         queue_id = number % queues
-        header = SendMessageRequestHeaderV2(PRODUCER_GROUP, topic, "TBW102", queues, queue_id, 0,
-                                            int(time.time() * 1000), 0, properties)
+        header = SendMessageRequestHeaderV2(
+            PRODUCER_GROUP, topic, "TBW102", queues, queue_id, 0, int(time.time() * 1000), 0, properties
+        )
         try:
-            response = await client.invoke(address, RequestCode.SEND_MESSAGE_V2, header.to_fields(), body_of(number),
-                                           timeout=SEND_TIMEOUT_S)
+            response = await client.invoke(
+                address, RequestCode.SEND_MESSAGE_V2, header.to_fields(), body_of(number), timeout=SEND_TIMEOUT_S
+            )
         except SparkmqError as exc:
             if not stop.is_set():
                 print(f"FAIL {exc.remark}", flush=True)

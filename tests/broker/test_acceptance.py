@@ -45,8 +45,9 @@ RESPONSE_TIMEOUT_S = 5.0
 
 
 def send_fields(topic: str, queue_id: int, queues: int = 4, **overrides: str) -> dict[str, str]:
-    header = SendMessageRequestHeaderV2("acceptance-producer", topic, "TBW102", queues, queue_id, 0,
-                                        int(time.time() * 1000), 0, None)
+    header = SendMessageRequestHeaderV2(
+        "acceptance-producer", topic, "TBW102", queues, queue_id, 0, int(time.time() * 1000), 0, None
+    )
     fields = header.to_fields()
     fields.update(overrides)
     return fields
@@ -57,17 +58,30 @@ def pull_fields(topic: str, queue_id: int, offset: int, *, max_msgs: int = 1024,
     return PullMessageRequestHeader(GROUP, topic, queue_id, offset, max_msgs, int(flags), 0, suspend_ms, 0).to_fields()
 
 
-async def send(client: RemotingClient, address: str, topic: str, queue_id: int, body: bytes,
-               queues: int = 4) -> RemotingCommand:
-    return await client.invoke(address, RequestCode.SEND_MESSAGE_V2, send_fields(topic, queue_id, queues), body,
-                               timeout=RESPONSE_TIMEOUT_S)
+async def send(
+    client: RemotingClient, address: str, topic: str, queue_id: int, body: bytes, queues: int = 4
+) -> RemotingCommand:
+    return await client.invoke(
+        address, RequestCode.SEND_MESSAGE_V2, send_fields(topic, queue_id, queues), body, timeout=RESPONSE_TIMEOUT_S
+    )
 
 
-async def pull(client: RemotingClient, address: str, topic: str, queue_id: int, offset: int, *,
-               max_msgs: int = 1024, suspend_ms: int = 0) -> RemotingCommand:
-    return await client.invoke(address, RequestCode.PULL_MESSAGE,
-                               pull_fields(topic, queue_id, offset, max_msgs=max_msgs, suspend_ms=suspend_ms),
-                               timeout=RESPONSE_TIMEOUT_S + suspend_ms / 1000)
+async def pull(
+    client: RemotingClient,
+    address: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    max_msgs: int = 1024,
+    suspend_ms: int = 0,
+) -> RemotingCommand:
+    return await client.invoke(
+        address,
+        RequestCode.PULL_MESSAGE,
+        pull_fields(topic, queue_id, offset, max_msgs=max_msgs, suspend_ms=suspend_ms),
+        timeout=RESPONSE_TIMEOUT_S + suspend_ms / 1000,
+    )
 
 
 async def pull_all(client: RemotingClient, address: str, topic: str, queue_id: int) -> list[tuple[int, bytes]]:
@@ -88,13 +102,15 @@ async def pull_all(client: RemotingClient, address: str, topic: str, queue_id: i
 
 async def create_topic(client: RemotingClient, address: str, topic: str, queues: int) -> None:
     header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, 6, "SINGLE_TAG", False)
-    response = await client.invoke(address, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields(),
-                                   timeout=RESPONSE_TIMEOUT_S)
+    response = await client.invoke(
+        address, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields(), timeout=RESPONSE_TIMEOUT_S
+    )
     assert response.code == ResponseCode.SUCCESS, response.remark
 
 
 def run(main: Callable[[RemotingClient], Awaitable[None]]) -> None:
     """Run ``main(client)`` in a fresh event loop, closing the client whatever happens."""
+
     async def wrapper() -> None:
         client = RemotingClient()
         try:
@@ -123,13 +139,19 @@ MIN_ACKS_BEFORE_KILL = 200
 
 
 def test_acknowledged_sync_flush_sends_survive_a_broker_sigkill(
-        tmp_path: Path, processes: list[ServiceProcess]) -> None:
+    tmp_path: Path, processes: list[ServiceProcess]
+) -> None:
     store = tmp_path / "store"
     broker = BrokerProcess.start(store, None, "--flush", "sync")
     processes.append(broker)
-    producer = subprocess.Popen([sys.executable, str(PRODUCER_SCRIPT), broker.address, TOPIC_DURABLE,
-                                 str(DURABLE_QUEUES), "4"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    producer = subprocess.Popen(
+        [sys.executable, str(PRODUCER_SCRIPT), broker.address, TOPIC_DURABLE, str(DURABLE_QUEUES), "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+    )
     lines: list[str] = []
 
     def pump() -> None:
@@ -140,8 +162,9 @@ def test_acknowledged_sync_flush_sends_survive_a_broker_sigkill(
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:
-        assert wait_until(lambda: sum(line.startswith("ACK ") for line in lines) >= MIN_ACKS_BEFORE_KILL, 30.0), \
+        assert wait_until(lambda: sum(line.startswith("ACK ") for line in lines) >= MIN_ACKS_BEFORE_KILL, 30.0), (
             "producer did not reach enough acks:\n" + "\n".join(lines[-20:])
+        )
         broker.kill()  # mid-stream: the producer still has sends in flight
         producer.wait(15.0)
     finally:
@@ -178,15 +201,18 @@ def test_acknowledged_sync_flush_sends_survive_a_broker_sigkill(
                 name = stored_body.split(b".", 1)[0]
                 assert name.startswith(b"body-") and name not in seen_bodies, name
                 seen_bodies.add(name)
-            max_offset = await client.invoke(restarted.address, RequestCode.GET_MAX_OFFSET,
-                                             {"topic": TOPIC_DURABLE, "queueId": str(queue_id)})
+            max_offset = await client.invoke(
+                restarted.address, RequestCode.GET_MAX_OFFSET, {"topic": TOPIC_DURABLE, "queueId": str(queue_id)}
+            )
             assert max_offset.code == ResponseCode.SUCCESS
             assert int(max_offset.ext_fields["offset"]) == len(messages)
         # the recovered broker keeps appending right after what it recovered
         response = await send(client, restarted.address, TOPIC_DURABLE, 0, b"after-restart")
         assert response.code == ResponseCode.SUCCESS, response.remark
-        assert int(response.ext_fields["queueOffset"]) == len(await pull_all(client, restarted.address,
-                                                                              TOPIC_DURABLE, 0)) - 1
+        assert (
+            int(response.ext_fields["queueOffset"])
+            == len(await pull_all(client, restarted.address, TOPIC_DURABLE, 0)) - 1
+        )
 
     run(check)
 
@@ -214,8 +240,9 @@ class RawConnection:
         self.writer.write(data)
         await self.writer.drain()
 
-    async def request(self, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"",
-                      opaque: int = 1) -> RemotingCommand:
+    async def request(
+        self, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"", opaque: int = 1
+    ) -> RemotingCommand:
         await self.send(RemotingCommand.request(code, opaque, ext_fields=ext_fields, body=body).encode())
         response = await self.next_command()
         assert response is not None, f"connection closed instead of answering code {code}"
@@ -310,36 +337,42 @@ async def abuse(address: str) -> dict[str, RemotingCommand | None]:
     connection = await RawConnection.open(address)
     try:
         results["unknown-code"] = await connection.request(9999, {"x": "y"})
-        again = await connection.request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC_HEALTHY, "queueId": "0"},
-                                         opaque=2)
+        again = await connection.request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC_HEALTHY, "queueId": "0"}, opaque=2)
         assert again.code == ResponseCode.SUCCESS, again
         # a send over maxMessageSize: MESSAGE_ILLEGAL, connection still usable
         results["oversized-send"] = await connection.request(
-            RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 1), b"x" * 70_000, opaque=3)
+            RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 1), b"x" * 70_000, opaque=3
+        )
         # a send missing a required header field (no topic "b"): an error response
         fields = send_fields(TOPIC_HEALTHY, 1)
         del fields["b"]
         results["missing-field"] = await connection.request(RequestCode.SEND_MESSAGE_V2, fields, b"m", opaque=4)
         results["bad-field-type"] = await connection.request(
-            RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 1, e="not-a-number"), b"m", opaque=8)
+            RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 1, e="not-a-number"), b"m", opaque=8
+        )
         results["bad-queue"] = await connection.request(
-            RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 99), b"m", opaque=9)
+            RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 99), b"m", opaque=9
+        )
         ok = await connection.request(RequestCode.SEND_MESSAGE_V2, send_fields(TOPIC_HEALTHY, 1), b"fine", opaque=5)
         assert ok.code == ResponseCode.SUCCESS, ok
         # unknown topics with autoCreateTopicEnable=false
         results["send-unknown-topic"] = await connection.request(
-            RequestCode.SEND_MESSAGE_V2, send_fields("NoSuchTopic", 0), b"m", opaque=6)
+            RequestCode.SEND_MESSAGE_V2, send_fields("NoSuchTopic", 0), b"m", opaque=6
+        )
         results["pull-unknown-topic"] = await connection.request(
-            RequestCode.PULL_MESSAGE, pull_fields("NoSuchTopic", 0, 0), opaque=7)
+            RequestCode.PULL_MESSAGE, pull_fields("NoSuchTopic", 0, 0), opaque=7
+        )
     finally:
         await connection.close()
     return results
 
 
 def test_bad_peers_get_errors_or_closed_connections_and_healthy_clients_see_nothing(
-        tmp_path: Path, processes: list[ServiceProcess]) -> None:
-    broker = BrokerProcess.start(tmp_path / "store", None, "--set", f"maxMessageSize={MAX_MESSAGE_SIZE}",
-                                 "--set", "autoCreateTopicEnable=false")
+    tmp_path: Path, processes: list[ServiceProcess]
+) -> None:
+    broker = BrokerProcess.start(
+        tmp_path / "store", None, "--set", f"maxMessageSize={MAX_MESSAGE_SIZE}", "--set", "autoCreateTopicEnable=false"
+    )
     processes.append(broker)
 
     async def main(client: RemotingClient) -> None:
@@ -357,8 +390,11 @@ def test_bad_peers_get_errors_or_closed_connections_and_healthy_clients_see_noth
         assert failures == []
         assert rounds >= 10, rounds
 
-        for name in [n for n in results if n.startswith("random")] + ["2GiB-prefix", "16MiB+1-prefix",
-                                                                     "header-too-long"]:
+        for name in [n for n in results if n.startswith("random")] + [
+            "2GiB-prefix",
+            "16MiB+1-prefix",
+            "header-too-long",
+        ]:
             assert results[name] is None, f"{name}: expected the connection closed, got {results[name]}"
         for name in ("not-json", "json-array", "no-opaque", "binary-header-garbage"):
             assert results[name] is None or results[name].remark, name
@@ -386,7 +422,8 @@ MAX_WAKE_LATENCY_S = 0.050
 
 
 def test_a_parked_pull_answers_when_a_message_arrives_or_at_its_timeout(
-        tmp_path: Path, processes: list[ServiceProcess]) -> None:
+    tmp_path: Path, processes: list[ServiceProcess]
+) -> None:
     broker = BrokerProcess.start(tmp_path / "store", None)
     processes.append(broker)
 
@@ -432,7 +469,8 @@ SCAN_EVICTION_DEADLINE_S = 5.0  # brokerExpired 3 s + scanInterval 1 s + slack
 
 
 def test_a_killed_broker_leaves_the_route_and_comes_back_on_restart(
-        tmp_path: Path, processes: list[ServiceProcess]) -> None:
+    tmp_path: Path, processes: list[ServiceProcess]
+) -> None:
     namesrv = NamesrvProcess.start("--scan-interval", "1", "--broker-expired", "3")
     processes.append(namesrv)
     store = tmp_path / "store"
@@ -441,8 +479,9 @@ def test_a_killed_broker_leaves_the_route_and_comes_back_on_restart(
     processes.append(broker)
 
     async def route(client: RemotingClient) -> TopicRouteData | None:
-        response = await client.invoke(namesrv.address, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                       GetRouteInfoRequestHeader(TOPIC_ROUTE).to_fields())
+        response = await client.invoke(
+            namesrv.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(TOPIC_ROUTE).to_fields()
+        )
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         assert response.code == ResponseCode.SUCCESS, (response.code, response.remark)
@@ -469,6 +508,7 @@ def test_a_killed_broker_leaves_the_route_and_comes_back_on_restart(
     # since its last registration (≤ 1 s before the stop) plus at most one 1 s scan period.
     os.kill(broker.pid, signal.SIGSTOP)
     try:
+
         async def while_stopped(client: RemotingClient) -> None:
             waited = await wait_for_route(client, False, SCAN_EVICTION_DEADLINE_S)
             assert waited >= 1.5, f"evicted after {waited:.2f} s: before brokerExpired could pass"
@@ -505,7 +545,8 @@ TOPIC_OFFSETS = "AcceptanceOffsets"
 
 
 def test_sigterm_exits_0_removes_the_abort_marker_and_persists_offsets(
-        tmp_path: Path, processes: list[ServiceProcess]) -> None:
+    tmp_path: Path, processes: list[ServiceProcess]
+) -> None:
     store = tmp_path / "store"
     broker = BrokerProcess.start(store, None)
     processes.append(broker)
@@ -515,9 +556,11 @@ def test_sigterm_exits_0_removes_the_abort_marker_and_persists_offsets(
         for number in range(3):
             sent = await send(client, broker.address, TOPIC_OFFSETS, 2, f"m{number}".encode())
             assert sent.code == ResponseCode.SUCCESS, sent.remark
-        committed = await client.invoke(broker.address, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                        {"consumerGroup": GROUP, "topic": TOPIC_OFFSETS, "queueId": "2",
-                                         "commitOffset": "3"})
+        committed = await client.invoke(
+            broker.address,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC_OFFSETS, "queueId": "2", "commitOffset": "3"},
+        )
         assert committed.code == ResponseCode.SUCCESS, committed.remark
 
     run(main)

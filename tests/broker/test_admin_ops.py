@@ -59,8 +59,9 @@ def test_broker_config_update_is_checked_and_applies(cluster) -> None:
                 await admin.update_broker_config(broker.address, {"maxTransferCountOnMessageInMemory": "lots"})
             with pytest.raises(RemoteError, match="properties line 1 is not key=value"):
                 await admin.broker(broker.address, RequestCode.UPDATE_BROKER_CONFIG, body=b"garbage\n")
-            await admin.update_broker_config(broker.address, {"maxTransferCountOnMessageInMemory": "7",
-                                                              "brokerName": "renamed"})
+            await admin.update_broker_config(
+                broker.address, {"maxTransferCountOnMessageInMemory": "7", "brokerName": "renamed"}
+            )
             config = await admin.broker_config(broker.address)
             assert config["maxTransferCountOnMessageInMemory"] == "7"
             assert config["brokerName"] == "broker-a"  # identity is not changed on a running broker
@@ -79,8 +80,11 @@ def test_connection_lists_of_unknown_groups_are_errors_not_crashes(cluster) -> N
             with pytest.raises(RemoteError, match="not exist"):
                 await admin.broker(broker.address, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "P"})
             with pytest.raises(RemoteError, match="topic\\[NoSuchTopic\\] not exist"):
-                await admin.broker(broker.address, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                                   {"topic": "NoSuchTopic", "group": "G", "timestamp": "0", "isForce": "true"})
+                await admin.broker(
+                    broker.address,
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                    {"topic": "NoSuchTopic", "group": "G", "timestamp": "0", "isForce": "true"},
+                )
             assert (await admin.runtime_info(broker.address))["brokerVersionDesc"].startswith("sparkmq")
 
     run(scenario())

@@ -28,8 +28,9 @@ from support.broker_wire import Wire, small_config
 TIMEOUT_S = 10.0
 
 
-def failing_once(real: Callable[..., Any], loop: asyncio.AbstractEventLoop, done: asyncio.Event,
-                 error: BaseException) -> Callable[..., Any]:
+def failing_once(
+    real: Callable[..., Any], loop: asyncio.AbstractEventLoop, done: asyncio.Event, error: BaseException
+) -> Callable[..., Any]:
     """``real`` that raises ``error`` on its first call and sets ``done`` (thread-safely) after the second."""
     calls = 0
 
@@ -72,13 +73,15 @@ def test_run_every_logs_a_failing_round_with_its_traceback_and_goes_on(caplog: p
 
 
 def test_an_oserror_in_an_offset_persistence_round_is_logged_and_the_next_round_persists(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async def scenario() -> None:
         async with BrokerController(small_config(tmp_path, flush_consumer_offset_interval=20)) as broker:
             done = asyncio.Event()
             table = broker.persister._tables["consumerOffset.json"]
-            table.write = failing_once(table.write, asyncio.get_running_loop(), done,
-                                       OSError(errno.EIO, "injected EIO"))
+            table.write = failing_once(
+                table.write, asyncio.get_running_loop(), done, OSError(errno.EIO, "injected EIO")
+            )
             wire = Wire(broker)
             try:
                 await wire.send_ok("Persisted", b"m")
@@ -96,11 +99,13 @@ def test_an_oserror_in_an_offset_persistence_round_is_logged_and_the_next_round_
 
 
 def test_close_persists_every_other_table_and_removes_the_abort_marker_when_one_write_fails(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async def scenario() -> None:
         broker = BrokerController(small_config(tmp_path, flush_consumer_offset_interval=3_600_000))
         await broker.start()
         try:
+
             def broken(snapshot: Any) -> None:
                 raise OSError(errno.ENOSPC, "injected ENOSPC")
 
@@ -124,8 +129,9 @@ def test_close_persists_every_other_table_and_removes_the_abort_marker_when_one_
     assert any("topics.json could not be persisted" in r.getMessage() for r in caplog.records)
 
 
-def test_a_registration_round_that_raises_does_not_end_registration(tmp_path: Path,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_a_registration_round_that_raises_does_not_end_registration(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async def scenario() -> None:
         async with NameServer(NamesrvConfig("127.0.0.1", port=0)) as namesrv:
             config = small_config(tmp_path, namesrv_addr=namesrv.address, register_name_server_period=20)
@@ -134,8 +140,11 @@ def test_a_registration_round_that_raises_does_not_end_registration(tmp_path: Pa
                 assert registration is not None
                 done = asyncio.Event()
                 registration.topics.wrapper = failing_once(  # type: ignore[method-assign]
-                    registration.topics.wrapper, asyncio.get_running_loop(), done,
-                    UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"))
+                    registration.topics.wrapper,
+                    asyncio.get_running_loop(),
+                    done,
+                    UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
+                )
                 await asyncio.wait_for(done.wait(), TIMEOUT_S)
                 assert registration._task is not None and not registration._task.done()
 
@@ -148,7 +157,8 @@ def test_a_failing_namesrv_scan_round_is_logged_and_the_scan_goes_on(caplog: pyt
         async with NameServer(NamesrvConfig("127.0.0.1", port=0, scan_interval_s=0.01)) as namesrv:
             done = asyncio.Event()
             namesrv.routes.evict_stale = failing_once(  # type: ignore[method-assign]
-                namesrv.routes.evict_stale, asyncio.get_running_loop(), done, RuntimeError("injected"))
+                namesrv.routes.evict_stale, asyncio.get_running_loop(), done, RuntimeError("injected")
+            )
             await asyncio.wait_for(done.wait(), TIMEOUT_S)
 
     asyncio.run(scenario())

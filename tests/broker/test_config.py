@@ -78,4 +78,6 @@ def test_tls_keys_read_under_either_spelling() -> None:
     dotted = BrokerConfig.from_properties({"tls.enable": "true", "tls.server.mode": "disabled"})
     camel = BrokerConfig.from_properties({"tlsEnable": "true", "tlsServerMode": "disabled"})
 
-    assert (dotted.tls_enable, dotted.tls_server_mode) == (camel.tls_enable, camel.tls_server_mode) == (True, "disabled")
+    assert (
+        (dotted.tls_enable, dotted.tls_server_mode) == (camel.tls_enable, camel.tls_server_mode) == (True, "disabled")
+    )

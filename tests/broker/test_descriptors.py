@@ -35,8 +35,17 @@ async def send_all(address: str) -> None:
     client = RemotingClient()
     try:
         for i in range(TOPICS):
-            fields = {"a": "PID", "b": f"Many{i}", "c": "TBW102", "d": "1", "e": "0", "f": "0",
-                      "g": "1700000000000", "h": "0", "i": encode_properties({}).decode()}
+            fields = {
+                "a": "PID",
+                "b": f"Many{i}",
+                "c": "TBW102",
+                "d": "1",
+                "e": "0",
+                "f": "0",
+                "g": "1700000000000",
+                "h": "0",
+                "i": encode_properties({}).decode(),
+            }
             response = await client.invoke(address, RequestCode.SEND_MESSAGE_V2, fields, f"m{i}".encode(), timeout=15.0)
             assert response.code == ResponseCode.SUCCESS, (i, response)
     finally:
@@ -48,9 +57,18 @@ async def read_all(address: str) -> list[bytes]:
     try:
         got = []
         for i in range(TOPICS):
-            fields = {"consumerGroup": "G", "topic": f"Many{i}", "queueId": "0", "queueOffset": "0", "maxMsgNums": "8",
-                      "sysFlag": str(int(PullSysFlag.SUBSCRIPTION)), "commitOffset": "0", "suspendTimeoutMillis": "0",
-                      "subscription": "*", "subVersion": "0"}
+            fields = {
+                "consumerGroup": "G",
+                "topic": f"Many{i}",
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "8",
+                "sysFlag": str(int(PullSysFlag.SUBSCRIPTION)),
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+            }
             response = await client.invoke(address, RequestCode.PULL_MESSAGE, fields, timeout=15.0)
             assert response.code == ResponseCode.SUCCESS, (i, response)
             got += [bytes(m.body) for m in iter_records(response.body)]

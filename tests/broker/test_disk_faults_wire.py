@@ -48,7 +48,8 @@ class Sent:
 
 
 def test_a_send_past_sync_flush_timeout_gets_flush_disk_timeout_and_the_next_succeeds(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     entered, release = threading.Event(), threading.Event()
     real = disk.fdatasync
 
@@ -77,7 +78,8 @@ def test_a_send_past_sync_flush_timeout_gets_flush_disk_timeout_and_the_next_suc
 
 
 def test_a_failed_fsync_answers_service_not_available_and_a_restart_recovers(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def eio(fd: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
@@ -104,8 +106,9 @@ def test_a_failed_fsync_answers_service_not_available_and_a_restart_recovers(
     run_broker(tmp_path / "store", restarted, **SYNC)
 
 
-def test_a_segment_that_cannot_be_allocated_answers_system_error(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_segment_that_cannot_be_allocated_answers_system_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = disk.fallocate
 
     def no_space_for_commitlog(fd: int, offset: int, size: int) -> None:
@@ -132,7 +135,8 @@ def test_a_segment_that_cannot_be_allocated_answers_system_error(tmp_path: Path,
 
 
 def test_above_disk_space_warning_level_sends_get_service_not_available_until_space_returns(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sent = Sent()
 
     async def scenario(w: Wire) -> None:
@@ -161,13 +165,24 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 
 def test_disk_keys_of_broker_conf_reach_the_store() -> None:
-    config = BrokerConfig.from_properties({
-        "diskMaxUsedSpaceRatio": "70", "diskSpaceCleanForciblyRatio": "80", "diskSpaceWarningLevelRatio": "88",
-        "cleanFileForciblyEnable": "false", "cleanResourceInterval": "2000", "maxHashSlotNum": "1000",
-        "maxIndexNum": "4000", "mapedFileSizeConsumeQueue": "6000"})
+    config = BrokerConfig.from_properties(
+        {
+            "diskMaxUsedSpaceRatio": "70",
+            "diskSpaceCleanForciblyRatio": "80",
+            "diskSpaceWarningLevelRatio": "88",
+            "cleanFileForciblyEnable": "false",
+            "cleanResourceInterval": "2000",
+            "maxHashSlotNum": "1000",
+            "maxIndexNum": "4000",
+            "mapedFileSizeConsumeQueue": "6000",
+        }
+    )
     store = config.store_config()
-    assert (store.disk_max_used_space_ratio, store.disk_space_clean_forcibly_ratio,
-            store.disk_space_warning_level_ratio) == (0.70, 0.80, 0.88)
+    assert (
+        store.disk_max_used_space_ratio,
+        store.disk_space_clean_forcibly_ratio,
+        store.disk_space_warning_level_ratio,
+    ) == (0.70, 0.80, 0.88)
     assert store.clean_file_forcibly_enable is False and store.clean_resource_interval_ms == 2000
     assert (store.index_hash_slots, store.index_entries, store.consume_queue_units_per_file) == (1000, 4000, 300)
     defaults = BrokerConfig().store_config()

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support.broker_wire import Wire, run_broker
 
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.store.config import FlushDiskType
+from support.broker_wire import Wire, run_broker
 
 TOPIC = "TopicGroupPut"
 MAX_MESSAGE = 4096
@@ -27,15 +27,37 @@ MAX_MESSAGE = 4096
 
 def _send(opaque: int, body: bytes, *, topic: str = TOPIC, queue_id: str = "0", tags: str = "T") -> bytes:
     props = encode_properties({"TAGS": tags, "KEYS": f"k{opaque}", "UNIQ_KEY": f"U{opaque:08d}", "WAIT": "true"})
-    fields = {"a": "PID_G", "b": topic, "c": "TBW102", "d": "4", "e": queue_id, "f": "0",
-              "g": str(int(time.time() * 1000)), "h": "0", "i": props.decode(), "j": "0", "k": "false", "m": "false"}
+    fields = {
+        "a": "PID_G",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": queue_id,
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": props.decode(),
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
 
 
 def _pull(opaque: int) -> bytes:
-    fields = {"consumerGroup": "CID_G", "topic": TOPIC, "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
-              "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
-              "subscription": "*", "expressionType": "TAG"}
+    fields = {
+        "consumerGroup": "CID_G",
+        "topic": TOPIC,
+        "queueId": "0",
+        "queueOffset": "0",
+        "maxMsgNums": "32",
+        "sysFlag": "2",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": "0",
+        "subscription": "*",
+        "expressionType": "TAG",
+    }
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
 
 
@@ -84,8 +106,10 @@ def test_one_read_of_sends_with_refusals_among_them(tmp_path: Path, flush: Flush
         assert [bytes(r.body) for r in records] == [b"m0", b"m1", b"m3"]
         assert [r.properties["TAGS"] for r in records] == ["T", "U", "T"]
         assert [r.queue_offset for r in records] == [0, 1, 2]
-        by_key = await w.call(RequestCode.QUERY_MESSAGE, {"topic": TOPIC, "key": "k2", "maxNum": "32",
-                                                          "beginTimestamp": "0", "endTimestamp": str(2**62)})
+        by_key = await w.call(
+            RequestCode.QUERY_MESSAGE,
+            {"topic": TOPIC, "key": "k2", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(2**62)},
+        )
         assert by_key.code == ResponseCode.SUCCESS
         assert [bytes(r.body) for r in iter_records(by_key.body, check_crc=True)] == [b"m1"]
 
@@ -95,11 +119,22 @@ def test_one_read_of_sends_with_refusals_among_them(tmp_path: Path, flush: Flush
 def test_requests_of_one_read_are_served_in_arrival_order(tmp_path: Path) -> None:
     """A topic created by the request before a send (an admin request, served by a Task) exists
     when the send is served, though sends alone would be answered without a Task."""
+
     async def scenario(w: Wire) -> None:
-        create = {"topic": "Created", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
-                  "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false"}
-        frames = [RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, 1, ext_fields=create).encode(),
-                  _send(2, b"after the create", topic="Created"), _send(3, b"and again", topic="Created")]
+        create = {
+            "topic": "Created",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "4",
+            "writeQueueNums": "4",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "order": "false",
+        }
+        frames = [
+            RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, 1, ext_fields=create).encode(),
+            _send(2, b"after the create", topic="Created"),
+            _send(3, b"and again", topic="Created"),
+        ]
         responses = await _one_write(w.broker.config.listen_port, frames)
         assert [responses[o].code for o in (1, 2, 3)] == [ResponseCode.SUCCESS] * 3, responses
         follow_up = [_send(4, b"a later read, same connection order", topic="Created")]

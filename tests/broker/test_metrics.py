@@ -72,9 +72,19 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def prom_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, BrokerProcess, int]]:
     port = _free_port()
-    with NamesrvProcess.start() as ns, BrokerProcess.start(
-            tmp_path_factory.mktemp("metrics-store"), ns.address, "--set", "metricsExporterType=PROM",
-            "--set", "metricsPromExporterHost=127.0.0.1", "--set", f"metricsPromExporterPort={port}") as broker:
+    with (
+        NamesrvProcess.start() as ns,
+        BrokerProcess.start(
+            tmp_path_factory.mktemp("metrics-store"),
+            ns.address,
+            "--set",
+            "metricsExporterType=PROM",
+            "--set",
+            "metricsPromExporterHost=127.0.0.1",
+            "--set",
+            f"metricsPromExporterPort={port}",
+        ) as broker,
+    ):
         yield ns, broker, port
 
 
@@ -129,8 +139,12 @@ def test_metrics_endpoint_counts_sends_pulls_and_lag(prom_broker) -> None:
     assert _value(samples, "rocketmq_topic_number") >= 1
     sends = _value(samples, "rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success")
     assert sends >= 6
-    assert _value(samples, "rocketmq_rpc_latency_bucket", request_code="send_message_v2", response_code="success",
-                  le="+Inf") == sends
+    assert (
+        _value(
+            samples, "rocketmq_rpc_latency_bucket", request_code="send_message_v2", response_code="success", le="+Inf"
+        )
+        == sends
+    )
     assert _value(samples, "rocketmq_storage_size") > 0 and "rocketmq_processor_watermark" in samples
 
     async def over_the_wire() -> None:

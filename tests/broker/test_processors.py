@@ -39,9 +39,20 @@ def assert_string_fields(fields: dict[str, str]) -> None:
 def test_send_message_v1_as_cpp_sends_it(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
         props = "KEYS\x01KEY1 KEY2\x02TAGS\x01TagA\x02UNIQ_KEY\x01ABC\x02WAIT\x01true\x02myprop\x01v1\x02"
-        fields = {"batch": "0", "bornTimestamp": "1795237221692", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-                  "flag": 7, "producerGroup": "PID_TEST", "properties": props, "queueId": 1, "reconsumeTimes": "0",
-                  "sysFlag": 0, "topic": "TopicTest", "unitMode": "0"}
+        fields = {
+            "batch": "0",
+            "bornTimestamp": "1795237221692",
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "flag": 7,
+            "producerGroup": "PID_TEST",
+            "properties": props,
+            "queueId": 1,
+            "reconsumeTimes": "0",
+            "sysFlag": 0,
+            "topic": "TopicTest",
+            "unitMode": "0",
+        }
         response = await w.raw(B.SEND_MESSAGE, fields, b"hello cpp")
         assert response.code == ResponseCode.SUCCESS, response
         assert_string_fields(response.ext_fields)
@@ -62,8 +73,19 @@ def test_send_message_v1_as_cpp_sends_it(tmp_path: Path) -> None:
 
 def test_send_message_v2_as_ali_ons_sends_it_and_pull_it_back(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
-        fields = {"a": "PID_ONS", "b": "TopicTest", "c": "TBW102", "d": 4, "e": 3, "f": 0, "g": 1795237382586,
-                  "h": 0, "i": "TAGS\x01TagA\x02KEYS\x01K1 K2\x02", "j": 0, "k": False}
+        fields = {
+            "a": "PID_ONS",
+            "b": "TopicTest",
+            "c": "TBW102",
+            "d": 4,
+            "e": 3,
+            "f": 0,
+            "g": 1795237382586,
+            "h": 0,
+            "i": "TAGS\x01TagA\x02KEYS\x01K1 K2\x02",
+            "j": 0,
+            "k": False,
+        }
         response = await w.raw(B.SEND_MESSAGE_V2, fields, b"hello ons")
         assert response.code == ResponseCode.SUCCESS, response
         assert_string_fields(response.ext_fields)
@@ -71,8 +93,9 @@ def test_send_message_v2_as_ali_ons_sends_it_and_pull_it_back(tmp_path: Path) ->
         pulled = await w.pull("CID", "TopicTest", 3, 0)
         assert pulled.code == ResponseCode.SUCCESS
         assert_string_fields(pulled.ext_fields)
-        assert {k: pulled.ext_fields[k] for k in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")} \
-            == {"nextBeginOffset": "1", "minOffset": "0", "maxOffset": "1", "suggestWhichBrokerId": "0"}
+        assert {
+            k: pulled.ext_fields[k] for k in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
+        } == {"nextBeginOffset": "1", "minOffset": "0", "maxOffset": "1", "suggestWhichBrokerId": "0"}
         (record,) = iter_records(pulled.body, check_crc=True)
         assert bytes(record.body) == b"hello ons" and record.properties["TAGS"] == "TagA"
 
@@ -81,10 +104,23 @@ def test_send_message_v2_as_ali_ons_sends_it_and_pull_it_back(tmp_path: Path) ->
 
 def test_send_batch_message_stores_one_record_per_item(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
-        items = encode_batch_items([b"one", b"two", b"three"],
-                                   [encode_properties({"TAGS": f"T{i}", "UNIQ_KEY": f"U{i}"}) for i in range(3)], [1, 2, 3])
-        fields = {"a": "PID", "b": "Batched", "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "1", "h": "0",
-                  "i": encode_properties({"WAIT": "true", "batchprop": "yes"}).decode(), "m": "true"}
+        items = encode_batch_items(
+            [b"one", b"two", b"three"],
+            [encode_properties({"TAGS": f"T{i}", "UNIQ_KEY": f"U{i}"}) for i in range(3)],
+            [1, 2, 3],
+        )
+        fields = {
+            "a": "PID",
+            "b": "Batched",
+            "c": "TBW102",
+            "d": "4",
+            "e": "2",
+            "f": "0",
+            "g": "1",
+            "h": "0",
+            "i": encode_properties({"WAIT": "true", "batchprop": "yes"}).decode(),
+            "m": "true",
+        }
         first = await w.call(B.SEND_BATCH_MESSAGE, fields, items)
         second = await w.call(B.SEND_BATCH_MESSAGE, fields, items)
         for response in (first, second):
@@ -109,9 +145,20 @@ def test_cpp_batch_is_code_10_with_batch_1_and_a_compressed_body(tmp_path: Path)
     async def scenario(w: Wire) -> None:
         bodies = [b"x" * 300, b"y" * 300]
         items = encode_batch_items(bodies, [encode_properties({"TAGS": "A"}), encode_properties({"TAGS": "B"})])
-        fields = {"batch": "1", "bornTimestamp": "1", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4, "flag": 0,
-                  "producerGroup": "PID", "properties": "", "queueId": 0, "reconsumeTimes": "0", "sysFlag": 1,
-                  "topic": "CppBatch", "unitMode": "0"}
+        fields = {
+            "batch": "1",
+            "bornTimestamp": "1",
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "flag": 0,
+            "producerGroup": "PID",
+            "properties": "",
+            "queueId": 0,
+            "reconsumeTimes": "0",
+            "sysFlag": 1,
+            "topic": "CppBatch",
+            "unitMode": "0",
+        }
         response = await w.raw(B.SEND_MESSAGE, fields, zlib.compress(items))
         assert response.code == ResponseCode.SUCCESS, response
         assert len(response.ext_fields["msgId"].split(",")) == 2
@@ -128,8 +175,18 @@ def test_cpp_batch_is_code_10_with_batch_1_and_a_compressed_body(tmp_path: Path)
 def test_batches_refuse_a_delay_level(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
         items = encode_batch_items([b"a", b"b"], [b"", b""])
-        fields = {"a": "PID", "b": "NoDelay", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1", "h": "0",
-                  "i": encode_properties({"DELAY": "2"}).decode(), "m": "true"}
+        fields = {
+            "a": "PID",
+            "b": "NoDelay",
+            "c": "TBW102",
+            "d": "4",
+            "e": "0",
+            "f": "0",
+            "g": "1",
+            "h": "0",
+            "i": encode_properties({"DELAY": "2"}).decode(),
+            "m": "true",
+        }
         for body in (items, encode_batch_items([b"a"], [b""])):
             response = await w.call(B.SEND_BATCH_MESSAGE, fields, body)
             assert response.code == ResponseCode.MESSAGE_ILLEGAL, response  # CommitLog.asyncPutMessages
@@ -218,8 +275,15 @@ def test_pull_statuses_and_long_poll(tmp_path: Path) -> None:
         bad_queue = await w.pull("CID", "Polled", 9, 0)
         assert bad_queue.code == ResponseCode.SYSTEM_ERROR
         assert (await w.pull("CID", "NoSuchTopic", 0, 0)).code == ResponseCode.TOPIC_NOT_EXIST
-        write_only = {"topic": "WriteOnly", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
-                      "perm": "2", "topicFilterType": "SINGLE_TAG", "order": "false"}
+        write_only = {
+            "topic": "WriteOnly",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "1",
+            "writeQueueNums": "1",
+            "perm": "2",
+            "topicFilterType": "SINGLE_TAG",
+            "order": "false",
+        }
         assert (await w.call(B.UPDATE_AND_CREATE_TOPIC, write_only)).code == ResponseCode.SUCCESS
         assert (await w.pull("CID", "WriteOnly", 0, 0)).code == ResponseCode.NO_PERMISSION
         started = time.monotonic()
@@ -261,8 +325,7 @@ def test_query_message_by_key(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
         await w.send_ok("Keyed", b"first", props={"KEYS": "order-1 order-2", "UNIQ_KEY": "UNIQ1"})
         await w.send_ok("Keyed", b"second", props={"KEYS": "order-3"})
-        fields = {"topic": "Keyed", "key": "order-2", "maxNum": "32", "beginTimestamp": "0",
-                  "endTimestamp": str(2**62)}
+        fields = {"topic": "Keyed", "key": "order-2", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(2**62)}
         response = await w.call(B.QUERY_MESSAGE, fields)
         assert response.code == ResponseCode.SUCCESS, response
         assert [bytes(r.body) for r in iter_records(response.body)] == [b"first"]
@@ -280,8 +343,16 @@ def test_query_message_by_key(tmp_path: Path) -> None:
 
 def test_topic_admin_and_statistics(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
-        create = {"topic": "Admin", "defaultTopic": "TBW102", "readQueueNums": "3", "writeQueueNums": "2", "perm": "6",
-                  "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+        create = {
+            "topic": "Admin",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "3",
+            "writeQueueNums": "2",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        }
         assert (await w.call(B.UPDATE_AND_CREATE_TOPIC, create)).code == ResponseCode.SUCCESS
         table = TopicConfigSerializeWrapper.decode((await w.call(B.GET_ALL_TOPIC_CONFIG)).body).topic_config_table
         assert (table["Admin"].read_queue_nums, table["Admin"].write_queue_nums) == (3, 2)
@@ -295,7 +366,9 @@ def test_topic_admin_and_statistics(tmp_path: Path) -> None:
         assert stats[MessageQueue("Admin", broker, 0)].last_update_timestamp > 0
         commit = {"consumerGroup": "CG", "topic": "Admin", "queueId": "0", "commitOffset": "1"}
         assert (await w.call(B.UPDATE_CONSUMER_OFFSET, commit)).code == ResponseCode.SUCCESS
-        consume = ConsumeStats.decode((await w.call(B.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": "Admin"})).body)
+        consume = ConsumeStats.decode(
+            (await w.call(B.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": "Admin"})).body
+        )
         lags = {mq.queue_id: o.broker_offset - o.consumer_offset for mq, o in consume.offset_table.items()}
         assert lags == {0: 2, 1: 1, 2: 0}  # one entry per read queue
         committed_times = {mq.queue_id: o.last_timestamp for mq, o in consume.offset_table.items()}

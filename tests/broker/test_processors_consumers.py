@@ -61,8 +61,17 @@ def test_heartbeat_subscription_filters_pulls_without_the_subscription_flag(tmp_
         await w.heartbeat("c1", "CID_F", {"Filtered": "TagB"})
         for tag in ("TagA", "TagB"):
             await w.send_ok("Filtered", tag.encode(), props={"TAGS": tag})
-        fields = {"consumerGroup": "CID_F", "topic": "Filtered", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
-                  "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"}
+        fields = {
+            "consumerGroup": "CID_F",
+            "topic": "Filtered",
+            "queueId": "0",
+            "queueOffset": "0",
+            "maxMsgNums": "32",
+            "sysFlag": "0",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subVersion": "0",
+        }
         response = await w.call(B.PULL_MESSAGE, fields)
         assert [bytes(r.body) for r in iter_records(response.body)] == [b"TagB"]
 
@@ -129,9 +138,18 @@ def test_consumer_offsets(tmp_path: Path) -> None:
         assert stored.ext_fields == {"offset": "1"}  # ali-ons' -1 is ignored
         as_cpp = await w.raw(B.QUERY_CONSUMER_OFFSET, {"consumerGroup": "CID_NEW", "topic": "Offsets", "queueId": 0})
         assert as_cpp.ext_fields == {"offset": "1"}
-        pull_commit = {"consumerGroup": "CID_P", "topic": "Offsets", "queueId": "0", "queueOffset": "1",
-                       "maxMsgNums": "32", "sysFlag": "5", "commitOffset": "1", "suspendTimeoutMillis": "0",
-                       "subscription": "*", "subVersion": "0"}
+        pull_commit = {
+            "consumerGroup": "CID_P",
+            "topic": "Offsets",
+            "queueId": "0",
+            "queueOffset": "1",
+            "maxMsgNums": "32",
+            "sysFlag": "5",
+            "commitOffset": "1",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+        }
         await w.call(B.PULL_MESSAGE, pull_commit)  # FLAG_COMMIT_OFFSET piggybacks a commit
         committed = await w.call(B.QUERY_CONSUMER_OFFSET, {**query, "consumerGroup": "CID_P"})
         assert committed.ext_fields == {"offset": "1"}
@@ -156,8 +174,13 @@ def test_lock_batch_mq(tmp_path: Path) -> None:
         unlock = LockBatchRequestBody("CID_O", "c1", (q1,)).encode()
         assert (await w.call(B.UNLOCK_BATCH_MQ, body=unlock)).code == ResponseCode.SUCCESS
         assert set(await lock("c2", q1)) == {q1}
-        cpp_body = json.dumps({"clientId": "c3", "consumerGroup": "CID_O",
-                               "mqSet": [{"brokerName": broker, "queueId": 0, "topic": "Ordered"}]}).encode()
+        cpp_body = json.dumps(
+            {
+                "clientId": "c3",
+                "consumerGroup": "CID_O",
+                "mqSet": [{"brokerName": broker, "queueId": 0, "topic": "Ordered"}],
+            }
+        ).encode()
         refused = await w.call(B.LOCK_BATCH_MQ, body=cpp_body)
         assert LockBatchResponseBody.decode(refused.body).lock_ok_mq_set == ()
 
@@ -211,8 +234,15 @@ def test_send_back_past_max_reconsume_times_goes_to_the_dlq(tmp_path: Path) -> N
     async def scenario(w: Wire) -> None:
         sent = await w.send_ok("Orders", b"hopeless", reconsume_times=3)
         offset = decode_offset_msg_id(sent["msgId"])[2]
-        fields = {"offset": str(offset), "group": "CID_D", "delayLevel": "0", "originMsgId": sent["msgId"],
-                  "originTopic": "Orders", "unitMode": "false", "maxReconsumeTimes": "3"}
+        fields = {
+            "offset": str(offset),
+            "group": "CID_D",
+            "delayLevel": "0",
+            "originMsgId": sent["msgId"],
+            "originTopic": "Orders",
+            "unitMode": "false",
+            "maxReconsumeTimes": "3",
+        }
         assert (await w.call(B.CONSUMER_SEND_MSG_BACK, fields)).code == ResponseCode.SUCCESS
         dead = await last_in(w, "%DLQ%CID_D", 0)
         assert bytes(dead.body) == b"hopeless" and "DELAY" not in dead.properties

@@ -44,8 +44,10 @@ def run_tx(tmp_path: Path, scenario: Scenario, **overrides: Any) -> None:
     settings.update(overrides)
 
     async def main() -> None:
-        async with BrokerController(small_config(tmp_path, **settings)) as broker, \
-                TxWire(broker.config.address, GROUP) as tx:
+        async with (
+            BrokerController(small_config(tmp_path, **settings)) as broker,
+            TxWire(broker.config.address, GROUP) as tx,
+        ):
             await scenario(broker, tx)
 
     asyncio.run(main())
@@ -71,7 +73,12 @@ def test_half_message_is_stored_in_the_half_topic_and_invisible(tmp_path: Path) 
         assert (stored.queue_offset, stored.physical_offset) == (half.queue_offset, half.commit_log_offset)
         assert L.transaction_type(stored.sys_flag) == L.TRANSACTION_NOT_TYPE  # so the half queue indexes it
         props = stored.properties
-        assert (props["REAL_TOPIC"], props["REAL_QID"], props["TRAN_MSG"], props["PGROUP"]) == ("TxTopic", "2", "true", GROUP)
+        assert (props["REAL_TOPIC"], props["REAL_QID"], props["TRAN_MSG"], props["PGROUP"]) == (
+            "TxTopic",
+            "2",
+            "true",
+            GROUP,
+        )
         assert props["UNIQ_KEY"] == half.uniq_key and bytes(stored.body) == b"pending"
 
     run_tx(tmp_path, scenario)
@@ -95,7 +102,12 @@ def test_commit_is_visible_exactly_once_and_a_second_end_is_harmless(tmp_path: P
         assert committed.prepared_transaction_offset == half.commit_log_offset
         props = committed.properties
         assert not {"REAL_TOPIC", "REAL_QID", "TRAN_MSG", "DELAY"} & set(props)
-        assert (props["UNIQ_KEY"], props["PGROUP"], props["color"], props["TAGS"]) == (half.uniq_key, GROUP, "red", "TagTx")
+        assert (props["UNIQ_KEY"], props["PGROUP"], props["color"], props["TAGS"]) == (
+            half.uniq_key,
+            GROUP,
+            "red",
+            "TagTx",
+        )
         (op,) = await tx.read(OP, 0)
         assert (bytes(op.body), op.properties["TAGS"], op.properties["KEYS"]) == (b"0", "d", half.uniq_key)
         again = await tx.end_ok(half, COMMIT)
@@ -145,8 +157,21 @@ def test_unknown_end_changes_nothing(tmp_path: Path) -> None:
 
 def test_mismatched_end_is_refused_with_a_clear_remark(tmp_path: Path) -> None:
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
-        plain = await tx.call(310, {"a": GROUP, "b": "TxTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",
-                                    "g": "1", "h": "0", "i": "PGROUP\x01PID_TX"}, b"plain")
+        plain = await tx.call(
+            310,
+            {
+                "a": GROUP,
+                "b": "TxTopic",
+                "c": "TBW102",
+                "d": "4",
+                "e": "0",
+                "f": "0",
+                "g": "1",
+                "h": "0",
+                "i": "PGROUP\x01PID_TX",
+            },
+            b"plain",
+        )
         assert plain.code == ResponseCode.SUCCESS
         half = await tx.prepare("TxTopic", b"guarded")
         cases = [
@@ -172,8 +197,18 @@ def test_mismatched_end_is_refused_with_a_clear_remark(tmp_path: Path) -> None:
 
 def test_batches_cannot_be_transactional(tmp_path: Path) -> None:
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
-        fields = {"a": GROUP, "b": "TxTopic", "c": "TBW102", "d": "4", "e": "0", "f": "4", "g": "1", "h": "0",
-                  "i": "", "m": "true"}
+        fields = {
+            "a": GROUP,
+            "b": "TxTopic",
+            "c": "TBW102",
+            "d": "4",
+            "e": "0",
+            "f": "4",
+            "g": "1",
+            "h": "0",
+            "i": "",
+            "m": "true",
+        }
         response = await tx.call(320, fields, b"")
         assert response.code == ResponseCode.MESSAGE_ILLEGAL and "transaction" in (response.remark or "")
 
@@ -193,11 +228,16 @@ def test_periodic_check_back_resolves_unknown_to_commit(tmp_path: Path) -> None:
         assert message.properties["TRANSACTION_CHECK_TIMES"] == "1" and message.properties["color"] == "blue"
         assert check.header.msg_id == check.header.transaction_id == half.uniq_key
         assert check.header.tran_state_table_offset > half.queue_offset  # it names the re-appended copy
-        assert (message.queue_offset, message.physical_offset) == (check.header.tran_state_table_offset,
-                                                                   check.header.commit_log_offset)
+        assert (message.queue_offset, message.physical_offset) == (
+            check.header.tran_state_table_offset,
+            check.header.commit_log_offset,
+        )
         await tx.end_ok(check.half, COMMIT, from_check=True)
         (committed,) = await tx.read("TxTopic", 3)
-        assert bytes(committed.body) == b"asked" and committed.prepared_transaction_offset == check.header.commit_log_offset
+        assert (
+            bytes(committed.body) == b"asked"
+            and committed.prepared_transaction_offset == check.header.commit_log_offset
+        )
         await tx.end_ok(half, COMMIT)  # the producer's own late END for the first copy: harmless
         assert bodies(await tx.read("TxTopic", 3)) == [b"asked"]
 
@@ -268,7 +308,9 @@ def test_one_bad_half_message_does_not_stop_the_check(tmp_path: Path, caplog: py
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
         await tx.heartbeat()
         assert broker.store is not None
-        bad = encode_properties({"REAL_TOPIC": "TxTopic", "REAL_QID": "not-a-number", "PGROUP": GROUP, "UNIQ_KEY": "BAD"})
+        bad = encode_properties(
+            {"REAL_TOPIC": "TxTopic", "REAL_QID": "not-a-number", "PGROUP": GROUP, "UNIQ_KEY": "BAD"}
+        )
         result, _ = broker.store.submit_messages(MessageBatch(HALF, 0, [b"bad"], [bad], born_timestamp=1))
         assert result.ok
         await tx.prepare("TxTopic", b"good")
@@ -295,6 +337,7 @@ def test_no_live_producer_means_asking_again_next_round(tmp_path: Path) -> None:
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
         async with TxWire(tx.address, GROUP) as gone:
             await gone.prepare("TxTopic", b"orphan")
+
         async def closed_seen() -> None:  # the broker has seen the producer's connection close
             while broker.context is not None and broker.context.clients.producers.get(GROUP):
                 await asyncio.sleep(0.01)
@@ -311,8 +354,11 @@ def test_no_live_producer_means_asking_again_next_round(tmp_path: Path) -> None:
     run_tx(tmp_path, scenario)
 
 
-def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The crash window between END's two appends: the commit is in the store, the op is not."""
+
     async def crash_after_commit(broker: BrokerController, tx: TxWire) -> None:
         half = await tx.prepare("TxTopic", b"half-done")
         (stored,) = await tx.read(HALF, 0)
@@ -335,20 +381,33 @@ def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(tmp_path: P
 
 def test_wire_shape_of_check_and_of_a_cpp_end(tmp_path: Path) -> None:
     """CHECK_TRANSACTION_STATE with Java's header fields; END as C++ 1.2.x writes it."""
+
     async def scenario(broker: BrokerController, tx: TxWire) -> None:
         await tx.prepare("TxTopic", b"wire", queue_id=2)
         assert await checker(broker).check_once() == 1
         check = await tx.next_check()
         assert check.raw.code == 39 and check.raw.is_oneway and check.raw.language.name == "JAVA"
         assert check.raw.ext_fields == {
-            "tranStateTableOffset": str(check.half.queue_offset), "commitLogOffset": str(check.half.commit_log_offset),
-            "msgId": check.message.properties["UNIQ_KEY"], "transactionId": check.message.properties["UNIQ_KEY"],
+            "tranStateTableOffset": str(check.half.queue_offset),
+            "commitLogOffset": str(check.half.commit_log_offset),
+            "msgId": check.message.properties["UNIQ_KEY"],
+            "transactionId": check.message.properties["UNIQ_KEY"],
             "offsetMsgId": check.message.offset_msg_id,
         }
-        assert (check.message.topic, check.message.queue_id, check.message.store_host.port) == ("TxTopic", 2, broker.config.listen_port)
-        cpp_end = {"producerGroup": GROUP, "tranStateTableOffset": str(check.half.queue_offset),
-                   "commitLogOffset": str(check.half.commit_log_offset), "commitOrRollback": "8",
-                   "fromTransactionCheck": "1", "msgId": check.half.uniq_key, "transactionId": check.half.uniq_key}
+        assert (check.message.topic, check.message.queue_id, check.message.store_host.port) == (
+            "TxTopic",
+            2,
+            broker.config.listen_port,
+        )
+        cpp_end = {
+            "producerGroup": GROUP,
+            "tranStateTableOffset": str(check.half.queue_offset),
+            "commitLogOffset": str(check.half.commit_log_offset),
+            "commitOrRollback": "8",
+            "fromTransactionCheck": "1",
+            "msgId": check.half.uniq_key,
+            "transactionId": check.half.uniq_key,
+        }
         response = await tx.raw(37, cpp_end)
         assert response.code == ResponseCode.SUCCESS, response
         assert bodies(await tx.read("TxTopic", 2)) == [b"wire"]
@@ -377,6 +436,7 @@ def test_restart_between_prepare_and_commit_loses_nothing(tmp_path: Path, crash:
         half = _in_loop(broker.address, lambda tx: tx.prepare("TxTopic", b"survivor"))
         broker.kill() if crash else broker.stop()
     with BrokerProcess.start(store, None, *quiet, port=broker.port) as broker:
+
         async def commit(tx: TxWire) -> list[bytes]:
             assert await tx.read("TxTopic", 1) == []
             await tx.end_ok(half, COMMIT)
@@ -390,6 +450,7 @@ def test_restart_between_commit_and_check_neither_commits_twice_nor_asks(tmp_pat
     store = tmp_path / "store"
     quiet = ("--set", f"transactionCheckInterval={HOUR_MS}")
     with BrokerProcess.start(store, None, *quiet) as broker:
+
         async def decide(tx: TxWire) -> Half:
             committed = await tx.prepare("TxTopic", b"committed")
             rolled_back = await tx.prepare("TxTopic", b"rolled-back")
@@ -400,6 +461,7 @@ def test_restart_between_commit_and_check_neither_commits_twice_nor_asks(tmp_pat
         committed = _in_loop(broker.address, decide)
         broker.kill() if crash else broker.stop()
     with BrokerProcess.start(store, None, *PROCESS_SETTINGS, port=broker.port) as broker:
+
         async def after(tx: TxWire) -> None:
             await tx.heartbeat()
             assert "already ended" in await tx.end_ok(committed, COMMIT)
@@ -417,6 +479,7 @@ def test_restart_between_prepare_and_check_asks_the_producer(tmp_path: Path) -> 
     with BrokerProcess.start(store, None, "--set", f"transactionCheckInterval={HOUR_MS}") as broker:
         _in_loop(broker.address, lambda tx: tx.prepare("TxTopic", b"in-doubt"))
     with BrokerProcess.start(store, None, *PROCESS_SETTINGS, port=broker.port) as broker:
+
         async def answer(tx: TxWire) -> list[bytes]:
             await tx.heartbeat()
             check = await tx.next_check()
@@ -427,10 +490,19 @@ def test_restart_between_prepare_and_check_asks_the_producer(tmp_path: Path) -> 
 
 
 def test_broker_conf_keys() -> None:
-    config = BrokerConfig.from_properties({"transactionCheckInterval": "1000", "transactionTimeOut": "250",
-                                           "transactionCheckMax": "3"})
-    assert (config.transaction_check_interval, config.transaction_time_out, config.transaction_check_max) == (1000, 250, 3)
+    config = BrokerConfig.from_properties(
+        {"transactionCheckInterval": "1000", "transactionTimeOut": "250", "transactionCheckMax": "3"}
+    )
+    assert (config.transaction_check_interval, config.transaction_time_out, config.transaction_check_max) == (
+        1000,
+        250,
+        3,
+    )
     defaults = BrokerConfig()
-    assert (defaults.transaction_check_interval, defaults.transaction_time_out, defaults.transaction_check_max) == (60_000, 6000, 15)
+    assert (defaults.transaction_check_interval, defaults.transaction_time_out, defaults.transaction_check_max) == (
+        60_000,
+        6000,
+        15,
+    )
     with pytest.raises(ConfigError, match="transactionCheckInterval 0 must be positive"):
         TransactionService(SimpleNamespace(config=BrokerConfig(transaction_check_interval=0)))  # type: ignore[arg-type]

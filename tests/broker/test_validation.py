@@ -20,8 +20,15 @@ from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
 from support.broker_wire import Wire, run_broker
 
 B = RequestCode
-CREATE = {"defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
-          "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+CREATE = {
+    "defaultTopic": "TBW102",
+    "readQueueNums": "4",
+    "writeQueueNums": "4",
+    "perm": "6",
+    "topicFilterType": "SINGLE_TAG",
+    "topicSysFlag": "0",
+    "order": "false",
+}
 
 
 async def still_serving(w: Wire, topic: str = "StillServing") -> None:
@@ -49,8 +56,10 @@ def test_delete_topic_refuses_paths_and_system_topics(tmp_path: Path) -> None:
             assert expected in (response.remark or ""), response.remark
         for system in ("TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "DefaultCluster", "broker-a", "rmq_sys_x"):
             response = await w.call(B.DELETE_TOPIC_IN_BROKER, {"topic": system})
-            assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                         f"The topic[{system}] is conflict with system topic.")
+            assert (response.code, response.remark) == (
+                ResponseCode.SYSTEM_ERROR,
+                f"The topic[{system}] is conflict with system topic.",
+            )
         assert {"TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(await topic_table(w))
         await still_serving(w)
 
@@ -58,15 +67,26 @@ def test_delete_topic_refuses_paths_and_system_topics(tmp_path: Path) -> None:
     assert (outside / "0" / "keep").read_bytes() == b"precious"
 
 
-@pytest.mark.parametrize(("field", "value", "remark"), [
-    ("readQueueNums", "1000000", "readQueueNums 1000000 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)"),
-    ("writeQueueNums", "0", "writeQueueNums 0 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)"),
-    ("writeQueueNums", "2147483647", "writeQueueNums 2147483647 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)"),
-    ("perm", "99", "perm 99 of topic[Bad] is not a combination of PermName bits (0..15)"),
-    ("topicSysFlag", "9", "topicSysFlag 9 of topic[Bad] is not a combination of TopicSysFlag bits (0..3)"),
-    ("topicFilterType", "\ud800", "header field 'topicFilterType' holds a lone surrogate U+D800 at index 0"),  # the edge
-    ("topicFilterType", "SQL92", "topicFilterType 'SQL92' of topic[Bad] is not one of MULTI_TAG, SINGLE_TAG"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "remark"),
+    [
+        ("readQueueNums", "1000000", "readQueueNums 1000000 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)"),
+        ("writeQueueNums", "0", "writeQueueNums 0 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)"),
+        (
+            "writeQueueNums",
+            "2147483647",
+            "writeQueueNums 2147483647 of topic[Bad] is outside 1..1024 (maxTopicQueueNums)",
+        ),
+        ("perm", "99", "perm 99 of topic[Bad] is not a combination of PermName bits (0..15)"),
+        ("topicSysFlag", "9", "topicSysFlag 9 of topic[Bad] is not a combination of TopicSysFlag bits (0..3)"),
+        (
+            "topicFilterType",
+            "\ud800",
+            "header field 'topicFilterType' holds a lone surrogate U+D800 at index 0",
+        ),  # the edge
+        ("topicFilterType", "SQL92", "topicFilterType 'SQL92' of topic[Bad] is not one of MULTI_TAG, SINGLE_TAG"),
+    ],
+)
 def test_create_topic_refuses_out_of_range_settings(tmp_path: Path, field: str, value: str, remark: str) -> None:
     async def scenario(w: Wire) -> None:
         response = await w.raw(B.UPDATE_AND_CREATE_TOPIC, {**CREATE, "topic": "Bad", field: value})
@@ -79,10 +99,14 @@ def test_create_topic_refuses_out_of_range_settings(tmp_path: Path, field: str, 
 
 def test_tbw102_cannot_be_emptied_and_auto_create_keeps_working(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
-        response = await w.call(B.UPDATE_AND_CREATE_TOPIC, {**CREATE, "topic": "TBW102", "defaultTopic": "X",
-                                                           "readQueueNums": "0", "writeQueueNums": "0"})
-        assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                     "The topic[TBW102] is conflict with system topic.")
+        response = await w.call(
+            B.UPDATE_AND_CREATE_TOPIC,
+            {**CREATE, "topic": "TBW102", "defaultTopic": "X", "readQueueNums": "0", "writeQueueNums": "0"},
+        )
+        assert (response.code, response.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "The topic[TBW102] is conflict with system topic.",
+        )
         assert (await topic_table(w))["TBW102"].write_queue_nums == 8
         await still_serving(w, "AutoCreatedAfterwards")
 
@@ -92,15 +116,28 @@ def test_tbw102_cannot_be_emptied_and_auto_create_keeps_working(tmp_path: Path) 
 def test_a_topic_without_writable_queues_answers_a_send_to_any_queue(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.mkdir()
-    table = {"dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": {
-        "Drained": {"order": False, "perm": 6, "readQueueNums": 1, "topicFilterType": "SINGLE_TAG",
-                    "topicName": "Drained", "topicSysFlag": 0, "writeQueueNums": 0}}}
+    table = {
+        "dataVersion": {"counter": 1, "timestamp": 1},
+        "topicConfigTable": {
+            "Drained": {
+                "order": False,
+                "perm": 6,
+                "readQueueNums": 1,
+                "topicFilterType": "SINGLE_TAG",
+                "topicName": "Drained",
+                "topicSysFlag": 0,
+                "writeQueueNums": 0,
+            }
+        },
+    }
     (config / "topics.json").write_text(json.dumps(table))
 
     async def scenario(w: Wire) -> None:
         response = await w.send("Drained", b"m", queue_id=-1)
-        assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                    "topic[Drained] has no writable queue: writeQueueNums is 0")
+        assert (response.code, response.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "topic[Drained] has no writable queue: writeQueueNums is 0",
+        )
         await still_serving(w)
 
     run_broker(tmp_path, scenario)
@@ -110,9 +147,12 @@ def test_bad_group_and_topic_names_are_answered_on_every_path(tmp_path: Path) ->
     async def scenario(w: Wire) -> None:
         await w.send_ok("Named", b"m")
         bad_group = {"consumerGroup": "bad group", "topic": "Named", "queueId": "0"}
-        for code, fields in ((B.UPDATE_CONSUMER_OFFSET, {**bad_group, "commitOffset": "1"}),
-                             (B.QUERY_CONSUMER_OFFSET, bad_group), (B.GET_CONSUMER_LIST_BY_GROUP, bad_group),
-                             (B.GET_CONSUME_STATS, bad_group)):
+        for code, fields in (
+            (B.UPDATE_CONSUMER_OFFSET, {**bad_group, "commitOffset": "1"}),
+            (B.QUERY_CONSUMER_OFFSET, bad_group),
+            (B.GET_CONSUMER_LIST_BY_GROUP, bad_group),
+            (B.GET_CONSUME_STATS, bad_group),
+        ):
             response = await w.call(code, fields)
             assert response.code == ResponseCode.SYSTEM_ERROR, (code, response)
             assert "The specified group['bad group'] contains illegal characters" in (response.remark or ""), response
@@ -122,9 +162,17 @@ def test_bad_group_and_topic_names_are_answered_on_every_path(tmp_path: Path) ->
             response = await w.raw(code, {"topic": "/etc", "queueId": "0"})
             assert response.code == ResponseCode.SYSTEM_ERROR, (code, response)
             assert "The specified topic['/etc'] contains illegal characters" in (response.remark or "")
-        pull_fields = {"consumerGroup": "CID", "topic": "Nope\ud800", "queueId": "0", "queueOffset": "0",
-                       "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
-                       "subVersion": "0"}
+        pull_fields = {
+            "consumerGroup": "CID",
+            "topic": "Nope\ud800",
+            "queueId": "0",
+            "queueOffset": "0",
+            "maxMsgNums": "1",
+            "sysFlag": "0",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subVersion": "0",
+        }
         surrogate = await w.raw(B.PULL_MESSAGE, pull_fields)  # answered, never an unencodable remark
         assert surrogate.code == ResponseCode.SYSTEM_ERROR and "lone surrogate" in (surrogate.remark or ""), surrogate
         beat = await w.heartbeat("c1", "bad.group", {"Named": "*"})
@@ -140,11 +188,15 @@ def test_auto_created_groups_are_bounded(tmp_path: Path) -> None:
         for i in range(3):
             assert (await w.heartbeat(f"c{i}", f"CID_{i}", {"Grouped": "*"})).code == ResponseCode.SUCCESS
         beyond = await w.heartbeat("c3", "CID_3", {"Grouped": "*"})
-        remark = ("subscription group [CID_3] does not exist and the broker already holds 3 groups "
-                  "(maxSubscriptionGroupNums=3)")
+        remark = (
+            "subscription group [CID_3] does not exist and the broker already holds 3 groups "
+            "(maxSubscriptionGroupNums=3)"
+        )
         assert (beyond.code, beyond.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark)
         pulled = await w.pull("CID_4", "Grouped", 0, 0)
-        assert pulled.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST and "maxSubscriptionGroupNums=3" in pulled.remark
+        assert (
+            pulled.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST and "maxSubscriptionGroupNums=3" in pulled.remark
+        )
         assert len(await w.pull_records("CID_1", "Grouped", 0)) == 1  # known groups keep working
         assert "%RETRY%CID_3" not in await topic_table(w)
 
@@ -183,7 +235,10 @@ def test_max_message_size_must_fit_a_frame() -> None:
     assert str(MAX_FRAME_BYTES) in raised.value.remark and str(MAX_MESSAGE_SIZE_LIMIT) in raised.value.remark
     with pytest.raises(ConfigError):
         BrokerConfig(max_message_size=MAX_MESSAGE_SIZE_LIMIT + 1)
-    assert BrokerConfig(max_message_size=MAX_MESSAGE_SIZE_LIMIT).max_message_size == MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
+    assert (
+        BrokerConfig(max_message_size=MAX_MESSAGE_SIZE_LIMIT).max_message_size
+        == MAX_FRAME_BYTES - FRAME_HEADER_RESERVE_BYTES
+    )
 
 
 def test_the_largest_allowed_message_is_pulled_in_one_frame(tmp_path: Path) -> None:

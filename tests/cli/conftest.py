@@ -42,8 +42,14 @@ class OpsCluster:
 def ops_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsCluster]:
     store = tmp_path_factory.mktemp("ops-store")
     port = free_port()
-    metrics = ("--set", "metricsExporterType=PROM", "--set", "metricsPromExporterHost=127.0.0.1",
-               "--set", f"metricsPromExporterPort={port}")
+    metrics = (
+        "--set",
+        "metricsExporterType=PROM",
+        "--set",
+        "metricsPromExporterHost=127.0.0.1",
+        "--set",
+        f"metricsPromExporterPort={port}",
+    )
     with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address, *metrics) as broker:
         yield OpsCluster(namesrv, broker, port)
 

@@ -33,8 +33,10 @@ def admin(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 def test_update_topic_then_list_route_status_and_cluster(ops_cluster, capsys) -> None:
     topic = f"T_{uuid.uuid4().hex[:8]}"
     out = admin(capsys, "updateTopic", "-n", ops_cluster.ns, "-c", "DefaultCluster", "-t", topic, "-r", "3", "-w", "3")
-    config_line = (f"TopicConfig [topicName={topic}, readQueueNums=3, writeQueueNums=3, perm=RW-, "
-                   "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]")
+    config_line = (
+        f"TopicConfig [topicName={topic}, readQueueNums=3, writeQueueNums=3, perm=RW-, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]"
+    )
     assert out.splitlines() == [f"create topic to {ops_cluster.broker.address} success.", config_line]
     assert wait_until(lambda: topic in admin(capsys, "topicList", "-n", ops_cluster.ns).split())
     route = admin(capsys, "topicRoute", "-n", ops_cluster.ns, "-t", topic)
@@ -48,15 +50,18 @@ def test_update_topic_then_list_route_status_and_cluster(ops_cluster, capsys) ->
     assert cluster[1].split()[:4] == ["DefaultCluster", "broker-a", "0", ops_cluster.broker.address]
 
     deleted = admin(capsys, "deleteTopic", "-n", ops_cluster.ns, "-c", "DefaultCluster", "-t", topic).splitlines()
-    assert deleted == [f"delete topic [{topic}] from cluster [DefaultCluster] success.",
-                       f"delete topic [{topic}] from NameServer success."]
+    assert deleted == [
+        f"delete topic [{topic}] from cluster [DefaultCluster] success.",
+        f"delete topic [{topic}] from NameServer success.",
+    ]
     assert topic not in admin(capsys, "topicList", "-n", ops_cluster.ns).split()
 
 
 def test_send_then_query_by_key_id_unique_key_offset_and_print(ops_cluster, capsys) -> None:
     topic = ops_cluster.topic(queues=1)
-    sent = admin(capsys, "sendMessage", "-n", ops_cluster.ns, "-t", topic, "-p", "hello admin", "-k", "order-7",
-                 "-c", "books").splitlines()
+    sent = admin(
+        capsys, "sendMessage", "-n", ops_cluster.ns, "-t", topic, "-p", "hello admin", "-k", "order-7", "-c", "books"
+    ).splitlines()
     assert sent[0].split() == ["#Broker", "Name", "#QID", "#Send", "Result", "#MsgId"]
     broker, qid, status, msg_id = sent[1].split()
     assert (broker, qid, status) == ("broker-a", "0", "SEND_OK")
@@ -68,8 +73,9 @@ def test_send_then_query_by_key_id_unique_key_offset_and_print(ops_cluster, caps
     assert rows["Topic:"] == topic and rows["Tags:"] == "[books]" and rows["Message Body:"] == "hello admin"
     offset_id = rows["OffsetID:"]
     assert f"Topic:               {topic}" in admin(capsys, "queryMsgById", "-n", ops_cluster.ns, "-i", offset_id)
-    by_offset = admin(capsys, "queryMsgByOffset", "-n", ops_cluster.ns, "-t", topic, "-b", "broker-a", "-i", "0",
-                      "-o", "0")
+    by_offset = admin(
+        capsys, "queryMsgByOffset", "-n", ops_cluster.ns, "-t", topic, "-b", "broker-a", "-i", "0", "-o", "0"
+    )
     assert f"OffsetID:            {offset_id}" in by_offset
     printed = admin(capsys, "printMsg", "-n", ops_cluster.ns, "-t", topic).splitlines()
     assert printed[0] == f"minOffset=0, maxOffset=1, MessageQueue [topic={topic}, brokerName=broker-a, queueId=0]"
@@ -120,7 +126,8 @@ def test_groups_broker_config_status_and_write_perm(ops_cluster, capsys) -> None
     created = admin(capsys, "updateSubGroup", "-n", ns, "-b", b, "-g", group, "-r", "3").splitlines()
     assert created[0] == f"create subscription group to {b} success." and "retryMaxTimes=3" in created[1]
     assert admin(capsys, "deleteSubGroup", "-n", ns, "-b", b, "-g", group).startswith(
-        f"delete subscription group [{group}] from broker [{b}]")
+        f"delete subscription group [{group}] from broker [{b}]"
+    )
 
     status = dict(line.split(":", 1) for line in admin(capsys, "brokerStatus", "-n", ns, "-b", b).splitlines())
     for key in ("putTps", "getTransferedTps", "msgPutTotalTodayNow", "commitLogMaxOffset", "brokerVersionDesc"):
@@ -129,8 +136,11 @@ def test_groups_broker_config_status_and_write_perm(ops_cluster, capsys) -> None
     assert config[0] == f"============{b}============"
     assert "shortPollingTimeMills".ljust(50) + "=  1000" in config
     assert admin(capsys, "updateBrokerConfig", "-n", ns, "-b", b, "-k", "shortPollingTimeMills", "-v", "700") == (
-        f"update broker config success, {b}\n")
-    assert "shortPollingTimeMills".ljust(50) + "=  700" in admin(capsys, "getBrokerConfig", "-n", ns, "-b", b).splitlines()
+        f"update broker config success, {b}\n"
+    )
+    assert (
+        "shortPollingTimeMills".ljust(50) + "=  700" in admin(capsys, "getBrokerConfig", "-n", ns, "-b", b).splitlines()
+    )
 
     wiped = admin(capsys, "wipeWritePerm", "-n", ns, "-b", "broker-a")
     assert wiped.startswith(f"wipe write perm of broker[broker-a] in name server[{ns}] OK, ")
@@ -140,8 +150,20 @@ def test_groups_broker_config_status_and_write_perm(ops_cluster, capsys) -> None
 
 
 def test_a_refused_update_names_the_reason(ops_cluster, capsys) -> None:
-    code = main(["admin", "updateBrokerConfig", "-n", ops_cluster.ns, "-b", ops_cluster.broker.address,
-                 "-k", "noSuchKey", "-v", "1"])
+    code = main(
+        [
+            "admin",
+            "updateBrokerConfig",
+            "-n",
+            ops_cluster.ns,
+            "-b",
+            ops_cluster.broker.address,
+            "-k",
+            "noSuchKey",
+            "-v",
+            "1",
+        ]
+    )
     assert code == 1
     assert "unknown broker config keys: noSuchKey" in capsys.readouterr().err
 
@@ -149,8 +171,15 @@ def test_a_refused_update_names_the_reason(ops_cluster, capsys) -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     env.pop("NAMESRV_ADDR", None)
-    return subprocess.run([sys.executable, "-m", "sparkmq", "admin", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO_ROOT, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkmq", "admin", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_a_bad_flag_prints_usage_and_exits_2() -> None:
@@ -177,6 +206,7 @@ class socket_that_refuses:
 
     def __enter__(self) -> str:
         import socket
+
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{self._sock.getsockname()[1]}"

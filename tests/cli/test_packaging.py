@@ -42,9 +42,24 @@ def test_the_base_install_has_no_spark_or_delta_and_the_spark_extra_has_them() -
 
 def test_sparkmq_dev_runs_without_spark_and_says_how_to_connect(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
-    args = [sys.executable, "-c", BLOCKED_MAIN, "dev", "--store-dir", str(tmp_path / "store"), "--port", "0",
-            "--namesrv-port", "0", "--set", "mapedFileSizeCommitLog=16777216", "--set", "maxHashSlotNum=50000",
-            "--set", "maxIndexNum=200000"]
+    args = [
+        sys.executable,
+        "-c",
+        BLOCKED_MAIN,
+        "dev",
+        "--store-dir",
+        str(tmp_path / "store"),
+        "--port",
+        "0",
+        "--namesrv-port",
+        "0",
+        "--set",
+        "mapedFileSizeCommitLog=16777216",
+        "--set",
+        "maxHashSlotNum=50000",
+        "--set",
+        "maxIndexNum=200000",
+    ]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     assert process.stdout is not None
     lines: list[str] = []

@@ -38,7 +38,10 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     store = tmp_path_factory.mktemp("client-store")
-    with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address, "--set", FAST_RETRIES) as broker:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(store, namesrv.address, "--set", FAST_RETRIES) as broker,
+    ):
         yield Cluster(namesrv, broker)
 
 

@@ -52,9 +52,19 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     """(NameServer address, broker address) of a broker with aclEnable=true."""
     root = tmp_path_factory.mktemp("acl-clients")
     (root / "plain_acl.yml").write_text(ACCOUNTS)
-    with NamesrvProcess.start() as namesrv, BrokerProcess.start(
-            root / "store", namesrv.address, "--set", "aclEnable=true", "--set", f"aclFile={root / 'plain_acl.yml'}",
-            "--set", "messageDelayLevel=" + " ".join(["1s"] * 18)) as broker:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(
+            root / "store",
+            namesrv.address,
+            "--set",
+            "aclEnable=true",
+            "--set",
+            f"aclFile={root / 'plain_acl.yml'}",
+            "--set",
+            "messageDelayLevel=" + " ".join(["1s"] * 18),
+        ) as broker,
+    ):
         yield namesrv.address, broker.address
 
 
@@ -112,8 +122,9 @@ def test_signed_producer_push_and_pull_consumers_round_trip(acl_cluster: tuple[s
         return ConsumeResult.SUCCESS
 
     group = f"CID_{uuid.uuid4().hex[:8]}"
-    push = clients.push(group, namesrv, topic, listen, security=APP,
-                        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    push = clients.push(
+        group, namesrv, topic, listen, security=APP, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
     assert all_in.wait(30), received  # heartbeat, pulls and offset commits all passed the ACL
 
     pull = clients.pull(f"CID_{uuid.uuid4().hex[:8]}", namesrv, security=APP)

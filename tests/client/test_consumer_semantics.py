@@ -19,8 +19,10 @@ TIMEOUT_S = 30.0
 
 def send_numbered(clients, ns: str, topic: str, count: int, start: int = 0) -> list:  # type: ignore[no-untyped-def]
     producer = clients.producer("PID_semantics", ns)
-    return [producer.send(Message(topic, f"m{i}".encode(), keys=[f"key-{i}"], properties={"seq": str(i)}))
-            for i in range(start, start + count)]
+    return [
+        producer.send(Message(topic, f"m{i}".encode(), keys=[f"key-{i}"], properties={"seq": str(i)}))
+        for i in range(start, start + count)
+    ]
 
 
 class Recorder:
@@ -81,7 +83,9 @@ def test_none_or_an_exception_from_the_listener_means_reconsume_later(cluster, c
 def test_orderly_retries_a_failing_message_in_place_beyond_sixteen_attempts(cluster, clients, group) -> None:
     topic = cluster.topic(queues=1)
     send_numbered(clients, cluster.ns, topic, 6)
-    recorder = Recorder(lambda m, attempt: None if m.properties["seq"] == "2" and attempt <= 20 else ConsumeResult.SUCCESS)
+    recorder = Recorder(
+        lambda m, attempt: None if m.properties["seq"] == "2" and attempt <= 20 else ConsumeResult.SUCCESS
+    )
     clients.push(group, cluster.ns, topic, recorder, orderly=True, suspend_current_queue_time_s=0.02)
     wait_for(lambda: len(recorder.consumed) == 6, TIMEOUT_S, "every message consumed")
     assert recorder.consumed == list(range(6))  # nothing overtook the failing message
@@ -92,8 +96,9 @@ def test_orderly_with_a_max_dead_letters_after_that_many_failures(cluster, clien
     topic = cluster.topic(queues=1)
     send_numbered(clients, cluster.ns, topic, 5)
     recorder = Recorder(lambda m, attempt: None if m.properties["seq"] == "2" else ConsumeResult.SUCCESS)
-    clients.push(group, cluster.ns, topic, recorder, orderly=True, max_reconsume_times=2,
-                 suspend_current_queue_time_s=0.02)
+    clients.push(
+        group, cluster.ns, topic, recorder, orderly=True, max_reconsume_times=2, suspend_current_queue_time_s=0.02
+    )
     wait_for(lambda: recorder.consumed == [0, 1, 3, 4], TIMEOUT_S, "the others consumed in order")
     assert recorder.attempts(2) == 3
     dlq = f"%DLQ%{group}"
@@ -126,8 +131,9 @@ def test_flow_control_by_count_bounds_what_is_cached(cluster, clients, group) ->
     send_numbered(clients, cluster.ns, topic, 200)
     release = threading.Event()
     recorder = Recorder(lambda m, attempt: ConsumeResult.SUCCESS if release.wait(TIMEOUT_S) else None)
-    consumer = clients.push(group, cluster.ns, topic, recorder, consume_threads=1, pull_batch_size=5,
-                            pull_threshold_for_queue=10)
+    consumer = clients.push(
+        group, cluster.ns, topic, recorder, consume_threads=1, pull_batch_size=5, pull_threshold_for_queue=10
+    )
     try:
         wait_for(lambda: consumer.cached_message_count >= 10, TIMEOUT_S, "the cache to fill to its threshold")
         stays_at_most(lambda: consumer.cached_message_count, 10 + 5)  # one pull may be out when it fills
@@ -140,9 +146,12 @@ def test_flow_control_by_span_stops_pulling_past_a_stuck_message(cluster, client
     topic = cluster.topic(queues=1)
     send_numbered(clients, cluster.ns, topic, 200)
     release = threading.Event()
-    recorder = Recorder(lambda m, attempt: ConsumeResult.SUCCESS if m.properties["seq"] != "0" or release.wait(TIMEOUT_S)
-                        else None)
-    clients.push(group, cluster.ns, topic, recorder, consume_threads=2, pull_batch_size=5, consume_concurrently_max_span=20)
+    recorder = Recorder(
+        lambda m, attempt: ConsumeResult.SUCCESS if m.properties["seq"] != "0" or release.wait(TIMEOUT_S) else None
+    )
+    clients.push(
+        group, cluster.ns, topic, recorder, consume_threads=2, pull_batch_size=5, consume_concurrently_max_span=20
+    )
     try:
         wait_for(lambda: len(recorder.consumed) >= 15, TIMEOUT_S, "messages behind the stuck one consumed")
         stays_at_most(lambda: len(recorder.consumed), 20 + 5)
@@ -155,8 +164,11 @@ def test_a_listener_call_past_the_consume_timeout_is_retried(cluster, clients, g
     topic = cluster.topic(queues=1)
     send_numbered(clients, cluster.ns, topic, 5)
     stuck = threading.Event()
-    recorder = Recorder(lambda m, attempt: None if m.properties["seq"] == "1" and attempt == 1 and not stuck.wait(TIMEOUT_S)
-                        else ConsumeResult.SUCCESS)
+    recorder = Recorder(
+        lambda m, attempt: (
+            None if m.properties["seq"] == "1" and attempt == 1 and not stuck.wait(TIMEOUT_S) else ConsumeResult.SUCCESS
+        )
+    )
     try:
         clients.push(group, cluster.ns, topic, recorder, consume_timeout_s=0.3)
         wait_for(lambda: sorted(recorder.consumed) == [0, 1, 2, 3, 4], TIMEOUT_S, "every message consumed")
@@ -174,12 +186,22 @@ def test_consume_from_where_places_a_new_consumer(cluster, clients, group, offse
     send_numbered(clients, cluster.ns, topic, 5, start=5)
     options = dict(message_model=MessageModel.BROADCASTING, offset_dir=offset_dir)
     received: dict[str, Recorder] = {}
-    for name, where, extra in [("last", ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, {}),
-                               ("first", ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, {}),
-                               ("time", ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, {"consume_timestamp_ms": middle})]:
+    for name, where, extra in [
+        ("last", ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, {}),
+        ("first", ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, {}),
+        ("time", ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, {"consume_timestamp_ms": middle}),
+    ]:
         received[name] = Recorder(lambda m, a: ConsumeResult.SUCCESS)
-        clients.push(f"{group}_{name}", cluster.ns, topic, received[name], consume_from_where=where,
-                     instance_name=name, **options, **extra)
+        clients.push(
+            f"{group}_{name}",
+            cluster.ns,
+            topic,
+            received[name],
+            consume_from_where=where,
+            instance_name=name,
+            **options,
+            **extra,
+        )
     send_numbered(clients, cluster.ns, topic, 2, start=10)
     wait_for(lambda: len(received["first"].consumed) == 12, TIMEOUT_S, "FIRST_OFFSET: everything")
     wait_for(lambda: len(received["time"].consumed) == 7, TIMEOUT_S, "TIMESTAMP: from the middle on")

@@ -35,8 +35,9 @@ def cpp_runs(cluster, tmp_path: Path) -> Iterator[Any]:
     runs: list[CppClientRun] = []
 
     def start(command: str, topic: str, group: str, *options: str) -> CppClientRun:
-        run = CppClientRun.start(tmp_path / "home", command, "--namesrv", cluster.ns, "--topic", topic, "--group", group,
-                                 *options)
+        run = CppClientRun.start(
+            tmp_path / "home", command, "--namesrv", cluster.ns, "--topic", topic, "--group", group, *options
+        )
         runs.append(run)
         return run
 
@@ -56,12 +57,18 @@ def cpp_body(prefix: str, index: int, pad: int = 0) -> bytes:
     return (f"{prefix}-body-{index}" + "." * pad).encode("utf-8")
 
 
-def test_what_the_cpp_producer_sends_sparkmq_push_consumers_receive_byte_exact(cluster, clients, group, cpp_runs) -> None:
+def test_what_the_cpp_producer_sends_sparkmq_push_consumers_receive_byte_exact(
+    cluster, clients, group, cpp_runs
+) -> None:
     topic = cluster.topic(queues=4)
     plain = sent_records(cpp_runs("produce", topic, "PID_cpp", "--count", "60", "--prefix", "plain-ü✓"))
     packed = sent_records(cpp_runs("produce", topic, "PID_cpp", "--count", "8", "--prefix", "zip", "--pad", "6000"))
-    batches = sent_records(cpp_runs("produce-batch", topic, "PID_cpp", "--batches", "3", "--size", "10", "--prefix", "batch"))
-    ordered = sent_records(cpp_runs("produce-orderly", topic, "PID_cpp", "--count", "80", "--keys", "4", "--prefix", "ord"))
+    batches = sent_records(
+        cpp_runs("produce-batch", topic, "PID_cpp", "--batches", "3", "--size", "10", "--prefix", "batch")
+    )
+    ordered = sent_records(
+        cpp_runs("produce-orderly", topic, "PID_cpp", "--count", "80", "--keys", "4", "--prefix", "ord")
+    )
     expected = 60 + 8 + 30 + 80
 
     inbox = Inbox()
@@ -110,8 +117,13 @@ def test_what_sparkmq_sends_the_cpp_push_consumer_receives_intact(cluster, clien
 
     def build(index: int, body: str, key: str | None = None) -> Message:
         bodies[index] = body
-        return Message(topic, body, tags=f"Tag{index % 3}", keys=key or f"key-{index}",
-                       properties={"color": COLORS[index % 3], "seq": str(index)})
+        return Message(
+            topic,
+            body,
+            tags=f"Tag{index % 3}",
+            keys=key or f"key-{index}",
+            properties={"color": COLORS[index % 3], "seq": str(index)},
+        )
 
     ids: dict[int, str] = {}
     for i in range(40):

@@ -25,20 +25,37 @@ from sparkmq.protocol.frame import decode_frame
 from sparkmq.protocol.headers import SendMessageRequestHeaderV2
 
 
-@pytest.mark.parametrize(("code", "props", "sys_flag", "flag", "oneway"), [
-    (RequestCode.SEND_MESSAGE_V2, "WAIT\x01true\x02UNIQ_KEY\x01AB12", 0, 0, False),
-    (RequestCode.SEND_MESSAGE_V2, 'TAGS\x01"q"\\\x02KEYS\x01k1 k2\x02x\x01ü€\x02WAIT\x01false', 5, -7, True),
-    (RequestCode.SEND_BATCH_MESSAGE, "", 0, 0, False),
-])
-def test_send_template_frame_equals_remoting_command(code: int, props: str, sys_flag: int, flag: int,
-                                                      oneway: bool) -> None:
+@pytest.mark.parametrize(
+    ("code", "props", "sys_flag", "flag", "oneway"),
+    [
+        (RequestCode.SEND_MESSAGE_V2, "WAIT\x01true\x02UNIQ_KEY\x01AB12", 0, 0, False),
+        (RequestCode.SEND_MESSAGE_V2, 'TAGS\x01"q"\\\x02KEYS\x01k1 k2\x02x\x01ü€\x02WAIT\x01false', 5, -7, True),
+        (RequestCode.SEND_BATCH_MESSAGE, "", 0, 0, False),
+    ],
+)
+def test_send_template_frame_equals_remoting_command(
+    code: int, props: str, sys_flag: int, flag: int, oneway: bool
+) -> None:
     body = b"\x00body\xff"
     out = Outgoing(code, body, props, "ID", sys_flag, flag)
     template = SendTemplate('P"ID\\é', "Topic_1")
     for queue_id in (3, 3, 0):  # the second use of a queue comes from the cache
         frame = template.head(out, queue_id, 41, 1_700_000_000_123, oneway) + body
-        header = SendMessageRequestHeaderV2('P"ID\\é', "Topic_1", "TBW102", 4, queue_id, sys_flag, 1_700_000_000_123,
-                                            flag, props, 0, False, None, code == RequestCode.SEND_BATCH_MESSAGE)
+        header = SendMessageRequestHeaderV2(
+            'P"ID\\é',
+            "Topic_1",
+            "TBW102",
+            4,
+            queue_id,
+            sys_flag,
+            1_700_000_000_123,
+            flag,
+            props,
+            0,
+            False,
+            None,
+            code == RequestCode.SEND_BATCH_MESSAGE,
+        )
         reference = RemotingCommand.request(code, 41, ext_fields=header.to_fields(), body=body, oneway=oneway)
         assert frame == reference.encode()
         assert decode_frame(frame) == reference
@@ -49,10 +66,15 @@ def test_send_template_refuses_a_frame_over_the_maximum() -> None:
         SendTemplate("P", "T").head(Outgoing(RequestCode.SEND_MESSAGE_V2, bytes(16 * 1024 * 1024), "", "ID"), 0, 1, 0)
 
 
-@pytest.mark.parametrize("message", [
-    Message("T", b"x"), Message("T", b"x", wait_store_ok=False), Message("T", "text", tags="A", keys="k1 k2"),
-    Message("T", b"x", properties={"a": "1"}, delay_level=3),
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("T", b"x"),
+        Message("T", b"x", wait_store_ok=False),
+        Message("T", "text", tags="A", keys="k1 k2"),
+        Message("T", b"x", properties={"a": "1"}, delay_level=3),
+    ],
+)
 def test_properties_text_equals_the_encoded_map(message: Message) -> None:
     expected = {**message.properties}
     if message.tags:
@@ -80,9 +102,20 @@ def _pull_body(count: int, topics: tuple[str, ...] = ("TopicA",)) -> bytes:
         sys_flag = 0
         if i % 7 == 3:
             body, sys_flag = zlib.compress(body), L.COMPRESSED_FLAG
-        props = encode_properties({"UNIQ_KEY": f"U{i:04d}", "TAGS": f"t{i % 3}", "KEYS": "a b"} if i % 4 else {"x": "y"})
-        batch = MessageBatch(topic, i % 3, [body], [props], [i * 11], sys_flag, 1_700_000_000_000 + i,
-                             Host(bytes([10, 0, 0, i % 256]), 5000 + i), i % 2)
+        props = encode_properties(
+            {"UNIQ_KEY": f"U{i:04d}", "TAGS": f"t{i % 3}", "KEYS": "a b"} if i % 4 else {"x": "y"}
+        )
+        batch = MessageBatch(
+            topic,
+            i % 3,
+            [body],
+            [props],
+            [i * 11],
+            sys_flag,
+            1_700_000_000_000 + i,
+            Host(bytes([10, 0, 0, i % 256]), 5000 + i),
+            i % 2,
+        )
         record = encode_records(batch, 0, 1, 100 + i, position, 1_700_000_001_000 + i, Host(b"\x7f\x00\x00\x01", 10911))
         parts.append(record)
         position += len(record)
@@ -95,18 +128,51 @@ def _reference(body: bytes, broker: str) -> list[tuple[object, ...]]:
         payload = zlib.decompress(r.body) if r.sys_flag & L.COMPRESSED_FLAG else bytes(r.body)
         props = decode_properties(r.properties_raw)
         offset_id = offset_msg_id(r.store_host.ip, r.store_host.port, r.physical_offset)
-        rows.append((r.topic, payload, (r.topic, broker, r.queue_id), r.queue_offset, r.physical_offset,
-                     props.get("UNIQ_KEY", offset_id), offset_id, props, r.born_timestamp, r.store_timestamp,
-                     str(r.born_host), str(r.store_host), r.reconsume_times, r.sys_flag, r.flag, props.get("TAGS"),
-                     [k for k in props.get("KEYS", "").split(" ") if k]))
+        rows.append(
+            (
+                r.topic,
+                payload,
+                (r.topic, broker, r.queue_id),
+                r.queue_offset,
+                r.physical_offset,
+                props.get("UNIQ_KEY", offset_id),
+                offset_id,
+                props,
+                r.born_timestamp,
+                r.store_timestamp,
+                str(r.born_host),
+                str(r.store_host),
+                r.reconsume_times,
+                r.sys_flag,
+                r.flag,
+                props.get("TAGS"),
+                [k for k in props.get("KEYS", "").split(" ") if k],
+            )
+        )
     return rows
 
 
 def _fields(m: ReceivedMessage) -> tuple[object, ...]:
     q = m.queue
-    return (m.topic, m.body, (q.topic, q.broker_name, q.queue_id), m.queue_offset, m.commit_log_offset, m.msg_id,
-            m.offset_msg_id, m.properties, m.born_timestamp, m.store_timestamp, m.born_host, m.store_host,
-            m.reconsume_times, m.sys_flag, m.flag, m.tags, m.keys)
+    return (
+        m.topic,
+        m.body,
+        (q.topic, q.broker_name, q.queue_id),
+        m.queue_offset,
+        m.commit_log_offset,
+        m.msg_id,
+        m.offset_msg_id,
+        m.properties,
+        m.born_timestamp,
+        m.store_timestamp,
+        m.born_host,
+        m.store_host,
+        m.reconsume_times,
+        m.sys_flag,
+        m.flag,
+        m.tags,
+        m.keys,
+    )
 
 
 @pytest.mark.parametrize("count", [1, PLAIN_DECODE_MAX, PLAIN_DECODE_MAX + 1, 300])

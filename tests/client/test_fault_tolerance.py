@@ -46,24 +46,36 @@ class LoopingProducer(threading.Thread):
 
 
 def test_producer_fails_over_when_a_broker_is_killed_mid_stream(tmp_path: Path, clients) -> None:
-    with NamesrvProcess.start() as namesrv, \
-            BrokerProcess.start(tmp_path / "a", namesrv.address, "--set", REGISTER_EVERY_MS) as broker_a, \
-            BrokerProcess.start(tmp_path / "b", namesrv.address, "--set", REGISTER_EVERY_MS,
-                                "--set", "brokerName=broker-b") as broker_b:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(tmp_path / "a", namesrv.address, "--set", REGISTER_EVERY_MS) as broker_a,
+        BrokerProcess.start(
+            tmp_path / "b", namesrv.address, "--set", REGISTER_EVERY_MS, "--set", "brokerName=broker-b"
+        ) as broker_b,
+    ):
         topic = "FailoverTopic"
         create_topic([broker_a.address, broker_b.address], topic, QUEUES)
         wait_for_route(namesrv.address, topic, {"broker-a", "broker-b"})
         producer = clients.producer("PID_failover", namesrv.address)
         loop = LoopingProducer(producer, topic)
         loop.start()
-        wait_for(lambda: Counter(r.queue.broker_name for _, r in loop.results)["broker-b"] >= 100, 20,
-                 "100 messages on broker-b")
+        wait_for(
+            lambda: Counter(r.queue.broker_name for _, r in loop.results)["broker-b"] >= 100,
+            20,
+            "100 messages on broker-b",
+        )
         broker_b.kill()
         killed_at = time.monotonic()
-        wait_for(lambda: not loop.is_alive() or "broker-b" not in route_brokers(namesrv.address, topic), 10,
-                 "the NameServer to drop broker-b's route")
-        wait_for(lambda: not loop.is_alive() or sum(1 for t, _ in loop.results if t > killed_at) >= 500, 30,
-                 "500 more sends after the kill")
+        wait_for(
+            lambda: not loop.is_alive() or "broker-b" not in route_brokers(namesrv.address, topic),
+            10,
+            "the NameServer to drop broker-b's route",
+        )
+        wait_for(
+            lambda: not loop.is_alive() or sum(1 for t, _ in loop.results if t > killed_at) >= 500,
+            30,
+            "500 more sends after the kill",
+        )
         loop.stop.set()
         loop.join(10)
         assert loop.error is None, f"a send raised after the kill: {loop.error!r}"
@@ -76,9 +88,13 @@ def test_producer_fails_over_when_a_broker_is_killed_mid_stream(tmp_path: Path, 
 
         # Everything broker-a acknowledged is stored there, at the offset it reported.
         reader = clients.pull("CID_failover_check", namesrv.address, auto_commit_interval_s=None)
-        acknowledged = {(r.queue.queue_id, r.queue_offset): r.msg_id for _, r in loop.results
-                        if r.queue.broker_name == "broker-a"}
-        stored = {(q, got.queue_offset): got.msg_id
-                  for q in range(QUEUES) for got in read_queue(reader, MessageQueue(topic, "broker-a", q))}
+        acknowledged = {
+            (r.queue.queue_id, r.queue_offset): r.msg_id for _, r in loop.results if r.queue.broker_name == "broker-a"
+        }
+        stored = {
+            (q, got.queue_offset): got.msg_id
+            for q in range(QUEUES)
+            for got in read_queue(reader, MessageQueue(topic, "broker-a", q))
+        }
         assert {k: stored.get(k) for k in acknowledged} == acknowledged
         clients.close_all()  # while broker-a and the NameServer still run

@@ -27,8 +27,13 @@ QUEUES = 8
 def send_key(producer, topic: str, key: str, results: list[SendResult], errors: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
     try:
         for seq in range(PER_KEY):
-            results.append(producer.send(Message(topic, f"{key}:{seq}".encode(), keys=key, properties={"seq": str(seq)}),
-                                         selector=select_by_hash, arg=key))
+            results.append(
+                producer.send(
+                    Message(topic, f"{key}:{seq}".encode(), keys=key, properties={"seq": str(seq)}),
+                    selector=select_by_hash,
+                    arg=key,
+                )
+            )
     except BaseException as exc:  # reported by the test thread
         errors.append(exc)
 
@@ -43,7 +48,9 @@ def runs(receipts: list[Receipt]) -> list[tuple[str, list[int]]]:
     return out
 
 
-def test_orderly_consumers_keep_each_keys_order_when_a_member_joins_mid_stream(cluster, clients, group, monkeypatch) -> None:
+def test_orderly_consumers_keep_each_keys_order_when_a_member_joins_mid_stream(
+    cluster, clients, group, monkeypatch
+) -> None:
     # No periodic rebalance during the test: queues move only on NOTIFY_CONSUMER_IDS_CHANGED.
     monkeypatch.setattr(push_consumer, "REBALANCE_INTERVAL_S", 3600.0)
     topic = cluster.topic(queues=QUEUES)
@@ -57,8 +64,10 @@ def test_orderly_consumers_keep_each_keys_order_when_a_member_joins_mid_stream(c
     producer = clients.producer("PID_orderly", cluster.ns)
     results: dict[str, list[SendResult]] = {f"key-{k}": [] for k in range(KEYS)}
     errors: list[BaseException] = []
-    senders = [threading.Thread(target=send_key, args=(producer, topic, key, sent, errors), daemon=True)
-               for key, sent in results.items()]
+    senders = [
+        threading.Thread(target=send_key, args=(producer, topic, key, sent, errors), daemon=True)
+        for key, sent in results.items()
+    ]
     for sender in senders:
         sender.start()
     wait_for(lambda: sum(map(len, results.values())) >= KEYS * PER_KEY // 4, 20, "a quarter of the messages sent")
@@ -100,8 +109,12 @@ def test_orderly_consumers_keep_each_keys_order_when_a_member_joins_mid_stream(c
     for queue, receipts in inbox.by_queue(topic).items():
         previous_end = -1
         for member, offsets in runs(receipts):
-            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), f"{queue} at {member}: not consecutive"
-            assert offsets[0] in (previous_end, previous_end + 1), f"{queue}: {member} started at {offsets[0]} after {previous_end}"
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), (
+                f"{queue} at {member}: not consecutive"
+            )
+            assert offsets[0] in (previous_end, previous_end + 1), (
+                f"{queue}: {member} started at {offsets[0]} after {previous_end}"
+            )
             repeats += offsets[0] == previous_end
             previous_end = offsets[-1]
         assert previous_end == max(r.queue_offset for r in results_for(results, queue))

@@ -116,7 +116,9 @@ def test_send_async_completes_every_future_and_callback(cluster, clients) -> Non
     results = [f.result(timeout=10) for f in futures]
     wait_for(lambda: len(done) == 200, 5, "200 callbacks")
 
-    assert sorted((r.queue.queue_id, r.queue_offset) for r in done) == sorted((r.queue.queue_id, r.queue_offset) for r in results)
+    assert sorted((r.queue.queue_id, r.queue_offset) for r in done) == sorted(
+        (r.queue.queue_id, r.queue_offset) for r in results
+    )
     offsets = defaultdict(set)
     for result in results:
         assert result.status is SendStatus.SEND_OK
@@ -143,9 +145,17 @@ def test_send_oneway_messages_arrive_without_acknowledgement(cluster, clients) -
 def awkward_bodies() -> list[bytes]:
     """Bodies that break text assumptions, one of them big enough (≥ 4 KiB) to be compressed."""
     rng = random.Random(7)
-    return [b"\x00", b"\x00\x01\x02\x00", b"\xff\xfe\xfd not utf-8 \xc3\x28", "ünïcødé ✓ 消息".encode(),
-            bytes(range(256)), bytes(rng.getrandbits(8) for _ in range(3000)),
-            b"\x00compressible\xff" * 700, os.urandom(20_000), b"x"]
+    return [
+        b"\x00",
+        b"\x00\x01\x02\x00",
+        b"\xff\xfe\xfd not utf-8 \xc3\x28",
+        "ünïcødé ✓ 消息".encode(),
+        bytes(range(256)),
+        bytes(rng.getrandbits(8) for _ in range(3000)),
+        b"\x00compressible\xff" * 700,
+        os.urandom(20_000),
+        b"x",
+    ]
 
 
 def test_clustering_push_consumer_receives_every_message_once_intact(cluster, clients, group) -> None:
@@ -154,8 +164,15 @@ def test_clustering_push_consumer_receives_every_message_once_intact(cluster, cl
     bodies = awkward_bodies()
     sent = {}
     for i, body in enumerate(bodies * 20):
-        result = producer.send(Message(topic, body, tags=f"Tag{i % 3}", keys=[f"key-{i}", "shared-key"],
-                                       properties={"seq": str(i), "note": "ä ✓", "empty-looking": " "}))
+        result = producer.send(
+            Message(
+                topic,
+                body,
+                tags=f"Tag{i % 3}",
+                keys=[f"key-{i}", "shared-key"],
+                properties={"seq": str(i), "note": "ä ✓", "empty-looking": " "},
+            )
+        )
         sent[(result.queue.queue_id, result.queue_offset)] = (i, body)
 
     inbox = Inbox()
@@ -182,8 +199,11 @@ def test_two_consumers_of_one_group_split_the_queues_and_receive_everything_once
     wait_for(lambda: len(topic_queues(first, topic)) == 8, 10, "the only member holds all 8 queues")
     second = clients.push(group, cluster.ns, topic, inbox.listener("c2"))
     # The second member's heartbeat makes the broker send NOTIFY_CONSUMER_IDS_CHANGED to the first.
-    wait_for(lambda: len(topic_queues(first, topic)) == 4 and len(topic_queues(second, topic)) == 4, 10,
-             "the two members to hold 4 queues each")
+    wait_for(
+        lambda: len(topic_queues(first, topic)) == 4 and len(topic_queues(second, topic)) == 4,
+        10,
+        "the two members to hold 4 queues each",
+    )
     assert not topic_queues(first, topic) & topic_queues(second, topic)
 
     producer = clients.producer("PID_split", cluster.ns)
@@ -203,13 +223,24 @@ def test_two_consumers_of_one_group_split_the_queues_and_receive_everything_once
 def test_broadcasting_delivers_everything_to_each_consumer(cluster, clients, group, offset_dir) -> None:
     topic = cluster.topic(queues=4)
     inbox = Inbox()
-    consumers = [clients.push(group, cluster.ns, topic, inbox.listener(f"c{n}"), message_model=MessageModel.BROADCASTING,
-                              offset_dir=offset_dir) for n in range(3)]
+    consumers = [
+        clients.push(
+            group,
+            cluster.ns,
+            topic,
+            inbox.listener(f"c{n}"),
+            message_model=MessageModel.BROADCASTING,
+            offset_dir=offset_dir,
+        )
+        for n in range(3)
+    ]
     wait_for(lambda: all(len(topic_queues(c, topic)) == 4 for c in consumers), 10, "every member to hold every queue")
 
     producer = clients.producer("PID_broadcast", cluster.ns)
     sent = {(r.queue.queue_id, r.queue_offset) for r in (producer.send(message(topic, i)) for i in range(200))}
-    wait_for(lambda: all(len(inbox.snapshot(f"c{n}", topic)) >= 200 for n in range(3)), 20, "200 messages at each member")
+    wait_for(
+        lambda: all(len(inbox.snapshot(f"c{n}", topic)) >= 200 for n in range(3)), 20, "200 messages at each member"
+    )
     time.sleep(0.5)
 
     for n in range(3):
@@ -239,7 +270,9 @@ def test_restarted_broadcasting_consumer_resumes_from_its_local_offsets(cluster,
     assert sorted(int(r.message.properties["seq"]) for r in after.snapshot(topic=topic)) == list(range(30, 50))
 
 
-def test_restarted_consumer_resumes_from_the_committed_offset_and_a_new_group_starts_at_zero(cluster, clients, group) -> None:
+def test_restarted_consumer_resumes_from_the_committed_offset_and_a_new_group_starts_at_zero(
+    cluster, clients, group
+) -> None:
     topic = cluster.topic(queues=4)
     producer = clients.producer("PID_restart", cluster.ns)
     for i in range(100):
@@ -277,7 +310,11 @@ def test_failed_message_is_redelivered_through_the_retry_topic(cluster, clients,
     def flaky(got: ReceivedMessage) -> ConsumeResult:
         listen(got)
         attempts[got.properties["seq"]] += 1
-        return ConsumeResult.RECONSUME_LATER if got.properties["seq"] == "3" and attempts["3"] == 1 else ConsumeResult.SUCCESS
+        return (
+            ConsumeResult.RECONSUME_LATER
+            if got.properties["seq"] == "3" and attempts["3"] == 1
+            else ConsumeResult.SUCCESS
+        )
 
     clients.push(group, cluster.ns, topic, flaky)
     producer = clients.producer("PID_retry", cluster.ns)

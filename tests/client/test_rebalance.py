@@ -91,8 +91,13 @@ def test_members_joining_and_leaving_mid_stream_lose_nothing(cluster, clients, g
     producer = PacedProducer(clients.producer("PID_rebalance", cluster.ns), topic, MESSAGES, SEND_SECONDS)
     members = {"c1": member("c1")}
     producer.start()
-    script = [(2.0, "start", "c2"), (4.0, "start", "c3"), (5.5, "stop", "c1"), (7.0, "stop", "c2"),
-              (8.5, "start", "c4")]
+    script = [
+        (2.0, "start", "c2"),
+        (4.0, "start", "c3"),
+        (5.5, "stop", "c1"),
+        (7.0, "stop", "c2"),
+        (8.5, "start", "c4"),
+    ]
     began = time.monotonic()
     for at, action, name in script:
         time.sleep(max(0.0, began + at - time.monotonic()))
@@ -120,8 +125,11 @@ def test_members_joining_and_leaving_mid_stream_lose_nothing(cluster, clients, g
     for take in sorted(takes, key=lambda t: t.at):
         moves.setdefault(take.queue, [])
         moves[take.queue].append(take.offset)
-    unexplained = [(where, n) for where, n in counts.items()
-                   if n - 1 > sum(1 for start in moves[where[0]][1:] if start <= where[1])]
+    unexplained = [
+        (where, n)
+        for where, n in counts.items()
+        if n - 1 > sum(1 for start in moves[where[0]][1:] if start <= where[1])
+    ]
     assert not unexplained, f"duplicates without a queue move before them: {unexplained[:5]}"
     duplicates = sum(counts.values()) - len(counts)
     assert duplicates / MESSAGES < MAX_DUPLICATE_RATIO, f"{duplicates} duplicates of {MESSAGES}"
@@ -129,5 +137,7 @@ def test_members_joining_and_leaving_mid_stream_lose_nothing(cluster, clients, g
     reader = clients.pull(group, cluster.ns, auto_commit_interval_s=None)
     queues = [MessageQueue(topic, "broker-a", q) for q in range(QUEUES)]
     assert [reader.committed(q) for q in queues] == [reader.max_offset(q) for q in queues]
-    print(f"rebalance: {duplicates} duplicates of {MESSAGES}; {len(takes)} queue takes; "
-          f"receipts per member {Counter(r.consumer for r in inbox.snapshot(topic=topic))}")
+    print(
+        f"rebalance: {duplicates} duplicates of {MESSAGES}; {len(takes)} queue takes; "
+        f"receipts per member {Counter(r.consumer for r in inbox.snapshot(topic=topic))}"
+    )

@@ -22,8 +22,10 @@ MATCHING = [i for i in range(60) if i >= 20 and i % 3 == 0]
 def sql_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """A NameServer and a broker with the SQL92 property filter on: (namesrv, broker) addresses."""
     store = tmp_path_factory.mktemp("sql-store")
-    with NamesrvProcess.start() as namesrv, \
-            BrokerProcess.start(store, namesrv.address, "--set", "enablePropertyFilter=true") as broker:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(store, namesrv.address, "--set", "enablePropertyFilter=true") as broker,
+    ):
         yield namesrv.address, broker.address
 
 

@@ -100,8 +100,13 @@ def tx_message(topic: str, key: str) -> Message:
 def test_commit_is_consumed_exactly_once_and_rollback_never(cluster: TxCluster) -> None:
     topic, ledger = cluster.topic(), Ledger()
     ledger.outcomes = {f"k{i}": (COMMIT if i % 2 == 0 else ROLLBACK) for i in range(6)}
-    with TransactionProducer("PID_tx_commit", cluster.ns, execute_local=ledger.execute, check_local=ledger.check) as producer:
-        results = {key: producer.send_in_transaction(tx_message(topic, key), outcome) for key, outcome in ledger.outcomes.items()}
+    with TransactionProducer(
+        "PID_tx_commit", cluster.ns, execute_local=ledger.execute, check_local=ledger.check
+    ) as producer:
+        results = {
+            key: producer.send_in_transaction(tx_message(topic, key), outcome)
+            for key, outcome in ledger.outcomes.items()
+        }
         assert all(r.send_result.status is SendStatus.SEND_OK for r in results.values())
         assert {k: r.local_state for k, r in results.items()} == ledger.outcomes
         send_result, state = results["k0"]  # unpacks like Java's (sendResult, localTransactionState)
@@ -114,7 +119,9 @@ def test_commit_is_consumed_exactly_once_and_rollback_never(cluster: TxCluster) 
 def test_unknown_is_resolved_by_check_back_to_commit_and_to_rollback(cluster: TxCluster) -> None:
     topic = cluster.topic()
     ledger = Ledger({"yes": COMMIT, "no": ROLLBACK})
-    with TransactionProducer("PID_tx_check", cluster.ns, execute_local=ledger.execute, check_local=ledger.check) as producer:
+    with TransactionProducer(
+        "PID_tx_check", cluster.ns, execute_local=ledger.execute, check_local=ledger.check
+    ) as producer:
         for key in ("yes", "no"):
             assert producer.send_in_transaction(tx_message(topic, key), UNKNOWN).local_state is UNKNOWN
         assert cluster.visible(topic) == []
@@ -132,7 +139,9 @@ def test_unknown_is_resolved_by_check_back_to_commit_and_to_rollback(cluster: Tx
 def test_callbacks_that_raise_or_return_none_count_as_unknown(cluster: TxCluster) -> None:
     topic = cluster.topic()
     ledger = Ledger({"raised": [RuntimeError("check failed"), COMMIT], "none": [None, COMMIT]})
-    with TransactionProducer("PID_tx_raise", cluster.ns, execute_local=ledger.execute, check_local=ledger.check) as producer:
+    with TransactionProducer(
+        "PID_tx_raise", cluster.ns, execute_local=ledger.execute, check_local=ledger.check
+    ) as producer:
         assert producer.send_in_transaction(tx_message(topic, "raised"), RuntimeError("db down")).local_state is UNKNOWN
         assert producer.send_in_transaction(tx_message(topic, "none"), None).local_state is UNKNOWN
         # The first check of each answers UNKNOWN (raised / None), the second COMMIT.
@@ -156,12 +165,19 @@ def test_async_producer_with_coroutine_callbacks(cluster: TxCluster) -> None:
             seen.set()
             return COMMIT
 
-        async with AsyncTransactionProducer("PID_tx_async", cluster.ns, execute_local=execute, check_local=check) as producer:
-            results = [(key, (await producer.send_in_transaction(tx_message(topic, key), key)).local_state)
-                       for key in states]
+        async with AsyncTransactionProducer(
+            "PID_tx_async", cluster.ns, execute_local=execute, check_local=check
+        ) as producer:
+            results = [
+                (key, (await producer.send_in_transaction(tx_message(topic, key), key)).local_state) for key in states
+            ]
             await asyncio.wait_for(seen.wait(), WAIT_S)
-            await asyncio.to_thread(wait_for, lambda: sorted(cluster.visible(topic)) == [b"body-a", b"body-b"], WAIT_S,
-                                    "the commit and the checked commit")
+            await asyncio.to_thread(
+                wait_for,
+                lambda: sorted(cluster.visible(topic)) == [b"body-a", b"body-b"],
+                WAIT_S,
+                "the commit and the checked commit",
+            )
         return results
 
     assert asyncio.run(scenario()) == [("a", COMMIT), ("b", UNKNOWN), ("c", ROLLBACK)]
@@ -180,6 +196,7 @@ def test_send_in_transaction_needs_a_local_callback(cluster: TxCluster) -> None:
 def test_check_answer_on_the_wire() -> None:
     """A scripted broker (our RemotingServer) sends CHECK_TRANSACTION_STATE on the producer's own
     connection; the answer is a oneway END_TRANSACTION with exactly Java's fields."""
+
     async def scenario() -> RemotingCommand:
         answers: asyncio.Queue[RemotingCommand] = asyncio.Queue()
 
@@ -195,10 +212,19 @@ def test_check_answer_on_the_wire() -> None:
             await producer.instance.remoting.connection(f"127.0.0.1:{port}")
             (to_client,) = server.connections
             props = encode_properties({"PGROUP": "PID_wire", "UNIQ_KEY": "UNIQ1", "REAL_TOPIC": "T", "REAL_QID": "1"})
-            body = encode_records_plain(MessageBatch("T", 1, [b"b"], [props]), 0, 1, 7, 4242, 1, Host(b"\x7f\0\0\1", port))
+            body = encode_records_plain(
+                MessageBatch("T", 1, [b"b"], [props]), 0, 1, 7, 4242, 1, Host(b"\x7f\0\0\1", port)
+            )
             header = CheckTransactionStateRequestHeader(7, 4242, "UNIQ1", "UNIQ1", "OFFSETID")
-            to_client.send(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, to_client.next_opaque(),
-                                                   ext_fields=header.to_fields(), body=body, oneway=True))
+            to_client.send(
+                RemotingCommand.request(
+                    RequestCode.CHECK_TRANSACTION_STATE,
+                    to_client.next_opaque(),
+                    ext_fields=header.to_fields(),
+                    body=body,
+                    oneway=True,
+                )
+            )
             return await asyncio.wait_for(answers.get(), WAIT_S)
         finally:
             await producer.close()
@@ -206,6 +232,12 @@ def test_check_answer_on_the_wire() -> None:
 
     end = asyncio.run(scenario())
     assert end.code == RequestCode.END_TRANSACTION and end.is_oneway and end.body in (b"", None)
-    assert end.ext_fields == {"producerGroup": "PID_wire", "tranStateTableOffset": "7", "commitLogOffset": "4242",
-                              "commitOrRollback": "12", "msgId": "UNIQ1", "fromTransactionCheck": "true",
-                              "transactionId": "UNIQ1"}
+    assert end.ext_fields == {
+        "producerGroup": "PID_wire",
+        "tranStateTableOffset": "7",
+        "commitLogOffset": "4242",
+        "commitOrRollback": "12",
+        "msgId": "UNIQ1",
+        "fromTransactionCheck": "true",
+        "transactionId": "UNIQ1",
+    }

@@ -36,8 +36,9 @@ def producer(cluster: UnconfirmingCluster) -> Iterator[Producer]:
     cluster.always.clear()
 
 
-def test_an_unconfirmed_answer_is_retried_and_the_confirmed_attempt_returned(cluster: UnconfirmingCluster,
-                                                                              producer: Producer) -> None:
+def test_an_unconfirmed_answer_is_retried_and_the_confirmed_attempt_returned(
+    cluster: UnconfirmingCluster, producer: Producer
+) -> None:
     topic = cluster.topic("UnconfirmedOnce", queues=1)
     cluster.answers.append(ResponseCode.FLUSH_DISK_TIMEOUT)
     result = producer.send(Message(topic, b"m"))
@@ -47,8 +48,9 @@ def test_an_unconfirmed_answer_is_retried_and_the_confirmed_attempt_returned(clu
 
 
 @pytest.mark.parametrize("code", UNCONFIRMED, ids=lambda c: ResponseCode(c).name)
-def test_every_attempt_unconfirmed_raises_a_retriable_error_with_the_status(cluster: UnconfirmingCluster,
-                                                                            producer: Producer, code: int) -> None:
+def test_every_attempt_unconfirmed_raises_a_retriable_error_with_the_status(
+    cluster: UnconfirmingCluster, producer: Producer, code: int
+) -> None:
     topic = cluster.topic(f"Unconfirmed{int(code)}", queues=1)
     cluster.always.append(code)
     with pytest.raises(DurabilityNotConfirmedError) as raised:
@@ -74,8 +76,9 @@ def test_async_and_batch_sends_raise_too(cluster: UnconfirmingCluster, producer:
     assert producer.send_batch([Message(topic, b"b3")]).status is SendStatus.SEND_OK
 
 
-def test_a_fixed_queue_is_not_retried_elsewhere_but_still_raises(cluster: UnconfirmingCluster,
-                                                                  producer: Producer) -> None:
+def test_a_fixed_queue_is_not_retried_elsewhere_but_still_raises(
+    cluster: UnconfirmingCluster, producer: Producer
+) -> None:
     topic = cluster.topic("UnconfirmedFixed", queues=2)
     producer.send(Message(topic, b"warm-up"))  # the producer learns the route
     queue = next(q for q in producer._async.instance.routes[topic].publish_queues() if q.queue_id == 1)

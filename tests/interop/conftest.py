@@ -59,8 +59,9 @@ class Cluster:
         async def call() -> tuple[int, bytes]:
             client = RemotingClient()
             try:
-                response = await client.invoke(self.broker.address, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                               {"consumerGroup": group})
+                response = await client.invoke(
+                    self.broker.address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}
+                )
             finally:
                 await client.close()
             return response.code, response.body
@@ -103,8 +104,9 @@ class CppClients:
         self.runs.append(run)
         return run
 
-    def run(self, command: str, *, topic: str, group: str, timeout_s: float = CLIENT_TIMEOUT_S,
-            **options: object) -> list[dict[str, object]]:
+    def run(
+        self, command: str, *, topic: str, group: str, timeout_s: float = CLIENT_TIMEOUT_S, **options: object
+    ) -> list[dict[str, object]]:
         """Start, wait for a clean exit, return the records."""
         return self.start(command, topic=topic, group=group, **options).finish(timeout_s)
 

@@ -53,8 +53,15 @@ def build_message(topic: str, index: int, args: argparse.Namespace, key: str | N
 
 
 def sent_record(kind: str, index: int, result: Any, **extra: Any) -> dict[str, Any]:
-    return {"event": "sent", "kind": kind, "index": index, "status": int(result.status),
-            "msg_id": result.msg_id, "offset": int(result.offset), **extra}
+    return {
+        "event": "sent",
+        "kind": kind,
+        "index": index,
+        "status": int(result.status),
+        "msg_id": result.msg_id,
+        "offset": int(result.offset),
+        **extra,
+    }
 
 
 def with_credentials(client: Any, args: argparse.Namespace) -> Any:
@@ -107,11 +114,18 @@ def run_produce_batch(args: argparse.Namespace) -> None:
 
 def received_record(message: Any) -> dict[str, Any]:
     """Copy everything out of the message now: the C handle dies when the callback returns."""
-    return {"event": "received", "id": text(message.id), "topic": text(message.topic),
-            "tags": text(message.tags), "keys": text(message.keys), "body": text(message.body),
-            "properties": {key: text(message.get_property(key)) for key in PROPERTY_KEYS},
-            "queue_id": int(message.queue_id), "queue_offset": int(message.queue_offset),
-            "reconsume_times": int(message.reconsume_times)}
+    return {
+        "event": "received",
+        "id": text(message.id),
+        "topic": text(message.topic),
+        "tags": text(message.tags),
+        "keys": text(message.keys),
+        "body": text(message.body),
+        "properties": {key: text(message.get_property(key)) for key in PROPERTY_KEYS},
+        "queue_id": int(message.queue_id),
+        "queue_offset": int(message.queue_offset),
+        "reconsume_times": int(message.reconsume_times),
+    }
 
 
 def wait_for_stop_line(stop: threading.Event) -> None:

@@ -27,7 +27,11 @@ from typing import Any
 
 from rocketmq.client import Message, TransactionMQProducer, TransactionStatus
 
-STATES = {"commit": TransactionStatus.COMMIT, "rollback": TransactionStatus.ROLLBACK, "unknown": TransactionStatus.UNKNOWN}
+STATES = {
+    "commit": TransactionStatus.COMMIT,
+    "rollback": TransactionStatus.ROLLBACK,
+    "unknown": TransactionStatus.UNKNOWN,
+}
 _emit_lock = threading.Lock()
 
 
@@ -52,8 +56,16 @@ def run_transact(args: argparse.Namespace) -> None:
         body, seq = text(message.body), text(message.get_property("seq")) or "0"
         decided = decisions[int(seq) % len(decisions)]
         answer = args.check if decided == "unknown" else decided  # as an application's local state would say
-        emit({"event": "checked", "body": body, "topic": text(message.topic), "queue_id": int(message.queue_id),
-              "seq": seq, "answer": answer})
+        emit(
+            {
+                "event": "checked",
+                "body": body,
+                "topic": text(message.topic),
+                "queue_id": int(message.queue_id),
+                "seq": seq,
+                "answer": answer,
+            }
+        )
         checks.append(body or "")
         if args.wait_checks and len(checks) >= args.wait_checks:
             enough.set()
@@ -77,8 +89,16 @@ def run_transact(args: argparse.Namespace) -> None:
                 return STATES[decision]
 
             result = producer.send_message_in_transaction(message, local)
-            emit({"event": "sent", "index": index, "decision": decision, "status": int(result.status),
-                  "msg_id": result.msg_id, "offset": int(result.offset)})
+            emit(
+                {
+                    "event": "sent",
+                    "index": index,
+                    "decision": decision,
+                    "status": int(result.status),
+                    "msg_id": result.msg_id,
+                    "offset": int(result.offset),
+                }
+            )
         if args.wait_checks:
             threading.Thread(target=lambda: (sys.stdin.readline(), enough.set()), daemon=True).start()
             enough.wait(args.deadline)
@@ -97,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--group", required=True)
     sub.add_argument("--count", type=int, required=True)
     sub.add_argument("--decide", default="commit", help="comma-separated commit/rollback/unknown, cycled")
-    sub.add_argument("--check", default="commit", choices=sorted(STATES),
-                     help="the check-back answer for messages whose local transaction said unknown")
+    sub.add_argument(
+        "--check",
+        default="commit",
+        choices=sorted(STATES),
+        help="the check-back answer for messages whose local transaction said unknown",
+    )
     sub.add_argument("--wait-checks", type=int, default=0, help="wait for this many check-backs before shutdown")
     sub.add_argument("--deadline", type=float, default=60.0)
     sub.add_argument("--linger", type=float, default=0.0)

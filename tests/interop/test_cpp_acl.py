@@ -32,8 +32,12 @@ def acl_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_cpp_python()
     root = tmp_path_factory.mktemp("cpp-acl")
     (root / "plain_acl.yml").write_text(ACCOUNTS)
-    with NamesrvProcess.start() as namesrv, BrokerProcess.start(
-            root / "store", namesrv.address, "--set", "aclEnable=true", "--set", f"aclFile={root / 'plain_acl.yml'}"):
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(
+            root / "store", namesrv.address, "--set", "aclEnable=true", "--set", f"aclFile={root / 'plain_acl.yml'}"
+        ),
+    ):
         yield namesrv.address
 
 
@@ -61,13 +65,27 @@ def failed_run(home: Path, namesrv: str, *extra: str) -> str:
 
 def test_right_credentials_send_pull_and_push(acl_namesrv: str, tmp_path: Path) -> None:
     topic = f"CppAcl_{uuid.uuid4().hex[:10]}"
-    sent = [r for r in run(tmp_path, "produce", acl_namesrv, topic, "--count", "30", *RIGHT).finish(TIMEOUT_S)
-            if r.get("event") == "sent"]
+    sent = [
+        r
+        for r in run(tmp_path, "produce", acl_namesrv, topic, "--count", "30", *RIGHT).finish(TIMEOUT_S)
+        if r.get("event") == "sent"
+    ]
     assert len(sent) == 30 and all(r["status"] == 0 for r in sent)
     pulled = run(tmp_path, "pull-consume", acl_namesrv, topic, "--count", "30", *RIGHT).finish(TIMEOUT_S)
     assert len([r for r in pulled if r.get("event") == "received"]) == 30
-    pushed = CppClientRun.start(tmp_path / "push", "push-consume", "--namesrv", acl_namesrv, "--topic", topic,
-                                "--group", f"CID_{topic}", "--count", "30", *RIGHT).finish(TIMEOUT_S)
+    pushed = CppClientRun.start(
+        tmp_path / "push",
+        "push-consume",
+        "--namesrv",
+        acl_namesrv,
+        "--topic",
+        topic,
+        "--group",
+        f"CID_{topic}",
+        "--count",
+        "30",
+        *RIGHT,
+    ).finish(TIMEOUT_S)
     assert len({(r["queue_id"], r["queue_offset"]) for r in pushed if r.get("event") == "received"}) == 30
 
 

@@ -105,12 +105,15 @@ def test_send_batch_plain_and_compressed(cluster, cpp, topic) -> None:
     assert len(messages) == 82
     assert sum(cluster.max_offset(topic, q) for q in range(QUEUES)) == 82
     for results, prefix, pad in ((small, "s", 0), (large, "L", 400)):
-        items = {assert_intact(m, topic, prefix=prefix, pad=pad): m
-                 for m in messages if m["body"].startswith(prefix + "-")}
+        items = {
+            assert_intact(m, topic, prefix=prefix, pad=pad): m for m in messages if m["body"].startswith(prefix + "-")
+        }
         for result in results:
             batch = [items[result["first"] + i] for i in range(result["size"])]
             assert len({m["queue_id"] for m in batch}) == 1, "a batch goes to one queue"
-            assert [m["queue_offset"] for m in batch] == list(range(result["offset"], result["offset"] + result["size"]))
+            assert [m["queue_offset"] for m in batch] == list(
+                range(result["offset"], result["offset"] + result["size"])
+            )
 
 
 def test_pull_consumer_reads_queues_from_offset_zero(cluster, cpp, topic) -> None:
@@ -182,8 +185,10 @@ def test_broadcasting_delivers_everything_to_each_consumer(cluster, cpp, topic) 
     group = f"CID_{topic}"
     # One message creates the topic: broadcasting consumers start at the queues' max offset.
     sent(cpp.run("produce", topic=topic, group=f"PID_{topic}", count=1, prefix="w"))
-    consumers = [cpp.start("push-consume", topic=topic, group=group, broadcasting=True, until_stdin=True,
-                           deadline=80, home=home) for home in ("one", "two")]
+    consumers = [
+        cpp.start("push-consume", topic=topic, group=group, broadcasting=True, until_stdin=True, deadline=80, home=home)
+        for home in ("one", "two")
+    ]
     for run in consumers:
         run.wait_for(lambda r: bool(r.events("started")), 20, "start")
     time.sleep(3)  # each has looked up its start offsets (GET_MAX_OFFSET) and parked its pulls

@@ -100,14 +100,17 @@ def test_unknown_resolved_to_commit_by_check_back(cluster: TxCluster, transact, 
 
 
 def test_unknown_resolved_to_rollback_by_check_back(cluster: TxCluster, transact, topic: str) -> None:  # type: ignore[no-untyped-def]
-    run = transact(topic, "PID_cpp_tx_check_rollback", count=2, decide="unknown,commit", check="rollback", wait_checks=1)
+    run = transact(
+        topic, "PID_cpp_tx_check_rollback", count=2, decide="unknown,commit", check="rollback", wait_checks=1
+    )
     records = run.finish(CLIENT_TIMEOUT_S)
     checked = [r for r in records if r["event"] == "checked" and r["body"] == "tx-0-unknown"]
     assert checked and all(r["answer"] == "rollback" for r in checked)
     wait_for(lambda: cluster.bodies(topic) == [b"tx-1-commit"], WAIT_S, "the committed one")
     # The rolled-back message is not readable, now or in any later check round of a live producer.
-    marker = transact(topic, "PID_cpp_tx_check_rollback", count=1, decide="unknown", check="commit", wait_checks=1,
-                      prefix="marker").finish(CLIENT_TIMEOUT_S)
+    marker = transact(
+        topic, "PID_cpp_tx_check_rollback", count=1, decide="unknown", check="commit", wait_checks=1, prefix="marker"
+    ).finish(CLIENT_TIMEOUT_S)
     assert {r["body"] for r in marker if r["event"] == "checked"} == {"marker-0-unknown"}
     wait_for(lambda: b"marker-0-unknown" in cluster.bodies(topic), WAIT_S, "the marker's commit")
     assert cluster.bodies(topic) == [b"marker-0-unknown", b"tx-1-commit"]

@@ -11,13 +11,27 @@ from sparkmq.message.property_table import PropertyTable
 
 LOOKED_UP = [b"TAGS", b"KEYS", b"UNIQ_KEY", b"A_KEY_LONGER_THAN_SIXTEEN_BYTES"]
 # Keys that tempt a sloppy search: suffixes, prefixes and near misses of the looked-up ones.
-KEY_NAMES = [*LOOKED_UP, b"MYTAGS", b"TAGSX", b"AGS", b"TAG", b"KEY", b"UNIQ_KEYS", b"XUNIQ_KEY", b"T", b"K",
-             b"A_KEY_LONGER_THAN_SIXTEEN_BYTE", b""]
+KEY_NAMES = [
+    *LOOKED_UP,
+    b"MYTAGS",
+    b"TAGSX",
+    b"AGS",
+    b"TAG",
+    b"KEY",
+    b"UNIQ_KEYS",
+    b"XUNIQ_KEY",
+    b"T",
+    b"K",
+    b"A_KEY_LONGER_THAN_SIXTEEN_BYTE",
+    b"",
+]
 
 value_bytes = st.one_of(
     st.just(b""),
     st.text(st.characters(exclude_characters="\x01\x02", exclude_categories=("Cs",)), max_size=12).map(str.encode),
-    st.lists(st.sampled_from([b"a", b"b", b" ", b"  ", b"k1", b"\xc3\xa9", b"\xff", b"\x01"]), max_size=6).map(b"".join),
+    st.lists(st.sampled_from([b"a", b"b", b" ", b"  ", b"k1", b"\xc3\xa9", b"\xff", b"\x01"]), max_size=6).map(
+        b"".join
+    ),
 )
 
 
@@ -69,8 +83,12 @@ def test_values_agree_with_decode_properties(properties: list[bytes]) -> None:
 @given(batches)
 def test_tokens_are_the_space_separated_keys(properties: list[bytes]) -> None:
     table = PropertyTable(properties)
-    expected = [(row, token) for row, raw in enumerate(properties)
-                for token in (find_property(raw, b"KEYS") or b"").split(b" ") if token]
+    expected = [
+        (row, token)
+        for row, raw in enumerate(properties)
+        for token in (find_property(raw, b"KEYS") or b"").split(b" ")
+        if token
+    ]
     assert _slices(table, table.tokens(b"KEYS")) == expected
 
 

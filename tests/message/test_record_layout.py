@@ -37,8 +37,9 @@ MAGIC = 0xDAA320A7  # MESSAGE_MAGIC_CODE (v1)
 BLANK_MAGIC = 0xCBD43194  # BLANK_MAGIC_CODE
 LOCALHOST = bytes([127, 0, 0, 1])
 # encode_records picks one of the other two by batch size; each must write the spec's bytes.
-ENCODERS = pytest.mark.parametrize("encode", [encode_records, encode_records_plain, encode_records_bulk],
-                                   ids=["auto", "plain", "bulk"])
+ENCODERS = pytest.mark.parametrize(
+    "encode", [encode_records, encode_records_plain, encode_records_bulk], ids=["auto", "plain", "bulk"]
+)
 
 
 # --------------------------------------------------------------------------- spec codec
@@ -134,8 +135,25 @@ def spec_decode(buf: bytes, pos: int = 0) -> tuple[SpecRecord, int]:
     topic = c.raw(c.take(">b")).decode("utf-8")
     props = c.raw(c.take(">h"))
     record = SpecRecord(
-        queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, born_ip, born_port, store_ts, store_ip,
-        store_port, reconsume, prepared, body, topic, props, total_size=total, magic=magic, body_crc=crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+        born_ip,
+        born_port,
+        store_ts,
+        store_ip,
+        store_port,
+        reconsume,
+        prepared,
+        body,
+        topic,
+        props,
+        total_size=total,
+        magic=magic,
+        body_crc=crc,
     )
     return record, c.pos
 
@@ -152,11 +170,22 @@ def spec_decode_all(buf: bytes) -> list[SpecRecord]:
 
 def _record(**overrides: object) -> SpecRecord:
     base = SpecRecord(
-        queue_id=3, flag=-7, queue_offset=41, physical_offset=1 << 33, sys_flag=0x1 | 0x8,
-        born_timestamp=1_700_000_000_123, born_ip=bytes([192, 168, 1, 20]), born_port=54321,
-        store_timestamp=1_700_000_000_456, store_ip=bytes([10, 1, 2, 3]), store_port=10911,
-        reconsume_times=2, prepared_transaction_offset=123456789, body=b"payload \x00\xff bytes",
-        topic="Topic_A-1", properties=b"KEYS\x01k1 k2\x02TAGS\x01TagA",
+        queue_id=3,
+        flag=-7,
+        queue_offset=41,
+        physical_offset=1 << 33,
+        sys_flag=0x1 | 0x8,
+        born_timestamp=1_700_000_000_123,
+        born_ip=bytes([192, 168, 1, 20]),
+        born_port=54321,
+        store_timestamp=1_700_000_000_456,
+        store_ip=bytes([10, 1, 2, 3]),
+        store_port=10911,
+        reconsume_times=2,
+        prepared_transaction_offset=123456789,
+        body=b"payload \x00\xff bytes",
+        topic="Topic_A-1",
+        properties=b"KEYS\x01k1 k2\x02TAGS\x01TagA",
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
 
@@ -175,10 +204,23 @@ HIGH_CRC_BODY = next(b for i in range(1000) if zlib.crc32(b := f"body-{i}".encod
 
 def _sample_batch() -> MessageBatch:
     bodies = [b"", b"x", HIGH_CRC_BODY, bytes(range(256)) * 5, "héllo wörld".encode()]
-    props = [b"", b"TAGS\x01A", encode_properties({"KEYS": "a b c", "UNIQ_KEY": "0" * 32}), b"K\x01v\x02", b"W\x01\xc3\xa9"]
+    props = [
+        b"",
+        b"TAGS\x01A",
+        encode_properties({"KEYS": "a b c", "UNIQ_KEY": "0" * 32}),
+        b"K\x01v\x02",
+        b"W\x01\xc3\xa9",
+    ]
     return MessageBatch(
-        "%RETRY%group_1|x-y", 6, bodies, props, flags=[0, 1, -1, 2**31 - 1, -(2**31)], sys_flag=0x1 | 0x2,
-        born_timestamp=1_699_999_999_999, born_host=Host(bytes([192, 168, 0, 7]), 40001), reconsume_times=3,
+        "%RETRY%group_1|x-y",
+        6,
+        bodies,
+        props,
+        flags=[0, 1, -1, 2**31 - 1, -(2**31)],
+        sys_flag=0x1 | 0x2,
+        born_timestamp=1_699_999_999_999,
+        born_host=Host(bytes([192, 168, 0, 7]), 40001),
+        reconsume_times=3,
         prepared_transaction_offset=77,
     )
 
@@ -266,8 +308,14 @@ def _spec_buffer() -> tuple[list[SpecRecord], bytes]:
     records = [
         _record(),
         _record(body=b"", properties=b"", topic="x", queue_offset=0, flag=0, sys_flag=0),
-        _record(body=HIGH_CRC_BODY * 100, born_ip=bytes([10, 0, 0, 0]), store_ip=bytes([0, 0, 0, 0]),
-                queue_offset=2**40, prepared_transaction_offset=0, reconsume_times=16),
+        _record(
+            body=HIGH_CRC_BODY * 100,
+            born_ip=bytes([10, 0, 0, 0]),
+            store_ip=bytes([0, 0, 0, 0]),
+            queue_offset=2**40,
+            prepared_transaction_offset=0,
+            reconsume_times=16,
+        ),
         _record(topic="T" * 127, properties="K\x01ünïcödé\x02".encode(), born_timestamp=-1),
     ]
     parts, pos = [], 0
@@ -283,8 +331,18 @@ def _spec_buffer() -> tuple[list[SpecRecord], bytes]:
 def _assert_message_matches(m: object, r: SpecRecord) -> None:
     assert m.total_size == r.total_size  # type: ignore[attr-defined]
     assert m.body_crc == zlib.crc32(r.body) & 0x7FFFFFFF  # type: ignore[attr-defined]
-    for name in ("queue_id", "flag", "queue_offset", "physical_offset", "sys_flag", "born_timestamp",
-                 "store_timestamp", "reconsume_times", "prepared_transaction_offset", "topic"):
+    for name in (
+        "queue_id",
+        "flag",
+        "queue_offset",
+        "physical_offset",
+        "sys_flag",
+        "born_timestamp",
+        "store_timestamp",
+        "reconsume_times",
+        "prepared_transaction_offset",
+        "topic",
+    ):
         assert getattr(m, name) == getattr(r, name), name
     assert m.born_host == Host(r.born_ip, r.born_port)  # type: ignore[attr-defined]
     assert m.store_host == Host(r.store_ip, r.store_port)  # type: ignore[attr-defined]
@@ -314,8 +372,17 @@ def test_decode_columns_reads_spec_records() -> None:
         assert h["total_size"].tolist() == [r.total_size for r in records]
         assert h["magic"].tolist() == [MAGIC - 2**32] * len(records)
         assert h["body_crc"].tolist() == [zlib.crc32(r.body) & 0x7FFFFFFF for r in records]
-        for name in ("queue_id", "flag", "queue_offset", "physical_offset", "sys_flag", "born_timestamp",
-                     "store_timestamp", "reconsume_times", "prepared_transaction_offset"):
+        for name in (
+            "queue_id",
+            "flag",
+            "queue_offset",
+            "physical_offset",
+            "sys_flag",
+            "born_timestamp",
+            "store_timestamp",
+            "reconsume_times",
+            "prepared_transaction_offset",
+        ):
             assert h[name].tolist() == [getattr(r, name) for r in records], name
         assert [_ip(v) for v in h["born_ip"]] == [r.born_ip for r in records]
         assert [_ip(v) for v in h["store_ip"]] == [r.store_ip for r in records]
@@ -343,14 +410,37 @@ def test_decode_columns_of_an_empty_buffer() -> None:
 # The first 128 bytes (0x00..0x7f) of a record in the Java layout that the real C++ 1.2.3 and ali-ons clients
 # decoded correctly: topic TopicTest, queue 1, queueOffset 5, physical offset 1024, body 'hello'.
 EXAMPLE_DUMP = bytes.fromhex(
-    "000000ae" "daa320a7" "3610a686" "00000001"
-    "00000000" "0000000000000005" "00000000"
-    "00000400" "00000000" "0000018bcfe56800"
-    "7f000001" "0000d431" "0000018bcfe5687b"
-    "7f000001" "00002a9f" "00000000" "00000000"
-    "00000000" "00000005" "68656c6c6f" "09" "546f"
-    "70696354657374" "0045" "4b45595301" "4b31"
-    "02" "5441475301" "54616741" "02" "554e49515f"
+    "000000ae"
+    "daa320a7"
+    "3610a686"
+    "00000001"
+    "00000000"
+    "0000000000000005"
+    "00000000"
+    "00000400"
+    "00000000"
+    "0000018bcfe56800"
+    "7f000001"
+    "0000d431"
+    "0000018bcfe5687b"
+    "7f000001"
+    "00002a9f"
+    "00000000"
+    "00000000"
+    "00000000"
+    "00000005"
+    "68656c6c6f"
+    "09"
+    "546f"
+    "70696354657374"
+    "0045"
+    "4b45595301"
+    "4b31"
+    "02"
+    "5441475301"
+    "54616741"
+    "02"
+    "554e49515f"
 )
 EXAMPLE_UNIQ = "7F0000010000D431000000000000ABCD"  # any 32 characters make PROPLEN 69
 EXAMPLE_PROPS = f"KEYS\x01K1\x02TAGS\x01TagA\x02UNIQ_KEY\x01{EXAMPLE_UNIQ}\x02WAIT\x01true".encode()
@@ -364,7 +454,12 @@ def test_example_dump_transcription() -> None:
 
 def _example_sparkmq() -> bytes:
     batch = MessageBatch(
-        "TopicTest", 1, [b"hello"], [EXAMPLE_PROPS], born_timestamp=0x18BCFE56800, born_host=Host(LOCALHOST, 54321),
+        "TopicTest",
+        1,
+        [b"hello"],
+        [EXAMPLE_PROPS],
+        born_timestamp=0x18BCFE56800,
+        born_host=Host(LOCALHOST, 54321),
     )
     return encode_records(batch, 0, 1, 5, 1024, 0x18BCFE5687B, Host(LOCALHOST, 10911))
 
@@ -378,14 +473,35 @@ def test_annotated_example_sparkmq_encoder() -> None:
 
 
 def test_annotated_example_spec_encoder_and_decoders() -> None:
-    spec = spec_encode(SpecRecord(
-        queue_id=1, flag=0, queue_offset=5, physical_offset=1024, sys_flag=0, born_timestamp=0x18BCFE56800,
-        born_ip=LOCALHOST, born_port=54321, store_timestamp=0x18BCFE5687B, store_ip=LOCALHOST, store_port=10911,
-        reconsume_times=0, prepared_transaction_offset=0, body=b"hello", topic="TopicTest", properties=EXAMPLE_PROPS,
-    ))
+    spec = spec_encode(
+        SpecRecord(
+            queue_id=1,
+            flag=0,
+            queue_offset=5,
+            physical_offset=1024,
+            sys_flag=0,
+            born_timestamp=0x18BCFE56800,
+            born_ip=LOCALHOST,
+            born_port=54321,
+            store_timestamp=0x18BCFE5687B,
+            store_ip=LOCALHOST,
+            store_port=10911,
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            body=b"hello",
+            topic="TopicTest",
+            properties=EXAMPLE_PROPS,
+        )
+    )
     assert spec == _example_sparkmq()
     m = decode_record(spec, check_crc=True)
-    assert (m.topic, m.queue_id, m.queue_offset, m.physical_offset, bytes(m.body)) == ("TopicTest", 1, 5, 1024, b"hello")
+    assert (m.topic, m.queue_id, m.queue_offset, m.physical_offset, bytes(m.body)) == (
+        "TopicTest",
+        1,
+        5,
+        1024,
+        b"hello",
+    )
     assert str(m.born_host) == "127.0.0.1:54321" and str(m.store_host) == "127.0.0.1:10911"
     assert m.properties == {"KEYS": "K1", "TAGS": "TagA", "UNIQ_KEY": EXAMPLE_UNIQ, "WAIT": "true"}
     assert m.offset_msg_id == "7F00000100002A9F0000000000000400"
@@ -478,8 +594,20 @@ def _patch(buf: bytes, at: int, fmt: str, value: int) -> bytes:
     return bytes(out)
 
 
-@pytest.mark.parametrize("field", ["body_len+1", "body_len-1", "body_len_negative", "topic_len+1", "topic_len-1",
-                                   "topic_len_huge", "props_len+1", "props_len-1", "props_len_negative"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "body_len+1",
+        "body_len-1",
+        "body_len_negative",
+        "topic_len+1",
+        "topic_len-1",
+        "topic_len_huge",
+        "props_len+1",
+        "props_len-1",
+        "props_len_negative",
+    ],
+)
 def test_inner_lengths_inconsistent(field: str) -> None:
     r = _record()
     good = spec_encode(r)

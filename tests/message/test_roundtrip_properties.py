@@ -89,13 +89,28 @@ def batch_cases(draw: st.DrawFn) -> BatchCase:
         prepared_transaction_offset=draw(st.integers(0, 2**62)),
     )
     return BatchCase(
-        batch, prop_maps, draw(st.integers(0, 2**40)), draw(st.integers(0, 2**40)), draw(st.integers(0, 2**62)),
+        batch,
+        prop_maps,
+        draw(st.integers(0, 2**40)),
+        draw(st.integers(0, 2**40)),
+        draw(st.integers(0, 2**62)),
         Host(draw(ip), draw(st.integers(0, 65535))),
     )
 
 
-HEAD_FIELDS = ("total_size", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
-               "born_timestamp", "store_timestamp", "reconsume_times", "prepared_transaction_offset")
+HEAD_FIELDS = (
+    "total_size",
+    "body_crc",
+    "queue_id",
+    "flag",
+    "queue_offset",
+    "physical_offset",
+    "sys_flag",
+    "born_timestamp",
+    "store_timestamp",
+    "reconsume_times",
+    "prepared_transaction_offset",
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -103,7 +118,9 @@ HEAD_FIELDS = ("total_size", "body_crc", "queue_id", "flag", "queue_offset", "ph
 def test_records_roundtrip_single_and_bulk(case: BatchCase) -> None:
     b = case.batch
     biggest = max(map(len, b.bodies))
-    event("a body of exactly 4 MiB" if biggest == 4 * MIB else "a body over 64 KiB" if biggest > 65536 else "small bodies")
+    event(
+        "a body of exactly 4 MiB" if biggest == 4 * MIB else "a body over 64 KiB" if biggest > 65536 else "small bodies"
+    )
     args = (case.queue_offset, case.physical_offset, case.store_timestamp, case.store_host)
     buf = encode_records(b, 0, len(b), *args)
     assert len(buf) == int(b.sizes.sum())
@@ -167,8 +184,11 @@ def test_properties_roundtrip(props: dict[str, str]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(property_maps(), property_maps())
 def test_find_property_agrees_with_decode_properties(first: dict[str, str], extra: dict[str, str]) -> None:
-    raws = [encode_properties(first), encode_properties(first) + b"\x02",
-            append_properties(encode_properties(first), encode_properties(extra))]  # duplicated keys: last wins
+    raws = [
+        encode_properties(first),
+        encode_properties(first) + b"\x02",
+        append_properties(encode_properties(first), encode_properties(extra)),
+    ]  # duplicated keys: last wins
     candidates = set(first) | set(extra) | {k[1:] for k in first if len(k) > 1} | set(first.values())
     for raw in raws:
         parsed = decode_properties(raw)
@@ -183,7 +203,11 @@ def test_find_property_examples() -> None:
     assert find_property(raw, b"AGS") is None
     assert find_property(raw, b"KEYS") == b"k1 k2"
     assert find_property(raw, b"E") is None  # empty value: skipped like decode_properties
-    assert find_property(b"TAGS\x01A\x02TAGS\x01B", b"TAGS") == b"B" == decode_properties(b"TAGS\x01A\x02TAGS\x01B")["TAGS"].encode()
+    assert (
+        find_property(b"TAGS\x01A\x02TAGS\x01B", b"TAGS")
+        == b"B"
+        == decode_properties(b"TAGS\x01A\x02TAGS\x01B")["TAGS"].encode()
+    )
 
 
 def test_append_properties() -> None:
@@ -210,7 +234,9 @@ def batch_items(draw: st.DrawFn) -> tuple[list[bytes], list[bytes], list[int] | 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch_items(), st.data())
-def test_batch_items_roundtrip_and_truncation(items: tuple[list[bytes], list[bytes], list[int] | None], data: st.DataObject) -> None:
+def test_batch_items_roundtrip_and_truncation(
+    items: tuple[list[bytes], list[bytes], list[int] | None], data: st.DataObject
+) -> None:
     bodies, props, flags = items
     encoded = encode_batch_items(bodies, props, flags)
     assert len(encoded) == sum(22 + len(b) + len(p) for b, p in zip(bodies, props, strict=True))
@@ -232,7 +258,7 @@ def test_batch_items_roundtrip_and_truncation(items: tuple[list[bytes], list[byt
 
 def test_batch_item_layout() -> None:
     item = encode_batch_items([b"hello"], [b"TAGS\x01A"], [7])
-    assert item == bytes.fromhex("00000021" "00000000" "00000000" "00000007" "00000005") + b"hello" + b"\x00\x06TAGS\x01A"
+    assert item == bytes.fromhex("0000002100000000000000000000000700000005") + b"hello" + b"\x00\x06TAGS\x01A"
 
 
 @pytest.mark.parametrize("patch", ["size_small", "size_big", "body_negative", "body_past_the_end", "props_len_off"])

@@ -46,8 +46,9 @@ def ask_route(port: int, topic: str) -> RemotingCommand:
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_namesrv_command_serves_and_stops_cleanly_on_a_signal(stop_signal: signal.Signals) -> None:
     command = [sys.executable, "-m", "sparkmq", "namesrv", "--port", "0", "--scan-interval", "0.5"]
-    with subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
         try:
             line = read_line(proc, START_TIMEOUT_S).rstrip("\n")
             match = READY.match(line)
@@ -81,13 +82,19 @@ def test_connection_limits_come_from_the_command_line() -> None:
 
     with NamesrvProcess.start("--max-connections", "2") as namesrv:
         host, port = namesrv.address.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=10.0) as first, \
-                socket.create_connection((host, int(port)), timeout=10.0) as third_party:
-            first.sendall(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, ext_fields={"topic": "T"}).encode())
+        with (
+            socket.create_connection((host, int(port)), timeout=10.0) as first,
+            socket.create_connection((host, int(port)), timeout=10.0) as third_party,
+        ):
+            first.sendall(
+                RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, ext_fields={"topic": "T"}).encode()
+            )
             assert FrameDecoder().feed(first.recv(65536))[0].code == ResponseCode.TOPIC_NOT_EXIST  # both admitted
             with socket.create_connection((host, int(port)), timeout=10.0) as over:
                 assert over.recv(1) == b""  # beyond --max-connections: closed at once
-            third_party.sendall(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, 2, ext_fields={"topic": "T"}).encode())
+            third_party.sendall(
+                RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, 2, ext_fields={"topic": "T"}).encode()
+            )
             assert FrameDecoder().feed(third_party.recv(65536))[0].code == ResponseCode.TOPIC_NOT_EXIST
     with NamesrvProcess.start("--idle-timeout", "0.5") as namesrv:
         host, port = namesrv.address.rsplit(":", 1)

@@ -40,9 +40,15 @@ def wrapper(counter: int, *configs: TopicConfig) -> TopicConfigSerializeWrapper:
     return TopicConfigSerializeWrapper({c.topic_name: c for c in configs}, DataVersion(1_700_000_000_000, counter))
 
 
-def register(routes: RouteInfoManager[Channel], addr: str, name: str, broker_id: int,
-             topics: TopicConfigSerializeWrapper | None, channel: Channel | None = None,
-             cluster: str = CLUSTER) -> RegisterBrokerResult:
+def register(
+    routes: RouteInfoManager[Channel],
+    addr: str,
+    name: str,
+    broker_id: int,
+    topics: TopicConfigSerializeWrapper | None,
+    channel: Channel | None = None,
+    cluster: str = CLUSTER,
+) -> RegisterBrokerResult:
     ha = addr.replace("109", "119")
     return routes.register_broker(cluster, addr, name, broker_id, ha, topics, channel)
 
@@ -223,8 +229,14 @@ def test_delete_topic_everywhere_or_in_one_cluster(routes: RouteInfoManager[Chan
 
 @pytest.mark.parametrize(
     "module",
-    [sparkmq.namesrv, sparkmq.namesrv.routes, sparkmq.namesrv.config, sparkmq.namesrv.processors,
-     sparkmq.namesrv.server, sparkmq.cli.namesrv_command],
+    [
+        sparkmq.namesrv,
+        sparkmq.namesrv.routes,
+        sparkmq.namesrv.config,
+        sparkmq.namesrv.processors,
+        sparkmq.namesrv.server,
+        sparkmq.cli.namesrv_command,
+    ],
     ids=lambda module: module.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

@@ -51,11 +51,20 @@ def register_body(counter: int, *topics: str, queues: int = 4) -> bytes:
     return RegisterBrokerBody(TopicConfigSerializeWrapper(table, DataVersion(1_700_000_000_000, counter))).encode()
 
 
-async def register(client: RemotingClient, namesrv: str, addr: str, name: str, *topics: str,
-                   broker_id: int = 0, counter: int = 1, cluster: str = CLUSTER) -> RemotingCommand:
+async def register(
+    client: RemotingClient,
+    namesrv: str,
+    addr: str,
+    name: str,
+    *topics: str,
+    broker_id: int = 0,
+    counter: int = 1,
+    cluster: str = CLUSTER,
+) -> RemotingCommand:
     body = register_body(counter, *topics)
-    header = RegisterBrokerRequestHeader(name, addr, cluster, addr.replace("109", "119"), broker_id,
-                                         body_crc32=body_crc32(body))
+    header = RegisterBrokerRequestHeader(
+        name, addr, cluster, addr.replace("109", "119"), broker_id, body_crc32=body_crc32(body)
+    )
     return await client.invoke(namesrv, RequestCode.REGISTER_BROKER, header.to_fields(), body)
 
 
@@ -92,14 +101,23 @@ def test_a_cpp_shaped_request_gets_the_route_and_unknown_topics_get_17() -> None
 
         def cpp_request(topic: str) -> RemotingCommand:  # what C++ 1.2.3 sends: CPP, version 63, ACL fields
             ext = {"topic": topic, "AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "x0dGk1yC0bKvRzLDQnK7aNPuHeU="}
-            return RemotingCommand(code=105, language=LanguageCode.CPP, version=63, opaque=connection.next_opaque(),
-                                   remark="", ext_fields=ext)
+            return RemotingCommand(
+                code=105,
+                language=LanguageCode.CPP,
+                version=63,
+                opaque=connection.next_opaque(),
+                remark="",
+                ext_fields=ext,
+            )
 
         found = await connection.request(cpp_request("TopicTest"), 3.0)
         assert (found.code, found.body) == (ResponseCode.SUCCESS, ROUTE_JSON)
         missing = await connection.request(cpp_request("NoSuchTopic"), 3.0)
         assert (missing.code, missing.remark, missing.body) == (
-            ResponseCode.TOPIC_NOT_EXIST, "No topic route info in name server for the topic: NoSuchTopic", b"")
+            ResponseCode.TOPIC_NOT_EXIST,
+            "No topic route info in name server for the topic: NoSuchTopic",
+            b"",
+        )
 
     run(body)
 
@@ -202,8 +220,9 @@ def test_compressed_and_old_bodies_bad_crc_bad_header_and_unsupported_code() -> 
     async def body(namesrv: NameServer, client: RemotingClient, address: str) -> None:
         wrapper = TopicConfigSerializeWrapper({"Z": TopicConfig("Z", 2, 2)}, DataVersion(1, 1))
         zipped = RegisterBrokerBody(wrapper).encode(compressed=True)
-        header = RegisterBrokerRequestHeader("broker-a", BROKER_A, CLUSTER, "127.0.0.1:10912", 0, compressed=True,
-                                             body_crc32=body_crc32(zipped))
+        header = RegisterBrokerRequestHeader(
+            "broker-a", BROKER_A, CLUSTER, "127.0.0.1:10912", 0, compressed=True, body_crc32=body_crc32(zipped)
+        )
         ok = await client.invoke(address, RequestCode.REGISTER_BROKER, header.to_fields(), zipped)
         assert ok.code == ResponseCode.SUCCESS
         assert TopicRouteData.decode((await route_of(client, address, "Z")).body).queue_datas[0].write_queue_nums == 2
@@ -221,8 +240,13 @@ def test_compressed_and_old_bodies_bad_crc_bad_header_and_unsupported_code() -> 
         old_wrapper = TopicConfigSerializeWrapper({"Old": TopicConfig("Old", 3, 3)}, DataVersion(1, 1))
         old_header = RegisterBrokerRequestHeader("broker-o", "127.0.0.1:10941", CLUSTER, "127.0.0.1:10942", 0)
         connection = await client.connection(address)
-        old = RemotingCommand(code=RequestCode.REGISTER_BROKER, version=36, opaque=connection.next_opaque(),
-                              ext_fields=old_header.to_fields(), body=old_wrapper.encode())
+        old = RemotingCommand(
+            code=RequestCode.REGISTER_BROKER,
+            version=36,
+            opaque=connection.next_opaque(),
+            ext_fields=old_header.to_fields(),
+            body=old_wrapper.encode(),
+        )
         assert (await connection.request(old, 3.0)).code == ResponseCode.SUCCESS
         assert TopicRouteData.decode((await route_of(client, address, "Old")).body).queue_datas[0].read_queue_nums == 3
 

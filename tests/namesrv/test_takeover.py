@@ -45,8 +45,9 @@ def run(body: Body, *, guard: bool = True) -> None:
     asyncio.run(main())
 
 
-async def register(client: RemotingClient, namesrv: str, addr: str, *, name: str = "broker-a",
-                   broker_id: int = 0) -> RemotingCommand:
+async def register(
+    client: RemotingClient, namesrv: str, addr: str, *, name: str = "broker-a", broker_id: int = 0
+) -> RemotingCommand:
     body = RegisterBrokerBody(TopicConfigSerializeWrapper({"T": TopicConfig("T", 4, 4)}, DataVersion(1, 1))).encode()
     header = RegisterBrokerRequestHeader(name, addr, CLUSTER, addr, broker_id, body_crc32=body_crc32(body))
     return await client.invoke(namesrv, RequestCode.REGISTER_BROKER, header.to_fields(), body)
@@ -65,13 +66,16 @@ async def master_of(client: RemotingClient, namesrv: str) -> str | None:
 
 
 def test_another_connection_cannot_take_over_or_drop_a_live_broker() -> None:
-    async def body(namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str,
-                   clock: Clock) -> None:
+    async def body(
+        namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str, clock: Clock
+    ) -> None:
         assert (await register(broker, address, REAL)).code == ResponseCode.SUCCESS
-        for refused in (await register(intruder, address, EVIL),  # same name and id, another address
-                        await register(intruder, address, REAL, name="broker-evil"),  # the live address, renamed
-                        await unregister(intruder, address, REAL),
-                        await unregister(intruder, address, EVIL)):  # a bogus address, the live broker's id
+        for refused in (
+            await register(intruder, address, EVIL),  # same name and id, another address
+            await register(intruder, address, REAL, name="broker-evil"),  # the live address, renamed
+            await unregister(intruder, address, REAL),
+            await unregister(intruder, address, EVIL),
+        ):  # a bogus address, the live broker's id
             assert refused.code == ResponseCode.NO_PERMISSION
             assert "from another live connection" in (refused.remark or "")
         assert await master_of(intruder, address) == REAL
@@ -83,8 +87,9 @@ def test_another_connection_cannot_take_over_or_drop_a_live_broker() -> None:
 
 
 def test_a_restarted_broker_registers_again_once_its_old_connection_closed() -> None:
-    async def body(namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str,
-                   clock: Clock) -> None:
+    async def body(
+        namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str, clock: Clock
+    ) -> None:
         await register(broker, address, REAL)
         await broker.close()  # the old process died; the server evicts its routes when it sees the close
         while namesrv.routes.live_broker_addrs:
@@ -100,8 +105,9 @@ def test_a_restarted_broker_registers_again_once_its_old_connection_closed() -> 
 
 
 def test_an_expired_registration_can_be_replaced_from_another_connection() -> None:
-    async def body(namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str,
-                   clock: Clock) -> None:
+    async def body(
+        namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str, clock: Clock
+    ) -> None:
         await register(broker, address, REAL)  # its connection stays open but it stops registering
         clock.now += 120_001
         assert (await register(intruder, address, EVIL)).code == ResponseCode.SUCCESS
@@ -111,8 +117,9 @@ def test_an_expired_registration_can_be_replaced_from_another_connection() -> No
 
 
 def test_the_guard_can_be_turned_off_for_java_behaviour() -> None:
-    async def body(namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str,
-                   clock: Clock) -> None:
+    async def body(
+        namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str, clock: Clock
+    ) -> None:
         await register(broker, address, REAL)
         assert (await register(intruder, address, EVIL)).code == ResponseCode.SUCCESS
         assert await master_of(intruder, address) == EVIL

@@ -19,12 +19,7 @@ from sparkmq.offsets import (
 )
 
 FASTJSON_FILE = (
-    "{\n"
-    '\t"offsetTable":{\n'
-    '\t\t"%RETRY%CID_TEST@CID_TEST":{0:0},\n'
-    '\t\t"TopicTest@CID_TEST":{0:5,1:3,2:0,3:2}\n'
-    "\t}\n"
-    "}"
+    '{\n\t"offsetTable":{\n\t\t"%RETRY%CID_TEST@CID_TEST":{0:0},\n\t\t"TopicTest@CID_TEST":{0:5,1:3,2:0,3:2}\n\t}\n}'
 )
 
 
@@ -96,9 +91,7 @@ def test_remove_group_and_remove_topic() -> None:
         ("g", "t", 0, -5),
     ],
 )
-def test_commit_rejects_entries_that_cannot_be_persisted(
-    group: str, topic: str, queue_id: int, offset: int
-) -> None:
+def test_commit_rejects_entries_that_cannot_be_persisted(group: str, topic: str, queue_id: int, offset: int) -> None:
     with pytest.raises(OffsetStoreError):
         ConsumerOffsetTable().commit(group, topic, queue_id, offset)
 
@@ -130,9 +123,7 @@ def test_missing_file_loads_as_empty_table(offset_path: Path) -> None:
 
 
 def test_offsets_survive_a_restart(offset_path: Path) -> None:
-    OffsetFile(offset_path).persist(
-        table_with(("CID_TEST", "TopicTest", 0, 5), ("CID_TEST", "TopicTest", 3, 2))
-    )
+    OffsetFile(offset_path).persist(table_with(("CID_TEST", "TopicTest", 0, 5), ("CID_TEST", "TopicTest", 3, 2)))
 
     reloaded = OffsetFile(offset_path).load()
 
@@ -173,9 +164,7 @@ def test_loads_fastjson_file_with_unquoted_integer_keys_and_tabs(offset_path: Pa
 def test_fastjson_compact_real_world_example_decodes() -> None:
     text = '{"offsetTable":{"test@benchmark_consumer_61":{0:5280,1:5312,2:5312,3:5312}}}'
 
-    assert decode_offset_table(text) == {
-        ("test", "benchmark_consumer_61"): {0: 5280, 1: 5312, 2: 5312, 3: 5312}
-    }
+    assert decode_offset_table(text) == {("test", "benchmark_consumer_61"): {0: 5280, 1: 5312, 2: 5312, 3: 5312}}
 
 
 def test_digits_inside_quoted_names_are_left_alone() -> None:

@@ -24,8 +24,16 @@ from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wai
 
 pytestmark = pytest.mark.timeout(180)
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @dataclass
@@ -37,14 +45,20 @@ class Site:
 
 
 def _dashboard(namesrv: str, *extra: str) -> ServiceProcess:
-    return ServiceProcess.launch(["dashboard", "--namesrv", namesrv, "--port", "0", "--lag-sample-interval", "0.3",
-                                  *extra], "dashboard listening on")
+    return ServiceProcess.launch(
+        ["dashboard", "--namesrv", namesrv, "--port", "0", "--lag-sample-interval", "0.3", *extra],
+        "dashboard listening on",
+    )
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    with NamesrvProcess.start() as ns, BrokerProcess.start(tmp_path_factory.mktemp("dash-store"), ns.address) as broker, \
-            _dashboard(ns.address, "--allow-writes") as writable, _dashboard(ns.address) as read_only:
+    with (
+        NamesrvProcess.start() as ns,
+        BrokerProcess.start(tmp_path_factory.mktemp("dash-store"), ns.address) as broker,
+        _dashboard(ns.address, "--allow-writes") as writable,
+        _dashboard(ns.address) as read_only,
+    ):
         yield Site(ns, broker, writable.ready_line.rsplit(" ", 1)[-1], read_only.ready_line.rsplit(" ", 1)[-1])
 
 
@@ -151,8 +165,9 @@ def test_topic_page_shows_per_queue_offsets(site: Site, page: Page, tmp_path: Pa
     shot(page, tmp_path, "topic")
 
 
-def test_group_page_shows_lag_per_queue_and_a_lag_chart(site: Site, page: Page, tmp_path: Path,
-                                                        clients: Clients) -> None:
+def test_group_page_shows_lag_per_queue_and_a_lag_chart(
+    site: Site, page: Page, tmp_path: Path, clients: Clients
+) -> None:
     topic, group = _topic(site, queues=1), f"CID_{uuid.uuid4().hex[:8]}"
     producer = clients.producer("PID_dash", site.namesrv.address)
     for i in range(10):

@@ -123,17 +123,22 @@ def test_a_lone_surrogate_is_escaped_on_encode_never_an_error(binary: bool) -> N
 
 
 def _json_request(ext_json: str, remark: str = "null") -> bytes:
-    header = (f'{{"code":17,"flag":0,"language":"JAVA","opaque":42,"remark":{remark},"version":0,"extFields":{ext_json}}}').encode()
+    header = (
+        f'{{"code":17,"flag":0,"language":"JAVA","opaque":42,"remark":{remark},"version":0,"extFields":{ext_json}}}'
+    ).encode()
     return struct.pack(">I", len(header)) + header
 
 
-@pytest.mark.parametrize(("ext_json", "remark", "expected"), [
-    ('{"topicFilterType":"\\ud800"}', "null", "'topicFilterType' holds a lone surrogate U+D800 at index 0"),
-    ('{"topic":"a\\u0000b"}', "null", "'topic' holds a NUL character at index 1"),
-    ('{"topic":"%s"}' % ("x" * 40_000), "null", "'topic' is 40000 characters long, over the limit of 32767"),
-    ('{"a\\udc00":"v"}', "null", "header field name 'a\\udc00' holds a lone surrogate"),
-    ("{}", '"\\udbff"', "'remark' holds a lone surrogate U+DBFF"),
-])
+@pytest.mark.parametrize(
+    ("ext_json", "remark", "expected"),
+    [
+        ('{"topicFilterType":"\\ud800"}', "null", "'topicFilterType' holds a lone surrogate U+D800 at index 0"),
+        ('{"topic":"a\\u0000b"}', "null", "'topic' holds a NUL character at index 1"),
+        ('{"topic":"%s"}' % ("x" * 40_000), "null", "'topic' is 40000 characters long, over the limit of 32767"),
+        ('{"a\\udc00":"v"}', "null", "header field name 'a\\udc00' holds a lone surrogate"),
+        ("{}", '"\\udbff"', "'remark' holds a lone surrogate U+DBFF"),
+    ],
+)
 def test_unfit_request_text_is_a_defect_naming_the_field(ext_json: str, remark: str, expected: str) -> None:
     command = RemotingCommand.decode(_json_request(ext_json, remark))
     assert command.opaque == 42 and command.defect is not None

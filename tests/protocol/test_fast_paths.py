@@ -43,12 +43,37 @@ def _command(decode, raw: bytes) -> object:  # type: ignore[no-untyped-def]
 
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**40), max_value=2**40), st.text(max_size=6),
-    st.sampled_from([2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 10.0, 1e3, 1.5, "10", "007", "JAVA", "CPP",
-                     "\ud800", "\x00", "\x01\x02"]))
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.text(max_size=6),
+    st.sampled_from(
+        [
+            2**31 - 1,
+            2**31,
+            -(2**31),
+            -(2**31) - 1,
+            10.0,
+            1e3,
+            1.5,
+            "10",
+            "007",
+            "JAVA",
+            "CPP",
+            "\ud800",
+            "\x00",
+            "\x01\x02",
+        ]
+    ),
+)
 _EXT = st.one_of(st.dictionaries(st.text(max_size=3), _SCALARS, max_size=4), _SCALARS)
-_HEADERS = st.fixed_dictionaries({}, optional={key: _EXT if key == "extFields" else _SCALARS for key in (
-    "code", "opaque", "flag", "version", "language", "remark", "extFields", "serializeTypeCurrentRPC")})
+_HEADERS = st.fixed_dictionaries(
+    {},
+    optional={
+        key: _EXT if key == "extFields" else _SCALARS
+        for key in ("code", "opaque", "flag", "version", "language", "remark", "extFields", "serializeTypeCurrentRPC")
+    },
+)
 
 
 @_SETTINGS
@@ -58,22 +83,25 @@ def test_json_header_decode_matches_the_reference(header: dict[str, object], asc
     assert _command(_decode_json_header, raw) == _command(_decode_any_json_header, raw)
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"code":1,"opaque":2,"code":3}',
-    b'{"code":1,"opaque":2,"extFields":{"a":"1","a":"2"}}',
-    b'{"code":1.0,"opaque":2}',
-    b'{"code":1E2,"opaque":2}',
-    b'{"code":-0,"opaque":2}',
-    b'{"code":1,"opaque":2,"remark":"\\ud800"}',
-    b'{"code":1,"opaque":2,"remark":"a\\u0000"}',
-    b'{"code":1,"opaque":2,"extFields":{"\\uD800":"x"}}',
-    b'{"code":1,"opaque":2,"extFields":{"i":"WAIT\\u0001true\\u0002"}}',
-    b'{"code":1,"opaque":2} x',
-    b'\xef\xbb\xbf{"code":1,"opaque":2}',
-    b'{"code":1,"opaque":2,"remark":"\xff"}',
-    b'{"code":1,"opaque":2,"skipped":"\xed\xa0\x80"}',
-    b'{"code":1,"opaque":2,"x":' + b"[" * 5000 + b"]" * 5000 + b"}",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"code":1,"opaque":2,"code":3}',
+        b'{"code":1,"opaque":2,"extFields":{"a":"1","a":"2"}}',
+        b'{"code":1.0,"opaque":2}',
+        b'{"code":1E2,"opaque":2}',
+        b'{"code":-0,"opaque":2}',
+        b'{"code":1,"opaque":2,"remark":"\\ud800"}',
+        b'{"code":1,"opaque":2,"remark":"a\\u0000"}',
+        b'{"code":1,"opaque":2,"extFields":{"\\uD800":"x"}}',
+        b'{"code":1,"opaque":2,"extFields":{"i":"WAIT\\u0001true\\u0002"}}',
+        b'{"code":1,"opaque":2} x',
+        b'\xef\xbb\xbf{"code":1,"opaque":2}',
+        b'{"code":1,"opaque":2,"remark":"\xff"}',
+        b'{"code":1,"opaque":2,"skipped":"\xed\xa0\x80"}',
+        b'{"code":1,"opaque":2,"x":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ],
+)
 def test_json_header_edge_cases_match_the_reference(raw: bytes) -> None:
     assert _command(_decode_json_header, raw) == _command(_decode_any_json_header, raw)
 
@@ -85,28 +113,37 @@ def _send_header(fields: dict[str, str], parse) -> object:  # type: ignore[no-un
         return ("InvalidFieldError", exc.remark)
 
 
-_VALUES = st.one_of(st.text(max_size=4), st.sampled_from([
-    "0", "1", "-1", "007", "true", "false", "TRUE", "1" * 10, "9" * 19, "²", "１", "", "+5", "2147483648"]))
+_VALUES = st.one_of(
+    st.text(max_size=4),
+    st.sampled_from(
+        ["0", "1", "-1", "007", "true", "false", "TRUE", "1" * 10, "9" * 19, "²", "１", "", "+5", "2147483648"]
+    ),
+)
 
 
 @_SETTINGS
-@given(st.fixed_dictionaries({key: _VALUES for key in "abcdefgh"}, optional={key: _VALUES for key in "ijklmnz"}),
-       st.sets(st.sampled_from("abcdefgh")))
+@given(
+    st.fixed_dictionaries({key: _VALUES for key in "abcdefgh"}, optional={key: _VALUES for key in "ijklmnz"}),
+    st.sets(st.sampled_from("abcdefgh")),
+)
 def test_send_v2_header_parse_matches_the_schema(fields: dict[str, str], missing: set[str]) -> None:
     for key in missing:
         del fields[key]
     assert _send_header(fields, lambda f: parse_send_request_header(310, f)) == _send_header(
-        fields, lambda f: SendMessageRequestHeaderV2.from_fields(f).to_v1())
+        fields, lambda f: SendMessageRequestHeaderV2.from_fields(f).to_v1()
+    )
 
 
 def test_commands_decode_without_msgspec() -> None:
-    code = ("import sys; sys.modules['msgspec'] = None\n"
-            "from sparkmq.protocol import RemotingCommand, command\n"
-            "assert command.decode_plain_header is None\n"
-            "frame = RemotingCommand.request(310, 7, ext_fields={'a': 'P'}, body=b'x').encode()\n"
-            "assert RemotingCommand.decode(frame[4:]).ext_fields == {'a': 'P'}\n"
-            "response = RemotingCommand(10, ext_fields={'k': 'é'}).make_response(ext_fields={'k': 'é'})\n"
-            "assert RemotingCommand.decode(response.encode()[4:]) == response\n")
+    code = (
+        "import sys; sys.modules['msgspec'] = None\n"
+        "from sparkmq.protocol import RemotingCommand, command\n"
+        "assert command.decode_plain_header is None\n"
+        "frame = RemotingCommand.request(310, 7, ext_fields={'a': 'P'}, body=b'x').encode()\n"
+        "assert RemotingCommand.decode(frame[4:]).ext_fields == {'a': 'P'}\n"
+        "response = RemotingCommand(10, ext_fields={'k': 'é'}).make_response(ext_fields={'k': 'é'})\n"
+        "assert RemotingCommand.decode(response.encode()[4:]) == response\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2], timeout=60)
 
 
@@ -118,6 +155,7 @@ def test_ext_fields_encode_matches_the_reference(fields: dict[str, str]) -> None
             return encode(fields)
         except UnicodeEncodeError:
             return UnicodeEncodeError
+
     assert encoded(encode_string_map) == encoded(_dumps_string_map)
 
 

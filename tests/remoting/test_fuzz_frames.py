@@ -25,13 +25,34 @@ from support.hostile import HealthyLoop, exchange, expected_answers, raw_frame
 from support.processes import BrokerProcess, NamesrvProcess
 
 PROMPT_CODES = [  # answered at once (no long polling), so every decoded request has an answer to wait for
-    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.REGISTER_BROKER,
-    RequestCode.UNREGISTER_BROKER, RequestCode.SEND_MESSAGE_V2, RequestCode.QUERY_CONSUMER_OFFSET,
-    RequestCode.GET_MAX_OFFSET, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.HEART_BEAT,
-    RequestCode.GET_BROKER_CLUSTER_INFO, 9999,
+    RequestCode.UPDATE_AND_CREATE_TOPIC,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC,
+    RequestCode.REGISTER_BROKER,
+    RequestCode.UNREGISTER_BROKER,
+    RequestCode.SEND_MESSAGE_V2,
+    RequestCode.QUERY_CONSUMER_OFFSET,
+    RequestCode.GET_MAX_OFFSET,
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.HEART_BEAT,
+    RequestCode.GET_BROKER_CLUSTER_INFO,
+    9999,
 ]
-FIELD_NAMES = ["topic", "b", "a", "e", "d", "brokerName", "brokerAddr", "clusterName", "brokerId",
-               "topicFilterType", "readQueueNums", "consumerGroup", "queueId", "remark"]
+FIELD_NAMES = [
+    "topic",
+    "b",
+    "a",
+    "e",
+    "d",
+    "brokerName",
+    "brokerAddr",
+    "clusterName",
+    "brokerId",
+    "topicFilterType",
+    "readQueueNums",
+    "consumerGroup",
+    "queueId",
+    "remark",
+]
 SENTINEL_OPAQUE = 2**31 - 1
 
 hostile_text = st.one_of(
@@ -41,8 +62,11 @@ hostile_text = st.one_of(
 HUGE = "__a JSON number of 5,000 digits__"  # json.dumps cannot write one: put in after dumping
 hostile_int = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([2**31, -(2**63), HUGE]))
 json_scalar = st.one_of(hostile_text, hostile_int, st.booleans(), st.none(), st.floats(allow_nan=False))
-ext_fields = st.dictionaries(st.one_of(st.sampled_from(FIELD_NAMES), hostile_text),
-                             st.one_of(json_scalar, st.lists(st.integers(), max_size=2)), max_size=6)
+ext_fields = st.dictionaries(
+    st.one_of(st.sampled_from(FIELD_NAMES), hostile_text),
+    st.one_of(json_scalar, st.lists(st.integers(), max_size=2)),
+    max_size=6,
+)
 
 
 @st.composite
@@ -63,10 +87,14 @@ def hostile_request(draw: st.DrawFn) -> bytes:
     return raw_frame(text.encode(), body)
 
 
-bad_length = st.builds(lambda n, tail: struct.pack(">I", n) + tail,
-                       st.sampled_from([0, 1, 3, MAX_FRAME_BYTES - 3, 2**31, 2**32 - 1]), st.binary(max_size=16))
-truncated = st.builds(lambda frame, cut: frame[: max(1, int(len(frame) * cut))], hostile_request(),
-                      st.floats(0.0, 0.99))
+bad_length = st.builds(
+    lambda n, tail: struct.pack(">I", n) + tail,
+    st.sampled_from([0, 1, 3, MAX_FRAME_BYTES - 3, 2**31, 2**32 - 1]),
+    st.binary(max_size=16),
+)
+truncated = st.builds(
+    lambda frame, cut: frame[: max(1, int(len(frame) * cut))], hostile_request(), st.floats(0.0, 0.99)
+)
 piece = st.one_of(st.binary(max_size=64), bad_length, truncated, hostile_request(), hostile_request())
 stream = st.lists(piece, min_size=1, max_size=4).map(b"".join)
 

@@ -37,8 +37,12 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Namesrv
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * IDLE_CONNECTIONS), hard))
     store: Path = tmp_path_factory.mktemp("hostile-store")
     with NamesrvProcess.start() as namesrv:
-        limits = ["serverChannelMaxIdleTimeSeconds=1", "serverFrameDeadlineSeconds=0.5",
-                  f"serverMaxConnections={MAX_CONNECTIONS}", f"brokerName={BROKER_NAME}"]
+        limits = [
+            "serverChannelMaxIdleTimeSeconds=1",
+            "serverFrameDeadlineSeconds=0.5",
+            f"serverMaxConnections={MAX_CONNECTIONS}",
+            f"brokerName={BROKER_NAME}",
+        ]
         with BrokerProcess.start(store, namesrv.address, *[a for kv in limits for a in ("--set", kv)]) as broker:
             yield namesrv, broker
 
@@ -104,8 +108,9 @@ def test_idle_connections_are_bounded_and_closed_while_a_healthy_client_works(se
     async def main(client: RemotingClient) -> None:
         healthy = HealthyClient(client, broker.address)
         await healthy.round_trip("before")
-        idle = await asyncio.to_thread(lambda: [socket.create_connection(("127.0.0.1", broker.port))
-                                                for _ in range(IDLE_CONNECTIONS)])
+        idle = await asyncio.to_thread(
+            lambda: [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(IDLE_CONNECTIONS)]
+        )
         try:
             await healthy.round_trip("among-1000-idle")
             selector = selectors.DefaultSelector()
@@ -138,11 +143,14 @@ def test_a_slow_loris_frame_is_closed_by_its_deadline(services) -> None:  # type
     assert wait_until(lambda: any("did not finish arriving" in line for line in broker.output))
 
 
-@pytest.mark.parametrize(("ext", "field"), [
-    ({"topicFilterType": "\ud800"}, "'topicFilterType' holds a lone surrogate"),
-    ({"topicFilterType": "SINGLE_TAG\x00"}, "'topicFilterType' holds a NUL"),
-    ({"topicFilterType": "x" * 40_000}, "'topicFilterType' is 40000 characters long"),
-])
+@pytest.mark.parametrize(
+    ("ext", "field"),
+    [
+        ({"topicFilterType": "\ud800"}, "'topicFilterType' holds a lone surrogate"),
+        ({"topicFilterType": "SINGLE_TAG\x00"}, "'topicFilterType' holds a NUL"),
+        ({"topicFilterType": "x" * 40_000}, "'topicFilterType' is 40000 characters long"),
+    ],
+)
 def test_unfit_text_in_a_topic_is_refused_and_the_broker_keeps_persisting(services, ext, field) -> None:  # type: ignore[no-untyped-def]
     _namesrv, broker = services
     fields = CreateTopicRequestHeader("HostileTopic", "TBW102", 4, 4, 6, "SINGLE_TAG", False).to_fields()
@@ -150,8 +158,13 @@ def test_unfit_text_in_a_topic_is_refused_and_the_broker_keeps_persisting(servic
         peer.send(raw_request(RequestCode.UPDATE_AND_CREATE_TOPIC, 11, {**fields, **ext}))
         (refused,) = peer.responses(1)
         assert (refused.opaque, refused.code) == (11, ResponseCode.SYSTEM_ERROR) and field in (refused.remark or "")
-        peer.send(raw_request(RequestCode.PULL_MESSAGE, 12, {**PullMessageRequestHeader(
-            "g", "Nope\ud800", 0, 0, 1, 0, 0, 0, 0).to_fields()}))
+        peer.send(
+            raw_request(
+                RequestCode.PULL_MESSAGE,
+                12,
+                {**PullMessageRequestHeader("g", "Nope\ud800", 0, 0, 1, 0, 0, 0, 0).to_fields()},
+            )
+        )
         (pulled,) = peer.responses(1)
         assert pulled.opaque == 12 and "'topic' holds a lone surrogate" in (pulled.remark or "")
         peer.send(raw_request(RequestCode.GET_ALL_TOPIC_CONFIG, 13, {}))  # topics.json still encodes
@@ -191,8 +204,18 @@ def test_the_name_server_answers_unfit_text_and_refuses_a_takeover(services) -> 
 
         takeover = RegisterBrokerRequestHeader(BROKER_NAME, "127.0.0.1:1", "DefaultCluster", "127.0.0.1:2", 0)
         peer.send(raw_request(RequestCode.REGISTER_BROKER, 3, takeover.to_fields()))
-        peer.send(raw_request(RequestCode.UNREGISTER_BROKER, 4, {"brokerName": BROKER_NAME, "brokerAddr": broker.address,
-                                                                 "clusterName": "DefaultCluster", "brokerId": "0"}))
+        peer.send(
+            raw_request(
+                RequestCode.UNREGISTER_BROKER,
+                4,
+                {
+                    "brokerName": BROKER_NAME,
+                    "brokerAddr": broker.address,
+                    "clusterName": "DefaultCluster",
+                    "brokerId": "0",
+                },
+            )
+        )
         refused = peer.responses(2)
         assert [r.code for r in refused] == [ResponseCode.NO_PERMISSION] * 2
         assert all("another live connection" in (r.remark or "") for r in refused)

@@ -121,15 +121,20 @@ def test_commands_before_a_bad_frame_are_answered_then_the_connection_closes() -
 
 
 def _raw_request(opaque: int, ext_json: str, code: str = "34") -> bytes:
-    header = f'{{"code":{code},"flag":0,"language":"JAVA","opaque":{opaque},"version":0,"extFields":{ext_json}}}'.encode()
+    header = (
+        f'{{"code":{code},"flag":0,"language":"JAVA","opaque":{opaque},"version":0,"extFields":{ext_json}}}'.encode()
+    )
     return struct.pack(">II", 4 + len(header), len(header)) + header
 
 
-@pytest.mark.parametrize(("ext_json", "field"), [
-    ('{"x":"\\ud800"}', "'x' holds a lone surrogate"),
-    ('{"x":"a\\u0000"}', "'x' holds a NUL"),
-    ('{"x":"%s"}' % ("y" * 40_000), "'x' is 40000 characters long"),
-])
+@pytest.mark.parametrize(
+    ("ext_json", "field"),
+    [
+        ('{"x":"\\ud800"}', "'x' holds a lone surrogate"),
+        ('{"x":"a\\u0000"}', "'x' holds a NUL"),
+        ('{"x":"%s"}' % ("y" * 40_000), "'x' is 40000 characters long"),
+    ],
+)
 def test_unfit_text_gets_an_error_answer_and_the_connection_keeps_serving(ext_json: str, field: str) -> None:
     async def body(server: RemotingServer, client: RemotingClient, address: str, port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -250,12 +255,21 @@ def test_broker_conf_keys_set_the_limits_and_bad_values_are_config_errors() -> N
     from sparkmq.broker.config import BrokerConfig
     from sparkmq.errors import ConfigError
 
-    config = BrokerConfig.from_properties({"serverChannelMaxIdleTimeSeconds": "1", "serverMaxConnections": "7",
-                                           "serverFrameDeadlineSeconds": "0.5",
-                                           "serverMaxBufferedFrameBytes": str(2 * MAX_FRAME_BYTES)})
+    config = BrokerConfig.from_properties(
+        {
+            "serverChannelMaxIdleTimeSeconds": "1",
+            "serverMaxConnections": "7",
+            "serverFrameDeadlineSeconds": "0.5",
+            "serverMaxBufferedFrameBytes": str(2 * MAX_FRAME_BYTES),
+        }
+    )
     assert config.server_limits() == ServerLimits(7, 1.0, 0.5, 2 * MAX_FRAME_BYTES)
     assert BrokerConfig().server_limits() == ServerLimits()  # 120 s idle, as Java
-    for bad in ({"max_connections": 0}, {"idle_timeout_s": 0.0}, {"frame_deadline_s": float("inf")},
-                {"max_buffered_frame_bytes": 1024}):
+    for bad in (
+        {"max_connections": 0},
+        {"idle_timeout_s": 0.0},
+        {"frame_deadline_s": float("inf")},
+        {"max_buffered_frame_bytes": 1024},
+    ):
         with pytest.raises(ConfigError):
             ServerLimits(**bad)  # type: ignore[arg-type]

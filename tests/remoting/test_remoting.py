@@ -77,6 +77,7 @@ def test_timeout_raises_a_retriable_remote_error() -> None:
 
 def test_a_short_deadline_behind_a_long_one_still_expires_first() -> None:
     """Deadlines share one timer per connection: a later, shorter one must re-arm it."""
+
     async def body(server: RemotingServer, client: RemotingClient, address: str) -> None:
         patient = asyncio.create_task(client.invoke(address, RequestCode.PULL_MESSAGE, {"sleep": "0.5"}, timeout=30))
         await client.invoke(address, RequestCode.HEART_BEAT, timeout=0.05)  # answered: its deadline is dropped

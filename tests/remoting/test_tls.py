@@ -44,15 +44,42 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         raise AssertionError("the openssl CLI is needed to make the test certificate")
     root = tmp_path_factory.mktemp("tls")
     cert_path, key_path = root / "cert.pem", root / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", str(key_path), "-out", str(cert_path), "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key_path),
+            "-out",
+            str(cert_path),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert_path, key_path
 
 
 def tls_config(tmp_path: Path, cert: tuple[Path, Path], mode: str, **overrides: object):  # type: ignore[no-untyped-def]
-    return small_config(tmp_path / "store", tls_enable=True, tls_server_mode=mode, tls_server_cert_path=cert[0],
-                        tls_server_key_path=cert[1], **overrides)
+    return small_config(
+        tmp_path / "store",
+        tls_enable=True,
+        tls_server_mode=mode,
+        tls_server_cert_path=cert[0],
+        tls_server_key_path=cert[1],
+        **overrides,
+    )
 
 
 async def max_offset(client: RemotingClient, address: str) -> RemotingCommand:
@@ -62,10 +89,13 @@ async def max_offset(client: RemotingClient, address: str) -> RemotingCommand:
 def raw_tls_exchange(port: int, trust: Path) -> tuple[str, int]:
     """A blocking stdlib TLS socket: handshake, one GET_MAX_OFFSET frame, its answer. (TLS version, code)."""
     context = client_context(trust)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-        tls.sendall(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, 1, ext_fields={"topic": "T", "queueId": "0"})
-                    .encode())
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(
+            RemotingCommand.request(RequestCode.GET_MAX_OFFSET, 1, ext_fields={"topic": "T", "queueId": "0"}).encode()
+        )
         decoder = FrameDecoder()
         while not (commands := decoder.feed(tls.recv(65536))):
             pass
@@ -126,8 +156,14 @@ def test_produce_and_pull_over_tls_with_acl(tmp_path: Path, cert: tuple[Path, Pa
     async def main() -> None:
         namesrv_tls = ServerTls(server_context(*cert), "permissive")
         async with NameServer(NamesrvConfig("127.0.0.1", port=0, tls=namesrv_tls)) as namesrv:
-            config = tls_config(tmp_path, cert, "enforcing", namesrv_addr=f"127.0.0.1:{namesrv.port}",
-                                acl_enable=True, acl_file=acl_file)
+            config = tls_config(
+                tmp_path,
+                cert,
+                "enforcing",
+                namesrv_addr=f"127.0.0.1:{namesrv.port}",
+                acl_enable=True,
+                acl_file=acl_file,
+            )
             async with BrokerController(config) as broker:
                 assert broker.acl is not None
                 producer = AsyncProducer("PID_tls", f"127.0.0.1:{namesrv.port}", security=security)
@@ -149,8 +185,9 @@ def test_produce_and_pull_over_tls_with_acl(tmp_path: Path, cert: tuple[Path, Pa
 def test_unloadable_certificate_refuses_the_start(tmp_path: Path) -> None:
     missing = tmp_path / "missing.pem"
     with pytest.raises(ConfigError, match="tls.server.certPath / keyPath cannot be loaded"):
-        BrokerController(small_config(tmp_path / "store", tls_enable=True, tls_server_cert_path=missing,
-                                      tls_server_key_path=missing))
+        BrokerController(
+            small_config(tmp_path / "store", tls_enable=True, tls_server_cert_path=missing, tls_server_key_path=missing)
+        )
     with pytest.raises(ConfigError, match="needs tls.server.certPath"):
         small_config(tmp_path / "store", tls_enable=True)
 
@@ -173,8 +210,9 @@ def test_namesrv_command_serves_tls(cert: tuple[Path, Path]) -> None:
         async def ask() -> int:
             client = RemotingClient(ssl=client_context(cert[0]))
             try:
-                response = await client.invoke(ns.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nothing"},
-                                               timeout=5.0)
+                response = await client.invoke(
+                    ns.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nothing"}, timeout=5.0
+                )
             finally:
                 await client.close()
             return response.code

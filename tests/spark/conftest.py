@@ -29,8 +29,10 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     store = tmp_path_factory.mktemp("spark-store")
-    with NamesrvProcess.start() as namesrv, \
-            BrokerProcess.start(store, namesrv.address, "--set", "enablePropertyFilter=true") as broker:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(store, namesrv.address, "--set", "enablePropertyFilter=true") as broker,
+    ):
         made = Cluster(namesrv, broker)
         try:
             yield made

@@ -31,9 +31,14 @@ def main() -> int:
 
     spark = build_session("sparkmq-sink-driver")
     lines = spark.readStream.format("text").option("maxFilesPerTrigger", str(args.files_per_trigger)).load(args.input)
-    writer = (lines.withColumnRenamed("value", "body").writeStream.format("sparkmq")
-              .option("namesrvAddr", args.namesrv).option("topic", args.topic)
-              .option("deliveryGuarantee", args.guarantee).option("checkpointLocation", args.checkpoint))
+    writer = (
+        lines.withColumnRenamed("value", "body")
+        .writeStream.format("sparkmq")
+        .option("namesrvAddr", args.namesrv)
+        .option("topic", args.topic)
+        .option("deliveryGuarantee", args.guarantee)
+        .option("checkpointLocation", args.checkpoint)
+    )
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     query = writer.start()

@@ -32,9 +32,15 @@ def main() -> int:
     args = parser.parse_args()
 
     spark = build_session("sparkmq-stream-driver")
-    stream = (spark.readStream.format("sparkmq").option("namesrvAddr", args.namesrv).option("topic", args.topic)
-              .option("consumerGroup", args.group).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", str(args.max_per_trigger)).load())
+    stream = (
+        spark.readStream.format("sparkmq")
+        .option("namesrvAddr", args.namesrv)
+        .option("topic", args.topic)
+        .option("consumerGroup", args.group)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(args.max_per_trigger))
+        .load()
+    )
     files = BatchFiles(args.out, lambda line: print(line, flush=True), args.pause)
     writer = stream.writeStream.foreachBatch(files).option("checkpointLocation", args.checkpoint)
     if args.available_now:

@@ -28,9 +28,12 @@ accounts:
 def acl_ns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     root = tmp_path_factory.mktemp("spark-acl")
     (root / "plain_acl.yml").write_text(ACCOUNTS)
-    with NamesrvProcess.start() as namesrv, BrokerProcess.start(
-            root / "store", namesrv.address, "--set", "aclEnable=true",
-            "--set", f"aclFile={root / 'plain_acl.yml'}") as broker:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(
+            root / "store", namesrv.address, "--set", "aclEnable=true", "--set", f"aclFile={root / 'plain_acl.yml'}"
+        ) as broker,
+    ):
         yield namesrv.address, broker.address
 
 
@@ -56,7 +59,8 @@ def test_sink_and_source_with_credentials(spark, acl_ns) -> None:  # type: ignor
     creds = {"namesrvAddr": namesrv, "accessKey": "sparkUser", "secretKey": "sparkSecret"}
     rows = [(f"body-{i}".encode(),) for i in range(20)]
     spark.createDataFrame(rows, "body binary").write.format("sparkmq").mode("append").options(
-        **creds, topic=topic).save()
+        **creds, topic=topic
+    ).save()
     back = spark.read.format("sparkmq").options(**creds, topic=topic).load()
     assert sorted(r.body for r in back.select("body").collect()) == sorted(r[0] for r in rows)
 

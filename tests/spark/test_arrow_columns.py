@@ -65,7 +65,7 @@ def test_slices_in_buffer_order_or_not_give_the_same_strings(order: str) -> None
     if order == "shuffled":
         pick = np.array([7, 2, 0, 5, 1, 6, 4, 3])
         starts, lengths, valid = starts[pick], lengths[pick], valid[pick]
-    expected = [bytes(raw[s : s + n]) if ok else None for s, n, ok in zip(starts, lengths, valid)]
+    expected = [bytes(raw[s : s + n]) if ok else None for s, n, ok in zip(starts, lengths, valid, strict=True)]
     for path in (_slices, _view_slices):
         got = path(raw, starts, lengths, pa.binary(), valid)
         assert got.to_pylist() == expected and got.type == pa.binary(), path.__name__

@@ -37,8 +37,12 @@ def test_batch_read_between_json_starting_and_ending_offsets(spark, cluster) -> 
     ending = json.dumps({topic: {"0": 5, "broker-a:1": -1, "2": 3}})  # queue 3: latest
     df = batch_reader(spark, cluster, topic=topic, startingOffsets=starting, endingOffsets=ending)
     actual = df.select("queueId", "queueOffset").orderBy("queueId", "queueOffset")
-    expected = [(0, o) for o in range(2, 5)] + [(1, o) for o in range(10)] + [(2, o) for o in range(3)] + \
-        [(3, o) for o in range(10)]
+    expected = (
+        [(0, o) for o in range(2, 5)]
+        + [(1, o) for o in range(10)]
+        + [(2, o) for o in range(3)]
+        + [(3, o) for o in range(10)]
+    )
     assert_df_equality(actual, spark.createDataFrame(expected, POSITIONS))
     # The body of each row is the message stored at that offset.
     bodies = {(r.queueId, r.queueOffset): r.body for r in df.collect()}
@@ -58,20 +62,28 @@ def test_batch_read_up_to_an_ending_timestamp(spark, cluster) -> None:
     assert_df_equality(actual, expected)
     # From that timestamp on, to the end: the rest.
     rest = batch_reader(spark, cluster, topic=topic, startingTimestamp=middle)
-    assert sorted(r.body.decode() for r in rest.collect()) == sorted(f"new-{q}-{i}" for q in range(QUEUES) for i in range(3))
+    assert sorted(r.body.decode() for r in rest.collect()) == sorted(
+        f"new-{q}-{i}" for q in range(QUEUES) for i in range(3)
+    )
 
 
 def test_batch_write_then_batch_read_round_trip(spark, cluster) -> None:
     topic = cluster.topic(QUEUES)
     rows = [(f"body-{i}".encode(), f"key{i}", f"tag{i % 3}", {"i": str(i)}) for i in range(60)]
     schema = "body binary, keys string, tags string, properties map<string,string>"
-    (spark.createDataFrame(rows, schema).repartition(2).write.format("sparkmq").mode("append")
-     .option("namesrvAddr", cluster.ns).option("topic", topic).save())
+    (
+        spark.createDataFrame(rows, schema)
+        .repartition(2)
+        .write.format("sparkmq")
+        .mode("append")
+        .option("namesrvAddr", cluster.ns)
+        .option("topic", topic)
+        .save()
+    )
     back = batch_reader(spark, cluster, topic=topic, maxRecordsPerPartition=7, includeProperties="true")
     assert back.rdd.getNumPartitions() >= 60 // 7
     actual = back.select("body", "keys", "tags", F.map_filter("properties", lambda k, _v: k == "i").alias("properties"))
-    assert_df_equality(actual, spark.createDataFrame(rows, schema),
-                       transforms=[lambda df: df.orderBy("keys")])
+    assert_df_equality(actual, spark.createDataFrame(rows, schema), transforms=[lambda df: df.orderBy("keys")])
 
 
 def test_batch_read_of_assigned_queues_only(spark, cluster) -> None:
@@ -85,8 +97,13 @@ def test_batch_read_of_assigned_queues_only(spark, cluster) -> None:
 def test_batch_read_with_a_sql_filter_keeps_only_matching_rows(spark, cluster) -> None:
     topic = cluster.topic(QUEUES)
     for queue_id in range(QUEUES):
-        cluster.send([Message(topic, f"q{queue_id}-{i}".encode(), properties={"n": str(i), "kind": ("a", "b")[i % 2]})
-                      for i in range(20)], queue_id=queue_id)
+        cluster.send(
+            [
+                Message(topic, f"q{queue_id}-{i}".encode(), properties={"n": str(i), "kind": ("a", "b")[i % 2]})
+                for i in range(20)
+            ],
+            queue_id=queue_id,
+        )
     df = batch_reader(spark, cluster, topic=topic, sqlFilter="n BETWEEN 5 AND 12 AND kind = 'b'")
     got = sorted(r.body.decode() for r in df.collect())
     assert got == sorted(f"q{q}-{i}" for q in range(QUEUES) for i in range(5, 13) if i % 2)

@@ -36,19 +36,27 @@ def test_bulk_items_are_the_bytes_of_the_message_path(same_on_every_row: dict[st
     body = bytes(encoded.data[encoded.offsets[0] : encoded.offsets[-1]])
     ids = [p.split(b"UNIQ_KEY\x01")[1].decode() for p in decode_batch_items(body).properties]
     assert len(set(ids)) == COUNT and all(len(i) == 32 for i in ids)
-    messages = [Message("T", r["body"], tags=r["tags"], keys=r["keys"], properties=same_on_every_row)
-                for r in rows.to_pylist()]
-    assert body == encode_batch_items([m.body_bytes for m in messages],
-                                      [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)], [0] * COUNT)
+    messages = [
+        Message("T", r["body"], tags=r["tags"], keys=r["keys"], properties=same_on_every_row) for r in rows.to_pylist()
+    ]
+    assert body == encode_batch_items(
+        [m.body_bytes for m in messages],
+        [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
+        [0] * COUNT,
+    )
     picked = np.array([3, 4, 200, 17])
     assert encoded.body_of(picked) == b"".join(
-        bytes(encoded.data[encoded.offsets[r] : encoded.offsets[r + 1]]) for r in picked)
+        bytes(encoded.data[encoded.offsets[r] : encoded.offsets[r + 1]]) for r in picked
+    )
 
 
-@pytest.mark.parametrize("extra", [
-    {"properties": pa.array([[("a", "b")]] * COUNT, pa.map_(pa.string(), pa.string()))},
-    {"delayLevel": pa.array([2] * COUNT, pa.int32())},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"properties": pa.array([[("a", "b")]] * COUNT, pa.map_(pa.string(), pa.string()))},
+        {"delayLevel": pa.array([2] * COUNT, pa.int32())},
+    ],
+)
 def test_rows_for_the_reference_path_are_refused(extra: dict[str, pa.Array]) -> None:
     assert encode_rows(batch(**extra), BulkIds()) is None
 

@@ -39,15 +39,23 @@ from support.spark_harness import Cluster, kill_group, start_driver
 QUEUES = 4
 HALF_TOPIC, OP_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 DRIVER = Path(__file__).with_name("sink_driver.py")
-TX_SETTINGS = ("--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=3000",
-               "--set", "transactionCheckMax=1000")
+TX_SETTINGS = (
+    "--set",
+    "transactionCheckInterval=1000",
+    "--set",
+    "transactionTimeOut=3000",
+    "--set",
+    "transactionCheckMax=1000",
+)
 WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
 def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with NamesrvProcess.start() as namesrv, \
-            BrokerProcess.start(tmp_path_factory.mktemp("eos-store"), namesrv.address, *TX_SETTINGS) as broker:
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(tmp_path_factory.mktemp("eos-store"), namesrv.address, *TX_SETTINGS) as broker,
+    ):
         made = Cluster(namesrv, broker)
         try:
             yield made
@@ -64,7 +72,7 @@ def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Itera
 def rows(prefix: str, count: int) -> Iterator[pa.RecordBatch]:
     bodies = [f"{prefix}-{i:05d}".encode() for i in range(count)]
     for first in range(0, count, 100):
-        yield pa.RecordBatch.from_pydict({"body": pa.array(bodies[first:first + 100], pa.binary())})
+        yield pa.RecordBatch.from_pydict({"body": pa.array(bodies[first : first + 100], pa.binary())})
 
 
 def bodies(cluster: Cluster, topic: str) -> list[bytes]:
@@ -81,7 +89,10 @@ def test_wrong_delivery_guarantee_is_an_option_error_naming_it() -> None:
         SinkOptions.parse({"namesrvAddr": "127.0.0.1:9876", "deliveryguarantee": "exactly-twice"})
     assert raised.value.option == "deliveryGuarantee"
     assert SinkOptions.parse({"namesrvAddr": "x:1"}).delivery_guarantee == "at-least-once"
-    assert SinkOptions.parse({"namesrvAddr": "x:1", "deliveryGuarantee": "Exactly-Once"}).delivery_guarantee == "exactly-once"
+    assert (
+        SinkOptions.parse({"namesrvAddr": "x:1", "deliveryGuarantee": "Exactly-Once"}).delivery_guarantee
+        == "exactly-once"
+    )
 
 
 def test_query_identity_is_the_checkpoints_query_id(tmp_path: Path) -> None:
@@ -90,7 +101,11 @@ def test_query_identity_is_the_checkpoints_query_id(tmp_path: Path) -> None:
     assert before == query_identity(str(checkpoint) + "/") and before.startswith("ckpt-")
     checkpoint.mkdir()
     (checkpoint / "metadata").write_text('{"id":"5f0c2a4e-1111-2222-3333-444455556666"}\n')
-    assert query_identity(str(checkpoint)) == query_identity(f"file:{checkpoint}") == "5f0c2a4e-1111-2222-3333-444455556666"
+    assert (
+        query_identity(str(checkpoint))
+        == query_identity(f"file:{checkpoint}")
+        == "5f0c2a4e-1111-2222-3333-444455556666"
+    )
 
 
 def test_nothing_is_visible_until_commit_and_a_replayed_commit_writes_nothing_again(tx_cluster: Cluster) -> None:
@@ -155,19 +170,22 @@ def test_halves_of_a_run_killed_before_its_marker_are_rolled_back_once_the_rerun
 
 
 def test_batch_half_messages_compressed_or_not_commit_every_row_and_garbage_is_refused_at_send(
-        tx_cluster: Cluster) -> None:
+    tx_cluster: Cluster,
+) -> None:
     """The broker side of batch half messages with any client: a zlib-compressed body (a default producer
     compresses bodies over 4 KiB) commits the rows it carries, in order, the last one under the transaction
     id; a body that is no SEND_BATCH body is refused when sent (MESSAGE_ILLEGAL), never at its COMMIT."""
     cluster, topic = tx_cluster, tx_cluster.topic(1)
     queue = MessageQueue(topic, "broker-a", 0)
     rows_sent = [Message(topic, f"row-{i:04d}-{'x' * 40}", tags="T", keys=f"k{i}") for i in range(200)]
-    body = encode_batch_items([m.body_bytes for m in rows_sent], [m.encoded_properties(f"ID{i:030d}")
-                                                                  for i, m in enumerate(rows_sent)])
+    body = encode_batch_items(
+        [m.body_bytes for m in rows_sent], [m.encoded_properties(f"ID{i:030d}") for i, m in enumerate(rows_sent)]
+    )
 
     async def send_and_commit() -> str:
-        async with AsyncTransactionProducer(f"PID_batch_{uuid.uuid4().hex[:6]}", cluster.ns,
-                                            check_local=lambda m: LocalTransactionState.UNKNOWN) as producer:
+        async with AsyncTransactionProducer(
+            f"PID_batch_{uuid.uuid4().hex[:6]}", cluster.ns, check_local=lambda m: LocalTransactionState.UNKNOWN
+        ) as producer:
             with pytest.raises(SparkmqError, match="batch half message") as refused:
                 await producer.send_half(Message(topic, b"not a batch", properties={TRANSACTION_BATCH: "true"}), queue)
             assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
@@ -204,7 +222,10 @@ def test_broker_killed_amid_the_commit_keeps_the_batch_exactly_once(tmp_path: Pa
             topic, query = cluster.topic(QUEUES), f"q{uuid.uuid4().hex[:8]}"
             options = SinkOptions(cluster.ns, topic)
             producer, log = clients(options)
-            first, second = write_halves(options, query, 0, rows("a", 120)), write_halves(options, query, 0, rows("b", 80))
+            first, second = (
+                write_halves(options, query, 0, rows("a", 120)),
+                write_halves(options, query, 0, rows("b", 80)),
+            )
             assert settle(options, query, 0, [first], decide=False) == (0, 120)  # a failed attempt's halves
             first = write_halves(options, query, 0, rows("a", 120))  # its retry
             loop_thread.run(log.decide(producer, query, 0, {first.token, second.token}))
@@ -216,7 +237,9 @@ def test_broker_killed_amid_the_commit_keeps_the_batch_exactly_once(tmp_path: Pa
             cluster.broker = BrokerProcess.start(store, namesrv.address, *flags, port=port)
             loop_thread.run(producer.instance.heartbeat())  # as every 30 s: the new broker learns the live producer
             expected = sorted([f"a-{i:05d}".encode() for i in range(120)] + [f"b-{i:05d}".encode() for i in range(80)])
-            assert wait_until(lambda: len(bodies(cluster, topic)) >= 200, WAIT_S), "the check-back did not commit the rest"
+            assert wait_until(lambda: len(bodies(cluster, topic)) >= 200, WAIT_S), (
+                "the check-back did not commit the rest"
+            )
             rerun = write_halves(options, query, 0, rows("b", 80))  # the restarted query re-runs batch 0
             assert settle(options, query, 0, [rerun], decide=True) == (0, 80)
             assert bodies(cluster, topic) == expected
@@ -241,8 +264,18 @@ def test_the_bar_20000_rows_two_sigkills_of_the_driver_each_row_once(tx_cluster:
     source.mkdir()
     for f in range(files):
         (source / f"part-{f:03d}.txt").write_text("".join(f"row-{f * per_file + i:05d}\n" for i in range(per_file)))
-    common = ["--namesrv", cluster.ns, "--input", str(source), "--topic", topic, "--checkpoint", str(tmp_path / "ck"),
-              "--files-per-trigger", str(per_trigger)]
+    common = [
+        "--namesrv",
+        cluster.ns,
+        "--input",
+        str(source),
+        "--topic",
+        topic,
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--files-per-trigger",
+        str(per_trigger),
+    ]
     batch_rows = per_file * per_trigger
     for run, kill_above in enumerate((batch_rows + batch_rows // 2, 4 * batch_rows + batch_rows // 2)):
         log = tmp_path / f"driver-{run}.log"
@@ -251,7 +284,9 @@ def test_the_bar_20000_rows_two_sigkills_of_the_driver_each_row_once(tx_cluster:
             deadline = time.monotonic() + 240
             while visible(cluster, topic) <= kill_above:  # mid-batch: some of its rows visible, not all
                 assert driver.poll() is None, log.read_text()[-3000:]
-                assert time.monotonic() < deadline, f"run {run} did not get past {kill_above} rows\n" + log.read_text()[-3000:]
+                assert time.monotonic() < deadline, (
+                    f"run {run} did not get past {kill_above} rows\n" + log.read_text()[-3000:]
+                )
                 time.sleep(0.02)
         finally:
             kill_group(driver)
@@ -281,5 +316,11 @@ def test_the_bar_20000_rows_two_sigkills_of_the_driver_each_row_once(tx_cluster:
 def test_exactly_once_on_a_batch_write_is_an_option_error(spark, tx_cluster: Cluster) -> None:
     df = spark.createDataFrame([("x",)], "body string")
     with pytest.raises(Exception, match="deliveryGuarantee.*exactly-once is for streaming writes"):
-        (df.write.format("sparkmq").mode("append").option("namesrvAddr", tx_cluster.ns)
-         .option("topic", tx_cluster.topic(1)).option("deliveryGuarantee", "exactly-once").save())
+        (
+            df.write.format("sparkmq")
+            .mode("append")
+            .option("namesrvAddr", tx_cluster.ns)
+            .option("topic", tx_cluster.topic(1))
+            .option("deliveryGuarantee", "exactly-once")
+            .save()
+        )

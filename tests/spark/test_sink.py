@@ -45,15 +45,23 @@ def user_properties(message: ReceivedMessage) -> dict[str, str]:
 def test_batch_write_n_rows_become_n_messages(spark, cluster) -> None:
     topic = cluster.topic(QUEUES)
     count = 50
-    rows = [(bytes([0xC3, 0x28, i % 256]) + f"#{i}".encode(), f"k{i} shared" if i % 3 else None,
-             f"tag{i % 4}" if i % 5 else None, {"seq": str(i), "lang": "日本語"} if i % 2 else {}) for i in range(count)]
+    rows = [
+        (
+            bytes([0xC3, 0x28, i % 256]) + f"#{i}".encode(),
+            f"k{i} shared" if i % 3 else None,
+            f"tag{i % 4}" if i % 5 else None,
+            {"seq": str(i), "lang": "日本語"} if i % 2 else {},
+        )
+        for i in range(count)
+    ]
     df = spark.createDataFrame(rows, ROW_SCHEMA).repartition(3)
     writer(df, cluster, topic=topic).save()
 
     messages = cluster.read_all(topic, QUEUES)
     assert len(messages) == count
-    actual = spark.createDataFrame(sorted(
-        [(m.body, " ".join(m.keys) or None, m.tags, user_properties(m)) for m in messages]), ROW_SCHEMA)
+    actual = spark.createDataFrame(
+        sorted([(m.body, " ".join(m.keys) or None, m.tags, user_properties(m)) for m in messages]), ROW_SCHEMA
+    )
     assert_df_equality(actual, spark.createDataFrame(sorted(rows), ROW_SCHEMA))
     assert len({m.msg_id for m in messages}) == count
     assert all(m.msg_id == m.properties["UNIQ_KEY"] for m in messages)
@@ -63,13 +71,17 @@ def test_batch_write_n_rows_become_n_messages(spark, cluster) -> None:
 
 def test_queue_id_column_and_sharding_key_choose_the_queue(spark, cluster) -> None:
     by_id, by_key = cluster.topic(QUEUES), cluster.topic(QUEUES)
-    df = spark.createDataFrame([(f"q{i}".encode(), i % QUEUES, f"user-{i % 5}") for i in range(40)],
-                               "body binary, queueId int, shardingKey string").repartition(4)
+    df = spark.createDataFrame(
+        [(f"q{i}".encode(), i % QUEUES, f"user-{i % 5}") for i in range(40)],
+        "body binary, queueId int, shardingKey string",
+    ).repartition(4)
     writer(df.drop("shardingKey"), cluster, topic=by_id).save()
     writer(df.drop("queueId"), cluster, topic=by_key).save()
 
     placed = cluster.read_all(by_id, QUEUES)
-    assert sorted((m.body, m.queue.queue_id) for m in placed) == sorted((f"q{i}".encode(), i % QUEUES) for i in range(40))
+    assert sorted((m.body, m.queue.queue_id) for m in placed) == sorted(
+        (f"q{i}".encode(), i % QUEUES) for i in range(40)
+    )
     sharded = cluster.read_all(by_key, QUEUES)
     assert len(sharded) == 40
     queues_of_key: dict[str, set[int]] = defaultdict(set)
@@ -101,22 +113,45 @@ def test_sink_rejects_input_without_body_or_topic(spark, cluster) -> None:
 
 def test_streaming_write_from_one_topic_to_another(spark, cluster, names) -> None:
     source, target = cluster.topic(QUEUES), cluster.topic(2)
-    cluster.send([Message(source, f"s{i}".encode(), tags=f"t{i % 2}", keys=f"key{i}", properties={"n": str(i)})
-                  for i in range(30)])
-    stream = (reader(spark, cluster, topic=source, consumerGroup=names.group, startingOffsets="earliest",
-                     maxOffsetsPerTrigger=12, includeProperties="true").load()
-              .select("body", "keys", "tags", F.create_map(F.lit("n"), F.col("properties")["n"]).alias("properties")))
-    query = (stream.writeStream.format("sparkmq").option("namesrvAddr", cluster.ns).option("topic", target)
-             .option("checkpointLocation", names.checkpoint()).trigger(availableNow=True).start())
+    cluster.send(
+        [
+            Message(source, f"s{i}".encode(), tags=f"t{i % 2}", keys=f"key{i}", properties={"n": str(i)})
+            for i in range(30)
+        ]
+    )
+    stream = (
+        reader(
+            spark,
+            cluster,
+            topic=source,
+            consumerGroup=names.group,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=12,
+            includeProperties="true",
+        )
+        .load()
+        .select("body", "keys", "tags", F.create_map(F.lit("n"), F.col("properties")["n"]).alias("properties"))
+    )
+    query = (
+        stream.writeStream.format("sparkmq")
+        .option("namesrvAddr", cluster.ns)
+        .option("topic", target)
+        .option("checkpointLocation", names.checkpoint())
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(120)
     finally:
         query.stop()
     assert sum(p["numInputRows"] for p in query.recentProgress) == 30
     messages = cluster.read_all(target, 2)
-    actual = spark.createDataFrame(sorted((m.body, m.keys[0], m.tags, user_properties(m)) for m in messages), ROW_SCHEMA)
-    expected = spark.createDataFrame(sorted((f"s{i}".encode(), f"key{i}", f"t{i % 2}", {"n": str(i)}) for i in range(30)),
-                                     ROW_SCHEMA)
+    actual = spark.createDataFrame(
+        sorted((m.body, m.keys[0], m.tags, user_properties(m)) for m in messages), ROW_SCHEMA
+    )
+    expected = spark.createDataFrame(
+        sorted((f"s{i}".encode(), f"key{i}", f"t{i % 2}", {"n": str(i)}) for i in range(30)), ROW_SCHEMA
+    )
     assert_df_equality(actual, expected)
 
 
@@ -177,9 +212,12 @@ def test_broker_restart_mid_write_retries_tasks_and_loses_nothing(spark, own_clu
     missing = [i for i in range(count) if seen[f"row-{i:06d}".encode()] == 0]
     assert not missing, f"{len(missing)} rows lost, e.g. {missing[:5]}"
     tracker = spark.sparkContext.statusTracker()
-    failed = sum(info.numFailedTasks for job in tracker.getJobIdsForGroup("sink-restart")
-                 for stage in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
-                 if (info := tracker.getStageInfo(stage)) is not None)
+    failed = sum(
+        info.numFailedTasks
+        for job in tracker.getJobIdsForGroup("sink-restart")
+        for stage in (tracker.getJobInfo(job).stageIds if tracker.getJobInfo(job) else [])
+        if (info := tracker.getStageInfo(stage)) is not None
+    )
     # Whether a task attempt failed depends on where the restart lands: a task's own send retries and
     # its wait for the route (sendRetryTimeout) often ride the outage out. Either way nothing is lost.
     print(f"rows stored {sum(seen.values())} for {count} written; failed task attempts: {failed}")

@@ -36,8 +36,9 @@ def sink(cluster: Cluster, schema: StructType, **options: object) -> SparkmqBatc
 
 
 def bodies(first: int, count: int) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([b"row-%06d" % i for i in range(first, first + count)], pa.binary())],
-                                      ["body"])
+    return pa.RecordBatch.from_arrays(
+        [pa.array([b"row-%06d" % i for i in range(first, first + count)], pa.binary())], ["body"]
+    )
 
 
 def test_a_blocked_iterator_leaves_the_client_loop_responsive(cluster) -> None:
@@ -105,8 +106,10 @@ def test_sharding_key_keeps_row_order_per_key(cluster, monkeypatch) -> None:
         all_rows = [(f"k{i % keys}", i // keys) for i in range(keys * per_key)]
         for first in range(0, len(all_rows), batch_rows):
             chunk = all_rows[first : first + batch_rows]
-            yield pa.RecordBatch.from_arrays([pa.array([f"{k}:{seq}".encode() for k, seq in chunk], pa.binary()),
-                                              pa.array([k for k, _ in chunk])], ["body", "shardingKey"])
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([f"{k}:{seq}".encode() for k, seq in chunk], pa.binary()), pa.array([k for k, _ in chunk])],
+                ["body", "shardingKey"],
+            )
 
     result = writer.write(rows())
     assert result.sent == keys * per_key

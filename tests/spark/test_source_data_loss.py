@@ -19,8 +19,16 @@ from sparkmq.client import Message
 from support.processes import BrokerProcess, NamesrvProcess
 from support.spark_harness import Cluster, Collected, failure_of, reader, run_available_now, start_query, wait_until
 
-RETENTION = ["--set", "mapedFileSizeCommitLog=65536", "--set", "deleteWhen=", "--set", "diskMaxUsedSpaceRatio=0",
-             "--set", "diskSpaceCleanForciblyRatio=0"]
+RETENTION = [
+    "--set",
+    "mapedFileSizeCommitLog=65536",
+    "--set",
+    "deleteWhen=",
+    "--set",
+    "diskMaxUsedSpaceRatio=0",
+    "--set",
+    "diskSpaceCleanForciblyRatio=0",
+]
 SENT = 150
 
 
@@ -43,8 +51,9 @@ def shrunk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, 
 
 def test_fail_on_data_loss_true_fails_naming_queue_range_and_cause(spark, shrunk, names) -> None:
     cluster, topic, minimum = shrunk
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group,
-                startingOffsets=json.dumps({topic: {"0": 0}})).load()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets=json.dumps({topic: {"0": 0}})
+    ).load()
     query = start_query(df, names.checkpoint(), Collected(), available_now=True)
     message = failure_of(query)
     assert f"queue {topic}/broker-a/0 offsets [0, {minimum}) are gone" in message, message[-3000:]
@@ -53,8 +62,15 @@ def test_fail_on_data_loss_true_fails_naming_queue_range_and_cause(spark, shrunk
 
 def test_fail_on_data_loss_false_skips_the_gone_offsets_and_goes_on(spark, shrunk, names) -> None:
     cluster, topic, _ = shrunk
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, failOnDataLoss="false",
-                startingOffsets=json.dumps({topic: {"0": 0}}), maxOffsetsPerTrigger=100).load()
+    df = reader(
+        spark,
+        cluster,
+        topic=topic,
+        consumerGroup=names.group,
+        failOnDataLoss="false",
+        startingOffsets=json.dumps({topic: {"0": 0}}),
+        maxOffsetsPerTrigger=100,
+    ).load()
     collected, _ = run_available_now(df, names.checkpoint())
     minimum = cluster.min_offset(topic, 0)  # re-read: a later clean pass may have deleted more
     schema = "queueOffset long, body binary"

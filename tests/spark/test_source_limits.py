@@ -25,8 +25,12 @@ BODY = b"." * 1000
 
 
 def planner(cluster, names, **options: object) -> SparkmqStreamReader:  # type: ignore[no-untyped-def]
-    opts = {"namesrvAddr": cluster.ns, "consumerGroup": names.group, "startingOffsets": "earliest",
-            **{k: str(v) for k, v in options.items()}}
+    opts = {
+        "namesrvAddr": cluster.ns,
+        "consumerGroup": names.group,
+        "startingOffsets": "earliest",
+        **{k: str(v) for k, v in options.items()},
+    }
     return SparkmqStreamReader(SourceOptions.parse(opts, streaming=True))
 
 
@@ -35,16 +39,20 @@ def planned(start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) ->
 
 
 def delete_and_recreate(cluster, topic: str) -> None:  # type: ignore[no-untyped-def]
-    code, remark, _, _ = ask(cluster.broker.address, RequestCode.DELETE_TOPIC_IN_BROKER,
-                             DeleteTopicRequestHeader(topic).to_fields())
+    code, remark, _, _ = ask(
+        cluster.broker.address, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic).to_fields()
+    )
     assert code == ResponseCode.SUCCESS, remark
     cluster.create_topic(topic, 1)
 
 
-@pytest.mark.parametrize(("rows", "size", "most"), [
-    pytest.param(50, 10_000, 10, id="bytes smaller"),
-    pytest.param(5, 1_000_000, 5, id="rows smaller"),
-])
+@pytest.mark.parametrize(
+    ("rows", "size", "most"),
+    [
+        pytest.param(50, 10_000, 10, id="bytes smaller"),
+        pytest.param(5, 1_000_000, 5, id="rows smaller"),
+    ],
+)
 def test_max_offsets_and_max_bytes_the_smaller_limit_wins(cluster, names, rows: int, size: int, most: int) -> None:
     topic = cluster.topic(queues=1)
     cluster.send([Message(topic, BODY) for _ in range(100)])
@@ -78,8 +86,9 @@ def test_offsets_going_backwards_fail_the_query_naming_queue_and_offsets(spark, 
 def test_offsets_going_backwards_without_fail_on_data_loss_resume_from_the_new_end(spark, cluster, names) -> None:
     topic = cluster.topic(queues=1)
     cluster.send([Message(topic, b"old-%d" % i) for i in range(30)])
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                failOnDataLoss="false").load()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", failOnDataLoss="false"
+    ).load()
     assert run_available_now(df, names.checkpoint())[0].count() == 30
     delete_and_recreate(cluster, topic)
     cluster.send([Message(topic, b"lost-%d" % i) for i in range(5)])
@@ -108,5 +117,7 @@ def test_the_planner_logs_the_loss_and_plans_nothing_below_the_new_end(cluster, 
 
 def test_filter_pushdown_is_refused_for_streams() -> None:
     with pytest.raises(OptionError, match="filterPushdown.*subExpression or sqlFilter"):
-        SourceOptions.parse({"namesrvAddr": "127.0.0.1:9876", "topic": "T", "consumerGroup": "G",
-                             "filterPushdown": "true"}, streaming=True)
+        SourceOptions.parse(
+            {"namesrvAddr": "127.0.0.1:9876", "topic": "T", "consumerGroup": "G", "filterPushdown": "true"},
+            streaming=True,
+        )

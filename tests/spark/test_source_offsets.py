@@ -54,10 +54,14 @@ def test_broker_offsets_follow_finished_batches_and_lag_reaches_zero(spark, clus
     topic = cluster.topic(QUEUES)
     fill_queues(cluster, topic, per_queue=15)
     committed_during: dict[int, dict[int, int]] = {}
-    collected = Collected(on_batch=lambda batch_id, _rows: committed_during.__setitem__(
-        batch_id, cluster.committed_all(names.group, topic, QUEUES)))
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                maxOffsetsPerTrigger=10).load()
+    collected = Collected(
+        on_batch=lambda batch_id, _rows: committed_during.__setitem__(
+            batch_id, cluster.committed_all(names.group, topic, QUEUES)
+        )
+    )
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", maxOffsetsPerTrigger=10
+    ).load()
     collected, query = run_available_now(df, names.checkpoint(), collected)
 
     assert collected.count() == 60
@@ -76,8 +80,9 @@ def test_broker_offsets_follow_finished_batches_and_lag_reaches_zero(spark, clus
     assert last_end == {q: 15 for q in range(QUEUES)}
     assert cluster.committed_all(names.group, topic, QUEUES) == last_end
     stats = cluster.consume_stats(names.group, topic)
-    assert {mq.queue_id: (o.broker_offset, o.consumer_offset) for mq, o in stats.offset_table.items()} == \
-        {q: (15, 15) for q in range(QUEUES)}
+    assert {mq.queue_id: (o.broker_offset, o.consumer_offset) for mq, o in stats.offset_table.items()} == {
+        q: (15, 15) for q in range(QUEUES)
+    }
     assert sum(o.broker_offset - o.consumer_offset for o in stats.offset_table.values()) == 0
 
 
@@ -85,13 +90,15 @@ def test_latest_reads_only_what_is_sent_after_start_and_honours_the_limit(spark,
     topic = cluster.topic(QUEUES)
     cluster.send([Message(topic, f"before-{i}".encode()) for i in range(20)])
     collected = Collected()
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="latest",
-                maxOffsetsPerTrigger=7).load()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="latest", maxOffsetsPerTrigger=7
+    ).load()
     query = start_query(df, names.checkpoint(), collected, processing_time="200 milliseconds")
     try:
         # The start is resolved (and committed to the group) on the query's first trigger.
-        wait_until(lambda: topic in cluster.group_topics(names.group), 60,
-                   "the query to resolve its starting offsets", query)
+        wait_until(
+            lambda: topic in cluster.group_topics(names.group), 60, "the query to resolve its starting offsets", query
+        )
         assert cluster.committed_all(names.group, topic, QUEUES) == {q: 5 for q in range(QUEUES)}
         cluster.send([Message(topic, f"after-{i}".encode()) for i in range(30)])
         wait_until(lambda: collected.count() >= 30, 60, "30 rows", query)
@@ -146,10 +153,13 @@ def _two_generations(cluster, topic: str) -> int:
 def test_starting_timestamp_reads_messages_stored_from_then_on(spark, cluster, names) -> None:
     topic = cluster.topic(QUEUES)
     middle = _two_generations(cluster, topic)
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingTimestamp=middle,
-                startingOffsets="earliest").load()  # startingTimestamp takes precedence
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingTimestamp=middle, startingOffsets="earliest"
+    ).load()  # startingTimestamp takes precedence
     collected, _ = run_available_now(df, names.checkpoint())
-    assert sorted(r.body.decode() for r in collected.rows) == sorted(f"new-{q}-{i}" for q in range(QUEUES) for i in range(5))
+    assert sorted(r.body.decode() for r in collected.rows) == sorted(
+        f"new-{q}-{i}" for q in range(QUEUES) for i in range(5)
+    )
     assert all(r.storeTimestamp.timestamp() * 1000 >= middle for r in collected.rows)
 
 
@@ -158,8 +168,14 @@ def test_starting_offsets_by_timestamp_per_queue(spark, cluster, names) -> None:
     middle = _two_generations(cluster, topic)
     future = int(time.time() * 1000) + 3_600_000
     by_time = json.dumps({topic: {"0": middle, "1": 0, "2": future}})  # queue 3: startingOffsets (earliest)
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsetsByTimestamp=by_time,
-                startingOffsets="earliest").load()
+    df = reader(
+        spark,
+        cluster,
+        topic=topic,
+        consumerGroup=names.group,
+        startingOffsetsByTimestamp=by_time,
+        startingOffsets="earliest",
+    ).load()
     collected, _ = run_available_now(df, names.checkpoint())
     expected = [(0, o) for o in range(5, 10)] + [(1, o) for o in range(10)] + [(3, o) for o in range(10)]
     assert_positions(spark, collected.rows, expected)
@@ -171,8 +187,14 @@ def test_topic_pattern_picks_up_a_topic_created_while_running(spark, cluster, na
     cluster.create_topic(first, 2)
     cluster.send([Message(first, f"a-{i}".encode()) for i in range(10)])
     collected = Collected()
-    df = reader(spark, cluster, topicPattern=f"{prefix}_.*", consumerGroup=names.group, startingOffsets="earliest",
-                maxOffsetsPerTrigger=6).load()
+    df = reader(
+        spark,
+        cluster,
+        topicPattern=f"{prefix}_.*",
+        consumerGroup=names.group,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger=6,
+    ).load()
     query = start_query(df, names.checkpoint(), collected, processing_time="300 milliseconds")
     try:
         wait_until(lambda: collected.count() >= 10, 60, "the first topic's 10 rows", query)
@@ -196,14 +218,24 @@ def test_a_queue_found_between_batches_counts_against_the_limit(cluster, names) 
     prefix = f"Lim{uuid.uuid4().hex[:8]}"
     cluster.create_topic(f"{prefix}_a", 1)
     cluster.send([Message(f"{prefix}_a", b"a")] * 3)
-    stream = SparkmqStreamReader(SourceOptions.parse({
-        "namesrvAddr": cluster.ns, "topicPattern": f"{prefix}_.*", "consumerGroup": names.group,
-        "startingOffsets": "earliest", "maxOffsetsPerTrigger": "6"}, streaming=True))
+    stream = SparkmqStreamReader(
+        SourceOptions.parse(
+            {
+                "namesrvAddr": cluster.ns,
+                "topicPattern": f"{prefix}_.*",
+                "consumerGroup": names.group,
+                "startingOffsets": "earliest",
+                "maxOffsetsPerTrigger": "6",
+            },
+            streaming=True,
+        )
+    )
     start = stream.initialOffset()
     cluster.create_topic(f"{prefix}_b", 3)
     cluster.send([Message(f"{prefix}_b", b"b")] * 12)
     end = stream.latestOffset(start, stream.getDefaultReadLimit())
-    planned = sum(offset for queues in end.values() for offset in queues.values()) - \
-        sum(offset for queues in start.values() for offset in queues.values())
+    planned = sum(offset for queues in end.values() for offset in queues.values()) - sum(
+        offset for queues in start.values() for offset in queues.values()
+    )
     assert 0 < planned <= 6, end
     assert set(end) == {f"{prefix}_a", f"{prefix}_b"}

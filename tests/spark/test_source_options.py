@@ -21,19 +21,29 @@ def _load(spark, options: dict[str, str], batch: bool = False):  # type: ignore[
     return source.load()
 
 
-@pytest.mark.parametrize(("options", "named"), [
-    pytest.param({**GOOD, "startingOffset": "earliest"}, "startingoffset", id="unknown option (a typo)"),
-    pytest.param({**GOOD, "namesrvAddr": None}, "namesrvAddr", id="missing namesrvAddr"),
-    pytest.param({**GOOD, "topicPattern": "T.*"}, "topicPattern", id="topic and topicPattern"),
-    pytest.param({"consumerGroup": "G", "topicPattern": "T.*", "assign": '{"T": [0]}'}, "assign",
-                 id="topicPattern and assign"),
-    pytest.param({"consumerGroup": "G"}, "topic", id="none of topic, topicPattern, assign"),
-    pytest.param({**GOOD, "startingOffsets": "middle"}, "startingOffsets", id="bad startingOffsets"),
-    pytest.param({**GOOD, "startingOffsets": '{"T": {"0": -3}}'}, "startingOffsets", id="startingOffsets JSON -3"),
-    pytest.param({**GOOD, "maxOffsetsPerTrigger": "ten"}, "maxOffsetsPerTrigger", id="non-numeric maxOffsetsPerTrigger"),
-    pytest.param({**GOOD, "failOnDataLoss": "maybe"}, "failOnDataLoss", id="failOnDataLoss not a boolean"),
-    pytest.param({**GOOD, "sqlFilter": "a > 1", "subExpression": "TagA"}, "sqlFilter", id="sqlFilter with subExpression"),
-])
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        pytest.param({**GOOD, "startingOffset": "earliest"}, "startingoffset", id="unknown option (a typo)"),
+        pytest.param({**GOOD, "namesrvAddr": None}, "namesrvAddr", id="missing namesrvAddr"),
+        pytest.param({**GOOD, "topicPattern": "T.*"}, "topicPattern", id="topic and topicPattern"),
+        pytest.param(
+            {"consumerGroup": "G", "topicPattern": "T.*", "assign": '{"T": [0]}'},
+            "assign",
+            id="topicPattern and assign",
+        ),
+        pytest.param({"consumerGroup": "G"}, "topic", id="none of topic, topicPattern, assign"),
+        pytest.param({**GOOD, "startingOffsets": "middle"}, "startingOffsets", id="bad startingOffsets"),
+        pytest.param({**GOOD, "startingOffsets": '{"T": {"0": -3}}'}, "startingOffsets", id="startingOffsets JSON -3"),
+        pytest.param(
+            {**GOOD, "maxOffsetsPerTrigger": "ten"}, "maxOffsetsPerTrigger", id="non-numeric maxOffsetsPerTrigger"
+        ),
+        pytest.param({**GOOD, "failOnDataLoss": "maybe"}, "failOnDataLoss", id="failOnDataLoss not a boolean"),
+        pytest.param(
+            {**GOOD, "sqlFilter": "a > 1", "subExpression": "TagA"}, "sqlFilter", id="sqlFilter with subExpression"
+        ),
+    ],
+)
 def test_bad_option_fails_at_definition_naming_it(spark, cluster, options, named) -> None:
     given = {"namesrvAddr": cluster.ns, **options}
     given = {k: v for k, v in given.items() if v is not None}

@@ -30,16 +30,49 @@ from support.rocketmq_cpp import CppClientRun
 from support.spark_harness import BROKER, reader, run_available_now
 
 # The documented wide schema (wideSchema=true), written out as the contract; the default is the lean SCHEMA_DDL.
-DOCUMENTED_SCHEMA = StructType([
-    StructField("topic", StringType()), StructField("brokerName", StringType()), StructField("queueId", IntegerType()),
-    StructField("queueOffset", LongType()), StructField("commitLogOffset", LongType()), StructField("msgId", StringType()),
-    StructField("keys", StringType()), StructField("tags", StringType()), StructField("body", BinaryType()),
-    StructField("properties", MapType(StringType(), StringType())), StructField("bornTimestamp", TimestampType()),
-    StructField("storeTimestamp", TimestampType()), StructField("bornHost", StringType()),
-    StructField("storeHost", StringType()), StructField("reconsumeTimes", IntegerType()),
-])
-LEAN = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "keys", "tags", "body", "bornTimestamp", "storeTimestamp"]
-COMPARED = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "keys", "tags", "body", "properties", "reconsumeTimes"]
+DOCUMENTED_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("brokerName", StringType()),
+        StructField("queueId", IntegerType()),
+        StructField("queueOffset", LongType()),
+        StructField("commitLogOffset", LongType()),
+        StructField("msgId", StringType()),
+        StructField("keys", StringType()),
+        StructField("tags", StringType()),
+        StructField("body", BinaryType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("bornTimestamp", TimestampType()),
+        StructField("storeTimestamp", TimestampType()),
+        StructField("bornHost", StringType()),
+        StructField("storeHost", StringType()),
+        StructField("reconsumeTimes", IntegerType()),
+    ]
+)
+LEAN = [
+    "topic",
+    "brokerName",
+    "queueId",
+    "queueOffset",
+    "msgId",
+    "keys",
+    "tags",
+    "body",
+    "bornTimestamp",
+    "storeTimestamp",
+]
+COMPARED = [
+    "topic",
+    "brokerName",
+    "queueId",
+    "queueOffset",
+    "msgId",
+    "keys",
+    "tags",
+    "body",
+    "properties",
+    "reconsumeTimes",
+]
 
 
 def python_messages(topic: str, count: int) -> list[Message]:
@@ -49,12 +82,15 @@ def python_messages(topic: str, count: int) -> list[Message]:
         body = bytes([0xFF, 0xFE, i % 256, 0x00, 0x80]) + f"-{i}".encode()
         if i in (7, 23):
             body = bytes((i * 31 + j * 7) % 256 for j in range(6000))  # ≥ 4 KiB: compressed on the wire
-        messages.append(Message(
-            topic, body,
-            tags=None if i % 5 == 0 else f"tag{i % 3}",
-            keys=None if i % 4 == 0 else [f"k{i}", f"order-{i % 7}"],
-            properties={} if i % 6 == 0 else {"seq": str(i), "city": "Zürich", "empty-ish": " "},
-        ))
+        messages.append(
+            Message(
+                topic,
+                body,
+                tags=None if i % 5 == 0 else f"tag{i % 3}",
+                keys=None if i % 4 == 0 else [f"k{i}", f"order-{i % 7}"],
+                properties={} if i % 6 == 0 else {"seq": str(i), "city": "Zürich", "empty-ish": " "},
+            )
+        )
     return messages
 
 
@@ -67,10 +103,16 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
     after_ms = int(time.time() * 1000) + 1
 
     lean = reader(spark, cluster, topic=topic, consumerGroup=names.group).load()
-    assert lean.schema == StructType([f for f in DOCUMENTED_SCHEMA.fields if f.name in LEAN]) == StructType.fromDDL(SCHEMA_DDL)
+    assert (
+        lean.schema
+        == StructType([f for f in DOCUMENTED_SCHEMA.fields if f.name in LEAN])
+        == StructType.fromDDL(SCHEMA_DDL)
+    )
     with_map = reader(spark, cluster, topic=topic, consumerGroup=names.group, includeProperties="true").load()
     assert with_map.schema.names == LEAN[:8] + ["properties"] + LEAN[8:]
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", wideSchema="true").load()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", wideSchema="true"
+    ).load()
     assert df.schema == DOCUMENTED_SCHEMA
     collected, query = run_available_now(df, names.checkpoint())
 
@@ -85,8 +127,20 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
             props["TAGS"] = message.tags
         if message.keys:
             props["KEYS"] = " ".join(message.keys)
-        expected.append((topic, BROKER, result.queue.queue_id, result.queue_offset, result.msg_id,
-                         " ".join(message.keys) if message.keys else None, message.tags, message.body_bytes, props, 0))
+        expected.append(
+            (
+                topic,
+                BROKER,
+                result.queue.queue_id,
+                result.queue_offset,
+                result.msg_id,
+                " ".join(message.keys) if message.keys else None,
+                message.tags,
+                message.body_bytes,
+                props,
+                0,
+            )
+        )
     expected.sort(key=lambda r: (r[2], r[3]))
     actual = sorted(rows, key=lambda r: (r.queueId, r.queueOffset))
     subset = StructType([DOCUMENTED_SCHEMA[name] for name in COMPARED])
@@ -111,26 +165,71 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
 def test_cpp_client_messages_read_with_available_now(spark, cluster, names, tmp_path) -> None:
     topic = cluster.topic(queues=4, prefix="SparkCpp")
     count = 30
-    run = CppClientRun.start(tmp_path / "cpp-home", "produce", "--namesrv", cluster.ns, "--topic", topic,
-                             "--group", f"PID_{names.tag}", "--count", str(count))
+    run = CppClientRun.start(
+        tmp_path / "cpp-home",
+        "produce",
+        "--namesrv",
+        cluster.ns,
+        "--topic",
+        topic,
+        "--group",
+        f"PID_{names.tag}",
+        "--count",
+        str(count),
+    )
     sent = [r for r in run.finish(timeout_s=90) if r["event"] == "sent"]
     assert len(sent) == count and all(r["status"] == 0 for r in sent)
 
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                includeProperties="true").load()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", includeProperties="true"
+    ).load()
     collected, _ = run_available_now(df, names.checkpoint())
     assert len(collected.rows) == count
 
-    schema = "msgId string, queueOffset long, topic string, brokerName string, keys string, tags string, " \
-             "body binary, color string, seq string, uniqKey string"
+    schema = (
+        "msgId string, queueOffset long, topic string, brokerName string, keys string, tags string, "
+        "body binary, color string, seq string, uniqKey string"
+    )
     actual = sorted(collected.rows, key=lambda r: r.msgId)
     actual_df = spark.createDataFrame(
-        [(r.msgId, r.queueOffset, r.topic, r.brokerName, r.keys, r.tags, r.body, r.properties.get("color"),
-          r.properties.get("seq"), r.properties.get("UNIQ_KEY")) for r in actual], schema)
-    expected_df = spark.createDataFrame(sorted(
-        [(r["msg_id"], r["offset"], topic, BROKER, f"key-{r['index']}", f"Tag{r['index'] % 3}",
-          f"m-body-{r['index']}".encode(), ("red", "green", "blue")[r["index"] % 3], str(r["index"]), r["msg_id"])
-         for r in sent], key=lambda t: t[0]), schema)
+        [
+            (
+                r.msgId,
+                r.queueOffset,
+                r.topic,
+                r.brokerName,
+                r.keys,
+                r.tags,
+                r.body,
+                r.properties.get("color"),
+                r.properties.get("seq"),
+                r.properties.get("UNIQ_KEY"),
+            )
+            for r in actual
+        ],
+        schema,
+    )
+    expected_df = spark.createDataFrame(
+        sorted(
+            [
+                (
+                    r["msg_id"],
+                    r["offset"],
+                    topic,
+                    BROKER,
+                    f"key-{r['index']}",
+                    f"Tag{r['index'] % 3}",
+                    f"m-body-{r['index']}".encode(),
+                    ("red", "green", "blue")[r["index"] % 3],
+                    str(r["index"]),
+                    r["msg_id"],
+                )
+                for r in sent
+            ],
+            key=lambda t: t[0],
+        ),
+        schema,
+    )
     assert_df_equality(actual_df, expected_df)
     # Every queue's offsets are dense from 0.
     by_queue: dict[int, list[int]] = {}
@@ -142,12 +241,20 @@ def test_cpp_client_messages_read_with_available_now(spark, cluster, names, tmp_
 def test_projection_and_filter_on_stream_columns(spark, cluster, names) -> None:
     """The columns behave as normal Spark columns (map lookups, casts) inside a streaming plan."""
     topic = cluster.topic(queues=2)
-    cluster.send([Message(topic, f"v{i}".encode(), tags="keep" if i % 2 else "drop", properties={"n": str(i)})
-                  for i in range(10)])
-    df = (reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                includeProperties="true").load()
-          .where(F.col("tags") == "keep")
-          .select(F.col("body").cast("string").alias("value"), F.col("properties")["n"].cast("int").alias("n")))
+    cluster.send(
+        [
+            Message(topic, f"v{i}".encode(), tags="keep" if i % 2 else "drop", properties={"n": str(i)})
+            for i in range(10)
+        ]
+    )
+    df = (
+        reader(
+            spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", includeProperties="true"
+        )
+        .load()
+        .where(F.col("tags") == "keep")
+        .select(F.col("body").cast("string").alias("value"), F.col("properties")["n"].cast("int").alias("n"))
+    )
     collected, _ = run_available_now(df, names.checkpoint())
     actual = spark.createDataFrame(sorted(collected.rows, key=lambda r: r.n), "value string, n int")
     expected = spark.createDataFrame([(f"v{i}", i) for i in range(1, 10, 2)], "value string, n int")
@@ -158,18 +265,40 @@ def test_cpp_batch_messages_have_one_entry_per_property_key(spark, cluster, name
     """A batch from a RocketMQ client carries batch-level properties the broker appends to each item
     (``WAIT`` twice): the map column holds each key once, the last value winning, as the plain decoder."""
     topic = cluster.topic(queues=4, prefix="SparkCppBatch")
-    run = CppClientRun.start(tmp_path / "cpp-home", "produce-batch", "--namesrv", cluster.ns, "--topic", topic,
-                             "--group", f"PID_{names.tag}", "--batches", "3", "--size", "4")
+    run = CppClientRun.start(
+        tmp_path / "cpp-home",
+        "produce-batch",
+        "--namesrv",
+        cluster.ns,
+        "--topic",
+        topic,
+        "--group",
+        f"PID_{names.tag}",
+        "--batches",
+        "3",
+        "--size",
+        "4",
+    )
     assert all(r["status"] == 0 for r in run.finish(timeout_s=90) if r["event"] == "sent")
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                includeProperties="true").load().select(
-        "msgId", "properties", F.size("properties").alias("entries"),
-        F.size(F.array_distinct(F.map_keys("properties"))).alias("distinct_keys"))
+    df = (
+        reader(
+            spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", includeProperties="true"
+        )
+        .load()
+        .select(
+            "msgId",
+            "properties",
+            F.size("properties").alias("entries"),
+            F.size(F.array_distinct(F.map_keys("properties"))).alias("distinct_keys"),
+        )
+    )
     collected, _ = run_available_now(df, names.checkpoint())
     rows = collected.rows
     assert len(rows) == 12
     assert all(r.entries == r.distinct_keys for r in rows), [(r.entries, r.distinct_keys) for r in rows]
     reference = {m.msg_id: m.properties for m in cluster.read_all(topic, 4)}
     schema = "msgId string, properties map<string,string>"
-    assert_df_equality(spark.createDataFrame(sorted((r.msgId, r.properties) for r in rows), schema),
-                       spark.createDataFrame(sorted(reference.items()), schema))
+    assert_df_equality(
+        spark.createDataFrame(sorted((r.msgId, r.properties) for r in rows), schema),
+        spark.createDataFrame(sorted(reference.items()), schema),
+    )

@@ -44,8 +44,9 @@ def assert_exactly_once(spark, positions: list[tuple[int, int]], per_queue: dict
 def test_stop_and_restart_from_checkpoint_loses_and_repeats_nothing(spark, cluster, names) -> None:
     topic = cluster.topic(QUEUES)
     cluster.send([Message(topic, f"first-{i}".encode()) for i in range(80)])
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                maxOffsetsPerTrigger=8).load()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", maxOffsetsPerTrigger=8
+    ).load()
     first = Collected()
     query = start_query(df, names.checkpoint(), first)
     try:
@@ -56,8 +57,9 @@ def test_stop_and_restart_from_checkpoint_loses_and_repeats_nothing(spark, clust
 
     cluster.send([Message(topic, f"second-{i}".encode()) for i in range(20)])
     # A restart may change the limit: a replayed batch keeps the range in the checkpoint's offset log.
-    restarted = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                       maxOffsetsPerTrigger=40).load()
+    restarted = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", maxOffsetsPerTrigger=40
+    ).load()
     second, _ = run_available_now(restarted, names.checkpoint())
 
     # A batch id seen by both runs was replayed: it must hold the very same rows.
@@ -78,8 +80,26 @@ def test_sigkill_of_the_driver_mid_stream_then_restart(spark, cluster, names, tm
     cluster.send([Message(topic, body) for body in sent])
     out, checkpoint, log = tmp_path / "out", tmp_path / "ck", tmp_path / "driver.log"
     began = time.monotonic()
-    driver = start_driver(DRIVER, ["--namesrv", cluster.ns, "--topic", topic, "--group", names.group, "--checkpoint",
-                      str(checkpoint), "--out", str(out), "--max-per-trigger", "4", "--pause", "0.4"], log)
+    driver = start_driver(
+        DRIVER,
+        [
+            "--namesrv",
+            cluster.ns,
+            "--topic",
+            topic,
+            "--group",
+            names.group,
+            "--checkpoint",
+            str(checkpoint),
+            "--out",
+            str(out),
+            "--max-per-trigger",
+            "4",
+            "--pause",
+            "0.4",
+        ],
+        log,
+    )
     try:
         deadline = time.monotonic() + 120
         while len(list(out.glob("batch-*.json"))) < 3:
@@ -96,10 +116,15 @@ def test_sigkill_of_the_driver_mid_stream_then_restart(spark, cluster, names, tm
     # Another driver (this process's session) takes over the checkpoint, writing the same way.
     reports: list[str] = []
     files = BatchFiles(out, reports.append)
-    df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest",
-                maxOffsetsPerTrigger=30).load()
-    query = df.writeStream.foreachBatch(files).option("checkpointLocation", str(checkpoint)) \
-        .trigger(availableNow=True).start()
+    df = reader(
+        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", maxOffsetsPerTrigger=30
+    ).load()
+    query = (
+        df.writeStream.foreachBatch(files)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(120), "the restarted query did not finish"
     finally:

@@ -70,8 +70,13 @@ def run_writer(root: Path, first_seq: int, kill_after_s: float, from_spawn: bool
     lines: list[bytes] = []
     ready = threading.Event()
     with err_path.open("wb") as err:
-        proc = subprocess.Popen([sys.executable, str(WRITER), str(root), str(SEED), str(first_seq)],
-                                stdout=subprocess.PIPE, stderr=err, env=_writer_env(), cwd=str(_REPO))
+        proc = subprocess.Popen(
+            [sys.executable, str(WRITER), str(root), str(SEED), str(first_seq)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=_writer_env(),
+            cwd=str(_REPO),
+        )
     assert proc.stdout is not None
 
     def pump() -> None:

@@ -55,4 +55,6 @@ def test_without_a_cap_from_the_config_a_quarter_of_the_descriptor_limit_is_used
     import resource
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert tiny_config(tmp_path, max_mapped_consume_queue_files=None).mapped_consume_queue_files() == max(min(soft // 4, 512), 8)
+    assert tiny_config(tmp_path, max_mapped_consume_queue_files=None).mapped_consume_queue_files() == max(
+        min(soft // 4, 512), 8
+    )

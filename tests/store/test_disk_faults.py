@@ -58,8 +58,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     """An 8 MiB tmpfs mounted for the test (root only)."""
     mount_point = tmp_path / "fs"
     mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs to fill (needs root): {mounted.stderr.strip()}")
     try:
@@ -97,8 +101,9 @@ class StalledSync:
         self.real(fd)
 
 
-def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tiny_config(tmp_path / "s", flush_disk_type=SYNC, sync_flush_timeout_ms=100)
     stall = StalledSync()
     with MessageStore(config) as store:
@@ -119,8 +124,9 @@ def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(tmp_path: P
 # --- a failing fsync / msync -----------------------------------------------------------------
 
 
-def test_failed_fsync_turns_the_store_read_only_and_a_restart_recovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_fsync_turns_the_store_read_only_and_a_restart_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     config = tiny_config(tmp_path / "s", flush_disk_type=SYNC)
     store = MessageStore(config)
     store.start()
@@ -159,8 +165,9 @@ def test_failed_fsync_turns_the_store_read_only_and_a_restart_recovers(tmp_path:
         again.close()
 
 
-def test_failed_msync_also_stops_writes_and_a_broken_disk_does_not_stop_close(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_msync_also_stops_writes_and_a_broken_disk_does_not_stop_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tiny_config(tmp_path / "s")
     with MessageStore(config) as store:
         acked = Acked(store)
@@ -178,7 +185,9 @@ def test_failed_msync_also_stops_writes_and_a_broken_disk_does_not_stop_close(tm
         check_consistent(again)
 
 
-def test_a_failed_msync_of_a_finished_index_file_undoes_the_put(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_msync_of_a_finished_index_file_undoes_the_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tiny_config(tmp_path / "s", flush_disk_type=SYNC)
     with MessageStore(config) as store:
         acked = Acked(store)
@@ -223,8 +232,9 @@ def test_full_disk_fails_segment_allocation_cleanly_and_writes_resume(small_fs: 
 
 
 @pytest.mark.parametrize("failing_dir", ["consumequeue", "index"])
-def test_a_derived_file_that_cannot_be_allocated_undoes_the_put(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                failing_dir: str) -> None:
+def test_a_derived_file_that_cannot_be_allocated_undoes_the_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_dir: str
+) -> None:
     config = tiny_config(tmp_path / "s", flush_disk_type=SYNC)
     real = disk.fallocate
 
@@ -252,9 +262,15 @@ def test_a_derived_file_that_cannot_be_allocated_undoes_the_put(tmp_path: Path, 
 
 
 def test_above_the_warning_ratio_writes_are_refused_until_space_returns(small_fs: Path) -> None:
-    config = tiny_config(small_fs / "store", commitlog_file_bytes=64 * 1024, disk_max_used_space_ratio=0.3,
-                         disk_space_clean_forcibly_ratio=0.4, disk_space_warning_level_ratio=0.5,
-                         clean_file_forcibly_enable=False, clean_resource_interval_ms=20)
+    config = tiny_config(
+        small_fs / "store",
+        commitlog_file_bytes=64 * 1024,
+        disk_max_used_space_ratio=0.3,
+        disk_space_clean_forcibly_ratio=0.4,
+        disk_space_warning_level_ratio=0.5,
+        clean_file_forcibly_enable=False,
+        clean_resource_interval_ms=20,
+    )
     with MessageStore(config) as store:
         acked = Acked(store)
         assert acked.put().ok
@@ -273,7 +289,8 @@ def test_above_the_warning_ratio_writes_are_refused_until_space_returns(small_fs
 
 
 def test_a_new_segment_and_its_directory_entry_are_fsynced_before_the_put_is_acknowledged(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     synced: list[str] = []
     real = disk.fsync
     monkeypatch.setattr(disk, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))[1])
@@ -290,7 +307,8 @@ def test_a_new_segment_and_its_directory_entry_are_fsynced_before_the_put_is_ack
 
 
 def test_a_flush_failing_at_close_still_closes_and_leaves_recovery_to_the_next_start(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tiny_config(tmp_path / "s")  # ASYNC: acknowledged at once, flushed at close
     with MessageStore(config) as store:
         acked = Acked(store)

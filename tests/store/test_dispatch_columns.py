@@ -22,7 +22,9 @@ DELAYS = [1000, 5000, 10000]
 KEY_NAMES = [b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY", b"MYTAGS", b"TAGSX", b"UNIQ_KEYS", b"XKEYS", b"K"]
 value_bytes = st.one_of(
     st.just(b""),
-    st.sampled_from([b"TagA", b"1", b"2", b"3", b"x", b"order-1 order-2", b" a  b ", b"\xc3\xa9t\xc3\xa9", b"\xff\xfe"]),
+    st.sampled_from(
+        [b"TagA", b"1", b"2", b"3", b"x", b"order-1 order-2", b" a  b ", b"\xc3\xa9t\xc3\xa9", b"\xff\xfe"]
+    ),
     st.text(st.characters(exclude_characters="\x01\x02", exclude_categories=("Cs",)), max_size=10).map(str.encode),
 )
 
@@ -38,7 +40,9 @@ batches = st.lists(properties_strings(), min_size=1, max_size=20)
 topics = st.sampled_from(["TopicTest", "%RETRY%group", SCHEDULE_TOPIC])
 
 
-def reference_columns(topic: str, properties: list[bytes], timestamps: list[int]) -> tuple[list[int], list[int], list[int]]:
+def reference_columns(
+    topic: str, properties: list[bytes], timestamps: list[int]
+) -> tuple[list[int], list[int], list[int]]:
     """Tags codes and index keys from decode_properties and java_string_hash, record by record."""
     codes, hashes, rows = [], [], []
     maps = [decode_properties(raw) for raw in properties]

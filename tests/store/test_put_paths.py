@@ -33,8 +33,11 @@ PATHS = {"plain": 10**9, "bulk": 0, "auto": None}
 
 def force_path(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> list[str]:
     """Set SMALL_BATCH_MAX in every sparkmq module that reads it; return their names."""
-    patched = [name for name, module in sys.modules.items()
-               if name.startswith("sparkmq.") and hasattr(module, "SMALL_BATCH_MAX")]
+    patched = [
+        name
+        for name, module in sys.modules.items()
+        if name.startswith("sparkmq.") and hasattr(module, "SMALL_BATCH_MAX")
+    ]
     if limit is not None:
         for name in patched:
             monkeypatch.setattr(sys.modules[name], "SMALL_BATCH_MAX", limit)
@@ -56,10 +59,20 @@ def _properties(rng: random.Random, n: int) -> list[bytes]:
         elif shape == 1:  # a repeated key (batch-level properties appended), no UNIQ_KEY
             props.append(b"TAGS\x01A\x02KEYS\x01k" + str(i).encode() + b"\x02TAGS\x01B")
         elif shape == 2:
-            props.append(encode_properties({"KEYS": f"a{i} b{i}  c", "TAGS": "Tägé", "UNIQ_KEY": f"U{rng.getrandbits(64):X}"}))
+            props.append(
+                encode_properties({"KEYS": f"a{i} b{i}  c", "TAGS": "Tägé", "UNIQ_KEY": f"U{rng.getrandbits(64):X}"})
+            )
         else:
-            props.append(encode_properties({"TAGS": rng.choice(["TagA", "TagB"]), "KEYS": f"order-{rng.randrange(50)}",
-                                            "UNIQ_KEY": f"{rng.getrandbits(128):032X}", "WAIT": "true"}))
+            props.append(
+                encode_properties(
+                    {
+                        "TAGS": rng.choice(["TagA", "TagB"]),
+                        "KEYS": f"order-{rng.randrange(50)}",
+                        "UNIQ_KEY": f"{rng.getrandbits(128):032X}",
+                        "WAIT": "true",
+                    }
+                )
+            )
     return props
 
 
@@ -69,8 +82,15 @@ def _workload(seed: int = 7) -> list[MessageBatch]:
     for _ in range(60):
         n = rng.choice([1, 1, 2, 3, 7, 8, 9, 12, 20])
         bodies = [rng.randbytes(rng.randrange(0, 400)) for _ in range(n)]
-        batches.append(MessageBatch(rng.choice(["TopicA", "TopicB"]), rng.randrange(3), bodies, _properties(rng, n),
-                                    born_timestamp=1_700_000_000_000))
+        batches.append(
+            MessageBatch(
+                rng.choice(["TopicA", "TopicB"]),
+                rng.randrange(3),
+                bodies,
+                _properties(rng, n),
+                born_timestamp=1_700_000_000_000,
+            )
+        )
     return batches
 
 
@@ -124,8 +144,9 @@ def _rebuild(root: Path) -> None:
     store.close()
 
 
-def test_plain_bulk_and_auto_paths_write_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        fixed_clock: Callable[[], None]) -> None:
+def test_plain_bulk_and_auto_paths_write_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_clock: Callable[[], None]
+) -> None:
     written: dict[str, dict[str, object]] = {}
     for name, limit in PATHS.items():
         with monkeypatch.context() as patch:
@@ -172,8 +193,9 @@ def test_index_entries_plain_and_bulk_with_stale_slot_heads(tmp_path: Path, seed
             index.close()
 
 
-def test_commitlog_segments_sync_by_fdatasync_and_let_go_of_full_ones(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_commitlog_segments_sync_by_fdatasync_and_let_go_of_full_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("fdatasync is used on Linux only")
     synced: list[int] = []

@@ -57,7 +57,9 @@ def test_tag_codes_and_record_filter_combine_and_byte_limits_hold(store: Message
     tag_a = {store.coder.code(b"TagA")}
     result = store.get_messages("G", TOPIC, 0, 0, 1000, tags_codes=tag_a, record_filter=keep_multiples_of(3))
     assert numbers_of(result) == [n for n in range(200) if n % 2 == 0 and n % 3 == 0]
-    result = store.get_messages("G", TOPIC, 0, 0, 1000, max_bytes=1, tags_codes=tag_a, record_filter=keep_multiples_of(3))
+    result = store.get_messages(
+        "G", TOPIC, 0, 0, 1000, max_bytes=1, tags_codes=tag_a, record_filter=keep_multiples_of(3)
+    )
     assert numbers_of(result) == [0]  # one message always goes, however large
     assert result.next_begin_offset == 1
 
@@ -69,8 +71,14 @@ def test_random_filters_agree_with_filtering_everything_afterwards(store: Messag
     wanted = {n for n in range(400) if rng.random() < 0.2}
     got, offset = [], 0
     while offset < 400:
-        result = store.get_messages("G", TOPIC, 0, offset, rng.randint(1, 40),
-                                    record_filter=lambda raw: int(decode_properties(raw)["n"]) in wanted)
+        result = store.get_messages(
+            "G",
+            TOPIC,
+            0,
+            offset,
+            rng.randint(1, 40),
+            record_filter=lambda raw: int(decode_properties(raw)["n"]) in wanted,
+        )
         got += numbers_of(result) if result.status is GetMessageStatus.FOUND else []
         assert result.next_begin_offset > offset
         offset = result.next_begin_offset

@@ -119,8 +119,12 @@ def test_start_after_kill_9_replays_from_the_newest_intact_record(tmp_path: Path
     acknowledged is there, with ConsumeQueues that end exactly at the CommitLog's end."""
     root = tmp_path / "store"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_HERE.parent.parent), str(_HERE.parent)]))
-    child = subprocess.Popen([sys.executable, str(_HERE / "crash_writer.py"), str(root), "5", "0"],
-                             stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, str(_HERE / "crash_writer.py"), str(root), "5", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert child.stdout is not None
     acked: list[tuple[int, int, int]] = []
     for line in child.stdout:
@@ -139,13 +143,18 @@ def test_start_after_kill_9_replays_from_the_newest_intact_record(tmp_path: Path
         queues = sc.check_consistent(store)
         for queue_id, first, count in acked:
             assert len(queues[(sc.TOPIC, queue_id)]) >= first + count
-        ends = [int(u["offset"]) + int(u["size"]) for q in range(sc.QUEUES)
-                if (u := store.consume_queue(sc.TOPIC, q).last_unit()) is not None]  # type: ignore[union-attr]
+        ends = [
+            int(u["offset"]) + int(u["size"])
+            for q in range(sc.QUEUES)
+            if (u := store.consume_queue(sc.TOPIC, q).last_unit()) is not None
+        ]  # type: ignore[union-attr]
         assert report.process_offset == store.commitlog.max_offset
         # The queues end at the last record; only an END_OF_FILE filler may follow it, when the
         # kill came right after a segment was closed (then the end is the next segment's start).
         assert max(ends) == report.process_offset or (
-            report.process_offset % store.commitlog.file_bytes == 0 and max(ends) < report.process_offset
-            and not list(store.commitlog.scan(max(ends), check_crc=True)))
+            report.process_offset % store.commitlog.file_bytes == 0
+            and max(ends) < report.process_offset
+            and not list(store.commitlog.scan(max(ends), check_crc=True))
+        )
     finally:
         store.close()

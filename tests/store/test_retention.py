@@ -18,7 +18,9 @@ def test_nothing_is_deleted_outside_the_delete_hour(tmp_path: Path) -> None:
 
 def test_time_trigger_deletes_old_segments_but_never_the_newest(tmp_path: Path) -> None:
     hour = time.strftime("%H")
-    with MessageStore(tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")) as store:
+    with MessageStore(
+        tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
+    ) as store:
         fill(store, 600)
         segments = len(store.commitlog.queue.files)
         assert store.retention.run().deleted_segments == 0  # young files stay
@@ -30,7 +32,9 @@ def test_time_trigger_deletes_old_segments_but_never_the_newest(tmp_path: Path) 
 
 
 def test_space_trigger_deletes_at_once_and_reads_below_minimum_report_it(tmp_path: Path) -> None:
-    with MessageStore(tiny_config(tmp_path / "s", disk_max_used_space_ratio=0.0, disk_space_clean_forcibly_ratio=0.0)) as store:
+    with MessageStore(
+        tiny_config(tmp_path / "s", disk_max_used_space_ratio=0.0, disk_space_clean_forcibly_ratio=0.0)
+    ) as store:
         fill(store, 600)
         queue = store.consume_queue("T", 0)
         files_before = len(queue.files.files)

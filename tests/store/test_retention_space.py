@@ -19,16 +19,29 @@ from support.store_data import age_segments, fill, make_batch, tiny_config
 
 
 def pressure_config(root: Path, forcibly: bool) -> object:
-    return tiny_config(root, file_reserved_time_hours=1, disk_max_used_space_ratio=0.75,
-                       disk_space_clean_forcibly_ratio=0.85, disk_space_warning_level_ratio=0.90,
-                       clean_file_forcibly_enable=forcibly)
+    return tiny_config(
+        root,
+        file_reserved_time_hours=1,
+        disk_max_used_space_ratio=0.75,
+        disk_space_clean_forcibly_ratio=0.85,
+        disk_space_warning_level_ratio=0.90,
+        clean_file_forcibly_enable=forcibly,
+    )
 
 
-@pytest.mark.parametrize(("ratio", "forcibly", "young_deleted"), [
-    (0.70, True, False), (0.80, True, False), (0.87, False, False), (0.87, True, True), (0.95, True, True),
-])
+@pytest.mark.parametrize(
+    ("ratio", "forcibly", "young_deleted"),
+    [
+        (0.70, True, False),
+        (0.80, True, False),
+        (0.87, False, False),
+        (0.87, True, True),
+        (0.95, True, True),
+    ],
+)
 def test_young_segments_go_only_above_clean_forcibly_ratio_when_enabled(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratio: float, forcibly: bool, young_deleted: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratio: float, forcibly: bool, young_deleted: bool
+) -> None:
     with MessageStore(pressure_config(tmp_path / "s", forcibly)) as store:  # type: ignore[arg-type]
         fill(store, 600)
         monkeypatch.setattr(store.retention, "disk_used_ratio", lambda: ratio)
@@ -40,8 +53,9 @@ def test_young_segments_go_only_above_clean_forcibly_ratio_when_enabled(
             assert (store.retention.run().deleted_segments > 0) is (ratio > 0.75)  # expired ones go at once
 
 
-def test_writes_are_refused_above_the_warning_ratio_until_below_clean_forcibly(tmp_path: Path,
-                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_writes_are_refused_above_the_warning_ratio_until_below_clean_forcibly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with MessageStore(pressure_config(tmp_path / "s", False)) as store:  # type: ignore[arg-type]
         fill(store, 20)
         used = [0.95]
@@ -59,8 +73,9 @@ def test_writes_are_refused_above_the_warning_ratio_until_below_clean_forcibly(t
         assert store.put_messages(make_batch("T", 0, 1, start=20)).ok
 
 
-def test_deleting_segments_never_makes_puts_and_reads_wait_behind_an_fsync(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deleting_segments_never_makes_puts_and_reads_wait_behind_an_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tiny_config(tmp_path / "s", flush_disk_type=FlushDiskType.SYNC_FLUSH, disk_space_clean_forcibly_ratio=0.0)
     entered, release = threading.Event(), threading.Event()
     real = disk.fdatasync
@@ -85,7 +100,9 @@ def test_deleting_segments_never_makes_puts_and_reads_wait_behind_an_fsync(tmp_p
 
         def put_and_read() -> None:
             result, _flushed = store.submit_messages(make_batch("T", 0, 1, start=601))
-            served.append((result.ok, store.get_messages("g", "T", 0, store.min_offset_in_queue("T", 0), 5).message_count))
+            served.append(
+                (result.ok, store.get_messages("g", "T", 0, store.min_offset_in_queue("T", 0), 5).message_count)
+            )
 
         worker = threading.Thread(target=put_and_read)
         worker.start()

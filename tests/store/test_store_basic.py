@@ -62,7 +62,12 @@ def test_get_messages_statuses_and_next_offsets(store: MessageStore) -> None:
     assert store.get_messages("g", "missing", 0, 0, 10).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
     store.put_messages(make_batch("T", 0, 5))
     got = store.get_messages("g", "T", 0, 2, 2)
-    assert (got.status, got.message_count, got.next_begin_offset, got.queue_offsets.tolist()) == (GetMessageStatus.FOUND, 2, 4, [2, 3])
+    assert (got.status, got.message_count, got.next_begin_offset, got.queue_offsets.tolist()) == (
+        GetMessageStatus.FOUND,
+        2,
+        4,
+        [2, 3],
+    )
     one = store.get_messages("g", "T", 0, 5, 10)
     assert (one.status, one.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 5)
     bad = store.get_messages("g", "T", 0, 99, 10)

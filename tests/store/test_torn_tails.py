@@ -45,8 +45,16 @@ class Written:
         result = store.put_messages(batch)
         assert result.ok, result
         for i in range(len(batch)):
-            self.rows.append((batch.queue_id, result.queue_offset + i, int(result.physical_offsets[i]),
-                              int(result.sizes[i]), bytes(batch.bodies[i]), bytes(batch.properties[i])))
+            self.rows.append(
+                (
+                    batch.queue_id,
+                    result.queue_offset + i,
+                    int(result.physical_offsets[i]),
+                    int(result.sizes[i]),
+                    bytes(batch.bodies[i]),
+                    bytes(batch.properties[i]),
+                )
+            )
         return result
 
     def put_seq(self, store: MessageStore, seq: int, **kwargs: int) -> Any:
@@ -75,12 +83,17 @@ def open_store(root: Path, crashed: bool | str = False) -> tuple[MessageStore, A
     return store, store.start()
 
 
-def assert_holds(store: MessageStore, written: Written, physical_end: int) -> dict[tuple[str, int], list[StoredMessage]]:
+def assert_holds(
+    store: MessageStore, written: Written, physical_end: int
+) -> dict[tuple[str, int], list[StoredMessage]]:
     """The store is consistent and holds exactly the written messages below ``physical_end``."""
     queues = sc.check_consistent(store)
     expected = written.before(physical_end)
-    got = {queue_id: [(m.queue_offset, m.physical_offset, bytes(m.body), m.properties_raw) for m in messages]
-           for (_topic, queue_id), messages in queues.items() if messages}
+    got = {
+        queue_id: [(m.queue_offset, m.physical_offset, bytes(m.body), m.properties_raw) for m in messages]
+        for (_topic, queue_id), messages in queues.items()
+        if messages
+    }
     assert got == expected
     assert store.commitlog.max_offset == physical_end
     return queues
@@ -145,6 +158,7 @@ def reopen_and_check(root: Path, written: Written) -> None:
 
 
 # -- (a) (b) (c) (d) (e): the CommitLog tail ---------------------------------------------------------
+
 
 @CRASHED
 def test_record_cut_midway_is_dropped_and_the_log_continues_at_its_start(tmp_path: Path, crashed: bool) -> None:
@@ -218,8 +232,9 @@ def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_pat
     segments = sorted(int(p.name) for p in (root / "commitlog").iterdir())
     assert len(segments) >= 3
     previous = segments[-2]
-    victims = sorted((row for row in written.rows if previous <= row[2] < segments[-1] and len(row[4]) > 16),
-                     key=lambda row: row[2])
+    victims = sorted(
+        (row for row in written.rows if previous <= row[2] < segments[-1] and len(row[4]) > 16), key=lambda row: row[2]
+    )
     victim = victims[len(victims) // 2]
     start, size = victim[2], victim[3]
     torn_at = start + L.POS_BODY + len(victim[4]) // 2  # the second half of the body never made it
@@ -287,6 +302,7 @@ def test_consume_queue_units_past_the_valid_end_are_dropped(tmp_path: Path, cras
 
 # -- (f) (g): derived indexes rebuilt from the CommitLog ------------------------------------------------
 
+
 def fill_aged(root: Path, monkeypatch: pytest.MonkeyPatch, aged: bool, batches: int = 60) -> Written:
     """Like ``fill``; when ``aged`` the batches are stored an hour ago and one more now, so the
     checkpoint proves all but the newest segment safe (abnormal recovery starts there)."""
@@ -316,17 +332,23 @@ def queue_with_most_files(root: Path) -> Path:
 
 def lost_queue_cases() -> list[Any]:
     """Every loss, with the data recent (replayed anyway) or aged (before the checkpoint's safe segment)."""
-    cases = [pytest.param(loss, aged, True, id=f"{loss}-{'aged' if aged else 'recent'}")
-             for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]
-             for aged in (False, True)]
-    cases += [pytest.param(loss, True, crashed, id=f"{loss}-aged-{'process-crash' if crashed else 'clean-exit'}")
-              for loss in ["queue-dir", "idle-queue-last-file", "first-file", "middle-file"] for crashed in (PROCESS, False)]
+    cases = [
+        pytest.param(loss, aged, True, id=f"{loss}-{'aged' if aged else 'recent'}")
+        for loss in ["queue-dir", "last-file", "idle-queue-last-file", "first-file", "middle-file", "all-queues"]
+        for aged in (False, True)
+    ]
+    cases += [
+        pytest.param(loss, True, crashed, id=f"{loss}-aged-{'process-crash' if crashed else 'clean-exit'}")
+        for loss in ["queue-dir", "idle-queue-last-file", "first-file", "middle-file"]
+        for crashed in (PROCESS, False)
+    ]
     return cases
 
 
 @pytest.mark.parametrize(("loss", "aged", "crashed"), lost_queue_cases())
-def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            loss: str, aged: bool, crashed: bool | str) -> None:
+def test_lost_consume_queue_files_are_rebuilt_after_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loss: str, aged: bool, crashed: bool | str
+) -> None:
     root = tmp_path / "store"
     written = fill_aged(root, monkeypatch, aged)
     queue_dir = root / "consumequeue" / TOPIC / "2" if loss.startswith("idle") else queue_with_most_files(root)
@@ -362,14 +384,17 @@ def test_lost_consume_queue_files_are_rebuilt_after_a_crash(tmp_path: Path, monk
 
 
 def lost_index_cases() -> list[Any]:
-    return [pytest.param(loss, aged, id=f"{loss}-{'aged' if aged else 'recent'}")
-            for loss in ["index-files", "newest-index-file", "checkpoint-zeroed", "checkpoint-deleted"]
-            for aged in (False, True)]
+    return [
+        pytest.param(loss, aged, id=f"{loss}-{'aged' if aged else 'recent'}")
+        for loss in ["index-files", "newest-index-file", "checkpoint-zeroed", "checkpoint-deleted"]
+        for aged in (False, True)
+    ]
 
 
 @pytest.mark.parametrize(("loss", "aged"), lost_index_cases())
-def test_keys_are_found_after_index_or_checkpoint_loss_and_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   loss: str, aged: bool) -> None:
+def test_keys_are_found_after_index_or_checkpoint_loss_and_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loss: str, aged: bool
+) -> None:
     root = tmp_path / "store"
     written = fill_aged(root, monkeypatch, aged)
     index_files = sorted((root / "index").iterdir())
@@ -420,7 +445,9 @@ def test_replay_indexes_records_of_interleaved_queues(tmp_path: Path) -> None:
     store, _report = open_store(root)
     try:
         for i in range(300):
-            batch = MessageBatch(TOPIC, i % 3, [b"m%d" % i], [encode_properties({"UNIQ_KEY": f"I{i}", "KEYS": f"k{i}"})])
+            batch = MessageBatch(
+                TOPIC, i % 3, [b"m%d" % i], [encode_properties({"UNIQ_KEY": f"I{i}", "KEYS": f"k{i}"})]
+            )
             written.put(store, batch)
     finally:
         store.close()
@@ -434,6 +461,7 @@ def test_replay_indexes_records_of_interleaved_queues(tmp_path: Path) -> None:
 
 
 # -- files a crash can leave half-made --------------------------------------------------------------
+
 
 def test_stale_temporary_files_from_a_crash_during_creation_are_harmless(tmp_path: Path) -> None:
     """Segments are sized under ``<name>.tmp`` and renamed; a crash leaves at most such a file."""
@@ -477,8 +505,10 @@ def test_crash_while_recovery_deletes_segments_leaves_no_hole(tmp_path: Path, mo
     written = fill(root, 60)
     segments = sorted(int(p.name) for p in (root / "commitlog").iterdir())
     assert len(segments) >= 5
-    victim = min((row for row in written.rows if segments[1] <= row[2] < segments[2] and len(row[4]) > 16),
-                 key=lambda row: row[2])
+    victim = min(
+        (row for row in written.rows if segments[1] <= row[2] < segments[2] and len(row[4]) > 16),
+        key=lambda row: row[2],
+    )
     start = victim[2]
     write_bytes(root, start + L.POS_BODY, b"\xff" * 8)  # CRC mismatch: everything from here goes
     real_destroy = MappedFile.destroy

@@ -35,10 +35,15 @@ SMALL_INDEX_SLOTS, SMALL_INDEX_ENTRIES = 5000, 20_000  # a 420 KB IndexFile, not
 
 def small_config(store_dir: Path, **overrides: Any) -> BrokerConfig:
     """A NameServer-less broker on a free port with small store segments."""
-    values: dict[str, Any] = dict(listen_port=0, store_path_root_dir=store_dir, namesrv_addr="",
-                                  mapped_file_size_commit_log=SMALL_COMMITLOG,
-                                  mapped_file_size_consume_queue=SMALL_CONSUME_QUEUE,
-                                  max_hash_slot_num=SMALL_INDEX_SLOTS, max_index_num=SMALL_INDEX_ENTRIES)
+    values: dict[str, Any] = dict(
+        listen_port=0,
+        store_path_root_dir=store_dir,
+        namesrv_addr="",
+        mapped_file_size_commit_log=SMALL_COMMITLOG,
+        mapped_file_size_consume_queue=SMALL_CONSUME_QUEUE,
+        max_hash_slot_num=SMALL_INDEX_SLOTS,
+        max_index_num=SMALL_INDEX_ENTRIES,
+    )
     values.update(overrides)
     return BrokerConfig(**values)
 
@@ -50,13 +55,27 @@ class RawRequest:
     ``encode_parts()``.
     """
 
-    def __init__(self, code: int, opaque: int, ext_fields: dict[str, Any], body: bytes = b"",
-                 language: str = "CPP", version: int = 63) -> None:
+    def __init__(
+        self,
+        code: int,
+        opaque: int,
+        ext_fields: dict[str, Any],
+        body: bytes = b"",
+        language: str = "CPP",
+        version: int = 63,
+    ) -> None:
         self.code = code
         self.opaque = opaque
         self.body = body
-        header = {"code": code, "extFields": ext_fields, "flag": 0, "language": language, "opaque": opaque,
-                  "remark": "", "version": version}
+        header = {
+            "code": code,
+            "extFields": ext_fields,
+            "flag": 0,
+            "language": language,
+            "opaque": opaque,
+            "remark": "",
+            "version": version,
+        }
         self.header = json.dumps(header, ensure_ascii=True).encode() + b"\n"  # jsoncpp ends with a newline
 
     def encode_parts(self) -> tuple[bytes, bytes]:
@@ -68,8 +87,18 @@ def cpp_heartbeat(client_id: str, group: str, topics: dict[str, str]) -> bytes:
     """A HEART_BEAT body as C++ 1.2.3 writes it: integer enums, string subVersion, no empty sets."""
     subs = [{"subString": expr, "subVersion": "1700000000000", "topic": topic} for topic, expr in topics.items()]
     subs.append({"subString": "*", "subVersion": "1700000000000", "topic": f"%RETRY%{group}"})
-    body = {"clientID": client_id, "consumerDataSet": [{"consumeFromWhere": 0, "consumeType": 1, "groupName": group,
-                                                        "messageModel": 1, "subscriptionDataSet": subs}]}
+    body = {
+        "clientID": client_id,
+        "consumerDataSet": [
+            {
+                "consumeFromWhere": 0,
+                "consumeType": 1,
+                "groupName": group,
+                "messageModel": 1,
+                "subscriptionDataSet": subs,
+            }
+        ],
+    }
     return json.dumps(body).encode() + b"\n"
 
 
@@ -81,8 +110,9 @@ class Wire:
         self.address = broker.config.address
         self.client = RemotingClient(handler)
 
-    async def call(self, code: int, fields: dict[str, str] | None = None, body: bytes = b"",
-                   timeout: float = TIMEOUT_S) -> RemotingCommand:
+    async def call(
+        self, code: int, fields: dict[str, str] | None = None, body: bytes = b"", timeout: float = TIMEOUT_S
+    ) -> RemotingCommand:
         return await self.client.invoke(self.address, code, fields or {}, body, timeout)
 
     async def raw(self, code: int, fields: dict[str, Any], body: bytes = b"") -> RemotingCommand:
@@ -91,11 +121,28 @@ class Wire:
         request = RawRequest(code, connection.next_opaque(), fields, body)
         return await connection.request(request, TIMEOUT_S)  # type: ignore[arg-type]
 
-    async def send(self, topic: str, body: bytes, *, queue_id: int = 0, props: dict[str, str] | None = None,
-                   queue_nums: int = 4, reconsume_times: int | None = None) -> RemotingCommand:
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        queue_id: int = 0,
+        props: dict[str, str] | None = None,
+        queue_nums: int = 4,
+        reconsume_times: int | None = None,
+    ) -> RemotingCommand:
         """SEND_MESSAGE_V2 as the Java client sends it (every value a string)."""
-        fields = {"a": "PID", "b": topic, "c": "TBW102", "d": str(queue_nums), "e": str(queue_id), "f": "0",
-                  "g": "1700000000000", "h": "0", "i": encode_properties(props or {}).decode()}
+        fields = {
+            "a": "PID",
+            "b": topic,
+            "c": "TBW102",
+            "d": str(queue_nums),
+            "e": str(queue_id),
+            "f": "0",
+            "g": "1700000000000",
+            "h": "0",
+            "i": encode_properties(props or {}).decode(),
+        }
         if reconsume_times is not None:
             fields["j"] = str(reconsume_times)
         return await self.call(RequestCode.SEND_MESSAGE_V2, fields, body)
@@ -105,16 +152,37 @@ class Wire:
         assert response.code == ResponseCode.SUCCESS, response
         return response.ext_fields
 
-    async def pull(self, group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
-                   subscription: str = "*", suspend_ms: int = 0, timeout: float = TIMEOUT_S) -> RemotingCommand:
+    async def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_nums: int = 32,
+        subscription: str = "*",
+        suspend_ms: int = 0,
+        timeout: float = TIMEOUT_S,
+    ) -> RemotingCommand:
         """PULL_MESSAGE with the subscription in the header (sysFlag 4, +2 when suspending)."""
         flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_ms else 0)
-        fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
-                  "maxMsgNums": str(max_nums), "sysFlag": str(int(flags)), "commitOffset": "0",
-                  "suspendTimeoutMillis": str(suspend_ms), "subscription": subscription, "subVersion": "0"}
+        fields = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max_nums),
+            "sysFlag": str(int(flags)),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(suspend_ms),
+            "subscription": subscription,
+            "subVersion": "0",
+        }
         return await self.call(RequestCode.PULL_MESSAGE, fields, timeout=timeout)
 
-    async def pull_records(self, group: str, topic: str, queue_id: int, offset: int = 0, **kwargs: Any) -> list[StoredMessage]:
+    async def pull_records(
+        self, group: str, topic: str, queue_id: int, offset: int = 0, **kwargs: Any
+    ) -> list[StoredMessage]:
         response = await self.pull(group, topic, queue_id, offset, **kwargs)
         if response.code != ResponseCode.SUCCESS:
             return []
@@ -145,5 +213,3 @@ async def serve(config: BrokerConfig, scenario: Scenario) -> None:
 def run_broker(store_dir: Path, scenario: Scenario, **overrides: Any) -> None:
     """Run ``scenario`` against a fresh broker over ``store_dir`` in its own event loop."""
     asyncio.run(serve(small_config(store_dir, **overrides), scenario))
-
-

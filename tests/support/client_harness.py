@@ -50,7 +50,9 @@ def create_topic(broker_addresses: Iterable[str], topic: str, queues: int) -> No
 
 def route_brokers(namesrv: str, topic: str) -> set[str]:
     """Broker names the NameServer routes ``topic`` to (empty when it knows no route)."""
-    code, _, body = asyncio.run(_call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_fields()))
+    code, _, body = asyncio.run(
+        _call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_fields())
+    )
     if code == ResponseCode.TOPIC_NOT_EXIST:
         return set()
     assert code == ResponseCode.SUCCESS, code
@@ -96,9 +98,11 @@ class Inbox:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: itertools.count = field(default_factory=itertools.count)
 
-    def listener(self, consumer: str, before: Callable[[ReceivedMessage], None] | None = None
-                 ) -> Callable[[ReceivedMessage], ConsumeResult]:
+    def listener(
+        self, consumer: str, before: Callable[[ReceivedMessage], None] | None = None
+    ) -> Callable[[ReceivedMessage], ConsumeResult]:
         """A listener that records each message and says it was consumed."""
+
         def listen(message: ReceivedMessage) -> ConsumeResult:
             if before is not None:
                 before(message)
@@ -110,8 +114,11 @@ class Inbox:
 
     def snapshot(self, consumer: str | None = None, topic: str | None = None) -> list[Receipt]:
         with self._lock:
-            return [r for r in self.receipts if (consumer is None or r.consumer == consumer)
-                    and (topic is None or r.message.topic == topic)]
+            return [
+                r
+                for r in self.receipts
+                if (consumer is None or r.consumer == consumer) and (topic is None or r.message.topic == topic)
+            ]
 
     def distinct(self, topic: str | None = None) -> set[tuple[MessageQueue, int]]:
         return {r.where for r in self.snapshot(topic=topic)}
@@ -120,8 +127,11 @@ class Inbox:
         return Counter(r.where for r in self.snapshot(topic=topic))
 
     def wait_distinct(self, expected: int, timeout_s: float, topic: str | None = None) -> None:
-        wait_for(lambda: len(self.distinct(topic)) >= expected, timeout_s,
-                 f"{expected} distinct messages (have {len(self.distinct(topic))})")
+        wait_for(
+            lambda: len(self.distinct(topic)) >= expected,
+            timeout_s,
+            f"{expected} distinct messages (have {len(self.distinct(topic))})",
+        )
 
     def by_queue(self, topic: str | None = None) -> dict[MessageQueue, list[Receipt]]:
         queues: dict[MessageQueue, list[Receipt]] = defaultdict(list)
@@ -142,8 +152,15 @@ class Clients:
     def pull(self, group: str, namesrv: str, **options: Any) -> PullConsumer:
         return self._started(PullConsumer(group, namesrv, **options))
 
-    def push(self, group: str, namesrv: str, topic: str, listener: Callable[[ReceivedMessage], Any],
-             expression: str = "*", **options: Any) -> PushConsumer:
+    def push(
+        self,
+        group: str,
+        namesrv: str,
+        topic: str,
+        listener: Callable[[ReceivedMessage], Any],
+        expression: str = "*",
+        **options: Any,
+    ) -> PushConsumer:
         consumer = PushConsumer(group, namesrv, **options)
         consumer.subscribe(topic, expression, listener)
         return self._started(consumer)
@@ -187,7 +204,11 @@ def read_queue(pull: PullConsumer, queue: MessageQueue) -> list[ReceivedMessage]
 
 def message(topic: str, index: int, body: bytes | None = None, **extra: Any) -> Message:
     """Message ``index`` with a tag, two keys and user properties derived from the index."""
-    return Message(topic, body if body is not None else f"body-{index}".encode(), tags=f"Tag{index % 3}",
-                   keys=[f"key-{index}", f"k{index % 7}"], properties={"seq": str(index), "color": ("red", "green", "blue")[index % 3]},
-                   **extra)
-
+    return Message(
+        topic,
+        body if body is not None else f"body-{index}".encode(),
+        tags=f"Tag{index % 3}",
+        keys=[f"key-{index}", f"k{index % 7}"],
+        properties={"seq": str(index), "color": ("red", "green", "blue")[index % 3]},
+        **extra,
+    )

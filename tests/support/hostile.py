@@ -100,8 +100,9 @@ class HealthyClient:
     async def round_trip(self, tag: str) -> None:
         """Send one message, check SUCCESS, pull it back by its offset and compare the body."""
         body = f"{tag}-{time.monotonic_ns()}".encode()
-        header = SendMessageRequestHeaderV2("healthy-producer", self.topic, "TBW102", 4, self.queue_id, 0,
-                                            int(time.time() * 1000), 0, None)
+        header = SendMessageRequestHeaderV2(
+            "healthy-producer", self.topic, "TBW102", 4, self.queue_id, 0, int(time.time() * 1000), 0, None
+        )
         sent = await self.invoke(RequestCode.SEND_MESSAGE_V2, header.to_fields(), body)
         assert sent.code == ResponseCode.SUCCESS, (sent.code, sent.remark)
         offset = int(sent.ext_fields["queueOffset"])

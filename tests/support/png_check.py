@@ -15,8 +15,8 @@ def pixels(png: bytes) -> tuple[int, int, list[bytes]]:
     pos, idat, width = len(PNG_SIGNATURE), b"", 0
     height = depth = color = 0
     while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        data = png[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        data = png[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", data[:10])
         elif kind == b"IDAT":
@@ -28,7 +28,7 @@ def pixels(png: bytes) -> tuple[int, int, list[bytes]]:
     previous = bytearray(stride)
     for y in range(height):
         start = y * (stride + 1)
-        kind, row = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        kind, row = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         for i in range(stride):
             left = row[i - bpp] if i >= bpp else 0
             up, up_left = previous[i], previous[i - bpp] if i >= bpp else 0
@@ -51,6 +51,6 @@ def ink_fraction(png: bytes) -> float:
     """The share of pixels that differ from the most common colour (0.0 for a blank image)."""
     width, _height, rows = pixels(png)
     bpp = len(rows[0]) // width
-    colours = Counter(row[i:i + 3] for row in rows[::2] for i in range(0, len(row), bpp * 2))
+    colours = Counter(row[i : i + 3] for row in rows[::2] for i in range(0, len(row), bpp * 2))
     total = sum(colours.values())
     return 1 - colours.most_common(1)[0][1] / total

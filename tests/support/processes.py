@@ -45,8 +45,14 @@ class ServiceProcess:
     def launch(cls, args: Sequence[str], ready_prefix: str, env: dict[str, str] | None = None) -> ServiceProcess:
         """Start the process and wait for its ready line (stdout); fail with its output if it dies."""
         full_env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1", **(env or {}))
-        process = subprocess.Popen([sys.executable, "-m", "sparkmq", *args], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, env=full_env, cwd=REPO_ROOT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sparkmq", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=full_env,
+            cwd=REPO_ROOT,
+        )
         output: list[str] = []
         ready: list[str] = []
         seen = threading.Event()
@@ -106,7 +112,9 @@ class NamesrvProcess(ServiceProcess):
 
     @classmethod
     def start(cls, *extra: str) -> NamesrvProcess:
-        launched = ServiceProcess.launch(["namesrv", "--host", "127.0.0.1", "--port", "0", *extra], "namesrv listening on")
+        launched = ServiceProcess.launch(
+            ["namesrv", "--host", "127.0.0.1", "--port", "0", *extra], "namesrv listening on"
+        )
         return cls(launched.process, launched.ready_line, launched.output)
 
     @property
@@ -116,8 +124,16 @@ class NamesrvProcess(ServiceProcess):
 
 # Store files are preallocated: modest sizes keep every test broker from reserving 1.4 GB of disk
 # (1 GiB CommitLog segment + 420 MB IndexFile). A later ``--set`` of the same key wins.
-SMALL_STORE = ("--set", "mapedFileSizeCommitLog=16777216", "--set", "mapedFileSizeConsumeQueue=300000",
-               "--set", "maxHashSlotNum=50000", "--set", "maxIndexNum=200000")
+SMALL_STORE = (
+    "--set",
+    "mapedFileSizeCommitLog=16777216",
+    "--set",
+    "mapedFileSizeConsumeQueue=300000",
+    "--set",
+    "maxHashSlotNum=50000",
+    "--set",
+    "maxIndexNum=200000",
+)
 
 
 @dataclass
@@ -126,8 +142,17 @@ class BrokerProcess(ServiceProcess):
 
     @classmethod
     def start(cls, store_dir: Path, namesrv: str | None, *extra: str, port: int = 0) -> BrokerProcess:
-        args = ["broker", "--host", "127.0.0.1", "--port", str(port), "--store-dir", str(store_dir),
-                *SMALL_STORE, *extra]
+        args = [
+            "broker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--store-dir",
+            str(store_dir),
+            *SMALL_STORE,
+            *extra,
+        ]
         if namesrv:
             args += ["--namesrv", namesrv]
         launched = ServiceProcess.launch(args, "broker listening on")

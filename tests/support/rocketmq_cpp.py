@@ -56,11 +56,14 @@ class CppClientRun:
         env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "VIRTUAL_ENV"))}
         env.update(HOME=str(home), PYTHONUNBUFFERED="1")
         command = [str(python), str(driver), *args]
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, env=env, cwd=home)
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=home
+        )
         run = cls(command, process)
-        run.pumps = [threading.Thread(target=run._pump_stdout, daemon=True),
-                     threading.Thread(target=run._pump_stderr, daemon=True)]
+        run.pumps = [
+            threading.Thread(target=run._pump_stdout, daemon=True),
+            threading.Thread(target=run._pump_stderr, daemon=True),
+        ]
         for pump in run.pumps:
             pump.start()
         return run
@@ -136,5 +139,9 @@ class CppClientRun:
     def describe(self) -> str:
         with self.lock:
             tail = [json.dumps(record) for record in self.records[-10:]]
-        return (f"command: {' '.join(self.command)}\nlast stdout records:\n  " + "\n  ".join(tail)
-                + "\nstderr:\n  " + "\n  ".join(self.stderr_lines[-30:]))
+        return (
+            f"command: {' '.join(self.command)}\nlast stdout records:\n  "
+            + "\n  ".join(tail)
+            + "\nstderr:\n  "
+            + "\n  ".join(self.stderr_lines[-30:])
+        )

@@ -79,7 +79,9 @@ def build_session(app: str = "sparkmq-tests") -> SparkSession:
 
 
 # -- the cluster -----------------------------------------------------------------------------------
-async def _invoke(address: str, code: int, fields: dict[str, str], body: bytes = b"") -> tuple[int, str | None, dict[str, str], bytes]:
+async def _invoke(
+    address: str, code: int, fields: dict[str, str], body: bytes = b""
+) -> tuple[int, str | None, dict[str, str], bytes]:
     client = RemotingClient()
     try:
         response = await client.invoke(address, code, fields, body, timeout=5.0)
@@ -88,7 +90,9 @@ async def _invoke(address: str, code: int, fields: dict[str, str], body: bytes =
     return response.code, response.remark, dict(response.ext_fields), response.body
 
 
-def ask(address: str, code: int, fields: dict[str, str], body: bytes = b"") -> tuple[int, str | None, dict[str, str], bytes]:
+def ask(
+    address: str, code: int, fields: dict[str, str], body: bytes = b""
+) -> tuple[int, str | None, dict[str, str], bytes]:
     """One request over our own RemotingClient (a fresh connection, closed after)."""
     return asyncio.run(_invoke(address, code, fields, body))
 
@@ -146,22 +150,27 @@ class Cluster:
 
     # protocol-level questions (independent of the source's own code)
     def max_offset(self, topic: str, queue_id: int) -> int:
-        code, remark, fields, _ = ask(self.broker.address, RequestCode.GET_MAX_OFFSET,
-                                      TopicQueueRequestHeader(topic, queue_id).to_fields())
+        code, remark, fields, _ = ask(
+            self.broker.address, RequestCode.GET_MAX_OFFSET, TopicQueueRequestHeader(topic, queue_id).to_fields()
+        )
         assert code == ResponseCode.SUCCESS, remark
         return OffsetResponseHeader.from_fields(fields).offset
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        code, remark, fields, _ = ask(self.broker.address, RequestCode.GET_MIN_OFFSET,
-                                      TopicQueueRequestHeader(topic, queue_id).to_fields())
+        code, remark, fields, _ = ask(
+            self.broker.address, RequestCode.GET_MIN_OFFSET, TopicQueueRequestHeader(topic, queue_id).to_fields()
+        )
         assert code == ResponseCode.SUCCESS, remark
         return OffsetResponseHeader.from_fields(fields).offset
 
     def committed(self, group: str, topic: str, queue_id: int) -> int:
         """QUERY_CONSUMER_OFFSET; -1 when the broker says QUERY_NOT_FOUND (as in RocketMQ, it answers 0
         for a group without an offset while the queue still begins at 0: see ``group_topics``)."""
-        code, remark, fields, _ = ask(self.broker.address, RequestCode.QUERY_CONSUMER_OFFSET,
-                                      QueryConsumerOffsetRequestHeader(group, topic, queue_id).to_fields())
+        code, remark, fields, _ = ask(
+            self.broker.address,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            QueryConsumerOffsetRequestHeader(group, topic, queue_id).to_fields(),
+        )
         if code == ResponseCode.QUERY_NOT_FOUND:
             return -1
         assert code == ResponseCode.SUCCESS, remark
@@ -172,14 +181,18 @@ class Cluster:
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET, as any RocketMQ consumer would send it."""
-        code, remark, _, _ = ask(self.broker.address, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                 UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset).to_fields())
+        code, remark, _, _ = ask(
+            self.broker.address,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset).to_fields(),
+        )
         assert code == ResponseCode.SUCCESS, remark
 
     def consume_stats(self, group: str, topic: str | None) -> ConsumeStats:
         """GET_CONSUME_STATS; a None topic asks for every topic the group has offsets for."""
-        code, remark, _, body = ask(self.broker.address, RequestCode.GET_CONSUME_STATS,
-                                    GetConsumeStatsRequestHeader(group, topic).to_fields())
+        code, remark, _, body = ask(
+            self.broker.address, RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic).to_fields()
+        )
         assert code == ResponseCode.SUCCESS, remark
         return ConsumeStats.decode(body)
 
@@ -253,8 +266,14 @@ class Collected:
             return sum(len(rows) for rows in self.batches.values())
 
 
-def start_query(df: DataFrame, checkpoint: str, collected: Collected, *, available_now: bool = False,
-                processing_time: str | None = None) -> StreamingQuery:
+def start_query(
+    df: DataFrame,
+    checkpoint: str,
+    collected: Collected,
+    *,
+    available_now: bool = False,
+    processing_time: str | None = None,
+) -> StreamingQuery:
     writer = df.writeStream.foreachBatch(collected).option("checkpointLocation", checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -274,7 +293,9 @@ def failure_of(query: StreamingQuery, timeout_s: float = 120.0) -> str:
     raise AssertionError(f"the query did not fail within {timeout_s} s")
 
 
-def run_available_now(df: DataFrame, checkpoint: str, collected: Collected | None = None) -> tuple[Collected, StreamingQuery]:
+def run_available_now(
+    df: DataFrame, checkpoint: str, collected: Collected | None = None
+) -> tuple[Collected, StreamingQuery]:
     """Run to completion with Trigger.AvailableNow; fail (and stop) if it takes too long or fails."""
     collected = collected or Collected()
     query = start_query(df, checkpoint, collected, available_now=True)
@@ -314,7 +335,9 @@ class BatchFiles:
     pause_s: float = 0.0
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        rows = sorted([r.queueId, r.queueOffset, r.body.hex()] for r in df.select("queueId", "queueOffset", "body").collect())
+        rows = sorted(
+            [r.queueId, r.queueOffset, r.body.hex()] for r in df.select("queueId", "queueOffset", "body").collect()
+        )
         self.out.mkdir(parents=True, exist_ok=True)
         target = self.out / f"batch-{batch_id:05d}.json"
         text = json.dumps(rows)
@@ -328,8 +351,11 @@ class BatchFiles:
             time.sleep(self.pause_s)
 
     def rows(self) -> list[tuple[int, int, bytes]]:
-        return [(q, o, bytes.fromhex(body)) for path in sorted(self.out.glob("batch-*.json"))
-                for q, o, body in json.loads(path.read_text())]
+        return [
+            (q, o, bytes.fromhex(body))
+            for path in sorted(self.out.glob("batch-*.json"))
+            for q, o, body in json.loads(path.read_text())
+        ]
 
 
 # -- subprocess drivers (crash tests) --------------------------------------------------------------
@@ -338,8 +364,14 @@ def start_driver(script: Path, args: list[str], log: Path) -> subprocess.Popen[b
     process group (``kill_group``) takes the JVM and Python workers down too."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests")]), PYTHONUNBUFFERED="1")
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, str(script), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=REPO_ROOT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, str(script), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -23,9 +23,14 @@ CQ_UNITS_PER_FILE = 64
 def crash_config(root: Path, **overrides: object) -> StoreConfig:
     """Tiny segments, SYNC flush, a busy ConsumeQueue/checkpoint flush, no retention."""
     settings: dict[str, object] = dict(
-        commitlog_file_bytes=SEGMENT_BYTES, consume_queue_units_per_file=CQ_UNITS_PER_FILE,
-        index_hash_slots=128, index_entries=1000, flush_disk_type=FlushDiskType.SYNC_FLUSH,
-        flush_interval_consume_queue_ms=50, delete_when="", disk_max_used_space_ratio=1.0,
+        commitlog_file_bytes=SEGMENT_BYTES,
+        consume_queue_units_per_file=CQ_UNITS_PER_FILE,
+        index_hash_slots=128,
+        index_entries=1000,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        flush_interval_consume_queue_ms=50,
+        delete_when="",
+        disk_max_used_space_ratio=1.0,
         max_mapped_consume_queue_files=2,  # crashes land while ConsumeQueue files are unmapped and mapped again
     )
     settings.update(overrides)
@@ -42,7 +47,9 @@ class Expected:
     properties: list[bytes]
 
     def batch(self) -> MessageBatch:
-        return MessageBatch(TOPIC, self.queue_id, self.bodies, self.properties, born_timestamp=1_700_000_000_000 + self.seq)
+        return MessageBatch(
+            TOPIC, self.queue_id, self.bodies, self.properties, born_timestamp=1_700_000_000_000 + self.seq
+        )
 
 
 def expected_batch(seed: int, seq: int, max_count: int = 20, max_body: int = 2000) -> Expected:
@@ -116,8 +123,11 @@ def read_queue_all(store: MessageStore, topic: str, queue_id: int, chunk: int = 
     while True:
         got = store.get_messages("checker", topic, queue_id, offset, chunk, max_bytes=1 << 30)
         if got.status is not GetMessageStatus.FOUND:
-            assert got.status in (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.NO_MESSAGE_IN_QUEUE,
-                                  GetMessageStatus.NO_MATCHED_LOGIC_QUEUE), got.status
+            assert got.status in (
+                GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+            ), got.status
             return messages
         batch = list(iter_records(got.body(), check_crc=True))
         assert [m.queue_offset for m in batch] == got.queue_offsets.tolist()
@@ -126,7 +136,9 @@ def read_queue_all(store: MessageStore, topic: str, queue_id: int, chunk: int = 
         offset = got.next_begin_offset
 
 
-def check_consistent(store: MessageStore, topics: dict[str, int] | None = None) -> dict[tuple[str, int], list[StoredMessage]]:
+def check_consistent(
+    store: MessageStore, topics: dict[str, int] | None = None
+) -> dict[tuple[str, int], list[StoredMessage]]:
     """Assert CommitLog, ConsumeQueues and reads agree; return every queue's messages.
 
     * the CommitLog is whole records (CRC-checked) up to ``max_offset``, zeros after;
@@ -154,7 +166,12 @@ def check_consistent(store: MessageStore, topics: dict[str, int] | None = None) 
                 assert offset + size <= walk.end, f"{topic}/{queue_id}@{k} points past the end {walk.end}"
                 message = by_offset.get(offset)
                 assert message is not None, f"{topic}/{queue_id}@{k} points at {offset}, no record starts there"
-                assert (message.topic, message.queue_id, message.queue_offset, message.total_size) == (topic, queue_id, k, size)
+                assert (message.topic, message.queue_id, message.queue_offset, message.total_size) == (
+                    topic,
+                    queue_id,
+                    k,
+                    size,
+                )
                 assert offset not in seen
                 seen.add(offset)
             messages = read_queue_all(store, topic, queue_id)

@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 def tiny_config(root: Path, **overrides: object) -> StoreConfig:
     """A store config with 16 KiB CommitLog segments and 32-unit ConsumeQueue files."""
     settings: dict[str, object] = dict(
-        commitlog_file_bytes=16 * 1024, consume_queue_units_per_file=32, index_hash_slots=64, index_entries=200,
-        delete_when="", disk_max_used_space_ratio=1.0, disk_space_clean_forcibly_ratio=1.0,
+        commitlog_file_bytes=16 * 1024,
+        consume_queue_units_per_file=32,
+        index_hash_slots=64,
+        index_entries=200,
+        delete_when="",
+        disk_max_used_space_ratio=1.0,
+        disk_space_clean_forcibly_ratio=1.0,
         disk_space_warning_level_ratio=1.0,
         max_mapped_consume_queue_files=3,  # store tests map and unmap ConsumeQueue files all the time
     )
@@ -26,11 +31,15 @@ def tiny_config(root: Path, **overrides: object) -> StoreConfig:
     return StoreConfig(root, **settings)  # type: ignore[arg-type]
 
 
-def make_batch(topic: str, queue_id: int, count: int, start: int = 0, body_bytes: int = 100, tag: str = "TagA") -> MessageBatch:
+def make_batch(
+    topic: str, queue_id: int, count: int, start: int = 0, body_bytes: int = 100, tag: str = "TagA"
+) -> MessageBatch:
     """``count`` messages whose bodies and keys are numbered from ``start``."""
     bodies = [f"{topic}-{queue_id}-{start + i}:".encode().ljust(body_bytes, b".") for i in range(count)]
-    props = [encode_properties({"TAGS": tag, "KEYS": f"key{start + i}", "UNIQ_KEY": f"U{queue_id:02d}{start + i:08d}"})
-             for i in range(count)]
+    props = [
+        encode_properties({"TAGS": tag, "KEYS": f"key{start + i}", "UNIQ_KEY": f"U{queue_id:02d}{start + i:08d}"})
+        for i in range(count)
+    ]
     return MessageBatch(topic, queue_id, bodies, props, born_timestamp=1_700_000_000_000)
 
 

@@ -90,22 +90,52 @@ class TxWire:
         response = await self.call(RequestCode.HEART_BEAT, {}, body)
         assert response.code == ResponseCode.SUCCESS, response
 
-    async def prepare(self, topic: str, body: bytes, *, queue_id: int = 1, props: dict[str, str] | None = None,
-                      sys_flag: int = L.TRANSACTION_PREPARED_TYPE) -> Half:
+    async def prepare(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        queue_id: int = 1,
+        props: dict[str, str] | None = None,
+        sys_flag: int = L.TRANSACTION_PREPARED_TYPE,
+    ) -> Half:
         uniq = _IDS.next_id()
         properties = {"TAGS": "TagTx", "TRAN_MSG": "true", "PGROUP": self.group, "UNIQ_KEY": uniq, **(props or {})}
-        fields = {"a": self.group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": str(sys_flag),
-                  "g": str(int(time.time() * 1000)), "h": "0", "i": encode_properties(properties).decode()}
+        fields = {
+            "a": self.group,
+            "b": topic,
+            "c": "TBW102",
+            "d": "4",
+            "e": str(queue_id),
+            "f": str(sys_flag),
+            "g": str(int(time.time() * 1000)),
+            "h": "0",
+            "i": encode_properties(properties).decode(),
+        }
         response = await self.call(RequestCode.SEND_MESSAGE_V2, fields, body)
         assert response.code == ResponseCode.SUCCESS, response
         offset_id = response.ext_fields["msgId"]
         return Half(uniq, int(response.ext_fields["queueOffset"]), decode_offset_msg_id(offset_id)[2], offset_id)
 
-    async def end(self, half: Half, kind: int, *, group: str | None = None, from_check: bool = False,
-                  queue_offset: int | None = None, commit_log_offset: int | None = None) -> RemotingCommand:
-        header = EndTransactionRequestHeader(group or self.group, half.queue_offset if queue_offset is None else queue_offset,
-                                             half.commit_log_offset if commit_log_offset is None else commit_log_offset,
-                                             kind, half.uniq_key, from_check, half.uniq_key)
+    async def end(
+        self,
+        half: Half,
+        kind: int,
+        *,
+        group: str | None = None,
+        from_check: bool = False,
+        queue_offset: int | None = None,
+        commit_log_offset: int | None = None,
+    ) -> RemotingCommand:
+        header = EndTransactionRequestHeader(
+            group or self.group,
+            half.queue_offset if queue_offset is None else queue_offset,
+            half.commit_log_offset if commit_log_offset is None else commit_log_offset,
+            kind,
+            half.uniq_key,
+            from_check,
+            half.uniq_key,
+        )
         return await self.call(RequestCode.END_TRANSACTION, header.to_fields())
 
     async def end_ok(self, half: Half, kind: int, **kwargs: object) -> str:
@@ -118,9 +148,18 @@ class TxWire:
 
     async def read(self, topic: str, queue_id: int) -> list[StoredMessage]:
         """Every record a queue holds, from offset 0 (one PULL of up to 256)."""
-        fields = {"consumerGroup": "CID_TX_READER", "topic": topic, "queueId": str(queue_id), "queueOffset": "0",
-                  "maxMsgNums": "256", "sysFlag": str(int(PullSysFlag.SUBSCRIPTION)), "commitOffset": "0",
-                  "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+        fields = {
+            "consumerGroup": "CID_TX_READER",
+            "topic": topic,
+            "queueId": str(queue_id),
+            "queueOffset": "0",
+            "maxMsgNums": "256",
+            "sysFlag": str(int(PullSysFlag.SUBSCRIPTION)),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+        }
         response = await self.call(RequestCode.PULL_MESSAGE, fields)
         if response.code != ResponseCode.SUCCESS:
             return []

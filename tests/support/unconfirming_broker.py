@@ -76,14 +76,16 @@ class UnconfirmingCluster:
             for code in SEND_CODES:
                 real = broker.server._processors[int(code)]  # the real send processor keeps storing
 
-                async def unconfirming(request: RemotingCommand, connection: RemotingConnection,
-                                       real: Any = real) -> RemotingCommand | None:
+                async def unconfirming(
+                    request: RemotingCommand, connection: RemotingConnection, real: Any = real
+                ) -> RemotingCommand | None:
                     response = await real(request, connection)
                     forced = answers.popleft() if answers else (always[0] if always else None)
                     if response is None or forced is None or response.code != ResponseCode.SUCCESS:
                         return response
-                    return request.make_response(forced, remark=f"injected {ResponseCode(forced).name}",
-                                                 ext_fields=response.ext_fields)
+                    return request.make_response(
+                        forced, remark=f"injected {ResponseCode(forced).name}", ext_fields=response.ext_fields
+                    )
 
                 broker.server.register(code, unconfirming)
             return namesrv, broker

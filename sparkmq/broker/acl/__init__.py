@@ -6,13 +6,21 @@ codes to the topics and groups they touch, ``validator`` runs the check (the rem
 """
 
 from sparkmq.broker.acl.accounts import (
-           Account,
-           AclTable,
-           Perm,
-           load_acl_file,
-           parse_acl_text,
+    Account,
+    AclTable,
+    Perm,
+    load_acl_file,
+    parse_acl_text,
 )
 from sparkmq.broker.acl.validator import RELOAD_INTERVAL_S, AclDenied, AclValidator
 
-__all__ = ["RELOAD_INTERVAL_S", "Account", "AclDenied", "AclTable", "AclValidator", "Perm", "load_acl_file",
-           "parse_acl_text"]
+__all__ = [
+    "RELOAD_INTERVAL_S",
+    "Account",
+    "AclDenied",
+    "AclTable",
+    "AclValidator",
+    "Perm",
+    "load_acl_file",
+    "parse_acl_text",
+]

@@ -42,8 +42,13 @@ class Perm(enum.IntFlag):
     SUB = 8
 
 
-_PERM_OF_TEXT = {"DENY": Perm.DENY, "PUB": Perm.PUB, "SUB": Perm.SUB, "PUB|SUB": Perm.PUB | Perm.SUB,
-                 "SUB|PUB": Perm.PUB | Perm.SUB}
+_PERM_OF_TEXT = {
+    "DENY": Perm.DENY,
+    "PUB": Perm.PUB,
+    "SUB": Perm.SUB,
+    "PUB|SUB": Perm.PUB | Perm.SUB,
+    "SUB|PUB": Perm.PUB | Perm.SUB,
+}
 
 
 def parse_perm(text: str | None) -> Perm:
@@ -129,12 +134,17 @@ def _account(node: yaml.Node, source: str) -> Account:
     access_key = _text(entry.get("accessKey"), source, "accessKey")
     secret_key = _text(entry.get("secretKey"), source, "secretKey")
     if access_key is None or len(access_key) <= KEY_MIN_LENGTH:
-        raise _error(entry.get("accessKey", node), source,
-                     f"the accessKey={access_key} cannot be null and length should longer than {KEY_MIN_LENGTH}")
+        raise _error(
+            entry.get("accessKey", node),
+            source,
+            f"the accessKey={access_key} cannot be null and length should longer than {KEY_MIN_LENGTH}",
+        )
     if secret_key is None or len(secret_key) <= KEY_MIN_LENGTH:
-        raise _error(entry.get("secretKey", node), source,
-                     f"the secretKey of accessKey={access_key} cannot be null and length should longer than "
-                     f"{KEY_MIN_LENGTH}")
+        raise _error(
+            entry.get("secretKey", node),
+            source,
+            f"the secretKey of accessKey={access_key} cannot be null and length should longer than {KEY_MIN_LENGTH}",
+        )
     white = entry.get("whiteRemoteAddress")
     perms: dict[str, Perm] = {}
     for key, is_topic in (("groupPerms", False), ("topicPerms", True)):
@@ -158,8 +168,12 @@ def _resource_perm(node: yaml.Node, source: str, kind: str) -> tuple[str, Perm]:
     if not equals or not name or "=" in perm_text:
         raise _error(node, source, f"parse resource permission failed for {kind}:{text} (expected name=PERM)")
     if perm_text not in _PERM_OF_TEXT:
-        raise _error(node, source, f"parse resource permission error for {text}: the expected permissions are "
-                                   "'DENY', 'SUB', 'PUB', 'SUB|PUB' or 'PUB|SUB'")
+        raise _error(
+            node,
+            source,
+            f"parse resource permission error for {text}: the expected permissions are "
+            "'DENY', 'SUB', 'PUB', 'SUB|PUB' or 'PUB|SUB'",
+        )
     return name, _PERM_OF_TEXT[perm_text]
 
 
@@ -213,5 +227,13 @@ def _bool(node: yaml.Node | None, source: str, what: str) -> bool:
     return str(node.value).lower() in ("true", "yes", "on", "y")
 
 
-__all__ = ["Account", "AclTable", "Perm", "check_permission", "load_acl_file", "parse_acl_text", "parse_perm",
-           "retry_topic"]
+__all__ = [
+    "Account",
+    "AclTable",
+    "Perm",
+    "check_permission",
+    "load_acl_file",
+    "parse_acl_text",
+    "parse_perm",
+    "retry_topic",
+]

@@ -98,7 +98,7 @@ def _ipv4_range(text: str) -> AddressMatcher:
         parts = ip.split(".")
         if len(parts) != 4 or not all(p.isdigit() for p in parts):
             return False
-        return all(low <= int(p) <= high for p, (low, high) in zip(parts, frozen))
+        return all(low <= int(p) <= high for p, (low, high) in zip(parts, frozen, strict=False))
 
     return match
 

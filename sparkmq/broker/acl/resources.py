@@ -16,20 +16,28 @@ from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.heartbeat import HeartbeatData
 
 #: ``Permission.ADMIN_CODE``: only an account with ``admin: true`` may send these.
-ADMIN_CODES = frozenset({
-    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
-    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-})
+ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    }
+)
 _SEND_FIELDS: dict[int, tuple[str, str]] = {
-    RequestCode.SEND_MESSAGE: ("topic", "group"), RequestCode.SEND_MESSAGE_V2: ("b", "a"),
+    RequestCode.SEND_MESSAGE: ("topic", "group"),
+    RequestCode.SEND_MESSAGE_V2: ("b", "a"),
     RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
 }
 _GROUP_ONLY: dict[int, str] = {
-    RequestCode.CONSUMER_SEND_MSG_BACK: "group", RequestCode.UNREGISTER_CLIENT: "consumerGroup",
+    RequestCode.CONSUMER_SEND_MSG_BACK: "group",
+    RequestCode.UNREGISTER_CLIENT: "consumerGroup",
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup",
 }
-_TOPIC_AND_GROUP = frozenset({RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET,
-                              RequestCode.QUERY_CONSUMER_OFFSET})
+_TOPIC_AND_GROUP = frozenset(
+    {RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET}
+)
 
 
 def needed_resources(request: RemotingCommand) -> dict[str, Perm]:

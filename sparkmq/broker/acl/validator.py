@@ -87,8 +87,12 @@ class AclValidator:
             return False
         self.table = table
         self.reloads += 1
-        logger.info("ACL file %s reloaded: %d accounts, %d global white addresses", self.path,
-                    len(table.accounts), len(table.global_white))
+        logger.info(
+            "ACL file %s reloaded: %d accounts, %d global white addresses",
+            self.path,
+            len(table.accounts),
+            len(table.global_white),
+        )
         return True
 
     def authorize(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand | None:
@@ -145,7 +149,7 @@ def _check_permissions(code: int, needed: dict[str, Perm], account: Account) -> 
 
 
 def _describe(resource: str, is_group: bool) -> str:
-    return f"group:{resource[len(RETRY_PREFIX):]}" if is_group else f"topic:{resource}"
+    return f"group:{resource[len(RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
 
 
 def _digest(path: Path) -> bytes | None:

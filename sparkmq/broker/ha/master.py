@@ -25,8 +25,17 @@ ReadRun = Callable[[int, int], "bytes | None"]  # (offset, max_bytes) -> bytes, 
 class ReplicationSource:
     """Listens on the HA port; one :class:`_SlaveLink` per connected slave."""
 
-    def __init__(self, host: str, port: int, read_run: ReadRun, max_offset: Callable[[], int], segment_bytes: int,
-                 batch_bytes: int, heartbeat_s: float, acks: SlaveAcks) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        read_run: ReadRun,
+        max_offset: Callable[[], int],
+        segment_bytes: int,
+        batch_bytes: int,
+        heartbeat_s: float,
+        acks: SlaveAcks,
+    ) -> None:
         self._host, self._port = host, port
         self.read_run, self._max_offset, self._segment_bytes = read_run, max_offset, segment_bytes
         self.batch_bytes, self.heartbeat_s = batch_bytes, heartbeat_s
@@ -109,7 +118,11 @@ class _SlaveLink:
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     exc = task.exception()
-                    level = logging.INFO if isinstance(exc, (ConnectionError, asyncio.IncompleteReadError)) else logging.ERROR
+                    level = (
+                        logging.INFO
+                        if isinstance(exc, (ConnectionError, asyncio.IncompleteReadError))
+                        else logging.ERROR
+                    )
                     logger.log(level, "HA slave %s link ended: %r", self.peer, exc)
         finally:
             for task in tasks:

@@ -45,8 +45,9 @@ class PullAdvice:
     suggest_which_broker_id: int
 
 
-def advise(config: BrokerConfig, commitlog_max: int, result: GetResult, code: ResponseCode,
-           requested_offset: int) -> PullAdvice:
+def advise(
+    config: BrokerConfig, commitlog_max: int, result: GetResult, code: ResponseCode, requested_offset: int
+) -> PullAdvice:
     """``PullMessageProcessor``'s role and ``slaveReadEnable`` rules applied to one read."""
     if config.is_slave and not config.slave_read_enable:
         if code is ResponseCode.SUCCESS:

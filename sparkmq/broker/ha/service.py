@@ -56,8 +56,9 @@ class HAService:
         except OSError as exc:
             if cfg.ha_listen_port >= 0:
                 raise
-            logger.warning("broker %s: HA port %d is taken (%s); using a free port", cfg.broker_name,
-                           cfg.listen_port + 1, exc)
+            logger.warning(
+                "broker %s: HA port %d is taken (%s); using a free port", cfg.broker_name, cfg.listen_port + 1, exc
+            )
             port = await self._bind(0)
         self.store.add_dispatch_listener(lambda _topic, _queue, _max: self.source.wake() if self.source else None)
         if cfg.is_slave:
@@ -66,9 +67,16 @@ class HAService:
 
     async def _bind(self, port: int) -> int:
         cfg, store = self.config, self.store
-        self.source = ReplicationSource(cfg.listen_host or cfg.broker_ip, port, store.read_commitlog,
-                                        lambda: store.commitlog.max_offset, store.config.commitlog_file_bytes,
-                                        cfg.ha_transfer_batch_size, cfg.ha_send_heartbeat_interval / 1000, self.acks)
+        self.source = ReplicationSource(
+            cfg.listen_host or cfg.broker_ip,
+            port,
+            store.read_commitlog,
+            lambda: store.commitlog.max_offset,
+            store.config.commitlog_file_bytes,
+            cfg.ha_transfer_batch_size,
+            cfg.ha_send_heartbeat_interval / 1000,
+            self.acks,
+        )
         return await self.source.start()
 
     def become_slave(self) -> None:
@@ -76,8 +84,13 @@ class HAService:
         self.store.slave_mode = True
         if self.sink is None:
             interval_s = self.config.ha_send_heartbeat_interval / 1000
-            self.sink = ReplicationSink(lambda: self.master_ha_address, lambda: self.store.commitlog.max_offset,
-                                        self.store.append_replica, interval_s, interval_s)
+            self.sink = ReplicationSink(
+                lambda: self.master_ha_address,
+                lambda: self.store.commitlog.max_offset,
+                self.store.append_replica,
+                interval_s,
+                interval_s,
+            )
             self.sink.start()
 
     async def become_master(self) -> None:
@@ -103,14 +116,20 @@ class HAService:
             return result
         end = int(result.physical_offsets[-1]) + int(result.sizes[-1])
         if not self.acks.slave_ok(end, self.config.ha_slave_fallbehind_max):
-            return dataclasses.replace(result, status=PutMessageStatus.SLAVE_NOT_AVAILABLE,
-                                       remark="no slave is connected or it is too far behind")
+            return dataclasses.replace(
+                result,
+                status=PutMessageStatus.SLAVE_NOT_AVAILABLE,
+                remark="no slave is connected or it is too far behind",
+            )
         if self.source is not None:
             self.source.wake()
         if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
             return result
-        return dataclasses.replace(result, status=PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
-                                   remark="no slave confirmed the message within syncFlushTimeout")
+        return dataclasses.replace(
+            result,
+            status=PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+            remark="no slave confirmed the message within syncFlushTimeout",
+        )
 
     async def close(self) -> None:
         if self.sink is not None:

@@ -28,8 +28,14 @@ AppendRun = Callable[[int, bytes], int]  # (offset, data) -> new max offset; rai
 class ReplicationSink:
     """Keeps one link to the master open (reconnecting after ``retry_s``) and appends its bytes."""
 
-    def __init__(self, master_address: Callable[[], str], max_offset: Callable[[], int], append_run: AppendRun,
-                 heartbeat_s: float, retry_s: float) -> None:
+    def __init__(
+        self,
+        master_address: Callable[[], str],
+        max_offset: Callable[[], int],
+        append_run: AppendRun,
+        heartbeat_s: float,
+        retry_s: float,
+    ) -> None:
         self._master_address = master_address
         self._max_offset = max_offset
         self._append_run = append_run
@@ -81,8 +87,9 @@ class ReplicationSink:
                         body = await reader.readexactly(size)
                 ours = self._max_offset()
                 if ours != 0 and ours != offset:
-                    raise SparkmqError(f"master {address} sent offset {offset}, but this slave's CommitLog ends at "
-                                       f"{ours}")
+                    raise SparkmqError(
+                        f"master {address} sent offset {offset}, but this slave's CommitLog ends at {ours}"
+                    )
                 if body:
                     writer.write(encode_report(self._append_run(offset, body)))
                     await writer.drain()

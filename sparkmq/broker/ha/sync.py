@@ -41,8 +41,9 @@ def decode_delay_offsets(body: bytes) -> dict[int, int]:
         table = json.loads(body).get("offsetTable", {})
         return {int(level): int(offset) for level, offset in table.items()}
     except (ValueError, AttributeError) as exc:
-        raise InvalidFieldError(f"GET_ALL_DELAY_OFFSET body is not a delay offset table: {exc}",
-                                field="offsetTable") from exc
+        raise InvalidFieldError(
+            f"GET_ALL_DELAY_OFFSET body is not a delay offset table: {exc}", field="offsetTable"
+        ) from exc
 
 
 def encode_groups(groups: dict[str, SubscriptionGroupConfig]) -> bytes:
@@ -53,11 +54,19 @@ def encode_groups(groups: dict[str, SubscriptionGroupConfig]) -> bytes:
 def decode_groups(body: bytes) -> dict[str, SubscriptionGroupConfig]:
     try:
         table = json.loads(body).get("subscriptionGroupTable", {})
-        return {name: SubscriptionGroupConfig(name, bool(v.get("consumeEnable", True)), int(v.get("retryQueueNums", 1)),
-                                              int(v.get("retryMaxTimes", 16))) for name, v in table.items()}
+        return {
+            name: SubscriptionGroupConfig(
+                name,
+                bool(v.get("consumeEnable", True)),
+                int(v.get("retryQueueNums", 1)),
+                int(v.get("retryMaxTimes", 16)),
+            )
+            for name, v in table.items()
+        }
     except (ValueError, AttributeError, TypeError) as exc:
-        raise InvalidFieldError(f"GET_ALL_SUBSCRIPTIONGROUP_CONFIG body is not a group table: {exc}",
-                                field="subscriptionGroupTable") from exc
+        raise InvalidFieldError(
+            f"GET_ALL_SUBSCRIPTIONGROUP_CONFIG body is not a group table: {exc}", field="subscriptionGroupTable"
+        ) from exc
 
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand]]
@@ -71,9 +80,11 @@ class TableSyncProcessors:
         self.schedule = schedule
 
     def table(self) -> dict[RequestCode, Processor]:
-        return {RequestCode.GET_ALL_CONSUMER_OFFSET: self.consumer_offsets,
-                RequestCode.GET_ALL_DELAY_OFFSET: self.delay_offsets,
-                RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.groups}
+        return {
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.delay_offsets,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.groups,
+        }
 
     async def consumer_offsets(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         return request.make_response(body=encode_offset_table(self.ctx.offsets.snapshot()).encode())
@@ -104,8 +115,10 @@ class SlaveSynchronize:
     async def _fetch(self, code: RequestCode) -> bytes:
         response = await self.client.invoke(self.master_addr, code, {}, timeout=SYNC_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
-            raise RemoteError(f"master {self.master_addr} answered {code.name} with {response.code} "
-                              f"{response.remark}", code=response.code)
+            raise RemoteError(
+                f"master {self.master_addr} answered {code.name} with {response.code} {response.remark}",
+                code=response.code,
+            )
         return response.body
 
     async def sync_all(self) -> bool:
@@ -119,8 +132,12 @@ class SlaveSynchronize:
             await self._sync_delay_offsets()
             await self._sync_groups()
         except RemoteError as exc:
-            logger.warning("slave %s: synchronizing from master %s failed: %s", self.ctx.config.broker_name,
-                           self.master_addr, exc.remark)
+            logger.warning(
+                "slave %s: synchronizing from master %s failed: %s",
+                self.ctx.config.broker_name,
+                self.master_addr,
+                exc.remark,
+            )
             return False
         self.rounds += 1
         return True
@@ -134,8 +151,12 @@ class SlaveSynchronize:
             topics.version += 1
             if topics.on_change is not None:
                 topics.on_change()  # register the new table with the NameServers soon
-            logger.info("slave %s: %d topic configs synchronized from %s", self.ctx.config.broker_name,
-                        len(topics.topics), self.master_addr)
+            logger.info(
+                "slave %s: %d topic configs synchronized from %s",
+                self.ctx.config.broker_name,
+                len(topics.topics),
+                self.master_addr,
+            )
 
     async def _sync_offsets(self) -> None:
         master = decode_offset_table((await self._fetch(RequestCode.GET_ALL_CONSUMER_OFFSET)).decode())
@@ -155,13 +176,23 @@ class SlaveSynchronize:
 
     async def _push_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         header = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset).to_fields()
-        response = await self.client.invoke(self.master_addr, RequestCode.UPDATE_CONSUMER_OFFSET, header,
-                                            timeout=SYNC_TIMEOUT_S)
+        response = await self.client.invoke(
+            self.master_addr, RequestCode.UPDATE_CONSUMER_OFFSET, header, timeout=SYNC_TIMEOUT_S
+        )
         if response.code != ResponseCode.SUCCESS:
-            raise RemoteError(f"master {self.master_addr} refused offset {offset} of {group} on {topic}/"
-                              f"{queue_id}: {response.code} {response.remark}", code=response.code)
-        logger.info("slave %s: offset %d of %s on %s/%d, committed here while the master was away, sent to it",
-                    self.ctx.config.broker_name, offset, group, topic, queue_id)
+            raise RemoteError(
+                f"master {self.master_addr} refused offset {offset} of {group} on {topic}/"
+                f"{queue_id}: {response.code} {response.remark}",
+                code=response.code,
+            )
+        logger.info(
+            "slave %s: offset %d of %s on %s/%d, committed here while the master was away, sent to it",
+            self.ctx.config.broker_name,
+            offset,
+            group,
+            topic,
+            queue_id,
+        )
 
     async def _sync_delay_offsets(self) -> None:
         master = decode_delay_offsets(await self._fetch(RequestCode.GET_ALL_DELAY_OFFSET))

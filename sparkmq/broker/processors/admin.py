@@ -84,22 +84,32 @@ class AdminProcessors:
         h = ViewMessageRequestHeader.from_fields(request.ext_fields)
         message = self.ctx.store.look_message_by_offset(h.offset)
         if message is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                         remark=f"can not find message by the offset, {h.offset}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {h.offset}"
+            )
         raw = self.ctx.store.commitlog.read(h.offset, message.total_size)
         return request.make_response(body=raw or b"")
 
     async def query_message(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_fields(request.ext_fields)
         check_topic(h.topic)
-        found = self.ctx.store.query_messages(h.topic, h.key, min(h.max_num, MAX_QUERY_MESSAGES) if h.max_num > 0
-                                              else MAX_QUERY_MESSAGES, h.begin_timestamp, h.end_timestamp)
+        found = self.ctx.store.query_messages(
+            h.topic,
+            h.key,
+            min(h.max_num, MAX_QUERY_MESSAGES) if h.max_num > 0 else MAX_QUERY_MESSAGES,
+            h.begin_timestamp,
+            h.end_timestamp,
+        )
         index = self.ctx.store.index
-        fields = QueryMessageResponseHeader(index.files[-1].end_timestamp if index.files else 0,
-                                            index.end_phy_offset).to_fields()
+        fields = QueryMessageResponseHeader(
+            index.files[-1].end_timestamp if index.files else 0, index.end_phy_offset
+        ).to_fields()
         if not found:
-            return request.make_response(ResponseCode.QUERY_NOT_FOUND, remark="can not find message, maybe time range not correct",
-                                         ext_fields=fields)
+            return request.make_response(
+                ResponseCode.QUERY_NOT_FOUND,
+                remark="can not find message, maybe time range not correct",
+                ext_fields=fields,
+            )
         body = b"".join(self.ctx.store.commitlog.read(m.physical_offset, m.total_size) or b"" for m in found)
         return request.make_response(ext_fields=fields, body=body)
 
@@ -107,16 +117,29 @@ class AdminProcessors:
         h = CreateTopicRequestHeader.from_fields(request.ext_fields)
         check_topic(h.topic)
         if h.topic == h.default_topic:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"the topic[{h.topic}] is conflict with system reserved words.")
-        self.ctx.topics.update_by_admin(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
-                                                    h.topic_filter_type, h.topic_sys_flag or 0, h.order))
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"the topic[{h.topic}] is conflict with system reserved words."
+            )
+        self.ctx.topics.update_by_admin(
+            TopicConfig(
+                h.topic,
+                h.read_queue_nums,
+                h.write_queue_nums,
+                h.perm,
+                h.topic_filter_type,
+                h.topic_sys_flag or 0,
+                h.order,
+            )
+        )
         await self.ctx.persister.persist("topics.json")
         return request.make_response()
 
     async def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = TopicRequestHeader.from_fields(request.ext_fields)
         self.ctx.topics.delete(h.topic)  # checks the name and refuses system topics before any file is touched
-        await asyncio.to_thread(self.ctx.store.delete_topics, [h.topic])  # file work, behind the flush lock: off the loop
+        await asyncio.to_thread(
+            self.ctx.store.delete_topics, [h.topic]
+        )  # file work, behind the flush lock: off the loop
         self.ctx.offsets.remove_topic(h.topic)
         await self.ctx.persister.persist("topics.json")
         return request.make_response()
@@ -135,7 +158,8 @@ class AdminProcessors:
         for q in range(topic.write_queue_nums):
             max_offset = store.max_offset_in_queue(h.topic, q)
             table[MessageQueue(h.topic, self.ctx.config.broker_name, q)] = TopicOffset(
-                store.min_offset_in_queue(h.topic, q), max_offset, self._store_time_at(h.topic, q, max_offset - 1))
+                store.min_offset_in_queue(h.topic, q), max_offset, self._store_time_at(h.topic, q, max_offset - 1)
+            )
         return request.make_response(body=TopicStatsTable(table).encode())
 
     def _store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
@@ -160,7 +184,10 @@ class AdminProcessors:
             for q in range(topic.read_queue_nums):
                 committed = ctx.offsets.query(h.consumer_group, name, q)
                 table[MessageQueue(name, ctx.config.broker_name, q)] = OffsetWrapper(
-                    ctx.store.max_offset_in_queue(name, q), max(committed, 0), self._store_time_at(name, q, committed - 1))
+                    ctx.store.max_offset_in_queue(name, q),
+                    max(committed, 0),
+                    self._store_time_at(name, q, committed - 1),
+                )
         tps = sum(ctx.stats.view("GROUP_GET_NUMS", f"{name}@{h.consumer_group}").stats_minute.tps for name in topics)
         return request.make_response(body=ConsumeStats(table, tps).encode())
 
@@ -174,22 +201,30 @@ class AdminProcessors:
         earliest = store.look_message_by_offset(store.commitlog.min_offset) if store.commitlog.max_offset else None
         disk = shutil.disk_usage(self.ctx.config.store_path_root_dir)
         info = {
-            "brokerVersionDesc": f"sparkmq {sparkmq_version()}", "brokerVersion": str(DEFAULT_VERSION),
-            "commitLogMinOffset": str(store.commitlog.min_offset), "commitLogMaxOffset": str(store.commitlog.max_offset),
-            "bootTimestamp": str(int(self.started_at * 1000)), "runtime": _runtime(time.time() - self.started_at),
+            "brokerVersionDesc": f"sparkmq {sparkmq_version()}",
+            "brokerVersion": str(DEFAULT_VERSION),
+            "commitLogMinOffset": str(store.commitlog.min_offset),
+            "commitLogMaxOffset": str(store.commitlog.max_offset),
+            "bootTimestamp": str(int(self.started_at * 1000)),
+            "runtime": _runtime(time.time() - self.started_at),
             "pullHoldCount": str(self.ctx.holds.parked),
             "putTps": f"{put_tps:.2f} {put_tps:.2f} {put_tps:.2f}",
             "getTransferedTps": f"{get_tps:.2f} {get_tps:.2f} {get_tps:.2f}",
             "getTotalTps": f"{get_tps:.2f} {get_tps:.2f} {get_tps:.2f}",
-            "putMessageTimesTotal": str(stats.put_nums), "putMessageSizeTotal": str(stats.put_bytes),
+            "putMessageTimesTotal": str(stats.put_nums),
+            "putMessageSizeTotal": str(stats.put_bytes),
             "putMessageAverageSize": f"{stats.put_bytes / stats.put_nums if stats.put_nums else 0.0:.2f}",
             "putMessageBytesTps": f"{put_bytes_tps:.2f}",
-            "sendThreadPoolQueueSize": "0", "pullThreadPoolQueueSize": "0", "queryThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "sendThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueSize": "0",
+            "queryThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
             "pageCacheLockTimeMills": "0",
             "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest is not None else 0),
             "commitLogDiskRatio": f"{(disk.total - disk.free) / disk.total if disk.total else 0.0:.4f}",
-            "dispatchBehindBytes": "0", "msgPutTotalTodayNow": str(stats.put_nums),
+            "dispatchBehindBytes": "0",
+            "msgPutTotalTodayNow": str(stats.put_nums),
         }
         info.update((k, str(v)) for k, v in stats.morning_totals().items())
         return info

@@ -27,7 +27,6 @@ from sparkmq.protocol.admin_headers import TopicRequestHeader
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import ConsumerGroupRequestHeader, ResetOffsetRequestHeader
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
-from sparkmq.remoting.server import Processor
 from sparkmq.protocol.ops_bodies import (
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
@@ -39,6 +38,7 @@ from sparkmq.protocol.ops_bodies import (
     properties_text,
 )
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.server import Processor
 
 LATEST_TIMESTAMP = -1  # resetOffsetByTime -s now: every queue to its max offset
 
@@ -75,15 +75,18 @@ class AdminOpsProcessors:
 
     async def update_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         body = SubscriptionGroupBody.decode(request.body)
-        self.ctx.groups.update(SubscriptionGroupConfig(body.group_name, body.consume_enable, body.retry_queue_nums,
-                                                       body.retry_max_times))
+        self.ctx.groups.update(
+            SubscriptionGroupConfig(body.group_name, body.consume_enable, body.retry_queue_nums, body.retry_max_times)
+        )
         await self.ctx.persister.persist("subscriptionGroup.json")
         return request.make_response()
 
     async def all_groups(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         groups = self.ctx.groups.snapshot()
-        body = {"dataVersion": {"counter": self.ctx.groups.version, "timestamp": 0},
-                "subscriptionGroupTable": {name: groups[name].to_json() for name in sorted(groups)}}
+        body = {
+            "dataVersion": {"counter": self.ctx.groups.version, "timestamp": 0},
+            "subscriptionGroupTable": {name: groups[name].to_json() for name in sorted(groups)},
+        }
         return request.make_response(body=json.dumps(body, separators=(",", ":")).encode())
 
     async def delete_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -99,14 +102,20 @@ class AdminOpsProcessors:
         check_group(group)
         info = self.ctx.clients.consumers.get(group)
         if info is None or not info.channels:
-            return request.make_response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
-        connections = tuple(Connection(ch.client_id, _addr(ch.connection), ch.language, ch.version)
-                            for ch in info.channels.values())
+            return request.make_response(
+                ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online"
+            )
+        connections = tuple(
+            Connection(ch.client_id, _addr(ch.connection), ch.language, ch.version) for ch in info.channels.values()
+        )
         data = info.data
-        body = ConsumerConnection(connections, dict(info.subscriptions),
-                                  data.consume_type if data else ConsumeType.CONSUME_PASSIVELY,
-                                  info.message_model if data else MessageModel.CLUSTERING,
-                                  data.consume_from_where if data else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+        body = ConsumerConnection(
+            connections,
+            dict(info.subscriptions),
+            data.consume_type if data else ConsumeType.CONSUME_PASSIVELY,
+            info.message_model if data else MessageModel.CLUSTERING,
+            data.consume_from_where if data else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        )
         return request.make_response(body=body.encode())
 
     async def producer_connections(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -115,27 +124,43 @@ class AdminOpsProcessors:
         channels = self.ctx.clients.producers.get(group, {})
         if not channels:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"the producer group[{group}] not exist")
-        rows = tuple(Connection(ch.client_id, _addr(ch.connection), ch.language, ch.version) for ch in channels.values())
+        rows = tuple(
+            Connection(ch.client_id, _addr(ch.connection), ch.language, ch.version) for ch in channels.values()
+        )
         return request.make_response(body=ProducerConnection(rows).encode())
 
     async def broker_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         version = json.dumps({"counter": self.config_version, "timestamp": 0}, separators=(",", ":"))
-        return request.make_response(ext_fields=GetBrokerConfigResponseHeader(version).to_fields(),
-                                     body=properties_text(self.ctx.config.to_properties()).encode())
+        return request.make_response(
+            ext_fields=GetBrokerConfigResponseHeader(version).to_fields(),
+            body=properties_text(self.ctx.config.to_properties()).encode(),
+        )
 
     async def update_broker_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         updates = parse_properties_text(request.body)
         current = self.ctx.config.to_properties()
         unknown = sorted(set(updates) - set(current))
         if unknown:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"unknown broker config keys: {', '.join(unknown)}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"unknown broker config keys: {', '.join(unknown)}"
+            )
         try:
             updated = BrokerConfig.from_properties({k: v for k, v in {**current, **updates}.items() if v != ""})
         except ConfigError as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=exc.remark)
         # Identity is not an admin's to change on a running broker: it is how clients and the NameServer know it.
-        fixed = {f: getattr(self.ctx.config, f) for f in ("broker_name", "broker_cluster_name", "broker_id", "listen_port",
-                                                           "store_path_root_dir", "broker_ip", "listen_host")}
+        fixed = {
+            f: getattr(self.ctx.config, f)
+            for f in (
+                "broker_name",
+                "broker_cluster_name",
+                "broker_id",
+                "listen_port",
+                "store_path_root_dir",
+                "broker_ip",
+                "listen_host",
+            )
+        }
         self.ctx.config = dataclasses.replace(updated, **fixed)
         self.config_version += 1
         return request.make_response()
@@ -147,7 +172,9 @@ class AdminOpsProcessors:
         ctx = self.ctx
         topic = ctx.topics.get(h.topic)
         if topic is None:
-            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"[reset offset] topic[{h.topic}] not exist")
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, remark=f"[reset offset] topic[{h.topic}] not exist"
+            )
         table: dict[MessageQueue, int] = {}
         for q in range(topic.write_queue_nums):
             committed = ctx.offsets.query(h.group, h.topic, q)
@@ -161,11 +188,17 @@ class AdminOpsProcessors:
         body = ResetOffsetBody(table)
         header = ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force).to_fields()
         info = ctx.clients.consumers.get(h.group)
-        for channel in (info.channels.values() if info else ()):
+        for channel in info.channels.values() if info else ():
             wire = body.encode_cpp() if channel.language == LanguageCode.CPP.name else body.encode()
-            channel.connection.send(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                                                            channel.connection.next_opaque(), ext_fields=header,
-                                                            body=wire, oneway=True))
+            channel.connection.send(
+                RemotingCommand.request(
+                    RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                    channel.connection.next_opaque(),
+                    ext_fields=header,
+                    body=wire,
+                    oneway=True,
+                )
+            )
         await ctx.persister.persist("consumerOffset.json")
         return request.make_response(body=body.encode())
 
@@ -174,8 +207,9 @@ class AdminOpsProcessors:
         try:
             data = self.ctx.stats.view(h.stats_name, h.stats_key)
         except KeyError:
-            return request.make_response(ResponseCode.SYSTEM_ERROR,
-                                         remark=f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"The stats <{h.stats_name}> <{h.stats_key}> not exist"
+            )
         return request.make_response(body=data.encode())
 
 

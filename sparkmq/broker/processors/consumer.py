@@ -50,13 +50,17 @@ class ConsumerProcessors:
             ctx.clients.register_producer(data.client_id, connection, producer.group_name, *peer)
         ctx.notify_consumer_ids_changed(changed)
         if refused:
-            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                         remark="; ".join(ctx.groups.refusal(group) for group in refused))
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                remark="; ".join(ctx.groups.refusal(group) for group in refused),
+            )
         return request.make_response()
 
     async def unregister_client(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_fields(request.ext_fields)
-        changed = self.ctx.clients.unregister(header.client_id, connection, header.producer_group, header.consumer_group)
+        changed = self.ctx.clients.unregister(
+            header.client_id, connection, header.producer_group, header.consumer_group
+        )
         self.ctx.notify_consumer_ids_changed(changed)
         return request.make_response()
 
@@ -65,7 +69,9 @@ class ConsumerProcessors:
         check_group(header.consumer_group)
         ids = self.ctx.clients.consumer_ids(header.consumer_group)
         if not ids:  # C++ 1.2.3 throws on SUCCESS with an empty list
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"no consumer for this group, {header.consumer_group}")
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"no consumer for this group, {header.consumer_group}"
+            )
         return request.make_response(body=ConsumerListBody(tuple(ids)).encode())
 
     async def query_offset(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -76,8 +82,10 @@ class ConsumerProcessors:
         if offset < 0:
             # A new group starts at 0 when the queue still begins at 0 (Java's ConsumerManageProcessor).
             if self.ctx.store.min_offset_in_queue(header.topic, header.queue_id) > 0:
-                return request.make_response(ResponseCode.QUERY_NOT_FOUND,
-                                             remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+                return request.make_response(
+                    ResponseCode.QUERY_NOT_FOUND,
+                    remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                )
             offset = 0
         return request.make_response(ext_fields=OffsetResponseHeader(offset).to_fields())
 

@@ -72,29 +72,38 @@ class PullProcessor:
             answers.append(answer)
         return answers
 
-    def _serve(self, request: RemotingCommand,
-               connection: RemotingConnection) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def _serve(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = PullMessageRequestHeader.from_fields(request.ext_fields)
         ctx = self.ctx
         check_topic(header.topic)
         group = ctx.groups.find_or_create(header.consumer_group)
         if group is None:
-            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                         remark=ctx.groups.refusal(header.consumer_group))
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=ctx.groups.refusal(header.consumer_group)
+            )
         if not group.consume_enable:
-            return request.make_response(ResponseCode.NO_PERMISSION,
-                                         remark=f"subscription group no permission, {header.consumer_group}")
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, remark=f"subscription group no permission, {header.consumer_group}"
+            )
         topic = ctx.topics.get(header.topic)
         if topic is None:
-            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
-                                         remark=f"topic[{header.topic}] not exist, apply first please!")
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{header.topic}] not exist, apply first please!"
+            )
         if not topic.perm & PermName.PERM_READ:
-            return request.make_response(ResponseCode.NO_PERMISSION,
-                                         remark=f"the topic[{header.topic}] pulling message is forbidden")
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, remark=f"the topic[{header.topic}] pulling message is forbidden"
+            )
         if not 0 <= header.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
-                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
-                f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"))
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=(
+                    f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                    f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"
+                ),
+            )
         message_filter = self._filter(header)
         flags = PullSysFlag(header.sys_flag)
         if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0 and not ctx.config.is_slave:
@@ -108,20 +117,23 @@ class PullProcessor:
             return self._held(request, header, message_filter, timeout)
         return self._response(request, header, code, result)
 
-    async def _held(self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter,
-                    timeout: float) -> RemotingCommand:
+    async def _held(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter, timeout: float
+    ) -> RemotingCommand:
         """Park the pull until its queue grows or ``timeout`` passes, then read again."""
         await self.ctx.holds.wait(header.topic, header.queue_id, header.queue_offset, timeout)
         result = self._read(header, message_filter)
         return self._response(request, header, response_code(result.status, header.queue_offset), result)
 
-    def _response(self, request: RemotingCommand, header: PullMessageRequestHeader, code: ResponseCode,
-                  result: GetResult) -> RemotingCommand:
+    def _response(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, code: ResponseCode, result: GetResult
+    ) -> RemotingCommand:
         """The answer, with the replication advice (suggestWhichBrokerId) and the get counted."""
         ctx = self.ctx
         advice = advise(ctx.config, ctx.store.commitlog.max_offset, result, code, header.queue_offset)
-        fields = PullMessageResponseHeader(advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset,
-                                           result.max_offset).to_fields()
+        fields = PullMessageResponseHeader(
+            advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset, result.max_offset
+        ).to_fields()
         if advice.code is ResponseCode.SUCCESS:
             body = result.body()
             ctx.stats.get(header.consumer_group, header.topic, result.message_count, len(body))
@@ -140,7 +152,13 @@ class PullProcessor:
 
     def _read(self, header: PullMessageRequestHeader, message_filter: MessageFilter) -> GetResult:
         config = self.ctx.config
-        return self.ctx.store.get_messages(header.consumer_group, header.topic, header.queue_id, header.queue_offset,
-                                           min(header.max_msg_nums, config.max_transfer_count_on_message_in_memory),
-                                           min(config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES),
-                                           message_filter.tags_codes, message_filter.record_filter)
+        return self.ctx.store.get_messages(
+            header.consumer_group,
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            min(header.max_msg_nums, config.max_transfer_count_on_message_in_memory),
+            min(config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES),
+            message_filter.tags_codes,
+            message_filter.record_filter,
+        )

@@ -108,12 +108,12 @@ class SendProcessor:
         if self.ctx.topics.version != topics_before:  # a topic made for these messages is on disk before the acks
             durable = self._persist_topics_then(results if durable is None else durable)
         if durable is None:
-            for (i, send), result in zip(sends, results):
+            for (i, send), result in zip(sends, results, strict=True):
                 answers[i] = self._response(send, result)
             return answers
         waiting = asyncio.ensure_future(durable)
         futures = [self._answer_when(waiting, k, send) for k, (_i, send) in enumerate(sends)]
-        for (i, _send), future in zip(sends, futures):
+        for (i, _send), future in zip(sends, futures, strict=True):
             answers[i] = future
         return answers
 
@@ -123,8 +123,9 @@ class SendProcessor:
         await self.ctx.persister.persist("topics.json")
         return results
 
-    def _answer_when(self, waiting: asyncio.Future[list[PutResult]], index: int,
-                     send: _Send) -> asyncio.Future[RemotingCommand]:
+    def _answer_when(
+        self, waiting: asyncio.Future[list[PutResult]], index: int, send: _Send
+    ) -> asyncio.Future[RemotingCommand]:
         """A future of the response to ``send``, settled when the group's wait ends."""
         future: asyncio.Future[RemotingCommand] = waiting.get_loop().create_future()
 
@@ -150,19 +151,29 @@ class SendProcessor:
             return request.make_response(exc.code, remark=exc.remark)
         topic_config = self._topic_for_send(header)
         if topic_config is None:
-            return request.make_response(ResponseCode.TOPIC_NOT_EXIST,
-                                         remark=f"topic[{header.topic}] not exist, apply first please!")
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{header.topic}] not exist, apply first please!"
+            )
         if not topic_config.perm & PermName.PERM_WRITE:
-            return request.make_response(ResponseCode.NO_PERMISSION,
-                                         remark=f"the topic[{header.topic}] sending message is forbidden")
+            return request.make_response(
+                ResponseCode.NO_PERMISSION, remark=f"the topic[{header.topic}] sending message is forbidden"
+            )
         if header.queue_id < 0 and topic_config.write_queue_nums <= 0:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
-                f"topic[{header.topic}] has no writable queue: writeQueueNums is {topic_config.write_queue_nums}"))
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=(
+                    f"topic[{header.topic}] has no writable queue: writeQueueNums is {topic_config.write_queue_nums}"
+                ),
+            )
         queue_id = header.queue_id if header.queue_id >= 0 else random.randrange(topic_config.write_queue_nums)
         if queue_id >= max(topic_config.write_queue_nums, topic_config.read_queue_nums):
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=(
-                f"request queueId[{queue_id}] is illegal, topic: {header.topic} writeQueueNums: "
-                f"{topic_config.write_queue_nums} readQueueNums: {topic_config.read_queue_nums}"))
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=(
+                    f"request queueId[{queue_id}] is illegal, topic: {header.topic} writeQueueNums: "
+                    f"{topic_config.write_queue_nums} readQueueNums: {topic_config.read_queue_nums}"
+                ),
+            )
         try:
             batch = self._batch_of(request, header, queue_id, connection)
         except MessageError as exc:
@@ -181,19 +192,29 @@ class SendProcessor:
             return topics.create_system_topic(header.topic, 1)
         return topics.create_on_send(header.topic, header.default_topic_queue_nums)
 
-    def _batch_of(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-                  connection: RemotingConnection) -> MessageBatch:
+    def _batch_of(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, connection: RemotingConnection
+    ) -> MessageBatch:
         host = connection.attributes.get(_BORN_HOST)
         if host is None:
             host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
         props = (header.properties or "").encode("utf-8")
         sys_flag = header.sys_flag
 
-        def batch(bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None,
-                  flag_bits: int) -> MessageBatch:
-            return MessageBatch(header.topic, queue_id, bodies, properties, flags, sys_flag=flag_bits,
-                                born_timestamp=header.born_timestamp, born_host=host,
-                                reconsume_times=header.reconsume_times or 0)
+        def batch(
+            bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None, flag_bits: int
+        ) -> MessageBatch:
+            return MessageBatch(
+                header.topic,
+                queue_id,
+                bodies,
+                properties,
+                flags,
+                sys_flag=flag_bits,
+                born_timestamp=header.born_timestamp,
+                born_host=host,
+                reconsume_times=header.reconsume_times or 0,
+            )
 
         if _is_batch(request, header):
             if delay_level_of(props) > 0 or L.transaction_type(sys_flag) != L.TRANSACTION_NOT_TYPE:
@@ -214,10 +235,13 @@ class SendProcessor:
         """``handleRetryAndDLQ``: a message sent to %RETRY%group past its retries goes to %DLQ%group."""
         if not batch.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return batch
-        group = batch.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = batch.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         config = self.ctx.groups.find_or_create(group)
-        max_times = header.max_reconsume_times if header.max_reconsume_times is not None else (
-            config.retry_max_times if config else 16)
+        max_times = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else (config.retry_max_times if config else 16)
+        )
         if batch.reconsume_times < max_times:
             return batch
         topic = dlq_topic(group)
@@ -231,8 +255,10 @@ class SendProcessor:
         host = result.store_host
         msg_ids = ",".join([offset_msg_id(host.ip, host.port, p) for p in result.physical_offsets.tolist()])
         cfg = self.ctx.config
-        return request.make_response(code, ext_fields=send_response_fields(
-            msg_ids, send.queue_id, result.queue_offset, cfg.region_id, cfg.trace_on))
+        return request.make_response(
+            code,
+            ext_fields=send_response_fields(msg_ids, send.queue_id, result.queue_offset, cfg.region_id, cfg.trace_on),
+        )
 
 
 def _is_batch(request: RemotingCommand, header: SendMessageRequestHeader) -> bool:

@@ -33,8 +33,10 @@ class SendBackProcessor:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"look message by offset failed, {h.offset}")
         props = message.properties
         props.setdefault(RETRY_TOPIC, message.topic)
-        props.setdefault(ORIGIN_MESSAGE_ID, h.origin_msg_id or offset_msg_id(message.store_host.ip, message.store_host.port,
-                                                                              message.physical_offset))
+        props.setdefault(
+            ORIGIN_MESSAGE_ID,
+            h.origin_msg_id or offset_msg_id(message.store_host.ip, message.store_host.port, message.physical_offset),
+        )
         reconsume_times = message.reconsume_times
         max_times = h.max_reconsume_times if h.max_reconsume_times is not None else group.retry_max_times
         if reconsume_times >= max_times or h.delay_level < 0:
@@ -42,11 +44,22 @@ class SendBackProcessor:
             props.pop(DELAY_TIME_LEVEL, None)
         else:
             topic = retry_topic(h.group)
-            props[DELAY_TIME_LEVEL] = str(h.delay_level if h.delay_level > 0 else FIRST_RETRY_DELAY_LEVEL + reconsume_times)
+            props[DELAY_TIME_LEVEL] = str(
+                h.delay_level if h.delay_level > 0 else FIRST_RETRY_DELAY_LEVEL + reconsume_times
+            )
         topics_before = ctx.topics.version
         ctx.topics.create_system_topic(topic, 1)
-        batch = MessageBatch(topic, 0, [bytes(message.body)], [encode_properties(props)], [message.flag],
-                             message.sys_flag, message.born_timestamp, message.born_host, reconsume_times + 1)
+        batch = MessageBatch(
+            topic,
+            0,
+            [bytes(message.body)],
+            [encode_properties(props)],
+            [message.flag],
+            message.sys_flag,
+            message.born_timestamp,
+            message.born_host,
+            reconsume_times + 1,
+        )
         batch = redirect_if_delayed(batch, len(ctx.config.message_delay_level.split()))
         result = await ctx.put(batch)
         if ctx.topics.version != topics_before:  # the retry/DLQ topic is on disk before the ack

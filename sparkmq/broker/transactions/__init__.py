@@ -20,8 +20,14 @@ from sparkmq.remoting.periodic import run_every, stop_tasks
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EndTransactionProcessor", "TransactionCheckService", "TransactionService", "TransactionState",
-           "is_prepared", "prepare_half"]
+__all__ = [
+    "EndTransactionProcessor",
+    "TransactionCheckService",
+    "TransactionService",
+    "TransactionState",
+    "is_prepared",
+    "prepare_half",
+]
 
 
 class TransactionService:
@@ -29,7 +35,9 @@ class TransactionService:
 
     def __init__(self, context: BrokerContext) -> None:
         if context.config.transaction_check_interval <= 0:
-            raise ConfigError(f"transactionCheckInterval {context.config.transaction_check_interval} must be positive (ms)")
+            raise ConfigError(
+                f"transactionCheckInterval {context.config.transaction_check_interval} must be positive (ms)"
+            )
         self.state = TransactionState(context.store)
         self.end_transaction = EndTransactionProcessor(context, self.state)
         self.checker = TransactionCheckService(context, self.state)
@@ -40,7 +48,8 @@ class TransactionService:
         logger.info("transactions: %d ended transactions known from the op queue", ended)
         interval_s = self.checker.ctx.config.transaction_check_interval / 1000
         self._task = asyncio.get_running_loop().create_task(
-            run_every(interval_s, self.checker.check_once, "transaction check-back"), name="sparkmq-transaction-check")
+            run_every(interval_s, self.checker.check_once, "transaction check-back"), name="sparkmq-transaction-check"
+        )
 
     async def close(self) -> None:
         if self._task is not None:

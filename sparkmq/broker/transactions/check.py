@@ -107,8 +107,10 @@ class TransactionCheckService:
     def scan(self, now_ms: int) -> list[CheckRequest]:
         """Walk the half queue from the progress offset; return the questions to ask (blocking)."""
         store, offsets = self.ctx.store, self.ctx.offsets
-        offset = max(offsets.query(SYSTEM_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID),
-                     store.min_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID))
+        offset = max(
+            offsets.query(SYSTEM_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID),
+            store.min_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID),
+        )
         op_end = store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
         end = store.max_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID)  # copies this round appends wait for the next
         deadline = time.monotonic() + MAX_SCAN_S
@@ -119,8 +121,11 @@ class TransactionCheckService:
             try:
                 verdict = self._check_one(half, now_ms, requests)
             except Exception:  # one bad half message must not stall the queue: log it and pass over it
-                logger.exception("half message at queue offset %d (commitlog %d) could not be checked; skipped",
-                                 half.queue_offset, half.physical_offset)
+                logger.exception(
+                    "half message at queue offset %d (commitlog %d) could not be checked; skipped",
+                    half.queue_offset,
+                    half.physical_offset,
+                )
                 verdict = _Verdict.NEXT
             if verdict is _Verdict.STOP:
                 break
@@ -152,8 +157,9 @@ class TransactionCheckService:
             return _Verdict.STOP
         group = half.properties.get(PRODUCER_GROUP, "")
         uniq = half.properties.get(UNIQ_KEY)
-        header = CheckTransactionStateRequestHeader(copy.queue_offset, copy.physical_offset, uniq, uniq,
-                                                    copy.offset_msg_id)
+        header = CheckTransactionStateRequestHeader(
+            copy.queue_offset, copy.physical_offset, uniq, uniq, copy.offset_msg_id
+        )
         requests.append(CheckRequest(group, txid, header, check_body(copy)))
         return _Verdict.NEXT
 
@@ -161,13 +167,22 @@ class TransactionCheckService:
         """A crash between an END's commit and its op record leaves the commit stored but the
         transaction open: find the commit by its id (the index), and write the missing op."""
         real_topic = half.properties.get(REAL_TOPIC, "")
-        committed = any(L.transaction_type(m.sys_flag) == L.TRANSACTION_COMMIT_TYPE
-                        for m in self.ctx.store.query_messages(real_topic, txid, 32)) if real_topic else False
+        committed = (
+            any(
+                L.transaction_type(m.sys_flag) == L.TRANSACTION_COMMIT_TYPE
+                for m in self.ctx.store.query_messages(real_topic, txid, 32)
+            )
+            if real_topic
+            else False
+        )
         if committed and self.state.claim(txid):
             self._topics_written.add(TRANS_OP_HALF_TOPIC)
             result, _flushed = self.ctx.store.submit_messages(op_message(half))
-            logger.warning("transaction %s was committed but had no op record (a crash in between?): op written (%s)",
-                           txid, result.status.value)
+            logger.warning(
+                "transaction %s was committed but had no op record (a crash in between?): op written (%s)",
+                txid,
+                result.status.value,
+            )
         return committed
 
     def _put_back(self, half: StoredMessage, check_times: int) -> StoredMessage | None:
@@ -175,16 +190,26 @@ class TransactionCheckService:
         result, _flushed = self.ctx.store.submit_messages(half_copy(half, check_times))
         copy = self.ctx.store.look_message_by_offset(result.wrote_offset) if result.ok else None
         if copy is None:
-            logger.error("half message %s could not be put back (%s %s); retried next round",
-                         transaction_id(half), result.status, result.remark)
+            logger.error(
+                "half message %s could not be put back (%s %s); retried next round",
+                transaction_id(half),
+                result.status,
+                result.remark,
+            )
         return copy
 
     def _discard(self, half: StoredMessage, txid: str, times: int) -> None:
         self._topics_written.add(TRANS_CHECK_MAX_TIME_TOPIC)
         result, _flushed = self.ctx.store.submit_messages(discarded_message(half))
-        logger.warning("transaction %s of group %s (topic %s) checked %d times without an answer: discarded to %s (%s)",
-                       txid, half.properties.get(PRODUCER_GROUP), half.properties.get(REAL_TOPIC), times,
-                       TRANS_CHECK_MAX_TIME_TOPIC, result.status.value)
+        logger.warning(
+            "transaction %s of group %s (topic %s) checked %d times without an answer: discarded to %s (%s)",
+            txid,
+            half.properties.get(PRODUCER_GROUP),
+            half.properties.get(REAL_TOPIC),
+            times,
+            TRANS_CHECK_MAX_TIME_TOPIC,
+            result.status.value,
+        )
 
     def _send(self, requests: list[CheckRequest]) -> None:
         """Ask each request's group, on a live connection of it chosen at random (``getAvailableChannel``)."""
@@ -192,14 +217,26 @@ class TransactionCheckService:
         for request in requests:
             by_group.setdefault(request.group, []).append(request)
         for group, asks in by_group.items():
-            channels = [c.connection for c in self.ctx.clients.producers.get(group, {}).values() if c.connection.is_open]
+            channels = [
+                c.connection for c in self.ctx.clients.producers.get(group, {}).values() if c.connection.is_open
+            ]
             if not channels:
-                logger.warning("no live producer of group %r to check %d transaction(s) (%s, ...); asking again next round",
-                               group, len(asks), asks[0].txid)
+                logger.warning(
+                    "no live producer of group %r to check %d transaction(s) (%s, ...); asking again next round",
+                    group,
+                    len(asks),
+                    asks[0].txid,
+                )
                 continue
             for request in asks:
                 connection = random.choice(channels)
-                connection.send(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, connection.next_opaque(),
-                                                        ext_fields=request.header.to_fields(), body=request.body,
-                                                        oneway=True))
+                connection.send(
+                    RemotingCommand.request(
+                        RequestCode.CHECK_TRANSACTION_STATE,
+                        connection.next_opaque(),
+                        ext_fields=request.header.to_fields(),
+                        body=request.body,
+                        oneway=True,
+                    )
+                )
                 logger.info("asked %s:%d (group %s) about transaction %s", *connection.peer, group, request.txid)

@@ -22,7 +22,11 @@ from sparkmq.protocol.headers import EndTransactionRequestHeader
 from sparkmq.remoting import RemotingConnection
 
 logger = logging.getLogger(__name__)
-_KIND = {L.TRANSACTION_COMMIT_TYPE: "COMMIT", L.TRANSACTION_ROLLBACK_TYPE: "ROLLBACK", L.TRANSACTION_NOT_TYPE: "UNKNOWN"}
+_KIND = {
+    L.TRANSACTION_COMMIT_TYPE: "COMMIT",
+    L.TRANSACTION_ROLLBACK_TYPE: "ROLLBACK",
+    L.TRANSACTION_NOT_TYPE: "UNKNOWN",
+}
 
 
 def half_mismatch(half: StoredMessage | None, header: EndTransactionRequestHeader) -> str | None:
@@ -32,10 +36,14 @@ def half_mismatch(half: StoredMessage | None, header: EndTransactionRequestHeade
         return f"Find prepared transaction message failed: no half message at {where}"
     group = half.properties.get(PRODUCER_GROUP)
     if group != header.producer_group:
-        return f"The producer group wrong: the half message at {where} belongs to {group!r}, not {header.producer_group!r}"
+        return (
+            f"The producer group wrong: the half message at {where} belongs to {group!r}, not {header.producer_group!r}"
+        )
     if half.queue_offset != header.tran_state_table_offset:
-        return (f"The transaction state table offset wrong: the half message at {where} has queue offset "
-                f"{half.queue_offset}, not {header.tran_state_table_offset}")
+        return (
+            f"The transaction state table offset wrong: the half message at {where} has queue offset "
+            f"{half.queue_offset}, not {header.tran_state_table_offset}"
+        )
     return None
 
 
@@ -54,8 +62,13 @@ class EndTransactionProcessor:
         if kind is None:
             return self._refuse(request, peer, f"commitOrRollback {header.commit_or_rollback} is none of 0, 8, 12")
         if kind == "UNKNOWN":
-            logger.info("%s from %s for %s (group %s): state unknown, the check-back will ask again",
-                        origin, peer, header.msg_id, header.producer_group)
+            logger.info(
+                "%s from %s for %s (group %s): state unknown, the check-back will ask again",
+                origin,
+                peer,
+                header.msg_id,
+                header.producer_group,
+            )
             return request.make_response(ResponseCode.SUCCESS, remark="transaction state unknown: nothing done")
         half = self.ctx.store.look_message_by_offset(header.commit_log_offset)
         mismatch = half_mismatch(half, header)
@@ -76,14 +89,30 @@ class EndTransactionProcessor:
             committed, _flushed = self.ctx.store.submit_messages(to_store)
             if not committed.ok:
                 self.state.release(txid)
-                return self._refuse(request, peer, f"COMMIT {txid}: storing the message failed: "
-                                                   f"{committed.status.value} {committed.remark}")
+                return self._refuse(
+                    request,
+                    peer,
+                    f"COMMIT {txid}: storing the message failed: {committed.status.value} {committed.remark}",
+                )
         op, _flushed = self.ctx.store.submit_messages(op_message(half))
         if not op.ok:  # the decision is stored but not its op: the check-back finds the commit and writes the op
-            logger.error("%s %s: the op record in %s could not be stored: %s %s", kind, txid, TRANS_OP_HALF_TOPIC,
-                         op.status, op.remark)
-        logger.info("%s %s from %s: transaction %s of group %s (half queue offset %d)", origin, kind, peer, txid,
-                    header.producer_group, half.queue_offset)
+            logger.error(
+                "%s %s: the op record in %s could not be stored: %s %s",
+                kind,
+                txid,
+                TRANS_OP_HALF_TOPIC,
+                op.status,
+                op.remark,
+            )
+        logger.info(
+            "%s %s from %s: transaction %s of group %s (half queue offset %d)",
+            origin,
+            kind,
+            peer,
+            txid,
+            header.producer_group,
+            half.queue_offset,
+        )
         return request.make_response(ResponseCode.SUCCESS)
 
     def _refuse(self, request: RemotingCommand, peer: str, remark: str) -> RemotingCommand:

@@ -9,8 +9,9 @@ from sparkmq.message.record import MessageBatch
 from sparkmq.remoting import RemotingConnection
 
 
-def prepare_half(context: BrokerContext, batch: MessageBatch, producer_group: str,
-                 connection: RemotingConnection) -> MessageBatch:
+def prepare_half(
+    context: BrokerContext, batch: MessageBatch, producer_group: str, connection: RemotingConnection
+) -> MessageBatch:
     """``TransactionalMessageServiceImpl.prepareMessage``: the batch to store instead of ``batch``.
 
     The connection that sent a half message is a live producer of its group, so the check-back

@@ -84,8 +84,17 @@ def half_message(batch: MessageBatch, producer_group: str) -> MessageBatch:
     props.setdefault(UNIQ_KEY, _UNIQ_IDS.next_id())
     props.pop(DELAY_TIME_LEVEL, None)
     sys_flag = batch.sys_flag & ~L.TRANSACTION_TYPE_MASK
-    return MessageBatch(TRANS_HALF_TOPIC, HALF_QUEUE_ID, batch.bodies, [encode_properties(props)], batch.flags, sys_flag,
-                        batch.born_timestamp, batch.born_host, batch.reconsume_times)
+    return MessageBatch(
+        TRANS_HALF_TOPIC,
+        HALF_QUEUE_ID,
+        batch.bodies,
+        [encode_properties(props)],
+        batch.flags,
+        sys_flag,
+        batch.born_timestamp,
+        batch.born_host,
+        batch.reconsume_times,
+    )
 
 
 def transaction_id(message: StoredMessage) -> str:
@@ -127,9 +136,18 @@ def committed_message(half: StoredMessage) -> MessageBatch:
         return _committed_batch(half, topic, int(queue_id))
     props[WAIT_STORE_MSG_OK] = "false"
     sys_flag = (half.sys_flag & ~L.TRANSACTION_TYPE_MASK) | L.TRANSACTION_COMMIT_TYPE
-    return MessageBatch(topic, int(queue_id), [bytes(half.body)], [encode_properties(props)], [half.flag], sys_flag,
-                        half.born_timestamp, half.born_host, half.reconsume_times,
-                        prepared_transaction_offset=half.physical_offset)
+    return MessageBatch(
+        topic,
+        int(queue_id),
+        [bytes(half.body)],
+        [encode_properties(props)],
+        [half.flag],
+        sys_flag,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+        prepared_transaction_offset=half.physical_offset,
+    )
 
 
 def _committed_batch(half: StoredMessage, topic: str, queue_id: int) -> MessageBatch:
@@ -139,40 +157,86 @@ def _committed_batch(half: StoredMessage, topic: str, queue_id: int) -> MessageB
     last[UNIQ_KEY] = transaction_id(half)  # stored last: a commit found by this id is a whole commit
     properties[-1] = encode_properties(last)
     sys_flag = (half.sys_flag & ~(L.TRANSACTION_TYPE_MASK | L.COMPRESSED_FLAG)) | L.TRANSACTION_COMMIT_TYPE
-    return MessageBatch(topic, queue_id, items.bodies, properties, items.flags, sys_flag, half.born_timestamp,
-                        half.born_host, half.reconsume_times, prepared_transaction_offset=half.physical_offset)
+    return MessageBatch(
+        topic,
+        queue_id,
+        items.bodies,
+        properties,
+        items.flags,
+        sys_flag,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+        prepared_transaction_offset=half.physical_offset,
+    )
 
 
 def op_message(half: StoredMessage) -> MessageBatch:
     """The op record that marks ``half``'s transaction as ended (``putOpMessage`` with REMOVETAG)."""
     props = {TAGS: REMOVE_TAG, KEYS: transaction_id(half), WAIT_STORE_MSG_OK: "false"}
-    return MessageBatch(TRANS_OP_HALF_TOPIC, half.queue_id, [str(half.queue_offset).encode()], [encode_properties(props)],
-                        [0], 0, half.born_timestamp, half.store_host)
+    return MessageBatch(
+        TRANS_OP_HALF_TOPIC,
+        half.queue_id,
+        [str(half.queue_offset).encode()],
+        [encode_properties(props)],
+        [0],
+        0,
+        half.born_timestamp,
+        half.store_host,
+    )
 
 
 def half_copy(half: StoredMessage, check_times: int) -> MessageBatch:
     """``renewHalfMessageInner``: the half message re-appended to the half queue for the next round."""
     props = half.properties
     props[TRANSACTION_CHECK_TIMES] = str(check_times)
-    return MessageBatch(TRANS_HALF_TOPIC, HALF_QUEUE_ID, [bytes(half.body)], [encode_properties(props)], [half.flag],
-                        half.sys_flag, half.born_timestamp, half.born_host, half.reconsume_times)
+    return MessageBatch(
+        TRANS_HALF_TOPIC,
+        HALF_QUEUE_ID,
+        [bytes(half.body)],
+        [encode_properties(props)],
+        [half.flag],
+        half.sys_flag,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+    )
 
 
 def discarded_message(half: StoredMessage) -> MessageBatch:
     """A half message past ``transactionCheckMax``, parked in TRANS_CHECK_MAX_TIME_TOPIC."""
-    return MessageBatch(TRANS_CHECK_MAX_TIME_TOPIC, 0, [bytes(half.body)], [half.properties_raw], [half.flag],
-                        half.sys_flag, half.born_timestamp, half.born_host, half.reconsume_times)
+    return MessageBatch(
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        0,
+        [bytes(half.body)],
+        [half.properties_raw],
+        [half.flag],
+        half.sys_flag,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+    )
 
 
 def check_body(half: StoredMessage) -> bytes:
     """The CHECK_TRANSACTION_STATE body: the half record with its real topic and queue restored
     (``MessageDecoder.encode(msg, false)``), offsets those of ``half``."""
     props = half.properties
-    batch = MessageBatch(props.get(REAL_TOPIC, half.topic), int(props.get(REAL_QUEUE_ID, "0") or 0), [bytes(half.body)],
-                         [half.properties_raw], [half.flag], half.sys_flag, half.born_timestamp, half.born_host,
-                         half.reconsume_times, half.prepared_transaction_offset)
-    return encode_records_plain(batch, 0, 1, half.queue_offset, half.physical_offset, half.store_timestamp,
-                                half.store_host)
+    batch = MessageBatch(
+        props.get(REAL_TOPIC, half.topic),
+        int(props.get(REAL_QUEUE_ID, "0") or 0),
+        [bytes(half.body)],
+        [half.properties_raw],
+        [half.flag],
+        half.sys_flag,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+        half.prepared_transaction_offset,
+    )
+    return encode_records_plain(
+        batch, 0, 1, half.queue_offset, half.physical_offset, half.store_timestamp, half.store_host
+    )
 
 
 def read_queue_records(store: MessageStore, topic: str, offset: int) -> Iterator[StoredMessage]:

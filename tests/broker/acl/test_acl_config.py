@@ -30,8 +30,11 @@ def test_acl_file_defaults_to_plain_acl_yml_beside_the_broker_conf(tmp_path: Pat
 
 
 def test_tls_keys_in_rocketmq_spelling() -> None:
-    config = BrokerConfig.from_properties(parse_properties(
-        "tlsEnable=true\ntls.server.mode=enforcing\ntls.server.certPath=/c.pem\ntls.server.keyPath=/k.pem\n"))
+    config = BrokerConfig.from_properties(
+        parse_properties(
+            "tlsEnable=true\ntls.server.mode=enforcing\ntls.server.certPath=/c.pem\ntls.server.keyPath=/k.pem\n"
+        )
+    )
     assert config.tls_on and config.tls_server_mode == "enforcing"
     assert config.tls_server_cert_path == Path("/c.pem") and config.tls_server_key_path == Path("/k.pem")
     disabled = BrokerConfig.from_properties({"tlsEnable": "true", "tls.server.mode": "disabled"})

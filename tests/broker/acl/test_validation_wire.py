@@ -16,9 +16,9 @@ import pytest
 
 from sparkmq.broker.controller import BrokerController
 from sparkmq.errors import ConfigError
+from sparkmq.message.record import iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.acl_signing import SessionCredentials, content_to_sign, signature
-from sparkmq.message.record import iter_records
 from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.remoting import RemotingClient
 from support.broker_wire import RawRequest, Wire, cpp_heartbeat, small_config
@@ -55,8 +55,9 @@ Scenario = Callable[["AclWire"], Awaitable[None]]
 class AclWire(Wire):
     """A Wire whose calls are signed with ``credentials`` (None: unsigned)."""
 
-    async def as_(self, credentials: SessionCredentials | None, code: int, fields: dict[str, str] | None = None,
-                  body: bytes = b"") -> RemotingCommand:
+    async def as_(
+        self, credentials: SessionCredentials | None, code: int, fields: dict[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
         self.client.signer = None if credentials is None else credentials.sign
         try:
             return await self.call(code, fields, body)
@@ -81,13 +82,31 @@ def run_acl(tmp_path: Path, scenario: Scenario, accounts: str = ACCOUNTS, **over
 
 
 def send_fields(topic: str, group: str = "PID") -> dict[str, str]:
-    return {"a": group, "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000", "h": "0",
-            "i": ""}
+    return {
+        "a": group,
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": "0",
+        "f": "0",
+        "g": "1700000000000",
+        "h": "0",
+        "i": "",
+    }
 
 
 def pull_fields(group: str, topic: str) -> dict[str, str]:
-    return {"consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
-            "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"}
+    return {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": "0",
+        "queueOffset": "0",
+        "maxMsgNums": "1",
+        "sysFlag": "0",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": "0",
+    }
 
 
 def assert_refused(response: RemotingCommand, remark: str) -> None:
@@ -100,10 +119,13 @@ def test_identity_checks(tmp_path: Path) -> None:
         code, fields = RequestCode.SEND_MESSAGE_V2, send_fields("topicB")
         assert (await wire.as_(GOOD, code, fields, b"x")).code == ResponseCode.SUCCESS
         assert_refused(await wire.as_(None, code, fields, b"x"), "No accessKey is configured")
-        assert_refused(await wire.as_(SessionCredentials("Stranger", "12345678"), code, fields, b"x"),
-                       "No acl config for Stranger")
-        assert_refused(await wire.as_(SessionCredentials("RocketMQ", "wrong-secret"), code, fields, b"x"),
-                       "Check signature failed for accessKey=RocketMQ")
+        assert_refused(
+            await wire.as_(SessionCredentials("Stranger", "12345678"), code, fields, b"x"), "No acl config for Stranger"
+        )
+        assert_refused(
+            await wire.as_(SessionCredentials("RocketMQ", "wrong-secret"), code, fields, b"x"),
+            "Check signature failed for accessKey=RocketMQ",
+        )
         # A body changed after signing fails the check too: the body is signed.
         signed = GOOD.sign(fields, b"x")
         assert_refused(await wire.call(code, signed, b"y"), "Check signature failed for accessKey=RocketMQ")
@@ -116,8 +138,14 @@ def test_cpp_style_numbers_and_booleans_are_signed_as_their_text(tmp_path: Path)
     """C++ and ali-ons put JSON numbers and booleans in extFields; they signed the decimal / lowercase text."""
 
     async def scenario(wire: AclWire) -> None:
-        fields: dict[str, Any] = {**send_fields("topicB"), "d": 4, "e": 0, "k": False, "AccessKey": "RocketMQ",
-                                  "OnsChannel": "ALIYUN"}
+        fields: dict[str, Any] = {
+            **send_fields("topicB"),
+            "d": 4,
+            "e": 0,
+            "k": False,
+            "AccessKey": "RocketMQ",
+            "OnsChannel": "ALIYUN",
+        }
         as_text = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in fields.items()}
         fields["Signature"] = signature("12345678", content_to_sign(as_text, b"body"))
         connection = await wire.client.connection(wire.address)
@@ -130,16 +158,30 @@ def test_cpp_style_numbers_and_booleans_are_signed_as_their_text(tmp_path: Path)
 
 def test_send_rules(tmp_path: Path) -> None:
     async def scenario(wire: AclWire) -> None:
-        v1 = {"producerGroup": "PID", "topic": "topicB", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-              "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0"}
+        v1 = {
+            "producerGroup": "PID",
+            "topic": "topicB",
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": "4",
+            "queueId": "0",
+            "sysFlag": "0",
+            "bornTimestamp": "0",
+            "flag": "0",
+        }
         assert (await wire.as_(GOOD, RequestCode.SEND_MESSAGE, v1, b"x")).code == ResponseCode.SUCCESS
         assert (await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("topicP"), b"x")).code == 0
-        assert_refused(await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("topicA"), b"x"),
-                       "No permission for topic:topicA")
-        assert_refused(await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("topicC"), b"x"),
-                       "No permission for topic:topicC")
-        assert_refused(await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("unlisted"), b"x"),
-                       "No default permission for topic:unlisted")
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("topicA"), b"x"),
+            "No permission for topic:topicA",
+        )
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("topicC"), b"x"),
+            "No permission for topic:topicC",
+        )
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("unlisted"), b"x"),
+            "No default permission for topic:unlisted",
+        )
         # A send to a retry topic is checked as SUB on the group named in the header.
         response = await wire.as_(GOOD, RequestCode.SEND_MESSAGE_V2, send_fields("%RETRY%groupA", "groupA"), b"x")
         assert_refused(response, "No permission for group:groupA")
@@ -156,27 +198,42 @@ def test_pull_offset_and_group_rules(tmp_path: Path) -> None:
     async def scenario(wire: AclWire) -> None:
         ok = await wire.as_(GOOD, RequestCode.PULL_MESSAGE, pull_fields("groupB", "topicC"))
         assert ok.code != ResponseCode.NO_PERMISSION, ok
-        assert_refused(await wire.as_(GOOD, RequestCode.PULL_MESSAGE, pull_fields("groupB", "topicP")),
-                       "No permission for topic:topicP")
-        assert_refused(await wire.as_(GOOD, RequestCode.PULL_MESSAGE, pull_fields("groupA", "topicC")),
-                       "No permission for group:groupA")
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.PULL_MESSAGE, pull_fields("groupB", "topicP")),
+            "No permission for topic:topicP",
+        )
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.PULL_MESSAGE, pull_fields("groupA", "topicC")),
+            "No permission for group:groupA",
+        )
         update = {"consumerGroup": "groupA", "topic": "topicC", "queueId": "0", "commitOffset": "0"}
-        assert_refused(await wire.as_(GOOD, RequestCode.UPDATE_CONSUMER_OFFSET, update),
-                       "No permission for group:groupA")
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.UPDATE_CONSUMER_OFFSET, update), "No permission for group:groupA"
+        )
         update["consumerGroup"] = "groupB"
         assert (await wire.as_(GOOD, RequestCode.UPDATE_CONSUMER_OFFSET, update)).code == ResponseCode.SUCCESS
         query = {"consumerGroup": "groupB", "topic": "topicA", "queueId": "0"}
         assert_refused(await wire.as_(GOOD, RequestCode.QUERY_CONSUMER_OFFSET, query), "No permission for topic:topicA")
-        for code, field in ((RequestCode.GET_CONSUMER_LIST_BY_GROUP, "consumerGroup"),
-                            (RequestCode.CONSUMER_SEND_MSG_BACK, "group")):
-            assert_refused(await wire.as_(GOOD, code, {field: "groupA", "offset": "0", "delayLevel": "0"}),
-                           "No permission for group:groupA")
+        for code, field in (
+            (RequestCode.GET_CONSUMER_LIST_BY_GROUP, "consumerGroup"),
+            (RequestCode.CONSUMER_SEND_MSG_BACK, "group"),
+        ):
+            assert_refused(
+                await wire.as_(GOOD, code, {field: "groupA", "offset": "0", "delayLevel": "0"}),
+                "No permission for group:groupA",
+            )
         unregister = {"clientID": "c1", "consumerGroup": "groupA"}
-        assert_refused(await wire.as_(GOOD, RequestCode.UNREGISTER_CLIENT, unregister),
-                       "No permission for group:groupA")
-        assert_refused(await wire.as_(GOOD, RequestCode.QUERY_MESSAGE, {"topic": "topicA", "key": "k", "maxNum": "1",
-                                                                      "beginTimestamp": "0", "endTimestamp": "1"}),
-                       "No permission for topic:topicA")
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.UNREGISTER_CLIENT, unregister), "No permission for group:groupA"
+        )
+        assert_refused(
+            await wire.as_(
+                GOOD,
+                RequestCode.QUERY_MESSAGE,
+                {"topic": "topicA", "key": "k", "maxNum": "1", "beginTimestamp": "0", "endTimestamp": "1"},
+            ),
+            "No permission for topic:topicA",
+        )
         # Codes with no resource rule only need a valid signature.
         assert (await wire.as_(GOOD, RequestCode.GET_MAX_OFFSET, {"topic": "topicA", "queueId": "0"})).code != 16
 
@@ -199,19 +256,33 @@ def test_heartbeat_checks_every_group_and_subscribed_topic(tmp_path: Path) -> No
 
 def test_admin_codes_need_admin(tmp_path: Path) -> None:
     async def scenario(wire: AclWire) -> None:
-        create = {"topic": "newTopic", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
-                  "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-        assert_refused(await wire.as_(GOOD, RequestCode.UPDATE_AND_CREATE_TOPIC, create),
-                       "Need admin permission for request code=17, but accessKey=RocketMQ is not")
+        create = {
+            "topic": "newTopic",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "4",
+            "writeQueueNums": "4",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        }
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.UPDATE_AND_CREATE_TOPIC, create),
+            "Need admin permission for request code=17, but accessKey=RocketMQ is not",
+        )
         assert (await wire.as_(ADMIN, RequestCode.UPDATE_AND_CREATE_TOPIC, create)).code == ResponseCode.SUCCESS
         # An admin with no topic/group perms passes every resource check ...
         assert (await wire.as_(ADMIN, RequestCode.SEND_MESSAGE_V2, send_fields("anyTopic"), b"x")).code == 0
         # ... an admin with explicit perms is held to them (RocketMQ 4.9.x).
         limited = SessionCredentials("adminLimited", "adminSecret")
-        assert_refused(await wire.as_(limited, RequestCode.SEND_MESSAGE_V2, send_fields("topicB"), b"x"),
-                       "No permission for topic:topicB")
-        assert_refused(await wire.as_(GOOD, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "newTopic"}),
-                       "Need admin permission for request code=215, but accessKey=RocketMQ is not")
+        assert_refused(
+            await wire.as_(limited, RequestCode.SEND_MESSAGE_V2, send_fields("topicB"), b"x"),
+            "No permission for topic:topicB",
+        )
+        assert_refused(
+            await wire.as_(GOOD, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "newTopic"}),
+            "Need admin permission for request code=215, but accessKey=RocketMQ is not",
+        )
 
     run_acl(tmp_path, scenario)
 
@@ -240,8 +311,9 @@ def test_account_white_address_skips_signature_and_permissions(tmp_path: Path) -
         wrong = SessionCredentials("RocketMQ", "not-the-secret")
         response = await wire.as_(wrong, RequestCode.SEND_MESSAGE_V2, send_fields("denied"), b"x")
         assert response.code == ResponseCode.SUCCESS, response
-        assert_refused(await wire.as_(None, RequestCode.SEND_MESSAGE_V2, send_fields("denied"), b"x"),
-                       "No accessKey is configured")  # the account white list needs the account named
+        assert_refused(
+            await wire.as_(None, RequestCode.SEND_MESSAGE_V2, send_fields("denied"), b"x"), "No accessKey is configured"
+        )  # the account white list needs the account named
 
     run_acl(tmp_path, scenario, WHITE.format(global_white="10.9.9.9", account_white="127.0.0.1"))
 
@@ -251,8 +323,10 @@ def test_reload_takes_a_changed_file_and_keeps_the_last_good_one(tmp_path: Path)
         acl = wire.broker.acl
         assert acl is not None
         newcomer = SessionCredentials("Newcomer", "newsecret")
-        assert_refused(await wire.as_(newcomer, RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": "0"}),
-                       "No acl config for Newcomer")
+        assert_refused(
+            await wire.as_(newcomer, RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": "0"}),
+            "No acl config for Newcomer",
+        )
         acl.path.write_text(ACCOUNTS + "  - accessKey: Newcomer\n    secretKey: newsecret\n")
         assert acl.reload_if_changed()
         assert (await wire.as_(newcomer, RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": "0"})).code != 16
@@ -294,8 +368,9 @@ def test_acl_off_ignores_signature_fields(tmp_path: Path) -> None:
         async with BrokerController(small_config(tmp_path / "store")) as broker:
             client = RemotingClient(signer=SessionCredentials("Whoever", "whatever-secret").sign)
             try:
-                response = await client.invoke(broker.config.address, RequestCode.SEND_MESSAGE_V2,
-                                               send_fields("T"), b"x")
+                response = await client.invoke(
+                    broker.config.address, RequestCode.SEND_MESSAGE_V2, send_fields("T"), b"x"
+                )
             finally:
                 await client.close()
             assert response.code == ResponseCode.SUCCESS
@@ -313,8 +388,9 @@ def test_sends_of_one_read_are_checked_one_by_one(tmp_path: Path) -> None:
             fields = send_fields("topicB")
             if credentials is not None:
                 fields = credentials.sign(fields, f"m{opaque}".encode())
-            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields,
-                                              body=f"m{opaque}".encode())
+            request = RemotingCommand.request(
+                RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=f"m{opaque}".encode()
+            )
             frames.append(request.encode())
         reader, writer = await asyncio.open_connection(*wire.address.split(":"))
         try:

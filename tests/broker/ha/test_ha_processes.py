@@ -23,8 +23,16 @@ from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
 
 BROKER = "broker-ha"
-FAST = ("--set", f"brokerName={BROKER}", "--set", "haSendHeartbeatInterval=200", "--set", "registerNameServerPeriod=500",
-        "--set", "slaveSynchronizeInterval=200")
+FAST = (
+    "--set",
+    f"brokerName={BROKER}",
+    "--set",
+    "haSendHeartbeatInterval=200",
+    "--set",
+    "registerNameServerPeriod=500",
+    "--set",
+    "slaveSynchronizeInterval=200",
+)
 SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1", "--set", "slaveReadEnable=true")
 UNTIL_S = 30.0
 CLIENT_TIMEOUT_S = 90.0
@@ -32,19 +40,30 @@ CLIENT_TIMEOUT_S = 90.0
 
 def ask(address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"") -> RemotingCommand:
     """One request over a fresh RemotingClient."""
+
     async def call() -> RemotingCommand:
         client = RemotingClient()
         try:
             return await client.invoke(address, code, fields or {}, body, timeout=10.0)
         finally:
             await client.close()
+
     return asyncio.run(call())
 
 
 def send(address: str, topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
     """SEND_MESSAGE_V2 as the Java client sends it."""
-    fields = {"a": "PID_HA", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0", "g": "1700000000000",
-              "h": "0", "i": encode_properties({"WAIT": "true"}).decode()}
+    fields = {
+        "a": "PID_HA",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(queue_id),
+        "f": "0",
+        "g": "1700000000000",
+        "h": "0",
+        "i": encode_properties({"WAIT": "true"}).decode(),
+    }
     return ask(address, RequestCode.SEND_MESSAGE_V2, fields, body)
 
 
@@ -57,8 +76,9 @@ def route_ids(namesrv: str, topic: str) -> set[int]:
     response = ask(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     if response.code != ResponseCode.SUCCESS:
         return set()
-    return {i for b in TopicRouteData.decode(response.body).broker_datas if b.broker_name == BROKER
-            for i in b.broker_addrs}
+    return {
+        i for b in TopicRouteData.decode(response.body).broker_datas if b.broker_name == BROKER for i in b.broker_addrs
+    }
 
 
 def start_master(root: Path, namesrv: str, *extra: str, port: int = 0) -> BrokerProcess:
@@ -72,8 +92,9 @@ def start_slave(root: Path, namesrv: str, *extra: str) -> BrokerProcess:
 def wait_for_sync_link(master: BrokerProcess) -> None:
     """Probe sends until the SYNC_MASTER answers SUCCESS (the slave's link is up)."""
     probes = itertools.count()
-    assert wait_until(lambda: send(master.address, "HaProbe", b"probe %d" % next(probes)).code == ResponseCode.SUCCESS,
-                      UNTIL_S), "the slave never connected to the SYNC_MASTER"
+    assert wait_until(
+        lambda: send(master.address, "HaProbe", b"probe %d" % next(probes)).code == ResponseCode.SUCCESS, UNTIL_S
+    ), "the slave never connected to the SYNC_MASTER"
 
 
 @pytest.fixture
@@ -99,11 +120,23 @@ def test_sigkill_of_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, 
     """The real C++ client sends to a SYNC_MASTER, the master dies by SIGKILL, and the C++ pull
     consumer reads every acknowledged message from the slave."""
     topic, count = "HaCpp", 200
-    with start_master(tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER") as master, \
-            start_slave(tmp_path, namesrv.address) as slave:
+    with (
+        start_master(tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER") as master,
+        start_slave(tmp_path, namesrv.address) as slave,
+    ):
         wait_for_sync_link(master)
-        producer = CppClientRun.start(tmp_path / "home", "produce", "--namesrv", namesrv.address, "--topic", topic,
-                                      "--group", "PID_HA", "--count", str(count))
+        producer = CppClientRun.start(
+            tmp_path / "home",
+            "produce",
+            "--namesrv",
+            namesrv.address,
+            "--topic",
+            topic,
+            "--group",
+            "PID_HA",
+            "--count",
+            str(count),
+        )
         try:
             records = producer.finish(CLIENT_TIMEOUT_S)
         finally:
@@ -113,8 +146,20 @@ def test_sigkill_of_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, 
         assert wait_until(lambda: sum(max_offsets(slave.address, topic)) == count, UNTIL_S)  # topics synced too
         master.kill()
         assert wait_until(lambda: route_ids(namesrv.address, topic) == {1}, UNTIL_S)
-        consumer = CppClientRun.start(tmp_path / "home", "pull-consume", "--namesrv", namesrv.address, "--topic",
-                                      topic, "--group", "CID_HA", "--count", str(count), "--deadline", "60")
+        consumer = CppClientRun.start(
+            tmp_path / "home",
+            "pull-consume",
+            "--namesrv",
+            namesrv.address,
+            "--topic",
+            topic,
+            "--group",
+            "CID_HA",
+            "--count",
+            str(count),
+            "--deadline",
+            "60",
+        )
         try:
             received = [r for r in consumer.finish(CLIENT_TIMEOUT_S) if r.get("event") == "received"]
         finally:
@@ -131,8 +176,9 @@ def test_sigkill_of_the_slave_gives_clean_errors_then_recovery(tmp_path: Path, n
     are confirmed again."""
     topic = "HaSlaveDies"
     allowed = {ResponseCode.SUCCESS, ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT}
-    with start_master(tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER",
-                      "--set", "syncFlushTimeout=1000") as master:
+    with start_master(
+        tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER", "--set", "syncFlushTimeout=1000"
+    ) as master:
         with start_slave(tmp_path, namesrv.address) as slave:
             wait_for_sync_link(master)
             codes = [send(master.address, topic, b"before %d" % i, i % 4).code for i in range(20)]
@@ -177,6 +223,7 @@ def test_offsets_committed_to_the_slave_survive_the_master_return(tmp_path: Path
             def master_has_it() -> bool:
                 answer = ask(master.address, RequestCode.QUERY_CONSUMER_OFFSET, query)
                 return answer.code == ResponseCode.SUCCESS and answer.ext_fields["offset"] == "8"
+
             assert wait_until(master_has_it, UNTIL_S), "the master never got the offset committed to the slave"
             assert ask(slave.address, RequestCode.QUERY_CONSUMER_OFFSET, query).ext_fields["offset"] == "8"
     finally:
@@ -187,9 +234,12 @@ def test_sparkmq_consumer_follows_the_suggestion_to_the_slave(tmp_path: Path, na
     """accessMessageInMemoryMaxRatio=0: the master suggests the slave after the first pull; with the
     master frozen (SIGSTOP, its connections open but silent) the following pulls still succeed."""
     topic = "HaSuggest"
-    with start_master(tmp_path, namesrv.address, "--set", "slaveReadEnable=true",
-                      "--set", "accessMessageInMemoryMaxRatio=0") as master, \
-            start_slave(tmp_path, namesrv.address) as slave:
+    with (
+        start_master(
+            tmp_path, namesrv.address, "--set", "slaveReadEnable=true", "--set", "accessMessageInMemoryMaxRatio=0"
+        ) as master,
+        start_slave(tmp_path, namesrv.address) as slave,
+    ):
         for i in range(8):
             assert send(master.address, topic, b"s%d" % i, 0).code == ResponseCode.SUCCESS
         assert wait_until(lambda: max_offsets(slave.address, topic)[0] == 8, UNTIL_S)

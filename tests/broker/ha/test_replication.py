@@ -52,8 +52,14 @@ def master_config(root: Path, **overrides: Any):  # type: ignore[no-untyped-def]
 
 
 def slave_config(root: Path, master: BrokerController, **overrides: Any):  # type: ignore[no-untyped-def]
-    values: dict[str, Any] = {"broker_id": 1, "broker_role": "SLAVE", "ha_listen_port": 0, "slave_read_enable": True,
-                              "ha_send_heartbeat_interval": 200, "ha_master_address": master.config.ha_address}
+    values: dict[str, Any] = {
+        "broker_id": 1,
+        "broker_role": "SLAVE",
+        "ha_listen_port": 0,
+        "slave_read_enable": True,
+        "ha_send_heartbeat_interval": 200,
+        "ha_master_address": master.config.ha_address,
+    }
     values.update(overrides)
     return small_config(root / "slave", **values)
 
@@ -86,17 +92,20 @@ def test_late_slave_catches_up_and_follows_across_segments_and_cut_records(tmp_p
 
     As in RocketMQ 4.x, a slave with an empty store starts at the master's newest segment.
     """
+
     async def scenario() -> None:
         segment = 64 * 1024
-        async with BrokerController(master_config(tmp_path, mapped_file_size_commit_log=segment,
-                                                  ha_transfer_batch_size=1000)) as master:
+        async with BrokerController(
+            master_config(tmp_path, mapped_file_size_commit_log=segment, ha_transfer_batch_size=1000)
+        ) as master:
             wire = Wire(master)
             try:
                 await send_many(wire, "HaTopic", 300, size=500)
                 newest_start = master.store.commitlog.queue.files[-1].start_offset  # type: ignore[union-attr]
                 assert newest_start > 0
-                async with BrokerController(slave_config(tmp_path, master,
-                                                         mapped_file_size_commit_log=segment)) as slave:
+                async with BrokerController(
+                    slave_config(tmp_path, master, mapped_file_size_commit_log=segment)
+                ) as slave:
                     await until(in_sync(master, slave), "the late slave to catch up")
                     await send_many(wire, "HaTopic", 50, start=300, size=500)
                     await until(in_sync(master, slave), "the slave to follow new sends")
@@ -116,6 +125,7 @@ def test_late_slave_catches_up_and_follows_across_segments_and_cut_records(tmp_p
                     assert [r.body[:7] for r in records] == [f"m{i:06d}".encode() for i in range(341, 350, 2)]
             finally:
                 await wire.close()
+
     run(scenario())
 
 
@@ -152,6 +162,7 @@ def test_slave_restart_and_master_restart_resume_without_gap_or_duplicate(tmp_pa
                 assert bodies == [f"m{i:06d}".encode() for i in range(120)]
             finally:
                 await wire.close()
+
     run(scenario())
 
 
@@ -173,11 +184,13 @@ def test_sync_master_waits_for_the_slave_and_answers_slave_not_available_without
                     assert no_wait.code == ResponseCode.SUCCESS
             finally:
                 await wire.close()
+
     run(scenario())
 
 
 def test_sync_master_answers_flush_slave_timeout_when_the_slave_stops_acknowledging(tmp_path: Path) -> None:
     """A hand-driven HA peer reports offset 0 once, then reads and never acknowledges."""
+
     async def scenario() -> None:
         config = master_config(tmp_path, broker_role="SYNC_MASTER", sync_flush_timeout=300)
         async with BrokerController(config) as master:
@@ -193,6 +206,7 @@ def test_sync_master_answers_flush_slave_timeout_when_the_slave_stops_acknowledg
             finally:
                 mute.close()
                 await wire.close()
+
     run(scenario())
 
 
@@ -213,12 +227,14 @@ def test_async_master_acknowledges_at_once_and_slave_refuses_sends(tmp_path: Pat
                     await until(in_sync(master, slave), "the slave to copy the master")
             finally:
                 await wire.close()
+
     run(scenario())
 
 
 def test_pull_suggestions_follow_slave_read_enable_and_the_in_memory_window(tmp_path: Path) -> None:
     """accessMessageInMemoryMaxRatio=0 puts every record outside the in-memory window (Java's arithmetic:
     the newest record is its own size behind the end); the default 40 % keeps them all inside."""
+
     async def scenario() -> None:
         config = master_config(tmp_path, slave_read_enable=True, access_message_in_memory_max_ratio=0)
         async with BrokerController(config) as master:
@@ -255,11 +271,13 @@ def test_pull_suggestions_follow_slave_read_enable_and_the_in_memory_window(tmp_
                     assert refused.ext_fields["nextBeginOffset"] == "1"  # nothing skipped
             finally:
                 await wire.close()
+
     run(scenario())
 
 
 def test_a_promoted_slave_continues_the_queue_offsets(tmp_path: Path) -> None:
     """become_master, the hook automatic failover will call: the copy takes sends where the master stopped."""
+
     async def scenario() -> None:
         async with BrokerController(master_config(tmp_path)) as master:
             wire = Wire(master)
@@ -279,4 +297,5 @@ def test_a_promoted_slave_continues_the_queue_offsets(tmp_path: Path) -> None:
                     assert fields["queueOffset"] == "5"
             finally:
                 await wire.close()
+
     run(scenario())

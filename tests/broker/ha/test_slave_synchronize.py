@@ -32,8 +32,13 @@ async def committed(wire: Wire, group: str, topic: str, queue_id: int) -> int:
 def test_slave_copies_the_four_tables_and_hands_back_offsets_it_took(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with BrokerController(small_config(tmp_path / "m", ha_listen_port=0)) as master:
-            slave_cfg = small_config(tmp_path / "s", broker_id=1, broker_role="SLAVE", ha_listen_port=0,
-                                     ha_master_address=master.config.ha_address)
+            slave_cfg = small_config(
+                tmp_path / "s",
+                broker_id=1,
+                broker_role="SLAVE",
+                ha_listen_port=0,
+                ha_master_address=master.config.ha_address,
+            )
             to_master = Wire(master)
             try:
                 header = CreateTopicRequestHeader("SyncTopic", "TBW102", 3, 3, 6, "SINGLE_TAG", False)
@@ -72,6 +77,7 @@ def test_slave_copies_the_four_tables_and_hands_back_offsets_it_took(tmp_path: P
                         await to_slave.close()
             finally:
                 await to_master.close()
+
     asyncio.run(scenario())
 
 
@@ -82,12 +88,23 @@ def test_broker_role_and_id_must_agree(role: str, broker_id: int) -> None:
 
 
 def test_ha_keys_parse_from_broker_conf() -> None:
-    config = BrokerConfig.from_properties({"brokerRole": "SLAVE", "brokerId": "1", "haListenPort": "10912",
-                                           "haMasterAddress": "10.0.0.1:10912", "haSendHeartbeatInterval": "1000",
-                                           "haTransferBatchSize": "65536", "haSlaveFallbehindMax": "1024",
-                                           "slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": "30"})
-    assert (config.is_slave, config.ha_address, config.ha_master_address) == (True, "127.0.0.1:10912",
-                                                                              "10.0.0.1:10912")
+    config = BrokerConfig.from_properties(
+        {
+            "brokerRole": "SLAVE",
+            "brokerId": "1",
+            "haListenPort": "10912",
+            "haMasterAddress": "10.0.0.1:10912",
+            "haSendHeartbeatInterval": "1000",
+            "haTransferBatchSize": "65536",
+            "haSlaveFallbehindMax": "1024",
+            "slaveReadEnable": "true",
+            "accessMessageInMemoryMaxRatio": "30",
+        }
+    )
+    assert (config.is_slave, config.ha_address, config.ha_master_address) == (True, "127.0.0.1:10912", "10.0.0.1:10912")
     assert (config.ha_send_heartbeat_interval, config.ha_transfer_batch_size, config.ha_slave_fallbehind_max) == (
-        1000, 65536, 1024)
+        1000,
+        65536,
+        1024,
+    )
     assert BrokerConfig(listen_port=10911).ha_address == "127.0.0.1:10912"  # listenPort + 1 by default
