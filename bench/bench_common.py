@@ -35,7 +35,7 @@ def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
 
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)  # type: ignore[arg-type]
+        return runner.run(coro)
 
 
 def bench_root() -> Path:

@@ -51,11 +51,11 @@ from bench_common import short_frame as _where
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from sparkmq.message.batch import encode_batch_items  # noqa: E402
-from sparkmq.message.properties import encode_properties  # noqa: E402
-from sparkmq.message.record import record_starts  # noqa: E402
-from sparkmq.protocol import RequestCode, ResponseCode  # noqa: E402
-from sparkmq.remoting import RemotingClient  # noqa: E402
+from sparkmq.message.batch import encode_batch_items
+from sparkmq.message.properties import encode_properties
+from sparkmq.message.record import record_starts
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.remoting import RemotingClient
 
 QUEUES = 4
 BODY_BYTES = 100

@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
-import sparkmq  # noqa: E402
-from bench_common import bench_root, machine  # noqa: E402
-from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
-from support.rocketmq_cpp import CppClientRun  # noqa: E402
+import sparkmq
+from bench_common import bench_root, machine
+from support.processes import BrokerProcess, NamesrvProcess
+from support.rocketmq_cpp import CppClientRun
 
 TOPIC = "CrashLoopTopic"
 SEND_OK = 0
@@ -111,7 +111,7 @@ def verify(store: Path, namesrv: str, port: int, acked: set[str]) -> dict[str, i
         "duplicates": len(bodies) - len(present),
         "verify_start_ms": round(start_s * 1000),
         "lost_sample": [body[:40] for body in lost[:5]],
-    }  # type: ignore[dict-item]
+    }
 
 
 def run_round(number: int, rng: random.Random, store: Path, namesrv: str, port: int, home: Path) -> set[str]:

@@ -33,11 +33,11 @@ if str(REPO) not in sys.path:
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from sparkmq.connector.broker_view import view_for  # noqa: E402
-from tests.support.client_harness import create_topic, wait_for_route  # noqa: E402
-from tests.support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
+from sparkmq.connector.broker_view import view_for
+from tests.support.client_harness import create_topic, wait_for_route
+from tests.support.processes import BrokerProcess, NamesrvProcess
 
 QUEUES = 4
 GUARANTEES = ("at-least-once", "exactly-once")

@@ -34,9 +34,9 @@ for path in (REPO, REPO / "tests"):  # the package, and the test helpers that st
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from sparkmq.protocol import MAX_FRAME_BYTES, FrameDecoder, RequestCode  # noqa: E402
-from support.hostile import HealthyLoop, expected_answers, raw_frame, raw_request  # noqa: E402
-from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
+from sparkmq.protocol import MAX_FRAME_BYTES, FrameDecoder, RequestCode
+from support.hostile import HealthyLoop, expected_answers, raw_frame, raw_request
+from support.processes import BrokerProcess, NamesrvProcess
 
 CODES = [
     RequestCode.UPDATE_AND_CREATE_TOPIC,

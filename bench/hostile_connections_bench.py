@@ -31,11 +31,11 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from bench_common import bench_root, machine  # noqa: E402
-from sparkmq.client import AsyncProducer, AsyncPullConsumer, Message, MessageQueue  # noqa: E402
-from sparkmq.client.message import decode_pull_body  # noqa: E402
-from support.client_harness import create_topic, wait_for_route  # noqa: E402
-from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
+from bench_common import bench_root, machine
+from sparkmq.client import AsyncProducer, AsyncPullConsumer, Message, MessageQueue
+from sparkmq.client.message import decode_pull_body
+from support.client_harness import create_topic, wait_for_route
+from support.processes import BrokerProcess, NamesrvProcess
 
 TOPIC = "HealthyLatency"
 SLOW_FRAME_BYTES = 1 << 20  # what each slow-loris connection announces and never finishes

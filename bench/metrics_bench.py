@@ -52,7 +52,7 @@ def hot_path_ns(calls: int = 200_000, repeat: int = 5) -> dict[str, float]:
 
     async def drive(serve: object, n: int) -> None:
         for _ in range(n):
-            await serve(answer, None)  # type: ignore[operator]
+            await serve(answer, None)
 
     loop = asyncio.new_event_loop()
     cases = {
@@ -112,7 +112,7 @@ def start_dev(store: Path, metrics_port: int | None) -> tuple[subprocess.Popen[s
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("dev namesrv"):
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # type: ignore[union-attr]
+            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
             return process, line.split()[2]
     raise RuntimeError("sparkmq dev did not start")
 

@@ -77,12 +77,12 @@ PARQUET_FILES = 16
 
 # -- a trivial Python Arrow source (the ceiling for any Python source of this schema) ------
 @dataclass(frozen=True)
-class RowRange(InputPartition):  # type: ignore[misc]
+class RowRange(InputPartition):
     start: int
     end: int
 
 
-class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, per_trigger: int) -> None:
         import pyarrow as pa
 
@@ -118,7 +118,7 @@ class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # t
         pass
 
 
-class IpcDataSource(DataSource):  # type: ignore[misc]
+class IpcDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "benchipc"

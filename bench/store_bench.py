@@ -38,9 +38,9 @@ from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from sparkmq.message.properties import encode_properties  # noqa: E402
-from sparkmq.message.record import MessageBatch  # noqa: E402
-from sparkmq.store import FlushDiskType, GetMessageStatus, MessageStore, StoreConfig  # noqa: E402
+from sparkmq.message.properties import encode_properties
+from sparkmq.message.record import MessageBatch
+from sparkmq.store import FlushDiskType, GetMessageStatus, MessageStore, StoreConfig
 
 TOPIC = "BenchTopic"
 QUEUES = 4

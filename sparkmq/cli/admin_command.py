@@ -9,6 +9,10 @@ Example::
 
 A bad option prints the command's usage on stderr and exits 2; a failed call (an unreachable
 NameServer, a broker's refusal) prints ``sparkmq admin <command>: <reason>`` and exits 1.
+
+Against brokers with ``aclEnable=true`` every request is signed (ACL 1.0) with the credentials of
+``--access-key`` / ``--secret-key`` (before the command name), else of ``SPARKMQ_ACCESS_KEY`` /
+``SPARKMQ_SECRET_KEY`` (mqadmin reads them from its tools.yml); ``--tls`` connects over TLS.
 """
 
 from __future__ import annotations
@@ -21,14 +25,21 @@ from typing import Any
 
 from sparkmq.cli.admin_commands import COMMANDS
 from sparkmq.client.admin_ext import AdminExt
+from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import SparkmqError
 
 NAMESRV_ENV = "NAMESRV_ADDR"  # mqadmin's default for -n
+ACCESS_KEY_ENV, SECRET_KEY_ENV = "SPARKMQ_ACCESS_KEY", "SPARKMQ_SECRET_KEY"
 
 
 def register(subcommands: Any) -> None:
     """Add ``admin`` with one sub-parser per mqadmin command."""
     parser = subcommands.add_parser("admin", help="mqadmin's commands (updateTopic, consumerProgress, ...)")
+    environ = os.environ
+    parser.add_argument("--access-key", default=environ.get(ACCESS_KEY_ENV), help=f"ACL access key (${ACCESS_KEY_ENV})")
+    parser.add_argument("--secret-key", default=environ.get(SECRET_KEY_ENV), help=f"ACL secret key (${SECRET_KEY_ENV})")
+    parser.add_argument("--tls", action="store_true", help="connect over TLS")
+    parser.add_argument("--tls-trust-cert", default=None, help="PEM file of the CA to trust (default: the system's)")
     commands = parser.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
     for name, (description, options, _run, defaults) in COMMANDS.items():
         sub = commands.add_parser(name, help=description, description=description)
@@ -50,14 +61,17 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"sparkmq admin {args.admin_command}: no NameServer: give -n host:port or set {NAMESRV_ENV}\n")
         return 1
     try:
-        asyncio.run(_run(args, namesrv))
+        security = ClientSecurity.of(
+            args.access_key, args.secret_key, tls=args.tls, trust_cert_path=args.tls_trust_cert
+        )
+        asyncio.run(_run(args, namesrv, security))
     except SparkmqError as exc:
         sys.stderr.write(f"sparkmq admin {args.admin_command}: {exc.remark}\n")
         return 1
     return 0
 
 
-async def _run(args: argparse.Namespace, namesrv: str) -> None:
+async def _run(args: argparse.Namespace, namesrv: str, security: ClientSecurity) -> None:
     command = COMMANDS[args.admin_command][2]
-    async with AdminExt(namesrv) as admin:
+    async with AdminExt(namesrv, security=security) as admin:
         await command(admin, args, sys.stdout)

@@ -139,7 +139,7 @@ def test_a_registration_round_that_raises_does_not_end_registration(
                 registration = broker._registration
                 assert registration is not None
                 done = asyncio.Event()
-                registration.topics.wrapper = failing_once(  # type: ignore[method-assign]
+                registration.topics.wrapper = failing_once(
                     registration.topics.wrapper,
                     asyncio.get_running_loop(),
                     done,
@@ -156,7 +156,7 @@ def test_a_failing_namesrv_scan_round_is_logged_and_the_scan_goes_on(caplog: pyt
     async def scenario() -> None:
         async with NameServer(NamesrvConfig("127.0.0.1", port=0, scan_interval_s=0.01)) as namesrv:
             done = asyncio.Event()
-            namesrv.routes.evict_stale = failing_once(  # type: ignore[method-assign]
+            namesrv.routes.evict_stale = failing_once(
                 namesrv.routes.evict_stale, asyncio.get_running_loop(), done, RuntimeError("injected")
             )
             await asyncio.wait_for(done.wait(), TIMEOUT_S)

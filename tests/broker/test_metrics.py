@@ -195,7 +195,7 @@ def test_timed_processor_records_codes_of_single_and_grouped_requests() -> None:
     assert sum(stats.rpc_latency[(310, 17)][:-1]) == 1 and sum(stats.rpc_latency[(310, 1)][:-1]) == 1
 
     async def group() -> list[object]:  # an answer given now, and one settled later: both timed
-        answers = wrapped.serve_group([1, 2], None)  # type: ignore[attr-defined]
+        answers = wrapped.serve_group([1, 2], None)
         await answers[1]
         await asyncio.sleep(0)  # the future's done callbacks run
         return answers

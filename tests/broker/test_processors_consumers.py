@@ -25,7 +25,7 @@ async def consumer_ids(w: Wire, group: str) -> RemotingCommand:
     return await w.call(B.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
 
 
-async def eventually(predicate, timeout_s: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
+async def eventually(predicate, timeout_s: float = 3.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if await predicate():
@@ -118,7 +118,7 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def _code_is(pending, code: int) -> bool:  # type: ignore[no-untyped-def]
+async def _code_is(pending, code: int) -> bool:
     return bool((await pending).code == code)
 
 

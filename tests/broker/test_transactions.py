@@ -182,7 +182,7 @@ def test_mismatched_end_is_refused_with_a_clear_remark(tmp_path: Path) -> None:
         ]
         # A committed normal message at offset 0 is no half message, whatever its properties say.
         plain_half = Half("x", 0, 0, "")
-        refusals = [await tx.end(half, COMMIT, **kwargs) for kwargs, _ in cases]  # type: ignore[arg-type]
+        refusals = [await tx.end(half, COMMIT, **kwargs) for kwargs, _ in cases]
         refusals.append(await tx.end(plain_half, COMMIT))
         refusals.append(await tx.end(half, 5))
         expected = [remark for _, remark in cases] + ["Find prepared transaction message failed", "none of 0, 8, 12"]
@@ -505,4 +505,4 @@ def test_broker_conf_keys() -> None:
         15,
     )
     with pytest.raises(ConfigError, match="transactionCheckInterval 0 must be positive"):
-        TransactionService(SimpleNamespace(config=BrokerConfig(transaction_check_interval=0)))  # type: ignore[arg-type]
+        TransactionService(SimpleNamespace(config=BrokerConfig(transaction_check_interval=0)))

@@ -150,3 +150,21 @@ def test_wrong_secret_is_refused_with_the_failed_check(acl_cluster: tuple[str, s
     unsigned = clients.producer("PID_acl_unsigned", namesrv, retry_times_when_send_failed=0)
     with pytest.raises(RemoteError, match="No accessKey is configured"):
         unsigned.send(Message(topic, b"x"))
+
+
+def test_sparkmq_admin_signs_with_the_given_credentials(
+    acl_cluster: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sparkmq.cli.main import main
+
+    namesrv, broker = acl_cluster
+    topic = f"T_{uuid.uuid4().hex[:10]}"
+    create = ["updateTopic", "-n", namesrv, "-b", broker, "-t", topic]
+
+    assert main(["admin", "--access-key", "appUser01", "--secret-key", "appSecret01", *create]) == 1
+    assert "Need admin permission for request code=17" in capsys.readouterr().err  # not an admin account
+    assert main(["admin", *create]) == 1
+    assert "No accessKey is configured" in capsys.readouterr().err  # unsigned: the broker says so
+
+    assert main(["admin", "--access-key", "adminUser", "--secret-key", "adminSecret", *create]) == 0
+    assert f"create topic to {broker} success." in capsys.readouterr().out

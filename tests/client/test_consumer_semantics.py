@@ -17,7 +17,7 @@ from support.client_harness import read_queue, wait_for, wait_for_route
 TIMEOUT_S = 30.0
 
 
-def send_numbered(clients, ns: str, topic: str, count: int, start: int = 0) -> list:  # type: ignore[no-untyped-def]
+def send_numbered(clients, ns: str, topic: str, count: int, start: int = 0) -> list:
     producer = clients.producer("PID_semantics", ns)
     return [
         producer.send(Message(topic, f"m{i}".encode(), keys=[f"key-{i}"], properties={"seq": str(i)}))
@@ -233,7 +233,7 @@ def test_select_by_hash_picks_the_queue_java_picks() -> None:
     queues = [MessageQueue("T", "b", i) for i in range(8)]
     # Java: "hello".hashCode() = 99162322; "polygenelubricants".hashCode() = Integer.MIN_VALUE; Long 2^40 folds to 256.
     expected = {"hello": 99162322 % 8, "polygenelubricants": 0, 7: 7, -9: 1, 2**40: 256 % 8}
-    assert {key: select_by_hash(queues, None, key).queue_id for key in expected} == expected  # type: ignore[arg-type]
+    assert {key: select_by_hash(queues, None, key).queue_id for key in expected} == expected
 
 
 def test_admin_finds_messages_by_key_unique_key_offset_id_and_time(cluster, clients) -> None:

@@ -26,7 +26,7 @@ REGISTER_EVERY_MS = "registerNameServerPeriod=1000"
 class LoopingProducer(threading.Thread):
     """Sends until stopped; records every result with the time it came back."""
 
-    def __init__(self, producer, topic: str) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, producer, topic: str) -> None:
         super().__init__(name="looping-producer", daemon=True)
         self.producer, self.topic = producer, topic
         self.results: list[tuple[float, SendResult]] = []

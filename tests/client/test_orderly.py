@@ -24,7 +24,7 @@ PER_KEY = 1000
 QUEUES = 8
 
 
-def send_key(producer, topic: str, key: str, results: list[SendResult], errors: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
+def send_key(producer, topic: str, key: str, results: list[SendResult], errors: list[BaseException]) -> None:
     try:
         for seq in range(PER_KEY):
             results.append(
@@ -121,5 +121,5 @@ def test_orderly_consumers_keep_each_keys_order_when_a_member_joins_mid_stream(
     assert repeats <= QUEUES
 
 
-def results_for(results: dict[str, list[SendResult]], queue) -> list[SendResult]:  # type: ignore[no-untyped-def]
+def results_for(results: dict[str, list[SendResult]], queue) -> list[SendResult]:
     return [r for sent in results.values() for r in sent if r.queue == queue]

@@ -58,7 +58,7 @@ def takes(monkeypatch: pytest.MonkeyPatch) -> list[Take]:
 class PacedProducer(threading.Thread):
     """Sends ``count`` messages spread over ``seconds``; ``send`` never raising is part of the test."""
 
-    def __init__(self, producer, topic: str, count: int, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, producer, topic: str, count: int, seconds: float) -> None:
         super().__init__(name="paced-producer", daemon=True)
         self.producer, self.topic, self.count, self.seconds = producer, topic, count, seconds
         self.results: list[SendResult] = []
@@ -85,7 +85,7 @@ def test_members_joining_and_leaving_mid_stream_lose_nothing(cluster, clients, g
     def slow(message: ReceivedMessage) -> None:
         time.sleep(0.0005)  # a listener that takes time keeps messages in flight when queues move
 
-    def member(name: str):  # type: ignore[no-untyped-def]
+    def member(name: str):
         return clients.push(group, cluster.ns, topic, inbox.listener(name, slow))
 
     producer = PacedProducer(clients.producer("PID_rebalance", cluster.ns), topic, MESSAGES, SEND_SECONDS)

@@ -29,7 +29,7 @@ def sql_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         yield namesrv.address, broker.address
 
 
-def filled_topic(ns: str, broker: str, clients, count: int = 60) -> str:  # type: ignore[no-untyped-def]
+def filled_topic(ns: str, broker: str, clients, count: int = 60) -> str:
     topic = f"Sql_{uuid.uuid4().hex[:10]}"
     create_topic([broker], topic, 2)
     wait_for_route(ns, topic, {"broker-a"})

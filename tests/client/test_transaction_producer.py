@@ -204,7 +204,7 @@ def test_check_answer_on_the_wire() -> None:
             await answers.put(request)
 
         server = RemotingServer("127.0.0.1", 0)
-        server.register(RequestCode.END_TRANSACTION, record)  # type: ignore[arg-type]
+        server.register(RequestCode.END_TRANSACTION, record)
         port = await server.start()
         producer = AsyncTransactionProducer("PID_wire", "127.0.0.1:1", check_local=lambda m: ROLLBACK)
         try:

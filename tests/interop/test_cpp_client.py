@@ -162,7 +162,10 @@ def test_two_consumers_of_one_group_split_the_queues(cluster, cpp, topic) -> Non
     for run in (first, second):
         run.wait_for(lambda r: bool(r.events("started")), 20, "start")
     assert_eventually(lambda: len(cluster.consumer_ids(group)) == 2, 20, "both consumers registered")
-    together = lambda prefix: {b for run in (first, second) for b in bodies(run, prefix)}  # noqa: E731
+
+    def together(prefix: str) -> set[str]:
+        return {b for run in (first, second) for b in bodies(run, prefix)}
+
     assert_eventually(lambda: len(together("a")) == 40, 45, "the first 40 messages consumed")
     time.sleep(3)  # the NOTIFY_CONSUMER_IDS_CHANGED rebalance has settled by now
 
@@ -222,12 +225,12 @@ def test_restarted_consumer_resumes_from_committed_offset(cluster, cpp, topic) -
         assert items[0]["queue_offset"] == committed[queue]
 
 
-def all_committed(cluster, group: str, topic: str) -> bool:  # type: ignore[no-untyped-def]
+def all_committed(cluster, group: str, topic: str) -> bool:
     committed = [cluster.committed_offset(group, topic, q) for q in range(QUEUES)]
     return committed == [cluster.max_offset(topic, q) for q in range(QUEUES)]
 
 
-def assert_eventually(predicate, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
+def assert_eventually(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"

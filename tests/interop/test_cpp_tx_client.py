@@ -49,7 +49,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxCluster]:
 
 
 @pytest.fixture
-def transact(cluster: TxCluster, tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+def transact(cluster: TxCluster, tmp_path: Path) -> Iterator:
     runs: list[CppClientRun] = []
 
     def start(topic: str, group: str, **options: object) -> CppClientRun:
@@ -74,7 +74,7 @@ def topic() -> str:
     return f"InteropTx_{uuid.uuid4().hex[:10]}"
 
 
-def test_commit_and_rollback(cluster: TxCluster, transact, topic: str) -> None:  # type: ignore[no-untyped-def]
+def test_commit_and_rollback(cluster: TxCluster, transact, topic: str) -> None:
     records = transact(topic, "PID_cpp_tx_ends", count=4, decide="commit,rollback").finish(CLIENT_TIMEOUT_S)
     sent = [r for r in records if r["event"] == "sent"]
     assert [r["status"] for r in sent] == [0] * 4 and [r["decision"] for r in sent] == ["commit", "rollback"] * 2
@@ -88,7 +88,7 @@ def test_commit_and_rollback(cluster: TxCluster, transact, topic: str) -> None: 
     assert cluster.bodies(topic) == [b"tx-0-commit", b"tx-2-commit"]  # each once
 
 
-def test_unknown_resolved_to_commit_by_check_back(cluster: TxCluster, transact, topic: str) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_resolved_to_commit_by_check_back(cluster: TxCluster, transact, topic: str) -> None:
     run = transact(topic, "PID_cpp_tx_check_commit", count=2, decide="unknown", check="commit", wait_checks=2)
     run.wait_for(lambda r: len(r.events("sent")) == 2, WAIT_S, "both half messages sent")
     assert cluster.bodies(topic) == []  # undecided: nobody reads them
@@ -99,7 +99,7 @@ def test_unknown_resolved_to_commit_by_check_back(cluster: TxCluster, transact, 
     wait_for(lambda: cluster.bodies(topic) == [b"tx-0-unknown", b"tx-1-unknown"], WAIT_S, "the checked commits")
 
 
-def test_unknown_resolved_to_rollback_by_check_back(cluster: TxCluster, transact, topic: str) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_resolved_to_rollback_by_check_back(cluster: TxCluster, transact, topic: str) -> None:
     run = transact(
         topic, "PID_cpp_tx_check_rollback", count=2, decide="unknown,commit", check="rollback", wait_checks=1
     )

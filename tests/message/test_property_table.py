@@ -53,7 +53,7 @@ batches = st.lists(properties_strings(), max_size=12)
 
 
 def _slices(table: PropertyTable, found: tuple[object, object, object]) -> list[tuple[int, bytes]]:
-    rows, starts, lengths = (a.tolist() for a in found)  # type: ignore[attr-defined]
+    rows, starts, lengths = (a.tolist() for a in found)
     return [(r, table.joined[s : s + n]) for r, s, n in zip(rows, starts, lengths, strict=True)]
 
 

@@ -187,12 +187,12 @@ def _record(**overrides: object) -> SpecRecord:
         topic="Topic_A-1",
         properties=b"KEYS\x01k1 k2\x02TAGS\x01TagA",
     )
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    return replace(base, **overrides)
 
 
 def _ip(column_value: object) -> bytes:
     # numpy "S4" items drop trailing NUL bytes (10.0.0.0 -> b"\n"); pad back to 4 bytes.
-    return bytes(column_value).ljust(4, b"\x00")  # type: ignore[call-overload]
+    return bytes(column_value).ljust(4, b"\x00")
 
 
 # A body whose CRC32 has the top bit set, so the & 0x7FFFFFFF mask matters.
@@ -239,7 +239,7 @@ def test_sparkmq_records_decode_field_by_field(encode: Encoder) -> None:
         assert r.magic == MAGIC
         assert r.body_crc == zlib.crc32(body) & 0x7FFFFFFF
         assert r.queue_id == 6
-        assert r.flag == batch.flags[i]  # type: ignore[index]
+        assert r.flag == batch.flags[i]
         assert r.queue_offset == 100 + i
         assert r.physical_offset == expected_physical
         assert r.sys_flag == 0x3
@@ -286,7 +286,7 @@ def test_encode_a_slice_of_a_batch(encode: Encoder) -> None:
     records = spec_decode_all(buf)
     assert [r.body for r in records] == list(batch.bodies[2:4])
     assert [r.properties for r in records] == list(batch.properties[2:4])
-    assert [r.flag for r in records] == list(batch.flags[2:4])  # type: ignore[index]
+    assert [r.flag for r in records] == list(batch.flags[2:4])
     assert [r.queue_offset for r in records] == [900, 901]
     assert [r.physical_offset for r in records] == [64, 64 + records[0].total_size]
     assert encode(batch, 3, 3, 0, 0, 0, Host(LOCALHOST, 1)) == b""
@@ -329,8 +329,8 @@ def _spec_buffer() -> tuple[list[SpecRecord], bytes]:
 
 
 def _assert_message_matches(m: object, r: SpecRecord) -> None:
-    assert m.total_size == r.total_size  # type: ignore[attr-defined]
-    assert m.body_crc == zlib.crc32(r.body) & 0x7FFFFFFF  # type: ignore[attr-defined]
+    assert m.total_size == r.total_size
+    assert m.body_crc == zlib.crc32(r.body) & 0x7FFFFFFF
     for name in (
         "queue_id",
         "flag",
@@ -344,10 +344,10 @@ def _assert_message_matches(m: object, r: SpecRecord) -> None:
         "topic",
     ):
         assert getattr(m, name) == getattr(r, name), name
-    assert m.born_host == Host(r.born_ip, r.born_port)  # type: ignore[attr-defined]
-    assert m.store_host == Host(r.store_ip, r.store_port)  # type: ignore[attr-defined]
-    assert bytes(m.body) == r.body  # type: ignore[attr-defined]
-    assert m.properties_raw == r.properties  # type: ignore[attr-defined]
+    assert m.born_host == Host(r.born_ip, r.born_port)
+    assert m.store_host == Host(r.store_ip, r.store_port)
+    assert bytes(m.body) == r.body
+    assert m.properties_raw == r.properties
 
 
 @pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview], ids=["bytes", "bytearray", "memoryview"])
@@ -557,7 +557,7 @@ def test_bad_magic(magic: int) -> None:
     buf = spec_encode(_record(magic=magic))
     for decode in _all_decoders(buf):
         with pytest.raises(CorruptRecordError):
-            decode()  # type: ignore[operator]
+            decode()
 
 
 def test_truncated_record_at_every_length() -> None:
@@ -565,7 +565,7 @@ def test_truncated_record_at_every_length() -> None:
     for cut in range(1, len(good)):
         for decode in _all_decoders(good[:cut]):
             with pytest.raises(CorruptRecordError):
-                decode()  # type: ignore[operator]
+                decode()
 
 
 def test_second_record_truncated() -> None:
@@ -585,7 +585,7 @@ def test_totalsize_inconsistent_with_field_lengths(delta: int) -> None:
     buf = spec_encode(_record(total_size=len(good) + delta)) + bytes(max(delta, 0))
     for decode in _all_decoders(buf):
         with pytest.raises(CorruptRecordError):
-            decode()  # type: ignore[operator]
+            decode()
 
 
 def _patch(buf: bytes, at: int, fmt: str, value: int) -> bytes:
@@ -627,7 +627,7 @@ def test_inner_lengths_inconsistent(field: str) -> None:
     }[field]
     for decode in _all_decoders(buf):
         with pytest.raises(CorruptRecordError):
-            decode()  # type: ignore[operator]
+            decode()
 
 
 def test_topic_that_is_not_utf8_is_a_corrupt_record() -> None:

@@ -262,7 +262,7 @@ def test_close_is_idempotent_and_port_needs_start() -> None:
     async def main() -> None:
         namesrv = NameServer(NamesrvConfig("127.0.0.1", 0))
         with pytest.raises(RuntimeError):
-            namesrv.port  # noqa: B018
+            namesrv.port  # noqa: B018 - reading the property is the check
         await namesrv.start()
         assert namesrv.port > 0
         await namesrv.close()

@@ -34,7 +34,7 @@ from sparkmq.protocol.plain_header import encode_string_map
 _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def _command(decode, raw: bytes) -> object:  # type: ignore[no-untyped-def]
+def _command(decode, raw: bytes) -> object:
     try:
         command = decode(raw, b"body")
     except ProtocolError as exc:
@@ -106,7 +106,7 @@ def test_json_header_edge_cases_match_the_reference(raw: bytes) -> None:
     assert _command(_decode_json_header, raw) == _command(_decode_any_json_header, raw)
 
 
-def _send_header(fields: dict[str, str], parse) -> object:  # type: ignore[no-untyped-def]
+def _send_header(fields: dict[str, str], parse) -> object:
     try:
         return parse(fields)
     except InvalidFieldError as exc:
@@ -150,7 +150,7 @@ def test_commands_decode_without_msgspec() -> None:
 @_SETTINGS
 @given(st.dictionaries(st.text(), st.text(), max_size=6))
 def test_ext_fields_encode_matches_the_reference(fields: dict[str, str]) -> None:
-    def encoded(encode) -> object:  # type: ignore[no-untyped-def]
+    def encoded(encode) -> object:
         try:
             return encode(fields)
         except UnicodeEncodeError:

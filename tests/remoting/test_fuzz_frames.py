@@ -111,7 +111,7 @@ def sentinel(address_kind: str) -> bytes:
     return RemotingCommand.request(code, SENTINEL_OPAQUE).encode()
 
 
-def test_malformed_frames_never_hurt_the_services_or_a_healthy_client(services) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_frames_never_hurt_the_services_or_a_healthy_client(services) -> None:
     namesrv, broker = services
     targets = {"broker": broker.address, "namesrv": namesrv.address}
 

@@ -65,7 +65,7 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def test_a_reader_that_never_reads_stops_being_read_and_costs_bounded_memory(services) -> None:  # type: ignore[no-untyped-def]
+def test_a_reader_that_never_reads_stops_being_read_and_costs_bounded_memory(services) -> None:
     _namesrv, broker = services
 
     async def main(client: RemotingClient) -> None:
@@ -102,7 +102,7 @@ def test_a_reader_that_never_reads_stops_being_read_and_costs_bounded_memory(ser
     run(main)
 
 
-def test_idle_connections_are_bounded_and_closed_while_a_healthy_client_works(services) -> None:  # type: ignore[no-untyped-def]
+def test_idle_connections_are_bounded_and_closed_while_a_healthy_client_works(services) -> None:
     _namesrv, broker = services
 
     async def main(client: RemotingClient) -> None:
@@ -119,7 +119,7 @@ def test_idle_connections_are_bounded_and_closed_while_a_healthy_client_works(se
             open_count = len(idle)
             while open_count:  # every one of them ends with EOF: refused at once, or closed when idle
                 for key, _ in selector.select(timeout=30):
-                    assert key.fileobj.recv(1) == b""  # type: ignore[union-attr]
+                    assert key.fileobj.recv(1) == b""
                     selector.unregister(key.fileobj)
                     open_count -= 1
                 assert open_count == 0 or selector.get_map(), "no progress"
@@ -135,7 +135,7 @@ def test_idle_connections_are_bounded_and_closed_while_a_healthy_client_works(se
     run(main)
 
 
-def test_a_slow_loris_frame_is_closed_by_its_deadline(services) -> None:  # type: ignore[no-untyped-def]
+def test_a_slow_loris_frame_is_closed_by_its_deadline(services) -> None:
     _namesrv, broker = services
     with RawPeer(broker.address) as peer:
         peer.send(struct.pack(">I", 1000) + b"\x00\x00\x00\x10")  # announces 1000 bytes, sends 4
@@ -151,7 +151,7 @@ def test_a_slow_loris_frame_is_closed_by_its_deadline(services) -> None:  # type
         ({"topicFilterType": "x" * 40_000}, "'topicFilterType' is 40000 characters long"),
     ],
 )
-def test_unfit_text_in_a_topic_is_refused_and_the_broker_keeps_persisting(services, ext, field) -> None:  # type: ignore[no-untyped-def]
+def test_unfit_text_in_a_topic_is_refused_and_the_broker_keeps_persisting(services, ext, field) -> None:
     _namesrv, broker = services
     fields = CreateTopicRequestHeader("HostileTopic", "TBW102", 4, 4, 6, "SINGLE_TAG", False).to_fields()
     with RawPeer(broker.address) as peer:
@@ -177,7 +177,7 @@ def test_unfit_text_in_a_topic_is_refused_and_the_broker_keeps_persisting(servic
     run(main)
 
 
-def test_a_huge_integer_closes_only_its_connection(services) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_integer_closes_only_its_connection(services) -> None:
     _namesrv, broker = services
     with RawPeer(broker.address) as peer:
         peer.send(raw_request("9" * 5000, 1, {}))
@@ -190,7 +190,7 @@ def test_a_huge_integer_closes_only_its_connection(services) -> None:  # type: i
     assert not [line for line in broker.output if "Traceback" in line or "Fatal error" in line]
 
 
-def test_the_name_server_answers_unfit_text_and_refuses_a_takeover(services) -> None:  # type: ignore[no-untyped-def]
+def test_the_name_server_answers_unfit_text_and_refuses_a_takeover(services) -> None:
     namesrv, broker = services
     assert wait_until(lambda: _route(namesrv.address, "TBW102") is not None)
     with RawPeer(namesrv.address) as peer:

@@ -272,4 +272,4 @@ def test_broker_conf_keys_set_the_limits_and_bad_values_are_config_errors() -> N
         {"max_buffered_frame_bytes": 1024},
     ):
         with pytest.raises(ConfigError):
-            ServerLimits(**bad)  # type: ignore[arg-type]
+            ServerLimits(**bad)

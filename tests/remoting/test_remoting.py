@@ -26,7 +26,7 @@ async def failing(request: RemotingCommand, connection: RemotingConnection) -> R
     raise TopicNotExistError("topic[nope] not exist")
 
 
-async def with_server(body) -> None:  # type: ignore[no-untyped-def]
+async def with_server(body) -> None:
     server = RemotingServer("127.0.0.1", 0)
     server.register(RequestCode.HEART_BEAT, echo)
     server.register(RequestCode.PULL_MESSAGE, slow)

@@ -71,7 +71,7 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def tls_config(tmp_path: Path, cert: tuple[Path, Path], mode: str, **overrides: object):  # type: ignore[no-untyped-def]
+def tls_config(tmp_path: Path, cert: tuple[Path, Path], mode: str, **overrides: object):
     return small_config(
         tmp_path / "store",
         tls_enable=True,

@@ -53,7 +53,7 @@ def create_topic(namesrv: str, broker: str) -> str:
     return topic
 
 
-def test_sink_and_source_with_credentials(spark, acl_ns) -> None:  # type: ignore[no-untyped-def]
+def test_sink_and_source_with_credentials(spark, acl_ns) -> None:
     namesrv, broker = acl_ns
     topic = create_topic(namesrv, broker)
     creds = {"namesrvAddr": namesrv, "accessKey": "sparkUser", "secretKey": "sparkSecret"}

@@ -18,7 +18,7 @@ QUEUES = 4
 POSITIONS = "queueId int, queueOffset long"
 
 
-def batch_reader(spark, cluster, **options: object):  # type: ignore[no-untyped-def]
+def batch_reader(spark, cluster, **options: object):
     read = spark.read.format("sparkmq").option("namesrvAddr", cluster.ns)
     for key, value in options.items():
         read = read.option(key, str(value))

@@ -64,7 +64,7 @@ def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             made.close()
 
 
-def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]):  # type: ignore[no-untyped-def]
+def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]):
     """What one task attempt of the exactly-once sink does, with the sink's own row conversion."""
     return transactional_writer.write_halves(options, query, batch_id, batches, place_runs)
 

@@ -31,7 +31,7 @@ SYSTEM_PROPERTIES = {"UNIQ_KEY", "WAIT", "TAGS", "KEYS", "DELAY"}
 ROW_SCHEMA = "body binary, keys string, tags string, properties map<string,string>"
 
 
-def writer(df, cluster: Cluster, **options: object):  # type: ignore[no-untyped-def]
+def writer(df, cluster: Cluster, **options: object):
     out = df.write.format("sparkmq").mode("append").option("namesrvAddr", cluster.ns)
     for key, value in options.items():
         out = out.option(key, str(value))
@@ -156,7 +156,7 @@ def test_streaming_write_from_one_topic_to_another(spark, cluster, names) -> Non
 
 
 @pytest.fixture
-def own_cluster(tmp_path) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
+def own_cluster(tmp_path) -> Iterator[Cluster]:
     """A NameServer + broker for one test that restarts the broker."""
     with NamesrvProcess.start() as namesrv:
         broker = BrokerProcess.start(tmp_path / "store", namesrv.address)
@@ -227,7 +227,7 @@ def test_broker_restart_mid_write_retries_tasks_and_loses_nothing(spark, own_clu
 
 
 @pytest.fixture
-def unconfirming(tmp_path) -> Iterator[UnconfirmingCluster]:  # type: ignore[no-untyped-def]
+def unconfirming(tmp_path) -> Iterator[UnconfirmingCluster]:
     """A real broker whose sends can answer FLUSH_DISK_TIMEOUT & co. (support.unconfirming_broker)."""
     with UnconfirmingCluster.start(tmp_path / "store") as running:
         try:

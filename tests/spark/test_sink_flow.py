@@ -65,7 +65,7 @@ def test_a_blocked_iterator_leaves_the_client_loop_responsive(cluster) -> None:
         release.set()
         task.join(WAIT_S)
     assert threads and threads[0] != "sparkmq-client-loop"
-    assert outcome["result"].sent == 20  # type: ignore[attr-defined]
+    assert outcome["result"].sent == 20
     assert sum(cluster.max_offset(topic, q) for q in range(QUEUES)) == 20
 
 
@@ -95,7 +95,7 @@ def test_sharding_key_keeps_row_order_per_key(cluster, monkeypatch) -> None:
     producer = _producer(writer.options)
     real_send, calls = producer.send_encoded_batch, itertools.count()
 
-    async def slow_every_third(*args, **kwargs):  # type: ignore[no-untyped-def]
+    async def slow_every_third(*args, **kwargs):
         if next(calls) % 3 == 0:
             await asyncio.sleep(0.02)
         return await real_send(*args, **kwargs)

@@ -24,7 +24,7 @@ from support.spark_harness import Collected, ask, failure_of, reader, run_availa
 BODY = b"." * 1000
 
 
-def planner(cluster, names, **options: object) -> SparkmqStreamReader:  # type: ignore[no-untyped-def]
+def planner(cluster, names, **options: object) -> SparkmqStreamReader:
     opts = {
         "namesrvAddr": cluster.ns,
         "consumerGroup": names.group,
@@ -38,7 +38,7 @@ def planned(start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) ->
     return sum(end[t][q] - start.get(t, {}).get(q, 0) for t in end for q in end[t])
 
 
-def delete_and_recreate(cluster, topic: str) -> None:  # type: ignore[no-untyped-def]
+def delete_and_recreate(cluster, topic: str) -> None:
     code, remark, _, _ = ask(
         cluster.broker.address, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic).to_fields()
     )

@@ -13,7 +13,7 @@ from support.spark_harness import Collected, start_query
 GOOD = {"topic": "T", "consumerGroup": "G"}
 
 
-def _load(spark, options: dict[str, str], batch: bool = False):  # type: ignore[no-untyped-def]
+def _load(spark, options: dict[str, str], batch: bool = False):
     source = spark.read if batch else spark.readStream
     source = source.format("sparkmq")
     for key, value in options.items():

@@ -159,7 +159,7 @@ def test_plain_bulk_and_auto_paths_write_the_same_files(
             rebuilt = {part: _files(root, part) for part in ("consumequeue", "index")}
         written[name] = {"offsets": offsets, **parts, "rebuilt": rebuilt}
     plain = written["plain"]
-    assert len(plain["commitlog"]) > 3 and len(plain["index"]) > 3  # segments and index files rolled  # type: ignore[arg-type]
+    assert len(plain["commitlog"]) > 3 and len(plain["index"]) > 3  # segments and index files rolled
     assert plain["rebuilt"] == {"consumequeue": plain["consumequeue"], "index": plain["index"]}
     for name in ("bulk", "auto"):
         for part in ("offsets", "commitlog", "consumequeue", "index", "rebuilt"):
@@ -231,7 +231,7 @@ def test_queue_flush_reports_what_it_flushed_while_an_append_rolls_the_segment(t
         queue.last_file().append(b"c" * 10)  # ...and rolls to a new segment
         return flushed
 
-    first.flush = flush_then_append  # type: ignore[method-assign]
+    first.flush = flush_then_append
     try:
         assert queue.flush() == 1000
         assert queue.flush() == 4096 + 10

@@ -22,11 +22,11 @@ def put_numbered(store: MessageStore, count: int, tags: tuple[str, ...] = ("TagA
         assert store.put_messages(MessageBatch(TOPIC, 0, [b"body-%d" % n for n in numbers], props)).ok
 
 
-def keep_multiples_of(k: int):  # type: ignore[no-untyped-def]
+def keep_multiples_of(k: int):
     return lambda raw: int(decode_properties(raw)["n"]) % k == 0
 
 
-def numbers_of(result) -> list[int]:  # type: ignore[no-untyped-def]
+def numbers_of(result) -> list[int]:
     return [int(m.properties["n"]) for m in iter_records(result.body(), check_crc=True)]
 
 

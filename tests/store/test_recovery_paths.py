@@ -107,7 +107,7 @@ def test_clean_start_replays_only_the_tail(tmp_path: Path) -> None:
     report = store.start()
     try:
         assert report.anchored and report.last_exit_ok
-        newest = max(store.consume_queue(sc.TOPIC, q).last_unit()["offset"] for q in range(sc.QUEUES))  # type: ignore[union-attr]
+        newest = max(store.consume_queue(sc.TOPIC, q).last_unit()["offset"] for q in range(sc.QUEUES))
         assert report.dispatched_from == newest and report.process_offset == end
         sc.check_consistent(store)
     finally:
@@ -147,7 +147,7 @@ def test_start_after_kill_9_replays_from_the_newest_intact_record(tmp_path: Path
             int(u["offset"]) + int(u["size"])
             for q in range(sc.QUEUES)
             if (u := store.consume_queue(sc.TOPIC, q).last_unit()) is not None
-        ]  # type: ignore[union-attr]
+        ]
         assert report.process_offset == store.commitlog.max_offset
         # The queues end at the last record; only an END_OF_FILE filler may follow it, when the
         # kill came right after a segment was closed (then the end is the next segment's start).

@@ -42,7 +42,7 @@ def pressure_config(root: Path, forcibly: bool) -> object:
 def test_young_segments_go_only_above_clean_forcibly_ratio_when_enabled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratio: float, forcibly: bool, young_deleted: bool
 ) -> None:
-    with MessageStore(pressure_config(tmp_path / "s", forcibly)) as store:  # type: ignore[arg-type]
+    with MessageStore(pressure_config(tmp_path / "s", forcibly)) as store:
         fill(store, 600)
         monkeypatch.setattr(store.retention, "disk_used_ratio", lambda: ratio)
         report = store.retention.run()
@@ -56,7 +56,7 @@ def test_young_segments_go_only_above_clean_forcibly_ratio_when_enabled(
 def test_writes_are_refused_above_the_warning_ratio_until_below_clean_forcibly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with MessageStore(pressure_config(tmp_path / "s", False)) as store:  # type: ignore[arg-type]
+    with MessageStore(pressure_config(tmp_path / "s", False)) as store:
         fill(store, 20)
         used = [0.95]
         monkeypatch.setattr(store.retention, "disk_used_ratio", lambda: used[0])

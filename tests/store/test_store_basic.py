@@ -166,7 +166,7 @@ def test_sync_flush_acknowledges_after_fsync_and_writers_share_fsyncs(sync_store
         calls.append(1)
         return original()
 
-    sync_store.commitlog.flush = counting_flush  # type: ignore[method-assign]
+    sync_store.commitlog.flush = counting_flush
     results = []
 
     def writer(queue_id: int) -> None:

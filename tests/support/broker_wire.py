@@ -119,7 +119,7 @@ class Wire:
         """Send a request with a verbatim JSON header (C++ / ali-ons value types)."""
         connection = await self.client.connection(self.address)
         request = RawRequest(code, connection.next_opaque(), fields, body)
-        return await connection.request(request, TIMEOUT_S)  # type: ignore[arg-type]
+        return await connection.request(request, TIMEOUT_S)
 
     async def send(
         self,

@@ -167,7 +167,7 @@ class BrokerProcess(ServiceProcess):
         return int(self.address.rsplit(":", 1)[1])
 
 
-def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
+def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05) -> bool:
     """Poll ``predicate`` until true or the timeout passes; return its last value."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

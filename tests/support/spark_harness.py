@@ -33,24 +33,24 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 import contextlib
 
-from pyspark.sql import DataFrame, Row, SparkSession  # noqa: E402
-from pyspark.sql.streaming import StreamingQuery  # noqa: E402
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
-from sparkmq.client import Message, Producer, PullConsumer, ReceivedMessage, SendResult, SendStatus  # noqa: E402
-from sparkmq.client.message import decode_pull_body  # noqa: E402
-from sparkmq.protocol import RequestCode, ResponseCode  # noqa: E402
-from sparkmq.protocol.admin_bodies import ConsumeStats  # noqa: E402
-from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader  # noqa: E402
-from sparkmq.protocol.bodies import MessageQueue  # noqa: E402
-from sparkmq.protocol.headers import (  # noqa: E402
+from sparkmq.client import Message, Producer, PullConsumer, ReceivedMessage, SendResult, SendStatus
+from sparkmq.client.message import decode_pull_body
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.admin_bodies import ConsumeStats
+from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.headers import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     TopicQueueRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from sparkmq.remoting import RemotingClient  # noqa: E402
-from support.client_harness import create_topic, wait_for_route  # noqa: E402
-from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess  # noqa: E402
+from sparkmq.remoting import RemotingClient
+from support.client_harness import create_topic, wait_for_route
+from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess
 
 BROKER = "broker-a"
 QUERY_TIMEOUT_S = 120.0

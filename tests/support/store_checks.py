@@ -34,7 +34,7 @@ def crash_config(root: Path, **overrides: object) -> StoreConfig:
         max_mapped_consume_queue_files=2,  # crashes land while ConsumeQueue files are unmapped and mapped again
     )
     settings.update(overrides)
-    return StoreConfig(root, **settings)  # type: ignore[arg-type]
+    return StoreConfig(root, **settings)
 
 
 @dataclass(frozen=True)

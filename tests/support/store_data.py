@@ -28,7 +28,7 @@ def tiny_config(root: Path, **overrides: object) -> StoreConfig:
         max_mapped_consume_queue_files=3,  # store tests map and unmap ConsumeQueue files all the time
     )
     settings.update(overrides)
-    return StoreConfig(root, **settings)  # type: ignore[arg-type]
+    return StoreConfig(root, **settings)
 
 
 def make_batch(

@@ -83,7 +83,7 @@ class TxWire:
         """A request with a verbatim JSON header (as C++ writes it: CPP, version 63)."""
         connection = await self.client.connection(self.address)
         request = RawRequest(code, connection.next_opaque(), fields, body)
-        return await connection.request(request, TIMEOUT_S)  # type: ignore[arg-type]
+        return await connection.request(request, TIMEOUT_S)
 
     async def heartbeat(self) -> None:
         body = HeartbeatData(f"127.0.0.1@tx-{self.group}", (ProducerData(self.group),)).encode()
@@ -139,7 +139,7 @@ class TxWire:
         return await self.call(RequestCode.END_TRANSACTION, header.to_fields())
 
     async def end_ok(self, half: Half, kind: int, **kwargs: object) -> str:
-        response = await self.end(half, kind, **kwargs)  # type: ignore[arg-type]
+        response = await self.end(half, kind, **kwargs)
         assert response.code == ResponseCode.SUCCESS, response
         return response.remark or ""
 

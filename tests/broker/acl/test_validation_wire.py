@@ -150,7 +150,7 @@ def test_cpp_style_numbers_and_booleans_are_signed_as_their_text(tmp_path: Path)
         fields["Signature"] = signature("12345678", content_to_sign(as_text, b"body"))
         connection = await wire.client.connection(wire.address)
         request = RawRequest(310, connection.next_opaque(), fields, b"body")
-        response = await connection.request(request, 5.0)  # type: ignore[arg-type]
+        response = await connection.request(request, 5.0)
         assert response.code == ResponseCode.SUCCESS, response
 
     run_acl(tmp_path, scenario)

@@ -47,11 +47,11 @@ def commitlog_bytes(broker: BrokerController, start: int | None = None) -> bytes
         offset += len(run)
 
 
-def master_config(root: Path, **overrides: Any):  # type: ignore[no-untyped-def]
+def master_config(root: Path, **overrides: Any):
     return small_config(root / "master", ha_listen_port=0, **overrides)
 
 
-def slave_config(root: Path, master: BrokerController, **overrides: Any):  # type: ignore[no-untyped-def]
+def slave_config(root: Path, master: BrokerController, **overrides: Any):
     values: dict[str, Any] = {
         "broker_id": 1,
         "broker_role": "SLAVE",
@@ -66,7 +66,7 @@ def slave_config(root: Path, master: BrokerController, **overrides: Any):  # typ
 
 def in_sync(master: BrokerController, slave: BrokerController) -> Callable[[], bool]:
     assert master.store is not None and slave.store is not None
-    return lambda: slave.store.commitlog.max_offset == master.store.commitlog.max_offset  # type: ignore[union-attr]
+    return lambda: slave.store.commitlog.max_offset == master.store.commitlog.max_offset
 
 
 async def send_many(wire: Wire, topic: str, count: int, start: int = 0, size: int = 100) -> None:
@@ -75,7 +75,7 @@ async def send_many(wire: Wire, topic: str, count: int, start: int = 0, size: in
 
 
 def run(scenario: Awaitable[None]) -> None:
-    asyncio.run(scenario)  # type: ignore[arg-type]
+    asyncio.run(scenario)
 
 
 def test_wire_codecs_are_rocketmq_bytes() -> None:
@@ -101,7 +101,7 @@ def test_late_slave_catches_up_and_follows_across_segments_and_cut_records(tmp_p
             wire = Wire(master)
             try:
                 await send_many(wire, "HaTopic", 300, size=500)
-                newest_start = master.store.commitlog.queue.files[-1].start_offset  # type: ignore[union-attr]
+                newest_start = master.store.commitlog.queue.files[-1].start_offset
                 assert newest_start > 0
                 async with BrokerController(
                     slave_config(tmp_path, master, mapped_file_size_commit_log=segment)
@@ -109,11 +109,11 @@ def test_late_slave_catches_up_and_follows_across_segments_and_cut_records(tmp_p
                     await until(in_sync(master, slave), "the late slave to catch up")
                     await send_many(wire, "HaTopic", 50, start=300, size=500)
                     await until(in_sync(master, slave), "the slave to follow new sends")
-                    assert slave.store.commitlog.min_offset == newest_start  # type: ignore[union-attr]
+                    assert slave.store.commitlog.min_offset == newest_start
                     assert commitlog_bytes(slave) == commitlog_bytes(master, newest_start)
-                    assert len(slave.store.commitlog.queue.files) >= 2  # type: ignore[union-attr]
+                    assert len(slave.store.commitlog.queue.files) >= 2
                     for queue_id in (0, 1):
-                        assert slave.store.max_offset_in_queue("HaTopic", queue_id) == 175  # type: ignore[union-attr]
+                        assert slave.store.max_offset_in_queue("HaTopic", queue_id) == 175
                     assert slave.slave_sync is not None  # no NameServer here to name the master: tell it
                     slave.slave_sync.learn_master(master.config.address)
                     assert await slave.slave_sync.sync_all()
@@ -175,11 +175,11 @@ def test_sync_master_waits_for_the_slave_and_answers_slave_not_available_without
                 assert alone.code == ResponseCode.SLAVE_NOT_AVAILABLE
                 assert alone.ext_fields["msgId"] and alone.ext_fields["queueOffset"] == "0"  # stored all the same
                 async with BrokerController(slave_config(tmp_path, master)) as slave:
-                    await until(lambda: master.ha.acks.connections == 1, "the slave link")  # type: ignore[union-attr]
+                    await until(lambda: master.ha.acks.connections == 1, "the slave link")
                     for i in range(20):
                         await wire.send_ok("HaTopic", b"confirmed %d" % i)
                         # acknowledged means the slave holds the bytes already
-                        assert slave.store.commitlog.max_offset >= master.store.commitlog.max_offset  # type: ignore[union-attr]
+                        assert slave.store.commitlog.max_offset >= master.store.commitlog.max_offset
                     no_wait = await wire.send("HaTopic", b"WAIT=false", props={"WAIT": "false"})
                     assert no_wait.code == ResponseCode.SUCCESS
             finally:
@@ -198,7 +198,7 @@ def test_sync_master_answers_flush_slave_timeout_when_the_slave_stops_acknowledg
             mute = socket.create_connection(("127.0.0.1", master.config.ha_listen_port))
             try:
                 mute.sendall(encode_report(0))
-                await until(lambda: master.ha.acks.connections == 1, "the mute slave's link")  # type: ignore[union-attr]
+                await until(lambda: master.ha.acks.connections == 1, "the mute slave's link")
                 response = await wire.send("HaTopic", b"never confirmed")
                 assert response.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
                 records = await wire.pull_records("G", "HaTopic", int(response.ext_fields["queueId"]))
