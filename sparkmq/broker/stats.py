@@ -131,7 +131,8 @@ class BrokerStats:
         """Put msgs/s, put bytes/s, get msgs/s, get bytes/s over the last minute window."""
         now, first = self.snapshot(), self._minute[0]
         elapsed = max(now.at - first.at, 1e-9)
-        return tuple((a - b) / elapsed for a, b in zip(now.totals, first.totals, strict=True))  # type: ignore[return-value]
+        rates = ((a - b) / elapsed for a, b in zip(now.totals, first.totals, strict=True))
+        return tuple(rates)  # type: ignore[return-value]  # as many rates as totals: the tuple's fixed length
 
     def topic_tps(self, topic: str) -> float:
         """Messages/s put to ``topic`` over the last minute window."""
@@ -214,7 +215,7 @@ def timed(processor: Callable[..., Awaitable[Any]], code: int, stats: BrokerStat
             setattr(serve, name, getattr(processor, name))
     group = getattr(processor, "serve_group", None)
     if callable(group):
-        serve.serve_group = _timed_group(group, code, stats)  # type: ignore[attr-defined]
+        serve.serve_group = _timed_group(group, code, stats)  # type: ignore[attr-defined]  # a function attribute
     return serve
 
 

@@ -27,11 +27,11 @@ from sparkmq.cli.admin_message_commands import (
 )
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.errors import RemoteError, SparkmqError
+from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, TopicConfig
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
 
-RETRY_PREFIX = "%RETRY%"
 Command = Callable[[AdminExt, argparse.Namespace, TextIO], Awaitable[None]]
 
 
@@ -86,7 +86,7 @@ async def topic_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> 
     cluster_of = {broker: cluster for cluster, names in info.cluster_addr_table.items() for broker in names}
     printf(out, "%-20s  %-48s  %-48s%n", "#Cluster Name", "#Topic", "#Consumer Group")
     for topic in topics:
-        if topic.startswith((RETRY_PREFIX, "%DLQ%")):
+        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             continue
         try:
             route = await admin.topic_route(topic)
@@ -162,8 +162,8 @@ async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: Text
             "#Diff Total",
         )
         for topic in await admin.topic_list():
-            if topic.startswith(RETRY_PREFIX):
-                group = topic[len(RETRY_PREFIX) :]
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
                 stats = await admin.consume_stats(group)
                 diff = sum(max(o.broker_offset - o.consumer_offset, 0) for o in stats.offset_table.values())
                 try:

@@ -76,3 +76,6 @@ def decode_batch_items(data: bytes | memoryview) -> BatchItems:
         flags.append(flag)
         pos += size
     return BatchItems(bodies, props, flags)
+
+
+MAX_INFLATED_BATCH_BYTES = 64 * 1024 * 1024  # a compressed SEND_BATCH body may not inflate past this

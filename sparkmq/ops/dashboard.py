@@ -30,6 +30,7 @@ from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.message import Message, ReceivedMessage
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.errors import SparkmqError
+from sparkmq.message.names import RETRY_GROUP_TOPIC_PREFIX, is_retry_topic, is_system_topic
 from sparkmq.ops import credentials
 from sparkmq.ops.lag_history import LagHistory
 from sparkmq.ops.pages import layout, table
@@ -37,8 +38,6 @@ from sparkmq.ops.svg_chart import line_chart
 from sparkmq.protocol.bodies import MessageQueue
 
 logger = logging.getLogger(__name__)
-RETRY_PREFIX = "%RETRY%"
-SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "RMQ_SYS_")
 PREVIEW_BYTES = 512
 TEST_PRODUCER_GROUP = "DASHBOARD_TEST_PRODUCER"
 
@@ -58,8 +57,13 @@ class DashboardConfig:
         return self.allow_writes or bool(self.access_key and self.secret_key)
 
 
+def retry_groups(topics: list[str]) -> set[str]:
+    """The consumer groups that have a retry topic among ``topics``."""
+    return {topic[len(RETRY_GROUP_TOPIC_PREFIX) :] for topic in topics if is_retry_topic(topic)}
+
+
 def is_user_topic(topic: str, brokers: set[str]) -> bool:
-    return not topic.startswith(SYSTEM_TOPICS) and not topic.startswith(("%RETRY%", "%DLQ%")) and topic not in brokers
+    return not is_system_topic(topic) and topic not in brokers
 
 
 def create_app(config: DashboardConfig) -> Starlette:
@@ -161,10 +165,7 @@ def create_app(config: DashboardConfig) -> Starlette:
 
     async def groups(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
-        names = sorted(
-            {t[len(RETRY_PREFIX) :] for t in await admin.topic_list() if t.startswith(RETRY_PREFIX)}
-            | set(history.groups)
-        )
+        names = sorted(retry_groups(await admin.topic_list()) | set(history.groups))
         rows = []
         for group in names:
             stats = await admin.consume_stats(group)
@@ -311,7 +312,7 @@ async def _sample_forever(admin: AdminExt, history: LagHistory, interval_s: floa
     while True:
         try:
             topics = await admin.topic_list()
-            groups = {t[len(RETRY_PREFIX) :] for t in topics if t.startswith(RETRY_PREFIX)} | set(history.groups)
+            groups = retry_groups(topics) | set(history.groups)
             for group in sorted(groups):
                 await _sample_group(admin, history, group)
         except SparkmqError as exc:

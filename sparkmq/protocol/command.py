@@ -53,8 +53,8 @@ try:
         encode_string_map,
     )
 except ImportError:  # msgspec is missing: the general decoder reads every header
-    decode_plain_header = None  # type: ignore[assignment]
-    encode_string_map = None  # type: ignore[assignment]
+    decode_plain_header = None  # type: ignore[assignment]  # None: the fast path is absent
+    encode_string_map = None  # type: ignore[assignment]  # None: the fast path is absent
 
 _PREFIX = struct.Struct(">II")  # length, serializeType << 24 | headerLength
 _HEADER_LENGTH = struct.Struct(">I")

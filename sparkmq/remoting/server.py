@@ -69,7 +69,7 @@ class RemotingServer:
         requests decoded from one read together (answered without a Task where it can)."""
         self._processors[int(code)] = processor
         if callable(getattr(processor, "serve_group", None)):
-            self._group_processors[int(code)] = processor  # type: ignore[assignment]
+            self._group_processors[int(code)] = processor  # type: ignore[assignment]  # has serve_group: checked above
         else:
             self._group_processors.pop(int(code), None)
 

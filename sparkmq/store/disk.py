@@ -58,8 +58,8 @@ def _find_libc_msync() -> Callable[..., int] | None:
     except OSError:
         return None
     function: Callable[..., int] = libc.msync
-    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)  # type: ignore[attr-defined]
-    function.restype = ctypes.c_int  # type: ignore[attr-defined]
+    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)  # type: ignore[attr-defined]  # ctypes
+    function.restype = ctypes.c_int  # type: ignore[attr-defined]  # ctypes function attributes
     return function
 
 

@@ -328,7 +328,7 @@ class MessageStore:
                     if result.ok:
                         end = max(end, int(result.physical_offsets[-1]) + int(result.sizes[-1]))
         flushed = self._group_commit.request(end) if self._group_commit is not None and end >= 0 else None
-        return results, flushed  # type: ignore[return-value]
+        return results, flushed  # type: ignore[return-value]  # every slot was filled above
 
     def _refused(self, batch: MessageBatch, refusal: str | None) -> PutResult | None:
         """The result of a batch refused before the lock (None: go on and store it)."""

@@ -25,9 +25,10 @@ import yaml
 
 from sparkmq.broker.acl.addresses import AddressMatcher, parse_address_pattern
 from sparkmq.errors import ConfigError
+from sparkmq.message.names import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from sparkmq.protocol.acl_signing import prepared_key
 
-RETRY_PREFIX = "%RETRY%"
+RETRY_PREFIX = RETRY_GROUP_TOPIC_PREFIX  # the ACL modules' name for it
 KEY_MIN_LENGTH = 6  # AclConstants.ACCESS_KEY_MIN_LENGTH / SECRET_KEY_MIN_LENGTH: longer is required
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _NULL_TAG = "tag:yaml.org,2002:null"
@@ -63,10 +64,6 @@ def check_permission(needed: Perm, owned: Perm) -> bool:
     if needed & Perm.ANY:
         return bool(owned & (Perm.PUB | Perm.SUB))
     return bool(needed & owned)
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
 
 
 @dataclass(frozen=True)

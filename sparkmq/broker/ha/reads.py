@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass
 
 from sparkmq.broker.config import BrokerConfig
+from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol import ResponseCode
 from sparkmq.store import GetMessageStatus, GetResult
 
-MASTER_ID = 0  # MixAll.MASTER_ID; also SubscriptionGroupConfig.brokerId's default
 WHICH_BROKER_WHEN_CONSUME_SLOWLY = 1  # SubscriptionGroupConfig.whichBrokerWhenConsumeSlowly's default
 
 

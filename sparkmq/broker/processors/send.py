@@ -23,7 +23,7 @@ from sparkmq.broker.transactions.prepare import prepare_half
 from sparkmq.broker.transactions.state import is_prepared
 from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
-from sparkmq.message.batch import decode_batch_items
+from sparkmq.message.batch import MAX_INFLATED_BATCH_BYTES, decode_batch_items
 from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
 from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from sparkmq.message.properties import DELAY_TIME_LEVEL, WAIT_STORE_MSG_OK, append_properties, find_property
@@ -35,7 +35,6 @@ from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.connection import Answer, error_response
 from sparkmq.store import PutMessageStatus, PutResult
 
-MAX_INFLATED_BATCH_BYTES = 64 * 1024 * 1024  # a compressed batch may not inflate past this
 _WAIT = WAIT_STORE_MSG_OK.encode()
 _DELAY = DELAY_TIME_LEVEL.encode() + b"\x01"  # a cheap test before redirect_if_delayed parses the properties
 _BORN_HOST = "send.born_host"  # connection attribute: the peer as a record's BORNHOST

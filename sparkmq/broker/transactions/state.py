@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
-from sparkmq.message.batch import BatchItems, decode_batch_items
+from sparkmq.message.batch import MAX_INFLATED_BATCH_BYTES, BatchItems, decode_batch_items
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import (
@@ -53,7 +53,6 @@ HALF_QUEUE_ID = 0  # RocketMQ uses one half queue (and one op queue with the sam
 SYSTEM_GROUP = "CID_RMQ_SYS_TRANS"  # TransactionalMessageUtil.buildConsumerGroup()
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
 READ_BATCH = 256  # records per store read while scanning the half or op queue
-MAX_INFLATED_BATCH_BYTES = 64 * 1024 * 1024  # as the send processor's bound on an inflated SEND_BATCH body
 _UNIQ_IDS = UniqueIdGenerator()
 
 
