@@ -13,7 +13,7 @@ from sparkmq.message.record import Host
 
 COMMITLOG_FILE_BYTES = 1024 * 1024 * 1024  # mapedFileSizeCommitLog
 CONSUME_QUEUE_UNITS_PER_FILE = 300_000  # mapedFileSizeConsumeQueue / 20
-MAX_MAPPED_CONSUME_QUEUE_FILES = 512  # a cap on the mappings (descriptors) ConsumeQueues may hold
+MAX_MAPPED_CONSUME_QUEUE_FILES = 4096  # a cap on the mappings (descriptors) ConsumeQueues may hold
 INDEX_HASH_SLOTS = 5_000_000  # maxHashSlotNum
 INDEX_ENTRIES = 20_000_000  # maxIndexNum
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # messageDelayLevel

@@ -166,7 +166,10 @@ class Recovery:
         torn_tail = self._has_bytes_at(process_offset)
         if torn_tail:
             logger.warning("recovery cut the CommitLog at %d: the bytes after it are no valid record", process_offset)
-        self._cut(process_offset, zero_after=torn_tail or not trusted)
+        # After any crash, zero what follows the end even when its first bytes are zero: a copy
+        # cut short by a kill need not have reached the memory in order (memcpy stores the last
+        # vector of a run early), so a record's head may be zero while bytes after it are not.
+        self._cut(process_offset, zero_after=torn_tail or not last_exit_ok)
         for queue in list(self.queues.values()):
             queue.truncate_after_physical(process_offset)
         self.index.truncate_after(process_offset)

@@ -54,7 +54,9 @@ def test_thousands_of_queue_files_stay_within_the_mapping_cap(tmp_path: Path) ->
 def test_without_a_cap_from_the_config_a_quarter_of_the_descriptor_limit_is_used(tmp_path: Path) -> None:
     import resource
 
+    from sparkmq.store.config import MAX_MAPPED_CONSUME_QUEUE_FILES
+
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert tiny_config(tmp_path, max_mapped_consume_queue_files=None).mapped_consume_queue_files() == max(
-        min(soft // 4, 512), 8
+        min(soft // 4, MAX_MAPPED_CONSUME_QUEUE_FILES), 8
     )
