@@ -8,6 +8,7 @@ import platform
 import random
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,15 @@ REPO = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 30.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SPY_RATE = 500
+# A broker store that is quick to create: 64 MiB commit-log segments and a small index.
+SMALL_STORE = [
+    "--set",
+    "mapedFileSizeCommitLog=67108864",
+    "--set",
+    "maxHashSlotNum=50000",
+    "--set",
+    "maxIndexNum=200000",
+]
 
 
 def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
@@ -118,52 +128,64 @@ class Row:
         return s[max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))]
 
 
-class DevProcess:
-    """``sparkmq dev`` (NameServer + broker) as a subprocess, stopped by its handle."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
-    def __init__(self, store_dir: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        cmd = [
-            sys.executable,
-            "-m",
-            "sparkmq",
-            "dev",
-            "--host",
-            "127.0.0.1",
-            "--namesrv-port",
-            "0",
-            "--port",
-            "0",
-            "--flush",
-            "async",
-            "--store-dir",
-            str(store_dir),
-        ]
+
+def process_cpu(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid`` so far, all threads (from ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # utime, stime
+
+
+class Service:
+    """``python -m sparkmq ARGS`` until its first line starting ``ready_prefix``; ``address`` is its last word."""
+
+    def __init__(
+        self,
+        args: list[str],
+        ready_prefix: str,
+        env: dict[str, str] | None = None,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", **(env or {}))
         self.process = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
+            [sys.executable, "-m", "sparkmq", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
         )
         self.output: list[str] = []
-        self.namesrv = self.broker = ""
+        self.ready_line = self.address = ""
         ready = threading.Event()
 
         def pump() -> None:
             assert self.process.stdout is not None
             for line in self.process.stdout:
                 self.output.append(line.rstrip("\n"))
-                if not self.namesrv and line.startswith("dev namesrv "):
-                    _, _, self.namesrv, _, self.broker = line.split()
+                if not self.ready_line and line.startswith(ready_prefix):
+                    self.ready_line = line.strip()
+                    self.address = line.split()[-1]
                     ready.set()
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.namesrv:
+        if not ready.wait(timeout_s) or not self.ready_line:
             self.stop()
-            raise RuntimeError("sparkmq dev did not start:\n" + "\n".join(self.output[-30:]))
+            raise RuntimeError(f"sparkmq {args[0]} did not start:\n" + "\n".join(self.output[-30:]))
 
-    def cpu_seconds(self) -> tuple[float, float]:
-        """User and system CPU seconds of the dev process, all threads."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+    def cpu_times(self) -> tuple[float, float]:
+        """User and system CPU seconds of the service so far, all threads."""
+        return process_cpu(self.process.pid)
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU seconds of the service so far."""
+        return sum(self.cpu_times())
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -173,6 +195,15 @@ class DevProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+class DevProcess(Service):
+    """``sparkmq dev`` (NameServer + broker) as a subprocess, stopped by its handle."""
+
+    def __init__(self, store_dir: Path) -> None:
+        args = ["dev", "--host", "127.0.0.1", "--namesrv-port", "0", "--port", "0", "--flush", "async"]
+        super().__init__([*args, "--store-dir", str(store_dir)], "dev namesrv ")
+        _, _, self.namesrv, _, self.broker = self.ready_line.split()
 
 
 def own_cpu_seconds() -> tuple[float, float]:
@@ -313,7 +344,7 @@ class Recorder:
         latency: list[float] | None = None,
     ) -> Row:
         spies = self._spies(case, size)
-        broker_cpu, client_cpu = self.dev.cpu_seconds(), own_cpu_seconds()
+        broker_cpu, client_cpu = self.dev.cpu_times(), own_cpu_seconds()
         started = time.perf_counter()
         await work()
         seconds = time.perf_counter() - started
@@ -322,7 +353,7 @@ class Recorder:
             size,
             messages,
             seconds,
-            _minus(self.dev.cpu_seconds(), broker_cpu),
+            _minus(self.dev.cpu_times(), broker_cpu),
             _minus(own_cpu_seconds(), client_cpu),
             note,
             latency if latency is not None else [],

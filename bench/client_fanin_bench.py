@@ -28,7 +28,6 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from client_peers import PEERS_BASE
 
-from bench_common import CLOCK_TICKS, REPO, DevProcess, bench_root, loadavg, machine
+from bench_common import CLOCK_TICKS, REPO, DevProcess, bench_root, free_port, loadavg, machine
 
 CPP_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
 CPP_PYTHON_SHARED = REPO.parent / "main" / ".venv-rocketmq" / "bin" / "python"
@@ -264,12 +263,6 @@ def _await_lines(
 
 def cpp_python() -> Path | None:
     return next((p for p in (CPP_PYTHON, CPP_PYTHON_SHARED) if p.exists()), None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def sparkmq_cases(root: Path, processes: int, sends: int, size: int, loop: str) -> list[FanInRow]:
