@@ -7,6 +7,7 @@ import os
 import platform
 import random
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,11 +16,15 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from sparkmq.client import AsyncProducer, AsyncPullConsumer
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
@@ -94,6 +99,22 @@ def machine() -> dict[str, str]:
         "tmp_dir": str(bench_root()),
         "loadavg_at_start": loadavg(),
     }
+
+
+def print_machine(info: dict[str, str], end_key: str = "load at end") -> None:
+    """The results' header line: ``info`` (from ``machine()``) with the load average now under ``end_key``."""
+    info[end_key] = loadavg()
+    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+
+
+@contextmanager
+def temp_root(prefix: str) -> Iterator[Path]:
+    """A temporary directory under ``bench_root()``, removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=bench_root()))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def short_frame(frame: str, line_too: bool = False) -> str:
@@ -412,3 +433,31 @@ def table(rows: list[Row]) -> str:
             f"{_per_msg(r.client_cpu, r.messages)} | {r.note} |"
         )
     return "\n".join(lines)
+
+
+@contextmanager
+def recording(root: Path, tags_keys: bool = False, profile_dir: Path | None = None) -> Iterator[Recorder]:
+    """A ``Recorder`` on a fresh ``sparkmq dev`` with its store under ``root``, stopped afterwards."""
+    if profile_dir:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    bench = Recorder(DevProcess(root / "store"), tags_keys, profile_dir)
+    try:
+        yield bench
+    finally:
+        bench.dev.stop()
+
+
+@asynccontextmanager
+async def producer_and_consumer(namesrv: str, name: str) -> AsyncIterator[tuple[AsyncProducer, AsyncPullConsumer]]:
+    """A started ``AsyncProducer`` (group ``PID_<name>``) and ``AsyncPullConsumer`` (``CID_<name>``), closed after."""
+    from sparkmq.client import AsyncProducer, AsyncPullConsumer
+
+    producer = AsyncProducer(f"PID_{name}", namesrv, send_timeout_s=30.0)
+    consumer = AsyncPullConsumer(f"CID_{name}", namesrv, auto_commit_interval_s=None)
+    await producer.start()
+    await consumer.start()
+    try:
+        yield producer, consumer
+    finally:
+        await consumer.close()
+        await producer.close()

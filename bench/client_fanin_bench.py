@@ -30,7 +30,6 @@ import queue
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -39,7 +38,15 @@ from pathlib import Path
 
 from client_peers import PEERS_BASE
 
-from bench_common import CLOCK_TICKS, REPO, DevProcess, bench_root, free_port, loadavg, machine
+from bench_common import (
+    CLOCK_TICKS,
+    REPO,
+    DevProcess,
+    free_port,
+    machine,
+    print_machine,
+    temp_root,
+)
 
 CPP_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
 CPP_PYTHON_SHARED = REPO.parent / "main" / ".venv-rocketmq" / "bin" / "python"
@@ -387,15 +394,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sends = 500 if args.quick else args.sends
     info = machine()
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-fanin-bench-", dir=bench_root()))
-    try:
+    with temp_root("sparkmq-client-fanin-bench-") as root:
         rows = sparkmq_cases(root, args.processes, sends, args.size, args.loop)
         if not args.no_peers:
             rows += nats_cases(root, args.processes, sends, args.size, args.peers_python)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    info["load at end"] = loadavg()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print_machine(info)
     print(f"\n## {args.processes} producer processes at once, {args.size} B single sends\n\n" + fanin_table(rows))
     return 0
 
