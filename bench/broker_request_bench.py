@@ -27,15 +27,13 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import REPO, Service, bench_root, machine
+from bench_common import REPO, Service, Spy, bench_root, machine
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -179,35 +177,6 @@ async def run_window(
         transport.close()
 
 
-class Profiler:
-    """``py-spy record`` of the broker for one case (flame graph SVG)."""
-
-    def __init__(self, pid: int, out: Path) -> None:
-        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        self.process = subprocess.Popen(
-            [
-                spy,
-                "record",
-                "--pid",
-                str(pid),
-                "--rate",
-                "500",
-                "--nonblocking",
-                "--format",
-                "raw",
-                "--output",
-                str(out),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1.0)  # attached before the clock starts
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(60)
-
-
 async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
     rows = []
     warm = send_frames("BenchReq", QUEUES, False, 1)  # the topic is created outside the clock
@@ -217,7 +186,9 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
         (f"pull {PULL_BATCH}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000)),
     ]
     for case, frames in cases:
-        spy = Profiler(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
+        spy = Spy(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
+        if spy is not None:
+            time.sleep(1.0)  # attached before the clock starts
         seconds, user, system, failed = await run_window(broker, frames, args.inflight)
         if spy is not None:
             spy.stop()
