@@ -79,9 +79,9 @@ def commit() -> str:
     return head + (" + uncommitted changes" if dirty.strip() else "")
 
 
-def machine() -> dict[str, str]:
-    """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
-    cpu = next(
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo."""
+    return next(
         (
             line.split(":", 1)[1].strip()
             for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -89,9 +89,13 @@ def machine() -> dict[str, str]:
         ),
         platform.processor(),
     )
+
+
+def machine() -> dict[str, str]:
+    """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "nproc": str(os.cpu_count()),
         "python": platform.python_version(),
         "platform": platform.platform(),
