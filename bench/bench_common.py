@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import platform
@@ -51,6 +52,11 @@ def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
+
+
+def add_loop_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--loop asyncio|uvloop`` (default asyncio): the event loop ``help`` names."""
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help=help)
 
 
 def bench_root() -> Path:

@@ -74,8 +74,8 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 from client_consume_bench import consume_cases
 from client_peers import (
-    PEERS_BASE,
     PEERS_DIR,
+    add_peers_python_argument,
     peers_table,
     run_peers,
     side_by_side,
@@ -107,12 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--peers-only", default="redis nats", help="the peers' ONLY (default: redis nats)")
     parser.add_argument("--peers-reps", type=int, default=1, help="the peers' REPS (default 1)")
-    parser.add_argument(
-        "--peers-python",
-        type=Path,
-        default=PEERS_BASE / "venv" / "bin" / "python",
-        help="python of the peers' virtualenv (setup.sh)",
-    )
+    add_peers_python_argument(parser)
     parser.add_argument("--json", type=Path, help="write every row and peer record here")
     args = parser.parse_args(argv)
     info = machine()

@@ -36,12 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from client_peers import PEERS_BASE
+from client_peers import add_peers_python_argument
 
 from bench_common import (
     CLOCK_TICKS,
     REPO,
     DevProcess,
+    add_loop_argument,
     free_port,
     machine,
     print_machine,
@@ -379,18 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--quick", action="store_true", help="500 messages per process")
     parser.add_argument("--no-peers", action="store_true", help="skip NATS")
-    parser.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="the event loop of sparkmq's worker processes (default asyncio)",
-    )
-    parser.add_argument(
-        "--peers-python",
-        type=Path,
-        default=PEERS_BASE / "venv" / "bin" / "python",
-        help="python of the peers' virtualenv (setup.sh), with nats-py",
-    )
+    add_loop_argument(parser, "the event loop of sparkmq's worker processes (default asyncio)")
+    add_peers_python_argument(parser, ", with nats-py")
     args = parser.parse_args(argv)
     sends = 500 if args.quick else args.sends
     info = machine()

@@ -33,6 +33,7 @@ from pathlib import Path
 from bench_common import (
     REPO,
     Recorder,
+    add_loop_argument,
     machine,
     print_machine,
     producer_and_consumer,
@@ -232,12 +233,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inflight", type=int, default=128, help="pipelined single sends in flight (default 128)")
     parser.add_argument("--tags-keys", action="store_true", help="give every message TAGS and KEYS")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy broker and client during the 100 B cases")
-    parser.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)",
-    )
+    add_loop_argument(parser, "the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)")
     parser.add_argument(
         "--latency-sends",
         type=int,
