@@ -172,6 +172,11 @@ def process_cpu(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # utime, stime
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far."""
+    return sum(process_cpu(pid))
+
+
 class Service:
     """``python -m sparkmq ARGS`` until its first line starting ``ready_prefix``; ``address`` is its last word."""
 
@@ -216,7 +221,7 @@ class Service:
 
     def cpu_seconds(self) -> float:
         """User plus system CPU seconds of the service so far."""
-        return sum(self.cpu_times())
+        return cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

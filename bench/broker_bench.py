@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import REPO, Service, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import REPO, Service, bench_root, machine, print_machine  # noqa: E402 - bench/ is sys.path[0]
 from bench_common import short_frame as _where
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -361,8 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
         shutil.rmtree(root)
-    info["loadavg_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print_machine(info, "loadavg_at_end")
     print(table(results))
     print(latency)
     if profiles:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 
 from broker_bench import batch_plan, single_plan
 
-from bench_common import REPO, Service, bench_root, free_port, machine
+from bench_common import REPO, Service, bench_root, free_port, loadavg, machine
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -220,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{role} single-send latency: p50 {percentile(samples, 50):.2f} ms, p99 {percentile(samples, 99):.2f} ms, "
             f"max {max(samples) * 1000:.1f} ms"
         )
-    print(f"loadavg at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"loadavg at end: {loadavg()}")
     return 0
 
 

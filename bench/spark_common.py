@@ -21,7 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from bench_common import REPO, bench_root, commit, cpu_model, loadavg, process_cpu, short_frame  # bench/ is sys.path[0]
+# bench/ is sys.path[0]
+from bench_common import (
+    CLOCK_TICKS,
+    REPO,
+    bench_root,
+    commit,
+    cpu_model,
+    cpu_seconds,
+    loadavg,
+    short_frame,
+)
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -37,7 +47,6 @@ QUEUES = 4
 BODY_BYTES = 100
 SEND_BATCH = 256
 SEND_IN_FLIGHT = 16
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _stat(pid: int | str) -> list[str]:
@@ -149,13 +158,13 @@ class Meter:
         self.jvm, self.broker = jvm_pid(spark), broker_pid
 
     def __enter__(self) -> Self:
-        self.cpu = (sum(process_cpu(self.broker)), *spark_cpu(self.jvm))
+        self.cpu = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
         self.started = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
-        now = (sum(process_cpu(self.broker)), *spark_cpu(self.jvm))
+        now = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
         self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now, strict=True))
 
     def fill(self, run: Run) -> Run:
