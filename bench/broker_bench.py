@@ -44,8 +44,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_profile import short_frame as _where
+
 from bench_common import REPO, Service, bench_root, machine, print_machine  # noqa: E402 - bench/ is sys.path[0]
-from bench_common import short_frame as _where
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))

@@ -33,7 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import REPO, Service, Spy, bench_root, machine
+from bench_profile import Spy
+
+from bench_common import REPO, Service, bench_root, machine
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))

@@ -57,7 +57,6 @@ from pathlib import Path
 
 from bench_common import (
     REPO,
-    SPY_RATE,
     Recorder,
     loadavg,
     machine,
@@ -72,6 +71,7 @@ from bench_common import (
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
+from bench_profile import SPY_RATE
 from client_consume_bench import consume_cases
 from client_peers import (
     PEERS_DIR,

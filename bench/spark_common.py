@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from bench_profile import short_frame
+
 # bench/ is sys.path[0]
 from bench_common import (
     CLOCK_TICKS,
@@ -30,7 +32,6 @@ from bench_common import (
     cpu_model,
     cpu_seconds,
     loadavg,
-    short_frame,
 )
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
