@@ -26,17 +26,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from bench_common import REPO, bench_root, loadavg, machine
+from bench_common import REPO, SMALL_STORE, Service, bench_root, loadavg, machine, own_cpu_seconds
 
 sys.path.insert(0, str(REPO))
 from sparkmq.broker.acl import AclValidator
@@ -46,7 +42,6 @@ from sparkmq.client.security import ClientSecurity
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.acl_signing import SessionCredentials
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 60.0
 ACCOUNTS = """\
 accounts:
@@ -63,16 +58,6 @@ accounts:
       - PID_bench=PUB|SUB
 """
 CREDENTIALS = SessionCredentials("benchUser", "benchSecret")
-SMALL_STORE = [
-    "--set",
-    "mapedFileSizeCommitLog=67108864",
-    "--set",
-    "maxHashSlotNum=50000",
-    "--set",
-    "maxIndexNum=200000",
-    "--flush",
-    "async",
-]
 
 
 def send_fields() -> dict[str, str]:
@@ -126,56 +111,6 @@ def micro(calls: int, tmp: Path) -> None:
     )
 
 
-class Service:
-    """``python -m sparkmq ARGS`` until its ready line; ``address`` is the line's last word."""
-
-    def __init__(self, args: list[str], ready_prefix: str) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sparkmq", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=REPO,
-        )
-        self.output: list[str] = []
-        self.address = ""
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.output.append(line.rstrip("\n"))
-                if not self.address and line.startswith(ready_prefix):
-                    self.address = line.split()[-1]
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.address:
-            self.stop()
-            raise RuntimeError(f"{args[0]} did not start:\n" + "\n".join(self.output[-30:]))
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 async def measure(
     producer: AsyncProducer, broker: Service, sends: int, inflight: int
 ) -> list[tuple[str, float, float, float]]:
@@ -183,7 +118,7 @@ async def measure(
     await producer.send(Message("BenchAcl", b"warm"))  # route, connection, topic auto-creation
     rows = []
     for label, width in (("send x1, 1 in flight", 1), (f"send x1, {inflight} in flight", inflight)):
-        broker_cpu, client_cpu, start = broker.cpu_seconds(), own_cpu_seconds(), time.perf_counter()
+        broker_cpu, client_cpu, start = broker.cpu_seconds(), sum(own_cpu_seconds()), time.perf_counter()
         pending: set[asyncio.Future[object]] = set()
         for message in messages:
             pending.add(asyncio.ensure_future(producer.send(message)))
@@ -197,7 +132,7 @@ async def measure(
                 label,
                 sends / wall,
                 (broker.cpu_seconds() - broker_cpu) / sends * 1e6,
-                (own_cpu_seconds() - client_cpu) / sends * 1e6,
+                (sum(own_cpu_seconds()) - client_cpu) / sends * 1e6,
             )
         )
     return rows
@@ -206,7 +141,9 @@ async def measure(
 def end_to_end(acl: bool, sends: int, inflight: int, tmp: Path) -> list[tuple[str, float, float, float]]:
     store = Path(tempfile.mkdtemp(prefix="acl-bench-", dir=tmp))
     (store / "plain_acl.yml").write_text(ACCOUNTS)
-    namesrv = Service(["namesrv", "--host", "127.0.0.1", "--port", "0"], "namesrv listening on")
+    namesrv = Service(
+        ["namesrv", "--host", "127.0.0.1", "--port", "0"], "namesrv listening on", timeout_s=READY_TIMEOUT_S
+    )
     broker = None
     try:
         args = [
@@ -220,12 +157,14 @@ def end_to_end(acl: bool, sends: int, inflight: int, tmp: Path) -> list[tuple[st
             "--store-dir",
             str(store / "store"),
             *SMALL_STORE,
+            "--flush",
+            "async",
             "--set",
             f"aclEnable={'true' if acl else 'false'}",
             "--set",
             f"aclFile={store / 'plain_acl.yml'}",
         ]
-        broker = Service(args, "broker listening on")
+        broker = Service(args, "broker listening on", timeout_s=READY_TIMEOUT_S)
 
         async def run() -> list[tuple[str, float, float, float]]:
             security = ClientSecurity(CREDENTIALS) if acl else None

@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import platform
 import random
 import resource
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bench_profile import Spy, profile_summary
+
+if TYPE_CHECKING:
+    from sparkmq.client import AsyncProducer, AsyncPullConsumer
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 30.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SPY_RATE = 500
+# A broker store that is quick to create: 64 MiB commit-log segments and a small index.
+SMALL_STORE = [
+    "--set",
+    "mapedFileSizeCommitLog=67108864",
+    "--set",
+    "maxHashSlotNum=50000",
+    "--set",
+    "maxIndexNum=200000",
+]
 
 
 def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
@@ -36,6 +52,11 @@ def run_loop(coro: Awaitable[T], loop: str = "asyncio") -> T:
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
+
+
+def add_loop_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--loop asyncio|uvloop`` (default asyncio): the event loop ``help`` names."""
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help=help)
 
 
 def bench_root() -> Path:
@@ -64,9 +85,9 @@ def commit() -> str:
     return head + (" + uncommitted changes" if dirty.strip() else "")
 
 
-def machine() -> dict[str, str]:
-    """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
-    cpu = next(
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo."""
+    return next(
         (
             line.split(":", 1)[1].strip()
             for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -74,9 +95,13 @@ def machine() -> dict[str, str]:
         ),
         platform.processor(),
     )
+
+
+def machine() -> dict[str, str]:
+    """Date, CPU, cores, Python, platform, commit and load average, for the results' header."""
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "nproc": str(os.cpu_count()),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -86,12 +111,20 @@ def machine() -> dict[str, str]:
     }
 
 
-def short_frame(frame: str, line_too: bool = False) -> str:
-    """A py-spy frame ``"func (path/to/file.py:12)"`` as ``"func (to/file.py:12)"``, or without the line."""
-    function, _, location = frame.rpartition(" (")
-    path, _, number = location.rstrip(")").rpartition(":")
-    short = "/".join(path.split("/")[-2:])
-    return f"{function} ({short}:{number})" if line_too else f"{function} ({short})"
+def print_machine(info: dict[str, str], end_key: str = "load at end") -> None:
+    """The results' header line: ``info`` (from ``machine()``) with the load average now under ``end_key``."""
+    info[end_key] = loadavg()
+    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+
+
+@contextmanager
+def temp_root(prefix: str) -> Iterator[Path]:
+    """A temporary directory under ``bench_root()``, removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=bench_root()))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- a sparkmq dev process and CPU accounting (the client benches) --------------------------
@@ -118,52 +151,69 @@ class Row:
         return s[max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))]
 
 
-class DevProcess:
-    """``sparkmq dev`` (NameServer + broker) as a subprocess, stopped by its handle."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
-    def __init__(self, store_dir: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        cmd = [
-            sys.executable,
-            "-m",
-            "sparkmq",
-            "dev",
-            "--host",
-            "127.0.0.1",
-            "--namesrv-port",
-            "0",
-            "--port",
-            "0",
-            "--flush",
-            "async",
-            "--store-dir",
-            str(store_dir),
-        ]
+
+def process_cpu(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid`` so far, all threads (from ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # utime, stime
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far."""
+    return sum(process_cpu(pid))
+
+
+class Service:
+    """``python -m sparkmq ARGS`` until its first line starting ``ready_prefix``; ``address`` is its last word."""
+
+    def __init__(
+        self,
+        args: list[str],
+        ready_prefix: str,
+        env: dict[str, str] | None = None,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", **(env or {}))
         self.process = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
+            [sys.executable, "-m", "sparkmq", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=REPO,
         )
         self.output: list[str] = []
-        self.namesrv = self.broker = ""
+        self.ready_line = self.address = ""
         ready = threading.Event()
 
         def pump() -> None:
             assert self.process.stdout is not None
             for line in self.process.stdout:
                 self.output.append(line.rstrip("\n"))
-                if not self.namesrv and line.startswith("dev namesrv "):
-                    _, _, self.namesrv, _, self.broker = line.split()
+                if not self.ready_line and line.startswith(ready_prefix):
+                    self.ready_line = line.strip()
+                    self.address = line.split()[-1]
                     ready.set()
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.namesrv:
+        if not ready.wait(timeout_s) or not self.ready_line:
             self.stop()
-            raise RuntimeError("sparkmq dev did not start:\n" + "\n".join(self.output[-30:]))
+            raise RuntimeError(f"sparkmq {args[0]} did not start:\n" + "\n".join(self.output[-30:]))
 
-    def cpu_seconds(self) -> tuple[float, float]:
-        """User and system CPU seconds of the dev process, all threads."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+    def cpu_times(self) -> tuple[float, float]:
+        """User and system CPU seconds of the service so far, all threads."""
+        return process_cpu(self.process.pid)
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU seconds of the service so far."""
+        return cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -175,6 +225,15 @@ class DevProcess:
                 self.process.wait()
 
 
+class DevProcess(Service):
+    """``sparkmq dev`` (NameServer + broker) as a subprocess, stopped by its handle."""
+
+    def __init__(self, store_dir: Path) -> None:
+        args = ["dev", "--host", "127.0.0.1", "--namesrv-port", "0", "--port", "0", "--flush", "async"]
+        super().__init__([*args, "--store-dir", str(store_dir)], "dev namesrv ")
+        _, _, self.namesrv, _, self.broker = self.ready_line.split()
+
+
 def own_cpu_seconds() -> tuple[float, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime, usage.ru_stime
@@ -182,106 +241,6 @@ def own_cpu_seconds() -> tuple[float, float]:
 
 def _minus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
     return a[0] - b[0], a[1] - b[1]
-
-
-class Spy:
-    """``py-spy record`` (non-blocking, raw collapsed stacks) attached to one process for one case."""
-
-    def __init__(self, pid: int, out: Path) -> None:
-        self.out = out
-        spy = Path(sys.executable).with_name("py-spy")
-        self.process = subprocess.Popen(
-            [
-                str(spy),
-                "record",
-                "--pid",
-                str(pid),
-                "--rate",
-                str(SPY_RATE),
-                "--nonblocking",
-                "--format",
-                "raw",
-                "--output",
-                str(out),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-# Leaf frames where a thread waits (not CPU), and where it is inside a socket syscall (its CPU is
-# the process's *system* time, measured separately). Any other leaf is Python work: user time.
-WAIT_LEAVES = ("EpollSelector.select", "Condition.wait", "Event.wait", "Thread.join", "Popen._wait")
-SYSCALL_LEAVES = (
-    "_SelectorSocketTransport.write ",
-    "_SelectorSocketTransport._read_ready__data_received (asyncio/selector_events.py:995)",
-    "socket.send",
-    "MappedFile.flush",
-    "IndexFile.flush",
-    "StoreCheckpoint.flush",
-)
-
-
-def profile_summary(collapsed: Path, messages: int, cpu: tuple[float, float], top: int = 14) -> str:
-    """Where one process's CPU goes, per message.
-
-    py-spy's non-idle samples on this shared 2-vCPU VM also count time a thread was runnable
-    but not running, so sampled µs overstate CPU. Each Python-side sample's share is therefore
-    scaled to the process's measured *user* CPU per message ("≈ user µs/msg"); samples inside
-    socket syscalls and msync are shown apart, beside the measured *system* CPU.
-    """
-    if not collapsed.exists():
-        return f"(no profile written to {collapsed})"
-    us_per_sample = 1e6 / SPY_RATE / messages
-    user_us, sys_us = (x / messages * 1e6 for x in cpu)
-    buckets: Counter[str] = Counter()
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    syscalls: Counter[str] = Counter()
-    for line in collapsed.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        frames, n = stack.split(";"), int(count)
-        leaf = frames[-1]
-        if leaf.startswith(WAIT_LEAVES):
-            buckets["waiting"] += n
-            continue
-        if leaf.startswith(SYSCALL_LEAVES):
-            buckets["syscall"] += n
-            caller = next((short_frame(f) for f in reversed(frames) if "sparkmq/" in f), "?")
-            syscalls[f"{short_frame(leaf)} ← {caller}"] += n
-            continue
-        buckets["python"] += n
-        own[short_frame(leaf, line_too=True)] += n
-        for frame in {
-            short_frame(f) for f in frames if "sparkmq/" in f and "sparkmq/cli" not in f and "__main__" not in f
-        }:
-            inclusive[frame] += n
-    python = buckets["python"] or 1
-    scale = user_us / python
-    lines = [
-        (
-            f"measured CPU: user {user_us:.2f} + system {sys_us:.2f} µs/msg; sampled (wall, non-idle): Python "
-            f"{buckets['python'] * us_per_sample:.2f}, in syscalls {buckets['syscall'] * us_per_sample:.2f}, "
-            f"waiting {buckets['waiting'] * us_per_sample:.2f} µs/msg"
-        )
-    ]
-    lines.append("self time, Python (≈ user µs/msg | share):")
-    lines += [f"  {n * scale:8.2f} | {100 * n / python:4.1f}%  {f}" for f, n in own.most_common(top)]
-    lines.append("inclusive, sparkmq functions, Python part (≈ user µs/msg | share):")
-    lines += [f"  {n * scale:8.2f} | {100 * n / python:4.1f}%  {f}" for f, n in inclusive.most_common(top)]
-    if syscalls:
-        lines.append("syscall samples (sampled µs/msg, ← nearest sparkmq caller):")
-        lines += [f"  {n * us_per_sample:8.2f}  {f}" for f, n in syscalls.most_common(5)]
-    return "\n".join(lines)
 
 
 class Recorder:
@@ -313,7 +272,7 @@ class Recorder:
         latency: list[float] | None = None,
     ) -> Row:
         spies = self._spies(case, size)
-        broker_cpu, client_cpu = self.dev.cpu_seconds(), own_cpu_seconds()
+        broker_cpu, client_cpu = self.dev.cpu_times(), own_cpu_seconds()
         started = time.perf_counter()
         await work()
         seconds = time.perf_counter() - started
@@ -322,7 +281,7 @@ class Recorder:
             size,
             messages,
             seconds,
-            _minus(self.dev.cpu_seconds(), broker_cpu),
+            _minus(self.dev.cpu_times(), broker_cpu),
             _minus(own_cpu_seconds(), client_cpu),
             note,
             latency if latency is not None else [],
@@ -381,3 +340,31 @@ def table(rows: list[Row]) -> str:
             f"{_per_msg(r.client_cpu, r.messages)} | {r.note} |"
         )
     return "\n".join(lines)
+
+
+@contextmanager
+def recording(root: Path, tags_keys: bool = False, profile_dir: Path | None = None) -> Iterator[Recorder]:
+    """A ``Recorder`` on a fresh ``sparkmq dev`` with its store under ``root``, stopped afterwards."""
+    if profile_dir:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    bench = Recorder(DevProcess(root / "store"), tags_keys, profile_dir)
+    try:
+        yield bench
+    finally:
+        bench.dev.stop()
+
+
+@asynccontextmanager
+async def producer_and_consumer(namesrv: str, name: str) -> AsyncIterator[tuple[AsyncProducer, AsyncPullConsumer]]:
+    """A started ``AsyncProducer`` (group ``PID_<name>``) and ``AsyncPullConsumer`` (``CID_<name>``), closed after."""
+    from sparkmq.client import AsyncProducer, AsyncPullConsumer
+
+    producer = AsyncProducer(f"PID_{name}", namesrv, send_timeout_s=30.0)
+    consumer = AsyncPullConsumer(f"CID_{name}", namesrv, auto_commit_interval_s=None)
+    await producer.start()
+    await consumer.start()
+    try:
+        yield producer, consumer
+    finally:
+        await consumer.close()
+        await producer.close()

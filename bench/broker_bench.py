@@ -38,15 +38,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
-from bench_common import short_frame as _where
+from bench_profile import short_frame as _where
+
+from bench_common import REPO, Service, bench_root, machine, print_machine  # noqa: E402 - bench/ is sys.path[0]
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -61,9 +61,7 @@ QUEUES = 4
 BODY_BYTES = 100
 MIB = 1024 * 1024
 BATCH_INFLIGHT = 8
-READY_TIMEOUT_S = 30.0
 TIMEOUT_S = 30.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -87,60 +85,13 @@ class Result:
 
 
 # -- the broker process --------------------------------------------------------------------
-class BrokerProcess:
+class BrokerProcess(Service):
     """``sparkmq broker`` as a subprocess; ``address`` comes from its ready line."""
 
     def __init__(self, store_dir: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sparkmq",
-                "broker",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--store-dir",
-                str(store_dir),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=REPO,
+        super().__init__(
+            ["broker", "--host", "127.0.0.1", "--port", "0", "--store-dir", str(store_dir)], "broker listening on "
         )
-        self.output: list[str] = []
-        ready = threading.Event()
-        self.address = ""
-
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.output.append(line.rstrip("\n"))
-                if not self.address and line.startswith("broker listening on "):
-                    self.address = line.split()[-1]
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.address:
-            self.stop()
-            raise RuntimeError("broker did not start:\n" + "\n".join(self.output[-30:]))
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 class Profiler:
@@ -411,8 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
         shutil.rmtree(root)
-    info["loadavg_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print_machine(info, "loadavg_at_end")
     print(table(results))
     print(latency)
     if profiles:

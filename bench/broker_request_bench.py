@@ -27,16 +27,15 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine
+from bench_profile import Spy
+
+from bench_common import REPO, Service, bench_root, machine
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -47,69 +46,17 @@ from sparkmq.protocol import RemotingCommand, RequestCode
 QUEUES = 4
 BODY_BYTES = 100
 PULL_BATCH = 32
-READY_TIMEOUT_S = 30.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _LENGTH = struct.Struct(">I")
 
 
-class BrokerProcess:
-    """``sparkmq broker`` as a subprocess; ``address`` comes from its ready line."""
+class BrokerProcess(Service):
+    """``sparkmq broker`` as a subprocess; ``host`` and ``port`` come from its ready line."""
 
     def __init__(self, store_dir: Path, flush: str, loop: str) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", SPARKMQ_EVENT_LOOP=loop)
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sparkmq",
-                "broker",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--store-dir",
-                str(store_dir),
-                "--flush",
-                flush,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=REPO,
-        )
-        self.output: list[str] = []
-        ready = threading.Event()
-        self.host, self.port = "", 0
-
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.output.append(line.rstrip("\n"))
-                if not self.port and line.startswith("broker listening on "):
-                    host, port = line.split()[-1].rsplit(":", 1)
-                    self.host, self.port = host, int(port)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.port:
-            self.stop()
-            raise RuntimeError("broker did not start:\n" + "\n".join(self.output[-30:]))
-
-    def cpu_seconds(self) -> tuple[float, float]:
-        """(user, system) CPU seconds of the broker so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # utime, stime
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        args = ["broker", "--host", "127.0.0.1", "--port", "0", "--store-dir", str(store_dir), "--flush", flush]
+        super().__init__(args, "broker listening on ", env={"SPARKMQ_EVENT_LOOP": loop})
+        host, port = self.address.rsplit(":", 1)
+        self.host, self.port = host, int(port)
 
 
 class Window(asyncio.Protocol):
@@ -222,43 +169,14 @@ async def run_window(
     loop = asyncio.get_running_loop()
     transport, window = await loop.create_connection(lambda: Window(frames, inflight), broker.host, broker.port)
     try:
-        user, system = broker.cpu_seconds()
+        user, system = broker.cpu_times()
         started = time.perf_counter()
         window.start()
         await window.done
-        user_after, system_after = broker.cpu_seconds()
+        user_after, system_after = broker.cpu_times()
         return time.perf_counter() - started, user_after - user, system_after - system, window.failed
     finally:
         transport.close()
-
-
-class Profiler:
-    """``py-spy record`` of the broker for one case (flame graph SVG)."""
-
-    def __init__(self, pid: int, out: Path) -> None:
-        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        self.process = subprocess.Popen(
-            [
-                spy,
-                "record",
-                "--pid",
-                str(pid),
-                "--rate",
-                "500",
-                "--nonblocking",
-                "--format",
-                "raw",
-                "--output",
-                str(out),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1.0)  # attached before the clock starts
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(60)
 
 
 async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
@@ -270,7 +188,9 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
         (f"pull {PULL_BATCH}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000)),
     ]
     for case, frames in cases:
-        spy = Profiler(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
+        spy = Spy(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
+        if spy is not None:
+            time.sleep(1.0)  # attached before the clock starts
         seconds, user, system, failed = await run_window(broker, frames, args.inflight)
         if spy is not None:
             spy.stop()

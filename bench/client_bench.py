@@ -50,32 +50,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from bench_common import (
     REPO,
-    SPY_RATE,
-    DevProcess,
     Recorder,
-    bench_root,
     loadavg,
     machine,
+    print_machine,
+    producer_and_consumer,
+    recording,
     run_loop,
     table,
+    temp_root,
 )
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
+from bench_profile import SPY_RATE
 from client_consume_bench import consume_cases
 from client_peers import (
-    PEERS_BASE,
     PEERS_DIR,
+    add_peers_python_argument,
     peers_table,
     run_peers,
     side_by_side,
@@ -89,23 +89,14 @@ from client_send_bench import (
     send_cases,
 )
 
-from sparkmq.client import AsyncProducer, AsyncPullConsumer
-
 
 async def async_cases(bench: Recorder, scale: int, inflight: int, n_latency: int) -> None:
     """Per body size: the send cases, then ``pull_raw`` and ``poll`` of what send_batch 256 wrote; then the floors."""
-    producer = AsyncProducer("PID_CLIENT_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
-    consumer = AsyncPullConsumer("CID_CLIENT_BENCH", bench.dev.namesrv, auto_commit_interval_s=None)
-    await producer.start()
-    await consumer.start()
-    try:
+    async with producer_and_consumer(bench.dev.namesrv, "CLIENT_BENCH") as (producer, consumer):
         for size in SIZES:
             written = await send_cases(bench, producer, size, scale, inflight, n_latency)
             await consume_cases(bench, consumer, f"ClientBenchB256{size}", size, written)
         await floor_cases(bench, consumer, n_latency // scale)
-    finally:
-        await consumer.close()
-        await producer.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,12 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--peers-only", default="redis nats", help="the peers' ONLY (default: redis nats)")
     parser.add_argument("--peers-reps", type=int, default=1, help="the peers' REPS (default 1)")
-    parser.add_argument(
-        "--peers-python",
-        type=Path,
-        default=PEERS_BASE / "venv" / "bin" / "python",
-        help="python of the peers' virtualenv (setup.sh)",
-    )
+    add_peers_python_argument(parser)
     parser.add_argument("--json", type=Path, help="write every row and peer record here")
     args = parser.parse_args(argv)
     info = machine()
@@ -130,27 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"sparkmq client bench: {info['date']}, {info['cpu']} x {info['nproc']}, load {info['load at start']}",
         file=sys.stderr,
     )
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-bench-", dir=bench_root()))
     records: list[dict] = []
     versions = ""
-    try:
+    with temp_root("sparkmq-client-bench-") as root:
         if args.with_peers:
             print(f"peers: {args.peers_only} via {PEERS_DIR / 'run_all.sh'} ...", file=sys.stderr, flush=True)
             records, versions = run_peers(root / "peers", args.peers_only, args.peers_reps, args.peers_python)
             info["load after peers"] = loadavg()
-        if args.profile:
-            args.profile.mkdir(parents=True, exist_ok=True)
-        bench = Recorder(DevProcess(root / "store"), args.tags_keys, args.profile)
-        try:
+        with recording(root, args.tags_keys, args.profile) as bench:
             scale = 10 if args.quick else 1
             run_loop(async_cases(bench, scale, args.inflight, args.latency_sends), args.loop)
             blocking_cases(bench, scale, args.latency_sends)
-        finally:
-            bench.dev.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    info["load at end"] = loadavg()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print_machine(info)
     print("\n## sparkmq\n\n" + table(bench.rows))
     if records:
         print("\n## side by side (peers measured in this run)\n\n" + side_by_side(bench.rows, records))

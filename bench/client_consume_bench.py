@@ -19,20 +19,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
-from bench_common import REPO, DevProcess, Recorder, bench_root, loadavg, machine, table
+from bench_common import (
+    REPO,
+    Recorder,
+    machine,
+    print_machine,
+    producer_and_consumer,
+    recording,
+    table,
+    temp_root,
+)
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from client_send_bench import SIZES, send_batches, subscribed_queues
 
-from sparkmq.client import AsyncProducer, AsyncPullConsumer, MessageQueue
+from sparkmq.client import AsyncPullConsumer, MessageQueue
 from sparkmq.message.record import record_starts
 
 PULL_MAX = 4096  # the broker's maxTransferCountOnMessageInMemory
@@ -88,19 +94,12 @@ async def consume_cases(bench: Recorder, consumer: AsyncPullConsumer, topic: str
 
 
 async def _async_main(bench: Recorder, scale: int) -> None:
-    producer = AsyncProducer("PID_CLIENT_CONSUME_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
-    consumer = AsyncPullConsumer("CID_CLIENT_CONSUME_BENCH", bench.dev.namesrv, auto_commit_interval_s=None)
-    await producer.start()
-    await consumer.start()
-    try:
+    async with producer_and_consumer(bench.dev.namesrv, "CLIENT_CONSUME_BENCH") as (producer, consumer):
         for size in SIZES:
             topic = f"ClientConsumeBench{size}"
             count = (204_800 if size == 100 else 102_400) // scale
             await send_batches(bench, producer, bench.messages(topic, count, size), size, 256)
             await consume_cases(bench, consumer, topic, size, count)
-    finally:
-        await consumer.close()
-        await producer.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,17 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tenth of the messages")
     args = parser.parse_args(argv)
     info = machine()
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-consume-bench-", dir=bench_root()))
-    try:
-        bench = Recorder(DevProcess(root / "store"))
-        try:
-            asyncio.run(_async_main(bench, 10 if args.quick else 1))
-        finally:
-            bench.dev.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    info["load at end"] = loadavg()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    with temp_root("sparkmq-client-consume-bench-") as root, recording(root) as bench:
+        asyncio.run(_async_main(bench, 10 if args.quick else 1))
+    print_machine(info)
     print("\n## sparkmq consume\n\n" + table(bench.rows))
     return 0
 

@@ -28,19 +28,26 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from client_peers import PEERS_BASE
+from client_peers import add_peers_python_argument
 
-from bench_common import CLOCK_TICKS, REPO, DevProcess, bench_root, loadavg, machine
+from bench_common import (
+    CLOCK_TICKS,
+    REPO,
+    DevProcess,
+    add_loop_argument,
+    free_port,
+    machine,
+    print_machine,
+    temp_root,
+)
 
 CPP_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
 CPP_PYTHON_SHARED = REPO.parent / "main" / ".venv-rocketmq" / "bin" / "python"
@@ -266,12 +273,6 @@ def cpp_python() -> Path | None:
     return next((p for p in (CPP_PYTHON, CPP_PYTHON_SHARED) if p.exists()), None)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def sparkmq_cases(root: Path, processes: int, sends: int, size: int, loop: str) -> list[FanInRow]:
     rows: list[FanInRow] = []
     dev = DevProcess(root / "store")
@@ -379,30 +380,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--quick", action="store_true", help="500 messages per process")
     parser.add_argument("--no-peers", action="store_true", help="skip NATS")
-    parser.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="the event loop of sparkmq's worker processes (default asyncio)",
-    )
-    parser.add_argument(
-        "--peers-python",
-        type=Path,
-        default=PEERS_BASE / "venv" / "bin" / "python",
-        help="python of the peers' virtualenv (setup.sh), with nats-py",
-    )
+    add_loop_argument(parser, "the event loop of sparkmq's worker processes (default asyncio)")
+    add_peers_python_argument(parser, ", with nats-py")
     args = parser.parse_args(argv)
     sends = 500 if args.quick else args.sends
     info = machine()
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-fanin-bench-", dir=bench_root()))
-    try:
+    with temp_root("sparkmq-client-fanin-bench-") as root:
         rows = sparkmq_cases(root, args.processes, sends, args.size, args.loop)
         if not args.no_peers:
             rows += nats_cases(root, args.processes, sends, args.size, args.peers_python)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    info["load at end"] = loadavg()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    print_machine(info)
     print(f"\n## {args.processes} producer processes at once, {args.size} B single sends\n\n" + fanin_table(rows))
     return 0
 

@@ -7,6 +7,7 @@ directory, the peers' virtualenv from ``setup.sh``) and returns its raw JSON rec
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -19,6 +20,16 @@ SIZES = (100, 1024)
 PEERS_TIMEOUT_S = 1800.0
 PEERS_DIR = REPO.parent / "shared" / "peers"
 PEERS_BASE = Path(os.environ.get("TMPDIR", "/tmp")) / "sparkmq-peers"  # setup.sh's default PEERS_OUT
+
+
+def add_peers_python_argument(parser: argparse.ArgumentParser, needs: str = "") -> None:
+    """``--peers-python``: the python of the peers' virtualenv (setup.sh), ``needs`` said after it."""
+    parser.add_argument(
+        "--peers-python",
+        type=Path,
+        default=PEERS_BASE / "venv" / "bin" / "python",
+        help="python of the peers' virtualenv (setup.sh)" + needs,
+    )
 
 
 def run_peers(out: Path, only: str, reps: int, python: Path) -> tuple[list[dict], str]:

@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
-from bench_common import REPO, DevProcess, Recorder, Row, bench_root, loadavg, machine
+from bench_common import (
+    REPO,
+    Recorder,
+    Row,
+    machine,
+    print_machine,
+    recording,
+    temp_root,
+)
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -170,17 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--inflight", type=int, default=128, help="single sends in flight (default 128)")
     args = parser.parse_args(argv)
     info = machine()
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-scale-bench-", dir=bench_root()))
-    try:
-        bench = Recorder(DevProcess(root / "store"))
-        try:
-            results = asyncio.run(scale_cases(bench, 2_000 if args.quick else args.sends, args.inflight))
-        finally:
-            bench.dev.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    info["load at end"] = loadavg()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    with temp_root("sparkmq-client-scale-bench-") as root, recording(root) as bench:
+        results = asyncio.run(scale_cases(bench, 2_000 if args.quick else args.sends, args.inflight))
+    print_machine(info)
     print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
     return 0
 

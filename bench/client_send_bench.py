@@ -24,23 +24,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench_common import (
     REPO,
-    DevProcess,
     Recorder,
-    bench_root,
-    loadavg,
+    add_loop_argument,
     machine,
+    print_machine,
+    producer_and_consumer,
+    recording,
     run_loop,
     table,
+    temp_root,
 )
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -222,17 +222,10 @@ def blocking_cases(bench: Recorder, scale: int, n_latency: int) -> None:
 
 
 async def _async_main(bench: Recorder, scale: int, inflight: int, n_latency: int) -> None:
-    producer = AsyncProducer("PID_CLIENT_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
-    consumer = AsyncPullConsumer("CID_CLIENT_BENCH", bench.dev.namesrv, auto_commit_interval_s=None)
-    await producer.start()
-    await consumer.start()
-    try:
+    async with producer_and_consumer(bench.dev.namesrv, "CLIENT_BENCH") as (producer, consumer):
         for size in SIZES:
             await send_cases(bench, producer, size, scale, inflight, n_latency)
         await floor_cases(bench, consumer, n_latency // scale)
-    finally:
-        await consumer.close()
-        await producer.close()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -240,12 +233,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inflight", type=int, default=128, help="pipelined single sends in flight (default 128)")
     parser.add_argument("--tags-keys", action="store_true", help="give every message TAGS and KEYS")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy broker and client during the 100 B cases")
-    parser.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)",
-    )
+    add_loop_argument(parser, "the event loop AsyncProducer/AsyncPullConsumer run on in this process (default asyncio)")
     parser.add_argument(
         "--latency-sends",
         type=int,
@@ -259,21 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     info = machine()
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-client-send-bench-", dir=bench_root()))
-    try:
-        if args.profile:
-            args.profile.mkdir(parents=True, exist_ok=True)
-        bench = Recorder(DevProcess(root / "store"), args.tags_keys, args.profile)
-        try:
-            scale = 10 if args.quick else 1
-            run_loop(_async_main(bench, scale, args.inflight, args.latency_sends), args.loop)
-            blocking_cases(bench, scale, args.latency_sends)
-        finally:
-            bench.dev.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    info["load at end"] = loadavg()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()))
+    with temp_root("sparkmq-client-send-bench-") as root, recording(root, args.tags_keys, args.profile) as bench:
+        scale = 10 if args.quick else 1
+        run_loop(_async_main(bench, scale, args.inflight, args.latency_sends), args.loop)
+        blocking_cases(bench, scale, args.latency_sends)
+    print_machine(info)
     print("\n## sparkmq sends\n\n" + table(bench.rows))
     if bench.profiles:
         print("\n## profiles (py-spy)\n\n" + "\n\n".join(bench.profiles))

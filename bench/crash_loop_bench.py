@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import sparkmq
-from bench_common import bench_root, machine
+from bench_common import bench_root, free_port, machine
 from support.processes import BrokerProcess, NamesrvProcess
 from support.rocketmq_cpp import CppClientRun
 
@@ -48,12 +47,6 @@ BROKER_FLAGS = (
     "--set",
     "brokerName=crash-broker",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_broker(store: Path, namesrv: str, port: int) -> BrokerProcess:

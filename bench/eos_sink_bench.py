@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import REPO, bench_root, cpu_seconds, machine  # noqa: E402 - bench/ is sys.path[0]
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -108,11 +108,11 @@ def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str
         pa.RecordBatch.from_pydict({"body": pa.array(bodies[i : i + 1000], pa.binary())}) for i in range(0, rows, 1000)
     ]
     write_halves(options, query, 0, iter(batches[:1]), place_runs)  # untimed: the producer's start, first routes
-    marks = [(time.monotonic(), broker_cpu(broker_pid), time.process_time())]
+    marks = [(time.monotonic(), cpu_seconds(broker_pid), time.process_time())]
     done = write_halves(options, query, 1, iter(batches), place_runs)
-    marks.append((time.monotonic(), broker_cpu(broker_pid), time.process_time()))
+    marks.append((time.monotonic(), cpu_seconds(broker_pid), time.process_time()))
     committed, _rolled_back = settle(options, query, 1, [done], decide=True)
-    marks.append((time.monotonic(), broker_cpu(broker_pid), time.process_time()))
+    marks.append((time.monotonic(), cpu_seconds(broker_pid), time.process_time()))
     close_clients(namesrv)
     assert committed == rows, committed
     halves = sum(len(h) for h in done.halves.values())
@@ -121,11 +121,6 @@ def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str
         for name, a, b in zip(("write_halves", "settle (marker + ENDs)"), marks, marks[1:], strict=False)
     ]
     return f"{rows} rows in {halves} batch half messages; " + "; ".join(steps)
-
-
-def broker_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:

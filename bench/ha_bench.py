@@ -24,22 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker_bench import batch_plan, single_plan
 
-from bench_common import REPO, bench_root, machine
+from bench_common import REPO, Service, bench_root, free_port, loadavg, machine
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -47,77 +42,19 @@ if str(REPO) not in sys.path:
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.remoting import RemotingClient
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-READY_TIMEOUT_S = 30.0
 TIMEOUT_S = 30.0
 QUEUES = 4
 SEGMENT = str(64 * 1024 * 1024)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Broker:
+class Broker(Service):
     """``sparkmq broker`` with ``--set`` pairs; ``address`` from its ready line."""
 
     def __init__(self, store_dir: Path, *settings: str) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        args = [
-            sys.executable,
-            "-m",
-            "sparkmq",
-            "broker",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--store-dir",
-            str(store_dir),
-            "--set",
-            f"mapedFileSizeCommitLog={SEGMENT}",
-            "--set",
-            "maxHashSlotNum=500000",
-            "--set",
-            "maxIndexNum=2000000",
-        ]
-        for setting in settings:
+        args = ["broker", "--host", "127.0.0.1", "--port", "0", "--store-dir", str(store_dir)]
+        for setting in (f"mapedFileSizeCommitLog={SEGMENT}", "maxHashSlotNum=500000", "maxIndexNum=2000000", *settings):
             args += ["--set", setting]
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
-        )
-        self.output: list[str] = []
-        self.address = ""
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.output.append(line.rstrip("\n"))
-                if not self.address and line.startswith("broker listening on "):
-                    self.address = line.split()[-1]
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S) or not self.address:
-            self.stop()
-            raise RuntimeError("broker did not start:\n" + "\n".join(self.output[-30:]))
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        super().__init__(args, "broker listening on ")
 
 
 @dataclass
@@ -282,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{role} single-send latency: p50 {percentile(samples, 50):.2f} ms, p99 {percentile(samples, 99):.2f} ms, "
             f"max {max(samples) * 1000:.1f} ms"
         )
-    print(f"loadavg at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"loadavg at end: {loadavg()}")
     return 0
 
 

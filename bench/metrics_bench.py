@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,13 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_common import REPO, bench_root, loadavg, machine
+from bench.bench_common import SMALL_STORE, Service, bench_root, free_port, loadavg, machine
 from sparkmq.broker.stats import BrokerStats, timed
 from sparkmq.client.message import Message
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.pull_consumer import AsyncPullConsumer
-
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
 def hot_path_ns(calls: int = 200_000, repeat: int = 5) -> dict[str, float]:
@@ -68,53 +63,12 @@ def hot_path_ns(calls: int = 200_000, repeat: int = 5) -> dict[str, float]:
     return result
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_dev(store: Path, metrics_port: int | None) -> tuple[subprocess.Popen[str], str]:
-    args = [
-        sys.executable,
-        "-m",
-        "sparkmq",
-        "dev",
-        "--store-dir",
-        str(store),
-        "--port",
-        "0",
-        "--namesrv-port",
-        "0",
-        "--set",
-        "mapedFileSizeCommitLog=67108864",
-        "--set",
-        "maxHashSlotNum=50000",
-        "--set",
-        "maxIndexNum=200000",
-    ]
+def start_dev(store: Path, metrics_port: int | None) -> Service:
+    args = ["dev", "--store-dir", str(store), "--port", "0", "--namesrv-port", "0", *SMALL_STORE]
     if metrics_port is not None:
-        args += [
-            "--set",
-            "metricsExporterType=PROM",
-            "--set",
-            "metricsPromExporterHost=127.0.0.1",
-            "--set",
-            f"metricsPromExporterPort={metrics_port}",
-        ]
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("dev namesrv"):
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-            return process, line.split()[2]
-    raise RuntimeError("sparkmq dev did not start")
+        args += ["--set", "metricsExporterType=PROM", "--set", "metricsPromExporterHost=127.0.0.1"]
+        args += ["--set", f"metricsPromExporterPort={metrics_port}"]
+    return Service(args, "dev namesrv")
 
 
 async def drive(namesrv: str, messages: int) -> None:
@@ -141,20 +95,20 @@ def one_round(messages: int, prom: bool) -> float:
     """Broker-process CPU microseconds per message (send + pull) for one fresh store."""
     with tempfile.TemporaryDirectory(dir=bench_root()) as tmp:
         port = free_port() if prom else None
-        process, namesrv = start_dev(Path(tmp) / "store", port)
+        dev = start_dev(Path(tmp) / "store", port)
+        namesrv = dev.ready_line.split()[2]
         stop = threading.Event()
         try:
             asyncio.run(drive(namesrv, 200))  # warm-up: routes, topic creation, first segment
             scraper = threading.Thread(target=scrape_loop, args=(port, stop), daemon=True) if port else None
             if scraper:
                 scraper.start()
-            before = cpu_seconds(process.pid)
+            before = dev.cpu_seconds()
             asyncio.run(drive(namesrv, messages))
-            used = cpu_seconds(process.pid) - before
+            used = dev.cpu_seconds() - before
         finally:
             stop.set()
-            process.terminate()
-            process.wait(30)
+            dev.stop()
     return used / messages * 1e6
 
 

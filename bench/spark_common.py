@@ -10,15 +10,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from bench_common import REPO, short_frame  # bench/ is sys.path[0]
+from bench_profile import short_frame
+
+# bench/ is sys.path[0]
+from bench_common import (
+    CLOCK_TICKS,
+    REPO,
+    bench_root,
+    commit,
+    cpu_model,
+    cpu_seconds,
+    loadavg,
+)
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -34,17 +48,10 @@ QUEUES = 4
 BODY_BYTES = 100
 SEND_BATCH = 256
 SEND_IN_FLIGHT = 16
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _stat(pid: int | str) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system seconds of one process (all its threads)."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def descendants(root: int) -> set[int]:
@@ -278,24 +285,9 @@ def close_views() -> None:
 def machine() -> str:
     import pyspark
 
-    git = ["git", "-C", str(REPO)]
-    commit = subprocess.run(
-        [*git, "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        [*git, "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True, text=True
-    ).stdout
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "?",
-    )
     return (
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}"
-        f"{' + uncommitted changes' if dirty.strip() else ''}, {cpu}, nproc {os.cpu_count()}, Python "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, {cpu_model()}, "
+        f"nproc {os.cpu_count()}, Python "
         f"{sys.version.split()[0]}, PySpark {pyspark.__version__}, pyarrow {pa.__version__}, Java "
         f"{subprocess.run(['java', '-version'], check=False, capture_output=True, text=True).stderr.split(chr(34))[1]}"
     )
@@ -335,3 +327,50 @@ def median_rate(runs: list[Run], case: str) -> float:
 def median_cpu(runs: list[Run], case: str) -> float:
     """Median CPU seconds (JVM + Spark's Python + broker) of a case."""
     return float(np.median([r.cpu for r in runs if r.case == case]))
+
+
+@dataclass
+class SparkBench:
+    """One Spark bench run: a temp ``root``, a NameServer and an async-flush broker, and what it prints at the end."""
+
+    facts: str
+    root: Path
+    namesrv: Any
+    broker: Any
+    load_start: str
+    load_end: str
+    spark: Any = None
+    runs: list[Run] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    profile: str = ""
+
+    def print(self) -> None:
+        print(f"{self.facts}; load average {self.load_start} at the start, {self.load_end} after the timed runs")
+        print(table(self.runs))
+        print("\n".join(self.notes))
+        if self.profile:
+            print(self.profile)
+
+
+@contextlib.contextmanager
+def spark_bench(name: str) -> Iterator[SparkBench]:
+    """Start the services of the ``name`` bench; afterwards stop them (and Spark) and print its results."""
+    from tests.support.processes import BrokerProcess, NamesrvProcess
+
+    facts = machine()
+    print(f"sparkmq spark {name} bench: {facts}, load average {loadavg()}", file=sys.stderr, flush=True)
+    root = Path(tempfile.mkdtemp(prefix=f"sparkmq-spark-{name}-bench-", dir=bench_root()))
+    load_start = loadavg()
+    namesrv = NamesrvProcess.start()
+    broker = BrokerProcess.start(root / "store", namesrv.address, "--flush", "async")
+    bench = SparkBench(facts, root, namesrv, broker, load_start, load_start)
+    try:
+        yield bench
+    finally:
+        if bench.spark is not None:
+            bench.spark.stop()
+        close_views()
+        broker.stop()
+        namesrv.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    bench.print()

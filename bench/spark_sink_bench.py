@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,18 +37,15 @@ from spark_common import (
     Meter,
     Run,
     WorkerProfiler,
-    close_views,
     jvm_pid,
-    machine,
     median_rate,
     produce,
+    spark_bench,
     spark_session,
-    table,
 )
 
-from bench_common import bench_root, loadavg
+from bench_common import loadavg
 from sparkmq.connector.broker_view import view_for
-from tests.support.processes import BrokerProcess, NamesrvProcess
 
 SINK = "sink: df.write sparkmq"
 PRODUCE = "produce: AsyncProducer.send_batch 256, 16 in flight"
@@ -117,20 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     n, repeat = (100_000, 1) if args.quick else (args.messages, args.repeat)
-    facts = machine()
-    print(f"sparkmq spark sink bench: {facts}, load average {loadavg()}", file=sys.stderr, flush=True)
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-spark-sink-bench-", dir=bench_root()))
-    load_start = load_end = loadavg()
-    namesrv = NamesrvProcess.start()
-    broker = BrokerProcess.start(root / "store", namesrv.address, "--flush", "async")
-    spark = None
-    runs: list[Run] = []
-    notes: list[str] = []
-    profile = ""
-    try:
+    with spark_bench("sink") as bench:
+        root, namesrv, broker, runs = bench.root, bench.namesrv, bench.broker, bench.runs
         write_bodies(root / "warm.parquet", max(n // 5, 8_000))
         write_bodies(root / "main.parquet", n)
-        spark = spark_session(args.master)
+        spark = bench.spark = spark_session(args.master)
         number = 0
         for case in (SINK, PRODUCE, SINK, PRODUCE):  # warm-up: JVM, JIT, Python workers, connections
             number += 1
@@ -146,35 +132,23 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        load_end = loadavg()
+        bench.load_end = loadavg()
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
             spy = WorkerProfiler(args.profile / "sink", jvm_pid(spark))
             run_case(SINK, spark, namesrv.address, broker.pid, root / "main.parquet", n, number + 1)
-            profile = "## Python workers during one more sink write (not timed)\n" + spy.stop()
+            bench.profile = "## Python workers during one more sink write (not timed)\n" + spy.stop()
         sink_cpu = sorted(r.cpu for r in runs if r.case == SINK)[(repeat - 1) // 2]
         produce_cpu = sorted(r.cpu for r in runs if r.case == PRODUCE)[(repeat - 1) // 2]
-        notes.append(
+        bench.notes.append(
             f"sink rows/s relative to {PRODUCE} in this run: "
             f"{median_rate(runs, SINK) / median_rate(runs, PRODUCE):.2f}x (target: ≥ 1.0x); "
             f"median CPU-s (JVM + Spark's Python + broker; the producer's own CPU is not counted): "
             f"sink {sink_cpu:.2f}, produce {produce_cpu:.2f}"
         )
-        notes.append(
+        bench.notes.append(
             f"sink encode_rows (bulk SEND_BATCH items, outside Spark): {sink_rows_cost_of(4096):.2f} CPU-µs/row"
         )
-    finally:
-        if spark is not None:
-            spark.stop()
-        close_views()
-        broker.stop()
-        namesrv.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f"{facts}; load average {load_start} at the start, {load_end} after the timed runs")
-    print(table(runs))
-    print("\n".join(notes))
-    if profile:
-        print(profile)
     return 0
 
 

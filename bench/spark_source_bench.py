@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from itertools import pairwise
@@ -55,22 +53,19 @@ from spark_common import (
     QUEUES,
     Run,
     WorkerProfiler,
-    close_views,
     jvm_pid,
-    machine,
     median_cpu,
     median_rate,
     produce,
     run_stream,
+    spark_bench,
     spark_session,
-    table,
 )
 
-from bench_common import bench_root, loadavg
+from bench_common import loadavg
 from sparkmq.connector import arrow as sm_arrow
 from sparkmq.connector.broker_view import view_for
 from sparkmq.message.bulk import decode_columns
-from tests.support.processes import BrokerProcess, NamesrvProcess
 
 PARQUET_FILES = 16
 
@@ -311,21 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     n, repeat = (100_000, 1) if args.quick else (args.messages, args.repeat)
     per_trigger = min(args.per_trigger, n)
     chosen = [CASES[c.strip()] for c in args.cases.split(",") if c.strip()]
-    facts = machine()
-    print(f"sparkmq spark source bench: {facts}, load average {loadavg()}", file=sys.stderr, flush=True)
-    root = Path(tempfile.mkdtemp(prefix="sparkmq-spark-source-bench-", dir=bench_root()))
-    load_start = load_end = loadavg()
-    namesrv = NamesrvProcess.start()
-    broker = BrokerProcess.start(root / "store", namesrv.address, "--flush", "async")
-    spark = None
-    runs: list[Run] = []
-    notes: list[str] = []
-    profile = ""
 
     def log(text: str) -> None:
         print(f"  {text}", file=sys.stderr, flush=True)
 
-    try:
+    with spark_bench("source") as bench:
+        root, namesrv, broker, runs = bench.root, bench.namesrv, bench.broker, bench.runs
         warm_n = max(n // 5, 8_000)
         asyncio.run(produce(namesrv.address, "SparkBenchWarm", warm_n))
         log(f"produced {n:,} in {asyncio.run(produce(namesrv.address, 'SparkBench', n)):.2f} s")
@@ -333,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         batches, pieces = pull_all(namesrv.address, "SparkBench", "bench-pieces")
         write_inputs(warm_batches, root / "warm")
         write_inputs(batches, root / "main")
-        spark = spark_session(args.master, IpcDataSource)
+        spark = bench.spark = spark_session(args.master, IpcDataSource)
         log(f"spark up, defaultParallelism {spark.sparkContext.defaultParallelism}; warming up on {warm_n:,} rows")
         warm = SourceCases(
             spark, namesrv.address, broker.pid, "SparkBenchWarm", root / "warm", warm_n, max(per_trigger // 5, 1)
@@ -350,26 +336,26 @@ def main(argv: list[str] | None = None) -> int:
                 + ", ".join(f"{r.case.split(' ')[0]} {r.rate:,.0f}" for r in runs[-len(chosen) :])
                 + f" rows/s; load average {loadavg()}"
             )
-        load_end = loadavg()
+        bench.load_end = loadavg()
         if args.profile and SOURCE in chosen:
             args.profile.mkdir(parents=True, exist_ok=True)
             spy = WorkerProfiler(args.profile / "source", jvm_pid(spark))
             cases.run(SOURCE)
-            profile = "## Python workers during one more source run (not timed)\n" + spy.stop()
-        notes += ratios(runs, chosen)
-        notes.append(
+            bench.profile = "## Python workers during one more source run (not timed)\n" + spy.stop()
+        bench.notes += ratios(runs, chosen)
+        bench.notes.append(
             f"pieces outside Spark (this process, one thread): pulled {pieces['rows']:,} records in "
             f"{pieces['pulls']} pulls of ≤4096, {pieces['pull_s']:.2f} s wall; records_to_arrow "
             f"{pieces['arrow_cpu_s']:.2f} CPU-s ({pieces['rows'] / pieces['arrow_cpu_s']:,.0f} records per CPU-s)"
         )
         view = view_for(namesrv.address, "bench-pieces")
         body = next(view.read_range(view.queues(["SparkBench"])[0], 0, 4096, 4096))
-        notes.append(
+        bench.notes.append(
             "records_to_arrow parts on one 4096-record pull (CPU ms per call): "
             + ", ".join(f"{k} {v:.2f}" for k, v in arrow_parts(body, "broker-a").items())
         )
         whole = pa.Table.from_batches(batches)
-        notes.append(
+        bench.notes.append(
             f"Arrow bytes per row: wide 15 columns {whole.nbytes / n:.0f}, lean "
             f"{whole.select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, 4 columns "
             f"{whole.select(NARROW).nbytes / n:.0f}"
@@ -378,23 +364,11 @@ def main(argv: list[str] | None = None) -> int:
             same = sorted((x for x in runs if x.case == case), key=lambda x: x.seconds)
             if same and same[0].batches:
                 r = same[(len(same) - 1) // 2]
-                notes.append(
+                bench.notes.append(
                     f"{case} (median run) batches [rows, triggerExecution s, processedRowsPerSecond, "
                     "latestOffset s, queryPlanning s]: "
                     + "; ".join(f"{b[0]:,} {b[1]:.2f} {b[2]:,.0f} {b[3]:.3f} {b[4]:.3f}" for b in r.batches)
                 )
-    finally:
-        if spark is not None:
-            spark.stop()
-        close_views()
-        broker.stop()
-        namesrv.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f"{facts}; load average {load_start} at the start, {load_end} after the timed runs")
-    print(table(runs))
-    print("\n".join(notes))
-    if profile:
-        print(profile)
     return 0
 
 

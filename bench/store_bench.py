@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench_common import REPO, bench_root, machine  # noqa: E402 - bench/ is sys.path[0]
+from bench_common import REPO, bench_root, loadavg, machine  # noqa: E402 - bench/ is sys.path[0]
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     results = run(args.quick, args.only)
-    info["loadavg_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    info["loadavg_at_end"] = loadavg()
     print(table(results))
     for line in verdicts(results):
         print(line)
