@@ -55,7 +55,9 @@ def test_batch_write_n_rows_become_n_messages(spark, cluster) -> None:
         for i in range(count)
     ]
     df = spark.createDataFrame(rows, ROW_SCHEMA).repartition(3)
-    writer(df, cluster, topic=topic).save()
+    # batchSize 5: each task's ~17 rows make several runs, and runs go round-robin over the queues
+    # (a task's first queue is random, so with one run per task all three could meet on one queue).
+    writer(df, cluster, topic=topic, batchSize=5).save()
 
     messages = cluster.read_all(topic, QUEUES)
     assert len(messages) == count
