@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (for support.*)
 
-from support.spark_harness import build_session  # noqa: E402
+from support.spark_harness import build_session
 
 
 def main() -> int:
