@@ -80,9 +80,7 @@ class BrokerContext:
         ha = self.ha
         if ha is None:
             return results
-        return list(
-            await asyncio.gather(*(ha.confirm(result, wait) for result, wait in zip(results, wait_flush, strict=True)))
-        )
+        return await ha.confirm(results, wait_flush)
 
     async def _flushed(
         self, results: list[PutResult], wait_flush: list[bool], flushed: concurrent.futures.Future[int]

@@ -110,26 +110,37 @@ class HAService:
             logger.info("broker %s: master HA address is now %s", self.config.broker_name, ha_server_addr)
             self.master_ha_address = ha_server_addr
 
-    async def confirm(self, result: PutResult, wait: bool) -> PutResult:
-        """The put's outcome once replication is as confirmed as the role promises (``handleHA``)."""
-        if not (self.sync_master and wait and result.status in _CONFIRMABLE and len(result.sizes)):
-            return result
-        end = int(result.physical_offsets[-1]) + int(result.sizes[-1])
+    async def confirm(self, results: list[PutResult], waits: list[bool]) -> list[PutResult]:
+        """The puts' outcomes once replication is as confirmed as the role promises (``handleHA``).
+
+        A group put's results are confirmed together: one check of the slave's lag and one wait
+        for the highest end among those that wait, not one waiter per request.
+        """
+        if not self.sync_master:
+            return results
+        waiting = [
+            i
+            for i, (result, wait) in enumerate(zip(results, waits, strict=True))
+            if wait and result.status in _CONFIRMABLE and len(result.sizes)
+        ]
+        if not waiting:
+            return results
+        end = max(int(results[i].physical_offsets[-1]) + int(results[i].sizes[-1]) for i in waiting)
         if not self.acks.slave_ok(end, self.config.ha_slave_fallbehind_max):
-            return dataclasses.replace(
-                result,
-                status=PutMessageStatus.SLAVE_NOT_AVAILABLE,
-                remark="no slave is connected or it is too far behind",
+            status, remark = PutMessageStatus.SLAVE_NOT_AVAILABLE, "no slave is connected or it is too far behind"
+        else:
+            if self.source is not None:
+                self.source.wake()
+            if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
+                return results
+            status, remark = (
+                PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+                "no slave confirmed the message within syncFlushTimeout",
             )
-        if self.source is not None:
-            self.source.wake()
-        if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
-            return result
-        return dataclasses.replace(
-            result,
-            status=PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
-            remark="no slave confirmed the message within syncFlushTimeout",
-        )
+        confirmed = list(results)
+        for i in waiting:
+            confirmed[i] = dataclasses.replace(results[i], status=status, remark=remark)
+        return confirmed
 
     async def close(self) -> None:
         if self.sink is not None:

@@ -299,3 +299,58 @@ def test_a_promoted_slave_continues_the_queue_offsets(tmp_path: Path) -> None:
                 await wire.close()
 
     run(scenario())
+
+
+def test_sync_master_confirms_a_group_of_sends_from_one_read_together(tmp_path: Path) -> None:
+    """Pipelined sends decoded from one read are one group put: all acknowledged only once the slave
+    holds the group's last byte."""
+    import time
+
+    from sparkmq.protocol import RemotingCommand, RequestCode
+    from sparkmq.protocol.frame import FrameDecoder
+
+    def frame(opaque: int) -> bytes:
+        fields = {
+            "a": "PID_G",
+            "b": "HaTopic",
+            "c": "TBW102",
+            "d": "4",
+            "e": "0",
+            "f": "0",
+            "g": str(int(time.time() * 1000)),
+            "h": "0",
+            "i": "WAIT\x01true",
+            "j": "0",
+            "k": "false",
+            "m": "false",
+        }
+        body = b"grouped %d" % opaque
+        return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
+
+    async def scenario() -> None:
+        async with BrokerController(master_config(tmp_path, broker_role="SYNC_MASTER")) as master:
+            wire = Wire(master)
+            try:
+                await wire.send("HaTopic", b"creates the topic")  # SLAVE_NOT_AVAILABLE: no slave yet
+                async with BrokerController(slave_config(tmp_path, master)) as slave:
+                    await until(lambda: master.ha.acks.connections == 1, "the slave link")
+                    await until(in_sync(master, slave), "the slave to copy the first message")
+                    reader, writer = await asyncio.open_connection("127.0.0.1", master.config.listen_port)
+                    try:
+                        writer.write(b"".join(frame(i) for i in range(1, 41)))  # one write
+                        decoder, responses = FrameDecoder(), {}
+                        while len(responses) < 40:
+                            data = await reader.read(65536)
+                            assert data, f"connection closed after {len(responses)} responses"
+                            responses.update((c.opaque, c) for c in decoder.feed(data))
+                            if len(responses) == 1:  # acknowledged means the slave holds the bytes
+                                assert slave.store.commitlog.max_offset >= master.store.commitlog.max_offset
+                    finally:
+                        writer.close()
+                        await writer.wait_closed()
+                    assert {r.code for r in responses.values()} == {ResponseCode.SUCCESS}
+                    assert slave.store.commitlog.max_offset == master.store.commitlog.max_offset
+            finally:
+                await wire.close()
+
+    run(scenario())
