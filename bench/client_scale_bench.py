@@ -4,6 +4,7 @@ Run from the repo root::
 
     .venv/bin/python bench/client_scale_bench.py --quick         # 2,000 sends a case, ~1 min
     .venv/bin/python bench/client_scale_bench.py --sends 20000   # the lead's quiet-machine run
+    .venv/bin/python bench/client_scale_bench.py --quick --profile DIR  # + py-spy per case
 
 Against one fresh ``sparkmq dev`` (ASYNC flush), 100 B bodies, ``--inflight`` (128) single
 sends in flight in this one process:
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from bench_common import (
     REPO,
@@ -173,12 +175,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sends", type=int, default=20_000, help="single sends per case (default 20,000)")
     parser.add_argument("--quick", action="store_true", help="2,000 sends per case")
     parser.add_argument("--inflight", type=int, default=128, help="single sends in flight (default 128)")
+    parser.add_argument("--profile", type=Path, help="py-spy the broker and this process per case into DIR")
     args = parser.parse_args(argv)
     info = machine()
-    with temp_root("sparkmq-client-scale-bench-") as root, recording(root) as bench:
+    with temp_root("sparkmq-client-scale-bench-") as root, recording(root, profile_dir=args.profile) as bench:
         results = asyncio.run(scale_cases(bench, 2_000 if args.quick else args.sends, args.inflight))
     print_machine(info)
     print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
+    for profile in bench.profiles:
+        print("\n" + profile)
     return 0
 
 

@@ -104,6 +104,7 @@ def run_transact(args: argparse.Namespace) -> None:
             enough.wait(args.deadline)
         time.sleep(args.linger)
     finally:
+        emit({"event": "shutdown"})  # the library may abort inside shutdown(): see CppClientRun.aborted_in_shutdown
         producer.shutdown()
     emit({"event": "done", "checks": len(checks)})
 
