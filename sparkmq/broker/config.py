@@ -118,6 +118,7 @@ class BrokerConfig:
     tls_server_mode: str = "permissive"  # tls.server.mode: permissive (TLS and plain) | enforcing | disabled
     tls_server_cert_path: Path | None = None  # tls.server.certPath (PEM)
     tls_server_key_path: Path | None = None  # tls.server.keyPath (PEM, unencrypted)
+    config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

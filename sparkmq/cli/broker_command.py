@@ -51,6 +51,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         store_path_root_dir=args.store_dir,
         flush_disk_type=flush,
         acl_file=acl_file,
+        config_file=args.config,
     )
 
 

@@ -8,15 +8,19 @@ VIEW_BROKER_STATS_DATA (315), QUERY_TOPIC_CONSUME_BY_WHO (300).
 UPDATE_BROKER_CONFIG replaces the broker's config object after checking every value as broker.conf
 is checked; settings read per request (pull limits, long polling, filters, notifications) apply at
 once, those the store or the server read at start apply at the next start (Java behaves the same
-for most keys) and are not written back to broker.conf.
+for most keys). A broker started with ``-c broker.conf`` writes the updated keys into that file
+first (:mod:`sparkmq.broker.conf_update`), so a restart keeps them; when that write fails, nothing
+is applied and the remark says why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 
-from sparkmq.broker.config import BrokerConfig
+from sparkmq.broker.conf_update import persist_updates
+from sparkmq.broker.config import BROKER_CONF_KEYS, BrokerConfig
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig
 from sparkmq.broker.validation import check_group, check_topic
@@ -40,6 +44,18 @@ from sparkmq.protocol.ops_bodies import (
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.server import Processor
 
+# Identity is not an admin's to change on a running broker: it is how clients and the NameServer know
+# it. Such keys in an update are ignored, and not written to broker.conf either.
+IDENTITY_FIELDS = (
+    "broker_name",
+    "broker_cluster_name",
+    "broker_id",
+    "listen_port",
+    "store_path_root_dir",
+    "broker_ip",
+    "listen_host",
+    "config_file",
+)
 LATEST_TIMESTAMP = -1  # resetOffsetByTime -s now: every queue to its max offset
 
 
@@ -148,19 +164,13 @@ class AdminOpsProcessors:
             updated = BrokerConfig.from_properties({k: v for k, v in {**current, **updates}.items() if v != ""})
         except ConfigError as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=exc.remark)
-        # Identity is not an admin's to change on a running broker: it is how clients and the NameServer know it.
-        fixed = {
-            f: getattr(self.ctx.config, f)
-            for f in (
-                "broker_name",
-                "broker_cluster_name",
-                "broker_id",
-                "listen_port",
-                "store_path_root_dir",
-                "broker_ip",
-                "listen_host",
-            )
-        }
+        fixed = {f: getattr(self.ctx.config, f) for f in IDENTITY_FIELDS}
+        if self.ctx.config.config_file is not None:
+            kept = {k: v for k, v in updates.items() if BROKER_CONF_KEYS[k].field not in IDENTITY_FIELDS}
+            try:
+                await asyncio.to_thread(persist_updates, self.ctx.config.config_file, kept)
+            except ConfigError as exc:
+                return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"not applied: {exc.remark}")
         self.ctx.config = dataclasses.replace(updated, **fixed)
         self.config_version += 1
         return request.make_response()
