@@ -23,12 +23,14 @@ from sparkmq.message.names import MASTER_ID
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
 from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
+from sparkmq.protocol.admin_bodies import ResetOffsetBody
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
@@ -80,6 +82,8 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         self.consumer_data: dict[str, Callable[[], ConsumerData]] = {}
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
+        # group -> what its push consumer does on RESET_CONSUMER_CLIENT_OFFSET (topic, new offsets)
+        self.reset_hooks: dict[str, Callable[[str, dict[MessageQueue, int]], Awaitable[None]]] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[Any]] = set()
@@ -211,9 +215,33 @@ class ClientInstance:
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
+        if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self._reset_offsets(request)
+            return None
         return request.make_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f"request type {request.code} not supported by this client"
         )
+
+    def _reset_offsets(self, request: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (an admin's resetOffsetByTime): the group's consumer here
+        moves its queues of the topic to the broker's new offsets (oneway: nothing to answer)."""
+        try:
+            header = ResetOffsetRequestHeader.from_fields(request.ext_fields)
+            table = ResetOffsetBody.decode(request.body).offset_table
+        except SparkmqError as exc:
+            logger.warning("client %s: bad RESET_CONSUMER_CLIENT_OFFSET: %s", self.client_id, exc.remark)
+            return
+        hook = self.reset_hooks.get(header.group)
+        if hook is None:
+            logger.info(
+                "client %s: offsets of %s reset, but no push consumer of it runs here", self.client_id, header.group
+            )
+            return
+        task = asyncio.get_running_loop().create_task(
+            run_once(lambda: hook(header.topic, table), f"client {self.client_id}: offset reset of {header.group}")
+        )
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_tasks.discard)
 
     async def consumer_ids(self, group: str, broker_name: str) -> list[str]:
         """The client ids of ``group``'s members, as the broker knows them from their heartbeats."""

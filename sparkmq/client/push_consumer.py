@@ -194,6 +194,7 @@ class AsyncPushConsumer:
             raise ConfigError("subscribe to at least one topic before start()")
         self.instance.consumer_data[self.group] = self._consumer_data
         self.instance.rebalance_hooks[self.group] = self._members_changed
+        self.instance.reset_hooks[self.group] = self.reset_offsets
         await self.instance.start()
         for topic in self._topics():
             try:
@@ -220,6 +221,7 @@ class AsyncPushConsumer:
         so the members that take the queues over do not consume them again.
         """
         self.instance.rebalance_hooks.pop(self.group, None)
+        self.instance.reset_hooks.pop(self.group, None)
         tasks = self._tasks + ([self._retry_task] if self._retry_task is not None else [])
         await stop_tasks(tasks, f"push consumer {self.group}")
         async with self._rebalance_lock:
@@ -261,6 +263,24 @@ class AsyncPushConsumer:
         if self.message_model is MessageModel.CLUSTERING:
             await self.persist_offsets()
         await self.rebalance()
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (an admin's resetOffsetByTime), as Java's
+        ``MQClientInstance.resetOffset``: this member's queues of ``topic`` stop pulling, what they
+        cached is dropped unconsumed, their offsets become ``offsets`` (persisted at once) and
+        pulling resumes from there. Queues other members hold are theirs to move."""
+        async with self._rebalance_lock:
+            if self._closing:
+                return
+            moved = sorted((q for q in self._queues if q.topic == topic and q in offsets), key=lambda q: q.queue_id)
+            for queue in moved:
+                await self._drop(queue, persist=False)
+            for queue in moved:
+                self.offsets[queue] = offsets[queue]
+            await self.persist_offsets(moved)
+            for queue in moved:
+                await self._take(queue)
+            logger.info("consumer %s: %d queues of %s reset by an admin", self.group, len(moved), topic)
 
     async def rebalance(self) -> None:
         """Recompute this member's queues and start/stop their pull loops.
