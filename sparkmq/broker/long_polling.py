@@ -11,6 +11,8 @@ import asyncio
 import threading
 from collections import defaultdict
 
+from sparkmq.remoting.waits import done_within
+
 
 class PullHoldService:
     """Parked pulls per queue; ``notify`` may be called from any thread."""
@@ -27,10 +29,7 @@ class PullHoldService:
         entry = (offset, future)
         self._waiting[key].append(entry)
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await done_within(future, timeout_s)
         finally:
             waiters = self._waiting.get(key)
             if waiters is not None:

@@ -25,6 +25,7 @@ from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from sparkmq.protocol.headers import ConsumerSendMsgBackRequestHeader
+from sparkmq.remoting.waits import done_within
 
 logger = logging.getLogger(__name__)
 RETRY_LATER_S = 5.0
@@ -83,16 +84,15 @@ class ListenerRunner:
         if self._closing():
             return ConsumeOutcome.SKIPPED
         future = asyncio.get_running_loop().run_in_executor(self._executor, self._call, chunk)
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
-        except TimeoutError:
-            logger.warning(
-                "listener of %s ran past consume_timeout_s=%s on %s; the message(s) will be retried",
-                self.group,
-                self.timeout_s,
-                [m.msg_id for m in chunk],
-            )
-            return ConsumeOutcome.RETRY
+        if await done_within(future, self.timeout_s):
+            return future.result()
+        logger.warning(
+            "listener of %s ran past consume_timeout_s=%s on %s; the message(s) will be retried",
+            self.group,
+            self.timeout_s,
+            [m.msg_id for m in chunk],
+        )
+        return ConsumeOutcome.RETRY
 
     def _call(self, chunk: list[ReceivedMessage]) -> ConsumeOutcome:
         if self._closing():

@@ -41,6 +41,7 @@ from sparkmq.message.properties import RETRY_TOPIC
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from sparkmq.remoting.periodic import run_every, stop_tasks
+from sparkmq.remoting.waits import acquire_within
 
 logger = logging.getLogger(__name__)
 REBALANCE_INTERVAL_S = 20.0
@@ -375,9 +376,8 @@ class AsyncPushConsumer:
         consume_lock = self._orderly.consume_lock(queue) if self._orderly is not None else None
         holding = False
         if consume_lock is not None:
-            try:
-                holding = await asyncio.wait_for(consume_lock.acquire(), DROP_CONSUME_WAIT_S)
-            except TimeoutError:
+            holding = await acquire_within(consume_lock, DROP_CONSUME_WAIT_S)
+            if not holding:
                 logger.warning(
                     "%s: a listener call on %s is still running; releasing the queue anyway", self.group, queue
                 )
