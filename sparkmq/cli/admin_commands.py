@@ -28,7 +28,6 @@ from sparkmq.cli.admin_message_commands import (
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, TopicConfig
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
 
@@ -186,7 +185,7 @@ async def consumer_progress(admin: AdminExt, args: argparse.Namespace, out: Text
                 )
         return
     stats = await admin.consume_stats(args.groupName)
-    owners: dict[MessageQueue, str] = {}
+    owners = await admin.queue_owners(args.groupName)
     printf(
         out,
         "%-32s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n",

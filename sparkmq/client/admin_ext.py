@@ -32,6 +32,7 @@ from sparkmq.protocol.bodies import KVTable, MessageQueue, TopicList, TopicRoute
 from sparkmq.protocol.fastjson import as_object, as_str_list, loads
 from sparkmq.protocol.headers import (
     ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryMessageRequestHeader,
@@ -49,6 +50,7 @@ from sparkmq.protocol.ops_bodies import (
     parse_properties_text,
     properties_text,
 )
+from sparkmq.protocol.running_info import ConsumerRunningInfo
 
 ADMIN_TIMEOUT_S = 5.0
 QUERY_MAX_NUM = 64
@@ -246,6 +248,36 @@ class AdminExt:
             except RemoteError as exc:
                 last = exc
         raise last or RemoteError(f"no broker knows consumer group {group}")
+
+    async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        """One member's own report (GET_CONSUMER_RUNNING_INFO, passed on by a broker it is connected to)."""
+        last: SparkmqError | None = None
+        fields = GetConsumerRunningInfoRequestHeader(group, client_id).to_fields()
+        for address in (await self.master_addrs()).values():
+            try:
+                response = await self.broker(
+                    address, RequestCode.GET_CONSUMER_RUNNING_INFO, fields, what=f"running info of {client_id}"
+                )
+                return ConsumerRunningInfo.decode(response.body)
+            except RemoteError as exc:
+                last = exc
+        raise last or RemoteError(f"no broker knows consumer {client_id} of {group}")
+
+    async def queue_owners(self, group: str) -> dict[MessageQueue, str]:
+        """Queue → the IP of the member holding it (mqadmin consumerProgress's "#Client IP");
+        members that cannot say are left out, as mqadmin does."""
+        owners: dict[MessageQueue, str] = {}
+        try:
+            members = (await self.consumer_connection(group)).connection_set
+        except RemoteError:
+            return owners
+        for member in members:
+            try:
+                info = await self.consumer_running_info(group, member.client_id)
+            except SparkmqError:
+                continue
+            owners.update((queue, member.client_id.split("@")[0]) for queue in info.mq_table)
+        return owners
 
     async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
         rows: dict[str, Any] = {}

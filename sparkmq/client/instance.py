@@ -29,11 +29,13 @@ from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteDa
 from sparkmq.protocol.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from sparkmq.protocol.running_info import ConsumerRunningInfo
 from sparkmq.remoting import RemotingClient, RemotingConnection
 from sparkmq.remoting.periodic import run_every, run_once, stop_tasks
 
@@ -84,6 +86,8 @@ class ClientInstance:
         self.rebalance_hooks: dict[str, Callable[[], Awaitable[None]]] = {}
         # group -> what its push consumer does on RESET_CONSUMER_CLIENT_OFFSET (topic, new offsets)
         self.reset_hooks: dict[str, Callable[[str, dict[MessageQueue, int]], Awaitable[None]]] = {}
+        # group -> its consumer's answer to GET_CONSUMER_RUNNING_INFO
+        self.running_info_hooks: dict[str, Callable[[], ConsumerRunningInfo]] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[Any]] = set()
@@ -215,6 +219,14 @@ class ClientInstance:
                 self._hook_tasks.add(task)
                 task.add_done_callback(self._hook_tasks.discard)
             return None
+        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            group = GetConsumerRunningInfoRequestHeader.from_fields(request.ext_fields).consumer_group
+            report = self.running_info_hooks.get(group)
+            if report is None:
+                return request.make_response(
+                    ResponseCode.SYSTEM_ERROR, remark=f"The Consumer Group <{group}> not exist in this consumer"
+                )
+            return request.make_response(body=report().encode())
         if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._reset_offsets(request)
             return None

@@ -38,8 +38,19 @@ from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message.names import is_retry_topic, retry_topic
 from sparkmq.message.properties import RETRY_TOPIC
+from sparkmq.protocol import DEFAULT_VERSION, MQVersion
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from sparkmq.protocol.running_info import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_NAMESERVER_ADDR,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+)
 from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.remoting.waits import acquire_within
 
@@ -114,6 +125,8 @@ class AsyncPushConsumer:
         self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - CONSUME_TIMESTAMP_BACK_S) * 1000)
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time_s = suspend_current_queue_time_s
+        self._consume_threads = consume_threads
+        self._started_ms = 0
         self._reader = AsyncPullConsumer(
             group, namesrv_addr, auto_commit_interval_s=None, instance_name=instance_name, security=security
         )
@@ -196,6 +209,8 @@ class AsyncPushConsumer:
         self.instance.consumer_data[self.group] = self._consumer_data
         self.instance.rebalance_hooks[self.group] = self._members_changed
         self.instance.reset_hooks[self.group] = self.reset_offsets
+        self.instance.running_info_hooks[self.group] = self.running_info
+        self._started_ms = int(time.time() * 1000)
         await self.instance.start()
         for topic in self._topics():
             try:
@@ -223,6 +238,7 @@ class AsyncPushConsumer:
         """
         self.instance.rebalance_hooks.pop(self.group, None)
         self.instance.reset_hooks.pop(self.group, None)
+        self.instance.running_info_hooks.pop(self.group, None)
         tasks = self._tasks + ([self._retry_task] if self._retry_task is not None else [])
         await stop_tasks(tasks, f"push consumer {self.group}")
         async with self._rebalance_lock:
@@ -428,6 +444,30 @@ class AsyncPushConsumer:
             await self._reader.commit(chosen)
         except SparkmqError as exc:
             logger.warning("persisting offsets of %s failed: %s", self.group, exc.remark)
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """What GET_CONSUMER_RUNNING_INFO reports: settings, subscriptions and each held queue."""
+        properties = {
+            PROP_NAMESERVER_ADDR: ";".join(self.instance.namesrv_addresses),
+            PROP_CONSUME_TYPE: ConsumeType.CONSUME_PASSIVELY.name,
+            PROP_CONSUME_ORDERLY: str(self.orderly).lower(),
+            PROP_THREADPOOL_CORE_SIZE: str(self._consume_threads),
+            PROP_CLIENT_VERSION: MQVersion(DEFAULT_VERSION).name,
+            PROP_CONSUMER_START_TIMESTAMP: str(self._started_ms),
+        }
+        table = {
+            queue: ProcessQueueInfo(
+                commit_offset=self.offsets.get(queue, -1),
+                cached_msg_min_offset=process.committable() if len(process) else 0,
+                cached_msg_max_offset=max(process.max_pulled, 0),
+                cached_msg_count=len(process),
+                cached_msg_size_in_mib=process.cached_bytes >> 20,
+                locked=process.locked,
+                droped=process.dropped,
+            )
+            for queue, process in self._queues.items()
+        }
+        return ConsumerRunningInfo(properties, self._consumer_data().subscription_data_set, table)
 
     @property
     def assigned(self) -> list[MessageQueue]:

@@ -85,6 +85,10 @@ def test_connection_lists_of_unknown_groups_are_errors_not_crashes(cluster) -> N
                     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                     {"topic": "NoSuchTopic", "group": "G", "timestamp": "0", "isForce": "true"},
                 )
+            with pytest.raises(RemoteError, match="The Consumer <CID_nobody> <1.2.3.4@9> not online") as running:
+                await admin.consumer_running_info("CID_nobody", "1.2.3.4@9")
+            assert running.value.code == ResponseCode.SYSTEM_ERROR
+            assert await admin.queue_owners("CID_nobody") == {}
             assert (await admin.runtime_info(broker.address))["brokerVersionDesc"].startswith("sparkmq")
 
     run(scenario())

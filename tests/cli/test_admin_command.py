@@ -100,6 +100,10 @@ def test_consumer_progress_reset_and_connections(ops_cluster, capsys, clients: C
     assert "MessageModel: CLUSTERING" in connection and "ConsumeType: CONSUME_PASSIVELY" in connection
     producers = admin(capsys, "producerConnection", "-n", ops_cluster.ns, "-g", producer._async.group, "-t", topic)
     assert producers.startswith("0001  ") and producer._async.instance.client_id in producers
+    loop_thread.run(consumer._async.persist_offsets())  # the broker lists a group's topics once it has offsets
+    live = admin(capsys, "consumerProgress", "-n", ops_cluster.ns, "-g", group).splitlines()
+    ip = consumer._async.instance.client_id.split("@")[0]  # from the member's GET_CONSUMER_RUNNING_INFO answer
+    assert [r.split()[5] for r in live[1:-3] if r.startswith(topic)] == [ip, ip]
     clients.close(consumer)  # offsets are committed on close
 
     reset = admin(capsys, "resetOffsetByTime", "-n", ops_cluster.ns, "-g", group, "-t", topic, "-s", "0").splitlines()
@@ -108,7 +112,7 @@ def test_consumer_progress_reset_and_connections(ops_cluster, capsys, clients: C
     progress = admin(capsys, "consumerProgress", "-n", ops_cluster.ns, "-g", group).splitlines()
     assert progress[0].split()[:3] == ["#Topic", "#Broker", "Name"]
     rows = [r.split() for r in progress[1:-3] if r.startswith(topic)]
-    assert [(r[0], r[2], r[4]) for r in rows] == [(topic, "0", "0"), (topic, "1", "0")]
+    assert [(r[0], r[2], r[4], r[5]) for r in rows] == [(topic, "0", "0", "NA"), (topic, "1", "0", "NA")]
     assert sum(int(r[3]) for r in rows) == 5
     assert progress[-2].startswith("Consume TPS: ") and progress[-1] == "Consume Diff Total: 5"
     assert group in admin(capsys, "consumerProgress", "-n", ops_cluster.ns)

@@ -6,10 +6,12 @@ module's NameServer + broker, on a fresh topic, and checks what the client saw a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter, defaultdict
 from typing import Any
 
+from sparkmq.client.admin_ext import AdminExt
 from support.rocketmq_cpp import CppClientRun
 
 QUEUES = 4  # the C++ producer asks for defaultTopicQueueNums=4 when the broker auto-creates a topic
@@ -235,3 +237,23 @@ def assert_eventually(predicate, timeout_s: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
         time.sleep(0.1)
+
+
+def test_admin_reads_the_queues_a_cpp_consumer_holds(cluster, cpp, topic) -> None:
+    """GET_CONSUMER_RUNNING_INFO passed on by the broker to the C++ consumer and its answer parsed
+    (mqadmin consumerProgress's "#Client IP")."""
+    group = f"CID_{topic}"
+    sent(cpp.run("produce", topic=topic, group=f"PID_{topic}", count=20))
+    consumer = cpp.start("push-consume", topic=topic, group=group, until_stdin=True, deadline=60)
+    consumer.wait_for(lambda run: len(run.events("received")) >= 20, 45, "the 20 messages")
+    [client_id] = cluster.consumer_ids(group)
+
+    async def ask() -> tuple[Any, Any]:
+        async with AdminExt(cluster.namesrv.address) as admin:
+            return await admin.consumer_running_info(group, client_id), await admin.queue_owners(group)
+
+    info, owners = asyncio.run(ask())
+    assert sorted(q.queue_id for q in info.mq_table if q.topic == topic) == list(range(QUEUES))
+    assert {owners[q] for q in info.mq_table} == {client_id.split("@")[0]}
+    consumer.request_stop()
+    consumer.finish(30)

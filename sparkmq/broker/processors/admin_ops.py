@@ -3,7 +3,8 @@
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 DELETE_SUBSCRIPTIONGROUP (207), GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204),
 GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25), INVOKE_BROKER_TO_RESET_OFFSET (222),
-VIEW_BROKER_STATS_DATA (315), QUERY_TOPIC_CONSUME_BY_WHO (300).
+VIEW_BROKER_STATS_DATA (315), QUERY_TOPIC_CONSUME_BY_WHO (300), GET_CONSUMER_RUNNING_INFO (307, passed on
+to the consumer named).
 
 UPDATE_BROKER_CONFIG replaces the broker's config object after checking every value as broker.conf
 is checked; settings read per request (pull limits, long polling, filters, notifications) apply at
@@ -24,12 +25,16 @@ from sparkmq.broker.config import BROKER_CONF_KEYS, BrokerConfig
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig
 from sparkmq.broker.validation import check_group, check_topic
-from sparkmq.errors import ConfigError
+from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import Connection, ConsumerConnection, ResetOffsetBody
 from sparkmq.protocol.admin_headers import TopicRequestHeader
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.headers import ConsumerGroupRequestHeader, ResetOffsetRequestHeader
+from sparkmq.protocol.headers import (
+    ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 from sparkmq.protocol.ops_bodies import (
     DeleteSubscriptionGroupRequestHeader,
@@ -56,6 +61,7 @@ IDENTITY_FIELDS = (
     "listen_host",
     "config_file",
 )
+CALL_CONSUMER_TIMEOUT_S = 10.0  # Broker2Client.callClient's invokeSync timeout
 LATEST_TIMESTAMP = -1  # resetOffsetByTime -s now: every queue to its max offset
 
 
@@ -78,6 +84,7 @@ class AdminOpsProcessors:
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
         }
 
@@ -211,6 +218,27 @@ class AdminOpsProcessors:
             )
         await ctx.persister.persist("consumerOffset.json")
         return request.make_response(body=body.encode())
+
+    async def consumer_running_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """Ask one member of a group for its running info (Java ``callConsumer``) and pass its answer on."""
+        h = GetConsumerRunningInfoRequestHeader.from_fields(request.ext_fields)
+        info = self.ctx.clients.consumers.get(h.consumer_group)
+        channel = next((c for c in (info.channels.values() if info else ()) if c.client_id == h.client_id), None)
+        if channel is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"The Consumer <{h.consumer_group}> <{h.client_id}> not online"
+            )
+        forward = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, channel.connection.next_opaque(), ext_fields=h.to_fields()
+        )
+        try:
+            answer = await channel.connection.request(forward, CALL_CONSUMER_TIMEOUT_S)
+        except SparkmqError as exc:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"invoke consumer <{h.consumer_group}> <{h.client_id}> Exception: {exc.remark}",
+            )
+        return request.make_response(answer.code, remark=answer.remark, body=answer.body)
 
     async def view_stats(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         h = ViewBrokerStatsDataRequestHeader.from_fields(request.ext_fields)
