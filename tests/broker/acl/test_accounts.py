@@ -150,6 +150,13 @@ def test_check_permission_rules() -> None:
         ("192.168.1.1-100", ["192.168.1.100", "192.168.1.1"], ["192.168.1.101", "192.168.2.50"]),
         ("10.1-2.*.*", ["10.2.9.9"], ["10.3.0.0"]),
         ("::1", [normalise_ip("::1")], [normalise_ip("::2")]),
+        (
+            "1050:0000:0000:0000:0005:0600:300c:*",
+            [normalise_ip("1050::5:600:300c:326b")],
+            [normalise_ip("1050::5:600:300d:1"), "10.0.0.1"],
+        ),
+        ("1050::5:600:300c:1-ff", [normalise_ip("1050::5:600:300c:a0")], [normalise_ip("1050::5:600:300c:100")]),
+        ("fe80:0-1:*", [normalise_ip("fe80:1::9")], [normalise_ip("fe80:2::")]),
     ],
 )
 def test_address_patterns(pattern: str, inside: list[str], outside: list[str]) -> None:
@@ -160,3 +167,19 @@ def test_address_patterns(pattern: str, inside: list[str], outside: list[str]) -
 
 def test_ipv4_mapped_peer_matches_ipv4_patterns() -> None:
     assert parse_address_pattern("127.0.0.1")(normalise_ip("::ffff:127.0.0.1"))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("1050:*:0:1", "after a ranged segment the others must be *"),
+        ("1050::1::*", "'::' must stand for at least one segment, once"),
+        ("fe80::g-h", "is not a number"),
+        ("fe80::1-10000", "not within 0..ffff"),
+        ("192.168.300.*", "not within 0..255"),
+        ("*-1.2.3.4", "is not an address range"),
+    ],
+)
+def test_bad_ranges_say_why(pattern: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        parse_address_pattern(pattern)
