@@ -12,6 +12,7 @@ batch into one SEND_BATCH_MESSAGE frame: one write, one acknowledgement.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -49,6 +50,7 @@ from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import SendMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.client_connection import LeanResponse
 
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
@@ -150,10 +152,49 @@ class AsyncProducer:
         """
         body, sys_flag = self._body_of(message)
         unique_id = self._ids.next_id()
-        out = Outgoing(
-            RequestCode.SEND_MESSAGE_V2, body, message.properties_text(unique_id), unique_id, sys_flag, message.flag
-        )
-        return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway)
+        properties = message.properties_text(unique_id)
+        failed: tuple[str, SparkmqError, bool] | None = None
+        if selector is None and queue is None and not oneway:
+            # The common send: a cached route and an open connection, awaited without a coroutine below this one.
+            lean = self._lean_attempt(message.topic, body, properties, sys_flag, message.flag)
+            if lean is not None:
+                future, connection, opaque, chosen, started = lean
+                try:
+                    response = await future
+                except RemoteError as exc:
+                    self.faults.record(chosen.broker_name, 0, failed=True)
+                    failed = chosen.broker_name, exc, False
+                except BaseException:
+                    connection.forget(opaque)  # cancelled: nobody waits for the answer
+                    raise
+                else:
+                    self.faults.succeeded(chosen.broker_name, (time.monotonic() - started) * 1000)
+                    outcome = _outcome(response, unique_id, chosen, message.topic)
+                    if type(outcome) is SendResult:
+                        return outcome
+                    failed = chosen.broker_name, outcome, True
+        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, properties, unique_id, sys_flag, message.flag)
+        return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway, failed)
+
+    def _lean_attempt(
+        self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int
+    ) -> tuple[asyncio.Future[Any], RemotingConnection, int, MessageQueue, float] | None:
+        """The first attempt of a plain send, written now, if the topic's lane and connection are ready
+        (else None: ``_send_with_retries`` does it all). ACL signing takes the general path."""
+        lane = self._lanes.get(topic)
+        if lane is None or not lane.queues or self.instance.routes.get(topic) is not lane.route:
+            return None
+        if self.instance.remoting.signer is not None:
+            return None
+        chosen = self._pick(lane.queues, None)
+        connection = lane.connections.get(chosen.broker_name)
+        if connection is None or not connection.is_open:
+            return None
+        started = time.monotonic()
+        opaque = connection.next_opaque()
+        frame = lane.template.frame(chosen.queue_id, opaque, int(time.time() * 1000), properties, body, sys_flag, flag)
+        future = connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, self.send_timeout_s)
+        return future, connection, opaque, chosen, started
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels); errors as :meth:`send`."""
@@ -213,11 +254,19 @@ class AsyncProducer:
         message: Message,
         fixed: MessageQueue | None,
         oneway: bool,
+        failed: tuple[str, SparkmqError, bool] | None = None,
     ) -> SendResult:
+        """Send with the producer's retries; ``failed``: the broker, error and whether it answered, of a first
+        attempt made already."""
         attempts = 1 + (0 if (selector or fixed) else self.retry_times)
         last_broker: str | None = None
         last_error: SparkmqError | None = None
-        for attempt in range(attempts):
+        first = 0
+        if failed is not None:
+            last_broker, last_error, answered = failed
+            _log_failed(last_broker, 0, attempts, last_error, answered)
+            first = 1
+        for attempt in range(first, attempts):
             if attempt > 0:
                 self.instance.routes.pop(topic, None)
             lane = self._lanes.get(topic)  # cached (no await) until the route changes
@@ -251,24 +300,14 @@ class AsyncProducer:
             except RemoteError as exc:
                 self.faults.record(queue.broker_name, 0, failed=True)
                 last_broker, last_error = queue.broker_name, exc
-                logger.warning(
-                    "send to %s failed (attempt %d/%d): %s", queue.broker_name, attempt + 1, attempts, exc.remark
-                )
+                _log_failed(last_broker, attempt, attempts, exc, False)
                 continue
             self.faults.succeeded(queue.broker_name, (time.monotonic() - started) * 1000)
-            if response.code == ResponseCode.SUCCESS:
-                return _result(response, out.unique_id, queue)
-            error = _send_error(response, topic)
-            if not error.retriable:
-                raise error
-            logger.warning(
-                "send to %s not acknowledged (attempt %d/%d): %s",
-                queue.broker_name,
-                attempt + 1,
-                attempts,
-                error.remark,
-            )
-            last_broker, last_error = queue.broker_name, error
+            outcome = _outcome(response, out.unique_id, queue, topic)
+            if type(outcome) is SendResult:
+                return outcome
+            last_broker, last_error = queue.broker_name, outcome
+            _log_failed(last_broker, attempt, attempts, outcome, True)
         assert last_error is not None
         raise last_error
 
@@ -297,8 +336,22 @@ class _Lane:
     connections: dict[str, RemotingConnection] = field(default_factory=dict)
 
 
-def _result(response: RemotingCommand, unique_id: str, queue: MessageQueue) -> SendResult:
-    fields = response.ext_fields
+def _log_failed(broker: str, attempt: int, attempts: int, error: SparkmqError, answered: bool) -> None:
+    what = "not acknowledged" if answered else "failed"
+    logger.warning("send to %s %s (attempt %d/%d): %s", broker, what, attempt + 1, attempts, error.remark)
+
+
+def _outcome(response: RemotingCommand | LeanResponse, unique_id: str, queue: MessageQueue, topic: str) -> Any:
+    """The SendResult of a SUCCESS answer, or the retriable error of another; raises a non-retriable one."""
+    if response.code != ResponseCode.SUCCESS:
+        error = _send_error(response, topic)
+        if not error.retriable:
+            raise error
+        return error
+    return _result(response.ext_fields or {}, unique_id, queue)
+
+
+def _result(fields: dict[str, str], unique_id: str, queue: MessageQueue) -> SendResult:
     try:
         return SendResult(SendStatus.SEND_OK, unique_id, fields["msgId"], queue, int(fields["queueOffset"]))
     except (KeyError, ValueError):
