@@ -61,6 +61,21 @@ def test_every_attempt_unconfirmed_raises_a_retriable_error_with_the_status(
     assert cluster.stored(topic, 0) == 3  # 1 + retry_times_when_send_failed (2) attempts
 
 
+def test_sends_after_the_first_check_the_same(cluster: UnconfirmingCluster, producer: Producer) -> None:
+    """Once the producer holds the topic's route and connection, a plain send is written and awaited
+    without the general path (``_lean_attempt``); its answers are checked and retried all the same."""
+    topic = cluster.topic("UnconfirmedLater", queues=1)
+    assert producer.send(Message(topic, b"warm-up")).queue_offset == 0
+    assert producer._async._lanes[topic].connections  # route and connection cached: the next sends are lean
+    cluster.answers.append(ResponseCode.FLUSH_DISK_TIMEOUT)
+    assert producer.send(Message(topic, b"once")).queue_offset == 2
+    cluster.always.append(ResponseCode.SLAVE_NOT_AVAILABLE)
+    with pytest.raises(DurabilityNotConfirmedError) as raised:
+        producer.send(Message(topic, b"never"))
+    assert (raised.value.status, raised.value.retriable) == ("SLAVE_NOT_AVAILABLE", True)
+    assert cluster.stored(topic, 0) == 6  # warm-up, 2 attempts, 3 attempts
+
+
 def test_async_and_batch_sends_raise_too(cluster: UnconfirmingCluster, producer: Producer) -> None:
     topic = cluster.topic("UnconfirmedAsyncBatch", queues=1)
     cluster.always.append(ResponseCode.FLUSH_SLAVE_TIMEOUT)
