@@ -34,7 +34,7 @@ from sparkmq.client.send_frames import (
     Outgoing,
     SendTemplate,
 )
-from sparkmq.client.send_outcome import answer_outcome, complete, log_failed
+from sparkmq.client.send_outcome import answer_outcome, log_failed, settle_from
 from sparkmq.errors import (
     MessageError,
     MessageTooLargeError,
@@ -162,9 +162,10 @@ class AsyncProducer:
         return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway, failed)
 
     def start_send(self, message: Message, done: Future[SendResult]) -> None:
-        """:meth:`send` for a caller on another thread (the blocking ``Producer``); call it on this
-        producer's loop. A lean first attempt completes ``done`` from a callback, with no Task; any
-        other send, and the retries of a failed attempt, run as :meth:`send`'s own steps in a Task."""
+        """:meth:`send` for a caller on another thread (the blocking ``Producer``): completes ``done`` as
+        ``send`` would return or raise; call it on the producer's loop. A lean first attempt completes
+        ``done`` from its answer's callback (no Task, no hop through another future); any other send, and
+        the retries of a failed attempt, run as :meth:`send`'s own steps in a Task."""
         if not done.set_running_or_notify_cancel():
             return
         try:
@@ -172,23 +173,23 @@ class AsyncProducer:
             unique_id = self._ids.next_id()
             properties = message.properties_text(unique_id)
             lean = self._lean_attempt(message.topic, body, properties, sys_flag, message.flag)
-        except BaseException as exc:  # noqa: BLE001 - the caller's future carries every failure
+        except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
             done.set_exception(exc)
             return
         if lean is None:
-            complete(self._send_prepared(message, body, sys_flag, unique_id, properties), done)
+            settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties), done)
             return
 
         def answered(_: asyncio.Future[Any]) -> None:
             try:
                 settled = self._settle_lean(lean, message.topic, unique_id)
-            except BaseException as exc:  # noqa: BLE001 - a non-retriable answer: the caller's
+            except Exception as exc:  # noqa: BLE001 - a non-retriable answer: the caller's
                 done.set_exception(exc)
                 return
             if isinstance(settled, SendResult):
                 done.set_result(settled)
             else:
-                complete(self._send_prepared(message, body, sys_flag, unique_id, properties, failed=settled), done)
+                settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties, failed=settled), done)
 
         lean[0].add_done_callback(answered)
 

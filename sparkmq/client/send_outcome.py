@@ -69,8 +69,8 @@ def _send_error(response: Any, topic: str) -> SparkmqError:
     return RemoteError(f"send to {topic}: unexpected code {response.code}")
 
 
-def complete(coro: Coroutine[Any, Any, SendResult], done: Future[SendResult]) -> None:
-    """Run ``coro`` as a Task of the running loop and hand its outcome to ``done`` (a running concurrent future)."""
+def settle_from(coro: Coroutine[Any, Any, SendResult], done: Future[SendResult]) -> None:
+    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (a running concurrent future)."""
 
     def copy(task: asyncio.Task[SendResult]) -> None:
         if task.cancelled():
