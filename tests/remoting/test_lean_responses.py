@@ -55,6 +55,16 @@ def send(connection: ClientConnection, timeout: float = 10.0) -> tuple[int, asyn
     return opaque, connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, timeout)
 
 
+async def write_in_chunks(writer: asyncio.StreamWriter, stream: bytes, most: int) -> None:
+    """``stream`` in writes of 1 to ``most`` bytes (seeded; one write if ``most`` covers it), each drained."""
+    rng, position = random.Random(most), 0
+    while position < len(stream):
+        size = most if most >= len(stream) else rng.randint(1, most)
+        writer.write(stream[position : position + size])
+        await writer.drain()
+        position += size
+
+
 def answers(requests: list[RemotingCommand]) -> list[bytes]:
     """One answer per request, of every shape in turn: plain, a remark, a body, a number in extFields,
     non-ASCII text, no extFields, extFields null, an error code."""
@@ -101,13 +111,7 @@ def test_every_answer_reaches_its_waiter_as_the_reference_reads_it(chunking: str
         # a request from the server between the answers: the client's handler serves it
         stream = b"".join(frames[:20]) + RemotingCommand.request(RequestCode.HEART_BEAT, 99).encode()
         stream += b"".join(frames[20:])
-        rng = random.Random(7)
-        position = 0
-        while position < len(stream):
-            size = {"whole": len(stream), "bytes": 1, "random": rng.randint(1, 400)}[chunking]
-            writer.write(stream[position : position + size])
-            await writer.drain()
-            position += size
+        await write_in_chunks(writer, stream, {"whole": len(stream), "bytes": 1, "random": 400}[chunking])
 
     async def test(connection: ClientConnection) -> None:
         sent = [send(connection) for _ in range(count)]
@@ -128,13 +132,7 @@ def test_plain_answers_in_any_chunks_are_all_lean() -> None:
         stream = b"".join(
             r.make_response(ext_fields={"msgId": "AB", "queueOffset": str(i)}).encode() for i, r in enumerate(requests)
         )
-        rng = random.Random(3)
-        position = 0
-        while position < len(stream):
-            size = rng.randint(1, 300)
-            writer.write(stream[position : position + size])
-            await writer.drain()
-            position += size
+        await write_in_chunks(writer, stream, 300)
 
     async def test(connection: ClientConnection) -> None:
         sent = [send(connection) for _ in range(count)]
