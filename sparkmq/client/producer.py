@@ -12,6 +12,7 @@ batch into one SEND_BATCH_MESSAGE frame: one write, one acknowledgement.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -19,12 +20,13 @@ import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sparkmq.client import loop_thread
 from sparkmq.client.fault import LatencyFaultTolerance
-from sparkmq.client.instance import ClientInstance, check_response
+from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import Message, SendResult, SendStatus
+from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_frames import (
@@ -32,8 +34,8 @@ from sparkmq.client.send_frames import (
     Outgoing,
     SendTemplate,
 )
+from sparkmq.client.send_outcome import answer_outcome, log_failed, settle_from
 from sparkmq.errors import (
-    DurabilityNotConfirmedError,
     MessageError,
     MessageTooLargeError,
     RemoteError,
@@ -41,49 +43,21 @@ from sparkmq.errors import (
 )
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
-from sparkmq.message.hashing import java_string_hash
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.headers import SendMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
 
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
-# Answers that mean "stored, but not as durably as promised": not delivered, retried.
-_NOT_CONFIRMED_CODES = (
-    ResponseCode.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE,
-)
 
-QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
-
-
-def select_by_hash(queues: list[MessageQueue], message: Message, arg: Any) -> MessageQueue:
-    """Ordered messages: the same ``arg`` always picks the same queue, the very queue Java's
-    ``SelectMessageQueueByHash`` picks (``abs(arg.hashCode() % n)``: ``String.hashCode`` for a
-    string, the value of an int, ``Long.hashCode`` past 32 bits), so Java and Python producers
-    sharing keys keep per-key order.
-
-    >>> queues = [MessageQueue("T", "b", i) for i in range(8)]
-    >>> [select_by_hash(queues, None, key).queue_id for key in ("order-1", 7, -9)]
-    [6, 7, 1]
-    """
-    return queues[abs(_java_hash_code(arg)) % len(queues)]
-
-
-def _java_hash_code(arg: Any) -> int:
-    if isinstance(arg, int) and not isinstance(arg, bool):
-        if -(2**31) <= arg < 2**31:
-            return arg
-        bits = arg & 0xFFFFFFFFFFFFFFFF
-        folded = (bits ^ (bits >> 32)) & 0xFFFFFFFF
-        return folded - (1 << 32) if folded & 0x80000000 else folded
-    return java_string_hash(str(arg))
+#: A lean attempt in flight: its answer's future, the connection, the opaque, the queue, when it started.
+_Lean = tuple["asyncio.Future[Any]", RemotingConnection, int, MessageQueue, float]
+#: A failed attempt: the broker, the error, whether the broker answered (else the request failed).
+_Failed = tuple[str, SparkmqError, bool]
 
 
 class AsyncProducer:
@@ -150,10 +124,104 @@ class AsyncProducer:
         """
         body, sys_flag = self._body_of(message)
         unique_id = self._ids.next_id()
-        out = Outgoing(
-            RequestCode.SEND_MESSAGE_V2, body, message.properties_text(unique_id), unique_id, sys_flag, message.flag
+        properties = message.properties_text(unique_id)
+        failed: _Failed | None = None
+        if selector is None and queue is None and not oneway:
+            # The common send: a cached route and an open connection, awaited without a coroutine below this one.
+            lean = self._lean_attempt(message.topic, body, properties, sys_flag, message.flag)
+            if lean is not None:
+                try:
+                    await lean[0]
+                except RemoteError:
+                    pass  # settled below
+                except BaseException:
+                    lean[1].forget(lean[2])  # cancelled: nobody waits for the answer
+                    raise
+                settled = self._settle_lean(lean, message.topic, unique_id)
+                if isinstance(settled, SendResult):
+                    return settled
+                failed = settled
+        return await self._send_prepared(
+            message, body, sys_flag, unique_id, properties, selector, arg, queue, oneway, failed
         )
-        return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway)
+
+    async def _send_prepared(
+        self,
+        message: Message,
+        body: bytes,
+        sys_flag: int,
+        unique_id: str,
+        properties: str,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        queue: MessageQueue | None = None,
+        oneway: bool = False,
+        failed: _Failed | None = None,
+    ) -> SendResult:
+        out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, properties, unique_id, sys_flag, message.flag)
+        return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway, failed)
+
+    def start_send(self, message: Message, done: Future[SendResult]) -> None:
+        """:meth:`send` for a caller on another thread (the blocking ``Producer``): completes ``done`` as
+        ``send`` would return or raise; call it on the producer's loop. A lean first attempt completes
+        ``done`` from its answer's callback (no Task, no hop through another future); any other send, and
+        the retries of a failed attempt, run as :meth:`send`'s own steps in a Task."""
+        if not done.set_running_or_notify_cancel():
+            return
+        try:
+            body, sys_flag = self._body_of(message)
+            unique_id = self._ids.next_id()
+            properties = message.properties_text(unique_id)
+            lean = self._lean_attempt(message.topic, body, properties, sys_flag, message.flag)
+        except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
+            done.set_exception(exc)
+            return
+        if lean is None:
+            settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties), done)
+            return
+
+        def answered(_: asyncio.Future[Any]) -> None:
+            try:
+                settled = self._settle_lean(lean, message.topic, unique_id)
+            except Exception as exc:  # noqa: BLE001 - a non-retriable answer: the caller's
+                done.set_exception(exc)
+                return
+            if isinstance(settled, SendResult):
+                done.set_result(settled)
+            else:
+                settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties, failed=settled), done)
+
+        lean[0].add_done_callback(answered)
+
+    def _settle_lean(self, lean: _Lean, topic: str, unique_id: str) -> SendResult | _Failed:
+        """A finished lean attempt: its SendResult, or the broker, error and whether it answered for the
+        retries; a non-retriable answer raises."""
+        future, _connection, _opaque, chosen, started = lean
+        error = cast(RemoteError | None, future.exception())  # request_lean's futures fail with RemoteError only
+        if error is not None:
+            self.faults.record(chosen.broker_name, 0, failed=True)
+            return chosen.broker_name, error, False
+        self.faults.succeeded(chosen.broker_name, (time.monotonic() - started) * 1000)
+        outcome = answer_outcome(future.result(), unique_id, chosen, topic)
+        return outcome if type(outcome) is SendResult else (chosen.broker_name, outcome, True)
+
+    def _lean_attempt(self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int) -> _Lean | None:
+        """The first attempt of a plain send, written now, if the topic's lane and connection are ready
+        (else None: ``_send_with_retries`` does it all). ACL signing takes the general path."""
+        lane = self._lanes.get(topic)
+        if lane is None or not lane.queues or self.instance.routes.get(topic) is not lane.route:
+            return None
+        if self.instance.remoting.signer is not None:
+            return None
+        chosen = self._pick(lane.queues, None)
+        connection = lane.connections.get(chosen.broker_name)
+        if connection is None or not connection.is_open:
+            return None
+        started = time.monotonic()
+        opaque = connection.next_opaque()
+        frame = lane.template.frame(chosen.queue_id, opaque, int(time.time() * 1000), properties, body, sys_flag, flag)
+        future = connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, self.send_timeout_s)
+        return future, connection, opaque, chosen, started
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels); errors as :meth:`send`."""
@@ -213,11 +281,19 @@ class AsyncProducer:
         message: Message,
         fixed: MessageQueue | None,
         oneway: bool,
+        failed: _Failed | None = None,
     ) -> SendResult:
+        """Send with the producer's retries; ``failed``: the broker, error and whether it answered, of a first
+        attempt made already."""
         attempts = 1 + (0 if (selector or fixed) else self.retry_times)
         last_broker: str | None = None
         last_error: SparkmqError | None = None
-        for attempt in range(attempts):
+        first = 0
+        if failed is not None:
+            last_broker, last_error, answered = failed
+            log_failed(last_broker, 0, attempts, last_error, answered)
+            first = 1
+        for attempt in range(first, attempts):
             if attempt > 0:
                 self.instance.routes.pop(topic, None)
             lane = self._lanes.get(topic)  # cached (no await) until the route changes
@@ -251,24 +327,14 @@ class AsyncProducer:
             except RemoteError as exc:
                 self.faults.record(queue.broker_name, 0, failed=True)
                 last_broker, last_error = queue.broker_name, exc
-                logger.warning(
-                    "send to %s failed (attempt %d/%d): %s", queue.broker_name, attempt + 1, attempts, exc.remark
-                )
+                log_failed(last_broker, attempt, attempts, exc, False)
                 continue
             self.faults.succeeded(queue.broker_name, (time.monotonic() - started) * 1000)
-            if response.code == ResponseCode.SUCCESS:
-                return _result(response, out.unique_id, queue)
-            error = _send_error(response, topic)
-            if not error.retriable:
-                raise error
-            logger.warning(
-                "send to %s not acknowledged (attempt %d/%d): %s",
-                queue.broker_name,
-                attempt + 1,
-                attempts,
-                error.remark,
-            )
-            last_broker, last_error = queue.broker_name, error
+            outcome = answer_outcome(response, out.unique_id, queue, topic)
+            if type(outcome) is SendResult:
+                return outcome
+            last_broker, last_error = queue.broker_name, outcome
+            log_failed(last_broker, attempt, attempts, outcome, True)
         assert last_error is not None
         raise last_error
 
@@ -295,31 +361,6 @@ class _Lane:
     queues: list[MessageQueue]
     template: SendTemplate
     connections: dict[str, RemotingConnection] = field(default_factory=dict)
-
-
-def _result(response: RemotingCommand, unique_id: str, queue: MessageQueue) -> SendResult:
-    fields = response.ext_fields
-    try:
-        return SendResult(SendStatus.SEND_OK, unique_id, fields["msgId"], queue, int(fields["queueOffset"]))
-    except (KeyError, ValueError):
-        header = SendMessageResponseHeader.from_fields(fields)  # raises the precise InvalidFieldError
-        return SendResult(SendStatus.SEND_OK, unique_id, header.msg_id, queue, header.queue_offset)
-
-
-def _send_error(response: Any, topic: str) -> SparkmqError:
-    if response.code in _NOT_CONFIRMED_CODES:
-        status = ResponseCode(response.code).name
-        return DurabilityNotConfirmedError(
-            f"send to {topic}: the broker answered {status} ({response.remark or 'no remark'});"
-            " the message is not confirmed as stored",
-            code=response.code,
-            status=status,
-        )
-    try:
-        check_response(response, f"send to {topic}")
-    except SparkmqError as exc:
-        return exc
-    return RemoteError(f"send to {topic}: unexpected code {response.code}")
 
 
 class Producer:
@@ -357,7 +398,9 @@ class Producer:
         timeout_s: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's acknowledgement; raises as :meth:`AsyncProducer.send`."""
-        return loop_thread.run(self._async.send(message, selector=selector, arg=arg, queue=queue), timeout_s)
+        if selector is not None or queue is not None:
+            return loop_thread.run(self._async.send(message, selector=selector, arg=arg, queue=queue), timeout_s)
+        return self.send_async(message).result(timeout_s)
 
     def send_async(
         self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None
@@ -366,7 +409,8 @@ class Producer:
 
         The future fails with :class:`DurabilityNotConfirmedError` as :meth:`AsyncProducer.send` raises it.
         """
-        future = loop_thread.submit(self._async.send(message))
+        future: Future[SendResult] = Future()
+        loop_thread.background_loop().call_soon_threadsafe(self._async.start_send, message, future)
         if callback is not None:
             future.add_done_callback(callback)
         return future

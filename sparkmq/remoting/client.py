@@ -8,6 +8,7 @@ from ssl import SSLContext
 
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import RemotingCommand
+from sparkmq.remoting.client_connection import ClientConnection
 from sparkmq.remoting.connection import RemotingConnection, RequestHandler
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -85,7 +86,7 @@ class RemotingClient:
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for: on 3.11 it can swallow a cancel
                 _transport, connection = await loop.create_connection(
-                    lambda: RemotingConnection(self._handler, closed),
+                    lambda: ClientConnection(self._handler, closed),
                     host,
                     port,
                     ssl=self._ssl,

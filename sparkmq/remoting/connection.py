@@ -67,6 +67,8 @@ class RemotingConnection(asyncio.Protocol):
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        # Requests whose waiters take a LeanResponse (or, for a header of another shape, the command)
+        self._lean: dict[int, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # requests being served (Tasks or answer futures)
         self._opaques = itertools.count(1)
         self._out: list[bytes] = []  # frames of this loop turn, written together by _flush_out
@@ -150,10 +152,11 @@ class RemotingConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for future in self._pending.values():
+        for future in (*self._pending.values(), *self._lean.values()):
             if not future.done():
                 future.set_exception(RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} closed", retriable=True))
         self._pending.clear()
+        self._lean.clear()
         self._writable.set()  # requests waiting to be served go on and find the connection closed
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -166,7 +169,9 @@ class RemotingConnection(asyncio.Protocol):
     # -- reading ---------------------------------------------------------------------------
     def _dispatch(self, command: RemotingCommand, requests: list[RemotingCommand]) -> None:
         if command.is_response:
-            future = self._pending.pop(command.opaque, None)
+            future: asyncio.Future[Any] | None = self._pending.pop(command.opaque, None) or self._lean.pop(
+                command.opaque, None
+            )
             if future is not None and not future.done():
                 future.set_result(command)
         elif command.defect is not None:
@@ -404,15 +409,37 @@ class RemotingConnection(asyncio.Protocol):
             raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = future
-        when = self._loop.time() + timeout
-        heapq.heappush(self._deadlines, (when, opaque, code, timeout))
-        if self._sweeper is None or when < self._sweeper.when():
-            self._arm_sweeper(when)
-        self.write_frame(head, body, at_once=len(self._pending) == 1)
+        self._add_deadline(opaque, code, timeout)
+        self.write_frame(head, body, at_once=len(self._pending) + len(self._lean) == 1)
         try:
             return await future
         finally:
             self._pending.pop(opaque, None)
+
+    def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
+        """Send a whole encoded request frame; the future gets its response as a
+        :class:`~sparkmq.remoting.client_connection.LeanResponse` (or the :class:`RemotingCommand` of a header
+        that is not of the plain shape), fails with :class:`RemoteError` at the deadline or when
+        the connection closes. No coroutine, no Task: the caller awaits the future itself and,
+        if it stops waiting early (cancelled), calls :meth:`forget`.
+        """
+        if not self.is_open:
+            raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._lean[opaque] = future
+        self._add_deadline(opaque, code, timeout)
+        self.write_frame(frame, at_once=len(self._lean) + len(self._pending) == 1)
+        return future
+
+    def forget(self, opaque: int) -> None:
+        """Drop a :meth:`request_lean` waiter nobody awaits any more."""
+        self._lean.pop(opaque, None)
+
+    def _add_deadline(self, opaque: int, code: int, timeout: float) -> None:
+        when = self._loop.time() + timeout
+        heapq.heappush(self._deadlines, (when, opaque, code, timeout))
+        if self._sweeper is None or when < self._sweeper.when():
+            self._arm_sweeper(when)
 
     def _arm_sweeper(self, when: float) -> None:
         if self._sweeper is not None:
@@ -425,7 +452,7 @@ class RemotingConnection(asyncio.Protocol):
         now, deadlines = self._loop.time(), self._deadlines
         while deadlines and deadlines[0][0] <= now:
             _, opaque, code, timeout = heapq.heappop(deadlines)
-            future = self._pending.get(opaque)
+            future = self._pending.get(opaque) or self._lean.pop(opaque, None)
             if future is not None and not future.done():
                 future.set_exception(
                     RemoteError(

@@ -59,6 +59,8 @@ def test_send_template_frame_equals_remoting_command(
         reference = RemotingCommand.request(code, 41, ext_fields=header.to_fields(), body=body, oneway=oneway)
         assert frame == reference.encode()
         assert decode_frame(frame) == reference
+        if code == RequestCode.SEND_MESSAGE_V2 and not oneway:  # the lean send's whole-frame render too
+            assert template.frame(queue_id, 41, 1_700_000_000_123, props, body, sys_flag, flag) == frame
 
 
 def test_send_template_refuses_a_frame_over_the_maximum() -> None:

@@ -15,6 +15,8 @@ import pytest
 
 from sparkmq import DurabilityNotConfirmedError, SparkmqError
 from sparkmq.client import Message, Producer, SendResult, SendStatus
+from sparkmq.errors import MessageTooLargeError
+from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
 from sparkmq.protocol import ResponseCode
 from support.unconfirming_broker import UnconfirmingCluster
 
@@ -59,6 +61,38 @@ def test_every_attempt_unconfirmed_raises_a_retriable_error_with_the_status(
     assert (error.code, error.status, error.retriable) == (code, ResponseCode(code).name, True)
     assert ResponseCode(code).name in error.remark
     assert cluster.stored(topic, 0) == 3  # 1 + retry_times_when_send_failed (2) attempts
+
+
+def test_sends_after_the_first_check_the_same(cluster: UnconfirmingCluster, producer: Producer) -> None:
+    """Once the producer holds the topic's route and connection, a plain send is written and awaited
+    without the general path (``_lean_attempt``); its answers are checked and retried all the same."""
+    topic = cluster.topic("UnconfirmedLater", queues=1)
+    assert producer.send(Message(topic, b"warm-up")).queue_offset == 0
+    assert producer._async._lanes[topic].connections  # route and connection cached: the next sends are lean
+    cluster.answers.append(ResponseCode.FLUSH_DISK_TIMEOUT)
+    assert producer.send(Message(topic, b"once")).queue_offset == 2
+    cluster.always.append(ResponseCode.SLAVE_NOT_AVAILABLE)
+    with pytest.raises(DurabilityNotConfirmedError) as raised:
+        producer.send(Message(topic, b"never"))
+    assert (raised.value.status, raised.value.retriable) == ("SLAVE_NOT_AVAILABLE", True)
+    assert cluster.stored(topic, 0) == 6  # warm-up, 2 attempts, 3 attempts
+
+
+def test_blocking_sends_raise_what_the_async_producer_raises(cluster: UnconfirmingCluster, producer: Producer) -> None:
+    """``Producer.send``/``send_async`` start the send on the client loop without a Task (``start_send``):
+    a failure before the request, a lean attempt's unconfirmed answers and their retries reach the caller."""
+    topic = cluster.topic("UnconfirmedBlocking", queues=1)
+    too_large = Message(topic, bytes(DEFAULT_MAX_MESSAGE_BYTES + 1))
+    with pytest.raises(MessageTooLargeError):
+        producer.send(too_large)  # the route is not known yet: the general path
+    assert producer.send(Message(topic, b"warm-up")).queue_offset == 0
+    with pytest.raises(MessageTooLargeError):
+        producer.send_async(too_large).result(30)
+    cluster.always.append(ResponseCode.FLUSH_DISK_TIMEOUT)
+    with pytest.raises(DurabilityNotConfirmedError):
+        producer.send_async(Message(topic, b"never")).result(30)
+    cluster.always.clear()
+    assert producer.send(Message(topic, b"after")).queue_offset == 4
 
 
 def test_async_and_batch_sends_raise_too(cluster: UnconfirmingCluster, producer: Producer) -> None:

@@ -1,0 +1,83 @@
+"""What a send attempt's answer means: a SendResult, an error to retry, or one to raise.
+
+Shared by ``AsyncProducer``'s general path (a ``RemotingCommand`` answer) and its lean one (a
+``LeanResponse`` of the same fields), so both check every answer the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any
+
+from sparkmq.client.instance import check_response
+from sparkmq.client.message import SendResult, SendStatus
+from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
+from sparkmq.protocol import RemotingCommand, ResponseCode
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.headers import SendMessageResponseHeader
+from sparkmq.remoting.client_connection import LeanResponse
+
+logger = logging.getLogger("sparkmq.client.producer")
+
+# Answers that mean "stored, but not as durably as promised": not delivered, retried.
+_NOT_CONFIRMED_CODES = (
+    ResponseCode.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE,
+)
+
+
+def log_failed(broker: str, attempt: int, attempts: int, error: SparkmqError, answered: bool) -> None:
+    what = "not acknowledged" if answered else "failed"
+    logger.warning("send to %s %s (attempt %d/%d): %s", broker, what, attempt + 1, attempts, error.remark)
+
+
+def answer_outcome(response: RemotingCommand | LeanResponse, unique_id: str, queue: MessageQueue, topic: str) -> Any:
+    """The SendResult of a SUCCESS answer, or the retriable error of another; raises a non-retriable one."""
+    if response.code != ResponseCode.SUCCESS:
+        error = _send_error(response, topic)
+        if not error.retriable:
+            raise error
+        return error
+    return _result(response.ext_fields or {}, unique_id, queue)
+
+
+def _result(fields: dict[str, str], unique_id: str, queue: MessageQueue) -> SendResult:
+    try:
+        return SendResult(SendStatus.SEND_OK, unique_id, fields["msgId"], queue, int(fields["queueOffset"]))
+    except (KeyError, ValueError):
+        header = SendMessageResponseHeader.from_fields(fields)  # raises the precise InvalidFieldError
+        return SendResult(SendStatus.SEND_OK, unique_id, header.msg_id, queue, header.queue_offset)
+
+
+def _send_error(response: Any, topic: str) -> SparkmqError:
+    if response.code in _NOT_CONFIRMED_CODES:
+        status = ResponseCode(response.code).name
+        return DurabilityNotConfirmedError(
+            f"send to {topic}: the broker answered {status} ({response.remark or 'no remark'});"
+            " the message is not confirmed as stored",
+            code=response.code,
+            status=status,
+        )
+    try:
+        check_response(response, f"send to {topic}")
+    except SparkmqError as exc:
+        return exc
+    return RemoteError(f"send to {topic}: unexpected code {response.code}")
+
+
+def settle_from(coro: Coroutine[Any, Any, SendResult], done: Future[SendResult]) -> None:
+    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (a running concurrent future)."""
+
+    def copy(task: asyncio.Task[SendResult]) -> None:
+        if task.cancelled():
+            done.set_exception(asyncio.CancelledError())
+        elif (error := task.exception()) is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(task.result())
+
+    asyncio.get_running_loop().create_task(coro).add_done_callback(copy)
