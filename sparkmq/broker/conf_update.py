@@ -17,6 +17,7 @@ deleteWhen=02
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -24,6 +25,8 @@ from pathlib import Path
 from sparkmq.broker.config import parse_properties
 from sparkmq.config_file import ConfigFile
 from sparkmq.errors import ConfigError
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 def _logical_lines(lines: list[str]) -> Iterator[tuple[int, int]]:
@@ -43,14 +46,23 @@ def _continues(line: str) -> bool:
     return (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1
 
 
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+
+
 def _escape(text: str, key: bool) -> str:
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if key:
-        for special in "=: #!":
-            out = out.replace(special, "\\" + special)
-    elif out.startswith(" "):
-        out = "\\" + out  # a leading blank of a value is kept only escaped
-    return out
+    """``java.util.Properties.store``'s escaping (non-ASCII stays UTF-8 text: the file is read as UTF-8)."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch < " ":
+            out.append(f"\\u{ord(ch):04x}")
+        elif key and ch in "=: #!":
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    escaped = "".join(out)
+    return "\\" + escaped if escaped.startswith(" ") else escaped  # a leading blank is kept only escaped
 
 
 def property_line(key: str, value: str) -> str:
@@ -65,7 +77,7 @@ def property_line(key: str, value: str) -> str:
 def updated_properties_text(text: str, updates: Mapping[str, str]) -> str:
     """``text`` with ``updates`` applied (an empty value removes the key); raises :class:`ConfigError`
     if the result would not read back as ``updates`` say."""
-    lines = text.splitlines(keepends=True)
+    lines = _LINE.findall(text)  # \n, \r\n or \r only, as Properties.load (not str.splitlines' \x0c, \u2028...)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     out: list[str] = []

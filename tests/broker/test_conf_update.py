@@ -7,7 +7,7 @@ import asyncio
 import shutil
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkmq.broker.conf_update import persist_updates, updated_properties_text
@@ -48,6 +48,7 @@ def test_an_empty_value_removes_the_key() -> None:
     assert parse_properties(text)["deleteWhen"] == "05"
 
 
+@settings(max_examples=300)
 @given(
     st.dictionaries(
         st.sampled_from(["messageDelayLevel", "deleteWhen", "namesrvAddr", "regionId", "tls.server.mode"]),
