@@ -59,6 +59,8 @@ CONTRACTS = (
     Contract("sparkmq.store", _names("message", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
     Contract("sparkmq.offsets", _names("errors", "config_file", "protocol"), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.config_file", _names("errors"), frozenset(), NETWORK_MODULES),
+    # Optional C accelerators (docs/native.md): the standard library and their own package only.
+    Contract("sparkmq.native", _names(), frozenset(), NETWORK_MODULES),
     # Packages still to come; their contracts apply as soon as their folder or file exists.
     Contract("sparkmq.remoting", _names("protocol", "errors"), None, SPARK_MODULES),
     Contract("sparkmq.client", _names("protocol", "remoting", "message", "errors"), None, SPARK_MODULES),

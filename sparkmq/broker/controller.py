@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+from sparkmq import native
 from sparkmq.broker.acl import AclValidator
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
@@ -28,6 +29,7 @@ from sparkmq.broker.processors.consumer import ConsumerProcessors
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.send import SendProcessor
 from sparkmq.broker.processors.send_back import SendBackProcessor
+from sparkmq.broker.processors.send_lane import send_lane
 from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
 from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed
@@ -186,6 +188,7 @@ class BrokerController:
         table.update(AdminOpsProcessors(ctx).table())
         for code, processor in table.items():
             self.server.register(code, timed(processor, code, ctx.stats))
+        self.server.lane = send_lane(ctx, native.sendlane)  # plain single sends, natively (docs/native.md)
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
         """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""

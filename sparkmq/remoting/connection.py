@@ -40,6 +40,10 @@ RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[Rem
 Answer = RemotingCommand | None | Awaitable[RemotingCommand | None]
 #: Serves the requests decoded from one read together, answering each (a server's dispatch).
 GroupHandler = Callable[[list[RemotingCommand], "RemotingConnection"], list[Answer]]
+#: Serves whole frames at the front of a read's buffer before they are decoded (a server's native
+#: send lane): ``lane(buffer, position, connection)`` answers them itself and returns the position
+#: after the last frame it took (``position``: none, the decoder serves them as usual).
+FrameLane = Callable[[bytearray, int, "RemotingConnection"], int]
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -59,8 +63,10 @@ class RemotingConnection(asyncio.Protocol):
         limits: ServerLimits | None = None,
         budget: FrameBudget | None = None,
         group_handler: GroupHandler | None = None,
+        lane: FrameLane | None = None,
     ) -> None:
         self.id = next(self._ids)
+        self._lane = lane
         self._handler = handler
         self._group_handler = group_handler
         self._on_close = on_close
@@ -113,6 +119,9 @@ class RemotingConnection(asyncio.Protocol):
         self._receiving = True
         try:
             self._decoder.receive_data(data)
+            if self._lane is not None and not self._unstarted and not self.writes_paused:
+                # requests are served in arrival order: the lane takes a leading run, the rest follow
+                decoded = self._decoder.take_frames(self._serve_lane)
             while (command := self._decoder.next_command()) is not None:
                 decoded = True
                 self._dispatch(command, requests)
@@ -203,6 +212,10 @@ class RemotingConnection(asyncio.Protocol):
             self._receiving = False
             if self._out:
                 self._flush_out()
+
+    def _serve_lane(self, buffer: bytearray, position: int) -> int:
+        assert self._lane is not None
+        return self._lane(buffer, position, self)
 
     async def _serve_when_writable(self, requests: list[RemotingCommand]) -> None:
         self._unstarted -= 1

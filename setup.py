@@ -1,0 +1,19 @@
+"""Builds the optional C extensions; the metadata lives in pyproject.toml.
+
+Each entry is ``optional``: without a compiler the package installs and runs on its pure-Python
+reference paths (see docs/native.md).
+"""
+
+from setuptools import Extension, setup
+
+EXTENSIONS = [
+    Extension(
+        "sparkmq.native._sendlane",
+        sources=["sparkmq/native/sendlane.c", "sparkmq/native/sendlane_parse.c"],
+        depends=["sparkmq/native/sendlane.h"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
+]
+
+setup(ext_modules=EXTENSIONS)

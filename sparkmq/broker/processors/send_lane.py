@@ -1,0 +1,116 @@
+"""The native send lane: plain single SEND_MESSAGE_V2 requests served straight from a read's bytes.
+
+``sparkmq.native._sendlane.scan`` takes the leading run of a read's frames that are plain single
+sends (JSON header, no batch, delay, transaction, retry/DLQ topic, or text the reference decoder
+treats specially) and encodes their CommitLog records, tags codes and index keys in C. This module
+keeps what needs the broker's state, once per topic of the group rather than once per request:
+the topic's name check, its existence and write permission, the queue id range; then the store's
+lock and append (``MessageStore.put_lane_group``), the statistics, and one write of every
+response (encoded in C from a template this module renders with ``RemotingCommand``).
+
+Whatever the lane does not take, the usual path (``SendProcessor``) serves, with identical
+results: the lane stops before the first request it would refuse or cannot take, and gives
+the whole run back when the store cannot take it (SYNC flush, a full segment, writes refused).
+tests/native/ checks the bytes against the Python encoders and the broker's answers both ways.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.topics import check_sendable
+from sparkmq.errors import InvalidTopicError
+from sparkmq.message.msgid import ipv4_bytes
+from sparkmq.message.record import Host
+from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.headers import send_response_fields
+from sparkmq.remoting import RemotingConnection
+
+#: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
+LANE_MAX_REQUESTS = 1024
+_BORN_HOST = "send.born_host"  # the connection attribute SendProcessor keeps the peer in, shared
+
+# Values no real response holds, replaced by each request's own when the responses are encoded.
+_OPAQUE, _QUEUE_ID, _QUEUE_OFFSET, _MSG_ID = 2147480007, 2147480011, 9007199254740013, "MSGIDSENTINEL1F3A"
+
+ResponseParts = tuple[bytes, bytes, bytes, bytes, bytes]
+
+
+def response_template(region_id: str, trace_on: bool) -> ResponseParts | None:
+    """The JSON header of a send's SUCCESS response cut around its opaque, msgId, queueId and
+    queueOffset, rendered by ``RemotingCommand`` itself (None if the cut is ambiguous)."""
+    fields = send_response_fields(_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET, region_id, trace_on)
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, _OPAQUE)
+    header = request.make_response(ResponseCode.SUCCESS, ext_fields=fields).encode()[8:]
+    parts: list[bytes] = []
+    rest = header
+    for value in (_OPAQUE, _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET):
+        needle = str(value).encode()
+        if header.count(needle) != 1:
+            return None
+        before, rest = rest.split(needle)
+        parts.append(before)
+    parts.append(rest)
+    return (parts[0], parts[1], parts[2], parts[3], parts[4])
+
+
+class SendLane:
+    """The lane the remoting server calls with each read's buffer (``RemotingServer.lane``)."""
+
+    def __init__(self, context: BrokerContext, native: ModuleType, parts: ResponseParts) -> None:
+        self.ctx = context
+        self._scan = native.scan
+        store = context.store.config
+        self._store_ip, self._store_port = store.store_host.ip, store.store_host.port
+        self._max_message_bytes = store.max_message_bytes
+        self._parts = parts
+
+    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+        """Serve the plain sends at ``buffer[position:]``; the position after the last one served."""
+        ctx = self.ctx
+        if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
+            return position
+        start = time.perf_counter()
+        host = connection.attributes.get(_BORN_HOST)
+        if host is None:
+            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        scan = self._scan
+        args = (MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port)
+        group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
+        if group is None:
+            return position
+        stop = group.first_refused([self._queue_limit(topic) for topic in group.topics])
+        if stop < group.count:  # the refused request and all after it go the usual way
+            if stop == 0:
+                return position
+            group = scan(buffer, position, stop, *args)
+        if ctx.store.put_lane_group(group) is None:
+            return position
+        stats = ctx.stats
+        for topic, messages, size in zip(group.topics, group.topic_messages, group.topic_bytes, strict=True):
+            stats.put(topic, messages, size)
+        connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
+        return int(group.end)
+
+    def _queue_limit(self, topic: str) -> int:
+        """Queue ids of ``topic`` the lane may store to are below this (-1: the topic is not the lane's)."""
+        try:
+            check_sendable(topic)
+        except InvalidTopicError:
+            return -1
+        config = self.ctx.topics.get(topic)  # a topic created on send: the usual path creates and persists it
+        if config is None or not config.perm & PermName.PERM_WRITE:
+            return -1
+        return max(config.write_queue_nums, config.read_queue_nums)
+
+
+def send_lane(context: BrokerContext, native: ModuleType | None) -> SendLane | None:
+    """The lane for ``context``'s broker, or None without the extension (the Python path serves all)."""
+    if native is None:
+        return None
+    parts = response_template(context.config.region_id, context.config.trace_on)
+    return None if parts is None else SendLane(context, native, parts)

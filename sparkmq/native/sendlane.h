@@ -1,0 +1,55 @@
+/* The native send lane: shared declarations of sendlane.c (the module, the group object, records,
+ * dispatch columns, responses) and sendlane_parse.c (frame split, SEND_MESSAGE_V2 header parse).
+ * Everything the lane cannot handle exactly as the Python path does makes it stop before that
+ * request: the Python path (the reference) then serves it. */
+#ifndef SPARKMQ_SENDLANE_H
+#define SPARKMQ_SENDLANE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SL_MAX_HEADER 32767 /* wire_text.MAX_FIELD_CHARS: a longer header takes the checked path */
+#define SL_MAX_PROPS 32767  /* layout.MAX_PROPERTIES_BYTES */
+#define SL_MAX_TOPIC 127    /* layout.MAX_TOPIC_BYTES */
+#define SL_RECORD_FIXED 91  /* layout.RECORD_FIXED_BYTES */
+#define SL_HEAD 88          /* layout.HEADER_BYTES */
+
+/* A string value of the header: its raw JSON text (between the quotes) and what it decodes to. */
+typedef struct {
+    const unsigned char *raw;
+    Py_ssize_t raw_len;
+    Py_ssize_t len; /* UTF-8 bytes once unescaped */
+    int escaped;
+    int present;
+} sl_str;
+
+/* One SEND_MESSAGE_V2 request as the lane accepts it. */
+typedef struct {
+    int32_t opaque;
+    sl_str topic;
+    sl_str props;
+    int32_t queue_id;
+    int32_t sys_flag;
+    int32_t flag;
+    int64_t born_timestamp;
+    int32_t reconsume_times;
+    const unsigned char *body;
+    Py_ssize_t body_len;
+    Py_ssize_t frame_end; /* offset just after the frame, relative to the scan's buffer */
+} sl_request;
+
+/* Parse the frame at buf[pos:len]. 1: a plain send, *out filled; 0: not one the lane takes (or
+ * incomplete). Never reads outside buf[0:len]. */
+int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out);
+
+/* Unescape a header string into dst (s->len bytes). */
+void sl_unescape(const sl_str *s, unsigned char *dst);
+
+/* Java's String.hashCode over prefix (UTF-8) then value (UTF-8), both valid UTF-8, continuing h. */
+uint32_t sl_java_hash(uint32_t h, const unsigned char *s, Py_ssize_t n);
+
+uint32_t sl_crc32(const unsigned char *data, Py_ssize_t n);
+
+#endif
