@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sparkmq import native
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -22,7 +23,7 @@ from sparkmq.protocol.frame import FrameDecoder
 from support.broker_wire import Wire, run_broker
 from support.native_lane import send_frame
 
-pytest.importorskip("sparkmq.native._sendlane")
+pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
 
 MAX_MESSAGE = 4096
 
