@@ -189,6 +189,7 @@ class BrokerController:
         for code, processor in table.items():
             self.server.register(code, timed(processor, code, ctx.stats))
         self.server.lane = send_lane(ctx, native.sendlane)  # plain single sends, natively (docs/native.md)
+        self.server.lane_codes = frozenset({int(RequestCode.SEND_MESSAGE_V2)})
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
         """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""

@@ -40,9 +40,9 @@ RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[Rem
 Answer = RemotingCommand | None | Awaitable[RemotingCommand | None]
 #: Serves the requests decoded from one read together, answering each (a server's dispatch).
 GroupHandler = Callable[[list[RemotingCommand], "RemotingConnection"], list[Answer]]
-#: Serves whole frames at the front of a read's buffer before they are decoded (a server's native
-#: send lane): ``lane(buffer, position, connection)`` answers them itself and returns the position
-#: after the last frame it took (``position``: none, the decoder serves them as usual).
+#: Serves whole frames at the front of a read's buffer before they are decoded (a native lane):
+#: ``lane(buffer, position, connection)`` answers them itself and returns the position after the
+#: last frame it took (``position``: none; the decoder then serves them as usual).
 FrameLane = Callable[[bytearray, int, "RemotingConnection"], int]
 
 

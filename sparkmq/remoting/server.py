@@ -63,14 +63,18 @@ class RemotingServer:
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
         self._server: Any = None  # an asyncio.Server, or a tls.SniffingServer in permissive TLS mode
         self.authorize: Authorizer | None = None
-        #: Serves leading frames of a read before they are decoded (the broker's native send lane);
-        #: never while ``authorize`` is set: a lane does not authorize.
+        #: Serves leading frames of a read before they are decoded (the broker's native send lane),
+        #: standing in for the processors of ``lane_codes``; never while ``authorize`` is set (a
+        #: lane does not authorize), and dropped when one of those codes gets another processor.
         self.lane: FrameLane | None = None
+        self.lane_codes: frozenset[int] = frozenset()
 
     def register(self, code: int, processor: Processor) -> None:
         """Serve ``code`` with ``processor``; one with a ``serve_group`` method also gets runs of its
         requests decoded from one read together (answered without a Task where it can)."""
         self._processors[int(code)] = processor
+        if int(code) in self.lane_codes:  # the lane stood for the processor this one replaces
+            self.lane, self.lane_codes = None, frozenset()
         if callable(getattr(processor, "serve_group", None)):
             self._group_processors[int(code)] = processor  # type: ignore[assignment]  # has serve_group: checked above
         else:

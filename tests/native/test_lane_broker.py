@@ -147,3 +147,27 @@ def test_the_lane_answers_and_stores_as_the_python_path(tmp_path: Path) -> None:
     assert codes[22] == ResponseCode.SYSTEM_ERROR and codes[23] == ResponseCode.MESSAGE_ILLEGAL
     assert len(native_stored) >= 14
     assert taken >= sum(map(len, _frames()[:4])), "the lane served at least the leading plain sends"
+
+
+def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
+    """A processor registered for SEND_MESSAGE_V2 later (a test's wrapper, say) serves every send."""
+
+    async def scenario(w: Wire) -> None:
+        server = w.broker.server
+        assert server.lane is not None and server.lane_codes == {RequestCode.SEND_MESSAGE_V2}
+        server.register(RequestCode.PULL_MESSAGE, server._processors[RequestCode.PULL_MESSAGE])
+        assert server.lane is not None
+        seen: list[int] = []
+        real = server._processors[RequestCode.SEND_MESSAGE_V2]
+
+        async def wrapper(request: RemotingCommand, connection: Any) -> RemotingCommand | None:
+            seen.append(request.opaque)
+            return await real(request, connection)
+
+        server.register(RequestCode.SEND_MESSAGE_V2, wrapper)
+        assert server.lane is None
+        await w.send_ok("LaneA", b"x")
+        responses = await _one_write(w.broker.config.listen_port, [send_frame(41, topic="LaneA")])
+        assert responses[41].code == ResponseCode.SUCCESS and 41 in seen
+
+    run_broker(tmp_path, scenario)
