@@ -14,6 +14,12 @@ EXTENSIONS = [
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,
     ),
+    Extension(
+        "sparkmq.native._queueread",
+        sources=["sparkmq/native/queueread.c"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
 ]
 
 setup(ext_modules=EXTENSIONS)

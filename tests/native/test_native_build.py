@@ -36,7 +36,8 @@ def _rss_kib() -> int:
 
 
 def test_repeated_calls_keep_memory_flat() -> None:
-    """100,000 scans (with place, dispatch and responses on every tenth) leave RSS where it was."""
+    """100,000 scans (with place, dispatch and responses on every tenth) and queue reads leave RSS
+    where it was."""
     from sparkmq.broker.processors.send_lane import response_template
     from sparkmq.native import _sendlane
 
@@ -48,8 +49,17 @@ def test_repeated_calls_keep_memory_flat() -> None:
     buffer = bytearray(b"".join(frames))
     args = (MAX_FRAME, MAX_MESSAGE, BORN.ip, BORN.port, STORE.ip, STORE.port)
 
+    from sparkmq.native import _queueread
+
+    segment = memoryview(bytes(range(256)) * 8)
+    units = b"".join(
+        (40 * k).to_bytes(8) + (40).to_bytes(4) + (k % 3).to_bytes(8) for k in range(32)
+    )  # 32 units of 40-byte records back to back, tags codes 0..2
+
     def run(times: int) -> None:
         for i in range(times):
+            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, 0, segment, 2048)
+            assert isinstance(read, tuple) and read[2] in (32, 21)
             group = _sendlane.scan(buffer, 0, 1024, *args)
             assert group is not None
             if i % 10 == 0:
