@@ -37,3 +37,14 @@ def scan(
     store_ip: bytes,
     store_port: int,
 ) -> SendGroup | None: ...
+
+#: (frame end, opaque, consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag, commitOffset,
+#: suspendTimeoutMillis, subVersion, subscription, expressionType)
+PullItem = tuple[int, int, str, str, int, int, int, int, int, int, int, str | None, str | None]
+
+def scan_pulls(
+    buffer: bytes | bytearray | memoryview, start: int, limit: int, max_frame_bytes: int
+) -> list[PullItem]: ...
+def pull_responses(
+    parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes], answers: list[tuple[int, int, int, int, int, bytes]]
+) -> bytes: ...

@@ -561,6 +561,10 @@ static PyMethodDef module_methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, start, limit, max_frame_bytes, max_message_bytes, born_ip, born_port, store_ip, store_port)"
      " -> SendGroup | None"},
+    {"scan_pulls", sl_scan_pulls, METH_VARARGS,
+     "scan_pulls(buffer, start, limit, max_frame_bytes) -> list of the leading plain PULL_MESSAGE requests"},
+    {"pull_responses", sl_pull_responses, METH_VARARGS,
+     "pull_responses(parts, answers) -> bytes: SUCCESS response frames with their bodies"},
     {NULL},
 };
 

@@ -40,6 +40,24 @@ typedef struct {
     Py_ssize_t frame_end; /* offset just after the frame, relative to the scan's buffer */
 } sl_request;
 
+/* A request frame's opaque and body, and where it ends (relative to the scan's buffer). */
+typedef struct {
+    int32_t opaque;
+    const unsigned char *body;
+    Py_ssize_t body_len;
+    Py_ssize_t frame_end;
+} sl_command;
+
+/* Parse the JSON-header request frame at buf[pos:len] with code ``want_code`` and flag 0 whose
+ * extFields keys are all among ``keys`` (values, in ``ext``, strings). 1: parsed; 0: not one the
+ * lane takes (or incomplete). Never reads outside buf[0:len]. */
+int sl_parse_command(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, int32_t want_code,
+                     const char *const *keys, int nkeys, sl_str *ext, sl_command *out);
+
+/* An extFields number as the Python path reads it: ASCII digits (leading zeros too) within int32
+ * (``wide``: int64), no escape. */
+int sl_plain_number(const sl_str *s, int wide, int64_t *out);
+
 /* Parse the frame at buf[pos:len]. 1: a plain send, *out filled; 0: not one the lane takes (or
  * incomplete). Never reads outside buf[0:len]. */
 int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out);
@@ -49,6 +67,10 @@ void sl_unescape(const sl_str *s, unsigned char *dst);
 
 /* Java's String.hashCode over prefix (UTF-8) then value (UTF-8), both valid UTF-8, continuing h. */
 uint32_t sl_java_hash(uint32_t h, const unsigned char *s, Py_ssize_t n);
+
+/* The pull lane (pulllane.c): scan_pulls() and pull_responses() of the module. */
+PyObject *sl_scan_pulls(PyObject *module, PyObject *args);
+PyObject *sl_pull_responses(PyObject *module, PyObject *args);
 
 uint32_t sl_crc32(const unsigned char *data, Py_ssize_t n);
 

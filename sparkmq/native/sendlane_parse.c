@@ -165,7 +165,7 @@ static int parse_int32(cursor *c, int32_t *out) {
 
 /* An extFields number the Python path reads as its value: ASCII digits only (leading zeros too),
  * within the field's range (int32, or int64 for the born timestamp), no escape. */
-static int plain_number(const sl_str *s, int wide, int64_t *out) {
+int sl_plain_number(const sl_str *s, int wide, int64_t *out) {
     if (!s->present || s->escaped || s->raw_len < 1 || s->raw_len > 24) return 0;
     uint64_t v = 0, most = wide ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX;
     for (Py_ssize_t i = 0; i < s->raw_len; i++) {
@@ -188,9 +188,9 @@ static int starts_with(const sl_str *s, const char *text) {
     return (size_t)s->raw_len >= n && memcmp(s->raw, text, n) == 0;
 }
 
-/* A one-character object key ("a".."n") as its index, -1 for any other key. */
-static int parse_ext_fields(cursor *c, sl_str fields[14]) {
-    memset(fields, 0, 14 * sizeof(sl_str));
+/* extFields whose keys are all in ``keys`` (each at most once) and whose values are strings. */
+static int parse_ext_fields(cursor *c, const char *const *keys, int nkeys, sl_str *fields) {
+    memset(fields, 0, (size_t)nkeys * sizeof(sl_str));
     if (c->p >= c->end || *c->p != '{') return 0;
     c->p++;
     skip_ws(c);
@@ -201,9 +201,10 @@ static int parse_ext_fields(cursor *c, sl_str fields[14]) {
     for (;;) {
         sl_str key;
         skip_ws(c);
-        if (!parse_string(c, &key) || key.escaped || key.raw_len != 1) return 0;
-        int k = key.raw[0] - 'a';
-        if (k < 0 || k >= 14 || fields[k].present) return 0;
+        if (!parse_string(c, &key) || key.escaped) return 0;
+        int k = 0;
+        while (k < nkeys && !is_literal(&key, keys[k])) k++;
+        if (k == nkeys || fields[k].present) return 0;
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return 0;
         c->p++;
@@ -243,23 +244,23 @@ static int read_v2(sl_str f[14], sl_request *out) {
     /* a=producerGroup b=topic c=defaultTopic d=queueNums e=queueId f=sysFlag g=bornTimestamp
        h=flag i=properties j=reconsumeTimes k=unitMode l=maxReconsumeTimes m=batch n=bname */
     if (!f[0].present || !f[1].present || !f[2].present) return 0;
-    if (!plain_number(&f[3], 0, &v)) return 0;
-    if (!plain_number(&f[4], 0, &v)) return 0;
+    if (!sl_plain_number(&f[3], 0, &v)) return 0;
+    if (!sl_plain_number(&f[4], 0, &v)) return 0;
     out->queue_id = (int32_t)v;
-    if (!plain_number(&f[5], 0, &v)) return 0;
+    if (!sl_plain_number(&f[5], 0, &v)) return 0;
     out->sys_flag = (int32_t)v;
     if (out->sys_flag & 0xC) return 0; /* transactions: prepared/commit/rollback handling is Python's */
-    if (!plain_number(&f[6], 1, &v)) return 0;
+    if (!sl_plain_number(&f[6], 1, &v)) return 0;
     out->born_timestamp = v;
-    if (!plain_number(&f[7], 0, &v)) return 0;
+    if (!sl_plain_number(&f[7], 0, &v)) return 0;
     out->flag = (int32_t)v;
     out->reconsume_times = 0;
     if (f[9].present) {
-        if (!plain_number(&f[9], 0, &v)) return 0;
+        if (!sl_plain_number(&f[9], 0, &v)) return 0;
         out->reconsume_times = (int32_t)v;
     }
     if (f[10].present && !is_literal(&f[10], "false") && !is_literal(&f[10], "true")) return 0;
-    if (f[11].present && !plain_number(&f[11], 0, &v)) return 0;
+    if (f[11].present && !sl_plain_number(&f[11], 0, &v)) return 0;
     if (f[12].present && !is_literal(&f[12], "false")) return 0;
     out->topic = f[1];
     if (out->topic.escaped || out->topic.len == 0 || out->topic.len > SL_MAX_TOPIC) return 0;
@@ -269,7 +270,8 @@ static int read_v2(sl_str f[14], sl_request *out) {
     return out->props.len <= SL_MAX_PROPS; /* a delay level is checked on the decoded text */
 }
 
-int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out) {
+int sl_parse_command(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, int32_t want_code,
+                     const char *const *keys, int nkeys, sl_str *ext, sl_command *out) {
     if (len - pos < 8) return 0;
     const unsigned char *b = buf + pos;
     uint32_t length = ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
@@ -279,7 +281,6 @@ int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_
     uint32_t header_len = ((uint32_t)b[5] << 16) | ((uint32_t)b[6] << 8) | b[7];
     if (header_len > SL_MAX_HEADER || header_len + 4 > length) return 0;
     cursor c = {b + 8, b + 8 + header_len};
-    sl_str ext[14];
     int seen = 0;
     int32_t code = 0, flag = 0, number = 0;
     skip_ws(&c);
@@ -312,7 +313,7 @@ int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_
                 if (!parse_int32(&c, &number)) return 0;
                 break;
             case K_EXT:
-                if (!parse_ext_fields(&c, ext)) return 0;
+                if (!parse_ext_fields(&c, keys, nkeys, ext)) return 0;
                 break;
             default:
                 if (!parse_string(&c, &text)) return 0;
@@ -329,11 +330,24 @@ int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_
     }
     skip_ws(&c);
     if (c.p != c.end) return 0;
-    if ((seen & (K_CODE | K_OPAQUE | K_EXT)) != (K_CODE | K_OPAQUE | K_EXT) || code != 310 || flag != 0) return 0;
-    if (!read_v2(ext, out)) return 0;
+    if ((seen & (K_CODE | K_OPAQUE | K_EXT)) != (K_CODE | K_OPAQUE | K_EXT) || code != want_code || flag != 0) return 0;
     out->body = b + 8 + header_len;
     out->body_len = (Py_ssize_t)length - 4 - header_len;
     out->frame_end = pos + 4 + (Py_ssize_t)length;
+    return 1;
+}
+
+static const char *const V2_KEYS[14] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"};
+
+int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out) {
+    sl_str ext[14];
+    sl_command command;
+    if (!sl_parse_command(buf, pos, len, max_frame, 310, V2_KEYS, 14, ext, &command)) return 0;
+    if (!read_v2(ext, out)) return 0;
+    out->opaque = command.opaque;
+    out->body = command.body;
+    out->body_len = command.body_len;
+    out->frame_end = command.frame_end;
     return 1;
 }
 

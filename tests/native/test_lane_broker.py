@@ -18,6 +18,7 @@ import pytest
 from sparkmq import native
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.msgid import decode_offset_msg_id
+from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
 from support.broker_wire import Wire, run_broker
@@ -65,6 +66,43 @@ def _frames() -> list[bytes]:
     ]
 
 
+def _pull(opaque: int, topic: str = "LaneA", queue_id: str = "0", offset: str = "0", **extra: str) -> bytes:
+    fields = {
+        "consumerGroup": "CID_LANE",
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": "32",
+        "sysFlag": "5",  # commit offset + subscription
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": "0",
+        "subscription": "*",
+        "expressionType": "TAG",
+    }
+    fields.update(extra)
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
+
+
+def _pulls() -> list[bytes]:
+    """Pulls the lane answers (records found), then ones it leaves: nothing found, a refused topic,
+    a tag filter matching nothing, a bad subscription, a queue over the topic's, a bad number."""
+    return [
+        _pull(100, queue_id="0"),
+        _pull(101, queue_id="1"),
+        _pull(102, topic="LaneB", queue_id="2", maxMsgNums="1"),
+        _pull(103, subscription="T || U"),
+        _pull(104, queue_id="3"),  # nothing stored there
+        _pull(105, topic="LaneNope"),
+        _pull(106, subscription="Nope"),
+        _pull(107, subscription="a > ", expressionType="SQL92"),
+        _pull(108, queue_id="9"),
+        _pull(109, queueOffset="x"),
+        _pull(110, queue_id="0", offset="1", commitOffset="-1"),
+        _pull(111, topic="LaneB", queue_id="1"),
+    ]
+
+
 def _raw(header: bytes, body: bytes) -> bytes:
     return (4 + len(header) + len(body)).to_bytes(4) + len(header).to_bytes(4) + header + body
 
@@ -85,11 +123,28 @@ async def _one_write(port: int, frames: list[bytes]) -> dict[int, RemotingComman
         await writer.wait_closed()
 
 
+def _record(r: StoredMessage) -> tuple[Any, ...]:
+    """What two brokers store alike (not the store time, nor the born port of their connections)."""
+    return (
+        r.topic,
+        r.queue_id,
+        r.queue_offset,
+        r.physical_offset,
+        bytes(r.body),
+        r.properties,
+        r.flag,
+        r.sys_flag,
+        r.born_timestamp,
+        r.reconsume_times,
+    )
+
+
 def _comparable(response: RemotingCommand) -> tuple[Any, ...]:
     fields = dict(response.ext_fields)
     msg_id = fields.pop("msgId", None)
     position = None if msg_id is None else [decode_offset_msg_id(one)[2] for one in msg_id.split(",")]
-    return response.code, response.remark, sorted(fields.items()), position
+    records = [_record(r) for r in iter_records(response.body, check_crc=True)] if response.body else []
+    return response.code, response.remark, sorted(fields.items()), position, records
 
 
 def _run(tmp_path: Path, lane_on: bool) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]], int]:
@@ -110,25 +165,12 @@ def _run(tmp_path: Path, lane_on: bool) -> tuple[dict[int, tuple[Any, ...]], lis
         for topic in ("LaneA", "LaneB"):
             await w.send_ok(topic, b"create", queue_id=0)
         responses = await _one_write(w.broker.config.listen_port, _frames())
+        responses.update(await _one_write(w.broker.config.listen_port, _pulls()))
         outcome["responses"] = {opaque: _comparable(r) for opaque, r in responses.items()}
         stored = []
         for topic in ("LaneA", "LaneB", "LaneNew", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"):
             for queue_id in range(4):
-                for r in await w.pull_records("G", topic, queue_id):
-                    stored.append(
-                        (
-                            r.topic,
-                            r.queue_id,
-                            r.queue_offset,
-                            r.physical_offset,
-                            bytes(r.body),
-                            r.properties,
-                            r.flag,
-                            r.sys_flag,
-                            r.born_timestamp,
-                            r.reconsume_times,
-                        )
-                    )
+                stored += [_record(r) for r in await w.pull_records("G", topic, queue_id)]
         outcome["stored"] = stored
         outcome["taken"] = sum(taken)
 
@@ -146,7 +188,9 @@ def test_the_lane_answers_and_stores_as_the_python_path(tmp_path: Path) -> None:
     assert codes[20] != ResponseCode.SUCCESS and codes[21] != ResponseCode.SUCCESS
     assert codes[22] == ResponseCode.SYSTEM_ERROR and codes[23] == ResponseCode.MESSAGE_ILLEGAL
     assert len(native_stored) >= 14
-    assert taken >= sum(map(len, _frames()[:4])), "the lane served at least the leading plain sends"
+    assert taken >= sum(map(len, _frames()[:4])) + sum(map(len, _pulls()[:4])), "the lane served the leading ones"
+    assert [codes[o] for o in range(100, 104)] == [ResponseCode.SUCCESS] * 4
+    assert codes[104] == ResponseCode.PULL_NOT_FOUND and codes[105] == ResponseCode.TOPIC_NOT_EXIST
 
 
 def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
@@ -154,8 +198,9 @@ def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
 
     async def scenario(w: Wire) -> None:
         server = w.broker.server
-        assert server.lane is not None and server.lane_codes == {RequestCode.SEND_MESSAGE_V2}
-        server.register(RequestCode.PULL_MESSAGE, server._processors[RequestCode.PULL_MESSAGE])
+        assert server.lane is not None
+        assert server.lane_codes == {RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE}
+        server.register(RequestCode.HEART_BEAT, server._processors[RequestCode.HEART_BEAT])
         assert server.lane is not None
         seen: list[int] = []
         real = server._processors[RequestCode.SEND_MESSAGE_V2]

@@ -27,6 +27,7 @@ from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import send_response_fields
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.connection import FrameLane
 
 #: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
 LANE_MAX_REQUESTS = 1024
@@ -114,3 +115,20 @@ def send_lane(context: BrokerContext, native: ModuleType | None) -> SendLane | N
         return None
     parts = response_template(context.config.region_id, context.config.trace_on)
     return None if parts is None else SendLane(context, native, parts)
+
+
+class Lanes:
+    """Several lanes as one ``RemotingServer.lane``: each takes what it can from where the one
+    before stopped, round after round, until none takes a frame (a read may mix sends and pulls)."""
+
+    def __init__(self, *lanes: FrameLane) -> None:
+        self._lanes = lanes
+
+    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+        """Serve what the lanes take from ``buffer[position:]``; the position after it."""
+        while True:
+            start = position
+            for lane in self._lanes:
+                position = lane(buffer, position, connection)
+            if position == start:
+                return position
