@@ -157,11 +157,18 @@ static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const uns
     if (contains(props, props_len, "DELAY\x01", 6) || contains(props, props_len, "TRAN_MSG\x01", 9)) return 1;
     const unsigned char *topic = rec + SL_HEAD + r->body_len + 1;
     memcpy((unsigned char *)topic, r->topic.raw, (size_t)topic_len);
+    Py_ssize_t topics_before = g->topic_count;
     int t = topic_index(g, topic, topic_len, topic_ptrs, topic_lens);
     if (t == -2) return -1;
     if (t < 0) return 1;
     int k = key_index(g, t, r->queue_id);
-    if (k < 0) return 1;
+    if (k < 0) { /* too many keys: the lane stops here, and forgets the topic it just met */
+        if (g->topic_count > topics_before) {
+            g->topic_count = topics_before;
+            if (PyList_SetSlice(g->topics, topics_before, topics_before + 1, NULL) < 0) return -1;
+        }
+        return 1;
+    }
     put32(rec, (uint32_t)size);
     put32(rec + 4, 0xDAA320A7u);
     put32(rec + 8, sl_crc32(r->body, r->body_len) & 0x7FFFFFFFu);

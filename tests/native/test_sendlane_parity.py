@@ -229,3 +229,14 @@ def test_group_before_place_refuses_dispatch_and_responses() -> None:
         group.dispatch()
     with pytest.raises(ValueError, match="one base"):
         group.place(0, 0, [])
+
+
+def test_the_lane_stops_at_its_key_and_topic_capacity() -> None:
+    """At most 1024 (topic, queue) keys and 64 topics per group: the request past either is left
+    to the next scan, and a topic only it used is not reported."""
+    many_keys = [send_frame(i, topic="K", queue_id=str(i)) for i in range(1024)] + [send_frame(9, topic="New")]
+    group = scan(b"".join(many_keys))
+    assert group is not None and (group.count, group.topics) == (1024, ["K"])
+    many_topics = [send_frame(i, topic=f"T{i}") for i in range(65)]
+    group = scan(b"".join(many_topics))
+    assert group is not None and group.count == 64 and len(group.topics) == 64
