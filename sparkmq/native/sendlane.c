@@ -22,6 +22,7 @@ typedef struct {
     int32_t *record_size;
     int32_t *body_len;
     int32_t *tags_code;
+    int32_t *wait; /* WAIT is not "false": the send waits for its flush (SYNC_FLUSH) */
     int64_t *queue_offset; /* after place() */
     unsigned char *records;
     Py_ssize_t records_len;
@@ -211,6 +212,8 @@ static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const uns
             a = b + 1;
         }
     }
+    g->wait[i] = !(find_property(props, props_len, "WAIT", &value, &value_len) && value_len == 5 &&
+                   memcmp(value, "false", 5) == 0);
     g->opaque[i] = r->opaque;
     g->queue_id[i] = r->queue_id;
     g->topic_of[i] = t;
@@ -277,8 +280,8 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     memset((char *)g + sizeof(PyObject), 0, sizeof(SendGroup) - sizeof(PyObject));
     g->topics = PyList_New(0);
     if (g->topics == NULL) goto done;
-    /* per-request columns: 2 int64 + 7 int32 */
-    unsigned char *block = PyMem_Malloc((size_t)n * (2 * sizeof(int64_t) + 7 * sizeof(int32_t)) + 8);
+    /* per-request columns: 2 int64 + 8 int32 */
+    unsigned char *block = PyMem_Malloc((size_t)n * (2 * sizeof(int64_t) + 8 * sizeof(int32_t)) + 8);
     g->records = PyMem_Malloc((size_t)record_bytes + 1);
     g->key_topic = PyMem_Malloc(MAX_KEYS * (2 * sizeof(int32_t) + sizeof(int64_t)));
     g->opaque = (int32_t *)block; /* freed through opaque: keep it the block's start */
@@ -292,7 +295,8 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     g->record_size = g->key_of + n;
     g->body_len = g->record_size + n;
     g->tags_code = g->body_len + n;
-    g->record_at = (int64_t *)(g->tags_code + n + (n & 1)); /* 8-byte aligned: 7n + (n & 1) int32s */
+    g->wait = g->tags_code + n;
+    g->record_at = (int64_t *)(g->wait + n); /* 8-byte aligned: 8n int32s before */
     g->queue_offset = g->record_at + n;
     g->key_queue = g->key_topic + MAX_KEYS;
     g->key_messages = (int64_t *)(g->key_queue + MAX_KEYS);
@@ -487,6 +491,29 @@ static PyObject *group_first_refused(SendGroup *g, PyObject *limits) {
     return PyLong_FromSsize_t(i);
 }
 
+/* [(opaque, physical offset, queue id, queue offset, waits for its flush)] after place() */
+static PyObject *group_answers(SendGroup *g, PyObject *unused) {
+    if (!check_placed(g)) return NULL;
+    PyObject *list = PyList_New(g->count);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        PyObject *item = Py_BuildValue("(iLiLO)", g->opaque[i], (long long)(g->physical_start + g->record_at[i]),
+                                       g->queue_id[i], (long long)g->queue_offset[i], g->wait[i] ? Py_True : Py_False);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+static PyObject *get_waits(SendGroup *g, void *closure) {
+    for (Py_ssize_t i = 0; i < g->count; i++)
+        if (g->wait[i]) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
 static PyObject *get_topics(SendGroup *g, void *closure) { return Py_NewRef(g->topics); }
 
 static PyObject *get_keys(SendGroup *g, void *closure) {
@@ -539,6 +566,7 @@ static PyGetSetDef group_getset[] = {
     {"topic_messages", (getter)get_topic_messages, NULL, "messages per topic", NULL},
     {"topic_bytes", (getter)get_topic_bytes, NULL, "body bytes per topic", NULL},
     {"topic_max_queue", (getter)get_topic_max_queue, NULL, "highest queue id per topic", NULL},
+    {"waits", (getter)get_waits, NULL, "whether any request waits for its flush (WAIT is not false)", NULL},
     {NULL},
 };
 
@@ -549,6 +577,8 @@ static PyMethodDef group_methods[] = {
      "dispatch() -> (per-key (physical, sizes, tags codes), index hashes, index physical offsets)"},
     {"responses", (PyCFunction)group_responses, METH_VARARGS,
      "responses(parts, store_ip, store_port) -> bytes: every request's response frame"},
+    {"answers", (PyCFunction)group_answers, METH_NOARGS,
+     "answers() -> [(opaque, physical offset, queue id, queue offset, waits)] after place()"},
     {"first_refused", (PyCFunction)group_first_refused, METH_O,
      "first_refused(limits) -> int: the first request over its topic's queue limit (count: none)"},
     {NULL},

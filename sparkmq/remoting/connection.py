@@ -395,6 +395,23 @@ class RemotingConnection(asyncio.Protocol):
         if out and self._transport is not None and not self._transport.is_closing():
             self._transport.writelines(out)
 
+    def write_when_done(self, frames: asyncio.Future[bytes]) -> None:
+        """Write the encoded frames ``frames`` resolves to (answers a lane encoded) once it is done;
+        they count as in flight until then, so a half-closed connection waits for them. The future
+        must resolve to bytes: a failure is logged and those requests stay unanswered."""
+
+        def done(future: asyncio.Future[bytes]) -> None:
+            if future.cancelled():
+                pass
+            elif (exc := future.exception()) is not None:
+                logger.error("answers to %s:%d could not be encoded", *self.peer, exc_info=exc)
+            else:
+                self.write_frame(future.result())
+            self._task_done(future)  # after the write: a connection closing when served sends it first
+
+        frames.add_done_callback(done)
+        self._tasks.add(frames)
+
     def next_opaque(self) -> int:
         return next(self._opaques) & 0x7FFFFFFF
 

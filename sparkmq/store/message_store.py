@@ -452,16 +452,16 @@ class MessageStore:
             first = stop
         return results
 
-    def put_lane_group(self, group: EncodedGroup) -> tuple[int, list[int]] | None:
+    def put_lane_group(self, group: EncodedGroup) -> tuple[int, list[int], Future[int] | None] | None:
         """Append and dispatch a native lane's group of plain single sends, whose records come
         encoded (see :mod:`sparkmq.store.lane`); ``submit_group``'s twin for that shape.
 
-        Returns ``(physical start, the keys' first queue offsets)``, or None with nothing written
-        when the group is not for this path: writes refused, SYNC flush (each send waits for its
-        flush on the group path), or the records do not fit the current CommitLog segment. The
-        caller then serves the same requests the usual way, which answers each of these cases.
+        Returns ``(physical start, the keys' first queue offsets, the group's flush future with
+        SYNC flush, else None)``, or None with nothing written when the group is not for this
+        path: writes refused, or the records do not fit the current CommitLog segment. The caller
+        then serves the same requests the usual way, which answers each of these cases.
         """
-        if self._group_commit is not None or self._write_refusal() is not None:
+        if self._write_refusal() is not None:
             return None
         with self._lock:
             mapped = self.commitlog.queue.last_file()
@@ -490,7 +490,8 @@ class MessageStore:
                 for key, base, end in zip(keys, bases, queue_ends, strict=True):
                     self._roll_back(start, key, base, end)
                 return None
-        return start, bases
+        commit = self._group_commit
+        return start, bases, None if commit is None else commit.request(start + group.record_bytes)
 
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""

@@ -21,6 +21,7 @@ from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
+from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, run_broker
 from support.native_lane import send_frame
 
@@ -147,7 +148,7 @@ def _comparable(response: RemotingCommand) -> tuple[Any, ...]:
     return response.code, response.remark, sorted(fields.items()), position, records
 
 
-def _run(tmp_path: Path, lane_on: bool) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]], int]:
+def _run(tmp_path: Path, lane_on: bool, flush: FlushDiskType) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]], int]:
     outcome: dict[str, Any] = {}
 
     async def scenario(w: Wire) -> None:
@@ -174,13 +175,14 @@ def _run(tmp_path: Path, lane_on: bool) -> tuple[dict[int, tuple[Any, ...]], lis
         outcome["stored"] = stored
         outcome["taken"] = sum(taken)
 
-    run_broker(tmp_path, scenario, max_message_size=MAX_MESSAGE)
+    run_broker(tmp_path, scenario, max_message_size=MAX_MESSAGE, flush_disk_type=flush)
     return outcome["responses"], outcome["stored"], outcome.get("taken", 0)
 
 
-def test_the_lane_answers_and_stores_as_the_python_path(tmp_path: Path) -> None:
-    native_responses, native_stored, taken = _run(tmp_path / "native", lane_on=True)
-    python_responses, python_stored, _ = _run(tmp_path / "python", lane_on=False)
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_the_lane_answers_and_stores_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
+    native_responses, native_stored, taken = _run(tmp_path / "native", lane_on=True, flush=flush)
+    python_responses, python_stored, _ = _run(tmp_path / "python", lane_on=False, flush=flush)
     assert native_responses == python_responses
     assert native_stored == python_stored
     codes = {opaque: response[0] for opaque, response in native_responses.items()}

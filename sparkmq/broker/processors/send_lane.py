@@ -16,18 +16,26 @@ tests/native/ checks the bytes against the Python encoders and the broker's answ
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import time
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.processors.send import PUT_STATUS_TO_RESPONSE
 from sparkmq.broker.topics import check_sendable
 from sparkmq.errors import InvalidTopicError
-from sparkmq.message.msgid import ipv4_bytes
+from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
 from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import send_response_fields
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.connection import FrameLane
+from sparkmq.store import PutMessageStatus, PutResult
+
+if TYPE_CHECKING:
+    from sparkmq.native._sendlane import SendGroup
 
 #: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
 LANE_MAX_REQUESTS = 1024
@@ -87,15 +95,48 @@ class SendLane:
             if stop == 0:
                 return position
             group = scan(buffer, position, stop, *args)
-        if ctx.store.put_lane_group(group) is None:
+        placed = ctx.store.put_lane_group(group)
+        if placed is None:
             return position
         stats = ctx.stats
         for topic, messages, size in zip(group.topics, group.topic_messages, group.topic_bytes, strict=True):
             stats.put(topic, messages, size)
-        connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
-        elapsed_ms = (time.perf_counter() - start) * 1000
-        stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
+        flushed = placed[2]
+        if flushed is None or not group.waits:
+            connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
+        else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
+            connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
         return int(group.end)
+
+    async def _after_flush(self, group: SendGroup, flushed: concurrent.futures.Future[int], start: float) -> bytes:
+        """The group's response frames once its flush is done, or what a timed-out or failed
+        flush makes each waiting send answer (``flush_outcome``, as the group path)."""
+        host = self.ctx.store.config.store_host
+        stored = PutResult(PutMessageStatus.PUT_OK, "", store_host=host)
+        outcome = (await self.ctx.flushed([stored], [True], flushed))[0]
+        ok = outcome.status is PutMessageStatus.PUT_OK
+        frames = group.responses(self._parts, self._store_ip, self._store_port) if ok else self._failed(group, outcome)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        code = ResponseCode.SUCCESS if ok else PUT_STATUS_TO_RESPONSE[outcome.status]
+        self.ctx.stats.rpc_many(RequestCode.SEND_MESSAGE_V2, code, elapsed_ms, group.count)
+        return frames
+
+    def _failed(self, group: SendGroup, outcome: PutResult) -> bytes:
+        """Each send's answer after its flush failed: ``outcome`` for those that waited, SUCCESS for the rest."""
+        cfg, host, frames = self.ctx.config, self.ctx.store.config.store_host, []
+        for opaque, physical, queue_id, queue_offset, waits in group.answers():
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque)
+            code = PUT_STATUS_TO_RESPONSE[outcome.status] if waits else ResponseCode.SUCCESS
+            if waits and outcome.store_host is None:
+                response = request.make_response(code, remark=outcome.remark or outcome.status.value)
+            else:
+                msg_id = offset_msg_id(host.ip, host.port, physical)
+                fields = send_response_fields(msg_id, queue_id, queue_offset, cfg.region_id, cfg.trace_on)
+                response = request.make_response(code, ext_fields=fields)
+            frames.append(response.encode())
+        return b"".join(frames)
 
     def _queue_limit(self, topic: str) -> int:
         """Queue ids of ``topic`` the lane may store to are below this (-1: the topic is not the lane's)."""
