@@ -148,7 +148,9 @@ def _comparable(response: RemotingCommand) -> tuple[Any, ...]:
     return response.code, response.remark, sorted(fields.items()), position, records
 
 
-def _run(tmp_path: Path, lane_on: bool, flush: FlushDiskType) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]], int]:
+def _run(
+    tmp_path: Path, lane_on: bool, flush: FlushDiskType
+) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]], int]:
     outcome: dict[str, Any] = {}
 
     async def scenario(w: Wire) -> None:
