@@ -9,7 +9,12 @@ from setuptools import Extension, setup
 EXTENSIONS = [
     Extension(
         "sparkmq.native._sendlane",
-        sources=["sparkmq/native/sendlane.c", "sparkmq/native/sendlane_parse.c", "sparkmq/native/pulllane.c"],
+        sources=[
+            "sparkmq/native/sendlane.c",
+            "sparkmq/native/sendgroup.c",
+            "sparkmq/native/sendlane_parse.c",
+            "sparkmq/native/pulllane.c",
+        ],
         depends=["sparkmq/native/sendlane.h"],
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,

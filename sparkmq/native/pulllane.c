@@ -85,27 +85,6 @@ PyObject *sl_scan_pulls(PyObject *module, PyObject *args) {
     return items;
 }
 
-static Py_ssize_t put_decimal(char *out, long long v) {
-    char tmp[24];
-    int n = 0, neg = v < 0;
-    unsigned long long u = neg ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    Py_ssize_t k = 0;
-    if (neg) out[k++] = '-';
-    while (n) out[k++] = tmp[--n];
-    return k;
-}
-
-static void put_be32(char *p, uint32_t v) {
-    p[0] = (char)(v >> 24);
-    p[1] = (char)(v >> 16);
-    p[2] = (char)(v >> 8);
-    p[3] = (char)v;
-}
-
 /* pull_responses(parts, answers) -> bytes: for each (opaque, suggest, next_begin, min, max, body) the
  * frame whose header is p0 opaque p1 suggest p2 next p3 min p4 max p5, then the body. */
 PyObject *sl_pull_responses(PyObject *module, PyObject *args) {
@@ -144,15 +123,15 @@ PyObject *sl_pull_responses(PyObject *module, PyObject *args) {
         for (int k = 0; k < 5; k++) {
             memcpy(w, part[k].buf, (size_t)part[k].len);
             w += part[k].len;
-            w += put_decimal(w, v[k]);
+            w += sl_put_decimal(w, v[k]);
         }
         memcpy(w, part[5].buf, (size_t)part[5].len);
         w += part[5].len;
         uint32_t header_len = (uint32_t)(w - frame - 8);
         memcpy(w, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
         w += PyBytes_GET_SIZE(body);
-        put_be32(frame, (uint32_t)(w - frame - 4));
-        put_be32(frame + 4, header_len);
+        sl_put32((unsigned char *)frame, (uint32_t)(w - frame - 4));
+        sl_put32((unsigned char *)frame + 4, header_len);
     }
     if (_PyBytes_Resize(&out, w - start) < 0) out = NULL;
 done:

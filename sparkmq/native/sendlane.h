@@ -48,6 +48,47 @@ typedef struct {
     Py_ssize_t frame_end;
 } sl_command;
 
+#define MAX_TOPICS 64
+#define MAX_KEYS 1024
+
+typedef struct {
+    PyObject_HEAD Py_ssize_t count;
+    Py_ssize_t end;
+    int32_t *opaque;
+    int32_t *queue_id;
+    int32_t *topic_of;
+    int32_t *key_of;
+    int64_t *record_at; /* offset of each record in records */
+    int32_t *record_size;
+    int32_t *body_len;
+    int32_t *tags_code;
+    int32_t *wait; /* WAIT is not "false": the send waits for its flush (SYNC_FLUSH) */
+    int64_t *queue_offset; /* after place() */
+    unsigned char *records;
+    Py_ssize_t records_len;
+    int64_t *index_hash;
+    int32_t *index_row;
+    Py_ssize_t index_count;
+    Py_ssize_t topic_count;
+    PyObject *topics; /* list[str] */
+    int32_t topic_max_queue[MAX_TOPICS];
+    int64_t topic_messages[MAX_TOPICS];
+    int64_t topic_bytes[MAX_TOPICS];
+    Py_ssize_t key_count;
+    int32_t *key_topic;
+    int32_t *key_queue;
+    int64_t *key_messages;
+    int64_t physical_start;
+    int placed;
+} SendGroup;
+
+extern PyTypeObject SendGroupType;
+
+/* Big-endian stores, and a decimal integer written at out (its length returned). */
+void sl_put32(unsigned char *p, uint32_t v);
+void sl_put64(unsigned char *p, uint64_t v);
+Py_ssize_t sl_put_decimal(char *out, long long v);
+
 /* Parse the JSON-header request frame at buf[pos:len] with code ``want_code`` and flag 0 whose
  * extFields keys are all among ``keys`` (values, in ``ext``, strings). 1: parsed; 0: not one the
  * lane takes (or incomplete). Never reads outside buf[0:len]. */

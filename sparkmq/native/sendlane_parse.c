@@ -408,3 +408,29 @@ uint32_t sl_crc32(const unsigned char *p, Py_ssize_t n) {
     while (n-- > 0) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
+
+void sl_put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+void sl_put64(unsigned char *p, uint64_t v) {
+    sl_put32(p, (uint32_t)(v >> 32));
+    sl_put32(p + 4, (uint32_t)v);
+}
+
+Py_ssize_t sl_put_decimal(char *out, long long v) {
+    char tmp[24];
+    int n = 0, neg = v < 0;
+    unsigned long long u = neg ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    Py_ssize_t k = 0;
+    if (neg) out[k++] = '-';
+    while (n) out[k++] = tmp[--n];
+    return k;
+}
