@@ -26,7 +26,8 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	}
 
-$(VENV_STAMP): pyproject.toml
+# setup.py builds the C extensions in place (docs/native.md): a changed C source reinstalls.
+$(VENV_STAMP): pyproject.toml setup.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
 	touch $@

@@ -56,9 +56,12 @@ CONTRACTS = (
     Contract("sparkmq.message", _names("protocol", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
     # msgspec: the optional accelerated header codec (protocol/plain_header.py; json is the reference)
     Contract("sparkmq.protocol", _names("message", "errors"), frozenset({"msgspec"}), NETWORK_MODULES),
-    Contract("sparkmq.store", _names("message", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
+    # native: the optional C read of a queue (store/reads.py; the numpy path is the reference)
+    Contract("sparkmq.store", _names("message", "errors", "native"), frozenset({"numpy"}), NETWORK_MODULES),
     Contract("sparkmq.offsets", _names("errors", "config_file", "protocol"), frozenset(), NETWORK_MODULES),
     Contract("sparkmq.config_file", _names("errors"), frozenset(), NETWORK_MODULES),
+    # Optional C accelerators (docs/native.md): the standard library and their own package only.
+    Contract("sparkmq.native", _names(), frozenset(), NETWORK_MODULES),
     # Packages still to come; their contracts apply as soon as their folder or file exists.
     Contract("sparkmq.remoting", _names("protocol", "errors"), None, SPARK_MODULES),
     Contract("sparkmq.client", _names("protocol", "remoting", "message", "errors"), None, SPARK_MODULES),

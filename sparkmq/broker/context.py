@@ -76,17 +76,19 @@ class BrokerContext:
     ) -> list[PutResult]:
         """The results once flush (SYNC_FLUSH) and replication (SYNC_MASTER) are what they promise."""
         if flushed is not None:
-            results = await self._flushed(results, wait_flush, flushed)
+            results = await self.flushed(results, wait_flush, flushed)
         ha = self.ha
         if ha is None:
             return results
         return await ha.confirm(results, wait_flush)
 
-    async def _flushed(
+    async def flushed(
         self, results: list[PutResult], wait_flush: list[bool], flushed: concurrent.futures.Future[int]
     ) -> list[PutResult]:
-        """The wait never cancels the flush request: the group-commit thread still completes it,
-        and the next put's fsync is not affected by this one timing out."""
+        """``results`` once ``flushed`` is done, each waiting one turned into what the flush gave it
+        (``flush_outcome``; up to ``syncFlushTimeout``). The wait never cancels the flush request:
+        the group-commit thread still completes it, and the next put's fsync is not affected by
+        this one timing out."""
         waiter = asyncio.wrap_future(flushed)
         waiter.add_done_callback(_retrieve)
         done, _pending = await asyncio.wait({waiter}, timeout=self.config.sync_flush_timeout / 1000)

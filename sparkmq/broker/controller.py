@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
+from sparkmq import native
 from sparkmq.broker.acl import AclValidator
 from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
@@ -26,8 +27,10 @@ from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
 from sparkmq.broker.processors.pull import PullProcessor
+from sparkmq.broker.processors.pull_lane import pull_lane
 from sparkmq.broker.processors.send import SendProcessor
 from sparkmq.broker.processors.send_back import SendBackProcessor
+from sparkmq.broker.processors.send_lane import Lanes, send_lane
 from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
 from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed
@@ -186,6 +189,10 @@ class BrokerController:
         table.update(AdminOpsProcessors(ctx).table())
         for code, processor in table.items():
             self.server.register(code, timed(processor, code, ctx.stats))
+        # plain single sends and pulls served from the read's bytes, natively (docs/native.md)
+        lanes = [lane for lane in (send_lane(ctx, native.sendlane), pull_lane(pull, native.sendlane)) if lane]
+        self.server.lane = Lanes(*lanes) if lanes else None
+        self.server.lane_codes = frozenset({int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.PULL_MESSAGE)})
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
         """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""

@@ -105,6 +105,15 @@ class BrokerStats:
         row[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, elapsed_ms)] += 1
         row[-1] += elapsed_ms
 
+    def rpc_many(self, request_code: int, response_code: int, elapsed_ms: float, count: int) -> None:
+        """``count`` requests served together in ``elapsed_ms`` (each counted with that latency)."""
+        key = (request_code, response_code)
+        row = self.rpc_latency.get(key)
+        if row is None:
+            row = self.rpc_latency[key] = [0.0] * (len(RPC_LATENCY_BUCKETS_MS) + 2)
+        row[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, elapsed_ms)] += count
+        row[-1] += elapsed_ms * count
+
     # -- derived, off the hot path ---------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """The counters now."""

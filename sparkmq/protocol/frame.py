@@ -11,6 +11,7 @@ closed (a bad frame closes only its own connection).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import NoReturn
 
 from sparkmq.errors import FrameTooLargeError, ProtocolError
@@ -102,6 +103,29 @@ class FrameDecoder:
         else:
             self._position = end
         return command
+
+    def take_frames(self, serve: Callable[[bytearray, int], int]) -> bool:
+        """Let ``serve`` consume whole frames at the front of the buffer, undecoded (a native lane).
+
+        ``serve(buffer, position)`` returns the position just after the last frame it took
+        (``position``: none); it must check every length it reads and keep no reference to the
+        buffer. What it leaves is decoded by :meth:`next_command` as usual. True if it took any.
+        """
+        self._raise_if_failed()
+        buffer, start = self._buffer, self._position
+        if len(buffer) - start < LENGTH_PREFIX_BYTES:
+            return False
+        end = serve(buffer, start)
+        if end == start:
+            return False
+        if not start < end <= len(buffer):
+            raise ValueError(f"a frame lane returned position {end} outside ({start}, {len(buffer)}]")
+        if end == len(buffer):
+            buffer.clear()
+            self._position = 0
+        else:
+            self._position = end
+        return True
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """Add ``data`` and return every command it completes (possibly none).

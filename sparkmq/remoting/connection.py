@@ -40,6 +40,10 @@ RequestHandler = Callable[[RemotingCommand, "RemotingConnection"], Awaitable[Rem
 Answer = RemotingCommand | None | Awaitable[RemotingCommand | None]
 #: Serves the requests decoded from one read together, answering each (a server's dispatch).
 GroupHandler = Callable[[list[RemotingCommand], "RemotingConnection"], list[Answer]]
+#: Serves whole frames at the front of a read's buffer before they are decoded (a native lane):
+#: ``lane(buffer, position, connection)`` answers them itself and returns the position after the
+#: last frame it took (``position``: none; the decoder then serves them as usual).
+FrameLane = Callable[[bytearray, int, "RemotingConnection"], int]
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -59,8 +63,10 @@ class RemotingConnection(asyncio.Protocol):
         limits: ServerLimits | None = None,
         budget: FrameBudget | None = None,
         group_handler: GroupHandler | None = None,
+        lane: FrameLane | None = None,
     ) -> None:
         self.id = next(self._ids)
+        self._lane = lane
         self._handler = handler
         self._group_handler = group_handler
         self._on_close = on_close
@@ -115,6 +121,9 @@ class RemotingConnection(asyncio.Protocol):
         self._receiving = True
         try:
             self._decoder.receive_data(data)
+            if self._lane is not None and not self._unstarted and not self.writes_paused:
+                # requests are served in arrival order: the lane takes a leading run, the rest follow
+                decoded = self._decoder.take_frames(self._serve_lane)
             while (command := self._decoder.next_command()) is not None:
                 decoded = True
                 self._dispatch(command, requests)
@@ -208,6 +217,10 @@ class RemotingConnection(asyncio.Protocol):
             self._receiving = False
             if self._out:
                 self._flush_out()
+
+    def _serve_lane(self, buffer: bytearray, position: int) -> int:
+        assert self._lane is not None
+        return self._lane(buffer, position, self)
 
     async def _serve_when_writable(self, requests: list[RemotingCommand]) -> None:
         self._unstarted -= 1
@@ -386,6 +399,23 @@ class RemotingConnection(asyncio.Protocol):
         out, self._out, self._out_bytes = self._out, [], 0
         if out and self._transport is not None and not self._transport.is_closing():
             self._transport.writelines(out)
+
+    def write_when_done(self, frames: asyncio.Future[bytes]) -> None:
+        """Write the encoded frames ``frames`` resolves to (answers a lane encoded) once it is done;
+        they count as in flight until then, so a half-closed connection waits for them. The future
+        must resolve to bytes: a failure is logged and those requests stay unanswered."""
+
+        def done(future: asyncio.Future[bytes]) -> None:
+            if future.cancelled():
+                pass
+            elif (exc := future.exception()) is not None:
+                logger.error("answers to %s:%d could not be encoded", *self.peer, exc_info=exc)
+            else:
+                self.write_frame(future.result())
+            self._task_done(future)  # after the write: a connection closing when served sends it first
+
+        frames.add_done_callback(done)
+        self._tasks.add(frames)
 
     def next_opaque(self) -> int:
         return next(self._opaques) & 0x7FFFFFFF

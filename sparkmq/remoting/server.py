@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
-from sparkmq.remoting.connection import Answer, RemotingConnection, error_response
+from sparkmq.remoting.connection import Answer, FrameLane, RemotingConnection, error_response
 from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
 from sparkmq.remoting.tls import ServerTls, create_server
 
@@ -63,11 +63,18 @@ class RemotingServer:
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
         self._server: Any = None  # an asyncio.Server, or a tls.SniffingServer in permissive TLS mode
         self.authorize: Authorizer | None = None
+        #: Serves leading frames of a read before they are decoded (the broker's native send lane),
+        #: standing in for the processors of ``lane_codes``; never while ``authorize`` is set (a
+        #: lane does not authorize), and dropped when one of those codes gets another processor.
+        self.lane: FrameLane | None = None
+        self.lane_codes: frozenset[int] = frozenset()
 
     def register(self, code: int, processor: Processor) -> None:
         """Serve ``code`` with ``processor``; one with a ``serve_group`` method also gets runs of its
         requests decoded from one read together (answered without a Task where it can)."""
         self._processors[int(code)] = processor
+        if int(code) in self.lane_codes:  # the lane stood for the processor this one replaces
+            self.lane, self.lane_codes = None, frozenset()
         if callable(getattr(processor, "serve_group", None)):
             self._group_processors[int(code)] = processor  # type: ignore[assignment]  # has serve_group: checked above
         else:
@@ -130,6 +137,15 @@ class RemotingServer:
         except Exception as exc:  # noqa: BLE001 - a processor bug: logged, every request of the run answered with it
             return [error_response(request, exc, connection.peer) for request in run]
 
+    def _serve_lane(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+        if self.lane is None or self.authorize is not None:
+            return position
+        try:
+            return self.lane(buffer, position, connection)
+        except Exception:  # a lane bug: logged, and the frames go the decoded way instead
+            logger.exception("the frame lane failed; its frames are served by the processors")
+            return position
+
     def _connection_closed(self, connection: RemotingConnection) -> None:
         self._connections.discard(connection)
         for listener in self._close_listeners:
@@ -144,6 +160,7 @@ class RemotingServer:
             limits=self.limits,
             budget=self.frame_budget,
             group_handler=self._dispatch_group,
+            lane=self._serve_lane,
         )
         self._connections.add(connection)
         return connection

@@ -160,6 +160,10 @@ class ConsumeQueue:
 
     def read_units(self, start: int, max_count: int) -> npt.NDArray[np.void]:
         """Up to ``max_count`` units from logical offset ``start`` (copied, across files)."""
+        return np.frombuffer(self.read_unit_bytes(start, max_count), dtype=UNIT_DTYPE)
+
+    def read_unit_bytes(self, start: int, max_count: int) -> bytes:
+        """``read_units`` as the raw 20-byte units."""
         parts = []
         offset = start * UNIT_BYTES
         end = min(self.files.max_offset, offset + max_count * UNIT_BYTES)
@@ -173,7 +177,7 @@ class ConsumeQueue:
                 break
             parts.append(mapped.read(pos, take))
             offset += take
-        return np.frombuffer(b"".join(parts), dtype=UNIT_DTYPE)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def last_unit(self) -> np.void | None:
         if self.max_offset <= self.min_offset:

@@ -59,6 +59,7 @@ from sparkmq.store.dispatch import (
 )
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
+from sparkmq.store.lane import EncodedGroup
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.queue_manifest import QueueManifest
@@ -450,6 +451,47 @@ class MessageStore:
             )
             first = stop
         return results
+
+    def put_lane_group(self, group: EncodedGroup) -> tuple[int, list[int], Future[int] | None] | None:
+        """Append and dispatch a native lane's group of plain single sends, whose records come
+        encoded (see :mod:`sparkmq.store.lane`); ``submit_group``'s twin for that shape.
+
+        Returns ``(physical start, the keys' first queue offsets, the group's flush future with
+        SYNC flush, else None)``, or None with nothing written when the group is not for this
+        path: writes refused, or the records do not fit the current CommitLog segment. The caller
+        then serves the same requests the usual way, which answers each of these cases.
+        """
+        if self._write_refusal() is not None:
+            return None
+        with self._lock:
+            mapped = self.commitlog.queue.last_file()
+            if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
+                return None
+            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+            keys, queued = group.keys, self._next_queue_offset
+            bases = [queued.get(key, 0) for key in keys]
+            queue_ends = [queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in keys]
+            start = mapped.start_offset + mapped.write_position
+            mapped.append(group.place(start, store_timestamp, bases))
+            self._last_store_timestamp = store_timestamp
+            for key, base, count in zip(keys, bases, group.key_counts, strict=True):
+                queued[key] = base + count
+            columns, index_hashes, index_offsets = group.dispatch()
+            try:
+                for (topic, queue_id), base, (physical, sizes, codes) in zip(keys, bases, columns, strict=True):
+                    timestamps = [store_timestamp] * len(sizes)
+                    self._dispatch(DispatchRequest(topic, queue_id, base, physical, sizes, codes, timestamps, [], []))
+                if index_hashes:
+                    finished = self.index.put(index_hashes, index_offsets, [store_timestamp] * len(index_hashes))
+                    if finished is not None and self.checkpoint is not None:
+                        self.checkpoint.index_msg_timestamp = finished
+            except DiskError as exc:  # an index file's msync on its roll: the group is undone, then refused
+                self.flusher.fail_stop(exc)
+                for key, base, end in zip(keys, bases, queue_ends, strict=True):
+                    self._roll_back(start, key, base, end)
+                return None
+        commit = self._group_commit
+        return start, bases, None if commit is None else commit.request(start + group.record_bytes)
 
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""

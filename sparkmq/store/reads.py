@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message import layout as L
+from sparkmq.native import queueread
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from sparkmq.store.status import GetMessageStatus, GetResult
@@ -48,6 +49,10 @@ def read_queue(
         window = max(max_count, MAX_RECORD_FILTER_SCAN_UNITS)
     else:
         window = max_count if tags_codes is None else max(max_count, MAX_FILTER_SCAN_UNITS)
+        if queueread is not None:
+            read = _read_natively(commitlog, queue, offset, window, max_count, max_bytes, tags_codes)
+            if read is not None:
+                return read
     units = queue.read_units(offset, min(window, high - offset))
     physical = units["offset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
@@ -77,6 +82,55 @@ def read_queue(
         return GetResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, low, high)
     return GetResult(
         GetMessageStatus.FOUND, next_offset, low, high, buffers, offset + rows, physical[rows], sizes[rows]
+    )
+
+
+def _read_natively(
+    commitlog: CommitLog,
+    queue: ConsumeQueue,
+    offset: int,
+    window: int,
+    max_count: int,
+    max_bytes: int,
+    tags_codes: Collection[int] | None,
+) -> GetResult | None:
+    """``read_queue`` without a record filter in one C call (``_queueread.gather``, the same rules);
+    None when the records span CommitLog segments, or one is gone: the numpy path reads those."""
+    assert queueread is not None
+    low, high = queue.min_offset, queue.max_offset
+    units = queue.read_unit_bytes(offset, min(window, high - offset))
+    if not units:
+        return None
+    cl_min = commitlog.min_offset
+    mapped = commitlog.queue.find(int.from_bytes(units[:8], "big", signed=True))
+    for _attempt in range(2):  # the first unit's segment, else the first taken record's
+        if mapped is None:
+            read = queueread.gather(units, offset, cl_min, tags_codes, max_count, max_bytes, 0, None, 0)
+        else:
+            with mapped.view() as view:
+                args = (mapped.start_offset, view, mapped.write_position)
+                read = queueread.gather(units, offset, cl_min, tags_codes, max_count, max_bytes, *args)
+        if not isinstance(read, int):
+            break
+        mapped = commitlog.queue.find(read)
+        if mapped is None:
+            return None
+    if read is None or isinstance(read, int):
+        return None
+    scanned, removed, taken, body, queue_offsets, physical, sizes = read
+    if not taken:
+        status = GetMessageStatus.MESSAGE_WAS_REMOVING if removed else GetMessageStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, offset + scanned, low, high)
+    assert body is not None and queue_offsets is not None and physical is not None and sizes is not None
+    return GetResult(
+        GetMessageStatus.FOUND,
+        offset + scanned,
+        low,
+        high,
+        [body],
+        np.frombuffer(queue_offsets, dtype=np.int64),
+        np.frombuffer(physical, dtype=np.int64),
+        np.frombuffer(sizes, dtype=np.int64),
     )
 
 

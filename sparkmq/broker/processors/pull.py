@@ -13,6 +13,7 @@ from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import MessageFilter, resolve
 from sparkmq.broker.ha.reads import advise
 from sparkmq.broker.validation import check_topic
+from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
@@ -21,6 +22,8 @@ from sparkmq.store import GetMessageStatus, GetResult
 
 MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before
 MAX_PULL_BYTES = 8 * 1024 * 1024  # a pull body stays well under the 16 MiB frame limit
+#: A pull answered with records: (suggestWhichBrokerId, nextBeginOffset, minOffset, maxOffset, body).
+FoundPull = tuple[int, int, int, int, bytes]
 
 
 def response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCode:
@@ -76,46 +79,70 @@ class PullProcessor:
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = PullMessageRequestHeader.from_fields(request.ext_fields)
+        refusal = self._refusal(header, connection)
+        if refusal is not None:
+            return request.make_response(refusal[0], remark=refusal[1])
+        message_filter = self._filter(header)
+        result = self._commit_and_read(header, message_filter)
+        code = response_code(result.status, header.queue_offset)
+        flags = PullSysFlag(header.sys_flag)
+        if code is ResponseCode.PULL_NOT_FOUND and PullSysFlag.SUSPEND in flags and header.suspend_timeout_millis > 0:
+            timeout = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
+            if not self.ctx.config.long_polling_enable:
+                timeout = min(timeout, self.ctx.config.short_polling_time_mills / 1000)
+            return self._held(request, header, message_filter, timeout)
+        return self._response(request, header, code, result)
+
+    def serve_found(self, header: PullMessageRequestHeader, connection: RemotingConnection) -> FoundPull | None:
+        """A pull answered with records, as ``_serve`` would answer it: (suggestWhichBrokerId,
+        nextBeginOffset, minOffset, maxOffset, body), the get counted; None (nothing done but a
+        repeatable offset commit) when its answer would be anything else (the native pull lane
+        then leaves it to ``_serve``)."""
+        try:
+            if self._refusal(header, connection) is not None:
+                return None
+            message_filter = self._filter(header)
+        except SparkmqError:  # a bad name or subscription: _serve answers it
+            return None
+        result = self._commit_and_read(header, message_filter)
+        if response_code(result.status, header.queue_offset) is not ResponseCode.SUCCESS:
+            return None
+        ctx = self.ctx
+        advice = advise(ctx.config, ctx.store.commitlog.max_offset, result, ResponseCode.SUCCESS, header.queue_offset)
+        if advice.code is not ResponseCode.SUCCESS:
+            return None
+        body = result.body()
+        ctx.stats.get(header.consumer_group, header.topic, result.message_count, len(body))
+        return advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset, result.max_offset, body
+
+    def _refusal(
+        self, header: PullMessageRequestHeader, connection: RemotingConnection
+    ) -> tuple[ResponseCode, str] | None:
+        """Why the pull is refused before reading (code, remark), or None."""
         ctx = self.ctx
         check_topic(header.topic)
         group = ctx.groups.find_or_create(header.consumer_group)
         if group is None:
-            return request.make_response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=ctx.groups.refusal(header.consumer_group)
-            )
+            return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, ctx.groups.refusal(header.consumer_group)
         if not group.consume_enable:
-            return request.make_response(
-                ResponseCode.NO_PERMISSION, remark=f"subscription group no permission, {header.consumer_group}"
-            )
+            return ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
         topic = ctx.topics.get(header.topic)
         if topic is None:
-            return request.make_response(
-                ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{header.topic}] not exist, apply first please!"
-            )
+            return ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
         if not topic.perm & PermName.PERM_READ:
-            return request.make_response(
-                ResponseCode.NO_PERMISSION, remark=f"the topic[{header.topic}] pulling message is forbidden"
-            )
+            return ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
         if not 0 <= header.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                remark=(
-                    f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
-                    f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"
-                ),
+            return ResponseCode.SYSTEM_ERROR, (
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"
             )
-        message_filter = self._filter(header)
-        flags = PullSysFlag(header.sys_flag)
+        return None
+
+    def _commit_and_read(self, header: PullMessageRequestHeader, message_filter: MessageFilter) -> GetResult:
+        ctx, flags = self.ctx, PullSysFlag(header.sys_flag)
         if PullSysFlag.COMMIT_OFFSET in flags and header.commit_offset >= 0 and not ctx.config.is_slave:
             ctx.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        result = self._read(header, message_filter)
-        code = response_code(result.status, header.queue_offset)
-        if code is ResponseCode.PULL_NOT_FOUND and PullSysFlag.SUSPEND in flags and header.suspend_timeout_millis > 0:
-            timeout = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
-            if not ctx.config.long_polling_enable:
-                timeout = min(timeout, ctx.config.short_polling_time_mills / 1000)
-            return self._held(request, header, message_filter, timeout)
-        return self._response(request, header, code, result)
+        return self._read(header, message_filter)
 
     async def _held(
         self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter, timeout: float

@@ -1,0 +1,30 @@
+"""Builds the optional C extensions; the metadata lives in pyproject.toml.
+
+Each entry is ``optional``: without a compiler the package installs and runs on its pure-Python
+reference paths (see docs/native.md).
+"""
+
+from setuptools import Extension, setup
+
+EXTENSIONS = [
+    Extension(
+        "sparkmq.native._sendlane",
+        sources=[
+            "sparkmq/native/sendlane.c",
+            "sparkmq/native/sendgroup.c",
+            "sparkmq/native/sendlane_parse.c",
+            "sparkmq/native/pulllane.c",
+        ],
+        depends=["sparkmq/native/sendlane.h"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
+    Extension(
+        "sparkmq.native._queueread",
+        sources=["sparkmq/native/queueread.c"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
+]
+
+setup(ext_modules=EXTENSIONS)

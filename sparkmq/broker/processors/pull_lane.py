@@ -1,0 +1,85 @@
+"""The native pull lane: plain PULL_MESSAGE requests served from a read's bytes (docs/native.md).
+
+``_sendlane.scan_pulls`` splits the leading PULL_MESSAGE frames of a read and parses their JSON
+headers in C (the shape real clients send: the header's string fields, digits for numbers, no
+body); each becomes a ``PullMessageRequestHeader`` without the schema walk of ``from_fields``,
+and ``PullProcessor.serve_found`` runs the processor's own checks, commit and read. A pull it
+answers with records gets its response frame encoded in C (one ``bytes`` for the run, from a
+template ``RemotingCommand`` renders); the lane stops before the first pull that would be
+answered any other way (refused, nothing found, parked for long polling, bad text), which the
+usual path then serves in arrival order.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+from sparkmq.broker.processors.pull import PullProcessor
+from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.connection import MAX_IN_FLIGHT_REQUESTS, WRITE_HIGH_WATER_BYTES
+
+# Values no real response holds, replaced by each pull's own when its response is encoded.
+_SENTINELS = (2147480017, 9007199254740019, 9007199254740021, 9007199254740023, 9007199254740027)
+
+PullParts = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+
+
+def pull_template() -> PullParts | None:
+    """The JSON header of a pull's SUCCESS response cut around its opaque and four offsets,
+    rendered by ``RemotingCommand`` itself (None if the cut is ambiguous)."""
+    opaque, *offsets = _SENTINELS
+    fields = PullMessageResponseHeader(*offsets).to_fields()
+    header = RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque).make_response(ext_fields=fields).encode()[8:]
+    parts: list[bytes] = []
+    rest = header
+    for value in _SENTINELS:
+        needle = str(value).encode()
+        if header.count(needle) != 1:
+            return None
+        before, rest = rest.split(needle)
+        parts.append(before)
+    parts.append(rest)
+    return (parts[0], parts[1], parts[2], parts[3], parts[4], parts[5])
+
+
+class PullLane:
+    """Serves the leading plain pulls of a read (see the module)."""
+
+    def __init__(self, processor: PullProcessor, native: ModuleType, parts: PullParts) -> None:
+        self.processor = processor
+        self._scan = native.scan_pulls
+        self._encode = native.pull_responses
+        self._parts = parts
+
+    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+        """Serve the plain pulls at ``buffer[position:]``; the position after the last one served."""
+        start = time.perf_counter()
+        answers, end, produced = [], position, 0
+        serve = self.processor.serve_found
+        for item in self._scan(buffer, position, MAX_IN_FLIGHT_REQUESTS, MAX_FRAME_BYTES):
+            if produced >= WRITE_HIGH_WATER_BYTES or connection.backlogged:
+                break  # the rest wait for the peer to read, on the usual path
+            frame_end, opaque, *fields = item
+            try:
+                found = serve(PullMessageRequestHeader(*fields), connection)
+            except Exception:  # noqa: BLE001 - the usual path serves it again and answers the failure
+                found = None
+            if found is None:
+                break
+            answers.append((opaque, *found))
+            produced += len(found[4])
+            end = frame_end
+        if answers:
+            connection.write_frame(self._encode(self._parts, answers))
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            self.processor.ctx.stats.rpc_many(RequestCode.PULL_MESSAGE, ResponseCode.SUCCESS, elapsed_ms, len(answers))
+        return end
+
+
+def pull_lane(processor: PullProcessor, native: ModuleType | None) -> PullLane | None:
+    """The pull lane over ``processor``, or None without the extension (the Python path serves all)."""
+    parts = None if native is None else pull_template()
+    return None if native is None or parts is None else PullLane(processor, native, parts)

@@ -1,0 +1,175 @@
+"""The native send lane: plain single SEND_MESSAGE_V2 requests served straight from a read's bytes.
+
+``sparkmq.native._sendlane.scan`` takes the leading run of a read's frames that are plain single
+sends (JSON header, no batch, delay, transaction, retry/DLQ topic, or text the reference decoder
+treats specially) and encodes their CommitLog records, tags codes and index keys in C. This module
+keeps what needs the broker's state, once per topic of the group rather than once per request:
+the topic's name check, its existence and write permission, the queue id range; then the store's
+lock and append (``MessageStore.put_lane_group``), the statistics, and one write of every
+response (encoded in C from a template this module renders with ``RemotingCommand``).
+
+Whatever the lane does not take, the usual path (``SendProcessor``) serves, with identical
+results: the lane stops before the first request it would refuse or cannot take, and gives
+the whole run back when the store cannot take it (SYNC flush, a full segment, writes refused).
+tests/native/ checks the bytes against the Python encoders and the broker's answers both ways.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.processors.send import PUT_STATUS_TO_RESPONSE
+from sparkmq.broker.topics import check_sendable
+from sparkmq.errors import InvalidTopicError
+from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
+from sparkmq.message.record import Host
+from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.headers import send_response_fields
+from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.connection import FrameLane
+from sparkmq.store import PutMessageStatus, PutResult
+
+if TYPE_CHECKING:
+    from sparkmq.native._sendlane import SendGroup
+
+#: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
+LANE_MAX_REQUESTS = 1024
+_BORN_HOST = "send.born_host"  # the connection attribute SendProcessor keeps the peer in, shared
+
+# Values no real response holds, replaced by each request's own when the responses are encoded.
+_OPAQUE, _QUEUE_ID, _QUEUE_OFFSET, _MSG_ID = 2147480007, 2147480011, 9007199254740013, "MSGIDSENTINEL1F3A"
+
+ResponseParts = tuple[bytes, bytes, bytes, bytes, bytes]
+
+
+def response_template(region_id: str, trace_on: bool) -> ResponseParts | None:
+    """The JSON header of a send's SUCCESS response cut around its opaque, msgId, queueId and
+    queueOffset, rendered by ``RemotingCommand`` itself (None if the cut is ambiguous)."""
+    fields = send_response_fields(_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET, region_id, trace_on)
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, _OPAQUE)
+    header = request.make_response(ResponseCode.SUCCESS, ext_fields=fields).encode()[8:]
+    parts: list[bytes] = []
+    rest = header
+    for value in (_OPAQUE, _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET):
+        needle = str(value).encode()
+        if header.count(needle) != 1:
+            return None
+        before, rest = rest.split(needle)
+        parts.append(before)
+    parts.append(rest)
+    return (parts[0], parts[1], parts[2], parts[3], parts[4])
+
+
+class SendLane:
+    """The lane the remoting server calls with each read's buffer (``RemotingServer.lane``)."""
+
+    def __init__(self, context: BrokerContext, native: ModuleType, parts: ResponseParts) -> None:
+        self.ctx = context
+        self._scan = native.scan
+        store = context.store.config
+        self._store_ip, self._store_port = store.store_host.ip, store.store_host.port
+        self._max_message_bytes = store.max_message_bytes
+        self._parts = parts
+
+    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+        """Serve the plain sends at ``buffer[position:]``; the position after the last one served."""
+        ctx = self.ctx
+        if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
+            return position
+        start = time.perf_counter()
+        host = connection.attributes.get(_BORN_HOST)
+        if host is None:
+            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        scan = self._scan
+        args = (MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port)
+        group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
+        if group is None:
+            return position
+        stop = group.first_refused([self._queue_limit(topic) for topic in group.topics])
+        if stop < group.count:  # the refused request and all after it go the usual way
+            if stop == 0:
+                return position
+            group = scan(buffer, position, stop, *args)
+        placed = ctx.store.put_lane_group(group)
+        if placed is None:
+            return position
+        stats = ctx.stats
+        for topic, messages, size in zip(group.topics, group.topic_messages, group.topic_bytes, strict=True):
+            stats.put(topic, messages, size)
+        flushed = placed[2]
+        if flushed is None or not group.waits:
+            connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
+        else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
+            connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
+        return int(group.end)
+
+    async def _after_flush(self, group: SendGroup, flushed: concurrent.futures.Future[int], start: float) -> bytes:
+        """The group's response frames once its flush is done, or what a timed-out or failed
+        flush makes each waiting send answer (``flush_outcome``, as the group path)."""
+        host = self.ctx.store.config.store_host
+        stored = PutResult(PutMessageStatus.PUT_OK, "", store_host=host)
+        outcome = (await self.ctx.flushed([stored], [True], flushed))[0]
+        ok = outcome.status is PutMessageStatus.PUT_OK
+        frames = group.responses(self._parts, self._store_ip, self._store_port) if ok else self._failed(group, outcome)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        code = ResponseCode.SUCCESS if ok else PUT_STATUS_TO_RESPONSE[outcome.status]
+        self.ctx.stats.rpc_many(RequestCode.SEND_MESSAGE_V2, code, elapsed_ms, group.count)
+        return frames
+
+    def _failed(self, group: SendGroup, outcome: PutResult) -> bytes:
+        """Each send's answer after its flush failed: ``outcome`` for those that waited, SUCCESS for the rest."""
+        cfg, host, frames = self.ctx.config, self.ctx.store.config.store_host, []
+        for opaque, physical, queue_id, queue_offset, waits in group.answers():
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque)
+            code = PUT_STATUS_TO_RESPONSE[outcome.status] if waits else ResponseCode.SUCCESS
+            if waits and outcome.store_host is None:
+                response = request.make_response(code, remark=outcome.remark or outcome.status.value)
+            else:
+                msg_id = offset_msg_id(host.ip, host.port, physical)
+                fields = send_response_fields(msg_id, queue_id, queue_offset, cfg.region_id, cfg.trace_on)
+                response = request.make_response(code, ext_fields=fields)
+            frames.append(response.encode())
+        return b"".join(frames)
+
+    def _queue_limit(self, topic: str) -> int:
+        """Queue ids of ``topic`` the lane may store to are below this (-1: the topic is not the lane's)."""
+        try:
+            check_sendable(topic)
+        except InvalidTopicError:
+            return -1
+        config = self.ctx.topics.get(topic)  # a topic created on send: the usual path creates and persists it
+        if config is None or not config.perm & PermName.PERM_WRITE:
+            return -1
+        return max(config.write_queue_nums, config.read_queue_nums)
+
+
+def send_lane(context: BrokerContext, native: ModuleType | None) -> SendLane | None:
+    """The lane for ``context``'s broker, or None without the extension (the Python path serves all)."""
+    if native is None:
+        return None
+    parts = response_template(context.config.region_id, context.config.trace_on)
+    return None if parts is None else SendLane(context, native, parts)
+
+
+class Lanes:
+    """Several lanes as one ``RemotingServer.lane``: each takes what it can from where the one
+    before stopped, round after round, until none takes a frame (a read may mix sends and pulls)."""
+
+    def __init__(self, *lanes: FrameLane) -> None:
+        self._lanes = lanes
+
+    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+        """Serve what the lanes take from ``buffer[position:]``; the position after it."""
+        while True:
+            start = position
+            for lane in self._lanes:
+                position = lane(buffer, position, connection)
+            if position == start:
+                return position

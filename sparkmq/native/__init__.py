@@ -1,0 +1,34 @@
+"""Optional C accelerators, each with a pure-Python reference elsewhere in the package.
+
+* ``sendlane``: :mod:`sparkmq.native._sendlane`, the native lane of plain single sends
+  (broker/processors/send_lane.py; docs/native.md).
+* ``queueread``: :mod:`sparkmq.native._queueread`, one ConsumeQueue read of the store
+  (store/reads.py; its numpy path is the reference).
+
+Each is the compiled module, or None when it was not built or ``SPARKMQ_NATIVE=0`` is set in the
+environment (the one switch that forces the Python paths everywhere; read once, at import).
+``BUILT`` says whether every extension is importable, whatever the switch says.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+
+def _built(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"sparkmq.native.{name}")
+    except ImportError:  # no compiler at install time: the Python paths serve everything
+        return None
+
+
+_SENDLANE, _QUEUEREAD = _built("_sendlane"), _built("_queueread")
+BUILT: bool = _SENDLANE is not None and _QUEUEREAD is not None
+#: Whether the native paths are in use (not switched off by ``SPARKMQ_NATIVE=0``).
+ENABLED: bool = os.environ.get("SPARKMQ_NATIVE", "1") != "0"
+sendlane: ModuleType | None = _SENDLANE if ENABLED else None
+queueread: ModuleType | None = _QUEUEREAD if ENABLED else None
+
+__all__ = ["BUILT", "ENABLED", "queueread", "sendlane"]

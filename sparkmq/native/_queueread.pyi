@@ -1,0 +1,19 @@
+"""Types of the C extension sparkmq.native._queueread (queueread.c)."""
+
+from collections.abc import Iterable
+
+#: (scanned units, any removed, records taken, body, queue offsets, physical offsets, sizes); the
+#: last three as native-endian int64 bytes. Body and columns are None when nothing was taken.
+Read = tuple[int, int, int, bytes | None, bytes | None, bytes | None, bytes | None]
+
+def gather(
+    units: bytes,
+    offset: int,
+    commitlog_min: int,
+    tags_codes: Iterable[int] | None,
+    max_count: int,
+    max_bytes: int,
+    segment_base: int,
+    segment: memoryview | None,
+    write_position: int,
+) -> Read | int | None: ...

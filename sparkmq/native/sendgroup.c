@@ -1,0 +1,266 @@
+/* SendGroup: the sends one scan of the native lane took (sendlane.c builds it), their records
+ * placed in the log (place), their dispatch columns (dispatch) and their responses (responses). */
+#include "sendlane.h"
+
+static void group_dealloc(SendGroup *g) {
+    PyMem_Free(g->opaque);
+    PyMem_Free(g->records);
+    PyMem_Free(g->index_hash);
+    PyMem_Free(g->index_row);
+    PyMem_Free(g->key_topic);
+    Py_XDECREF(g->topics);
+    Py_TYPE(g)->tp_free((PyObject *)g);
+}
+static PyObject *group_place(SendGroup *g, PyObject *args) {
+    long long physical_start, store_timestamp;
+    PyObject *bases;
+    if (!PyArg_ParseTuple(args, "LLO!", &physical_start, &store_timestamp, &PyList_Type, &bases)) return NULL;
+    if (PyList_GET_SIZE(bases) != g->key_count) {
+        PyErr_SetString(PyExc_ValueError, "one base queue offset per key");
+        return NULL;
+    }
+    int64_t next[MAX_KEYS];
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        next[k] = PyLong_AsLongLong(PyList_GET_ITEM(bases, k));
+        if (next[k] == -1 && PyErr_Occurred()) return NULL;
+    }
+    int64_t position = physical_start;
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        unsigned char *rec = g->records + g->record_at[i];
+        int64_t queue_offset = next[g->key_of[i]]++;
+        g->queue_offset[i] = queue_offset;
+        sl_put64(rec + 20, (uint64_t)queue_offset);
+        sl_put64(rec + 28, (uint64_t)position);
+        sl_put64(rec + 56, (uint64_t)store_timestamp);
+        position += g->record_size[i];
+    }
+    g->physical_start = physical_start;
+    g->placed = 1;
+    return PyBytes_FromStringAndSize((const char *)g->records, g->records_len);
+}
+
+static int check_placed(SendGroup *g) {
+    if (!g->placed) PyErr_SetString(PyExc_RuntimeError, "the group is not placed yet");
+    return g->placed;
+}
+
+static int append_int(PyObject *list, long long value) {
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL) return -1;
+    int rc = PyList_Append(list, number);
+    Py_DECREF(number);
+    return rc;
+}
+
+/* ([(physical offsets, sizes, tags codes) per key], index hashes, index physical offsets) */
+static PyObject *group_dispatch(SendGroup *g, PyObject *unused) {
+    if (!check_placed(g)) return NULL;
+    PyObject *queues = PyList_New(g->key_count), *hashes = PyList_New(g->index_count),
+             *offsets = PyList_New(g->index_count);
+    if (queues == NULL || hashes == NULL || offsets == NULL) goto fail;
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        PyObject *column = Py_BuildValue("([][][])");
+        if (column == NULL) goto fail;
+        PyList_SET_ITEM(queues, k, column);
+    }
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        PyObject *column = PyList_GET_ITEM(queues, g->key_of[i]);
+        if (append_int(PyTuple_GET_ITEM(column, 0), g->physical_start + g->record_at[i]) < 0 ||
+            append_int(PyTuple_GET_ITEM(column, 1), g->record_size[i]) < 0 ||
+            append_int(PyTuple_GET_ITEM(column, 2), g->tags_code[i]) < 0)
+            goto fail;
+    }
+    for (Py_ssize_t j = 0; j < g->index_count; j++) {
+        PyObject *h = PyLong_FromLongLong(g->index_hash[j]);
+        PyObject *o = PyLong_FromLongLong(g->physical_start + g->record_at[g->index_row[j]]);
+        if (h == NULL || o == NULL) {
+            Py_XDECREF(h);
+            Py_XDECREF(o);
+            goto fail;
+        }
+        PyList_SET_ITEM(hashes, j, h);
+        PyList_SET_ITEM(offsets, j, o);
+    }
+    return Py_BuildValue("(NNN)", queues, hashes, offsets);
+fail:
+    Py_XDECREF(queues);
+    Py_XDECREF(hashes);
+    Py_XDECREF(offsets);
+    return NULL;
+}
+
+static const char HEX[] = "0123456789ABCDEF";
+
+/* The response frames: header = p0 opaque p1 msgId p2 queueId p3 queueOffset p4, no body. */
+static PyObject *group_responses(SendGroup *g, PyObject *args) {
+    Py_buffer part[5], store;
+    int store_port;
+    if (!check_placed(g)) return NULL;
+    if (!PyArg_ParseTuple(args, "(y*y*y*y*y*)y*i", &part[0], &part[1], &part[2], &part[3], &part[4], &store,
+                          &store_port))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t fixed = 0;
+    for (int k = 0; k < 5; k++) fixed += part[k].len;
+    if (store.len != 4) {
+        PyErr_SetString(PyExc_ValueError, "the store host must be a 4-byte IPv4 address");
+        goto done;
+    }
+    /* 8 frame bytes + parts + opaque (11) + msgId (32) + queueId (11) + queueOffset (20) */
+    Py_ssize_t most = g->count * (8 + fixed + 11 + 32 + 11 + 20);
+    out = PyBytes_FromStringAndSize(NULL, most);
+    if (out == NULL) goto done;
+    char *base = PyBytes_AS_STRING(out), *w = base;
+    unsigned char id[16];
+    memcpy(id, store.buf, 4);
+    sl_put32(id + 4, (uint32_t)store_port);
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        char *frame = w;
+        w += 8;
+        memcpy(w, part[0].buf, (size_t)part[0].len);
+        w += part[0].len;
+        w += sl_put_decimal(w, g->opaque[i]);
+        memcpy(w, part[1].buf, (size_t)part[1].len);
+        w += part[1].len;
+        sl_put64(id + 8, (uint64_t)(g->physical_start + g->record_at[i]));
+        for (int b = 0; b < 16; b++) {
+            *w++ = HEX[id[b] >> 4];
+            *w++ = HEX[id[b] & 15];
+        }
+        memcpy(w, part[2].buf, (size_t)part[2].len);
+        w += part[2].len;
+        w += sl_put_decimal(w, g->queue_id[i]);
+        memcpy(w, part[3].buf, (size_t)part[3].len);
+        w += part[3].len;
+        w += sl_put_decimal(w, g->queue_offset[i]);
+        memcpy(w, part[4].buf, (size_t)part[4].len);
+        w += part[4].len;
+        uint32_t header_len = (uint32_t)(w - frame - 8);
+        sl_put32((unsigned char *)frame, header_len + 4);
+        sl_put32((unsigned char *)frame + 4, header_len); /* serialize type 0: JSON */
+    }
+    if (_PyBytes_Resize(&out, w - base) < 0) out = NULL;
+done:
+    for (int k = 0; k < 5; k++) PyBuffer_Release(&part[k]);
+    PyBuffer_Release(&store);
+    return out;
+}
+
+/* The first request whose topic is refused (limit < 0) or whose queue id is at or over its topic's limit. */
+static PyObject *group_first_refused(SendGroup *g, PyObject *limits) {
+    if (!PyList_Check(limits) || PyList_GET_SIZE(limits) != g->topic_count) {
+        PyErr_SetString(PyExc_ValueError, "one limit per topic");
+        return NULL;
+    }
+    long limit[MAX_TOPICS];
+    for (Py_ssize_t t = 0; t < g->topic_count; t++) {
+        limit[t] = PyLong_AsLong(PyList_GET_ITEM(limits, t));
+        if (limit[t] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t i = 0;
+    while (i < g->count && g->queue_id[i] < limit[g->topic_of[i]]) i++;
+    return PyLong_FromSsize_t(i);
+}
+
+/* [(opaque, physical offset, queue id, queue offset, waits for its flush)] after place() */
+static PyObject *group_answers(SendGroup *g, PyObject *unused) {
+    if (!check_placed(g)) return NULL;
+    PyObject *list = PyList_New(g->count);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        PyObject *item = Py_BuildValue("(iLiLO)", g->opaque[i], (long long)(g->physical_start + g->record_at[i]),
+                                       g->queue_id[i], (long long)g->queue_offset[i], g->wait[i] ? Py_True : Py_False);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+static PyObject *get_waits(SendGroup *g, void *closure) {
+    for (Py_ssize_t i = 0; i < g->count; i++)
+        if (g->wait[i]) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *get_topics(SendGroup *g, void *closure) { return Py_NewRef(g->topics); }
+
+static PyObject *get_keys(SendGroup *g, void *closure) {
+    PyObject *keys = PyList_New(g->key_count);
+    if (keys == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        PyObject *key = Py_BuildValue("(Oi)", PyList_GET_ITEM(g->topics, g->key_topic[k]), g->key_queue[k]);
+        if (key == NULL) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyList_SET_ITEM(keys, k, key);
+    }
+    return keys;
+}
+
+static PyObject *int64_list(const int64_t *values, Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PyLong_FromLongLong(values[k]);
+        if (v == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, k, v);
+    }
+    return list;
+}
+
+static PyObject *get_key_counts(SendGroup *g, void *c) { return int64_list(g->key_messages, g->key_count); }
+static PyObject *get_topic_messages(SendGroup *g, void *c) { return int64_list(g->topic_messages, g->topic_count); }
+static PyObject *get_topic_bytes(SendGroup *g, void *c) { return int64_list(g->topic_bytes, g->topic_count); }
+static PyObject *get_topic_max_queue(SendGroup *g, void *c) {
+    int64_t v[MAX_TOPICS];
+    for (Py_ssize_t t = 0; t < g->topic_count; t++) v[t] = g->topic_max_queue[t];
+    return int64_list(v, g->topic_count);
+}
+static PyObject *get_count(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->count); }
+static PyObject *get_end(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->end); }
+static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->records_len); }
+
+static PyGetSetDef group_getset[] = {
+    {"count", (getter)get_count, NULL, "requests in the group", NULL},
+    {"end", (getter)get_end, NULL, "buffer position after the group's last frame", NULL},
+    {"record_bytes", (getter)get_record_bytes, NULL, "bytes of the group's CommitLog records", NULL},
+    {"topics", (getter)get_topics, NULL, "distinct topics, in order of first appearance", NULL},
+    {"keys", (getter)get_keys, NULL, "distinct (topic, queue id), in order of first appearance", NULL},
+    {"key_counts", (getter)get_key_counts, NULL, "messages per key", NULL},
+    {"topic_messages", (getter)get_topic_messages, NULL, "messages per topic", NULL},
+    {"topic_bytes", (getter)get_topic_bytes, NULL, "body bytes per topic", NULL},
+    {"topic_max_queue", (getter)get_topic_max_queue, NULL, "highest queue id per topic", NULL},
+    {"waits", (getter)get_waits, NULL, "whether any request waits for its flush (WAIT is not false)", NULL},
+    {NULL},
+};
+
+static PyMethodDef group_methods[] = {
+    {"place", (PyCFunction)group_place, METH_VARARGS,
+     "place(physical_start, store_timestamp, bases) -> bytes: the records at their log position"},
+    {"dispatch", (PyCFunction)group_dispatch, METH_NOARGS,
+     "dispatch() -> (per-key (physical, sizes, tags codes), index hashes, index physical offsets)"},
+    {"responses", (PyCFunction)group_responses, METH_VARARGS,
+     "responses(parts, store_ip, store_port) -> bytes: every request's response frame"},
+    {"answers", (PyCFunction)group_answers, METH_NOARGS,
+     "answers() -> [(opaque, physical offset, queue id, queue offset, waits)] after place()"},
+    {"first_refused", (PyCFunction)group_first_refused, METH_O,
+     "first_refused(limits) -> int: the first request over its topic's queue limit (count: none)"},
+    {NULL},
+};
+
+PyTypeObject SendGroupType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkmq.native._sendlane.SendGroup",
+    .tp_basicsize = sizeof(SendGroup),
+    .tp_dealloc = (destructor)group_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Plain single sends scanned from a read buffer, their records encoded (see scan).",
+    .tp_methods = group_methods,
+    .tp_getset = group_getset,
+};

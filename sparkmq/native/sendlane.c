@@ -1,0 +1,293 @@
+/* sparkmq.native._sendlane: the native lane of plain single sends (see docs/native.md).
+ *
+ * scan() takes the whole SEND_MESSAGE_V2 frames at the front of a read buffer and returns a
+ * SendGroup: their CommitLog records already encoded (queue offset, physical offset and store
+ * timestamp left to place()), the distinct topics and (topic, queue) keys for the broker's checks,
+ * each record's tags code and index keys hashed, and the responses encoded on demand. The Python
+ * encoders (message/record.py, store/dispatch.py, protocol/command.py) are the reference; the
+ * tests in tests/native/ compare both byte for byte. */
+#include "sendlane.h"
+static int find_property(const unsigned char *raw, Py_ssize_t n, const char *key, const unsigned char **value,
+                         Py_ssize_t *value_len) {
+    size_t klen = strlen(key);
+    int found = 0;
+    Py_ssize_t item = 0;
+    while (item <= n) {
+        Py_ssize_t stop = item;
+        while (stop < n && raw[stop] != 0x02) stop++;
+        if ((size_t)(stop - item) > klen && memcmp(raw + item, key, klen) == 0 && raw[item + klen] == 0x01) {
+            Py_ssize_t start = item + (Py_ssize_t)klen + 1;
+            if (stop > start) {
+                *value = raw + start;
+                *value_len = stop - start;
+                found = 1;
+            }
+        }
+        item = stop + 1;
+    }
+    return found;
+}
+
+static int contains(const unsigned char *raw, Py_ssize_t n, const char *needle, size_t m) {
+    for (Py_ssize_t i = 0; i + (Py_ssize_t)m <= n; i++)
+        if (raw[i] == (unsigned char)needle[0] && memcmp(raw + i, needle, m) == 0) return 1;
+    return 0;
+}
+
+static int64_t positive_hash(uint32_t h) {
+    int32_t s = (int32_t)h;
+    if (s == INT32_MIN) return 0;
+    return s < 0 ? -(int64_t)s : s;
+}
+
+static int add_index(SendGroup *g, Py_ssize_t *cap, uint32_t h, int32_t row) {
+    if (g->index_count == *cap) {
+        Py_ssize_t grown = *cap ? *cap * 2 : 256;
+        int64_t *hashes = PyMem_Realloc(g->index_hash, (size_t)grown * sizeof(int64_t));
+        if (hashes == NULL) return -1;
+        g->index_hash = hashes;
+        int32_t *rows = PyMem_Realloc(g->index_row, (size_t)grown * sizeof(int32_t));
+        if (rows == NULL) return -1;
+        g->index_row = rows;
+        *cap = grown;
+    }
+    g->index_hash[g->index_count] = positive_hash(h);
+    g->index_row[g->index_count++] = row;
+    return 0;
+}
+
+
+/* The topic's index, adding it (its str made once); -1: too many topics; -2: error set. */
+static int topic_index(SendGroup *g, const unsigned char *topic, Py_ssize_t n, const unsigned char **topic_ptrs,
+                       Py_ssize_t *topic_lens) {
+    for (Py_ssize_t t = 0; t < g->topic_count; t++)
+        if (topic_lens[t] == n && memcmp(topic_ptrs[t], topic, (size_t)n) == 0) return (int)t;
+    if (g->topic_count == MAX_TOPICS) return -1;
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)topic, n, "strict");
+    if (text == NULL) return -2;
+    int rc = PyList_Append(g->topics, text);
+    Py_DECREF(text);
+    if (rc < 0) return -2;
+    topic_ptrs[g->topic_count] = topic;
+    topic_lens[g->topic_count] = n;
+    g->topic_max_queue[g->topic_count] = -1;
+    g->topic_messages[g->topic_count] = 0;
+    g->topic_bytes[g->topic_count] = 0;
+    return (int)g->topic_count++;
+}
+
+static int key_index(SendGroup *g, int32_t topic, int32_t queue) {
+    for (Py_ssize_t k = g->key_count - 1; k >= 0; k--)
+        if (g->key_topic[k] == topic && g->key_queue[k] == queue) return (int)k;
+    if (g->key_count == MAX_KEYS) return -1;
+    g->key_topic[g->key_count] = topic;
+    g->key_queue[g->key_count] = queue;
+    g->key_messages[g->key_count] = 0;
+    return (int)g->key_count++;
+}
+
+/* Encode request r as record i of g (at g->records_len); 0: done, 1: the lane stops here, -1: error. */
+static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const unsigned char *born_ip, int32_t born_port,
+                      const unsigned char *store_ip, int32_t store_port, const unsigned char **topic_ptrs,
+                      Py_ssize_t *topic_lens, Py_ssize_t *index_cap) {
+    unsigned char *rec = g->records + g->records_len;
+    Py_ssize_t topic_len = r->topic.len, props_len = r->props.present ? r->props.len : 0;
+    Py_ssize_t size = SL_RECORD_FIXED + r->body_len + topic_len + props_len;
+    unsigned char *props = rec + SL_HEAD + r->body_len + 1 + topic_len + 2;
+    if (r->props.present) sl_unescape(&r->props, props);
+    /* a delay level (redirect_if_delayed) or a transaction (is_prepared): the Python path's business */
+    if (contains(props, props_len, "DELAY\x01", 6) || contains(props, props_len, "TRAN_MSG\x01", 9)) return 1;
+    const unsigned char *topic = rec + SL_HEAD + r->body_len + 1;
+    memcpy((unsigned char *)topic, r->topic.raw, (size_t)topic_len);
+    Py_ssize_t topics_before = g->topic_count;
+    int t = topic_index(g, topic, topic_len, topic_ptrs, topic_lens);
+    if (t == -2) return -1;
+    if (t < 0) return 1;
+    int k = key_index(g, t, r->queue_id);
+    if (k < 0) { /* too many keys: the lane stops here, and forgets the topic it just met */
+        if (g->topic_count > topics_before) {
+            g->topic_count = topics_before;
+            if (PyList_SetSlice(g->topics, topics_before, topics_before + 1, NULL) < 0) return -1;
+        }
+        return 1;
+    }
+    sl_put32(rec, (uint32_t)size);
+    sl_put32(rec + 4, 0xDAA320A7u);
+    sl_put32(rec + 8, sl_crc32(r->body, r->body_len) & 0x7FFFFFFFu);
+    sl_put32(rec + 12, (uint32_t)r->queue_id);
+    sl_put32(rec + 16, (uint32_t)r->flag);
+    sl_put64(rec + 20, 0); /* queue offset: place() */
+    sl_put64(rec + 28, 0); /* physical offset: place() */
+    sl_put32(rec + 36, (uint32_t)r->sys_flag & ~0x30u); /* hosts are always IPv4 */
+    sl_put64(rec + 40, (uint64_t)r->born_timestamp);
+    memcpy(rec + 48, born_ip, 4);
+    sl_put32(rec + 52, (uint32_t)born_port);
+    sl_put64(rec + 56, 0); /* store timestamp: place() */
+    memcpy(rec + 64, store_ip, 4);
+    sl_put32(rec + 68, (uint32_t)store_port);
+    sl_put32(rec + 72, (uint32_t)r->reconsume_times);
+    sl_put64(rec + 76, 0); /* prepared transaction offset */
+    sl_put32(rec + 84, (uint32_t)r->body_len);
+    memcpy(rec + SL_HEAD, r->body, (size_t)r->body_len);
+    rec[SL_HEAD + r->body_len] = (unsigned char)topic_len;
+    props[-2] = (unsigned char)(props_len >> 8);
+    props[-1] = (unsigned char)props_len;
+
+    /* dispatch columns: tags code, then the index keys topic#UNIQ_KEY and topic#<each KEYS token> */
+    const unsigned char *value;
+    Py_ssize_t value_len;
+    g->tags_code[i] = find_property(props, props_len, "TAGS", &value, &value_len)
+                          ? (int32_t)sl_java_hash(0, value, value_len)
+                          : 0;
+    Py_ssize_t index_start = g->index_count;
+    uint32_t prefix = sl_java_hash(sl_java_hash(0, topic, topic_len), (const unsigned char *)"#", 1);
+    if (find_property(props, props_len, "UNIQ_KEY", &value, &value_len) &&
+        add_index(g, index_cap, sl_java_hash(prefix, value, value_len), (int32_t)i) < 0)
+        goto nomem;
+    if (find_property(props, props_len, "KEYS", &value, &value_len)) {
+        Py_ssize_t a = 0;
+        while (a < value_len) {
+            Py_ssize_t b = a;
+            while (b < value_len && value[b] != ' ') b++;
+            if (b > a && add_index(g, index_cap, sl_java_hash(prefix, value + a, b - a), (int32_t)i) < 0) goto nomem;
+            a = b + 1;
+        }
+    }
+    g->wait[i] = !(find_property(props, props_len, "WAIT", &value, &value_len) && value_len == 5 &&
+                   memcmp(value, "false", 5) == 0);
+    g->opaque[i] = r->opaque;
+    g->queue_id[i] = r->queue_id;
+    g->topic_of[i] = t;
+    g->key_of[i] = k;
+    g->record_at[i] = g->records_len;
+    g->record_size[i] = (int32_t)size;
+    g->body_len[i] = (int32_t)r->body_len;
+    if (r->queue_id > g->topic_max_queue[t]) g->topic_max_queue[t] = r->queue_id;
+    g->topic_messages[t] += 1;
+    g->topic_bytes[t] += r->body_len;
+    g->key_messages[k] += 1;
+    g->records_len += size;
+    return 0;
+nomem:
+    g->index_count = index_start;
+    PyErr_NoMemory();
+    return -1;
+}
+
+static PyObject *scan(PyObject *module, PyObject *args) {
+    Py_buffer view, born, store;
+    Py_ssize_t start, limit, max_frame, max_message;
+    int born_port, store_port;
+    if (!PyArg_ParseTuple(args, "y*nnnny*iy*i", &view, &start, &limit, &max_frame, &max_message, &born, &born_port,
+                          &store, &store_port))
+        return NULL;
+    PyObject *result = NULL;
+    sl_request *requests = NULL;
+    SendGroup *g = NULL;
+    if (born.len != 4 || store.len != 4) {
+        PyErr_SetString(PyExc_ValueError, "hosts must be 4-byte IPv4 addresses");
+        goto done;
+    }
+    if (start < 0 || start > view.len) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the buffer");
+        goto done;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t cap = 0, n = 0, record_bytes = 0, pos = start;
+    while (n < limit) {
+        sl_request r;
+        if (!sl_parse_frame(buf, pos, view.len, max_frame, &r)) break;
+        Py_ssize_t size = SL_RECORD_FIXED + r.body_len + r.topic.len + (r.props.present ? r.props.len : 0);
+        if (size > max_message || size > INT32_MAX) break;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            sl_request *grown = PyMem_Realloc(requests, (size_t)cap * sizeof(sl_request));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            requests = grown;
+        }
+        requests[n++] = r;
+        record_bytes += size;
+        pos = r.frame_end;
+    }
+    if (n == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    g = PyObject_New(SendGroup, &SendGroupType);
+    if (g == NULL) goto done;
+    memset((char *)g + sizeof(PyObject), 0, sizeof(SendGroup) - sizeof(PyObject));
+    g->topics = PyList_New(0);
+    if (g->topics == NULL) goto done;
+    /* per-request columns: 2 int64 + 8 int32 */
+    unsigned char *block = PyMem_Malloc((size_t)n * (2 * sizeof(int64_t) + 8 * sizeof(int32_t)) + 8);
+    g->records = PyMem_Malloc((size_t)record_bytes + 1);
+    g->key_topic = PyMem_Malloc(MAX_KEYS * (2 * sizeof(int32_t) + sizeof(int64_t)));
+    g->opaque = (int32_t *)block; /* freed through opaque: keep it the block's start */
+    if (block == NULL || g->records == NULL || g->key_topic == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    g->queue_id = g->opaque + n;
+    g->topic_of = g->queue_id + n;
+    g->key_of = g->topic_of + n;
+    g->record_size = g->key_of + n;
+    g->body_len = g->record_size + n;
+    g->tags_code = g->body_len + n;
+    g->wait = g->tags_code + n;
+    g->record_at = (int64_t *)(g->wait + n); /* 8-byte aligned: 8n int32s before */
+    g->queue_offset = g->record_at + n;
+    g->key_queue = g->key_topic + MAX_KEYS;
+    g->key_messages = (int64_t *)(g->key_queue + MAX_KEYS);
+    const unsigned char *topic_ptrs[MAX_TOPICS];
+    Py_ssize_t topic_lens[MAX_TOPICS], index_cap = 0;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        int rc = encode_one(g, &requests[i], i, born.buf, born_port, store.buf, store_port, topic_ptrs, topic_lens,
+                            &index_cap);
+        if (rc < 0) goto done;
+        if (rc > 0) break;
+    }
+    if (i == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    g->count = i;
+    g->end = requests[i - 1].frame_end;
+    result = (PyObject *)g;
+    g = NULL;
+done:
+    Py_XDECREF(g);
+    PyMem_Free(requests);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&born);
+    PyBuffer_Release(&store);
+    return result;
+}
+static PyMethodDef module_methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buffer, start, limit, max_frame_bytes, max_message_bytes, born_ip, born_port, store_ip, store_port)"
+     " -> SendGroup | None"},
+    {"scan_pulls", sl_scan_pulls, METH_VARARGS,
+     "scan_pulls(buffer, start, limit, max_frame_bytes) -> list of the leading plain PULL_MESSAGE requests"},
+    {"pull_responses", sl_pull_responses, METH_VARARGS,
+     "pull_responses(parts, answers) -> bytes: SUCCESS response frames with their bodies"},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_sendlane",
+                                        "The native lane of plain single sends (see sparkmq.native).", -1,
+                                        module_methods};
+
+PyMODINIT_FUNC PyInit__sendlane(void) {
+    if (PyType_Ready(&SendGroupType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "SendGroup", (PyObject *)&SendGroupType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

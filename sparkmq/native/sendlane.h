@@ -1,0 +1,118 @@
+/* The native send lane: shared declarations of sendlane.c (the module, the group object, records,
+ * dispatch columns, responses) and sendlane_parse.c (frame split, SEND_MESSAGE_V2 header parse).
+ * Everything the lane cannot handle exactly as the Python path does makes it stop before that
+ * request: the Python path (the reference) then serves it. */
+#ifndef SPARKMQ_SENDLANE_H
+#define SPARKMQ_SENDLANE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SL_MAX_HEADER 32767 /* wire_text.MAX_FIELD_CHARS: a longer header takes the checked path */
+#define SL_MAX_PROPS 32767  /* layout.MAX_PROPERTIES_BYTES */
+#define SL_MAX_TOPIC 127    /* layout.MAX_TOPIC_BYTES */
+#define SL_RECORD_FIXED 91  /* layout.RECORD_FIXED_BYTES */
+#define SL_HEAD 88          /* layout.HEADER_BYTES */
+
+/* A string value of the header: its raw JSON text (between the quotes) and what it decodes to. */
+typedef struct {
+    const unsigned char *raw;
+    Py_ssize_t raw_len;
+    Py_ssize_t len; /* UTF-8 bytes once unescaped */
+    int escaped;
+    int present;
+} sl_str;
+
+/* One SEND_MESSAGE_V2 request as the lane accepts it. */
+typedef struct {
+    int32_t opaque;
+    sl_str topic;
+    sl_str props;
+    int32_t queue_id;
+    int32_t sys_flag;
+    int32_t flag;
+    int64_t born_timestamp;
+    int32_t reconsume_times;
+    const unsigned char *body;
+    Py_ssize_t body_len;
+    Py_ssize_t frame_end; /* offset just after the frame, relative to the scan's buffer */
+} sl_request;
+
+/* A request frame's opaque and body, and where it ends (relative to the scan's buffer). */
+typedef struct {
+    int32_t opaque;
+    const unsigned char *body;
+    Py_ssize_t body_len;
+    Py_ssize_t frame_end;
+} sl_command;
+
+#define MAX_TOPICS 64
+#define MAX_KEYS 1024
+
+typedef struct {
+    PyObject_HEAD Py_ssize_t count;
+    Py_ssize_t end;
+    int32_t *opaque;
+    int32_t *queue_id;
+    int32_t *topic_of;
+    int32_t *key_of;
+    int64_t *record_at; /* offset of each record in records */
+    int32_t *record_size;
+    int32_t *body_len;
+    int32_t *tags_code;
+    int32_t *wait; /* WAIT is not "false": the send waits for its flush (SYNC_FLUSH) */
+    int64_t *queue_offset; /* after place() */
+    unsigned char *records;
+    Py_ssize_t records_len;
+    int64_t *index_hash;
+    int32_t *index_row;
+    Py_ssize_t index_count;
+    Py_ssize_t topic_count;
+    PyObject *topics; /* list[str] */
+    int32_t topic_max_queue[MAX_TOPICS];
+    int64_t topic_messages[MAX_TOPICS];
+    int64_t topic_bytes[MAX_TOPICS];
+    Py_ssize_t key_count;
+    int32_t *key_topic;
+    int32_t *key_queue;
+    int64_t *key_messages;
+    int64_t physical_start;
+    int placed;
+} SendGroup;
+
+extern PyTypeObject SendGroupType;
+
+/* Big-endian stores, and a decimal integer written at out (its length returned). */
+void sl_put32(unsigned char *p, uint32_t v);
+void sl_put64(unsigned char *p, uint64_t v);
+Py_ssize_t sl_put_decimal(char *out, long long v);
+
+/* Parse the JSON-header request frame at buf[pos:len] with code ``want_code`` and flag 0 whose
+ * extFields keys are all among ``keys`` (values, in ``ext``, strings). 1: parsed; 0: not one the
+ * lane takes (or incomplete). Never reads outside buf[0:len]. */
+int sl_parse_command(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, int32_t want_code,
+                     const char *const *keys, int nkeys, sl_str *ext, sl_command *out);
+
+/* An extFields number as the Python path reads it: ASCII digits (leading zeros too) within int32
+ * (``wide``: int64), no escape. */
+int sl_plain_number(const sl_str *s, int wide, int64_t *out);
+
+/* Parse the frame at buf[pos:len]. 1: a plain send, *out filled; 0: not one the lane takes (or
+ * incomplete). Never reads outside buf[0:len]. */
+int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out);
+
+/* Unescape a header string into dst (s->len bytes). */
+void sl_unescape(const sl_str *s, unsigned char *dst);
+
+/* Java's String.hashCode over prefix (UTF-8) then value (UTF-8), both valid UTF-8, continuing h. */
+uint32_t sl_java_hash(uint32_t h, const unsigned char *s, Py_ssize_t n);
+
+/* The pull lane (pulllane.c): scan_pulls() and pull_responses() of the module. */
+PyObject *sl_scan_pulls(PyObject *module, PyObject *args);
+PyObject *sl_pull_responses(PyObject *module, PyObject *args);
+
+uint32_t sl_crc32(const unsigned char *data, Py_ssize_t n);
+
+#endif

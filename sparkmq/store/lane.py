@@ -1,0 +1,38 @@
+"""The shape of what a native lane hands the store: a group of plain single sends whose
+CommitLog records are already encoded, waiting for their place in the log.
+
+The store never imports the extension that builds such a group (``sparkmq.native``); it calls
+these methods only. ``MessageStore.put_lane_group`` is the one user.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class EncodedGroup(Protocol):
+    """Encoded records of consecutive single sends, one per request, in arrival order."""
+
+    @property
+    def count(self) -> int:
+        """Requests (= records) in the group."""
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes of all the group's records."""
+
+    @property
+    def keys(self) -> list[tuple[str, int]]:
+        """The distinct (topic, queue id) of the records, in order of first appearance."""
+
+    @property
+    def key_counts(self) -> list[int]:
+        """Records per key."""
+
+    def place(self, physical_start: int, store_timestamp: int, bases: list[int]) -> bytes:
+        """The records as stored from ``physical_start``: each key's queue offsets count up from
+        its base, every record gets ``store_timestamp``."""
+
+    def dispatch(self) -> tuple[list[tuple[list[int], list[int], list[int]]], list[int], list[int]]:
+        """After ``place``: per key (physical offsets, sizes, tags codes), then the group's index
+        key hashes and their records' physical offsets, in log order."""

@@ -1,0 +1,114 @@
+"""The C half of the native pull lane against the Python reference: ``scan_pulls`` reads a
+PULL_MESSAGE header as ``PullMessageRequestHeader.from_fields`` does (or leaves the frame to it),
+and ``pull_responses`` encodes what ``RemotingCommand.make_response(...).encode()`` does."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkmq.broker.processors.pull_lane import pull_template
+from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.frame import decode_frame
+from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+
+_sendlane = pytest.importorskip("sparkmq.native._sendlane")
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
+_DIGITS = st.integers(0, 2**31 - 1).map(str)
+
+
+@st.composite
+def pull_fields(draw: st.DrawFn) -> dict[str, str]:
+    fields = {
+        "consumerGroup": draw(_TEXT),
+        "topic": draw(_TEXT),
+        "queueId": draw(_DIGITS),
+        "queueOffset": str(draw(st.integers(0, 2**63 - 1))),
+        "maxMsgNums": draw(_DIGITS),
+        "sysFlag": draw(_DIGITS),
+        "commitOffset": str(draw(st.integers(-(2**63) + 1, 2**63 - 1))),
+        "suspendTimeoutMillis": str(draw(st.integers(0, 2**63 - 1))),
+        "subVersion": str(draw(st.integers(0, 2**63 - 1))),
+    }
+    for key in ("subscription", "expressionType"):
+        if draw(st.booleans()):
+            fields[key] = draw(_TEXT)
+    return fields
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(pull_fields(), min_size=1, max_size=6))
+def test_scan_pulls_reads_headers_as_from_fields(all_fields: list[dict[str, str]]) -> None:
+    frames = [
+        RemotingCommand.request(RequestCode.PULL_MESSAGE, i, ext_fields=f).encode() for i, f in enumerate(all_fields)
+    ]
+    items = _sendlane.scan_pulls(b"".join(frames), 0, 1024, MAX_FRAME_BYTES)
+    assert len(items) == len(frames)
+    end = 0
+    for frame, item in zip(frames, items, strict=True):
+        end += len(frame)
+        command = decode_frame(frame)
+        expected = PullMessageRequestHeader.from_fields(command.ext_fields)
+        assert item[0] == end and item[1] == command.opaque
+        assert PullMessageRequestHeader(*item[2:]) == expected
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"queueId": "-1"},
+        {"queueId": "+1"},
+        {"queueId": "2147483648"},
+        {"queueOffset": "x"},
+        {"commitOffset": "--1"},
+        {"topic": "a\x00b"},
+        {"brokerName": "b"},
+    ],
+    ids=repr,
+)
+def test_pulls_the_lane_leaves_to_the_python_path(change: dict[str, str]) -> None:
+    fields = {
+        "consumerGroup": "G",
+        "topic": "T",
+        "queueId": "0",
+        "queueOffset": "0",
+        "maxMsgNums": "32",
+        "sysFlag": "0",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": "0",
+    }
+    good = RemotingCommand.request(RequestCode.PULL_MESSAGE, 1, ext_fields=fields).encode()
+    bad = RemotingCommand.request(RequestCode.PULL_MESSAGE, 2, ext_fields={**fields, **change}).encode()
+    assert [item[1] for item in _sendlane.scan_pulls(good + bad + good, 0, 1024, MAX_FRAME_BYTES)] == [1]
+    missing = {k: v for k, v in fields.items() if k != "subVersion"}
+    no_version = RemotingCommand.request(RequestCode.PULL_MESSAGE, 3, ext_fields=missing).encode()
+    with_body = RemotingCommand.request(RequestCode.PULL_MESSAGE, 4, ext_fields=fields, body=b"x").encode()
+    assert _sendlane.scan_pulls(no_version + with_body, 0, 1024, MAX_FRAME_BYTES) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-(2**31), 2**31 - 1),
+            st.integers(0, 2**62),
+            st.integers(-(2**62), 2**62),
+            st.integers(0, 2**62),
+            st.integers(0, 2**62),
+            st.binary(max_size=300),
+        ),
+        max_size=5,
+    )
+)
+def test_pull_responses_match_the_encoder(answers: list[tuple[int, int, int, int, int, bytes]]) -> None:
+    parts = pull_template()
+    assert parts is not None
+    expected = b"".join(
+        RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque)
+        .make_response(ResponseCode.SUCCESS, ext_fields=PullMessageResponseHeader(*offsets).to_fields(), body=body)
+        .encode()
+        for opaque, *offsets, body in answers
+    )
+    assert _sendlane.pull_responses(parts, answers) == expected

@@ -1,0 +1,110 @@
+"""The native queue read (``_queueread.gather`` behind store/reads.py) against read_queue's numpy
+path: the same status, offsets and record bytes for every read, over a real store with tiny
+segments (reads that cross CommitLog segments and ConsumeQueue files, blank fillers, interleaved
+queues, tag filters, count and byte limits)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkmq.message import MessageBatch, encode_properties
+from sparkmq.store import GetResult, MessageStore, reads
+from sparkmq.store.dispatch import TagsCoder
+from support.store_data import tiny_config
+
+queueread = pytest.importorskip("sparkmq.native._queueread")
+TAG_CODES = {tag: TagsCoder([]).code(tag.encode()) for tag in ("TagA", "TagB", "TagC")}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
+    s = MessageStore(tiny_config(Path(tmp_path_factory.mktemp("queueread")) / "store"))
+    s.start()
+    for i in range(120):  # two queues interleaved, sizes and tags varying: runs break, segments roll
+        queue_id, tag = i % 2, ("TagA", "TagB", "TagA", "TagC")[i % 4]
+        body = bytes([65 + i % 26]) * (20 + (i * 37) % 700)
+        props = encode_properties({"TAGS": tag, "UNIQ_KEY": f"U{i}"})
+        assert s.put_messages(MessageBatch("Q", queue_id, [body] * (1 + i % 3), [props] * (1 + i % 3))).ok
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _facts(result: GetResult) -> tuple[object, ...]:
+    return (
+        result.status,
+        result.next_begin_offset,
+        result.min_offset,
+        result.max_offset,
+        result.body() if result.buffers else b"",
+        result.queue_offsets.tolist(),
+        result.physical_offsets.tolist(),
+        result.sizes.tolist(),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    queue_id=st.sampled_from([0, 1, 7]),
+    offset=st.integers(0, 130),
+    max_count=st.integers(1, 64),
+    max_bytes=st.integers(1, 20_000),
+    tags=st.one_of(st.none(), st.sets(st.sampled_from(sorted(TAG_CODES)), max_size=2)),
+)
+def test_native_and_numpy_reads_agree(
+    store: MessageStore,
+    monkeypatch: pytest.MonkeyPatch,
+    queue_id: int,
+    offset: int,
+    max_count: int,
+    max_bytes: int,
+    tags: set[str] | None,
+) -> None:
+    codes = None if tags is None else {TAG_CODES[t] for t in tags}
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", None)
+        numpy_read = store.get_messages("G", "Q", queue_id, offset, max_count, max_bytes, codes)
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", queueread)
+        native_read = store.get_messages("G", "Q", queue_id, offset, max_count, max_bytes, codes)
+    assert _facts(native_read) == _facts(numpy_read)
+
+
+def test_the_native_read_serves_a_plain_read(store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+
+    def counted(*args: object) -> object:
+        calls.append(args[1])
+        return queueread.gather(*args)
+
+    monkeypatch.setattr(reads, "queueread", type("Spy", (), {"gather": staticmethod(counted)}))
+    result = store.get_messages("G", "Q", 0, 0, 32)
+    assert result.message_count == 32 and calls == [0]
+
+
+def test_reads_of_removed_records_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After retention deleted old segments (their units still in the ConsumeQueue), both paths
+    answer MESSAGE_WAS_REMOVING or the records that remain, alike."""
+    import time
+
+    from support.store_data import age_segments, fill
+
+    hour = time.strftime("%H")
+    config = tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
+    with MessageStore(config) as store:
+        fill(store, 600)
+        age_segments(store, 2)
+        assert store.retention.run().deleted_segments > 0
+        for offset in range(0, 600, 23):
+            for max_count in (1, 32):
+                with monkeypatch.context() as patch:
+                    patch.setattr(reads, "queueread", None)
+                    numpy_read = store.get_messages("G", "T", 0, offset, max_count)
+                native_read = store.get_messages("G", "T", 0, offset, max_count)
+                assert _facts(native_read) == _facts(numpy_read), offset

@@ -1,0 +1,242 @@
+"""The native send lane against the Python reference, byte for byte.
+
+For every frame the lane takes, its CommitLog record, ConsumeQueue columns, index keys and
+response frame equal what the Python decoder and encoders make of the same frame
+(support/native_lane.py); every frame it declines is left whole to the Python path, which
+then answers it (malformed input gets the reference's precise error, tests/native/test_lane_broker.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from sparkmq.broker.processors.send_lane import response_template
+from sparkmq.protocol import RemotingCommand, RequestCode
+from support.native_lane import BORN, MAX_FRAME, MAX_MESSAGE, STORE, reference, send_frame
+
+_sendlane = pytest.importorskip("sparkmq.native._sendlane")
+PARTS = response_template("R", True)
+
+
+def scan(buffer: bytes | bytearray, limit: int = 1024, max_message: int = MAX_MESSAGE):  # type: ignore[no-untyped-def]
+    return _sendlane.scan(buffer, 0, limit, MAX_FRAME, max_message, BORN.ip, BORN.port, STORE.ip, STORE.port)
+
+
+def patched(frame: bytes, old: bytes, new: bytes) -> bytes:
+    """``frame`` with ``old`` replaced by ``new`` in its header, both length fields fixed."""
+    header_length = int.from_bytes(frame[4:8]) & 0xFFFFFF
+    header = frame[8 : 8 + header_length]
+    assert header.count(old) == 1 or old not in header, old
+    if old in header:
+        header = header.replace(old, new)
+        body = frame[8 + header_length :]
+    else:  # a marker past the header: the whole payload
+        payload = frame[4:].replace(old, new)
+        return (len(payload)).to_bytes(4) + payload
+    return (4 + len(header) + len(body)).to_bytes(4) + (frame[4] << 24 | len(header)).to_bytes(4) + header + body
+
+
+def check_parity(frames: list[bytes], taken: int, physical_start: int = 4096, store_timestamp: int = 1_700_000_000_123):
+    """The lane took exactly the first ``taken`` frames, and made of them what the reference makes."""
+    buffer = bytearray(b"".join(frames))
+    group = scan(buffer)
+    if taken == 0:
+        assert group is None
+        return
+    assert group is not None
+    assert (group.count, group.end) == (taken, sum(map(len, frames[:taken])))
+    ref_bases = {key: 7 * i for i, key in enumerate(dict.fromkeys(group.keys))}
+    expected = reference(frames[:taken], physical_start, store_timestamp, ref_bases)
+    assert group.keys == expected.keys
+    records = group.place(physical_start, store_timestamp, [ref_bases[key] for key in group.keys])
+    assert records == expected.records
+    assert group.record_bytes == len(records)
+    queues, hashes, offsets = group.dispatch()
+    assert queues == expected.queues
+    assert (hashes, offsets) == (expected.index_hashes, expected.index_offsets)
+    assert PARTS is not None
+    assert group.responses(PARTS, STORE.ip, STORE.port) == expected.responses
+
+
+# Text the Python path stores as it is: no NUL (a defect), no surrogate (not encodable).
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+_TOPIC = st.text("abcXYZ019_-%|", min_size=1, max_size=30).filter(lambda t: not t.startswith(("%RETRY%", "%DLQ%")))
+_INT32_TEXT = st.one_of(st.integers(0, 2**31 - 1).map(str), st.integers(0, 999).map(lambda v: f"{v:012d}"))
+
+
+@st.composite
+def plain_sends(draw: st.DrawFn) -> list[bytes]:
+    frames = []
+    for opaque in range(draw(st.integers(1, 12))):
+        props = draw(
+            st.one_of(
+                st.none(),
+                _TEXT,  # any text, separators included
+                st.builds(
+                    lambda tags, keys, uniq, other: "\x02".join(
+                        [f"TAGS\x01{tags}", f"KEYS\x01{keys}", f"UNIQ_KEY\x01{uniq}", f"X\x01{other}"]
+                    ),
+                    _TEXT,
+                    st.lists(_TEXT.filter(lambda k: "\x02" not in k), max_size=4).map(" ".join),
+                    _TEXT,
+                    _TEXT,
+                ),
+            )
+        )
+        assume(props is None or ("DELAY\x01" not in props and "TRAN_MSG\x01" not in props))
+        frames.append(
+            send_frame(
+                draw(st.integers(-(2**31), 2**31 - 1)),
+                topic=draw(_TOPIC),
+                queue_id=str(draw(st.integers(0, 7))),
+                body=draw(st.binary(max_size=300)),
+                properties=props,
+                sys_flag=str(draw(st.sampled_from([0, 1, 2, 3, 0x10, 0x20, 0x33]))),
+                flag=draw(_INT32_TEXT),
+                born=str(draw(st.integers(0, 2**63 - 1))),
+                reconsume=draw(st.one_of(st.none(), st.integers(0, 10**9 - 1).map(str))),
+            )
+        )
+        del opaque
+    return frames
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plain_sends())
+def test_plain_sends_match_the_python_encoders(frames: list[bytes]) -> None:
+    check_parity(frames, len(frames))
+
+
+@pytest.mark.parametrize(
+    "declined",
+    [
+        pytest.param(send_frame(9, properties="DELAY\x013"), id="delay level"),
+        pytest.param(send_frame(9, properties="TRAN_MSG\x01true"), id="transaction property"),
+        pytest.param(send_frame(9, sys_flag="4"), id="prepared sysFlag"),
+        pytest.param(send_frame(9, sys_flag="8"), id="commit sysFlag"),
+        pytest.param(send_frame(9, extra={"m": "true"}), id="batch flag"),
+        pytest.param(send_frame(9, extra={"m": "TRUE"}), id="odd batch flag"),
+        pytest.param(send_frame(9, extra={"k": "yes"}), id="odd unit mode"),
+        pytest.param(send_frame(9, code=RequestCode.SEND_BATCH_MESSAGE), id="batch code"),
+        pytest.param(send_frame(9, code=RequestCode.SEND_MESSAGE), id="v1 code"),
+        pytest.param(send_frame(9, topic="%RETRY%G"), id="retry topic"),
+        pytest.param(send_frame(9, topic="%DLQ%G"), id="dlq topic"),
+        pytest.param(send_frame(9, topic="SCHEDULE_TOPIC_XXXX"), id="schedule topic"),
+        pytest.param(send_frame(9, topic="T" * 128), id="topic too long"),
+        pytest.param(send_frame(9, topic=""), id="empty topic"),
+        pytest.param(send_frame(9, queue_id="-1"), id="random queue"),
+        pytest.param(send_frame(9, queue_id="+1"), id="signed queue id"),
+        pytest.param(send_frame(9, queue_id="2147483648"), id="queue id over int32"),
+        pytest.param(send_frame(9, queue_id="x"), id="bad queue id"),
+        pytest.param(send_frame(9, born="9" * 19), id="born timestamp over int64"),
+        pytest.param(send_frame(9, reconsume=""), id="empty reconsume"),
+        pytest.param(send_frame(9, properties="A\x01\x00"), id="NUL"),
+        pytest.param(patched(send_frame(9, properties="A\x01@"), b"@", b"\\ud800"), id="lone surrogate"),
+        pytest.param(patched(send_frame(9, properties="A\x01@"), b"@", b"\\ud83d\\ude00"), id="escaped pair"),
+        pytest.param(patched(send_frame(9, properties="A\x01@"), b"@", b"\xc3"), id="invalid utf-8"),
+        pytest.param(patched(send_frame(9, properties="A\x01@"), b"@", b"\xed\xa0\x80"), id="utf-8 surrogate"),
+        pytest.param(patched(send_frame(9, properties="A\x01@"), b"@", b"\\x"), id="bad escape"),
+        pytest.param(patched(send_frame(9, properties="A\x01@"), b"@", b"\t"), id="raw control character"),
+        pytest.param(patched(send_frame(9), b'"opaque":9', b'"opaque":9.0'), id="float opaque"),
+        pytest.param(patched(send_frame(9), b'"opaque":9', b'"opaque":09'), id="leading zero"),
+        pytest.param(patched(send_frame(9), b'"opaque":9', b'"opaque":2147483648'), id="opaque over int32"),
+        pytest.param(patched(send_frame(9), b'"flag":0', b'"flag":0,"flag":0'), id="duplicate key"),
+        pytest.param(patched(send_frame(9), b'"e":"0"', b'"e":"0","e":"1"'), id="duplicate ext key"),
+        pytest.param(patched(send_frame(9), b'"e":"0"', b'"e":0'), id="number in extFields"),
+        pytest.param(patched(send_frame(9), b'"b":"TopicA"', b'"b":"T\\u0041"'), id="escaped topic"),
+        pytest.param(patched(send_frame(9), b'"language":"JAVA"', b'"language":0'), id="language byte"),
+        pytest.param(patched(send_frame(9), b'"m":"false"}}', b'"m":"false"}} x'), id="text after the header"),
+        pytest.param(send_frame(9)[:4] + b"\x01" + send_frame(9)[5:], id="rocketmq type"),
+        pytest.param(send_frame(9, properties="P" * 32768), id="header over 32767 bytes"),
+        pytest.param(send_frame(9, extra={"x": "1"}), id="unknown extFields key"),
+        pytest.param(send_frame(9, extra={"bname": "b"}), id="long extFields key"),
+        pytest.param(
+            RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, 9, ext_fields={"b": "T"}).encode(), id="missing keys"
+        ),
+        pytest.param(
+            RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=9, remark="r", ext_fields={}).encode(), id="remark"
+        ),
+        pytest.param(b"\x00\x00\x00\x02\x00\x00", id="frame too short"),
+        pytest.param(b"\x00\x00\x00\x10\x00\x00\x00\x20" + b"{" * 8, id="header past the frame"),
+    ],
+)
+def test_frames_the_lane_leaves_to_the_python_path(declined: bytes) -> None:
+    """The lane stops before such a frame: alone it takes nothing, after plain sends it takes those."""
+    plain = [send_frame(1), send_frame(2, queue_id="3")]
+    check_parity([declined], 0)
+    check_parity([*plain, declined, send_frame(3)], 2)
+
+
+def test_unusual_header_text_the_lane_reads_like_the_reference() -> None:
+    reordered = patched(send_frame(1), b'"code":310,"flag":0', b' \r\n{"flag":0 ,\n "code":310'[4:])
+    escaped = send_frame(2, properties='A\x01"q\\ \t/\u00e9\u4e2d\U0001f600')
+    check_parity([reordered, escaped, send_frame(3, properties="")], 3)
+
+
+def test_oneway_and_response_frames_are_not_the_lanes() -> None:
+    oneway = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, 1, oneway=True).encode()
+    check_parity([oneway], 0)
+
+
+def test_a_record_over_max_message_bytes_stops_the_lane() -> None:
+    frames = [send_frame(1, body=b"x" * 10), send_frame(2, body=b"x" * 500)]
+    group = scan(b"".join(frames), max_message=400)
+    assert group is not None and group.count == 1
+
+
+def test_limit_and_refused_queues() -> None:
+    frames = [send_frame(i, topic=("A", "B")[i % 2], queue_id=str(i)) for i in range(6)]
+    buffer = b"".join(frames)
+    assert scan(buffer, limit=4).count == 4
+    group = scan(buffer)
+    assert group.topics == ["A", "B"]
+    assert group.topic_max_queue == [4, 5]
+    assert group.topic_messages == [3, 3]
+    assert group.first_refused([8, 8]) == 6
+    assert group.first_refused([8, 3]) == 3
+    assert group.first_refused([-1, 8]) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_truncated_and_corrupted_buffers(data: st.DataObject) -> None:
+    """Cut or flipped bytes: the lane takes only whole frames, and what it takes still matches
+    the reference's reading of the same bytes (no read past the buffer: the cut is the end)."""
+    frames = [send_frame(i, properties=f"UNIQ_KEY\x01U{i}\x02KEYS\x01a b") for i in range(4)]
+    buffer = bytearray(b"".join(frames))
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(0, len(buffer) - 1))
+        buffer[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(buffer)))
+    group = scan(bytes(buffer[:cut]))
+    if group is None:
+        return
+    assert group.end <= cut
+    taken, position = [], 0
+    while position < group.end:
+        length = int.from_bytes(buffer[position : position + 4])
+        taken.append(bytes(buffer[position : position + 4 + length]))
+        position += 4 + length
+    assert position == group.end
+    check_parity(taken, len(taken))
+
+
+def test_group_before_place_refuses_dispatch_and_responses() -> None:
+    group = scan(send_frame(1))
+    with pytest.raises(RuntimeError, match="not placed"):
+        group.dispatch()
+    with pytest.raises(ValueError, match="one base"):
+        group.place(0, 0, [])
+
+
+def test_the_lane_stops_at_its_key_and_topic_capacity() -> None:
+    """At most 1024 (topic, queue) keys and 64 topics per group: the request past either is left
+    to the next scan, and a topic only it used is not reported."""
+    many_keys = [send_frame(i, topic="K", queue_id=str(i)) for i in range(1024)] + [send_frame(9, topic="New")]
+    group = scan(b"".join(many_keys))
+    assert group is not None and (group.count, group.topics) == (1024, ["K"])
+    many_topics = [send_frame(i, topic=f"T{i}") for i in range(65)]
+    group = scan(b"".join(many_topics))
+    assert group is not None and group.count == 64 and len(group.topics) == 64
