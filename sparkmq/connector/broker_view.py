@@ -21,8 +21,6 @@ from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
-from sparkmq.protocol.admin_bodies import ConsumeStats
-from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
@@ -127,6 +125,10 @@ class BrokerView:
 
     async def _group_topics(self, broker_name: str) -> set[str]:
         """Topics for which ``broker_name`` holds offsets of this group."""
+        # imported here: only the driver asks, and the admin codecs cost the executors' workers ~20 ms to import
+        from sparkmq.protocol.admin_bodies import ConsumeStats
+        from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
+
         fields = GetConsumeStatsRequestHeader(self.group, None).to_fields()
         response = await self._reader.instance.invoke_read_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
         stats = ConsumeStats.decode(check_response(response, f"consume stats of {self.group}").body)
