@@ -8,6 +8,7 @@ numpy. Only compressed bodies (rare) are touched one by one.
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -134,7 +135,10 @@ def _binary(data: bytes, offsets: npt.NDArray[np.int32], kind: pa.DataType) -> p
     return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data)])
 
 
+@functools.lru_cache(maxsize=8)
 def _constant_string(value: str, count: int) -> pa.Array:
+    """``value`` ``count`` times. Cached: Arrow arrays are immutable, and a range read repeats the same
+    topic and broker name at the same batch size (pullBatchSize) on every pull."""
     encoded = value.encode("utf-8")
     offsets = (np.arange(count + 1, dtype=np.int64) * len(encoded)).astype(np.int32)
     return _binary(encoded * count, offsets, pa.string())
