@@ -25,6 +25,13 @@ EXTENSIONS = [
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,
     ),
+    # The Spark source's lean columns from a PULL body (reference: records_to_arrow's numpy path).
+    Extension(
+        "sparkmq.connector._leanrecords",
+        sources=["sparkmq/connector/leanrecords.c"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
 ]
 
 setup(ext_modules=EXTENSIONS)

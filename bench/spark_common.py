@@ -273,11 +273,10 @@ def _is_daemon(pid: str) -> bool:
 
 def close_views() -> None:
     """Close this process's cached BrokerViews (no heartbeats to a broker that is stopping)."""
-    from sparkmq.client import loop_thread
     from sparkmq.connector import broker_view
 
     for view in list(broker_view._views.values()):
-        loop_thread.run(view._reader.close())
+        view.close()
     broker_view._views.clear()
 
 

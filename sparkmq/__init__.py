@@ -20,32 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkmq.client import (
-    Admin,
-    AsyncProducer,
-    AsyncPullConsumer,
-    AsyncPushConsumer,
-    AsyncTransactionProducer,
-    ClientSecurity,
-    ConsumeResult,
-    LocalTransactionState,
-    Message,
-    MessageSelector,
-    Producer,
-    PullConsumer,
-    PullResult,
-    PushConsumer,
-    QueueLag,
-    ReceivedMessage,
-    SendResult,
-    SendStatus,
-    SessionCredentials,
-    TransactionProducer,
-    TransactionSendResult,
-    allocate_averagely,
-    allocate_averagely_by_circle,
-    select_by_hash,
-)
+import sparkmq.client as _client
 from sparkmq.errors import (
     BrokerBusyError,
     ConfigError,
@@ -74,23 +49,55 @@ from sparkmq.errors import (
     TopicNotExistError,
     TopicNotWritableError,
 )
-from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.heartbeat import MessageModel
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # resolved lazily at run time by __getattr__ below
+    from sparkmq.client import (
+        Admin,
+        AsyncProducer,
+        AsyncPullConsumer,
+        AsyncPushConsumer,
+        AsyncTransactionProducer,
+        ClientSecurity,
+        ConsumeResult,
+        LocalTransactionState,
+        Message,
+        MessageSelector,
+        Producer,
+        PullConsumer,
+        PullResult,
+        PushConsumer,
+        QueueLag,
+        ReceivedMessage,
+        SendResult,
+        SendStatus,
+        SessionCredentials,
+        TransactionProducer,
+        TransactionSendResult,
+        allocate_averagely,
+        allocate_averagely_by_circle,
+        select_by_hash,
+    )
     from sparkmq.embedded import EmbeddedCluster
+    from sparkmq.protocol.bodies import MessageQueue
+    from sparkmq.protocol.heartbeat import MessageModel
+
+_HOMES = {  # the public names imported on first use, by module
+    **dict.fromkeys(_client.__all__, "sparkmq.client"),
+    "EmbeddedCluster": "sparkmq.embedded",  # the broker and the store: never needed by clients and Spark workers
+    "MessageModel": "sparkmq.protocol.heartbeat",
+}
 
 
 def __getattr__(name: str) -> object:
-    """``EmbeddedCluster`` is imported on first use: it pulls in the broker and the store,
-    which producers, consumers and Spark workers never need."""
-    if name == "EmbeddedCluster":
-        from sparkmq.embedded import EmbeddedCluster
+    """The clients are imported on first use: a Spark worker reading a partition needs the pull
+    path only, not the producers, the push consumer, the admin client (or the broker)."""
+    return _client.lazy_attribute(globals(), _HOMES, name)
 
-        return EmbeddedCluster
-    raise AttributeError(f"module 'sparkmq' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
 
 
 def register(spark: object) -> None:

@@ -8,6 +8,7 @@ numpy. Only compressed bodies (rare) are touched one by one.
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -18,6 +19,11 @@ import pyarrow.compute as pc
 from sparkmq.message import layout as L
 from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
 from sparkmq.message.property_scan import find_values
+
+try:  # built by setup.py (optional); the numpy path below is the reference
+    from sparkmq.connector import _leanrecords
+except ImportError:  # pragma: no cover - a source install without a compiler
+    _leanrecords = None  # type: ignore[assignment]
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 _TYPES: dict[str, tuple[pa.DataType, str]] = {  # column → (Arrow type, Spark DDL type)
@@ -68,6 +74,7 @@ def schema_ddl(columns: tuple[str, ...]) -> str:
 
 
 SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
+_LEAN_SCHEMA = arrow_schema(LEAN_COLUMNS)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _INLINE = np.arange(12)[None, :]
 
@@ -128,7 +135,10 @@ def _binary(data: bytes, offsets: npt.NDArray[np.int32], kind: pa.DataType) -> p
     return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data)])
 
 
+@functools.lru_cache(maxsize=8)
 def _constant_string(value: str, count: int) -> pa.Array:
+    """``value`` ``count`` times. Cached: Arrow arrays are immutable, and a range read repeats the same
+    topic and broker name at the same batch size (pullBatchSize) on every pull."""
     encoded = value.encode("utf-8")
     offsets = (np.arange(count + 1, dtype=np.int64) * len(encoded)).astype(np.int32)
     return _binary(encoded * count, offsets, pa.string())
@@ -256,19 +266,57 @@ def _bodies(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> pa.Array:
     return pa.array(bodies, pa.binary())
 
 
+def _lean_native(buffer: bytes | memoryview, broker_name: str, topic: str) -> pa.RecordBatch | None:
+    """The lean columns by the C extension (one walk, one copy per field), or None where it declines
+    (not built, an empty or corrupt buffer, compressed bodies, IPv6 hosts): the numpy path then runs."""
+    decoded = _leanrecords.decode(buffer) if _leanrecords is not None else None
+    if decoded is None:
+        return None
+    count, queue_ids, offsets, born, stored, *buffers = decoded
+    body_at, body, keys_at, keys, keys_ok, tags_at, tags, tags_ok, ids_at, ids = buffers
+
+    def strings(kind: pa.DataType, at: bytes, data: bytes, valid: bytes | None = None) -> pa.Array:
+        validity = None if valid is None else pa.py_buffer(valid)
+        return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(at), pa.py_buffer(data)])
+
+    def fixed(kind: pa.DataType, data: bytes) -> pa.Array:
+        return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)])
+
+    arrays = {
+        "topic": _constant_string(topic, count),
+        "brokerName": _constant_string(broker_name, count),
+        "queueId": fixed(pa.int32(), queue_ids),
+        "queueOffset": fixed(pa.int64(), offsets),
+        "msgId": strings(pa.string(), ids_at, ids),
+        "keys": strings(pa.string(), keys_at, keys, keys_ok),
+        "tags": strings(pa.string(), tags_at, tags, tags_ok),
+        "body": strings(pa.binary(), body_at, body),
+        "bornTimestamp": fixed(TIMESTAMP, born),
+        "storeTimestamp": fixed(TIMESTAMP, stored),
+    }
+    return pa.RecordBatch.from_arrays([arrays[name] for name in LEAN_COLUMNS], schema=_LEAN_SCHEMA)
+
+
 def records_to_arrow(
     buffer: bytes | memoryview,
     broker_name: str,
     starts: npt.NDArray[np.int64] | None = None,
     columns: tuple[str, ...] = WIDE_COLUMNS,
     topic: str | None = None,
+    native: bool = True,
 ) -> pa.RecordBatch:
     """Every stored record of ``buffer`` (a PULL body) as one RecordBatch of ``columns``, built in bulk.
 
     Only the asked columns are computed: without ``properties`` the map is never built (TAGS,
     KEYS and UNIQ_KEY are found in place, which is most of the saving of the lean schema).
     ``topic``: every record's topic, when the caller knows it (a pull reads one queue).
+    The lean schema with a known topic goes through the C extension when it is built (``native``;
+    False forces the numpy reference path).
     """
+    if native and columns == LEAN_COLUMNS and topic is not None and starts is None:
+        batch = _lean_native(buffer, broker_name, topic)
+        if batch is not None:
+            return batch
     schema = arrow_schema(columns)
     decoded = decode_columns(buffer, starts)
     count = len(decoded)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -21,14 +22,16 @@ from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
-from sparkmq.protocol.admin_bodies import ConsumeStats
-from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
 _views: dict[tuple[str, str, ClientSecurity | None], BrokerView] = {}
 _views_lock = threading.Lock()
 T = TypeVar("T")
+# Pulls in flight per range read: enough that a task decoding 4096 records in ~0.4 ms never waits
+# for the broker's next answer (one pull costs the broker ~1.5 ms), few enough to bound memory
+# (each answer holds up to pullBatchSize records, ~1 MiB for 4096 of 250 bytes).
+PULLS_AHEAD = 4
 
 
 def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
@@ -49,6 +52,10 @@ class BrokerView:
         self.group = group
         self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, security=security)
         loop_thread.run(self._reader.instance.start())
+
+    def close(self) -> None:
+        """Stop the view's client: its heartbeats, route refreshes and connections."""
+        self._run(self._reader.close())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return loop_thread.run(coro)
@@ -127,6 +134,10 @@ class BrokerView:
 
     async def _group_topics(self, broker_name: str) -> set[str]:
         """Topics for which ``broker_name`` holds offsets of this group."""
+        # imported here: only the driver asks, and the admin codecs cost the executors' workers ~20 ms to import
+        from sparkmq.protocol.admin_bodies import ConsumeStats
+        from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
+
         fields = GetConsumeStatsRequestHeader(self.group, None).to_fields()
         response = await self._reader.instance.invoke_read_broker(broker_name, RequestCode.GET_CONSUME_STATS, fields)
         stats = ConsumeStats.decode(check_response(response, f"consume stats of {self.group}").body)
@@ -173,27 +184,46 @@ class BrokerView:
         A start below the queue's minimum (retention) or a gap is data loss: raised as
         DataLossError naming queue, range and cause, or skipped when ``fail_on_data_loss``
         is False. The last body may hold records at or past ``end``; callers trim by offset.
-        The next pull is on its way while the caller decodes a body (one ahead): the broker's
-        work and the task's overlap.
+        Up to ``PULLS_AHEAD`` pulls are on their way while the caller decodes a body: the broker's
+        work, the transfer and the task's overlap. Each is sent where the previous one is expected
+        to end (its start plus the last pull's advance); bodies are handed on strictly in offset
+        order, and a pull whose start turns out wrong (a shorter answer: a filter, the broker's
+        byte limit) is dropped with those after it and sent again from the right offset.
         """
+        pending: deque[tuple[int, Future[PullResult]]] = deque()
+        stride, following = batch_size, start  # the predicted advance of a pull; where the next one goes
 
-        def pull(offset: int) -> tuple[int, Future[PullResult]]:
-            count = min(batch_size, end - offset)
-            return offset, loop_thread.submit(self._reader.pull_raw(queue, offset, count, 0.0, expression))
+        def pull_ahead() -> None:
+            nonlocal following
+            while len(pending) < PULLS_AHEAD and following < end:
+                count = min(batch_size, end - following)
+                request = self._reader.pull_raw(queue, following, count, 0.0, expression)
+                pending.append((following, loop_thread.submit(request)))
+                following += min(stride, count)
 
-        pending = pull(start) if start < end else None
         try:
-            while pending is not None:
-                offset, result = pending[0], pending[1].result()
-                pending = None
-                body, following = self._step(queue, offset, end, result, fail_on_data_loss)
-                if following is not None and following < end:
-                    pending = pull(following)
+            pull_ahead()
+            while pending:
+                offset, future = pending.popleft()
+                body, advanced_to = self._step(queue, offset, end, future.result(), fail_on_data_loss)
+                if advanced_to is None:
+                    break
+                if advanced_to != (pending[0][0] if pending else following):  # mispredicted: send again
+                    self._drop(pending)
+                    following = advanced_to
+                if advanced_to > offset:
+                    stride = advanced_to - offset
+                pull_ahead()
                 if body is not None:
                     yield body
         finally:
-            if pending is not None:  # the caller stopped early: drop the pull ahead
-                pending[1].cancel()
+            self._drop(pending)  # the caller stopped early, or the range ended
+
+    @staticmethod
+    def _drop(pending: deque[tuple[int, Future[PullResult]]]) -> None:
+        for _, future in pending:
+            future.cancel()
+        pending.clear()
 
     @staticmethod
     def _step(

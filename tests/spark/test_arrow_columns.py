@@ -8,12 +8,19 @@ separator bytes 1 and 2.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sparkmq.connector import arrow as arrow_module
 from sparkmq.connector.arrow import LEAN_COLUMNS, WIDE_COLUMNS, _slices, _view_slices, records_to_arrow, source_columns
+from sparkmq.errors import CorruptRecordError
 from sparkmq.message import Host, MessageBatch, encode_records, iter_records
+from sparkmq.message.layout import COMPRESSED_FLAG
 
 PROPERTIES = [
     b"TAGS\x01a\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U1\x02",
@@ -69,3 +76,62 @@ def test_slices_in_buffer_order_or_not_give_the_same_strings(order: str) -> None
     for path in (_slices, _view_slices):
         got = path(raw, starts, lengths, pa.binary(), valid)
         assert got.to_pylist() == expected and got.type == pa.binary(), path.__name__
+
+
+# -- the C path (sparkmq/connector/leanrecords.c) against the numpy reference ---------------------
+needs_native = pytest.mark.skipif(arrow_module._leanrecords is None, reason="the C extension is not built")
+
+
+def lean_both(buffer: bytes) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    native = records_to_arrow(buffer, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
+    reference = records_to_arrow(buffer, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT", native=False)
+    native.validate(full=True)
+    return native, reference
+
+
+@needs_native
+def test_native_lean_columns_equal_the_numpy_path(stored: bytes) -> None:
+    """Awkward properties (repeats, empty values, no UNIQ_KEY: the offset msgId), separators in bodies."""
+    assert arrow_module._leanrecords.decode(stored) is not None  # the C path really ran
+    native, reference = lean_both(stored)
+    assert native.equals(reference)
+    assert native.schema == reference.schema
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "KEY", "TAGSX", "X"]),
+                st.text(max_size=8).map(lambda t: t.replace("\x02", "").encode()),  # properties are UTF-8
+            ),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.binary(max_size=40), min_size=12, max_size=12),
+)
+def test_native_lean_columns_equal_the_numpy_path_for_any_properties(
+    items: list[list[tuple[str, bytes]]], bodies: list[bytes]
+) -> None:
+    properties = [b"\x02".join(name.encode() + b"\x01" + value for name, value in row) for row in items]
+    batch = MessageBatch("ArrowT", 1, bodies[: len(properties)], properties, born_timestamp=1_700_000_000_000)
+    stored = encode_records(batch, 0, len(properties), 7, 1 << 33, 1_700_000_000_456, Host(b"\x0a\x00\x00\x02", 9876))
+    native, reference = lean_both(stored)
+    assert native.equals(reference)
+
+
+@needs_native
+def test_native_path_declines_compressed_bodies_and_corrupt_buffers(stored: bytes) -> None:
+    compressed = MessageBatch("ArrowT", 3, [zlib.compress(b"hello")], [b"TAGS\x01a"], sys_flag=COMPRESSED_FLAG)
+    buffer = encode_records(compressed, 0, 1, 0, 0, 1_700_000_000_123, Host(b"\x7f\x00\x00\x01", 10911))
+    assert arrow_module._leanrecords.decode(buffer) is None
+    native, reference = lean_both(buffer)
+    assert native.equals(reference) and native.column("body").to_pylist() == [b"hello"]
+    for bad in (stored[:-1], stored[:50], b"\x00" * 200):
+        assert arrow_module._leanrecords.decode(bad) is None
+        with pytest.raises(CorruptRecordError):
+            records_to_arrow(bad, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")

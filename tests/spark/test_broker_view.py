@@ -1,0 +1,80 @@
+"""``BrokerView.read_range`` with several pulls in flight: every offset of the range once, in order,
+also when the broker answers shorter than asked (its byte limit, a tag filter) so the pulls sent
+ahead started at the wrong offset and are sent again. No Spark: the executors' read path alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sparkmq.client import Message
+from sparkmq.connector.broker_view import PULLS_AHEAD, BrokerView
+from sparkmq.message.bulk import decode_columns
+from support.processes import BrokerProcess, NamesrvProcess
+from support.spark_harness import Cluster
+
+QUEUE_ID = 1
+MESSAGES = 120
+
+
+@pytest.fixture(scope="module")
+def short_pulls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A broker whose pull answers stop at 3,000 bytes (about 10 of these records)."""
+    store = tmp_path_factory.mktemp("short-pulls")
+    with (
+        NamesrvProcess.start() as namesrv,
+        BrokerProcess.start(store, namesrv.address, "--set", "maxTransferBytesOnMessageInMemory=3000") as broker,
+    ):
+        made = Cluster(namesrv, broker)
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+@pytest.fixture(scope="module")
+def filled(short_pulls: Cluster) -> Iterator[tuple[BrokerView, str]]:
+    topic = short_pulls.topic(queues=2)
+    bodies = [b"x" * (50 + 37 * (i % 7)) for i in range(MESSAGES)]  # uneven sizes: the advance varies
+    short_pulls.send(
+        [Message(topic, body, tags="even" if i % 2 == 0 else "odd") for i, body in enumerate(bodies)], QUEUE_ID
+    )
+    view = BrokerView(short_pulls.ns, "CID_read_range")
+    yield view, topic
+    view.close()
+
+
+def offsets_read(view: BrokerView, topic: str, start: int, end: int, batch: int, expression: str = "*") -> list[int]:
+    queue = next(q for q in view.queues([topic]) if q.queue_id == QUEUE_ID)
+    found: list[int] = []
+    for body in view.read_range(queue, start, end, batch, expression):
+        found += decode_columns(body).heads["queue_offset"].tolist()
+    return [o for o in found if start <= o < end]
+
+
+@pytest.mark.parametrize(("start", "end", "batch"), [(0, MESSAGES, 64), (7, 101, 16), (0, MESSAGES, 1), (5, 6, 4)])
+def test_every_offset_once_in_order_when_pulls_come_back_short(
+    filled: tuple[BrokerView, str], start: int, end: int, batch: int
+) -> None:
+    assert PULLS_AHEAD > 1  # else nothing is predicted
+    view, topic = filled
+
+    assert offsets_read(view, topic, start, end, batch) == list(range(start, end))
+
+
+def test_a_tag_filter_skips_only_filtered_records(filled: tuple[BrokerView, str]) -> None:
+    view, topic = filled
+
+    assert offsets_read(view, topic, 3, 90, 8, "even") == list(range(4, 90, 2))
+
+
+def test_stopping_early_drops_the_pulls_in_flight(filled: tuple[BrokerView, str]) -> None:
+    view, topic = filled
+    queue = next(q for q in view.queues([topic]) if q.queue_id == QUEUE_ID)
+    bodies = view.read_range(queue, 0, MESSAGES, 4)
+    first = next(bodies)
+    bodies.close()
+
+    assert decode_columns(first).heads["queue_offset"].tolist()[0] == 0
+    assert offsets_read(view, topic, 0, MESSAGES, 4) == list(range(MESSAGES))  # the view still reads
