@@ -27,7 +27,7 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	}
 
 # setup.py builds the C extensions in place (docs/native.md): a changed C source reinstalls.
-$(VENV_STAMP): pyproject.toml setup.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h)
+$(VENV_STAMP): pyproject.toml setup.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h sparkmq/connector/*.c)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
 	touch $@
