@@ -28,7 +28,8 @@ What it does (results in docs/benchmarks.md, Spark section):
    rows/s is N over the wall time from ``start()`` to the end of ``awaitTermination()``. CPU seconds
    are read from /proc for the JVM, Spark's Python processes and the broker: on a shared machine the
    CPU ratios are the steadier comparison.
-5. Pieces: ``records_to_arrow`` and its parts on one 4096-record pull, in CPU milliseconds.
+5. Pieces: ``records_to_arrow`` (the C lean path the source takes, and the numpy reference) and the
+   reference's parts on one 4096-record pull, in CPU milliseconds.
 
 ``--profile DIR`` then runs py-spy on the PySpark daemon during one more (untimed) source run.
 """
@@ -179,8 +180,11 @@ def arrow_parts(body: bytes, broker: str, repeat: int = 20) -> dict[str, float]:
     columns = decode_columns(body)
     raw = np.frombuffer(columns.buffer, dtype=np.uint8)
     parts = {
-        "records_to_arrow (lean, the default)": lambda: sm_arrow.records_to_arrow(
-            body, broker, columns=sm_arrow.LEAN_COLUMNS
+        "records_to_arrow (lean, C: the source's path)": lambda: sm_arrow.records_to_arrow(
+            body, broker, columns=sm_arrow.LEAN_COLUMNS, topic="SparkBench"
+        ),
+        "records_to_arrow (lean, numpy reference)": lambda: sm_arrow.records_to_arrow(
+            body, broker, columns=sm_arrow.LEAN_COLUMNS, topic="SparkBench", native=False
         ),
         "records_to_arrow (wide)": lambda: sm_arrow.records_to_arrow(body, broker),
         "_property_values (TAGS, KEYS, UNIQ_KEY)": lambda: sm_arrow._property_values(
