@@ -26,11 +26,12 @@ from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
+from sparkmq.broker.processors.lanes import Lanes
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.pull_lane import pull_lane
 from sparkmq.broker.processors.send import SendProcessor
 from sparkmq.broker.processors.send_back import SendBackProcessor
-from sparkmq.broker.processors.send_lane import Lanes, send_lane
+from sparkmq.broker.processors.send_lane import send_lane
 from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
 from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sparkmq import native
+from sparkmq.broker.processors.lanes import Lanes
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.record import StoredMessage, iter_records
@@ -220,3 +221,27 @@ def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
         assert responses[41].code == ResponseCode.SUCCESS and 41 in seen
 
     run_broker(tmp_path, scenario)
+
+
+def test_a_failing_lane_leaves_what_earlier_lanes_served(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The sends the send lane stored are not served again when the next lane raises: each is
+    stored and answered once, and the pull after them is answered by the usual path."""
+
+    async def scenario(w: Wire) -> None:
+        server = w.broker.server
+        assert isinstance(server.lane, Lanes)
+        send_lane = server.lane._lanes[0]
+
+        def broken(buffer: bytearray, position: int, connection: Any) -> int:
+            raise RuntimeError("a lane bug")
+
+        server.lane = Lanes(send_lane, broken)
+        await w.send_ok("LaneA", b"create", queue_id=0)
+        frames = [send_frame(51, topic="LaneA"), send_frame(52, topic="LaneA"), _pull(53)]
+        responses = await _one_write(w.broker.config.listen_port, frames)
+        assert [responses[o].code for o in (51, 52, 53)] == [ResponseCode.SUCCESS] * 3
+        assert [r.body for r in iter_records(responses[53].body)] == [b"create", b"body", b"body"]
+
+    with caplog.at_level("ERROR"):
+        run_broker(tmp_path, scenario)
+    assert "a lane bug" in caplog.text

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import time
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -31,11 +32,12 @@ from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import send_response_fields
 from sparkmq.remoting import RemotingConnection
-from sparkmq.remoting.connection import FrameLane
 from sparkmq.store import PutMessageStatus, PutResult
 
 if TYPE_CHECKING:
     from sparkmq.native._sendlane import SendGroup
+
+logger = logging.getLogger(__name__)
 
 #: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
 LANE_MAX_REQUESTS = 1024
@@ -98,17 +100,28 @@ class SendLane:
         placed = ctx.store.put_lane_group(group)
         if placed is None:
             return position
-        stats = ctx.stats
+        try:  # stored: these frames are never served again, whatever happens next
+            self._answer(group, placed[2], connection, start)
+        except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
+            logger.exception("answering %d stored sends failed", group.count)
+        return int(group.end)
+
+    def _answer(
+        self,
+        group: SendGroup,
+        flushed: concurrent.futures.Future[int] | None,
+        connection: RemotingConnection,
+        start: float,
+    ) -> None:
+        stats = self.ctx.stats
         for topic, messages, size in zip(group.topics, group.topic_messages, group.topic_bytes, strict=True):
             stats.put(topic, messages, size)
-        flushed = placed[2]
         if flushed is None or not group.waits:
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
             elapsed_ms = (time.perf_counter() - start) * 1000
             stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
         else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
             connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
-        return int(group.end)
 
     async def _after_flush(self, group: SendGroup, flushed: concurrent.futures.Future[int], start: float) -> bytes:
         """The group's response frames once its flush is done, or what a timed-out or failed
@@ -156,20 +169,3 @@ def send_lane(context: BrokerContext, native: ModuleType | None) -> SendLane | N
         return None
     parts = response_template(context.config.region_id, context.config.trace_on)
     return None if parts is None else SendLane(context, native, parts)
-
-
-class Lanes:
-    """Several lanes as one ``RemotingServer.lane``: each takes what it can from where the one
-    before stopped, round after round, until none takes a frame (a read may mix sends and pulls)."""
-
-    def __init__(self, *lanes: FrameLane) -> None:
-        self._lanes = lanes
-
-    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
-        """Serve what the lanes take from ``buffer[position:]``; the position after it."""
-        while True:
-            start = position
-            for lane in self._lanes:
-                position = lane(buffer, position, connection)
-            if position == start:
-                return position
