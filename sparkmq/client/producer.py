@@ -161,6 +161,26 @@ class AsyncProducer:
         out = Outgoing(RequestCode.SEND_MESSAGE_V2, body, properties, unique_id, sys_flag, message.flag)
         return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway, failed)
 
+    def send_async(
+        self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None
+    ) -> Future[SendResult]:
+        """Send without awaiting, from the producer's loop (Java's ``send(msg, SendCallback)``): the
+        future, and ``callback`` given it, complete when the broker acknowledged, or fail as
+        :meth:`send` raises. Many sends in flight cost no Task each.
+
+        Example (a window of 128 in flight, as a pipelining publisher keeps it)::
+
+            window = asyncio.Semaphore(128)
+            for message in messages:
+                await window.acquire()
+                producer.send_async(message, lambda done: window.release())
+        """
+        future: Future[SendResult] = Future()
+        if callback is not None:
+            future.add_done_callback(callback)
+        self.start_send(message, future)
+        return future
+
     def start_send(self, message: Message, done: Future[SendResult]) -> None:
         """:meth:`send` for a caller on another thread (the blocking ``Producer``): completes ``done`` as
         ``send`` would return or raise; call it on the producer's loop. A lean first attempt completes
