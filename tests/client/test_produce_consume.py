@@ -8,6 +8,7 @@ and BROADCASTING; the pull consumer's positions, seeks and commits.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import threading
@@ -15,7 +16,15 @@ import time
 from collections import defaultdict
 from concurrent.futures import Future
 
-from sparkmq.client import ConsumeResult, Message, ReceivedMessage, SendResult, SendStatus, select_by_hash
+from sparkmq.client import (
+    AsyncProducer,
+    ConsumeResult,
+    Message,
+    ReceivedMessage,
+    SendResult,
+    SendStatus,
+    select_by_hash,
+)
 from sparkmq.message import layout as L
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.heartbeat import MessageModel
@@ -379,3 +388,36 @@ def test_pull_consumer_reads_seeks_and_commits(cluster, clients, group) -> None:
     assert other.positions == {q0: 31}
     producer.send(message(topic, 31), queue=q0)
     assert [m.queue_offset for m in other.poll(timeout_s=5.0)] == [31]
+
+
+def test_async_producer_send_async_completes_every_callback_with_its_result(cluster) -> None:
+    topic = cluster.topic(queues=2)
+
+    async def scenario() -> list[SendResult]:
+        producer = AsyncProducer("PID_send_async", cluster.ns)
+        await producer.start()
+        try:
+            window = asyncio.Semaphore(8)
+            results: list[SendResult] = []
+            finished = asyncio.get_running_loop().create_future()
+
+            def acked(done: Future[SendResult]) -> None:
+                results.append(done.result())
+                window.release()
+                if len(results) == 40:
+                    finished.set_result(None)
+
+            for i in range(40):
+                await window.acquire()
+                producer.send_async(message(topic, i), acked)
+            await finished
+            return results
+        finally:
+            await producer.close()
+
+    results = asyncio.run(scenario())
+    assert {r.status for r in results} == {SendStatus.SEND_OK}
+    assert sorted((r.queue.queue_id, r.queue_offset) for r in results) == sorted(
+        (q, o) for q in (0, 1) for o in range(sum(r.queue.queue_id == q for r in results))
+    )
+    assert len({r.msg_id for r in results}) == 40
