@@ -97,7 +97,8 @@ class RemotingConnection(asyncio.Protocol):
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
         self._deadlines: list[tuple[float, int, int, float]] = []  # heap of (when, opaque, code, timeout)
-        self._sweeper: asyncio.TimerHandle | None = None
+        self._sweeper: asyncio.Handle | None = None
+        self._sweeper_when = 0.0
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -468,13 +469,14 @@ class RemotingConnection(asyncio.Protocol):
     def _add_deadline(self, opaque: int, code: int, timeout: float) -> None:
         when = self._loop.time() + timeout
         heapq.heappush(self._deadlines, (when, opaque, code, timeout))
-        if self._sweeper is None or when < self._sweeper.when():
+        if self._sweeper is None or when < self._sweeper_when:
             self._arm_sweeper(when)
 
     def _arm_sweeper(self, when: float) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        self._sweeper = self._loop.call_at(when, self._sweep)
+        # uvloop answers a call_at due within a millisecond with a plain Handle (no .when()): keep the time here
+        self._sweeper, self._sweeper_when = self._loop.call_at(when, self._sweep), when
 
     def _sweep(self) -> None:
         """Fail the requests past their deadline; entries of answered requests are just dropped."""
@@ -531,7 +533,8 @@ class Watchdog:
         self._loop = asyncio.get_running_loop()
         self._last_activity = self._loop.time()
         self._frame_started: float | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_when = 0.0
         self._arm()
 
     def activity(self) -> None:
@@ -560,10 +563,10 @@ class Watchdog:
 
     def _arm(self) -> None:
         due = self._due()
-        if due is None or (self._timer is not None and self._timer.when() <= due):
+        if due is None or (self._timer is not None and self._timer_when <= due):
             return
         self.cancel()
-        self._timer = self._loop.call_at(due, self._fire)
+        self._timer, self._timer_when = self._loop.call_at(due, self._fire), due  # see _arm_sweeper
 
     def _fire(self) -> None:
         self._timer = None

@@ -7,6 +7,7 @@ import random
 import struct
 
 import pytest
+import uvloop
 
 from sparkmq.errors import RemoteError, TopicNotExistError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
@@ -88,6 +89,22 @@ def test_a_short_deadline_behind_a_long_one_still_expires_first() -> None:
         assert (await client.invoke(address, RequestCode.HEART_BEAT, {"x": "after"})).ext_fields["echo"] == "after"
 
     asyncio.run(with_server(body))
+
+
+def test_deadlines_under_a_millisecond_on_uvloop() -> None:
+    """uvloop gives a plain Handle (no ``when()``) for a timer due within 1 ms; the deadline sweep
+    must neither trip over it when a later request arrives nor miss the short deadline."""
+
+    async def body(server: RemotingServer, client: RemotingClient, address: str) -> None:
+        await client.invoke(address, RequestCode.HEART_BEAT)  # connected: the next requests only wait
+        # both tasks start in one loop turn: the second arrives while the first's timer is a plain Handle
+        hurried = asyncio.create_task(client.invoke(address, RequestCode.PULL_MESSAGE, {"sleep": "5"}, timeout=1e-4))
+        patient = asyncio.create_task(client.invoke(address, RequestCode.PULL_MESSAGE, {"sleep": "0.2"}, timeout=30))
+        with pytest.raises(RemoteError, match="timed out"):
+            await hurried
+        assert (await patient).code == 0
+
+    uvloop.run(with_server(body))
 
 
 @pytest.mark.parametrize(
