@@ -13,7 +13,7 @@ import os
 import random
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import Future
 
 from sparkmq.client import (
@@ -335,7 +335,12 @@ def test_failed_message_is_redelivered_through_the_retry_topic(cluster, clients,
     assert retried[0].topic == topic and retried[1].topic == "%RETRY%" + group
     assert retried[1].reconsume_times == 1 and retried[1].body == b"payload-3"
     assert retried[1].properties["RETRY_TOPIC"] == topic and retried[1].tags == "Tag0"
-    assert all(attempts[str(i)] == 1 for i in range(6) if i != 3)
+    # Each stored message reached the listener once, except message 3's retry (a copy at its own place in
+    # %RETRY%). Counted by place, not by seq: under load a producer may time out and send a message again
+    # (at-least-once), which stores a second copy at a second place; each copy is still consumed once.
+    places = Counter(r.where for r in inbox.snapshot())
+    assert [where for where, n in places.items() if n > 1] == []
+    assert {str(i) for i in range(6)} <= set(attempts)
 
 
 # --- pull consumer ------------------------------------------------------------------------------
