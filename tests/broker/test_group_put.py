@@ -8,7 +8,6 @@ queue, and a pull in the same read, served after the group, sees them all.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -17,9 +16,8 @@ import pytest
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.store.config import FlushDiskType
-from support.broker_wire import Wire, run_broker
+from support.broker_wire import Wire, one_write, run_broker
 
 TOPIC = "TopicGroupPut"
 MAX_MESSAGE = 4096
@@ -61,23 +59,6 @@ def _pull(opaque: int) -> bytes:
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
 
 
-async def _one_write(port: int, frames: list[bytes]) -> dict[int, RemotingCommand]:
-    """Write ``frames`` at once; the responses by opaque."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"".join(frames))
-        decoder, responses = FrameDecoder(), {}
-        while len(responses) < len(frames):
-            data = await reader.read(65536)
-            assert data, f"connection closed after {len(responses)} responses"
-            for command in decoder.feed(data):
-                responses[command.opaque] = command
-        return responses
-    finally:
-        writer.close()
-        await writer.wait_closed()
-
-
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
 def test_one_read_of_sends_with_refusals_among_them(tmp_path: Path, flush: FlushDiskType) -> None:
     async def scenario(w: Wire) -> None:
@@ -92,7 +73,7 @@ def test_one_read_of_sends_with_refusals_among_them(tmp_path: Path, flush: Flush
             _send(7, b"m3"),
             _pull(8),
         ]
-        responses = await _one_write(w.broker.config.listen_port, frames)
+        responses = await one_write(w.broker.config.listen_port, frames)
         ok = {opaque: responses[opaque] for opaque in (1, 2, 6, 7)}
         assert all(r.code == ResponseCode.SUCCESS for r in ok.values()), ok
         assert [ok[o].ext_fields["queueOffset"] for o in (1, 2, 7)] == ["0", "1", "2"]
@@ -135,9 +116,9 @@ def test_requests_of_one_read_are_served_in_arrival_order(tmp_path: Path) -> Non
             _send(2, b"after the create", topic="Created"),
             _send(3, b"and again", topic="Created"),
         ]
-        responses = await _one_write(w.broker.config.listen_port, frames)
+        responses = await one_write(w.broker.config.listen_port, frames)
         assert [responses[o].code for o in (1, 2, 3)] == [ResponseCode.SUCCESS] * 3, responses
         follow_up = [_send(4, b"a later read, same connection order", topic="Created")]
-        assert (await _one_write(w.broker.config.listen_port, follow_up))[4].code == ResponseCode.SUCCESS
+        assert (await one_write(w.broker.config.listen_port, follow_up))[4].code == ResponseCode.SUCCESS
 
     run_broker(tmp_path, scenario, auto_create_topic_enable=False)

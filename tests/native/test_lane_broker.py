@@ -9,7 +9,6 @@ records must agree, and the lane must have served the plain sends.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,8 @@ from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.store.config import FlushDiskType
-from support.broker_wire import Wire, run_broker
+from support.broker_wire import Wire, one_write, run_broker
 from support.native_lane import send_frame
 
 pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
@@ -109,22 +107,6 @@ def _raw(header: bytes, body: bytes) -> bytes:
     return (4 + len(header) + len(body)).to_bytes(4) + len(header).to_bytes(4) + header + body
 
 
-async def _one_write(port: int, frames: list[bytes]) -> dict[int, RemotingCommand]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"".join(frames))
-        decoder, responses = FrameDecoder(), {}
-        while len(responses) < len(frames):
-            data = await reader.read(65536)
-            assert data, f"connection closed after {len(responses)} responses"
-            for command in decoder.feed(data):
-                responses[command.opaque] = command
-        return responses
-    finally:
-        writer.close()
-        await writer.wait_closed()
-
-
 def _record(r: StoredMessage) -> tuple[Any, ...]:
     """What two brokers store alike (not the store time, nor the born port of their connections)."""
     return (
@@ -168,8 +150,8 @@ def _run(
         server.lane = counted if lane_on else None
         for topic in ("LaneA", "LaneB"):
             await w.send_ok(topic, b"create", queue_id=0)
-        responses = await _one_write(w.broker.config.listen_port, _frames())
-        responses.update(await _one_write(w.broker.config.listen_port, _pulls()))
+        responses = await one_write(w.broker.config.listen_port, _frames())
+        responses.update(await one_write(w.broker.config.listen_port, _pulls()))
         outcome["responses"] = {opaque: _comparable(r) for opaque, r in responses.items()}
         stored = []
         for topic in ("LaneA", "LaneB", "LaneNew", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"):
@@ -217,7 +199,7 @@ def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
         server.register(RequestCode.SEND_MESSAGE_V2, wrapper)
         assert server.lane is None
         await w.send_ok("LaneA", b"x")
-        responses = await _one_write(w.broker.config.listen_port, [send_frame(41, topic="LaneA")])
+        responses = await one_write(w.broker.config.listen_port, [send_frame(41, topic="LaneA")])
         assert responses[41].code == ResponseCode.SUCCESS and 41 in seen
 
     run_broker(tmp_path, scenario)
@@ -238,7 +220,7 @@ def test_a_failing_lane_leaves_what_earlier_lanes_served(tmp_path: Path, caplog:
         server.lane = Lanes(send_lane, broken)
         await w.send_ok("LaneA", b"create", queue_id=0)
         frames = [send_frame(51, topic="LaneA"), send_frame(52, topic="LaneA"), _pull(53)]
-        responses = await _one_write(w.broker.config.listen_port, frames)
+        responses = await one_write(w.broker.config.listen_port, frames)
         assert [responses[o].code for o in (51, 52, 53)] == [ResponseCode.SUCCESS] * 3
         assert [r.body for r in iter_records(responses[53].body)] == [b"create", b"body", b"body"]
 

@@ -24,6 +24,7 @@ from sparkmq.broker.controller import BrokerController
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.remoting import RemotingClient
 from sparkmq.remoting.connection import RequestHandler
 
@@ -213,3 +214,20 @@ async def serve(config: BrokerConfig, scenario: Scenario) -> None:
 def run_broker(store_dir: Path, scenario: Scenario, **overrides: Any) -> None:
     """Run ``scenario`` against a fresh broker over ``store_dir`` in its own event loop."""
     asyncio.run(serve(small_config(store_dir, **overrides), scenario))
+
+
+async def one_write(port: int, frames: list[bytes]) -> dict[int, RemotingCommand]:
+    """Write ``frames`` to the broker at ``port`` in one write; the responses by opaque."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"".join(frames))
+        decoder, responses = FrameDecoder(), {}
+        while len(responses) < len(frames):
+            data = await reader.read(65536)
+            assert data, f"connection closed after {len(responses)} responses"
+            for command in decoder.feed(data):
+                responses[command.opaque] = command
+        return responses
+    finally:
+        writer.close()
+        await writer.wait_closed()

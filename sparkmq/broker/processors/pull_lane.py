@@ -16,6 +16,7 @@ import time
 from types import ModuleType
 
 from sparkmq.broker.processors.pull import PullProcessor
+from sparkmq.broker.processors.send_lane import cut_around
 from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
@@ -33,16 +34,8 @@ def pull_template() -> PullParts | None:
     opaque, *offsets = _SENTINELS
     fields = PullMessageResponseHeader(*offsets).to_fields()
     header = RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque).make_response(ext_fields=fields).encode()[8:]
-    parts: list[bytes] = []
-    rest = header
-    for value in _SENTINELS:
-        needle = str(value).encode()
-        if header.count(needle) != 1:
-            return None
-        before, rest = rest.split(needle)
-        parts.append(before)
-    parts.append(rest)
-    return (parts[0], parts[1], parts[2], parts[3], parts[4], parts[5])
+    parts = cut_around(header, _SENTINELS)
+    return None if parts is None else (parts[0], parts[1], parts[2], parts[3], parts[4], parts[5])
 
 
 class PullLane:

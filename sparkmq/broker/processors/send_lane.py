@@ -55,16 +55,27 @@ def response_template(region_id: str, trace_on: bool) -> ResponseParts | None:
     fields = send_response_fields(_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET, region_id, trace_on)
     request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, _OPAQUE)
     header = request.make_response(ResponseCode.SUCCESS, ext_fields=fields).encode()[8:]
+    parts = cut_around(header, (_OPAQUE, _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET))
+    return None if parts is None else (parts[0], parts[1], parts[2], parts[3], parts[4])
+
+
+def cut_around(header: bytes, sentinels: tuple[object, ...]) -> list[bytes] | None:
+    """``header`` cut at each sentinel's text, in order (one more part than sentinels), or None when a
+    sentinel is not there exactly once: the pieces a lane joins around each request's own values.
+
+    >>> cut_around(b'{"a":7,"b":"XY"}', (7, "XY"))
+    [b'{"a":', b',"b":"', b'"}']
+    """
     parts: list[bytes] = []
     rest = header
-    for value in (_OPAQUE, _MSG_ID, _QUEUE_ID, _QUEUE_OFFSET):
+    for value in sentinels:
         needle = str(value).encode()
         if header.count(needle) != 1:
             return None
         before, rest = rest.split(needle)
         parts.append(before)
     parts.append(rest)
-    return (parts[0], parts[1], parts[2], parts[3], parts[4])
+    return parts
 
 
 class SendLane:
