@@ -95,13 +95,16 @@ class IndexService:
     def query(self, key: str, max_count: int, begin: int, end: int) -> list[int]:
         """Physical offsets for ``topic#key`` stored within [begin, end], newest first."""
         key_hash = int(index_key_hashes([key])[0])
-        found: list[int] = []
+        found: dict[int, None] = {}  # each offset once: a crash can leave a record's entry twice
         for index in reversed(self.files):
             if len(found) >= max_count:
                 break
             if index.overlaps(begin, end):
-                found.extend(index.select(key_hash, max_count - len(found), begin, end))
-        return found
+                for offset in index.select(key_hash, max_count, begin, end):
+                    found.setdefault(int(offset))
+                    if len(found) == max_count:
+                        break
+        return list(found)
 
     def detach_below(self, commitlog_min: int) -> list[IndexFile]:
         """Take out files whose entries all point below the CommitLog minimum (never the newest).

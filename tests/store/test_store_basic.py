@@ -13,6 +13,7 @@ from sparkmq.errors import StoreLockedError
 from sparkmq.message import decode_record, iter_records, java_string_hash
 from sparkmq.message import layout as L
 from sparkmq.store import GetMessageStatus, MessageStore, PutMessageStatus
+from sparkmq.store.index_file import index_key_hashes
 from support.store_data import make_batch, tiny_config
 
 
@@ -199,3 +200,16 @@ def test_files_are_fixed_size_and_named_by_offset(store: MessageStore) -> None:
     cq_file = store.consume_queue("T", 0).files.files[0]
     assert cq_file.path.parent == store.config.consume_queue_dir / "T" / "0"
     assert os.path.getsize(cq_file.path) == 32 * 20
+
+
+def test_an_entry_indexed_twice_is_found_once(store: MessageStore) -> None:
+    """A crash between an index entry and its file header leaves the entry to be written again on
+    recovery; a query names each message once whatever the index holds."""
+    store.put_messages(make_batch("T", 0, 3))
+    first = store.query_messages("T", "key1", 10)
+    assert len(first) == 1
+    again = int(index_key_hashes(["T#key1"])[0])
+    newest = store.index.files[-1]
+    newest.put([again], [first[0].physical_offset], [first[0].store_timestamp])  # what such a replay writes
+    assert [m.physical_offset for m in store.query_messages("T", "key1", 10)] == [first[0].physical_offset]
+    assert len(store.index.query("T#key1", 10, 0, 2**62)) == 1
