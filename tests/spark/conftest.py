@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import BrokerProcess, NamesrvProcess
-from support.spark_harness import Cluster, Names, build_session
+from support.spark_harness import Cluster, Names, build_session, running_cluster
 
 
 @pytest.fixture(scope="session")
@@ -28,16 +27,8 @@ def spark() -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    store = tmp_path_factory.mktemp("spark-store")
-    with (
-        NamesrvProcess.start() as namesrv,
-        BrokerProcess.start(store, namesrv.address, "--set", "enablePropertyFilter=true") as broker,
-    ):
-        made = Cluster(namesrv, broker)
-        try:
-            yield made
-        finally:
-            made.close()
+    with running_cluster(tmp_path_factory.mktemp("spark-store"), "--set", "enablePropertyFilter=true") as made:
+        yield made
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ import pytest
 from sparkmq.client import Message
 from sparkmq.connector.broker_view import PULLS_AHEAD, BrokerView
 from sparkmq.message.bulk import decode_columns
-from support.processes import BrokerProcess, NamesrvProcess
-from support.spark_harness import Cluster
+from support.spark_harness import Cluster, running_cluster
 
 QUEUE_ID = 1
 MESSAGES = 120
@@ -22,15 +21,8 @@ MESSAGES = 120
 def short_pulls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A broker whose pull answers stop at 3,000 bytes (about 10 of these records)."""
     store = tmp_path_factory.mktemp("short-pulls")
-    with (
-        NamesrvProcess.start() as namesrv,
-        BrokerProcess.start(store, namesrv.address, "--set", "maxTransferBytesOnMessageInMemory=3000") as broker,
-    ):
-        made = Cluster(namesrv, broker)
-        try:
-            yield made
-        finally:
-            made.close()
+    with running_cluster(store, "--set", "maxTransferBytesOnMessageInMemory=3000") as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

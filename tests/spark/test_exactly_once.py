@@ -34,7 +34,7 @@ from sparkmq.message.properties import TRANSACTION_BATCH
 from sparkmq.protocol import ResponseCode
 from sparkmq.sink import place_runs
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
-from support.spark_harness import Cluster, kill_group, start_driver
+from support.spark_harness import Cluster, kill_group, running_cluster, start_driver
 
 QUEUES = 4
 HALF_TOPIC, OP_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
@@ -52,16 +52,11 @@ WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with (
-        NamesrvProcess.start() as namesrv,
-        BrokerProcess.start(tmp_path_factory.mktemp("eos-store"), namesrv.address, *TX_SETTINGS) as broker,
-    ):
-        made = Cluster(namesrv, broker)
+    with running_cluster(tmp_path_factory.mktemp("eos-store"), *TX_SETTINGS) as made:
         try:
             yield made
         finally:
             close_clients(made.ns)
-            made.close()
 
 
 def write_halves(options: SinkOptions, query: str, batch_id: int, batches: Iterator[pa.RecordBatch]):

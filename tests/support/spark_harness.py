@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,6 +213,17 @@ class Cluster:
                     messages += decode_pull_body(result.body, BROKER)
                     offset = result.next_begin_offset
         return messages
+
+
+@contextlib.contextmanager
+def running_cluster(store: Path, *broker_args: str) -> Iterator[Cluster]:
+    """A NameServer and a broker over ``store`` (``broker_args``: more ``sparkmq broker`` flags), stopped after."""
+    with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address, *broker_args) as broker:
+        made = Cluster(namesrv, broker)
+        try:
+            yield made
+        finally:
+            made.close()
 
 
 @dataclass
