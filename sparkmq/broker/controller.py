@@ -193,7 +193,9 @@ class BrokerController:
         # plain single sends and pulls served from the read's bytes, natively (docs/native.md)
         lanes = [lane for lane in (send_lane(ctx, native.sendlane), pull_lane(pull, native.sendlane)) if lane]
         self.server.lane = Lanes(*lanes) if lanes else None
-        self.server.lane_codes = frozenset({int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.PULL_MESSAGE)})
+        self.server.lane_codes = frozenset(
+            {int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.PULL_MESSAGE)}
+        )
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:
         """Masters serve their tables to slaves; a slave copies them every ``slaveSynchronizeInterval``."""

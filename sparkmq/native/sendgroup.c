@@ -224,11 +224,13 @@ static PyObject *get_topic_max_queue(SendGroup *g, void *c) {
     return int64_list(v, g->topic_count);
 }
 static PyObject *get_count(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->count); }
+static PyObject *get_code(SendGroup *g, void *c) { return PyLong_FromLong(g->code); }
 static PyObject *get_end(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->end); }
 static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->records_len); }
 
 static PyGetSetDef group_getset[] = {
     {"count", (getter)get_count, NULL, "requests in the group", NULL},
+    {"code", (getter)get_code, NULL, "the request code of the group's requests (10 or 310)", NULL},
     {"end", (getter)get_end, NULL, "buffer position after the group's last frame", NULL},
     {"record_bytes", (getter)get_record_bytes, NULL, "bytes of the group's CommitLog records", NULL},
     {"topics", (getter)get_topics, NULL, "distinct topics, in order of first appearance", NULL},

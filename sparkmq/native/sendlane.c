@@ -1,9 +1,10 @@
 /* sparkmq.native._sendlane: the native lane of plain single sends (see docs/native.md).
  *
- * scan() takes the whole SEND_MESSAGE_V2 frames at the front of a read buffer and returns a
- * SendGroup: their CommitLog records already encoded (queue offset, physical offset and store
- * timestamp left to place()), the distinct topics and (topic, queue) keys for the broker's checks,
- * each record's tags code and index keys hashed, and the responses encoded on demand. The Python
+ * scan() takes the whole SEND_MESSAGE_V2 frames, or SEND_MESSAGE frames (the C++ client's), at the
+ * front of a read buffer and returns a SendGroup (of one request code): their CommitLog records
+ * already encoded (queue offset, physical offset and store timestamp left to place()), the
+ * distinct topics and (topic, queue) keys for the broker's checks, each record's tags code and
+ * index keys hashed, and the responses encoded on demand. The Python
  * encoders (message/record.py, store/dispatch.py, protocol/command.py) are the reference; the
  * tests in tests/native/ compare both byte for byte. */
 #include "sendlane.h"
@@ -197,6 +198,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     while (n < limit) {
         sl_request r;
         if (!sl_parse_frame(buf, pos, view.len, max_frame, &r)) break;
+        if (n > 0 && r.code != requests[0].code) break; /* one request code per group: its statistics' */
         Py_ssize_t size = SL_RECORD_FIXED + r.body_len + r.topic.len + (r.props.present ? r.props.len : 0);
         if (size > max_message || size > INT32_MAX) break;
         if (n == cap) {
@@ -255,6 +257,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
         goto done;
     }
     g->count = i;
+    g->code = requests[0].code;
     g->end = requests[i - 1].frame_end;
     result = (PyObject *)g;
     g = NULL;

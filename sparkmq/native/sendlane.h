@@ -1,5 +1,5 @@
 /* The native send lane: shared declarations of sendlane.c (the module, the group object, records,
- * dispatch columns, responses) and sendlane_parse.c (frame split, SEND_MESSAGE_V2 header parse).
+ * dispatch columns, responses) and sendlane_parse.c (frame split, SEND_MESSAGE / _V2 header parse).
  * Everything the lane cannot handle exactly as the Python path does makes it stop before that
  * request: the Python path (the reference) then serves it. */
 #ifndef SPARKMQ_SENDLANE_H
@@ -16,17 +16,21 @@
 #define SL_RECORD_FIXED 91  /* layout.RECORD_FIXED_BYTES */
 #define SL_HEAD 88          /* layout.HEADER_BYTES */
 
-/* A string value of the header: its raw JSON text (between the quotes) and what it decodes to. */
+enum { SL_TEXT = 0, SL_NUMBER, SL_TRUE, SL_FALSE };
+
+/* A value of the header: its raw JSON text (between the quotes for a string) and what it decodes to. */
 typedef struct {
     const unsigned char *raw;
     Py_ssize_t raw_len;
     Py_ssize_t len; /* UTF-8 bytes once unescaped */
     int escaped;
     int present;
+    int kind; /* SL_TEXT (a JSON string), or, in a V1 send's extFields, a JSON integer, true or false */
 } sl_str;
 
-/* One SEND_MESSAGE_V2 request as the lane accepts it. */
+/* One SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) request as the lane accepts it. */
 typedef struct {
+    int32_t code;
     int32_t opaque;
     sl_str topic;
     sl_str props;
@@ -53,6 +57,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD Py_ssize_t count;
+    int32_t code; /* the request code of every request of the group */
     Py_ssize_t end;
     int32_t *opaque;
     int32_t *queue_id;

@@ -9,6 +9,7 @@ records must agree, and the lane must have served the plain sends.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, one_write, run_broker
-from support.native_lane import send_frame
+from support.native_lane import cpp_fields, send_frame, v1_frame
 
 pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
 
@@ -131,9 +132,16 @@ def _comparable(response: RemotingCommand) -> tuple[Any, ...]:
     return response.code, response.remark, sorted(fields.items()), position, records
 
 
-def _run(
-    tmp_path: Path, lane_on: bool, flush: FlushDiskType
-) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]], int]:
+@dataclass
+class _Outcome:
+    responses: dict[int, tuple[Any, ...]]
+    stored: list[tuple[Any, ...]]
+    taken: int  # bytes the lane served
+    rpc_counts: dict[tuple[int, int], float]  # requests per (request code, response code) in the broker's stats
+
+
+def _run(tmp_path: Path, lane_on: bool, flush: FlushDiskType, writes: list[list[bytes]] | None = None) -> _Outcome:
+    """``writes`` (default: the V2 sends, then the pulls), each as one socket write, to a fresh broker."""
     outcome: dict[str, Any] = {}
 
     async def scenario(w: Wire) -> None:
@@ -150,8 +158,9 @@ def _run(
         server.lane = counted if lane_on else None
         for topic in ("LaneA", "LaneB"):
             await w.send_ok(topic, b"create", queue_id=0)
-        responses = await one_write(w.broker.config.listen_port, _frames())
-        responses.update(await one_write(w.broker.config.listen_port, _pulls()))
+        responses: dict[int, RemotingCommand] = {}
+        for frames in [_frames(), _pulls()] if writes is None else writes:
+            responses.update(await one_write(w.broker.config.listen_port, frames))
         outcome["responses"] = {opaque: _comparable(r) for opaque, r in responses.items()}
         stored = []
         for topic in ("LaneA", "LaneB", "LaneNew", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"):
@@ -159,18 +168,22 @@ def _run(
                 stored += [_record(r) for r in await w.pull_records("G", topic, queue_id)]
         outcome["stored"] = stored
         outcome["taken"] = sum(taken)
+        assert w.broker.context is not None
+        latency = w.broker.context.stats.rpc_latency
+        outcome["rpc"] = {key: sum(row[:-1]) for key, row in latency.items() if key[0] != RequestCode.PULL_MESSAGE}
 
     run_broker(tmp_path, scenario, max_message_size=MAX_MESSAGE, flush_disk_type=flush)
-    return outcome["responses"], outcome["stored"], outcome.get("taken", 0)
+    return _Outcome(outcome["responses"], outcome["stored"], outcome.get("taken", 0), outcome["rpc"])
 
 
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
 def test_the_lane_answers_and_stores_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
-    native_responses, native_stored, taken = _run(tmp_path / "native", lane_on=True, flush=flush)
-    python_responses, python_stored, _ = _run(tmp_path / "python", lane_on=False, flush=flush)
-    assert native_responses == python_responses
-    assert native_stored == python_stored
-    codes = {opaque: response[0] for opaque, response in native_responses.items()}
+    native = _run(tmp_path / "native", lane_on=True, flush=flush)
+    python = _run(tmp_path / "python", lane_on=False, flush=flush)
+    assert native.responses == python.responses
+    assert native.stored == python.stored
+    native_stored, taken = native.stored, native.taken
+    codes = {opaque: response[0] for opaque, response in native.responses.items()}
     assert all(codes[o] == ResponseCode.SUCCESS for o in (*range(1, 9), 24, 25, 27, 29)), codes
     assert codes[20] != ResponseCode.SUCCESS and codes[21] != ResponseCode.SUCCESS
     assert codes[22] == ResponseCode.SYSTEM_ERROR and codes[23] == ResponseCode.MESSAGE_ILLEGAL
@@ -186,7 +199,7 @@ def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
         server = w.broker.server
         assert server.lane is not None
-        assert server.lane_codes == {RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE}
+        assert server.lane_codes == {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE}
         server.register(RequestCode.HEART_BEAT, server._processors[RequestCode.HEART_BEAT])
         assert server.lane is not None
         seen: list[int] = []
@@ -227,3 +240,51 @@ def test_a_failing_lane_leaves_what_earlier_lanes_served(tmp_path: Path, caplog:
     with caplog.at_level("ERROR"):
         run_broker(tmp_path, scenario)
     assert "a lane bug" in caplog.text
+
+
+def _cpp_frames() -> list[bytes]:
+    """The C++ client's SEND_MESSAGE frames: plain ones (signed with an empty AccessKey, as the
+    client does without credentials), then shapes the lane leaves to the Python path, then plain again."""
+    props = "KEYS\x01k{0} x\x02TAGS\x01TagA\x02UNIQ_KEY\x01C{0}\x02WAIT\x01true\x02color\x01red\x02"
+    plain = [
+        v1_frame(200 + i, cpp_fields(("LaneA", "LaneB")[i % 2], queueId=i % 3, properties=props.format(i)))
+        for i in range(6)
+    ]
+    no_topic = {key: value for key, value in cpp_fields().items() if key != "topic"}
+    batch = encode_batch_items([b"c1", b"c2"], [b"K\x01v", b""], [0, 0])
+    return [
+        *plain[:3],
+        v1_frame(220, cpp_fields("LaneA", queueId="x")),  # a malformed header: its own error
+        v1_frame(221, cpp_fields("LaneA", unitMode="yes")),
+        v1_frame(222, cpp_fields("bad topic!")),
+        v1_frame(223, cpp_fields("LaneA", queueId=9)),  # over the topic's queues
+        v1_frame(224, cpp_fields("LaneA"), b"x" * (MAX_MESSAGE + 1)),
+        v1_frame(225, cpp_fields("LaneNew")),  # created on send, by the Python path
+        v1_frame(226, cpp_fields("LaneA", properties="DELAY\x012\x02WAIT\x01true\x02")),
+        v1_frame(227, cpp_fields("LaneA", batch="1", properties="WAIT\x01true\x02"), batch),  # C++'s batch
+        v1_frame(228, cpp_fields("LaneA"), top={"remark": "\x00"}),  # refused where decoded
+        v1_frame(229, no_topic),
+        v1_frame(230, cpp_fields("LaneB", queueId="+2", flag=-5, reconsumeTimes=None, bornTimestamp=-1)),
+        v1_frame(231, cpp_fields("LaneA"), top={"remark": 5}),  # the lane leaves it, Python serves it
+        *plain[3:],
+        send_frame(232, topic="LaneB"),  # a V2 send after them: a group of its own
+        v1_frame(233, cpp_fields("LaneA", sysFlag=4, properties="TRAN_MSG\x01true\x02UNIQ_KEY\x01TX\x02")),
+    ]
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_cpp_sends_are_answered_and_stored_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
+    """SEND_MESSAGE frames as the C++ client writes them, with the lane and without it (as under
+    SPARKMQ_NATIVE=0): the same answers, records and per-code statistics; the lane served the plain ones."""
+    frames = _cpp_frames()
+    native = _run(tmp_path / "native", lane_on=True, flush=flush, writes=[frames])
+    python = _run(tmp_path / "python", lane_on=False, flush=flush, writes=[frames])
+    assert native.responses == python.responses
+    assert native.stored == python.stored
+    assert native.rpc_counts == python.rpc_counts
+    codes = {opaque: response[0] for opaque, response in native.responses.items()}
+    succeeded = (*range(200, 206), 225, 226, 227, 230, 231, 232, 233)
+    assert all(codes[o] == ResponseCode.SUCCESS for o in succeeded), codes
+    assert all(codes[o] != ResponseCode.SUCCESS for o in (220, 221, 222, 223, 224, 228, 229)), codes
+    assert native.rpc_counts[(RequestCode.SEND_MESSAGE, ResponseCode.SUCCESS)] == len(succeeded) - 1
+    assert native.taken >= sum(map(len, frames[:3])) + sum(map(len, frames[-5:-2])), "the lane served the plain ones"

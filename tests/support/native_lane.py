@@ -4,8 +4,13 @@ own Python encoders."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import json
 from dataclasses import dataclass
+from typing import Any
 
+from sparkmq.broker.processors.send_lane import response_template
 from sparkmq.message.msgid import offset_msg_id
 from sparkmq.message.record import Host, MessageBatch, encode_records_plain
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -17,6 +22,18 @@ BORN = Host(b"\x7f\x00\x00\x01", 50123)
 STORE = Host(b"\x0a\x00\x00\x02", 10911)
 MAX_FRAME = 16 * 1024 * 1024
 MAX_MESSAGE = 4 * 1024 * 1024
+PARTS = response_template("R", True)
+
+#: A SEND_MESSAGE header the real C++ client (PyPI rocketmq 0.4.4) sent to a sparkmq broker
+#: (2026-11-23, captured off the broker's read buffer), body b"hello"; jsoncpp's key order and newline.
+CPP_044_SEND = (
+    b'{"code":10,"extFields":{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"LTCT5pxLoqOy5oNOGGXFiCRgDi0=",'
+    b'"batch":"0","bornTimestamp":"1795470377410","defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,'
+    b'"producerGroup":"PID_CAP","properties":"KEYS\\u0001k1 k2\\u0002TAGS\\u0001TagA\\u0002UNIQ_KEY\\u0001'
+    b'0100007F0000E0C900004224557B0100\\u0002WAIT\\u0001true\\u0002color\\u0001red\\u0002","queueId":0,'
+    b'"reconsumeTimes":"0","sysFlag":0,"topic":"CapTopic","unitMode":"0"},"flag":0,"language":"CPP","opaque":2,'
+    b'"remark":"","version":63}\n'
+)
 
 
 def send_frame(
@@ -44,6 +61,97 @@ def send_frame(
     return RemotingCommand.request(code, opaque, ext_fields=fields, body=body).encode()
 
 
+def raw_frame(header: bytes, body: bytes = b"") -> bytes:
+    """A request frame with ``header`` written verbatim (JSON, type byte 0)."""
+    return (4 + len(header) + len(body)).to_bytes(4) + len(header).to_bytes(4) + header + body
+
+
+def v1_frame(
+    opaque: int,
+    ext: dict[str, Any],
+    body: bytes = b"body",
+    *,
+    top: dict[str, Any] | None = None,
+    order: list[str] | None = None,
+    ascii_only: bool = True,
+    tail: str = "\n",
+    separators: tuple[str, str] = (",", ":"),
+) -> bytes:
+    """A SEND_MESSAGE (10) frame as the C++ client writes one: ``ext`` (values of any JSON type) under
+    the header keys jsoncpp writes (``top`` overrides or adds; a None value drops the key), in ``order``
+    (default: sorted, as jsoncpp), the header followed by ``tail``; ext in its own order."""
+    header: dict[str, Any] = {"code": 10, "extFields": ext, "flag": 0, "language": "CPP", "opaque": opaque}
+    header.update({"remark": "", "version": 63})
+    for key, value in (top or {}).items():
+        if value is None:
+            header.pop(key, None)
+        else:
+            header[key] = value
+    keys = sorted(header) if order is None else [k for k in order if k in header]
+    dump = functools.partial(json.dumps, ensure_ascii=ascii_only, separators=separators)
+    text = "{" + separators[0].join(f"{dump(k)}{separators[1]}{dump(header[k])}" for k in keys) + "}"
+    return raw_frame((text + tail).encode(), body)
+
+
+def cpp_fields(topic: str = "TopicA", **changes: Any) -> dict[str, Any]:
+    """The extFields of a C++ client's single send (numbers where it writes numbers); ``changes`` set
+    or (None) drop keys."""
+    fields: dict[str, Any] = {
+        "AccessKey": "",
+        "OnsChannel": "ALIYUN",
+        "Signature": "LTCT5pxLoqOy5oNOGGXFiCRgDi0=",
+        "batch": "0",
+        "bornTimestamp": "1795470377410",
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": 4,
+        "flag": 0,
+        "producerGroup": "PID_CPP",
+        "properties": "UNIQ_KEY\x01U1\x02WAIT\x01true\x02",
+        "queueId": 0,
+        "reconsumeTimes": "0",
+        "sysFlag": 0,
+        "topic": topic,
+        "unitMode": "0",
+    }
+    for key, value in changes.items():
+        if value is None:
+            fields.pop(key, None)
+        else:
+            fields[key] = value
+    return fields
+
+
+def scan(buffer: bytes | bytearray, limit: int = 1024, max_message: int = MAX_MESSAGE) -> Any:
+    """``_sendlane.scan`` of ``buffer`` from 0 with the test hosts."""
+    native = importlib.import_module("sparkmq.native._sendlane")
+    return native.scan(buffer, 0, limit, MAX_FRAME, max_message, BORN.ip, BORN.port, STORE.ip, STORE.port)
+
+
+def check_parity(
+    frames: list[bytes], taken: int, physical_start: int = 4096, store_timestamp: int = 1_700_000_000_123
+) -> None:
+    """The lane took exactly the first ``taken`` frames, and made of them what the reference makes."""
+    buffer = bytearray(b"".join(frames))
+    group = scan(buffer)
+    if taken == 0:
+        assert group is None
+        return
+    assert group is not None
+    assert (group.count, group.end) == (taken, sum(map(len, frames[:taken])))
+    ref_bases = {key: 7 * i for i, key in enumerate(dict.fromkeys(group.keys))}
+    expected = reference(frames[:taken], physical_start, store_timestamp, ref_bases)
+    assert group.code == expected.code
+    assert group.keys == expected.keys
+    records = group.place(physical_start, store_timestamp, [ref_bases[key] for key in group.keys])
+    assert records == expected.records
+    assert group.record_bytes == len(records)
+    queues, hashes, offsets = group.dispatch()
+    assert queues == expected.queues
+    assert (hashes, offsets) == (expected.index_hashes, expected.index_offsets)
+    assert PARTS is not None
+    assert group.responses(PARTS, STORE.ip, STORE.port) == expected.responses
+
+
 @dataclass
 class Reference:
     """What the Python path makes of sends placed like ``SendGroup.place`` places them."""
@@ -54,6 +162,7 @@ class Reference:
     index_offsets: list[int]
     responses: bytes
     keys: list[tuple[str, int]]
+    code: int
 
 
 def reference(
@@ -63,6 +172,7 @@ def reference(
     decoder = FrameDecoder()
     commands = decoder.feed(b"".join(frames))
     assert len(commands) == len(frames)
+    assert len({command.code for command in commands}) == 1, "a group holds one request code"
     next_offset = dict(bases)
     position, parts, appended, responses, keys = physical_start, [], [], [], []
     for command in commands:
@@ -94,5 +204,11 @@ def reference(
     group = dispatch_for_group(TagsCoder([]), appended, store_timestamp)
     queues = [(list(q.physical_offsets), list(q.sizes), list(q.tags_codes)) for q in group.queues]
     return Reference(
-        b"".join(parts), queues, list(group.index_hashes), list(group.index_offsets), b"".join(responses), keys
+        b"".join(parts),
+        queues,
+        list(group.index_hashes),
+        list(group.index_offsets),
+        b"".join(responses),
+        keys,
+        commands[0].code,
     )

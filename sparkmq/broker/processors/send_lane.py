@@ -1,4 +1,5 @@
-"""The native send lane: plain single SEND_MESSAGE_V2 requests served straight from a read's bytes.
+"""The native send lane: plain single SEND_MESSAGE_V2 and SEND_MESSAGE (the C++ client's) requests
+served straight from a read's bytes.
 
 ``sparkmq.native._sendlane.scan`` takes the leading run of a read's frames that are plain single
 sends (JSON header, no batch, delay, transaction, retry/DLQ topic, or text the reference decoder
@@ -130,7 +131,7 @@ class SendLane:
         if flushed is None or not group.waits:
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
             elapsed_ms = (time.perf_counter() - start) * 1000
-            stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
+            stats.rpc_many(group.code, ResponseCode.SUCCESS, elapsed_ms, group.count)
         else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
             connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
 
@@ -144,14 +145,14 @@ class SendLane:
         frames = group.responses(self._parts, self._store_ip, self._store_port) if ok else self._failed(group, outcome)
         elapsed_ms = (time.perf_counter() - start) * 1000
         code = ResponseCode.SUCCESS if ok else PUT_STATUS_TO_RESPONSE[outcome.status]
-        self.ctx.stats.rpc_many(RequestCode.SEND_MESSAGE_V2, code, elapsed_ms, group.count)
+        self.ctx.stats.rpc_many(group.code, code, elapsed_ms, group.count)
         return frames
 
     def _failed(self, group: SendGroup, outcome: PutResult) -> bytes:
         """Each send's answer after its flush failed: ``outcome`` for those that waited, SUCCESS for the rest."""
         cfg, host, frames = self.ctx.config, self.ctx.store.config.store_host, []
         for opaque, physical, queue_id, queue_offset, waits in group.answers():
-            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque)
+            request = RemotingCommand.request(group.code, opaque)
             code = PUT_STATUS_TO_RESPONSE[outcome.status] if waits else ResponseCode.SUCCESS
             if waits and outcome.store_host is None:
                 response = request.make_response(code, remark=outcome.remark or outcome.status.value)
