@@ -12,10 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sparkmq.broker.topics import check_sendable
-from sparkmq.errors import InvalidTopicError
 from sparkmq.protocol import RemotingCommand, RequestCode
-from support.native_lane import check_parity, scan, send_frame
+from support.native_lane import check_cut_and_flipped, check_parity, scan, send_frame
 
 pytest.importorskip("sparkmq.native._sendlane")
 
@@ -180,31 +178,7 @@ def test_truncated_and_corrupted_buffers(data: st.DataObject) -> None:
     the reference's reading of the same bytes (no read past the buffer: the cut is the end), up to
     the first topic the broker refuses (a flipped byte in a name: the Python path's check)."""
     frames = [send_frame(i, properties=f"UNIQ_KEY\x01U{i}\x02KEYS\x01a b") for i in range(4)]
-    buffer = bytearray(b"".join(frames))
-    for _ in range(data.draw(st.integers(0, 3))):
-        at = data.draw(st.integers(0, len(buffer) - 1))
-        buffer[at] = data.draw(st.integers(0, 255))
-    cut = data.draw(st.integers(0, len(buffer)))
-    group = scan(bytes(buffer[:cut]))
-    if group is None:
-        return
-    assert group.end <= cut
-    taken, position = [], 0
-    while position < group.end:
-        length = int.from_bytes(buffer[position : position + 4])
-        taken.append(bytes(buffer[position : position + 4 + length]))
-        position += 4 + length
-    assert position == group.end
-    refused = group.first_refused([8 if _sendable(topic) else -1 for topic in group.topics])  # as SendLane
-    check_parity(taken[:refused], refused)
-
-
-def _sendable(topic: str) -> bool:
-    try:
-        check_sendable(topic)
-    except InvalidTopicError:
-        return False
-    return True
+    check_cut_and_flipped(data, frames)
 
 
 def test_group_before_place_refuses_dispatch_and_responses() -> None:

@@ -17,7 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkmq.protocol import RequestCode
-from support.native_lane import CPP_044_SEND, check_parity, cpp_fields, raw_frame, scan, send_frame, v1_frame
+from support.native_lane import (
+    CPP_044_SEND,
+    check_cut_and_flipped,
+    check_parity,
+    cpp_fields,
+    raw_frame,
+    scan,
+    send_frame,
+    v1_frame,
+)
 
 pytest.importorskip("sparkmq.native._sendlane")
 
@@ -253,3 +262,13 @@ def test_v2_sends_keep_their_strict_shape() -> None:
         _patched_header(v2, b'"opaque":9', b'"opaque":9,"remark":""'),
     ):
         check_parity([changed], 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_truncated_and_corrupted_cpp_sends(data: st.DataObject) -> None:
+    """Cut or flipped bytes in C++-style frames (numbers, booleans, unknown keys, the newline)."""
+    frames = [raw_frame(CPP_044_SEND, b"hello")] + [
+        v1_frame(i, cpp_fields(unitMode=False, reconsumeTimes=None, queueId=str(i))) for i in range(3)
+    ]
+    check_cut_and_flipped(data, frames)

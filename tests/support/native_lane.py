@@ -10,7 +10,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import strategies as st
+
 from sparkmq.broker.processors.send_lane import response_template
+from sparkmq.broker.topics import check_sendable
+from sparkmq.errors import InvalidTopicError
 from sparkmq.message.msgid import offset_msg_id
 from sparkmq.message.record import Host, MessageBatch, encode_records_plain
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -212,3 +216,35 @@ def reference(
         keys,
         commands[0].code,
     )
+
+
+def check_cut_and_flipped(data: Any, frames: list[bytes]) -> None:
+    """``frames`` with up to 3 bytes changed and cut anywhere (``data``: hypothesis' ``st.data()``):
+    the lane takes only whole frames, and what it takes still matches the reference's reading of the
+    same bytes (no read past the buffer: the cut is the end), up to the first topic the broker
+    refuses (a flipped byte in a name: the Python path's check)."""
+    buffer = bytearray(b"".join(frames))
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(0, len(buffer) - 1))
+        buffer[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(buffer)))
+    group = scan(bytes(buffer[:cut]))
+    if group is None:
+        return
+    assert group.end <= cut
+    taken, position = [], 0
+    while position < group.end:
+        length = int.from_bytes(buffer[position : position + 4])
+        taken.append(bytes(buffer[position : position + 4 + length]))
+        position += 4 + length
+    assert position == group.end
+    refused = group.first_refused([8 if _sendable(topic) else -1 for topic in group.topics])  # as SendLane
+    check_parity(taken[:refused], refused)
+
+
+def _sendable(topic: str) -> bool:
+    try:
+        check_sendable(topic)
+    except InvalidTopicError:
+        return False
+    return True
