@@ -288,3 +288,33 @@ def test_cpp_sends_are_answered_and_stored_as_the_python_path(tmp_path: Path, fl
     assert all(codes[o] != ResponseCode.SUCCESS for o in (220, 221, 222, 223, 224, 228, 229)), codes
     assert native.rpc_counts[(RequestCode.SEND_MESSAGE, ResponseCode.SUCCESS)] == len(succeeded) - 1
     assert native.taken >= sum(map(len, frames[:3])) + sum(map(len, frames[-5:-2])), "the lane served the plain ones"
+
+
+def test_with_an_authorizer_every_cpp_send_is_checked_by_it(tmp_path: Path) -> None:
+    """ACL on: the lane stands aside, so a signed C++ send meets the authorizer (here, one refusing all)."""
+
+    async def scenario(w: Wire) -> None:
+        server = w.broker.server
+        lane = server.lane
+        assert lane is not None
+        taken: list[int] = []
+
+        def counted(buffer: bytearray, position: int, connection: Any) -> int:
+            end = lane(buffer, position, connection)
+            taken.append(end - position)
+            return end
+
+        await w.send_ok("LaneA", b"create", queue_id=0)
+        server.lane = counted
+        seen: list[int] = []
+
+        def refuse(request: RemotingCommand, connection: Any) -> RemotingCommand:
+            seen.append(request.opaque)
+            return request.make_response(ResponseCode.NO_PERMISSION, remark="refused by the test")
+
+        server.authorize = refuse
+        responses = await one_write(w.broker.config.listen_port, [v1_frame(61, cpp_fields("LaneA"))])
+        assert (responses[61].code, responses[61].remark) == (ResponseCode.NO_PERMISSION, "refused by the test")
+        assert seen == [61] and sum(taken) == 0
+
+    run_broker(tmp_path, scenario)
