@@ -13,6 +13,7 @@ EXTENSIONS = [
             "sparkmq/native/sendlane.c",
             "sparkmq/native/sendgroup.c",
             "sparkmq/native/sendlane_parse.c",
+            "sparkmq/native/sendlane_fields.c",
             "sparkmq/native/pulllane.c",
         ],
         depends=["sparkmq/native/sendlane.h"],

@@ -294,3 +294,87 @@ PyMODINIT_FUNC PyInit__sendlane(void) {
     }
     return m;
 }
+
+uint32_t sl_java_hash(uint32_t h, const unsigned char *s, Py_ssize_t n) {
+    const unsigned char *p = s, *end = s + n;
+    while (p < end) {
+        unsigned char b0 = *p;
+        uint32_t cp;
+        if (b0 < 0x80) {
+            cp = b0;
+            p += 1;
+        } else if (b0 < 0xE0) {
+            cp = ((uint32_t)(b0 & 0x1F) << 6) | (p[1] & 0x3F);
+            p += 2;
+        } else if (b0 < 0xF0) {
+            cp = ((uint32_t)(b0 & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+            p += 3;
+        } else {
+            cp = ((uint32_t)(b0 & 0x07) << 18) | ((uint32_t)(p[1] & 0x3F) << 12) | ((uint32_t)(p[2] & 0x3F) << 6) |
+                 (p[3] & 0x3F);
+            p += 4;
+            cp -= 0x10000;
+            h = 31 * h + (0xD800 + (cp >> 10));
+            cp = 0xDC00 + (cp & 0x3FF);
+        }
+        h = 31 * h + cp;
+    }
+    return h;
+}
+
+static uint32_t crc_table[8][256];
+static int crc_ready = 0;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+    crc_ready = 1;
+}
+
+/* zlib.crc32 (slicing by 8). */
+uint32_t sl_crc32(const unsigned char *p, Py_ssize_t n) {
+    if (!crc_ready) crc_init();
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24));
+        uint32_t hi = (uint32_t)p[4] | ((uint32_t)p[5] << 8) | ((uint32_t)p[6] << 16) | ((uint32_t)p[7] << 24);
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+void sl_put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+void sl_put64(unsigned char *p, uint64_t v) {
+    sl_put32(p, (uint32_t)(v >> 32));
+    sl_put32(p + 4, (uint32_t)v);
+}
+
+Py_ssize_t sl_put_decimal(char *out, long long v) {
+    char tmp[24];
+    int n = 0, neg = v < 0;
+    unsigned long long u = neg ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    Py_ssize_t k = 0;
+    if (neg) out[k++] = '-';
+    while (n) out[k++] = tmp[--n];
+    return k;
+}

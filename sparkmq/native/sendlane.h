@@ -1,5 +1,6 @@
 /* The native send lane: shared declarations of sendlane.c (the module, the group object, records,
- * dispatch columns, responses) and sendlane_parse.c (frame split, SEND_MESSAGE / _V2 header parse).
+ * dispatch columns, responses), sendlane_parse.c (frame split, JSON header parse) and sendlane_fields.c
+ * (a send header's fields).
  * Everything the lane cannot handle exactly as the Python path does makes it stop before that
  * request: the Python path (the reference) then serves it. */
 #ifndef SPARKMQ_SENDLANE_H
@@ -99,6 +100,17 @@ Py_ssize_t sl_put_decimal(char *out, long long v);
  * lane takes (or incomplete). Never reads outside buf[0:len]. */
 int sl_parse_command(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, int32_t want_code,
                      const char *const *keys, int nkeys, sl_str *ext, sl_command *out);
+
+/* sl_parse_command with any codes; with ``loose``, extFields values may also be integers, true/false or null
+ * (null: absent) and keys outside ``keys`` are skipped (their values checked), and a "remark" string or null
+ * is allowed: *odd is set when any of those occurs. *code: the frame's code; *ext_seen: bit k set when
+ * keys[k] occurred (null too). */
+int sl_parse_command_ex(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame,
+                        const char *const *keys, int nkeys, sl_str *ext, int loose, int32_t *code, int *odd,
+                        uint32_t *ext_seen, sl_command *out);
+
+/* Whether the unescaped string ``s`` is exactly ``text``. */
+int sl_is_literal(const sl_str *s, const char *text);
 
 /* An extFields number as the Python path reads it: ASCII digits (leading zeros too) within int32
  * (``wide``: int64), no escape. */

@@ -1,0 +1,162 @@
+/* The send lane's reading of a parsed SEND_MESSAGE_V2 / SEND_MESSAGE header: its fields as a plain
+ * single send, read exactly as the Python path reads them, or 0 to leave the request to it.
+ *
+ * - SEND_MESSAGE_V2 (310): string values of the V2 keys a..n (plain digits for numbers);
+ * - SEND_MESSAGE (10) as the C++ client sends it: the long V1 names, values that are strings,
+ *   integers, true/false or null (the Python decoder turns them into the strings it parses),
+ *   a "remark", keys the V1 header does not know (AccessKey, OnsChannel, Signature, ...: ignored,
+ *   as ``CommandHeader.from_fields`` ignores them) and the newline jsoncpp ends the header with.
+ * Either way: no transaction, no batch, no retry/DLQ/system topic, no delay (docs/native.md). */
+#include "sendlane.h"
+
+/* An extFields number the Python path reads as its value: ASCII digits only (leading zeros too),
+ * within the field's range (int32, or int64 for the born timestamp), no escape. */
+int sl_plain_number(const sl_str *s, int wide, int64_t *out) {
+    if (!s->present || s->escaped || s->raw_len < 1 || s->raw_len > 24) return 0;
+    uint64_t v = 0, most = wide ? (uint64_t)INT64_MAX : (uint64_t)INT32_MAX;
+    for (Py_ssize_t i = 0; i < s->raw_len; i++) {
+        unsigned char ch = s->raw[i];
+        if (ch < '0' || ch > '9') return 0;
+        if (v > (most - (uint64_t)(ch - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(ch - '0');
+    }
+    *out = (int64_t)v;
+    return 1;
+}
+
+static int starts_with(const sl_str *s, const char *text) {
+    size_t n = strlen(text);
+    return (size_t)s->raw_len >= n && memcmp(s->raw, text, n) == 0;
+}
+
+/* The topic and properties of a plain single send (both strings): 1, or 0 to leave the request to the reference. */
+static int plain_topic_and_props(const sl_str *topic, const sl_str *props, sl_request *out) {
+    if (topic->kind != SL_TEXT || (props->present && props->kind != SL_TEXT)) return 0;
+    out->topic = *topic;
+    if (out->topic.escaped || out->topic.len == 0 || out->topic.len > SL_MAX_TOPIC) return 0;
+    if (starts_with(&out->topic, "%RETRY%") || starts_with(&out->topic, "%DLQ%")) return 0;
+    if (starts_with(&out->topic, "SCHEDULE_TOPIC_XXXX") || starts_with(&out->topic, "RMQ_SYS_")) return 0;
+    out->props = *props;
+    return out->props.len <= SL_MAX_PROPS; /* a delay level is checked on the decoded text */
+}
+
+/* The V2 fields as a plain single send: 1, or 0 to leave the request to the reference. */
+static int read_v2(sl_str f[14], sl_request *out) {
+    int64_t v;
+    /* a=producerGroup b=topic c=defaultTopic d=queueNums e=queueId f=sysFlag g=bornTimestamp
+       h=flag i=properties j=reconsumeTimes k=unitMode l=maxReconsumeTimes m=batch n=bname */
+    if (!f[0].present || !f[1].present || !f[2].present) return 0;
+    if (!sl_plain_number(&f[3], 0, &v)) return 0;
+    if (!sl_plain_number(&f[4], 0, &v)) return 0;
+    out->queue_id = (int32_t)v;
+    if (!sl_plain_number(&f[5], 0, &v)) return 0;
+    out->sys_flag = (int32_t)v;
+    if (out->sys_flag & 0xC) return 0; /* transactions: prepared/commit/rollback handling is Python's */
+    if (!sl_plain_number(&f[6], 1, &v)) return 0;
+    out->born_timestamp = v;
+    if (!sl_plain_number(&f[7], 0, &v)) return 0;
+    out->flag = (int32_t)v;
+    out->reconsume_times = 0;
+    if (f[9].present) {
+        if (!sl_plain_number(&f[9], 0, &v)) return 0;
+        out->reconsume_times = (int32_t)v;
+    }
+    if (f[10].present && !sl_is_literal(&f[10], "false") && !sl_is_literal(&f[10], "true")) return 0;
+    if (f[11].present && !sl_plain_number(&f[11], 0, &v)) return 0;
+    if (f[12].present && !sl_is_literal(&f[12], "false")) return 0;
+    return plain_topic_and_props(&f[1], &f[8], out);
+}
+
+/* A V1 integer as ``schema._parse`` reads the string the decoder made of it: a string or JSON integer of
+ * Java's syntax [+-]?[0-9]+ (leading zeros too) within int32 (``wide``: int64), no escape. */
+static int java_int(const sl_str *s, int wide, int64_t *out) {
+    if (!s->present || s->escaped || (s->kind != SL_TEXT && s->kind != SL_NUMBER) || s->raw_len < 1) return 0;
+    const unsigned char *p = s->raw, *end = s->raw + s->raw_len;
+    int neg = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    if (p == end) return 0;
+    uint64_t v = 0, most = wide ? (uint64_t)INT64_MAX + (uint64_t)neg : (uint64_t)INT32_MAX + (uint64_t)neg;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        if (v > (most - (uint64_t)(*p - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 1;
+}
+
+/* A V1 boolean as ``parse_bool`` reads the decoder's string: true/1/false/0, any case, or JSON true/false/0/1. */
+static int java_bool(const sl_str *s, int *out) {
+    if (s->kind == SL_TRUE || s->kind == SL_FALSE) {
+        *out = s->kind == SL_TRUE;
+        return 1;
+    }
+    if (s->escaped || s->raw_len < 1 || s->raw_len > 5) return 0;
+    char low[6];
+    for (Py_ssize_t i = 0; i < s->raw_len; i++) {
+        unsigned char ch = s->raw[i];
+        low[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    low[s->raw_len] = 0;
+    if (strcmp(low, "true") == 0 || strcmp(low, "1") == 0) *out = 1;
+    else if (strcmp(low, "false") == 0 || strcmp(low, "0") == 0) *out = 0;
+    else return 0;
+    return 1;
+}
+
+/* The V1 fields (same order as V2's) as a plain single send: 1, or 0 to leave the request to the reference.
+ * producerGroup, defaultTopic and bname are any value (the lane does not use them); a negative queue id (a
+ * random queue) or sysFlag, and a batch, go to the reference. */
+static int read_v1(sl_str f[14], sl_request *out) {
+    int64_t v;
+    int b;
+    if (!f[0].present || !f[1].present || !f[2].present) return 0;
+    if (!java_int(&f[3], 0, &v)) return 0;
+    if (!java_int(&f[4], 0, &v) || v < 0) return 0;
+    out->queue_id = (int32_t)v;
+    if (!java_int(&f[5], 0, &v) || v < 0 || (v & 0xC)) return 0;
+    out->sys_flag = (int32_t)v;
+    if (!java_int(&f[6], 1, &v)) return 0;
+    out->born_timestamp = v;
+    if (!java_int(&f[7], 0, &v)) return 0;
+    out->flag = (int32_t)v;
+    out->reconsume_times = 0;
+    if (f[9].present) {
+        if (!java_int(&f[9], 0, &v)) return 0;
+        out->reconsume_times = (int32_t)v;
+    }
+    if (f[10].present && !java_bool(&f[10], &b)) return 0;
+    if (f[11].present && !java_int(&f[11], 0, &v)) return 0;
+    if (f[12].present && (!java_bool(&f[12], &b) || b)) return 0;
+    return plain_topic_and_props(&f[1], &f[8], out);
+}
+
+/* The V2 keys a..n, then the V1 names of the same fields in the same order. */
+static const char *const SEND_KEYS[28] = {
+    "a",        "b",          "c",       "d",         "e",           "f",          "g",
+    "h",        "i",          "j",       "k",         "l",           "m",          "n",
+    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
+    "flag",     "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname"};
+
+int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out) {
+    sl_str ext[28];
+    sl_command command;
+    int32_t code = 0;
+    int odd;
+    uint32_t seen;
+    if (!sl_parse_command_ex(buf, pos, len, max_frame, SEND_KEYS, 28, ext, 1, &code, &odd, &seen, &command))
+        return 0;
+    if (code == 310) { /* V2 keeps its strict shape: string values, the keys a..n only, no remark */
+        if (odd || (seen >> 14) || !read_v2(ext, out)) return 0;
+    } else if (code == 10) { /* the keys a..n are unknown to V1: ignored */
+        if (!read_v1(ext + 14, out)) return 0;
+    } else {
+        return 0;
+    }
+    out->code = code;
+    out->opaque = command.opaque;
+    out->body = command.body;
+    out->body_len = command.body_len;
+    out->frame_end = command.frame_end;
+    return 1;
+}
