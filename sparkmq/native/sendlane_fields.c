@@ -40,33 +40,6 @@ static int plain_topic_and_props(const sl_str *topic, const sl_str *props, sl_re
     return out->props.len <= SL_MAX_PROPS; /* a delay level is checked on the decoded text */
 }
 
-/* The V2 fields as a plain single send: 1, or 0 to leave the request to the reference. */
-static int read_v2(sl_str f[14], sl_request *out) {
-    int64_t v;
-    /* a=producerGroup b=topic c=defaultTopic d=queueNums e=queueId f=sysFlag g=bornTimestamp
-       h=flag i=properties j=reconsumeTimes k=unitMode l=maxReconsumeTimes m=batch n=bname */
-    if (!f[0].present || !f[1].present || !f[2].present) return 0;
-    if (!sl_plain_number(&f[3], 0, &v)) return 0;
-    if (!sl_plain_number(&f[4], 0, &v)) return 0;
-    out->queue_id = (int32_t)v;
-    if (!sl_plain_number(&f[5], 0, &v)) return 0;
-    out->sys_flag = (int32_t)v;
-    if (out->sys_flag & 0xC) return 0; /* transactions: prepared/commit/rollback handling is Python's */
-    if (!sl_plain_number(&f[6], 1, &v)) return 0;
-    out->born_timestamp = v;
-    if (!sl_plain_number(&f[7], 0, &v)) return 0;
-    out->flag = (int32_t)v;
-    out->reconsume_times = 0;
-    if (f[9].present) {
-        if (!sl_plain_number(&f[9], 0, &v)) return 0;
-        out->reconsume_times = (int32_t)v;
-    }
-    if (f[10].present && !sl_is_literal(&f[10], "false") && !sl_is_literal(&f[10], "true")) return 0;
-    if (f[11].present && !sl_plain_number(&f[11], 0, &v)) return 0;
-    if (f[12].present && !sl_is_literal(&f[12], "false")) return 0;
-    return plain_topic_and_props(&f[1], &f[8], out);
-}
-
 /* A V1 integer as ``schema._parse`` reads the string the decoder made of it: a string or JSON integer of
  * Java's syntax [+-]?[0-9]+ (leading zeros too) within int32 (``wide``: int64), no escape. */
 static int java_int(const sl_str *s, int wide, int64_t *out) {
@@ -104,30 +77,44 @@ static int java_bool(const sl_str *s, int *out) {
     return 1;
 }
 
-/* The V1 fields (same order as V2's) as a plain single send: 1, or 0 to leave the request to the reference.
- * producerGroup, defaultTopic and bname are any value (the lane does not use them); a negative queue id (a
- * random queue) or sysFlag, and a batch, go to the reference. */
-static int read_v1(sl_str f[14], sl_request *out) {
+/* The V2 reading of a boolean: the literal strings "true" and "false" (what ``_v2_as_v1`` reads the
+ * same way without its own checks; anything else is the reference's). */
+static int v2_bool(const sl_str *s, int *out) {
+    if (sl_is_literal(s, "true")) *out = 1;
+    else if (sl_is_literal(s, "false")) *out = 0;
+    else return 0;
+    return 1;
+}
+
+typedef int (*number_reader)(const sl_str *s, int wide, int64_t *out);
+typedef int (*bool_reader)(const sl_str *s, int *out);
+
+/* The fields (V2's order: a=producerGroup b=topic c=defaultTopic d=queueNums e=queueId f=sysFlag
+ * g=bornTimestamp h=flag i=properties j=reconsumeTimes k=unitMode l=maxReconsumeTimes m=batch n=bname)
+ * as a plain single send, numbers and booleans read by ``number`` and ``boolean``: 1, or 0 to leave the
+ * request to the reference. producerGroup, defaultTopic and bname are any value (the lane does not use
+ * them); a negative queue id (a random queue) or sysFlag, a transaction and a batch go to the reference. */
+static int read_send(sl_str f[14], number_reader number, bool_reader boolean, sl_request *out) {
     int64_t v;
     int b;
     if (!f[0].present || !f[1].present || !f[2].present) return 0;
-    if (!java_int(&f[3], 0, &v)) return 0;
-    if (!java_int(&f[4], 0, &v) || v < 0) return 0;
+    if (!number(&f[3], 0, &v)) return 0;
+    if (!number(&f[4], 0, &v) || v < 0) return 0;
     out->queue_id = (int32_t)v;
-    if (!java_int(&f[5], 0, &v) || v < 0 || (v & 0xC)) return 0;
+    if (!number(&f[5], 0, &v) || v < 0 || (v & 0xC)) return 0; /* 0xC: the transaction type bits */
     out->sys_flag = (int32_t)v;
-    if (!java_int(&f[6], 1, &v)) return 0;
+    if (!number(&f[6], 1, &v)) return 0;
     out->born_timestamp = v;
-    if (!java_int(&f[7], 0, &v)) return 0;
+    if (!number(&f[7], 0, &v)) return 0;
     out->flag = (int32_t)v;
     out->reconsume_times = 0;
     if (f[9].present) {
-        if (!java_int(&f[9], 0, &v)) return 0;
+        if (!number(&f[9], 0, &v)) return 0;
         out->reconsume_times = (int32_t)v;
     }
-    if (f[10].present && !java_bool(&f[10], &b)) return 0;
-    if (f[11].present && !java_int(&f[11], 0, &v)) return 0;
-    if (f[12].present && (!java_bool(&f[12], &b) || b)) return 0;
+    if (f[10].present && !boolean(&f[10], &b)) return 0;
+    if (f[11].present && !number(&f[11], 0, &v)) return 0;
+    if (f[12].present && (!boolean(&f[12], &b) || b)) return 0;
     return plain_topic_and_props(&f[1], &f[8], out);
 }
 
@@ -147,9 +134,9 @@ int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_
     if (!sl_parse_command_ex(buf, pos, len, max_frame, SEND_KEYS, 28, ext, 1, &code, &odd, &seen, &command))
         return 0;
     if (code == 310) { /* V2 keeps its strict shape: string values, the keys a..n only, no remark */
-        if (odd || (seen >> 14) || !read_v2(ext, out)) return 0;
+        if (odd || (seen >> 14) || !read_send(ext, sl_plain_number, v2_bool, out)) return 0;
     } else if (code == 10) { /* the keys a..n are unknown to V1: ignored */
-        if (!read_v1(ext + 14, out)) return 0;
+        if (!read_send(ext + 14, java_int, java_bool, out)) return 0;
     } else {
         return 0;
     }
