@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sparkmq.broker.processors.send_lane import response_template
 from sparkmq.protocol import RemotingCommand, RequestCode
+from sparkmq.store.consume_queue import encode_units_plain
 from support.native_lane import BORN, MAX_FRAME, MAX_MESSAGE, STORE, reference, send_frame
 
 _sendlane = pytest.importorskip("sparkmq.native._sendlane")
@@ -53,9 +54,11 @@ def check_parity(frames: list[bytes], taken: int, physical_start: int = 4096, st
     records = group.place(physical_start, store_timestamp, [ref_bases[key] for key in group.keys])
     assert records == expected.records
     assert group.record_bytes == len(records)
-    queues, hashes, offsets = group.dispatch()
-    assert queues == expected.queues
-    assert (hashes, offsets) == (expected.index_hashes, expected.index_offsets)
+    assert group.queue_units() == [
+        (encode_units_plain(physical, sizes, codes), physical[-1] + sizes[-1])
+        for physical, sizes, codes in expected.queues
+    ]
+    assert group.index_entries() == (expected.index_hashes, expected.index_offsets)
     assert PARTS is not None
     assert group.responses(PARTS, STORE.ip, STORE.port) == expected.responses
 
@@ -226,7 +229,9 @@ def test_truncated_and_corrupted_buffers(data: st.DataObject) -> None:
 def test_group_before_place_refuses_dispatch_and_responses() -> None:
     group = scan(send_frame(1))
     with pytest.raises(RuntimeError, match="not placed"):
-        group.dispatch()
+        group.queue_units()
+    with pytest.raises(RuntimeError, match="not placed"):
+        group.index_entries()
     with pytest.raises(ValueError, match="one base"):
         group.place(0, 0, [])
 

@@ -31,6 +31,7 @@ from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
 from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import send_response_fields
+from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
 from sparkmq.store import PutMessageStatus, PutResult
 
@@ -41,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 #: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
 LANE_MAX_REQUESTS = 1024
+_SEND, _SUCCESS = int(RequestCode.SEND_MESSAGE_V2), int(ResponseCode.SUCCESS)  # no enum lookups per read
+_LIMITS_CACHED = 10_000  # topics whose queue limit the lane remembers
 _BORN_HOST = "send.born_host"  # the connection attribute SendProcessor keeps the peer in, shared
 
 # Values no real response holds, replaced by each request's own when the responses are encoded.
@@ -88,6 +91,7 @@ class SendLane:
         self._store_ip, self._store_port = store.store_host.ip, store.store_host.port
         self._max_message_bytes = store.max_message_bytes
         self._parts = parts
+        self._limits: dict[str, tuple[TopicConfig | None, int]] = {}  # topic -> (its config, its limit)
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain sends at ``buffer[position:]``; the position after the last one served."""
@@ -103,7 +107,7 @@ class SendLane:
         group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
         if group is None:
             return position
-        stop = group.first_refused([self._queue_limit(topic) for topic in group.topics])
+        stop = group.first_refused(self._queue_limits(group.topics))
         if stop < group.count:  # the refused request and all after it go the usual way
             if stop == 0:
                 return position
@@ -130,7 +134,7 @@ class SendLane:
         if flushed is None or not group.waits:
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
             elapsed_ms = (time.perf_counter() - start) * 1000
-            stats.rpc_many(RequestCode.SEND_MESSAGE_V2, ResponseCode.SUCCESS, elapsed_ms, group.count)
+            stats.rpc_many(_SEND, _SUCCESS, elapsed_ms, group.count)
         else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
             connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
 
@@ -162,14 +166,27 @@ class SendLane:
             frames.append(response.encode())
         return b"".join(frames)
 
-    def _queue_limit(self, topic: str) -> int:
+    def _queue_limits(self, topics: list[str]) -> list[int]:
+        """Each topic's ``_queue_limit``, worked out again only when its (frozen) config changed."""
+        configs, known, limits = self.ctx.topics.topics, self._limits, []
+        for topic in topics:
+            config = configs.get(topic)
+            cached = known.get(topic)
+            if cached is None or cached[0] is not config:
+                if len(known) >= _LIMITS_CACHED:  # deleted and renamed topics do not pile up
+                    known.clear()
+                cached = known[topic] = (config, self._queue_limit(topic, config))
+            limits.append(cached[1])
+        return limits
+
+    @staticmethod
+    def _queue_limit(topic: str, config: TopicConfig | None) -> int:
         """Queue ids of ``topic`` the lane may store to are below this (-1: the topic is not the lane's)."""
         try:
             check_sendable(topic)
         except InvalidTopicError:
             return -1
-        config = self.ctx.topics.get(topic)  # a topic created on send: the usual path creates and persists it
-        if config is None or not config.perm & PermName.PERM_WRITE:
+        if config is None or not config.perm & PermName.PERM_WRITE:  # created on send: by the usual path
             return -1
         return max(config.write_queue_nums, config.read_queue_nums)
 
