@@ -130,6 +130,14 @@ class ConsumeQueue:
 
     def append_units(self, queue_offset: int, units: bytes, end: int) -> None:
         """:meth:`append` of units already encoded (``end``: their last record's offset + size)."""
+        files = self.files.files
+        if files:  # the common case, checked first: the units continue the queue in its last file
+            last = files[-1]
+            at = last.write_position
+            if last.start_offset + at == queue_offset * UNIT_BYTES and at and at + len(units) < last.file_bytes:
+                last.append(units)
+                self.max_physical_offset = end
+                return
         current = self.max_offset
         skip = current - queue_offset
         if skip * UNIT_BYTES >= len(units):

@@ -468,17 +468,18 @@ class MessageStore:
             if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            keys, queued = group.keys, self._next_queue_offset
+            keys, queued, queues = group.keys, self._next_queue_offset, self._queues
             bases = [queued.get(key, 0) for key in keys]
-            queue_ends = [queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in keys]
+            queue_ends = [queue.max_physical_offset if (queue := queues.get(key)) else -1 for key in keys]
             start = mapped.start_offset + mapped.write_position
             mapped.append(group.place(start, store_timestamp, bases))
             self._last_store_timestamp = store_timestamp
-            for key, base, count in zip(keys, bases, group.key_counts, strict=True):
-                queued[key] = base + count
             try:  # _dispatch's work, each queue's units written in one go
-                for key, base, (units, end) in zip(keys, bases, group.queue_units(), strict=True):
-                    self._queue_for(key).append_units(base, units, end)
+                for key, base, count, (units, end) in zip(
+                    keys, bases, group.key_counts, group.queue_units(), strict=True
+                ):
+                    queued[key] = base + count
+                    (queues.get(key) or self._queue_for(key)).append_units(base, units, end)
                 index_hashes, index_offsets = group.index_entries()
                 if index_hashes:
                     finished = self.index.put(index_hashes, index_offsets, [store_timestamp] * len(index_hashes))
