@@ -69,6 +69,10 @@ class IndexService:
                 hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(
                     hashes, phy_offsets, store_timestamps, skip_to
                 )
+            if self.files and 0 < len(hashes) <= self.files[-1].free_entries:  # the loop below, for one file
+                index = self.files[-1]
+                index.put(hashes, phy_offsets, store_timestamps)
+                return index.end_timestamp if index.is_full else None
         else:
             hashes, phy_offsets, store_timestamps = _fresh_in_log_order_bulk(
                 np.asarray(hashes, dtype=np.int64),

@@ -45,6 +45,7 @@ LANE_MAX_REQUESTS = 1024
 _SEND, _SUCCESS = int(RequestCode.SEND_MESSAGE_V2), int(ResponseCode.SUCCESS)  # no enum lookups per read
 _LIMITS_CACHED = 10_000  # topics whose queue limit the lane remembers
 _BORN_HOST = "send.born_host"  # the connection attribute SendProcessor keeps the peer in, shared
+_SCAN_ARGS = "send.lane_scan_args"  # the connection attribute the lane keeps its scan arguments in
 
 # Values no real response holds, replaced by each request's own when the responses are encoded.
 _OPAQUE, _QUEUE_ID, _QUEUE_OFFSET, _MSG_ID = 2147480007, 2147480011, 9007199254740013, "MSGIDSENTINEL1F3A"
@@ -99,11 +100,10 @@ class SendLane:
         if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
             return position
         start = time.perf_counter()
-        host = connection.attributes.get(_BORN_HOST)
-        if host is None:
-            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        args = connection.attributes.get(_SCAN_ARGS)
+        if args is None:
+            args = connection.attributes[_SCAN_ARGS] = self._scan_args(connection)
         scan = self._scan
-        args = (MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port)
         group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
         if group is None:
             return position
@@ -120,6 +120,13 @@ class SendLane:
         except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
             logger.exception("answering %d stored sends failed", group.count)
         return int(group.end)
+
+    def _scan_args(self, connection: RemotingConnection) -> tuple[int, int, bytes, int, bytes, int]:
+        """What ``scan`` needs besides the buffer, the same for every read of ``connection``."""
+        host = connection.attributes.get(_BORN_HOST)
+        if host is None:
+            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        return MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port
 
     def _answer(
         self,
