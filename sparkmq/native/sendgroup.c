@@ -229,8 +229,20 @@ static PyObject *int64_list(const int64_t *values, Py_ssize_t n) {
 }
 
 static PyObject *get_key_counts(SendGroup *g, void *c) { return int64_list(g->key_messages, g->key_count); }
-static PyObject *get_topic_messages(SendGroup *g, void *c) { return int64_list(g->topic_messages, g->topic_count); }
-static PyObject *get_topic_bytes(SendGroup *g, void *c) { return int64_list(g->topic_bytes, g->topic_count); }
+static PyObject *get_topic_stats(SendGroup *g, void *c) {
+    PyObject *list = PyList_New(g->topic_count);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t t = 0; t < g->topic_count; t++) {
+        PyObject *row = Py_BuildValue("(OLL)", PyList_GET_ITEM(g->topics, t), (long long)g->topic_messages[t],
+                                      (long long)g->topic_bytes[t]);
+        if (row == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, t, row);
+    }
+    return list;
+}
 static PyObject *get_topic_max_queue(SendGroup *g, void *c) {
     int64_t v[MAX_TOPICS];
     for (Py_ssize_t t = 0; t < g->topic_count; t++) v[t] = g->topic_max_queue[t];
@@ -247,8 +259,7 @@ static PyGetSetDef group_getset[] = {
     {"topics", (getter)get_topics, NULL, "distinct topics, in order of first appearance", NULL},
     {"keys", (getter)get_keys, NULL, "distinct (topic, queue id), in order of first appearance", NULL},
     {"key_counts", (getter)get_key_counts, NULL, "messages per key", NULL},
-    {"topic_messages", (getter)get_topic_messages, NULL, "messages per topic", NULL},
-    {"topic_bytes", (getter)get_topic_bytes, NULL, "body bytes per topic", NULL},
+    {"topic_stats", (getter)get_topic_stats, NULL, "(topic, messages, body bytes) per topic", NULL},
     {"topic_max_queue", (getter)get_topic_max_queue, NULL, "highest queue id per topic", NULL},
     {"waits", (getter)get_waits, NULL, "whether any request waits for its flush (WAIT is not false)", NULL},
     {NULL},

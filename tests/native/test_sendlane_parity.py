@@ -196,7 +196,7 @@ def test_limit_and_refused_queues() -> None:
     group = scan(buffer)
     assert group.topics == ["A", "B"]
     assert group.topic_max_queue == [4, 5]
-    assert group.topic_messages == [3, 3]
+    assert group.topic_stats == [("A", 3, 12), ("B", 3, 12)]
     assert group.first_refused([8, 8]) == 6
     assert group.first_refused([8, 3]) == 3
     assert group.first_refused([-1, 8]) == 0

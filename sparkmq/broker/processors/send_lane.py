@@ -136,7 +136,7 @@ class SendLane:
         start: float,
     ) -> None:
         stats = self.ctx.stats
-        for topic, messages, size in zip(group.topics, group.topic_messages, group.topic_bytes, strict=True):
+        for topic, messages, size in group.topic_stats:
             stats.put(topic, messages, size)
         if flushed is None or not group.waits:
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
