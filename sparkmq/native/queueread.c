@@ -150,7 +150,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_queueread",
-                                        "The store's native parts: a ConsumeQueue read, an index put (see sparkmq.native).", -1,
-                                        methods};
+                                        "The store's native parts: a ConsumeQueue read, an index put "
+                                        "(see sparkmq.native).",
+                                        -1, methods};
 
 PyMODINIT_FUNC PyInit__queueread(void) { return PyModule_Create(&module_def); }
