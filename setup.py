@@ -22,7 +22,7 @@ EXTENSIONS = [
     ),
     Extension(
         "sparkmq.native._queueread",
-        sources=["sparkmq/native/queueread.c"],
+        sources=["sparkmq/native/queueread.c", "sparkmq/native/indexput.c"],
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,
     ),

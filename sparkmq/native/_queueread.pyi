@@ -1,4 +1,4 @@
-"""Types of the C extension sparkmq.native._queueread (queueread.c)."""
+"""Types of the C extension sparkmq.native._queueread (queueread.c, indexput.c)."""
 
 from collections.abc import Iterable
 
@@ -17,3 +17,12 @@ def gather(
     segment: memoryview | None,
     write_position: int,
 ) -> Read | int | None: ...
+def index_put(
+    mapping: object,
+    slots: int,
+    index_count: int,
+    begin_timestamp: int,
+    hashes: list[int],
+    phy_offsets: list[int],
+    store_timestamps: list[int],
+) -> int: ...

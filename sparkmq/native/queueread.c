@@ -139,14 +139,19 @@ done:
     return result;
 }
 
+PyObject *sl_index_put(PyObject *self, PyObject *args); /* indexput.c */
+
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segment_base, segment, write_position)"},
+    {"index_put", sl_index_put, METH_VARARGS,
+     "index_put(mapping, slots, index_count, begin_timestamp, hashes, phy_offsets, store_timestamps) -> new slots"},
     {NULL},
 };
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_queueread",
-                                        "One ConsumeQueue read of the store, natively (see sparkmq.native).", -1,
-                                        methods};
+                                        "The store's native parts: a ConsumeQueue read, an index put "
+                                        "(see sparkmq.native).",
+                                        -1, methods};
 
 PyMODINIT_FUNC PyInit__queueread(void) { return PyModule_Create(&module_def); }

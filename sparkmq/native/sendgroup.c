@@ -1,5 +1,6 @@
 /* SendGroup: the sends one scan of the native lane took (sendlane.c builds it), their records
- * placed in the log (place), their dispatch columns (dispatch) and their responses (responses). */
+ * placed in the log (place), their ConsumeQueue units and index entries (queue_units, index_entries) and
+ * their responses (responses). */
 #include "sendlane.h"
 
 static void group_dealloc(SendGroup *g) {
@@ -44,32 +45,11 @@ static int check_placed(SendGroup *g) {
     return g->placed;
 }
 
-static int append_int(PyObject *list, long long value) {
-    PyObject *number = PyLong_FromLongLong(value);
-    if (number == NULL) return -1;
-    int rc = PyList_Append(list, number);
-    Py_DECREF(number);
-    return rc;
-}
-
-/* ([(physical offsets, sizes, tags codes) per key], index hashes, index physical offsets) */
-static PyObject *group_dispatch(SendGroup *g, PyObject *unused) {
+/* (index key hashes, their records' physical offsets), in log order */
+static PyObject *group_index_entries(SendGroup *g, PyObject *unused) {
     if (!check_placed(g)) return NULL;
-    PyObject *queues = PyList_New(g->key_count), *hashes = PyList_New(g->index_count),
-             *offsets = PyList_New(g->index_count);
-    if (queues == NULL || hashes == NULL || offsets == NULL) goto fail;
-    for (Py_ssize_t k = 0; k < g->key_count; k++) {
-        PyObject *column = Py_BuildValue("([][][])");
-        if (column == NULL) goto fail;
-        PyList_SET_ITEM(queues, k, column);
-    }
-    for (Py_ssize_t i = 0; i < g->count; i++) {
-        PyObject *column = PyList_GET_ITEM(queues, g->key_of[i]);
-        if (append_int(PyTuple_GET_ITEM(column, 0), g->physical_start + g->record_at[i]) < 0 ||
-            append_int(PyTuple_GET_ITEM(column, 1), g->record_size[i]) < 0 ||
-            append_int(PyTuple_GET_ITEM(column, 2), g->tags_code[i]) < 0)
-            goto fail;
-    }
+    PyObject *hashes = PyList_New(g->index_count), *offsets = PyList_New(g->index_count);
+    if (hashes == NULL || offsets == NULL) goto fail;
     for (Py_ssize_t j = 0; j < g->index_count; j++) {
         PyObject *h = PyLong_FromLongLong(g->index_hash[j]);
         PyObject *o = PyLong_FromLongLong(g->physical_start + g->record_at[g->index_row[j]]);
@@ -81,11 +61,44 @@ static PyObject *group_dispatch(SendGroup *g, PyObject *unused) {
         PyList_SET_ITEM(hashes, j, h);
         PyList_SET_ITEM(offsets, j, o);
     }
-    return Py_BuildValue("(NNN)", queues, hashes, offsets);
+    return Py_BuildValue("(NN)", hashes, offsets);
 fail:
-    Py_XDECREF(queues);
     Py_XDECREF(hashes);
     Py_XDECREF(offsets);
+    return NULL;
+}
+
+/* [(ConsumeQueue units, end of the last record) per key]: consume_queue.encode_units_plain of the
+ * key's dispatch columns, and its last record's physical offset + size. */
+static PyObject *group_queue_units(SendGroup *g, PyObject *unused) {
+    if (!check_placed(g)) return NULL;
+    PyObject *list = PyList_New(g->key_count);
+    if (list == NULL) return NULL;
+    unsigned char *cursor[MAX_KEYS];
+    int64_t end[MAX_KEYS];
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        PyObject *units = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)g->key_messages[k] * 20);
+        if (units == NULL) goto fail;
+        PyList_SET_ITEM(list, k, units);
+        cursor[k] = (unsigned char *)PyBytes_AS_STRING(units);
+    }
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        int32_t k = g->key_of[i];
+        int64_t physical = g->physical_start + g->record_at[i];
+        sl_put64(cursor[k], (uint64_t)physical);
+        sl_put32(cursor[k] + 8, (uint32_t)g->record_size[i]);
+        sl_put64(cursor[k] + 12, (uint64_t)(int64_t)g->tags_code[i]);
+        cursor[k] += 20;
+        end[k] = physical + g->record_size[i];
+    }
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        PyObject *pair = Py_BuildValue("(OL)", PyList_GET_ITEM(list, k), (long long)end[k]);
+        if (pair == NULL) goto fail;
+        PyList_SetItem(list, k, pair); /* steals pair, drops the bare units */
+    }
+    return list;
+fail:
+    Py_DECREF(list);
     return NULL;
 }
 
@@ -216,8 +229,20 @@ static PyObject *int64_list(const int64_t *values, Py_ssize_t n) {
 }
 
 static PyObject *get_key_counts(SendGroup *g, void *c) { return int64_list(g->key_messages, g->key_count); }
-static PyObject *get_topic_messages(SendGroup *g, void *c) { return int64_list(g->topic_messages, g->topic_count); }
-static PyObject *get_topic_bytes(SendGroup *g, void *c) { return int64_list(g->topic_bytes, g->topic_count); }
+static PyObject *get_topic_stats(SendGroup *g, void *c) {
+    PyObject *list = PyList_New(g->topic_count);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t t = 0; t < g->topic_count; t++) {
+        PyObject *row = Py_BuildValue("(OLL)", PyList_GET_ITEM(g->topics, t), (long long)g->topic_messages[t],
+                                      (long long)g->topic_bytes[t]);
+        if (row == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, t, row);
+    }
+    return list;
+}
 static PyObject *get_topic_max_queue(SendGroup *g, void *c) {
     int64_t v[MAX_TOPICS];
     for (Py_ssize_t t = 0; t < g->topic_count; t++) v[t] = g->topic_max_queue[t];
@@ -236,8 +261,7 @@ static PyGetSetDef group_getset[] = {
     {"topics", (getter)get_topics, NULL, "distinct topics, in order of first appearance", NULL},
     {"keys", (getter)get_keys, NULL, "distinct (topic, queue id), in order of first appearance", NULL},
     {"key_counts", (getter)get_key_counts, NULL, "messages per key", NULL},
-    {"topic_messages", (getter)get_topic_messages, NULL, "messages per topic", NULL},
-    {"topic_bytes", (getter)get_topic_bytes, NULL, "body bytes per topic", NULL},
+    {"topic_stats", (getter)get_topic_stats, NULL, "(topic, messages, body bytes) per topic", NULL},
     {"topic_max_queue", (getter)get_topic_max_queue, NULL, "highest queue id per topic", NULL},
     {"waits", (getter)get_waits, NULL, "whether any request waits for its flush (WAIT is not false)", NULL},
     {NULL},
@@ -246,8 +270,10 @@ static PyGetSetDef group_getset[] = {
 static PyMethodDef group_methods[] = {
     {"place", (PyCFunction)group_place, METH_VARARGS,
      "place(physical_start, store_timestamp, bases) -> bytes: the records at their log position"},
-    {"dispatch", (PyCFunction)group_dispatch, METH_NOARGS,
-     "dispatch() -> (per-key (physical, sizes, tags codes), index hashes, index physical offsets)"},
+    {"index_entries", (PyCFunction)group_index_entries, METH_NOARGS,
+     "index_entries() -> (index key hashes, their records' physical offsets) after place()"},
+    {"queue_units", (PyCFunction)group_queue_units, METH_NOARGS,
+     "queue_units() -> [(ConsumeQueue units, end of the last record) per key] after place()"},
     {"responses", (PyCFunction)group_responses, METH_VARARGS,
      "responses(parts, store_ip, store_port) -> bytes: every request's response frame"},
     {"answers", (PyCFunction)group_answers, METH_NOARGS,

@@ -123,20 +123,33 @@ class ConsumeQueue:
         Units already present are skipped (replay is idempotent); a gap before
         ``queue_offset`` is filled with blank units so positions stay aligned.
         """
+        if self.max_offset - queue_offset >= len(offsets):
+            return
+        encode = encode_units_plain if isinstance(offsets, list) else encode_units_bulk  # lists: a small batch
+        self.append_units(queue_offset, encode(offsets, sizes, tags_codes), int(offsets[-1]) + int(sizes[-1]))
+
+    def append_units(self, queue_offset: int, units: bytes, end: int) -> None:
+        """:meth:`append` of units already encoded (``end``: their last record's offset + size)."""
+        files = self.files.files
+        if files:  # the common case, checked first: the units continue the queue in its last file
+            last = files[-1]
+            at = last.write_position
+            if last.start_offset + at == queue_offset * UNIT_BYTES and at and at + len(units) < last.file_bytes:
+                last.append(units)
+                self.max_physical_offset = end
+                return
         current = self.max_offset
         skip = current - queue_offset
-        if skip >= len(offsets):
+        if skip * UNIT_BYTES >= len(units):
             return
         if skip > 0:
-            offsets, sizes, tags_codes = offsets[skip:], sizes[skip:], tags_codes[skip:]
-            queue_offset = current
-        encode = encode_units_plain if isinstance(offsets, list) else encode_units_bulk  # lists: a small batch
+            units, queue_offset = units[skip * UNIT_BYTES :], current
         if not self.files.files:
             self.min_logic_offset = queue_offset * UNIT_BYTES
         elif queue_offset > current:
             self._write(_BLANK_UNIT * (queue_offset - current))
-        self._write(encode(offsets, sizes, tags_codes))
-        self.max_physical_offset = int(offsets[-1]) + int(sizes[-1])
+        self._write(units)
+        self.max_physical_offset = end
 
     def _write(self, data: bytes) -> None:
         files = self.files.files

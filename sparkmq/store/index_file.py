@@ -20,6 +20,7 @@ import numpy.typing as npt
 from sparkmq.errors import DiskError, StoreError
 from sparkmq.message.hashing import java_string_hashes, java_utf8_hash
 from sparkmq.message.record import IntColumn
+from sparkmq.native import queueread
 from sparkmq.store import disk
 from sparkmq.store.mapped_file import create_full_size
 
@@ -135,7 +136,18 @@ class IndexFile:
             self.begin_timestamp = int(store_timestamps[0])
             self.begin_phy_offset = int(phy_offsets[0])
         if isinstance(hashes, list):  # the plain path of a small batch
-            self.put_plain(hashes, phy_offsets, store_timestamps)
+            if queueread is None or not isinstance(phy_offsets, list) or not isinstance(store_timestamps, list):
+                self.put_plain(hashes, phy_offsets, store_timestamps)
+            else:  # put_plain in C (tests/native/test_index_put.py)
+                self.hash_slot_count += queueread.index_put(
+                    self._mmap,
+                    self.slots,
+                    self.index_count,
+                    self.begin_timestamp,
+                    hashes,
+                    phy_offsets,
+                    store_timestamps,
+                )
         else:
             self.put_bulk(
                 np.asarray(hashes, dtype=np.int64),

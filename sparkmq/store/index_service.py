@@ -65,9 +65,14 @@ class IndexService:
         indexed = len(self.files) > 1 or (len(self.files) == 1 and self.files[0].index_count > 1)
         skip_to = self.end_phy_offset if indexed else None
         if isinstance(hashes, list):  # the plain path of a small batch
-            hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(
-                hashes, phy_offsets, store_timestamps, skip_to
-            )
+            if not _fresh_and_ordered(phy_offsets, skip_to):  # a put of new records is both
+                hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(
+                    hashes, phy_offsets, store_timestamps, skip_to
+                )
+            if self.files and 0 < len(hashes) <= self.files[-1].free_entries:  # the loop below, for one file
+                index = self.files[-1]
+                index.put(hashes, phy_offsets, store_timestamps)
+                return index.end_timestamp if index.is_full else None
         else:
             hashes, phy_offsets, store_timestamps = _fresh_in_log_order_bulk(
                 np.asarray(hashes, dtype=np.int64),
@@ -127,6 +132,13 @@ class IndexService:
     def close(self) -> None:
         for index in self.files:
             index.close()
+
+
+def _fresh_and_ordered(phy_offsets: IntColumn, skip_to: int | None) -> bool:
+    """Whether ``_fresh_in_log_order_plain`` would keep the entries as they are."""
+    if not len(phy_offsets) or (skip_to is not None and phy_offsets[0] <= skip_to):
+        return False
+    return len(phy_offsets) == 1 or list(phy_offsets) == sorted(phy_offsets)
 
 
 def _fresh_in_log_order_plain(

@@ -33,6 +33,9 @@ class EncodedGroup(Protocol):
         """The records as stored from ``physical_start``: each key's queue offsets count up from
         its base, every record gets ``store_timestamp``."""
 
-    def dispatch(self) -> tuple[list[tuple[list[int], list[int], list[int]]], list[int], list[int]]:
-        """After ``place``: per key (physical offsets, sizes, tags codes), then the group's index
-        key hashes and their records' physical offsets, in log order."""
+    def queue_units(self) -> list[tuple[bytes, int]]:
+        """After ``place``: per key its ConsumeQueue units (``encode_units_plain`` of its records'
+        physical offsets, sizes and tags codes) and the end (physical offset + size) of its last record."""
+
+    def index_entries(self) -> tuple[list[int], list[int]]:
+        """After ``place``: the group's index key hashes and their records' physical offsets, in log order."""

@@ -468,19 +468,19 @@ class MessageStore:
             if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            keys, queued = group.keys, self._next_queue_offset
+            keys, queued, queues = group.keys, self._next_queue_offset, self._queues
             bases = [queued.get(key, 0) for key in keys]
-            queue_ends = [queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in keys]
+            queue_ends = [queue.max_physical_offset if (queue := queues.get(key)) else -1 for key in keys]
             start = mapped.start_offset + mapped.write_position
             mapped.append(group.place(start, store_timestamp, bases))
             self._last_store_timestamp = store_timestamp
-            for key, base, count in zip(keys, bases, group.key_counts, strict=True):
-                queued[key] = base + count
-            columns, index_hashes, index_offsets = group.dispatch()
-            try:
-                for (topic, queue_id), base, (physical, sizes, codes) in zip(keys, bases, columns, strict=True):
-                    timestamps = [store_timestamp] * len(sizes)
-                    self._dispatch(DispatchRequest(topic, queue_id, base, physical, sizes, codes, timestamps, [], []))
+            try:  # _dispatch's work, each queue's units written in one go
+                for key, base, count, (units, end) in zip(
+                    keys, bases, group.key_counts, group.queue_units(), strict=True
+                ):
+                    queued[key] = base + count
+                    (queues.get(key) or self._queue_for(key)).append_units(base, units, end)
+                index_hashes, index_offsets = group.index_entries()
                 if index_hashes:
                     finished = self.index.put(index_hashes, index_offsets, [store_timestamp] * len(index_hashes))
                     if finished is not None and self.checkpoint is not None:
@@ -490,6 +490,10 @@ class MessageStore:
                 for key, base, end in zip(keys, bases, queue_ends, strict=True):
                     self._roll_back(start, key, base, end)
                 return None
+            self._last_dispatched_timestamp = store_timestamp
+            for listener in self._listeners:
+                for topic, queue_id in keys:
+                    listener(topic, queue_id, queued[topic, queue_id])
         commit = self._group_commit
         return start, bases, None if commit is None else commit.request(start + group.record_bytes)
 
@@ -578,20 +582,20 @@ class MessageStore:
             if finished is not None and self.checkpoint is not None:
                 self.checkpoint.index_msg_timestamp = finished
 
+    def _queue_for(self, key: tuple[str, int]) -> ConsumeQueue:
+        """The ConsumeQueue of ``key``, created (and listed in the manifest) on first use; under the lock."""
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = ConsumeQueue(
+                key[0], key[1], self.config.consume_queue_dir, self.config.consume_queue_units_per_file, self._map_pool
+            )
+            self._queues[key] = queue
+            self._manifest.add(key)
+        return queue
+
     def _dispatch(self, request: DispatchRequest) -> None:
         with self._lock:
-            key = (request.topic, request.queue_id)
-            queue = self._queues.get(key)
-            if queue is None:
-                queue = ConsumeQueue(
-                    request.topic,
-                    request.queue_id,
-                    self.config.consume_queue_dir,
-                    self.config.consume_queue_units_per_file,
-                    self._map_pool,
-                )
-                self._queues[key] = queue
-                self._manifest.add(key)
+            queue = self._queue_for((request.topic, request.queue_id))
             queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
             if len(request.index_hashes):
                 rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps

@@ -20,7 +20,8 @@ from sparkmq.broker.processors.lanes import Lanes
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.record import StoredMessage, iter_records
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, one_write, run_broker
 from support.native_lane import cpp_fields, send_frame, v1_frame
@@ -316,5 +317,40 @@ def test_with_an_authorizer_every_cpp_send_is_checked_by_it(tmp_path: Path) -> N
         responses = await one_write(w.broker.config.listen_port, [v1_frame(61, cpp_fields("LaneA"))])
         assert (responses[61].code, responses[61].remark) == (ResponseCode.NO_PERMISSION, "refused by the test")
         assert seen == [61] and sum(taken) == 0
+
+    run_broker(tmp_path, scenario)
+
+
+def test_the_lane_sees_a_topic_change_at_once(tmp_path: Path) -> None:
+    """The lane remembers each topic's checks; a changed permission or queue count is honoured on the
+    next read (the usual path answers what the lane no longer takes)."""
+
+    async def scenario(w: Wire) -> None:
+        server, topics = w.broker.server, w.broker.context.topics
+        lane, taken = server.lane, []
+
+        def counted(buffer: bytearray, position: int, connection: Any) -> int:
+            end = lane(buffer, position, connection)
+            taken.append(end - position)
+            return end
+
+        server.lane = counted
+        await w.send_ok("LaneP", b"create", queue_id=0)
+
+        async def send(opaque: int, queue_id: str) -> int:
+            taken.clear()
+            responses = await one_write(
+                w.broker.config.listen_port, [send_frame(opaque, topic="LaneP", queue_id=queue_id)]
+            )
+            return responses[opaque].code
+
+        assert await send(1, "1") == ResponseCode.SUCCESS and sum(taken) > 0
+        topics.update_by_admin(TopicConfig("LaneP", 4, 4, int(PermName.PERM_READ)))
+        assert await send(2, "1") == ResponseCode.NO_PERMISSION and sum(taken) == 0
+        topics.update_by_admin(TopicConfig("LaneP", 8, 8, int(PermName.PERM_READ | PermName.PERM_WRITE)))
+        assert await send(3, "6") == ResponseCode.SUCCESS and sum(taken) > 0
+        topics.delete("LaneP")
+        assert await send(4, "1") != ResponseCode.SUCCESS or topics.get("LaneP") is not None
+        assert sum(taken) == 0
 
     run_broker(tmp_path, scenario)

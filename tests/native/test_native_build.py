@@ -64,7 +64,7 @@ def test_repeated_calls_keep_memory_flat() -> None:
             assert group is not None
             if i % 10 == 0:
                 group.place(4096, 1, [0] * len(group.keys))
-                group.dispatch()
+                group.queue_units(), group.index_entries()
                 group.responses(parts, STORE.ip, STORE.port)
                 group.keys, group.topics, group.key_counts, group.first_refused([8])
 

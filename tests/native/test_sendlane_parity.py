@@ -165,7 +165,7 @@ def test_limit_and_refused_queues() -> None:
     group = scan(buffer)
     assert group.topics == ["A", "B"]
     assert group.topic_max_queue == [4, 5]
-    assert group.topic_messages == [3, 3]
+    assert group.topic_stats == [("A", 3, 12), ("B", 3, 12)]
     assert group.first_refused([8, 8]) == 6
     assert group.first_refused([8, 3]) == 3
     assert group.first_refused([-1, 8]) == 0
@@ -184,7 +184,9 @@ def test_truncated_and_corrupted_buffers(data: st.DataObject) -> None:
 def test_group_before_place_refuses_dispatch_and_responses() -> None:
     group = scan(send_frame(1))
     with pytest.raises(RuntimeError, match="not placed"):
-        group.dispatch()
+        group.queue_units()
+    with pytest.raises(RuntimeError, match="not placed"):
+        group.index_entries()
     with pytest.raises(ValueError, match="one base"):
         group.place(0, 0, [])
 

@@ -20,6 +20,7 @@ from sparkmq.message.record import Host, MessageBatch, encode_records_plain
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.protocol.headers import parse_send_request_header, send_response_fields
+from sparkmq.store.consume_queue import encode_units_plain
 from sparkmq.store.dispatch import TagsCoder, dispatch_for_group
 
 BORN = Host(b"\x7f\x00\x00\x01", 50123)
@@ -149,9 +150,11 @@ def check_parity(
     records = group.place(physical_start, store_timestamp, [ref_bases[key] for key in group.keys])
     assert records == expected.records
     assert group.record_bytes == len(records)
-    queues, hashes, offsets = group.dispatch()
-    assert queues == expected.queues
-    assert (hashes, offsets) == (expected.index_hashes, expected.index_offsets)
+    assert group.queue_units() == [
+        (encode_units_plain(physical, sizes, codes), physical[-1] + sizes[-1])
+        for physical, sizes, codes in expected.queues
+    ]
+    assert group.index_entries() == (expected.index_hashes, expected.index_offsets)
     assert PARTS is not None
     assert group.responses(PARTS, STORE.ip, STORE.port) == expected.responses
 

@@ -19,9 +19,12 @@ class Lanes:
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve what the lanes take from ``buffer[position:]``; the position after it."""
+        end = len(buffer)
         while True:
             start = position
             for lane in self._lanes:
+                if position == end:  # all taken: a read of one request pays for one lane call
+                    return position
                 try:
                     position = lane(buffer, position, connection)
                 except Exception:  # a lane bug: what earlier lanes served stays served, the rest goes the usual way

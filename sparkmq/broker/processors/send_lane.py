@@ -32,6 +32,7 @@ from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
 from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import send_response_fields
+from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
 from sparkmq.store import PutMessageStatus, PutResult
 
@@ -42,7 +43,10 @@ logger = logging.getLogger(__name__)
 
 #: At most this many requests per scan (``MAX_IN_FLIGHT_REQUESTS``: a read's worth).
 LANE_MAX_REQUESTS = 1024
+_SEND, _SUCCESS = int(RequestCode.SEND_MESSAGE_V2), int(ResponseCode.SUCCESS)  # no enum lookups per read
+_LIMITS_CACHED = 10_000  # topics whose queue limit the lane remembers
 _BORN_HOST = "send.born_host"  # the connection attribute SendProcessor keeps the peer in, shared
+_SCAN_ARGS = "send.lane_scan_args"  # the connection attribute the lane keeps its scan arguments in
 
 # Values no real response holds, replaced by each request's own when the responses are encoded.
 _OPAQUE, _QUEUE_ID, _QUEUE_OFFSET, _MSG_ID = 2147480007, 2147480011, 9007199254740013, "MSGIDSENTINEL1F3A"
@@ -89,6 +93,7 @@ class SendLane:
         self._store_ip, self._store_port = store.store_host.ip, store.store_host.port
         self._max_message_bytes = store.max_message_bytes
         self._parts = parts
+        self._limits: dict[str, tuple[TopicConfig | None, int]] = {}  # topic -> (its config, its limit)
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain sends at ``buffer[position:]``; the position after the last one served."""
@@ -96,15 +101,14 @@ class SendLane:
         if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
             return position
         start = time.perf_counter()
-        host = connection.attributes.get(_BORN_HOST)
-        if host is None:
-            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        args = connection.attributes.get(_SCAN_ARGS)
+        if args is None:
+            args = connection.attributes[_SCAN_ARGS] = self._scan_args(connection)
         scan = self._scan
-        args = (MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port)
         group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
         if group is None:
             return position
-        stop = group.first_refused([self._queue_limit(topic) for topic in group.topics])
+        stop = group.first_refused(self._queue_limits(group.topics))
         if stop < group.count:  # the refused request and all after it go the usual way
             if stop == 0:
                 return position
@@ -118,6 +122,13 @@ class SendLane:
             logger.exception("answering %d stored sends failed", group.count)
         return int(group.end)
 
+    def _scan_args(self, connection: RemotingConnection) -> tuple[int, int, bytes, int, bytes, int]:
+        """What ``scan`` needs besides the buffer, the same for every read of ``connection``."""
+        host = connection.attributes.get(_BORN_HOST)
+        if host is None:
+            host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
+        return MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port
+
     def _answer(
         self,
         group: SendGroup,
@@ -126,12 +137,12 @@ class SendLane:
         start: float,
     ) -> None:
         stats = self.ctx.stats
-        for topic, messages, size in zip(group.topics, group.topic_messages, group.topic_bytes, strict=True):
+        for topic, messages, size in group.topic_stats:
             stats.put(topic, messages, size)
         if flushed is None or not group.waits:
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
             elapsed_ms = (time.perf_counter() - start) * 1000
-            stats.rpc_many(group.code, ResponseCode.SUCCESS, elapsed_ms, group.count)
+            stats.rpc_many(group.code, _SUCCESS, elapsed_ms, group.count)
         else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
             connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
 
@@ -163,14 +174,27 @@ class SendLane:
             frames.append(response.encode())
         return b"".join(frames)
 
-    def _queue_limit(self, topic: str) -> int:
+    def _queue_limits(self, topics: list[str]) -> list[int]:
+        """Each topic's ``_queue_limit``, worked out again only when its (frozen) config changed."""
+        configs, known, limits = self.ctx.topics.topics, self._limits, []
+        for topic in topics:
+            config = configs.get(topic)
+            cached = known.get(topic)
+            if cached is None or cached[0] is not config:
+                if len(known) >= _LIMITS_CACHED:  # deleted and renamed topics do not pile up
+                    known.clear()
+                cached = known[topic] = (config, self._queue_limit(topic, config))
+            limits.append(cached[1])
+        return limits
+
+    @staticmethod
+    def _queue_limit(topic: str, config: TopicConfig | None) -> int:
         """Queue ids of ``topic`` the lane may store to are below this (-1: the topic is not the lane's)."""
         try:
             check_sendable(topic)
         except InvalidTopicError:
             return -1
-        config = self.ctx.topics.get(topic)  # a topic created on send: the usual path creates and persists it
-        if config is None or not config.perm & PermName.PERM_WRITE:
+        if config is None or not config.perm & PermName.PERM_WRITE:  # created on send: by the usual path
             return -1
         return max(config.write_queue_nums, config.read_queue_nums)
 
