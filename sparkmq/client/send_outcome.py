@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from sparkmq.client.instance import check_response
 from sparkmq.client.message import SendResult, SendStatus
@@ -21,6 +21,11 @@ from sparkmq.protocol.headers import SendMessageResponseHeader
 from sparkmq.remoting.client_connection import LeanResponse
 
 logger = logging.getLogger("sparkmq.client.producer")
+
+#: A send's future: an asyncio one (``AsyncProducer.send_async``) or a concurrent one (the blocking ``Producer``).
+SendFuture = asyncio.Future[SendResult] | Future[SendResult]
+#: Called with the completed future (Java's ``SendCallback``).
+SendCallback = Callable[[Any], None]
 
 # Answers that mean "stored, but not as durably as promised": not delivered, retried.
 _NOT_CONFIRMED_CODES = (
@@ -69,15 +74,41 @@ def _send_error(response: Any, topic: str) -> SparkmqError:
     return RemoteError(f"send to {topic}: unexpected code {response.code}")
 
 
-def settle_from(coro: Coroutine[Any, Any, SendResult], done: Future[SendResult]) -> None:
-    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (a running concurrent future)."""
+def complete(
+    future: SendFuture,
+    callback: SendCallback | None,
+    result: SendResult | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """Complete a send's ``future`` (unless its caller cancelled it) with ``result`` or ``error``, then call
+    ``callback`` with it; a callback that raises is logged (it runs inside the connection's read)."""
+    if not future.done():
+        if error is None:
+            future.set_result(cast(SendResult, result))
+        else:
+            future.set_exception(error)
+    if callback is not None:
+        try:
+            callback(future)
+        except Exception:
+            logger.exception("send callback %r raised", callback)
+
+
+def settle_from(coro: Coroutine[Any, Any, SendResult], done: SendFuture, callback: SendCallback | None = None) -> None:
+    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (an asyncio future or a
+    running concurrent one), then ``callback`` is called with it."""
 
     def copy(task: asyncio.Task[SendResult]) -> None:
         if task.cancelled():
-            done.set_exception(asyncio.CancelledError())
+            if isinstance(done, asyncio.Future):
+                done.cancel()
+                if callback is not None:
+                    complete(done, callback)
+            else:
+                complete(done, callback, error=asyncio.CancelledError())
         elif (error := task.exception()) is not None:
-            done.set_exception(error)
+            complete(done, callback, error=error)
         else:
-            done.set_result(task.result())
+            complete(done, callback, task.result())
 
     asyncio.get_running_loop().create_task(coro).add_done_callback(copy)
