@@ -24,12 +24,14 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 
+from client_send_bench import windowed
+
 from bench_common import REPO, DevProcess, machine, print_machine, run_loop, temp_root
 
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from sparkmq.client import AsyncProducer, Message, SendResult
+from sparkmq.client import AsyncProducer, Message
 
 ANSWERING_BROKER = r"""
 import asyncio, re, struct, sys, uvloop
@@ -59,26 +61,6 @@ uvloop.run(main())
 """
 TOPIC = "ClientCeiling"
 STYLES = {"await": "`await send()` per coroutine", "callback": "`send_async(callback)`, one loop"}
-
-
-async def windowed(producer: AsyncProducer, messages: list[Message], inflight: int) -> None:
-    """nats-py ``raw``'s shape: one loop keeps ``inflight`` sends going with ``send_async`` callbacks."""
-    window = asyncio.Semaphore(inflight)
-    finished = asyncio.get_running_loop().create_future()
-    left = len(messages)
-
-    def acked(done: asyncio.Future[SendResult]) -> None:
-        nonlocal left
-        done.result()  # raises a failed send's error (into the callback's log)
-        window.release()
-        left -= 1
-        if not left:
-            finished.set_result(None)
-
-    for message in messages:
-        await window.acquire()
-        producer.send_async(message, acked)
-    await finished
 
 
 async def measure(namesrv: str, port: int, sends: int, inflights: Sequence[int], styles: Sequence[str]) -> list[str]:
