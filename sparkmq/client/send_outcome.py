@@ -18,7 +18,7 @@ from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqErro
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import SendMessageResponseHeader
-from sparkmq.remoting.client_connection import LeanResponse
+from sparkmq.remoting.client_connection import LeanResponse, SendOk
 
 logger = logging.getLogger("sparkmq.client.producer")
 
@@ -40,8 +40,13 @@ def log_failed(broker: str, attempt: int, attempts: int, error: SparkmqError, an
     logger.warning("send to %s %s (attempt %d/%d): %s", broker, what, attempt + 1, attempts, error.remark)
 
 
-def answer_outcome(response: RemotingCommand | LeanResponse, unique_id: str, queue: MessageQueue, topic: str) -> Any:
+def answer_outcome(
+    response: RemotingCommand | LeanResponse | SendOk, unique_id: str, queue: MessageQueue, topic: str
+) -> Any:
     """The SendResult of a SUCCESS answer, or the retriable error of another; raises a non-retriable one."""
+    if type(response) is tuple:  # a SUCCESS answer the C lane read: (msgId, queueOffset)
+        return SendResult(SendStatus.SEND_OK, unique_id, response[0], queue, response[1])
+    response = cast(RemotingCommand | LeanResponse, response)
     if response.code != ResponseCode.SUCCESS:
         error = _send_error(response, topic)
         if not error.retriable:

@@ -13,6 +13,10 @@ queue per timeout (a producer's sends share one, so deadlines arrive in order): 
 once answered, a pop, instead of a heap push and pop per request; the connection's one sweeper
 timer serves both.
 
+With the C lane built (``client_lane.c``, :mod:`sparkmq.remoting.client_native`), the SUCCESS answers
+of a strict compact shape (the broker's own) are walked in C first and their waiters get a
+``(msgId, queueOffset)`` tuple (:data:`SendOk`) instead: no header object, no field dict.
+
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
 ``request_lean``.
@@ -32,6 +36,7 @@ from typing import Any, Protocol, cast
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import HEADER_LENGTH_FIELD_BYTES, MIN_FRAME_LENGTH
+from sparkmq.remoting.client_native import deliver as _deliver
 from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, RemotingConnection
 
 try:
@@ -41,7 +46,10 @@ except ImportError:  # msgspec is missing: every response takes the reference pa
     decode_plain_header = None  # type: ignore[assignment]
     LeanResponse = None  # type: ignore[assignment,misc]
 
-__all__ = ["ClientConnection", "LeanResponse", "LeanWaiter"]
+__all__ = ["ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
+
+#: A SUCCESS answer's ``msgId`` and ``queueOffset`` (``int(...)`` of its text), as the C lane delivers it.
+SendOk = tuple[str, int]
 
 # length prefix, then serializeType << 24 | header length: a JSON header (type 0) reads as its length
 _PREFIX = struct.Struct(">II")
@@ -73,8 +81,9 @@ class ClientConnection(RemotingConnection):
         self._lean_deadlines: dict[float, deque[tuple[float, int, int]]] = {}
 
     def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
-        """Send a whole encoded request frame; the future gets its response as a :class:`LeanResponse`
-        (or the :class:`~sparkmq.protocol.RemotingCommand` of a header that is not of the plain shape),
+        """Send a whole encoded request frame; the future gets its response as a :data:`SendOk` (a SUCCESS
+        answer read by the C lane), a :class:`LeanResponse`, or the :class:`~sparkmq.protocol.RemotingCommand`
+        of a header that is not of the plain shape;
         fails with :class:`RemoteError` at the deadline or when the connection closes. No coroutine,
         no Task: the caller awaits the future itself and, if it stops waiting early, calls :meth:`forget`.
         """
@@ -148,6 +157,8 @@ class ClientConnection(RemotingConnection):
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
         while True:
+            if _deliver is not None and type(data) is bytes:  # SUCCESS answers of the strict shape, in C
+                position = _deliver(data, position, lean)
             if size - position < _PREFIX_BYTES:
                 if (
                     size - position >= _LENGTH_BYTES
