@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkmq.client.fault import FIRST_PAUSING_MS
-from sparkmq.client.message import Message, SendResult
+from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
 from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, settle_from
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from sparkmq.client.producer import AsyncProducer
 
 __all__ = ["CallbackSend", "Lane", "SendIds"]
+
+_SEND_OK = SendStatus.SEND_OK
 
 
 @dataclass(slots=True)
@@ -94,6 +96,9 @@ class CallbackSend:
         latency_ms = (time.monotonic() - self.started) * 1000
         if latency_ms >= FIRST_PAUSING_MS or faults.paused:
             faults.succeeded(queue.broker_name, latency_ms)
+        if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
+            complete(self.future, self.callback, SendResult(_SEND_OK, self.unique_id, response[0], queue, response[1]))
+            return
         try:
             outcome = answer_outcome(response, self.unique_id, queue, self.message.topic)
         except SparkmqError as exc:  # not retriable

@@ -155,6 +155,8 @@ class AsyncProducer:
                 latency_ms = (time.monotonic() - started) * 1000
                 if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
                     self.faults.succeeded(chosen.broker_name, latency_ms)
+                if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
+                    return SendResult(SendStatus.SEND_OK, unique_id, response[0], chosen, response[1])
                 outcome = answer_outcome(response, unique_id, chosen, message.topic)
                 if type(outcome) is SendResult:
                     return outcome
