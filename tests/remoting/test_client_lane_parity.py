@@ -25,7 +25,7 @@ from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, decode_plain_head
 from sparkmq.remoting import client_native
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(client_native.deliver is None, reason="the C lane is not built (or SPARKMQ_NATIVE=0)")
+needs_lane = pytest.mark.skipif(client_native.deliver is None, reason="the C lane is not built (or SPARKMQ_NATIVE=0)")
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 properties = st.lists(
@@ -33,6 +33,7 @@ properties = st.lists(
 ).map("".join)
 
 
+@needs_lane
 @settings(max_examples=300, deadline=None)
 @given(
     group=texts,
@@ -53,6 +54,7 @@ def test_frame_equals_the_python_reference(
     assert template.frame(queue_id, opaque, born_ms, props, body, sys_flag, flag) == expected
 
 
+@needs_lane
 def test_frame_leaves_what_it_cannot_render_to_python() -> None:
     assert client_native.frame is not None
     args: list[Any] = [b"{", b",", 1, 0, 2**64, 0, "p", b""]  # a number over int64
@@ -109,6 +111,7 @@ offsets = st.one_of(
 field_values = st.text(st.characters(min_codepoint=0, max_codepoint=0x2FF), max_size=12)
 
 
+@needs_lane
 @settings(max_examples=400, deadline=None)
 @given(
     code=st.sampled_from([0, 0, 0, 1, 10, 207]),
@@ -156,6 +159,7 @@ def _flipped(header: bytes, at: int, value: int) -> bytes:
     return header[:at] + bytes([value]) + header[at + 1 :]
 
 
+@needs_lane
 def test_deliver_stops_at_frames_it_does_not_take_and_for_waiters_it_does_not_hold() -> None:
     assert client_native.deliver is not None
     ok = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, 5).make_response(
@@ -185,6 +189,7 @@ def test_the_client_lane_is_built_here_and_switched_off_by_sparkmq_native_0() ->
         assert out.stdout.split() == expected.split()
 
 
+@needs_lane
 def test_repeated_calls_keep_memory_flat() -> None:
     assert client_native.frame is not None and client_native.deliver is not None
     template = SendTemplate("PID", "Topic")
