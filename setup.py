@@ -26,6 +26,13 @@ EXTENSIONS = [
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,
     ),
+    # The producer's lean sends: frames from templates, SUCCESS answers delivered (reference: the Python they replace).
+    Extension(
+        "sparkmq.remoting._clientlane",
+        sources=["sparkmq/remoting/client_lane.c"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
     # The Spark source's lean columns from a PULL body (reference: records_to_arrow's numpy path).
     Extension(
         "sparkmq.connector._leanrecords",

@@ -6,8 +6,12 @@ client's own cost decides: what a single-send client can do once the broker is n
 bottleneck (issue 10's "≥ nats-py publish" is a client and a broker target at once). Figures are
 client CPU µs per send (``time.process_time``) plus msgs/s; 100 B bodies::
 
-    .venv/bin/python bench/client_ceiling_bench.py                  # 40,000 sends, 128 and 1 in flight
-    .venv/bin/python bench/client_ceiling_bench.py --sends 10000 --inflight 1 64 512
+    .venv/bin/python bench/client_ceiling_bench.py                  # 40,000 sends, 128 and 1 in flight, both styles
+    .venv/bin/python bench/client_ceiling_bench.py --sends 10000 --inflight 1 64 512 --style callback
+
+Two styles: ``await`` (N coroutines, each ``await producer.send(message)``) and ``callback`` (nats-py
+``raw``'s shape in ../shared/peers/bench_nats.py: one loop, a semaphore window, ``send_async`` with a
+callback that releases it: no coroutine or Task per send).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+
+from client_send_bench import windowed
 
 from bench_common import REPO, DevProcess, machine, print_machine, run_loop, temp_root
 
@@ -54,9 +60,10 @@ async def main():
 uvloop.run(main())
 """
 TOPIC = "ClientCeiling"
+STYLES = {"await": "`await send()` per coroutine", "callback": "`send_async(callback)`, one loop"}
 
 
-async def measure(namesrv: str, port: int, sends: int, inflights: Sequence[int]) -> list[str]:
+async def measure(namesrv: str, port: int, sends: int, inflights: Sequence[int], styles: Sequence[str]) -> list[str]:
     rows = []
     async with AsyncProducer("PID_CLIENT_CEILING", namesrv, send_timeout_s=30.0) as producer:
         messages = [Message(TOPIC, os.urandom(100)) for _ in range(sends)]
@@ -68,17 +75,23 @@ async def measure(namesrv: str, port: int, sends: int, inflights: Sequence[int])
             lane.connections[queue.broker_name] = answering
         for message in messages[:500]:  # warm-up against the stand-in
             await producer.send(message)
-        for inflight in inflights:
-            items = iter(messages)
+        for style in styles:
+            for inflight in inflights:
+                items = iter(messages)
 
-            async def worker(items: Iterator[Message] = items) -> None:
-                for message in items:  # one shared iterator: each message is sent once
-                    await producer.send(message)
+                async def worker(items: Iterator[Message] = items) -> None:
+                    for message in items:  # one shared iterator: each message is sent once
+                        await producer.send(message)
 
-            cpu, started = time.process_time(), time.perf_counter()
-            await asyncio.gather(*(worker() for _ in range(inflight)))
-            cpu, seconds = time.process_time() - cpu, time.perf_counter() - started
-            rows.append(f"| {inflight} | {sends:,} | {sends / seconds:,.0f} | {cpu / sends * 1e6:.1f} |")
+                cpu, started = time.process_time(), time.perf_counter()
+                if style == "await":
+                    await asyncio.gather(*(worker() for _ in range(inflight)))
+                else:
+                    await windowed(producer, messages, inflight)
+                cpu, seconds = time.process_time() - cpu, time.perf_counter() - started
+                rows.append(
+                    f"| {STYLES[style]} | {inflight} | {sends:,} | {sends / seconds:,.0f} | {cpu / sends * 1e6:.1f} |"
+                )
     return rows
 
 
@@ -86,6 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=40_000, help="sends per case (default 40,000)")
     parser.add_argument("--inflight", type=int, nargs="+", default=[128, 1], help="sends in flight (default 128 1)")
+    parser.add_argument(
+        "--style",
+        nargs="+",
+        choices=sorted(STYLES),
+        default=["await", "callback"],
+        help="await: N coroutines each awaiting send (default both); callback: nats-py raw's shape",
+    )
     args = parser.parse_args(argv)
     info = machine()
     stand_in = subprocess.Popen(
@@ -97,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with temp_root("sparkmq-client-ceiling-") as root:
             dev = DevProcess(root)
             try:
-                rows = run_loop(measure(dev.namesrv, port, args.sends, args.inflight), "uvloop")
+                rows = run_loop(measure(dev.namesrv, port, args.sends, args.inflight, args.style), "uvloop")
             finally:
                 dev.stop()
     finally:
@@ -105,7 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stand_in.stdin.close()
         stand_in.wait(30)
     print_machine(info)
-    print("\n| in flight | sends | msgs/s | client CPU µs/send |\n|---:|---:|---:|---:|\n" + "\n".join(rows))
+    print(
+        "\n| style | in flight | sends | msgs/s | client CPU µs/send |\n|---|---:|---:|---:|---:|\n" + "\n".join(rows)
+    )
     return 0
 
 

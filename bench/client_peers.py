@@ -149,6 +149,7 @@ def targets(rows: list[Row], records: list[dict]) -> str:
     lines = ["| target (100 B) | sparkmq | reference | ratio | met? |", "|---|---:|---:|---:|---|"]
     for what, prefix, test in (
         ("single sends, 128 in flight ≥ 1.0× nats-py's fastest publish", "send x1, 128 in flight", "publish_*"),
+        ("the same in nats-py raw's shape (one loop, callbacks)", "send_async x1, 128 in flight", "publish_raw*"),
         ("send_batch 256 ≥ 1.0× NATS Go publish", "send_batch 256", "publish_go_async1000"),
         ("consume (pull_raw) ≥ 1.0× NATS Go fetch", "pull_raw", "consume_go_fetch1000"),
         ("consume (poll → objects) ≥ 1.0× NATS Go fetch", "poll", "consume_go_fetch1000"),

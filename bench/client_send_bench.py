@@ -9,9 +9,9 @@ Cases, for 100 B and 1 KiB bodies (messages built before the clock starts; every
 client does per send — ids, properties, encoding, routing, the response — is inside it):
 
 * ``send x1, 1 in flight``: ``AsyncProducer.send`` one after another; also the send latency;
-* ``send x1, N in flight``: ``AsyncProducer.send`` pipelined (``--inflight``, 128), N coroutines (a
-  window kept by one loop with ``AsyncProducer.send_async`` callbacks, nats-py ``raw``'s shape, measured
-  about half as fast here: its futures are thread-safe ones);
+* ``send x1, N in flight``: ``AsyncProducer.send`` pipelined (``--inflight``, 128), N coroutines;
+* ``send_async x1, N in flight, one loop``: nats-py ``raw``'s shape: one loop keeps a window of N with
+  ``AsyncProducer.send_async`` callbacks (no coroutine or Task per send);
 * ``send_batch 32`` / ``send_batch 256``: ``AsyncProducer.send_batch``, 8 batches in flight;
 * ``ping``: ``GET_MAX_OFFSET`` one at a time: client + remoting + broker without the store's put;
 * ``asyncio echo``: a bare asyncio echo server process, 100 B each way: the loopback floor;
@@ -54,6 +54,7 @@ from sparkmq.client import (
     Message,
     MessageQueue,
     Producer,
+    SendResult,
 )
 from sparkmq.errors import TopicNotExistError
 
@@ -99,6 +100,39 @@ async def send_pipelined(
         size,
         len(messages),
         lambda: asyncio.gather(*(worker() for _ in range(inflight))),
+    )
+
+
+async def windowed(producer: AsyncProducer, messages: list[Message], inflight: int) -> None:
+    """nats-py ``raw``'s shape (../shared/peers/bench_nats.py): one loop keeps ``inflight`` sends going, a
+    semaphore window released by each ``send_async`` callback; no coroutine or Task per send."""
+    window = asyncio.Semaphore(inflight)
+    finished = asyncio.get_running_loop().create_future()
+    left = len(messages)
+
+    def acked(done: asyncio.Future[SendResult]) -> None:
+        nonlocal left
+        done.result()  # a failed send's error reaches the callback's log
+        window.release()
+        left -= 1
+        if not left:
+            finished.set_result(None)
+
+    for message in messages:
+        await window.acquire()
+        producer.send_async(message, acked)
+    await finished
+
+
+async def send_windowed(
+    bench: Recorder, producer: AsyncProducer, messages: list[Message], size: int, inflight: int
+) -> None:
+    await bench.timed(
+        f"send_async x1, {inflight} in flight, one loop",
+        size,
+        len(messages),
+        lambda: windowed(producer, messages, inflight),
+        "nats-py raw's shape",
     )
 
 
@@ -190,6 +224,7 @@ async def send_cases(
             await producer.send(m)
     await send_sequential(bench, producer, bench.messages(f"ClientBenchSeq{size}", n_seq, size), size)
     await send_pipelined(bench, producer, bench.messages(f"ClientBenchPipe{size}", n_pipe, size), size, inflight)
+    await send_windowed(bench, producer, bench.messages(f"ClientBenchPipe{size}", n_pipe, size), size, inflight)
     await send_batches(bench, producer, bench.messages(f"ClientBenchB32{size}", n32, size), size, 32)
     await send_batches(bench, producer, bench.messages(f"ClientBenchB256{size}", n256, size), size, 256)
     return n256 + 12

@@ -19,22 +19,28 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sparkmq.client import loop_thread
-from sparkmq.client.fault import LatencyFaultTolerance
+from sparkmq.client.fault import FIRST_PAUSING_MS, LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance
+from sparkmq.client.lean_send import CallbackSend, Lane, SendIds
 from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.queue_select import QueueSelector
-from sparkmq.client.routes import TopicRoute
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_frames import (
     DEFAULT_TOPIC_QUEUE_NUMS,
     Outgoing,
     SendTemplate,
 )
-from sparkmq.client.send_outcome import answer_outcome, log_failed, settle_from
+from sparkmq.client.send_outcome import (
+    SendCallback,
+    SendFuture,
+    answer_outcome,
+    complete,
+    log_failed,
+    settle_from,
+)
 from sparkmq.errors import (
     MessageError,
     MessageTooLargeError,
@@ -43,19 +49,16 @@ from sparkmq.errors import (
 )
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
-from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.client_connection import ClientConnection
 
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
 
-#: A lean attempt in flight: its answer's future, the connection, the opaque, the queue, when it started.
-_Lean = tuple["asyncio.Future[Any]", RemotingConnection, int, MessageQueue, float]
 #: A failed attempt: the broker, the error, whether the broker answered (else the request failed).
 _Failed = tuple[str, SparkmqError, bool]
 
@@ -88,9 +91,11 @@ class AsyncProducer:
         self.compress_over_bytes = compress_over_bytes
         self.max_message_bytes = max_message_bytes
         self.faults = LatencyFaultTolerance()
-        self._ids = UniqueIdGenerator()
+        self._ids = SendIds()
         self._counter = itertools.count()
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, Lane] = {}
+        self._routes = self.instance.routes  # read per send: the same dict for the instance's life
+        self._plain_below = min(compress_over_bytes, max_message_bytes + 1)  # a bytes body this short goes as is
 
     async def start(self) -> None:
         self.instance.producer_groups.add(self.group)
@@ -122,25 +127,40 @@ class AsyncProducer:
         FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message may be stored; sending it again
         is safe for at-least-once), and the error tree's other exceptions for other failures.
         """
-        body, sys_flag = self._body_of(message)
-        unique_id = self._ids.next_id()
+        body = message.body
+        if type(body) is bytes and len(body) < self._plain_below:
+            sys_flag = 0
+        else:
+            body, sys_flag = self._body_of(message)
+        born_ms = int(time.time() * 1000)
+        unique_id = self._ids.at(born_ms)
         properties = message.properties_text(unique_id)
         failed: _Failed | None = None
-        if selector is None and queue is None and not oneway:
+        if selector is None and queue is None and not oneway and (target := self._lean_target(message.topic)):
             # The common send: a cached route and an open connection, awaited without a coroutine below this one.
-            lean = self._lean_attempt(message.topic, body, properties, sys_flag, message.flag)
-            if lean is not None:
-                try:
-                    await lean[0]
-                except RemoteError:
-                    pass  # settled below
-                except BaseException:
-                    lean[1].forget(lean[2])  # cancelled: nobody waits for the answer
-                    raise
-                settled = self._settle_lean(lean, message.topic, unique_id)
-                if isinstance(settled, SendResult):
-                    return settled
-                failed = settled
+            template, chosen, connection = target
+            opaque = connection.next_opaque()
+            frame = template.frame(chosen.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
+            started = time.monotonic()
+            answer = connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, self.send_timeout_s)
+            try:
+                response = await answer
+            except RemoteError as exc:
+                self.faults.record(chosen.broker_name, 0, failed=True)
+                failed = chosen.broker_name, exc, False
+            except BaseException:
+                connection.forget(opaque)  # cancelled: nobody waits for the answer
+                raise
+            else:
+                latency_ms = (time.monotonic() - started) * 1000
+                if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
+                    self.faults.succeeded(chosen.broker_name, latency_ms)
+                if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
+                    return SendResult(SendStatus.SEND_OK, unique_id, response[0], chosen, response[1])
+                outcome = answer_outcome(response, unique_id, chosen, message.topic)
+                if type(outcome) is SendResult:
+                    return outcome
+                failed = chosen.broker_name, outcome, True
         return await self._send_prepared(
             message, body, sys_flag, unique_id, properties, selector, arg, queue, oneway, failed
         )
@@ -162,11 +182,12 @@ class AsyncProducer:
         return await self._send_with_retries(message.topic, out, selector, arg, message, queue, oneway, failed)
 
     def send_async(
-        self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None
-    ) -> Future[SendResult]:
+        self, message: Message, callback: Callable[[asyncio.Future[SendResult]], None] | None = None
+    ) -> asyncio.Future[SendResult]:
         """Send without awaiting, from the producer's loop (Java's ``send(msg, SendCallback)``): the
-        future, and ``callback`` given it, complete when the broker acknowledged, or fail as
-        :meth:`send` raises. Many sends in flight cost no Task each.
+        future completes when the broker acknowledged, or fails as :meth:`send` raises, and then
+        ``callback`` is called with it. A plain send in flight costs no Task and no future but this one:
+        the answer completes it, and calls ``callback``, inside the connection's read.
 
         Example (a window of 128 in flight, as a pipelining publisher keeps it)::
 
@@ -175,73 +196,53 @@ class AsyncProducer:
                 await window.acquire()
                 producer.send_async(message, lambda done: window.release())
         """
-        future: Future[SendResult] = Future()
-        if callback is not None:
-            future.add_done_callback(callback)
-        self.start_send(message, future)
-        return future
+        return cast("asyncio.Future[SendResult]", self._start(message, None, callback))
 
     def start_send(self, message: Message, done: Future[SendResult]) -> None:
         """:meth:`send` for a caller on another thread (the blocking ``Producer``): completes ``done`` as
-        ``send`` would return or raise; call it on the producer's loop. A lean first attempt completes
-        ``done`` from its answer's callback (no Task, no hop through another future); any other send, and
-        the retries of a failed attempt, run as :meth:`send`'s own steps in a Task."""
-        if not done.set_running_or_notify_cancel():
-            return
+        ``send`` would return or raise; call it on the producer's loop."""
+        if done.set_running_or_notify_cancel():
+            self._start(message, done, None)
+
+    def _start(self, message: Message, future: SendFuture | None, callback: SendCallback | None) -> SendFuture:
+        """Start a send completing ``future`` (None: a new asyncio one) then ``callback``: a lean first
+        attempt answered by its :class:`CallbackSend`, or :meth:`send`'s general steps in a Task."""
         try:
             body, sys_flag = self._body_of(message)
-            unique_id = self._ids.next_id()
+            born_ms = int(time.time() * 1000)
+            unique_id = self._ids.at(born_ms)
             properties = message.properties_text(unique_id)
-            lean = self._lean_attempt(message.topic, body, properties, sys_flag, message.flag)
+            target = self._lean_target(message.topic)
+            if target is not None:
+                template, chosen, connection = target
+                opaque = connection.next_opaque()
+                frame = template.frame(chosen.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
         except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
-            done.set_exception(exc)
-            return
-        if lean is None:
-            settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties), done)
-            return
+            future = future or asyncio.get_running_loop().create_future()
+            complete(future, callback, error=exc)
+            return future
+        if target is None:
+            future = future or asyncio.get_running_loop().create_future()
+            settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties), future, callback)
+            return future
+        # the connection's loop is the running one: asyncio.get_running_loop() costs a getpid() per call
+        future = future or connection.create_future()
+        waiter = CallbackSend(self, message, unique_id, chosen, future, callback)
+        connection.send_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, waiter, self.send_timeout_s)
+        return future
 
-        def answered(_: asyncio.Future[Any]) -> None:
-            try:
-                settled = self._settle_lean(lean, message.topic, unique_id)
-            except Exception as exc:  # noqa: BLE001 - a non-retriable answer: the caller's
-                done.set_exception(exc)
-                return
-            if isinstance(settled, SendResult):
-                done.set_result(settled)
-            else:
-                settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties, failed=settled), done)
-
-        lean[0].add_done_callback(answered)
-
-    def _settle_lean(self, lean: _Lean, topic: str, unique_id: str) -> SendResult | _Failed:
-        """A finished lean attempt: its SendResult, or the broker, error and whether it answered for the
-        retries; a non-retriable answer raises."""
-        future, _connection, _opaque, chosen, started = lean
-        error = cast(RemoteError | None, future.exception())  # request_lean's futures fail with RemoteError only
-        if error is not None:
-            self.faults.record(chosen.broker_name, 0, failed=True)
-            return chosen.broker_name, error, False
-        self.faults.succeeded(chosen.broker_name, (time.monotonic() - started) * 1000)
-        outcome = answer_outcome(future.result(), unique_id, chosen, topic)
-        return outcome if type(outcome) is SendResult else (chosen.broker_name, outcome, True)
-
-    def _lean_attempt(self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int) -> _Lean | None:
-        """The first attempt of a plain send, written now, if the topic's lane and connection are ready
-        (else None: ``_send_with_retries`` does it all). ACL signing takes the general path."""
+    def _lean_target(self, topic: str) -> tuple[SendTemplate, MessageQueue, ClientConnection] | None:
+        """Where a plain send's first attempt goes now, if the topic's lane and its connection are ready
+        (else None: ``_send_with_retries`` does it all)."""
         lane = self._lanes.get(topic)
-        if lane is None or not lane.queues or self.instance.routes.get(topic) is not lane.route:
+        if lane is None or not lane.lean or self._routes.get(topic) is not lane.route:
             return None
-        if self.instance.remoting.signer is not None:
-            return None
-        chosen = self._pick(lane.queues, None)
+        queues = lane.queues
+        chosen = self._pick(queues, None) if self.faults.paused else queues[next(self._counter) % len(queues)]
         connection = lane.connections.get(chosen.broker_name)
         if connection is None or not connection.is_open:
             return None
-        started = time.monotonic()
-        opaque = connection.next_opaque()
-        frame = lane.template.frame(chosen.queue_id, opaque, int(time.time() * 1000), properties, body, sys_flag, flag)
-        future = connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, self.send_timeout_s)
-        return future, connection, opaque, chosen, started
+        return lane.template, chosen, connection
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels); errors as :meth:`send`."""
@@ -285,11 +286,13 @@ class AsyncProducer:
             return zlib.compress(body, COMPRESS_LEVEL), L.COMPRESSED_FLAG
         return body, 0
 
-    async def _new_lane(self, topic: str) -> _Lane:
+    async def _new_lane(self, topic: str) -> Lane:
         """The topic's send state, built anew (the first send, or the client instance holds a new route)."""
         validate_topic(topic)
         route = await self.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
-        lane = self._lanes[topic] = _Lane(route, route.publish_queues(), SendTemplate(self.group, topic))
+        queues = route.publish_queues()
+        lean = bool(queues) and self.instance.remoting.signer is None
+        lane = self._lanes[topic] = Lane(route, queues, SendTemplate(self.group, topic), lean)
         return lane
 
     async def _send_with_retries(
@@ -358,9 +361,12 @@ class AsyncProducer:
         assert last_error is not None
         raise last_error
 
-    async def _connect(self, lane: _Lane, broker_name: str) -> RemotingConnection:
+    async def _connect(self, lane: Lane, broker_name: str) -> ClientConnection:
         address = lane.route.master_address(broker_name) or self.instance.broker_address(broker_name)
-        connection = lane.connections[broker_name] = await self.instance.remoting.connection(address)
+        # every connection of a RemotingClient is a ClientConnection
+        connection = lane.connections[broker_name] = cast(
+            ClientConnection, await self.instance.remoting.connection(address)
+        )
         return connection
 
     def _pick(self, queues: list[MessageQueue], avoid: str | None) -> MessageQueue:
@@ -371,16 +377,6 @@ class AsyncProducer:
             if queue.broker_name != avoid and self.faults.is_available(queue.broker_name):
                 return queue
         return queues[start % len(queues)]
-
-
-@dataclass(slots=True)
-class _Lane:
-    """A topic's route as last seen, its writable queues, header template and broker connections."""
-
-    route: TopicRoute
-    queues: list[MessageQueue]
-    template: SendTemplate
-    connections: dict[str, RemotingConnection] = field(default_factory=dict)
 
 
 class Producer:

@@ -28,9 +28,11 @@ from sparkmq.protocol.codes import (
 )
 from sparkmq.protocol.command import RemotingCommand
 from sparkmq.protocol.wire_text import encodable
+from sparkmq.remoting import client_native
 from sparkmq.remoting.client import Signer
 
 _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 | header length
+_native_frame = client_native.frame
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 
@@ -58,9 +60,10 @@ class SendTemplate:
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
 
-    __slots__ = ("_fields", "_group", "_middles", "_topic")
+    __slots__ = ("_fields", "_group", "_middle_bytes", "_middles", "_topic")
 
     _START = f'{{"code":{RequestCode.SEND_MESSAGE_V2},"flag":0,"language":"{DEFAULT_LANGUAGE.name}","opaque":'
+    _START_BYTES = _START.encode()
 
     def __init__(self, group: str, topic: str) -> None:
         self._group, self._topic = group, topic
@@ -70,6 +73,7 @@ class SendTemplate:
             f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"'
         )
         self._middles: dict[int, str] = {}
+        self._middle_bytes: dict[int, bytes] = {}
 
     def _middle(self, queue_id: int) -> str:
         middle = self._middles.get(queue_id)
@@ -87,6 +91,19 @@ class SendTemplate:
         >>> t.frame(3, 7, 1700000000000, out.properties, out.body, 0, 0) == t.head(out, 3, 7, 1700000000000) + b"hi"
         True
         """
+        if _native_frame is not None:  # the same bytes from C (client_lane.c), in one allocation
+            middle = self._middle_bytes.get(queue_id)
+            if middle is None:
+                middle = self._middle_bytes[queue_id] = self._middle(queue_id).encode()
+            whole = _native_frame(self._START_BYTES, middle, opaque, sys_flag, born_ms, flag, properties, body)
+            if whole is not None and len(whole) <= MAX_FRAME_BYTES:
+                return whole
+        return self.frame_python(queue_id, opaque, born_ms, properties, body, sys_flag, flag)
+
+    def frame_python(
+        self, queue_id: int, opaque: int, born_ms: int, properties: str, body: bytes, sys_flag: int, flag: int
+    ) -> bytes:
+        """:meth:`frame` in Python: the reference of the C one (and what raises for a frame too large)."""
         header = (
             f'{self._START}{opaque}{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}",'
             f'"g":"{born_ms}","h":"{flag}","i":{encode_basestring(properties)},"j":"0","k":"false","m":"false"}}}}'

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from sparkmq.client.instance import check_response
 from sparkmq.client.message import SendResult, SendStatus
@@ -18,9 +18,14 @@ from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqErro
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import SendMessageResponseHeader
-from sparkmq.remoting.client_connection import LeanResponse
+from sparkmq.remoting.client_connection import LeanResponse, SendOk
 
 logger = logging.getLogger("sparkmq.client.producer")
+
+#: A send's future: an asyncio one (``AsyncProducer.send_async``) or a concurrent one (the blocking ``Producer``).
+SendFuture = asyncio.Future[SendResult] | Future[SendResult]
+#: Called with the completed future (Java's ``SendCallback``).
+SendCallback = Callable[[Any], None]
 
 # Answers that mean "stored, but not as durably as promised": not delivered, retried.
 _NOT_CONFIRMED_CODES = (
@@ -35,8 +40,13 @@ def log_failed(broker: str, attempt: int, attempts: int, error: SparkmqError, an
     logger.warning("send to %s %s (attempt %d/%d): %s", broker, what, attempt + 1, attempts, error.remark)
 
 
-def answer_outcome(response: RemotingCommand | LeanResponse, unique_id: str, queue: MessageQueue, topic: str) -> Any:
+def answer_outcome(
+    response: RemotingCommand | LeanResponse | SendOk, unique_id: str, queue: MessageQueue, topic: str
+) -> Any:
     """The SendResult of a SUCCESS answer, or the retriable error of another; raises a non-retriable one."""
+    if type(response) is tuple:  # a SUCCESS answer the C lane read: (msgId, queueOffset)
+        return SendResult(SendStatus.SEND_OK, unique_id, response[0], queue, response[1])
+    response = cast(RemotingCommand | LeanResponse, response)
     if response.code != ResponseCode.SUCCESS:
         error = _send_error(response, topic)
         if not error.retriable:
@@ -69,15 +79,41 @@ def _send_error(response: Any, topic: str) -> SparkmqError:
     return RemoteError(f"send to {topic}: unexpected code {response.code}")
 
 
-def settle_from(coro: Coroutine[Any, Any, SendResult], done: Future[SendResult]) -> None:
-    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (a running concurrent future)."""
+def complete(
+    future: SendFuture,
+    callback: SendCallback | None,
+    result: SendResult | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """Complete a send's ``future`` (unless its caller cancelled it) with ``result`` or ``error``, then call
+    ``callback`` with it; a callback that raises is logged (it runs inside the connection's read)."""
+    if not future.done():
+        if error is None:
+            future.set_result(cast(SendResult, result))
+        else:
+            future.set_exception(error)
+    if callback is not None:
+        try:
+            callback(future)
+        except Exception:
+            logger.exception("send callback %r raised", callback)
+
+
+def settle_from(coro: Coroutine[Any, Any, SendResult], done: SendFuture, callback: SendCallback | None = None) -> None:
+    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (an asyncio future or a
+    running concurrent one), then ``callback`` is called with it."""
 
     def copy(task: asyncio.Task[SendResult]) -> None:
         if task.cancelled():
-            done.set_exception(asyncio.CancelledError())
+            if isinstance(done, asyncio.Future):
+                done.cancel()
+                if callback is not None:
+                    complete(done, callback)
+            else:
+                complete(done, callback, error=asyncio.CancelledError())
         elif (error := task.exception()) is not None:
-            done.set_exception(error)
+            complete(done, callback, error=error)
         else:
-            done.set_result(task.result())
+            complete(done, callback, task.result())
 
     asyncio.get_running_loop().create_task(coro).add_done_callback(copy)

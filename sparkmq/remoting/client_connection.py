@@ -6,6 +6,17 @@ frames with the one typed msgspec decode of :mod:`sparkmq.protocol.plain_header`
 reference path tries first) and completes the waiting future with that ``LeanResponse``
 (``PlainHeader``): no ``RemotingCommand``, no frame-decoder bookkeeping per frame.
 
+Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter with ``done``,
+``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
+appends the frame to the loop turn's coalesced write. Its deadline goes to a first-in-first-out
+queue per timeout (a producer's sends share one, so deadlines arrive in order): an append and,
+once answered, a pop, instead of a heap push and pop per request; the connection's one sweeper
+timer serves both.
+
+With the C lane built (``client_lane.c``, :mod:`sparkmq.remoting.client_native`), the SUCCESS answers
+of a strict compact shape (the broker's own) are walked in C first and their waiters get a
+``(msgId, queueOffset)`` tuple (:data:`SendOk`) instead: no header object, no field dict.
+
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
 ``request_lean``.
@@ -17,11 +28,16 @@ decodes or rejects it exactly as before (a ``request_lean`` waiter then gets the
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from collections import deque
+from typing import Any, Protocol, cast
 
+from sparkmq.errors import RemoteError
 from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import HEADER_LENGTH_FIELD_BYTES, MIN_FRAME_LENGTH
-from sparkmq.remoting.connection import RemotingConnection
+from sparkmq.remoting.client_native import deliver as _deliver
+from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, RemotingConnection
 
 try:
     from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, decode_plain_header
@@ -30,7 +46,10 @@ except ImportError:  # msgspec is missing: every response takes the reference pa
     decode_plain_header = None  # type: ignore[assignment]
     LeanResponse = None  # type: ignore[assignment,misc]
 
-__all__ = ["ClientConnection", "LeanResponse"]
+__all__ = ["ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
+
+#: A SUCCESS answer's ``msgId`` and ``queueOffset`` (``int(...)`` of its text), as the C lane delivers it.
+SendOk = tuple[str, int]
 
 # length prefix, then serializeType << 24 | header length: a JSON header (type 0) reads as its length
 _PREFIX = struct.Struct(">II")
@@ -41,10 +60,91 @@ _LENGTH_BYTES = _LENGTH.size
 _LEAN_LENGTHS = (MIN_FRAME_LENGTH, MAX_TAIL_BYTES)  # a length prefix outside goes to the reference decoder
 
 
+class LeanWaiter(Protocol):
+    """What waits for a lean request's answer: an asyncio future has this shape."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Any, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 class ClientConnection(RemotingConnection):
-    """A :class:`RemotingConnection` whose lean responses are read without a ``RemotingCommand``."""
+    """A :class:`RemotingConnection` whose lean requests and responses skip the ``RemotingCommand``."""
 
     _tail = b""  # the start of a lean frame the last read ended in
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # timeout → (deadline, opaque, code) of lean requests, oldest first (same timeout: deadlines in order)
+        self._lean_deadlines: dict[float, deque[tuple[float, int, int]]] = {}
+
+    def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
+        """Send a whole encoded request frame; the future gets its response as a :data:`SendOk` (a SUCCESS
+        answer read by the C lane), a :class:`LeanResponse`, or the :class:`~sparkmq.protocol.RemotingCommand`
+        of a header that is not of the plain shape;
+        fails with :class:`RemoteError` at the deadline or when the connection closes. No coroutine,
+        no Task: the caller awaits the future itself and, if it stops waiting early, calls :meth:`forget`.
+        """
+        if not self.is_open:
+            raise RemoteError(f"connection to {self.peer[0]}:{self.peer[1]} is closed", retriable=True)
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self.send_lean(opaque, code, frame, future, timeout)
+        return future
+
+    def create_future(self) -> asyncio.Future[Any]:
+        """A future of the connection's loop (the running one, without ``asyncio.get_running_loop``'s getpid)."""
+        return self._loop.create_future()
+
+    def send_lean(self, opaque: int, code: int, frame: bytes, waiter: LeanWaiter, timeout: float) -> None:
+        """:meth:`request_lean` with the caller's own ``waiter``, on a connection the caller saw open:
+        ``waiter.set_result`` gets the answer (called inside the read), ``set_exception`` the
+        :class:`RemoteError` of a deadline passed or a connection lost."""
+        lean = cast(dict[int, LeanWaiter], self._lean)  # the base's table, typed for its futures
+        lean[opaque] = waiter
+        when = self._loop.time() + timeout
+        deadlines = self._lean_deadlines.get(timeout)
+        if deadlines is None:
+            deadlines = self._lean_deadlines[timeout] = deque()
+        elif (
+            deadlines and deadlines[0][1] not in lean
+        ):  # one answered entry leaves per send: the queue holds ~ those in flight
+            deadlines.popleft()
+        deadlines.append((when, opaque, code))
+        if self._sweeper is None or when < self._sweeper_when:
+            self._arm_sweeper(when)
+        out = self._out
+        if not out and len(lean) == 1 and not self._pending:
+            assert self._transport is not None
+            self._transport.write(frame)  # the only request in flight: now, not at the turn's end
+            return
+        out.append(frame)
+        self._out_bytes += len(frame)
+        if self._out_bytes >= COALESCE_MAX_BYTES or not self._writable.is_set():
+            self._flush_out()
+        elif not self._flush_scheduled and not self._receiving:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_out)
+
+    def _sweep(self) -> None:
+        super()._sweep()  # the general requests' heap; then the lean queues
+        now, lean, soonest = self._loop.time(), self._lean, None
+        for timeout, deadlines in self._lean_deadlines.items():
+            while deadlines and (deadlines[0][0] <= now or deadlines[0][1] not in lean):
+                _, opaque, code = deadlines.popleft()  # due, or answered already
+                waiter = lean.pop(opaque, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(
+                        RemoteError(
+                            f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s",
+                            retriable=True,
+                        )
+                    )
+            if deadlines and (soonest is None or deadlines[0][0] < soonest):
+                soonest = deadlines[0][0]
+        if soonest is not None and (self._sweeper is None or soonest < self._sweeper_when):
+            self._arm_sweeper(max(soonest, now + DEADLINE_SWEEP_S))
 
     def data_received(self, data: bytes) -> None:
         lean = self._lean
@@ -57,6 +157,8 @@ class ClientConnection(RemotingConnection):
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
         while True:
+            if _deliver is not None and type(data) is bytes:  # SUCCESS answers of the strict shape, in C
+                position = _deliver(data, position, lean)
             if size - position < _PREFIX_BYTES:
                 if (
                     size - position >= _LENGTH_BYTES

@@ -1,0 +1,123 @@
+"""The producer's lean single send: a plain send's first attempt with no coroutine, Task or Future of its own.
+
+A plain send (no selector, fixed queue, oneway or ACL signer) whose topic's lane and broker
+connection are ready is one template f-string, one dict entry and one deadline entry on the
+connection, and one append to the loop turn's coalesced write. ``AsyncProducer.send`` awaits an
+asyncio future for the answer; ``send_async`` and the blocking ``Producer`` register a
+:class:`CallbackSend` instead, which settles the answer inside the connection's read and completes
+the caller's future (and callback) at once: no extra future, no loop turn through ``call_soon``.
+A failed or unconfirmed first attempt goes on through the producer's general retry path, as
+before, in a Task.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkmq.client.fault import FIRST_PAUSING_MS
+from sparkmq.client.message import Message, SendResult, SendStatus
+from sparkmq.client.routes import TopicRoute
+from sparkmq.client.send_frames import SendTemplate
+from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, settle_from
+from sparkmq.errors import SparkmqError
+from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.remoting.client_connection import ClientConnection
+
+if TYPE_CHECKING:
+    from sparkmq.client.producer import AsyncProducer
+
+__all__ = ["CallbackSend", "Lane", "SendIds"]
+
+_SEND_OK = SendStatus.SEND_OK
+
+
+@dataclass(slots=True)
+class Lane:
+    """A topic's route as last seen, its writable queues, header template and broker connections;
+    ``lean``: plain sends may take the lean path (writable queues, no ACL signer)."""
+
+    route: TopicRoute
+    queues: list[MessageQueue]
+    template: SendTemplate
+    lean: bool
+    connections: dict[str, ClientConnection] = field(default_factory=dict)
+
+
+class SendIds(UniqueIdGenerator):
+    """:meth:`UniqueIdGenerator.next_id` for a clock read the sender made already (its born timestamp),
+    the id's text up to the counter rendered once per millisecond.
+
+    >>> ids = SendIds()
+    >>> a, b = ids.at(1_700_000_000_000), ids.at(1_700_000_000_000)
+    >>> len(a), a[:28] == b[:28], a != b
+    (32, True, True)
+    """
+
+    _head_ms = -1
+    _head = ""
+
+    def at(self, now_ms: int) -> str:
+        """A new id for the time ``now_ms`` (ms since the epoch, from ``time.time``)."""
+        if now_ms != self._head_ms:
+            if now_ms >= self._next_month_ms:
+                self._new_month(now_ms)
+            self._head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
+            self._head_ms = now_ms
+        return f"{self._head}{next(self._counter) & 0xFFFF:04X}"
+
+
+class CallbackSend:
+    """The waiter of one lean attempt of ``send_async`` / the blocking ``Producer``: the connection calls
+    ``set_result`` with the answer (inside its read) or ``set_exception`` with the request's failure."""
+
+    __slots__ = ("callback", "future", "message", "producer", "queue", "started", "unique_id")
+
+    def __init__(
+        self,
+        producer: AsyncProducer,
+        message: Message,
+        unique_id: str,
+        queue: MessageQueue,
+        future: SendFuture,
+        callback: SendCallback | None,
+    ) -> None:
+        self.producer, self.message, self.unique_id, self.queue = producer, message, unique_id, queue
+        self.future, self.callback, self.started = future, callback, time.monotonic()
+
+    def done(self) -> bool:
+        return False  # the connection holds it only until its one answer or failure
+
+    def set_result(self, response: Any) -> None:
+        """The broker answered: complete the caller's future, or retry as ``send`` does."""
+        faults, queue = self.producer.faults, self.queue
+        latency_ms = (time.monotonic() - self.started) * 1000
+        if latency_ms >= FIRST_PAUSING_MS or faults.paused:
+            faults.succeeded(queue.broker_name, latency_ms)
+        if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
+            complete(self.future, self.callback, SendResult(_SEND_OK, self.unique_id, response[0], queue, response[1]))
+            return
+        try:
+            outcome = answer_outcome(response, self.unique_id, queue, self.message.topic)
+        except SparkmqError as exc:  # not retriable
+            complete(self.future, self.callback, error=exc)
+            return
+        if type(outcome) is SendResult:
+            complete(self.future, self.callback, outcome)
+        else:
+            self._retry(outcome, answered=True)
+
+    def set_exception(self, error: BaseException) -> None:
+        """The request failed (deadline passed, connection lost): retry as ``send`` does."""
+        self.producer.faults.record(self.queue.broker_name, 0, failed=True)
+        self._retry(error, answered=False)
+
+    def _retry(self, error: Any, answered: bool) -> None:
+        producer, message = self.producer, self.message
+        body, sys_flag = producer._body_of(message)  # what the first attempt sent: it passed these checks
+        properties = message.properties_text(self.unique_id)
+        failed = (self.queue.broker_name, error, answered)
+        retries = producer._send_prepared(message, body, sys_flag, self.unique_id, properties, failed=failed)
+        settle_from(retries, self.future, self.callback)

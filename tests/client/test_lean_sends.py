@@ -1,0 +1,139 @@
+"""The producer's lean single sends (``sparkmq.client.lean_send``) against a real NameServer and broker.
+
+``AsyncProducer.send_async`` completes its asyncio future, then calls the callback, from inside the
+connection's read; an unconfirmed answer, a request that times out (a broker that stops answering)
+and a connection lost go on through the general retry path, as ``send``'s do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import cast
+
+import pytest
+
+from sparkmq import DurabilityNotConfirmedError
+from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
+from sparkmq.client.lean_send import SendIds
+from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.protocol import ResponseCode
+from sparkmq.remoting.client_connection import ClientConnection
+from support.unconfirming_broker import UnconfirmingCluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UnconfirmingCluster]:
+    with UnconfirmingCluster.start(tmp_path_factory.mktemp("lean")) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _clear(cluster: UnconfirmingCluster) -> Iterator[None]:
+    cluster.answers.clear()
+    cluster.always.clear()
+    yield
+    cluster.always.clear()
+
+
+def test_send_async_completes_its_future_then_calls_back_on_every_outcome(cluster: UnconfirmingCluster) -> None:
+    topic = cluster.topic("LeanCallbacks", queues=1)
+
+    async def scenario() -> list[tuple[asyncio.Future[SendResult], asyncio.Future[SendResult]]]:
+        async with AsyncProducer("PID_lean_callbacks", cluster.ns) as producer:
+            await producer.send(Message(topic, b"warm-up"))  # route and connection held: the next sends are lean
+            called: list[tuple[asyncio.Future[SendResult], asyncio.Future[SendResult]]] = []
+            cluster.answers.append(ResponseCode.FLUSH_DISK_TIMEOUT)  # the first attempt is retried
+            retried = producer.send_async(Message(topic, b"retried"), lambda done: called.append((retried, done)))
+            assert (await retried).queue_offset == 2
+            cluster.always.append(ResponseCode.SLAVE_NOT_AVAILABLE)
+            failed = producer.send_async(Message(topic, b"never"), lambda done: called.append((failed, done)))
+            with pytest.raises(DurabilityNotConfirmedError):
+                await failed
+            return called
+
+    called = asyncio.run(scenario())
+    assert [given is returned for returned, given in called] == [True, True]
+    assert cluster.stored(topic, 0) == 6  # warm-up, unconfirmed + retry, 3 unconfirmed attempts
+
+
+def test_a_raising_callback_is_logged_and_sending_goes_on(
+    cluster: UnconfirmingCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = cluster.topic("LeanRaisingCallback", queues=1)
+
+    def broken(done: asyncio.Future[SendResult]) -> None:
+        raise ValueError("the caller's bug")
+
+    async def scenario() -> SendResult:
+        async with AsyncProducer("PID_lean_raising", cluster.ns) as producer:
+            await producer.send(Message(topic, b"warm-up"))
+            first = producer.send_async(Message(topic, b"a"), broken)
+            await first
+            return await producer.send_async(Message(topic, b"b"))
+
+    with caplog.at_level(logging.ERROR, logger="sparkmq.client.producer"):
+        assert asyncio.run(scenario()).queue_offset == 2
+    assert any("send callback" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+async def _silent_broker() -> tuple[asyncio.Server, str]:
+    """A broker that accepts a connection and never answers (a hung broker)."""
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the client closes
+        writer.close()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+@pytest.mark.parametrize("style", ["send", "send_async"])
+def test_a_lean_attempt_that_times_out_is_retried_on_a_fresh_route(
+    cluster: UnconfirmingCluster, style: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lane's connection goes to a broker that never answers: the attempt fails at its deadline
+    (the connection's sweeper), and the retry learns the route again and sends to the real broker."""
+    topic = cluster.topic(f"LeanTimeout{style}", queues=1)
+
+    async def scenario() -> SendResult:
+        server, address = await _silent_broker()
+        producer = AsyncProducer("PID_lean_timeout", cluster.ns, send_timeout_s=0.2, retry_times_when_send_failed=1)
+        await producer.start()
+        try:
+            await producer.send(Message(topic, b"warm-up"))
+            lane = producer._lanes[topic]
+            (broker_name,) = lane.connections
+            silent = await producer.instance.remoting.connection(address)
+            lane.connections[broker_name] = cast(ClientConnection, silent)
+            message = Message(topic, b"after")
+            return await (producer.send(message) if style == "send" else producer.send_async(message))
+        finally:
+            await producer.close()
+            server.close()
+            await server.wait_closed()
+
+    with caplog.at_level(logging.WARNING, logger="sparkmq.client.producer"):
+        result = asyncio.run(scenario())
+    assert (result.status, result.queue_offset) == (SendStatus.SEND_OK, 1)
+    assert any("attempt 1/2" in r.getMessage() and "timed out after 0.2 s" in r.getMessage() for r in caplog.records)
+    assert cluster.stored(topic, 0) == 2
+
+
+def test_send_ids_and_results_match_their_references() -> None:
+    ids, reference = SendIds(), UniqueIdGenerator()
+    ids._prefix = reference._prefix  # same host, pid and random part
+    now_ms = 1_700_000_000_123
+    first, second = ids.at(now_ms), ids.at(now_ms)
+    reference._new_month(now_ms)
+    stamp = f"{(now_ms - reference._month_start_ms) & 0xFFFFFFFF:08X}"
+    assert first == f"{reference._prefix}{stamp}0000" and second == f"{reference._prefix}{stamp}0001"
+    assert ids.at(now_ms + 1)[24:28] != first[24:28] or stamp[-4:] == "FFFF"
+    assert len(reference.next_id()) == len(first) == 32
+    result = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", None, 7)  # type: ignore[arg-type]
+    assert result == SendResult(
+        status=SendStatus.SEND_OK, msg_id="ID", offset_msg_id="OFFSET", queue=None, queue_offset=7
+    )  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        result.queue_offset = 8  # type: ignore[misc]
