@@ -151,7 +151,9 @@ def test_frames_are_the_encoders_answer_to_the_numpy_read(
         numpy_read = store.get_messages("G", "Q", queue_id, offset, max_count, max_bytes, codes)
     parts = pull_template()
     assert parts is not None
-    framed = store.read_frame("Q", queue_id, offset, max_count, max_bytes, codes, (parts, opaque, 0, 1, slow_below))
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", queueread)
+        framed = store.read_frame("Q", queue_id, offset, max_count, max_bytes, codes, (parts, opaque, 0, 1, slow_below))
     if numpy_read.status is not GetMessageStatus.FOUND:
         assert framed is None
     elif framed is not None:  # None only for records across segments
@@ -159,9 +161,10 @@ def test_frames_are_the_encoders_answer_to_the_numpy_read(
         assert framed == (_encoded_answer(numpy_read, opaque, slow_below), numpy_read.message_count, len(body))
 
 
-def test_a_plain_read_is_framed_natively(store: MessageStore) -> None:
+def test_a_plain_read_is_framed_natively(store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
     parts = pull_template()
     assert parts is not None
+    monkeypatch.setattr(reads, "queueread", queueread)
     framed = store.read_frame("Q", 0, 0, 2, 1 << 20, None, (parts, 7, 0, 1, 0))
     assert framed is not None
     reference = store.get_messages("G", "Q", 0, 0, 2, 1 << 20)
