@@ -8,7 +8,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #define UNIT 20
@@ -178,6 +177,21 @@ static void put32(char *p, uint32_t v) {
     for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (char)(v & 0xff);
 }
 
+/* ``v`` in decimal at ``out`` (as "%lld" writes it, without the NUL); the length written. */
+static Py_ssize_t put_decimal(char *out, long long v) {
+    char digits[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    Py_ssize_t len = 0;
+    if (v < 0) out[len++] = '-';
+    while (n > 0) out[len++] = digits[--n];
+    return len;
+}
+
 /* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segment_base, segment | None,
  *              segment_write_position, parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)
  * -> (frame, taken, body bytes): gather's read with records, as the whole response frame whose
@@ -210,7 +224,7 @@ static PyObject *gather_frame(PyObject *module, PyObject *args) {
     for (int k = 0; k < 5; k++) {
         memcpy(out, part[k].buf, (size_t)part[k].len);
         out += part[k].len;
-        out += sprintf(out, "%lld", value[k]);
+        out += put_decimal(out, value[k]);
     }
     memcpy(out, part[5].buf, (size_t)part[5].len);
     out += part[5].len;
