@@ -26,3 +26,21 @@ def index_put(
     phy_offsets: list[int],
     store_timestamps: list[int],
 ) -> int: ...
+def gather_frame(
+    units: bytes,
+    offset: int,
+    commitlog_min: int,
+    tags_codes: Iterable[int] | None,
+    max_count: int,
+    max_bytes: int,
+    segment_base: int,
+    segment: memoryview | None,
+    write_position: int,
+    parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
+    opaque: int,
+    suggest: int,
+    slow_suggest: int,
+    slow_below: int,
+    min_offset: int,
+    max_offset: int,
+) -> tuple[bytes, int, int] | int | None: ...

@@ -27,51 +27,55 @@ static PyObject *int64_bytes(const int64_t *values, Py_ssize_t n) {
     return PyBytes_FromStringAndSize((const char *)values, n * (Py_ssize_t)sizeof(int64_t));
 }
 
-/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segment_base, segment | None,
- *        segment_write_position)
- * -> (scanned, removed, taken, body | None, queue_offsets, physical_offsets, sizes)  the read
- *  | int: the physical offset of the first record taken, when ``segment`` does not hold it
- *  | None: the records span segments (read_queue's numpy path serves that read) */
-static PyObject *gather(PyObject *module, PyObject *args) {
-    Py_buffer units, segment = {0};
+/* One read's walk over its units: the arguments both functions share, the records taken, and
+ * the buffers to release (walk_end). */
+typedef struct {
+    Py_buffer units, segment;
     long long offset, cl_min, segment_base, write_position;
     Py_ssize_t max_count, max_bytes;
-    PyObject *tags, *segment_obj;
-    if (!PyArg_ParseTuple(args, "y*LLOnnLOL", &units, &offset, &cl_min, &tags, &max_count, &max_bytes, &segment_base,
-                          &segment_obj, &write_position))
-        return NULL;
-    PyObject *result = NULL, *tag_list = NULL;
-    int64_t *columns = NULL;
-    int64_t *tag_values = NULL;
-    Py_ssize_t tag_count = 0;
-    if (segment_obj != Py_None && PyObject_GetBuffer(segment_obj, &segment, PyBUF_SIMPLE) < 0) goto done;
-    if (tags != Py_None) {
-        tag_list = PySequence_Fast(tags, "tags_codes must be iterable");
-        if (tag_list == NULL) goto done;
-        tag_count = PySequence_Fast_GET_SIZE(tag_list);
-        tag_values = PyMem_Malloc((size_t)(tag_count + 1) * sizeof(int64_t));
-        if (tag_values == NULL) {
+    PyObject *tags, *segment_obj, *tag_list;
+    int64_t *columns, *tag_values, *rows, *physical, *sizes;
+    Py_ssize_t tag_count, taken, scanned;
+    int removed;
+    int64_t total;
+} walk_t;
+
+static void walk_end(walk_t *w) {
+    PyMem_Free(w->columns);
+    PyMem_Free(w->tag_values);
+    Py_XDECREF(w->tag_list);
+    if (w->segment.obj != NULL) PyBuffer_Release(&w->segment);
+    if (w->units.obj != NULL) PyBuffer_Release(&w->units);
+}
+
+/* Walk the units (arguments already parsed into ``w``). 1: walked; 0: an exception is set; -1:
+ * nothing can be taken (max_count or units 0): read_queue's own path says what that means. */
+static int walk(walk_t *w) {
+    if (w->segment_obj != Py_None && PyObject_GetBuffer(w->segment_obj, &w->segment, PyBUF_SIMPLE) < 0) return 0;
+    if (w->tags != Py_None) {
+        w->tag_list = PySequence_Fast(w->tags, "tags_codes must be iterable");
+        if (w->tag_list == NULL) return 0;
+        w->tag_count = PySequence_Fast_GET_SIZE(w->tag_list);
+        w->tag_values = PyMem_Malloc((size_t)(w->tag_count + 1) * sizeof(int64_t));
+        if (w->tag_values == NULL) {
             PyErr_NoMemory();
-            goto done;
+            return 0;
         }
-        for (Py_ssize_t t = 0; t < tag_count; t++) {
-            tag_values[t] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(tag_list, t));
-            if (tag_values[t] == -1 && PyErr_Occurred()) goto done;
+        for (Py_ssize_t t = 0; t < w->tag_count; t++) {
+            w->tag_values[t] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(w->tag_list, t));
+            if (w->tag_values[t] == -1 && PyErr_Occurred()) return 0;
         }
     }
-    const unsigned char *u = units.buf;
-    Py_ssize_t count = units.len / UNIT, limit = max_count < count ? max_count : count;
-    if (limit <= 0) { /* nothing to take: read_queue's own path says what that means */
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    columns = PyMem_Malloc((size_t)(3 * (limit + 1)) * sizeof(int64_t));
-    if (columns == NULL) {
+    const unsigned char *u = w->units.buf;
+    Py_ssize_t count = w->units.len / UNIT, limit = w->max_count < count ? w->max_count : count;
+    if (limit <= 0) return -1;
+    w->columns = PyMem_Malloc((size_t)(3 * (limit + 1)) * sizeof(int64_t));
+    if (w->columns == NULL) {
         PyErr_NoMemory();
-        goto done;
+        return 0;
     }
-    int64_t *rows = columns, *physical = columns + limit + 1, *sizes = columns + 2 * (limit + 1);
-    int removed = 0;
+    int64_t *rows = w->rows = w->columns, *physical = w->physical = w->columns + limit + 1;
+    int64_t *sizes = w->sizes = w->columns + 2 * (limit + 1);
     Py_ssize_t taken = 0, matched_more = 0, scanned = count;
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -79,17 +83,17 @@ static PyObject *gather(PyObject *module, PyObject *args) {
         int32_t size = get32(unit + 8);
         if (size == BLANK_UNIT_SIZE) continue;
         int64_t at = get64(unit);
-        if (at < cl_min) {
-            removed = 1;
+        if (at < w->cl_min) {
+            w->removed = 1;
             continue;
         }
-        if (tag_values != NULL) {
+        if (w->tag_values != NULL) {
             int64_t code = get64(unit + 12);
             Py_ssize_t t = 0;
-            while (t < tag_count && tag_values[t] != code) t++;
-            if (t == tag_count) continue;
+            while (t < w->tag_count && w->tag_values[t] != code) t++;
+            if (t == w->tag_count) continue;
         }
-        if (taken < limit && (taken == 0 || total + size <= max_bytes) && !matched_more) {
+        if (taken < limit && (taken == 0 || total + size <= w->max_bytes) && !matched_more) {
             rows[taken] = i;
             physical[taken] = at;
             sizes[taken] = size;
@@ -101,41 +105,139 @@ static PyObject *gather(PyObject *module, PyObject *args) {
         }
         /* go on: ``removed`` looks at every unit read, as read_queue's does */
     }
-    if (taken == 0) {
-        result = Py_BuildValue("(ninOOOO)", scanned, removed, (Py_ssize_t)0, Py_None, Py_None, Py_None, Py_None);
-        goto done;
+    w->taken = taken;
+    w->scanned = scanned;
+    w->total = total;
+    return 1;
+}
+
+/* NULL when the segment holds every record taken (an error is never set); else what to return:
+ * the first record's physical offset (its segment is another) or None (they span segments). */
+static PyObject *walk_misplaced(walk_t *w) {
+    if (w->segment_obj == Py_None || w->physical[0] < w->segment_base ||
+        w->physical[0] >= w->segment_base + w->segment.len)
+        return PyLong_FromLongLong(w->physical[0]);
+    for (Py_ssize_t k = 0; k < w->taken; k++) {
+        int64_t end = w->physical[k] + w->sizes[k] - w->segment_base;
+        if (w->physical[k] < w->segment_base || end > w->write_position || end > w->segment.len)
+            return Py_NewRef(Py_None);
     }
-    if (segment_obj == Py_None || physical[0] < segment_base || physical[0] >= segment_base + segment.len) {
-        result = PyLong_FromLongLong(physical[0]);
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < taken; k++)
-        if (physical[k] < segment_base || physical[k] + sizes[k] - segment_base > write_position ||
-            physical[k] + sizes[k] - segment_base > segment.len) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    PyObject *body = PyBytes_FromStringAndSize(NULL, total);
-    if (body == NULL) goto done;
-    char *w = PyBytes_AS_STRING(body);
-    const char *base = (const char *)segment.buf;
-    for (Py_ssize_t k = 0; k < taken;) {
+    return NULL;
+}
+
+/* Copy the records taken, run by run, to ``out`` (w->total bytes). */
+static void walk_copy(const walk_t *w, char *out) {
+    const char *base = (const char *)w->segment.buf;
+    for (Py_ssize_t k = 0; k < w->taken;) {
         Py_ssize_t stop = k + 1;
-        while (stop < taken && physical[stop] == physical[stop - 1] + sizes[stop - 1]) stop++;
-        int64_t from = physical[k] - segment_base, to = physical[stop - 1] + sizes[stop - 1] - segment_base;
-        memcpy(w, base + from, (size_t)(to - from));
-        w += to - from;
+        while (stop < w->taken && w->physical[stop] == w->physical[stop - 1] + w->sizes[stop - 1]) stop++;
+        int64_t from = w->physical[k] - w->segment_base, to = w->physical[stop - 1] + w->sizes[stop - 1] - w->segment_base;
+        memcpy(out, base + from, (size_t)(to - from));
+        out += to - from;
         k = stop;
     }
-    for (Py_ssize_t k = 0; k < taken; k++) rows[k] += offset;
-    result = Py_BuildValue("(ninNNNN)", scanned, removed, taken, body, int64_bytes(rows, taken),
-                           int64_bytes(physical, taken), int64_bytes(sizes, taken));
+}
+
+#define WALK_FORMAT "y*LLOnnLOL"
+#define WALK_ARGS(w)                                                                                                  \
+    &(w).units, &(w).offset, &(w).cl_min, &(w).tags, &(w).max_count, &(w).max_bytes, &(w).segment_base,             \
+        &(w).segment_obj, &(w).write_position
+
+/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segment_base, segment | None,
+ *        segment_write_position)
+ * -> (scanned, removed, taken, body | None, queue_offsets, physical_offsets, sizes)  the read
+ *  | int: the physical offset of the first record taken, when ``segment`` does not hold it
+ *  | None: the records span segments (read_queue's numpy path serves that read) */
+static PyObject *gather(PyObject *module, PyObject *args) {
+    walk_t w = {0};
+    if (!PyArg_ParseTuple(args, WALK_FORMAT, WALK_ARGS(w))) return NULL;
+    PyObject *result = NULL;
+    int walked = walk(&w);
+    if (walked <= 0) {
+        result = walked < 0 ? Py_NewRef(Py_None) : NULL;
+        goto done;
+    }
+    if (w.taken == 0) {
+        result = Py_BuildValue("(ninOOOO)", w.scanned, w.removed, (Py_ssize_t)0, Py_None, Py_None, Py_None, Py_None);
+        goto done;
+    }
+    if ((result = walk_misplaced(&w)) != NULL) goto done;
+    PyObject *body = PyBytes_FromStringAndSize(NULL, w.total);
+    if (body == NULL) goto done;
+    walk_copy(&w, PyBytes_AS_STRING(body));
+    for (Py_ssize_t k = 0; k < w.taken; k++) w.rows[k] += w.offset;
+    result = Py_BuildValue("(ninNNNN)", w.scanned, w.removed, w.taken, body, int64_bytes(w.rows, w.taken),
+                           int64_bytes(w.physical, w.taken), int64_bytes(w.sizes, w.taken));
 done:
-    PyMem_Free(columns);
-    PyMem_Free(tag_values);
-    Py_XDECREF(tag_list);
-    if (segment.obj != NULL) PyBuffer_Release(&segment);
-    PyBuffer_Release(&units);
+    walk_end(&w);
+    return result;
+}
+
+static void put32(char *p, uint32_t v) {
+    for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (char)(v & 0xff);
+}
+
+/* ``v`` in decimal at ``out`` (as "%lld" writes it, without the NUL); the length written. */
+static Py_ssize_t put_decimal(char *out, long long v) {
+    char digits[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    Py_ssize_t len = 0;
+    if (v < 0) out[len++] = '-';
+    while (n > 0) out[len++] = digits[--n];
+    return len;
+}
+
+/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segment_base, segment | None,
+ *              segment_write_position, parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)
+ * -> (frame, taken, body bytes): gather's read with records, as the whole response frame whose
+ *    header is p0 opaque p1 suggestWhichBrokerId p2 nextBeginOffset p3 min p4 max p5 (``parts``, six
+ *    bytes) and whose body is the records, copied once from the segment; the suggestion is
+ *    ``slow_suggest`` when the last record taken lies below ``slow_below``, else ``suggest``
+ *  | int: as gather's | None: nothing taken, or as gather's None (read_queue answers those) */
+static PyObject *gather_frame(PyObject *module, PyObject *args) {
+    walk_t w = {0};
+    Py_buffer part[6] = {{0}};
+    long long value[5], slow_suggest, slow_below;
+    if (!PyArg_ParseTuple(args, WALK_FORMAT "(y*y*y*y*y*y*)LLLLLL", WALK_ARGS(w), &part[0], &part[1], &part[2],
+                          &part[3], &part[4], &part[5], &value[0], &value[1], &slow_suggest, &slow_below, &value[3],
+                          &value[4]))
+        return NULL;
+    PyObject *result = NULL;
+    int walked = walk(&w);
+    if (walked <= 0 || w.taken == 0) {
+        result = walked == 0 ? NULL : Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((result = walk_misplaced(&w)) != NULL) goto done;
+    value[2] = w.offset + w.scanned;
+    if (w.physical[w.taken - 1] < slow_below) value[1] = slow_suggest;
+    Py_ssize_t header_most = 5 * 21;
+    for (int k = 0; k < 6; k++) header_most += part[k].len;
+    PyObject *frame = PyBytes_FromStringAndSize(NULL, 8 + header_most + w.total);
+    if (frame == NULL) goto done;
+    char *start = PyBytes_AS_STRING(frame), *out = start + 8;
+    for (int k = 0; k < 5; k++) {
+        memcpy(out, part[k].buf, (size_t)part[k].len);
+        out += part[k].len;
+        out += put_decimal(out, value[k]);
+    }
+    memcpy(out, part[5].buf, (size_t)part[5].len);
+    out += part[5].len;
+    put32(start + 4, (uint32_t)(out - start - 8));
+    walk_copy(&w, out);
+    out += w.total;
+    put32(start, (uint32_t)(out - start - 4));
+    if (_PyBytes_Resize(&frame, out - start) < 0) goto done;
+    result = Py_BuildValue("(NnL)", frame, w.taken, (long long)w.total);
+done:
+    for (int k = 0; k < 6; k++)
+        if (part[k].obj != NULL) PyBuffer_Release(&part[k]);
+    walk_end(&w);
     return result;
 }
 
@@ -146,6 +248,9 @@ static PyMethodDef methods[] = {
      "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segment_base, segment, write_position)"},
     {"index_put", sl_index_put, METH_VARARGS,
      "index_put(mapping, slots, index_count, begin_timestamp, hashes, phy_offsets, store_timestamps) -> new slots"},
+    {"gather_frame", gather_frame, METH_VARARGS,
+     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segment_base, segment, write_position, "
+     "parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)"},
     {NULL},
 };
 

@@ -63,7 +63,7 @@ from sparkmq.store.lane import EncodedGroup
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.queue_manifest import QueueManifest
-from sparkmq.store.reads import RecordFilter, read_queue
+from sparkmq.store.reads import FrameAnswer, RecordFilter, read_frame, read_queue
 from sparkmq.store.recovery import (
     Recovery,
     RecoveryReport,
@@ -659,6 +659,24 @@ class MessageStore:
                 tags_codes,
                 record_filter,
             )
+
+    def read_frame(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tags_codes: Collection[int] | None,
+        answer: FrameAnswer,
+    ) -> tuple[bytes, int, int] | None:
+        """``get_messages`` of a read that finds records, as its PULL response frame (``reads.read_frame``):
+        (frame, records, body bytes); None for any other read, and while the store is not running."""
+        if not self.running:
+            return None
+        with self._lock:
+            queue = self._queues.get((topic, queue_id))
+            return read_frame(self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer)
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))

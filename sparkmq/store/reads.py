@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +19,10 @@ MAX_FILTER_SCAN_UNITS = 16_000  # maxFilterMessageCount: units scanned per read 
 # pull never holds the store (and the broker's loop) for long; the client simply pulls again.
 MAX_RECORD_FILTER_SCAN_UNITS = 2_048
 RecordFilter = Callable[[bytes], bool]  # the raw properties of a stored record -> keep it?
+_Read = Any  # what a _queueread gather returns (see its .pyi)
+#: A pull's SUCCESS answer but for the read: (header template parts, opaque, suggestWhichBrokerId,
+#: the suggestion when the last record lies below the next value, that physical offset).
+FrameAnswer = tuple[tuple[bytes, bytes, bytes, bytes, bytes, bytes], int, int, int, int]
 
 
 def read_queue(
@@ -98,24 +103,8 @@ def _read_natively(
     None when the records span CommitLog segments, or one is gone: the numpy path reads those."""
     assert queueread is not None
     low, high = queue.min_offset, queue.max_offset
-    units = queue.read_unit_bytes(offset, min(window, high - offset))
-    if not units:
-        return None
-    cl_min = commitlog.min_offset
-    mapped = commitlog.queue.find(int.from_bytes(units[:8], "big", signed=True))
-    for _attempt in range(2):  # the first unit's segment, else the first taken record's
-        if mapped is None:
-            read = queueread.gather(units, offset, cl_min, tags_codes, max_count, max_bytes, 0, None, 0)
-        else:
-            with mapped.view() as view:
-                args = (mapped.start_offset, view, mapped.write_position)
-                read = queueread.gather(units, offset, cl_min, tags_codes, max_count, max_bytes, *args)
-        if not isinstance(read, int):
-            break
-        mapped = commitlog.queue.find(read)
-        if mapped is None:
-            return None
-    if read is None or isinstance(read, int):
+    read = _gather(queueread.gather, commitlog, queue, offset, window, max_count, max_bytes, tags_codes)
+    if read is None:
         return None
     scanned, removed, taken, body, queue_offsets, physical, sizes = read
     if not taken:
@@ -132,6 +121,64 @@ def _read_natively(
         np.frombuffer(physical, dtype=np.int64),
         np.frombuffer(sizes, dtype=np.int64),
     )
+
+
+def read_frame(
+    commitlog: CommitLog,
+    queue: ConsumeQueue | None,
+    offset: int,
+    max_count: int,
+    max_bytes: int,
+    tags_codes: Collection[int] | None,
+    answer: FrameAnswer,
+) -> tuple[bytes, int, int] | None:
+    """A ``read_queue`` that finds records (no record filter), as its whole PULL response frame
+    (``_queueread.gather_frame``): (frame, records, body bytes). None for every other read (not
+    FOUND, across segments, no native code): ``read_queue`` serves and answers those.
+    """
+    if queueread is None or queue is None:
+        return None
+    low, high = queue.min_offset, queue.max_offset
+    if not low <= offset < high:
+        return None
+    window = max_count if tags_codes is None else max(max_count, MAX_FILTER_SCAN_UNITS)
+    read = _gather(
+        queueread.gather_frame, commitlog, queue, offset, window, max_count, max_bytes, tags_codes, *answer, low, high
+    )
+    return read if isinstance(read, tuple) else None
+
+
+def _gather(
+    function: Callable[..., _Read],
+    commitlog: CommitLog,
+    queue: ConsumeQueue,
+    offset: int,
+    window: int,
+    max_count: int,
+    max_bytes: int,
+    tags_codes: Collection[int] | None,
+    *extra: object,
+) -> _Read | None:
+    """``function`` (a ``_queueread`` gather) over the units from ``offset``, given the CommitLog
+    segment of the first unit, else that of the first record it takes; None when neither holds it."""
+    units = queue.read_unit_bytes(offset, min(window, queue.max_offset - offset))
+    if not units:
+        return None
+    cl_min = commitlog.min_offset
+    mapped = commitlog.queue.find(int.from_bytes(units[:8], "big", signed=True))
+    for _attempt in range(2):  # the first unit's segment, else the first taken record's
+        if mapped is None:
+            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, 0, None, 0, *extra)
+        else:
+            with mapped.view() as view:
+                segment = (mapped.start_offset, view, mapped.write_position)
+                read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, *segment, *extra)
+        if not isinstance(read, int):
+            return read
+        mapped = commitlog.queue.find(read)
+        if mapped is None:
+            return None
+    return None
 
 
 def _filter_records(

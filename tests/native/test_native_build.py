@@ -49,7 +49,11 @@ def test_repeated_calls_keep_memory_flat() -> None:
     buffer = bytearray(b"".join(frames))
     args = (MAX_FRAME, MAX_MESSAGE, BORN.ip, BORN.port, STORE.ip, STORE.port)
 
+    from sparkmq.broker.processors.pull_lane import pull_template
     from sparkmq.native import _queueread
+
+    pull_parts = pull_template()
+    assert pull_parts is not None
 
     segment = memoryview(bytes(range(256)) * 8)
     units = b"".join(
@@ -60,6 +64,10 @@ def test_repeated_calls_keep_memory_flat() -> None:
         for i in range(times):
             read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, 0, segment, 2048)
             assert isinstance(read, tuple) and read[2] in (32, 21)
+            framed = _queueread.gather_frame(
+                units, 0, 0, None, 32, 1 << 20, 0, segment, 2048, pull_parts, i, 0, 1, 9, 0, 32
+            )
+            assert isinstance(framed, tuple) and framed[1] == 32
             group = _sendlane.scan(buffer, 0, 1024, *args)
             assert group is not None
             if i % 10 == 0:

@@ -1,7 +1,8 @@
 """The native queue read (``_queueread.gather`` behind store/reads.py) against read_queue's numpy
 path: the same status, offsets and record bytes for every read, over a real store with tiny
 segments (reads that cross CommitLog segments and ConsumeQueue files, blank fillers, interleaved
-queues, tag filters, count and byte limits)."""
+queues, tag filters, count and byte limits); and ``gather_frame`` (the pull lane's read) against
+the PULL response the Python path encodes for the numpy read, byte for byte."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sparkmq.broker.processors.pull_lane import pull_template
 from sparkmq.message import MessageBatch, encode_properties
-from sparkmq.store import GetResult, MessageStore, reads
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.headers import PullMessageResponseHeader
+from sparkmq.store import GetMessageStatus, GetResult, MessageStore, reads
 from sparkmq.store.dispatch import TagsCoder
 from support.store_data import tiny_config
 
@@ -108,3 +112,60 @@ def test_reads_of_removed_records_agree(tmp_path: Path, monkeypatch: pytest.Monk
                     numpy_read = store.get_messages("G", "T", 0, offset, max_count)
                 native_read = store.get_messages("G", "T", 0, offset, max_count)
                 assert _facts(native_read) == _facts(numpy_read), offset
+
+
+def _encoded_answer(result: GetResult, opaque: int, slow_below: int) -> bytes:
+    """The PULL SUCCESS frame ``PullProcessor._response`` encodes for ``result`` (the reference)."""
+    suggest = 1 if int(result.physical_offsets[-1]) < slow_below else 0
+    fields = PullMessageResponseHeader(suggest, result.next_begin_offset, result.min_offset, result.max_offset)
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque)
+    return request.make_response(ResponseCode.SUCCESS, ext_fields=fields.to_fields(), body=result.body()).encode()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    queue_id=st.sampled_from([0, 1, 7]),
+    offset=st.integers(0, 130),
+    max_count=st.integers(1, 64),
+    max_bytes=st.integers(1, 20_000),
+    tags=st.one_of(st.none(), st.sets(st.sampled_from(sorted(TAG_CODES)), max_size=2)),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    slow_below=st.integers(-1, 200_000),
+)
+def test_frames_are_the_encoders_answer_to_the_numpy_read(
+    store: MessageStore,
+    monkeypatch: pytest.MonkeyPatch,
+    queue_id: int,
+    offset: int,
+    max_count: int,
+    max_bytes: int,
+    tags: set[str] | None,
+    opaque: int,
+    slow_below: int,
+) -> None:
+    """``read_frame`` (``gather_frame``) answers a read that finds records with the very bytes the
+    Python path encodes for it, and nothing else (None: read_queue answers)."""
+    codes = None if tags is None else {TAG_CODES[t] for t in tags}
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", None)
+        numpy_read = store.get_messages("G", "Q", queue_id, offset, max_count, max_bytes, codes)
+    parts = pull_template()
+    assert parts is not None
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", queueread)
+        framed = store.read_frame("Q", queue_id, offset, max_count, max_bytes, codes, (parts, opaque, 0, 1, slow_below))
+    if numpy_read.status is not GetMessageStatus.FOUND:
+        assert framed is None
+    elif framed is not None:  # None only for records across segments
+        body = numpy_read.body()
+        assert framed == (_encoded_answer(numpy_read, opaque, slow_below), numpy_read.message_count, len(body))
+
+
+def test_a_plain_read_is_framed_natively(store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = pull_template()
+    assert parts is not None
+    monkeypatch.setattr(reads, "queueread", queueread)
+    framed = store.read_frame("Q", 0, 0, 2, 1 << 20, None, (parts, 7, 0, 1, 0))
+    assert framed is not None
+    reference = store.get_messages("G", "Q", 0, 0, 2, 1 << 20)
+    assert framed == (_encoded_answer(reference, 7, 0), 2, len(reference.body()))

@@ -33,7 +33,12 @@ def data_out_of_memory(config: BrokerConfig, commitlog_max: int, result: GetResu
     if result.status is not GetMessageStatus.FOUND or not len(result.physical_offsets):
         return False
     behind = commitlog_max - int(result.physical_offsets[-1])
-    return behind > total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+    return behind > in_memory_bytes(config)
+
+
+def in_memory_bytes(config: BrokerConfig) -> int:
+    """How far behind the CommitLog's end a read may lie and still count as in memory."""
+    return total_physical_memory() * config.access_message_in_memory_max_ratio // 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ from collections.abc import Awaitable
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.filtering import MessageFilter, resolve
-from sparkmq.broker.ha.reads import advise
+from sparkmq.broker.ha.reads import WHICH_BROKER_WHEN_CONSUME_SLOWLY, advise, in_memory_bytes
 from sparkmq.broker.validation import check_topic
 from sparkmq.errors import SparkmqError
+from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
@@ -22,8 +23,36 @@ from sparkmq.store import GetMessageStatus, GetResult
 
 MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before
 MAX_PULL_BYTES = 8 * 1024 * 1024  # a pull body stays well under the 16 MiB frame limit
-#: A pull answered with records: (suggestWhichBrokerId, nextBeginOffset, minOffset, maxOffset, body).
-FoundPull = tuple[int, int, int, int, bytes]
+_COMMIT_OFFSET, _SUBSCRIPTION = int(PullSysFlag.COMMIT_OFFSET), int(PullSysFlag.SUBSCRIPTION)
+_MAX_READY = 4096  # cached lane checks; cleared when full (names come from clients)
+#: PullMessageRequestHeader's fields, in order, as the native lane parses them.
+LaneFields = tuple[str, str, int, int, int, int, int, int, int, str | None, str | None]
+#: The PULL SUCCESS header template around opaque, suggestWhichBrokerId and the three offsets.
+PullParts = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+_ReadyKey = tuple[str, str, int, str | None, str | None]
+
+
+class _Ready:
+    """A lane pull's checks that passed: valid while the versions and the heartbeat's subscription hold."""
+
+    __slots__ = ("heartbeat", "own_subscription", "queue_bound", "tags_codes", "versions")
+
+    def __init__(
+        self,
+        versions: tuple[int, int, bool],
+        own_subscription: bool,
+        heartbeat: object,
+        queue_bound: int,
+        tags_codes: frozenset[int] | None,
+    ) -> None:
+        self.versions, self.own_subscription, self.heartbeat = versions, own_subscription, heartbeat
+        self.queue_bound, self.tags_codes = queue_bound, tags_codes
+
+    def holds(self, ctx: BrokerContext, group: str, topic: str) -> bool:
+        """Whether the checks still pass as they did (the filter may come from the heartbeat)."""
+        if self.versions != (ctx.topics.version, ctx.groups.version, ctx.config.enable_property_filter):
+            return False
+        return self.own_subscription or ctx.clients.subscription(group, topic) is self.heartbeat
 
 
 def response_code(status: GetMessageStatus, requested_offset: int) -> ResponseCode:
@@ -48,6 +77,7 @@ class PullProcessor:
 
     def __init__(self, context: BrokerContext) -> None:
         self.ctx = context
+        self._ready: dict[_ReadyKey, _Ready] = {}
 
     async def __call__(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         answer = self._serve(request, connection)
@@ -93,30 +123,70 @@ class PullProcessor:
             return self._held(request, header, message_filter, timeout)
         return self._response(request, header, code, result)
 
-    def serve_found(self, header: PullMessageRequestHeader, connection: RemotingConnection) -> FoundPull | None:
-        """A pull answered with records, as ``_serve`` would answer it: (suggestWhichBrokerId,
-        nextBeginOffset, minOffset, maxOffset, body), the get counted; None (nothing done but a
-        repeatable offset commit) when its answer would be anything else (the native pull lane
-        then leaves it to ``_serve``)."""
+    def serve_frame(self, opaque: int, fields: LaneFields, parts: PullParts) -> bytes | None:
+        """A pull answered with records, as ``_serve`` would answer it, as its encoded SUCCESS frame
+        (header from ``parts``, pull_lane's template); None (nothing done but a repeatable offset
+        commit) when its answer would be anything else: the native pull lane leaves those to ``_serve``.
+
+        ``fields`` are ``PullMessageRequestHeader``'s. The checks that depend only on the group, the
+        topic and the subscription are cached until the topics, groups or heartbeat change.
+        """
+        group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, _, _, sub, expr_type = fields
+        ctx, config = self.ctx, self.ctx.config
+        if config.is_slave and not config.slave_read_enable:
+            return None  # PULL_RETRY_IMMEDIATELY
+        key = (group, topic, sys_flag & _SUBSCRIPTION, sub, expr_type)
+        ready = self._ready.get(key)
+        if ready is None or not ready.holds(ctx, group, topic):
+            ready = self._check(fields, key)
+            if ready is None:
+                return None
+        if not 0 <= queue_id < ready.queue_bound:
+            return None
+        if sys_flag & _COMMIT_OFFSET and commit_offset >= 0 and not config.is_slave:
+            ctx.offsets.commit(group, topic, queue_id, commit_offset)
+        store = ctx.store
+        slow_below = store.commitlog.max_offset - in_memory_bytes(config) if config.slave_read_enable else 0
+        read = store.read_frame(
+            topic,
+            queue_id,
+            queue_offset,
+            min(max_msg_nums, config.max_transfer_count_on_message_in_memory),
+            min(config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES),
+            ready.tags_codes,
+            (parts, opaque, MASTER_ID, WHICH_BROKER_WHEN_CONSUME_SLOWLY, slow_below),
+        )
+        if read is None:
+            return None
+        frame, count, size = read
+        ctx.stats.get(group, topic, count, size)
+        return frame
+
+    def _check(self, fields: LaneFields, key: _ReadyKey) -> _Ready | None:
+        """``_serve``'s checks and filter for a lane pull, cached under ``key``; None if it would be
+        answered otherwise (refused, a bad subscription, a SQL92 filter)."""
+        header = PullMessageRequestHeader(*fields)
+        ctx = self.ctx
+        versions = (ctx.topics.version, ctx.groups.version, ctx.config.enable_property_filter)
         try:
-            if self._refusal(header, connection) is not None:
+            if self._refusal(header, None) is not None:
                 return None
             message_filter = self._filter(header)
         except SparkmqError:  # a bad name or subscription: _serve answers it
             return None
-        result = self._commit_and_read(header, message_filter)
-        if response_code(result.status, header.queue_offset) is not ResponseCode.SUCCESS:
+        topic = ctx.topics.get(header.topic)
+        if message_filter.record_filter is not None or topic is None:
             return None
-        ctx = self.ctx
-        advice = advise(ctx.config, ctx.store.commitlog.max_offset, result, ResponseCode.SUCCESS, header.queue_offset)
-        if advice.code is not ResponseCode.SUCCESS:
-            return None
-        body = result.body()
-        ctx.stats.get(header.consumer_group, header.topic, result.message_count, len(body))
-        return advice.suggest_which_broker_id, advice.next_begin_offset, result.min_offset, result.max_offset, body
+        own = bool(key[2])
+        heartbeat = None if own else ctx.clients.subscription(header.consumer_group, header.topic)
+        bound = max(topic.read_queue_nums, topic.write_queue_nums)
+        if len(self._ready) >= _MAX_READY:
+            self._ready.clear()
+        ready = self._ready[key] = _Ready(versions, own, heartbeat, bound, message_filter.tags_codes)
+        return ready
 
     def _refusal(
-        self, header: PullMessageRequestHeader, connection: RemotingConnection
+        self, header: PullMessageRequestHeader, connection: RemotingConnection | None
     ) -> tuple[ResponseCode, str] | None:
         """Why the pull is refused before reading (code, remark), or None."""
         ctx = self.ctx
@@ -134,7 +204,7 @@ class PullProcessor:
         if not 0 <= header.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
             return ResponseCode.SYSTEM_ERROR, (
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
-                f"[{topic.read_queue_nums}] consumer:[{connection.peer[0]}]"
+                f"[{topic.read_queue_nums}] consumer:[{connection.peer[0] if connection else ''}]"
             )
         return None
 

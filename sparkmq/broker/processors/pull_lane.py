@@ -2,12 +2,13 @@
 
 ``_sendlane.scan_pulls`` splits the leading PULL_MESSAGE frames of a read and parses their JSON
 headers in C (the shape real clients send: the header's string fields, digits for numbers, no
-body); each becomes a ``PullMessageRequestHeader`` without the schema walk of ``from_fields``,
-and ``PullProcessor.serve_found`` runs the processor's own checks, commit and read. A pull it
-answers with records gets its response frame encoded in C (one ``bytes`` for the run, from a
-template ``RemotingCommand`` renders); the lane stops before the first pull that would be
-answered any other way (refused, nothing found, parked for long polling, bad text), which the
-usual path then serves in arrival order.
+body) into ``PullMessageRequestHeader``'s fields; ``PullProcessor.serve_frame`` runs the
+processor's own checks (cached per group, topic and subscription), commit and read, and a read
+that finds records comes back from C as the whole SUCCESS frame (``_queueread.gather_frame``: the
+header from a template ``RemotingCommand`` renders, the records copied once from the CommitLog).
+The lane stops before the first pull that would be answered any other way (refused, nothing
+found, parked for long polling, a SQL92 filter, bad text), which the usual path then serves in
+arrival order.
 """
 
 from __future__ import annotations
@@ -15,17 +16,15 @@ from __future__ import annotations
 import time
 from types import ModuleType
 
-from sparkmq.broker.processors.pull import PullProcessor
+from sparkmq.broker.processors.pull import PullParts, PullProcessor
 from sparkmq.broker.processors.send_lane import cut_around
 from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sparkmq.protocol.headers import PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.connection import MAX_IN_FLIGHT_REQUESTS, WRITE_HIGH_WATER_BYTES
 
 # Values no real response holds, replaced by each pull's own when its response is encoded.
 _SENTINELS = (2147480017, 9007199254740019, 9007199254740021, 9007199254740023, 9007199254740027)
-
-PullParts = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
 
 
 def pull_template() -> PullParts | None:
@@ -44,31 +43,30 @@ class PullLane:
     def __init__(self, processor: PullProcessor, native: ModuleType, parts: PullParts) -> None:
         self.processor = processor
         self._scan = native.scan_pulls
-        self._encode = native.pull_responses
         self._parts = parts
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain pulls at ``buffer[position:]``; the position after the last one served."""
         start = time.perf_counter()
-        answers, end, produced = [], position, 0
-        serve = self.processor.serve_found
+        frames: list[bytes] = []
+        end, produced, parts = position, 0, self._parts
+        serve = self.processor.serve_frame
         for item in self._scan(buffer, position, MAX_IN_FLIGHT_REQUESTS, MAX_FRAME_BYTES):
             if produced >= WRITE_HIGH_WATER_BYTES or connection.backlogged:
                 break  # the rest wait for the peer to read, on the usual path
-            frame_end, opaque, *fields = item
             try:
-                found = serve(PullMessageRequestHeader(*fields), connection)
+                frame = serve(item[1], item[2:], parts)
             except Exception:  # noqa: BLE001 - the usual path serves it again and answers the failure
-                found = None
-            if found is None:
+                frame = None
+            if frame is None:
                 break
-            answers.append((opaque, *found))
-            produced += len(found[4])
-            end = frame_end
-        if answers:
-            connection.write_frame(self._encode(self._parts, answers))
+            frames.append(frame)
+            produced += len(frame)
+            end = item[0]
+        if frames:
+            connection.write_frame(frames[0] if len(frames) == 1 else b"".join(frames))
             elapsed_ms = (time.perf_counter() - start) * 1000
-            self.processor.ctx.stats.rpc_many(RequestCode.PULL_MESSAGE, ResponseCode.SUCCESS, elapsed_ms, len(answers))
+            self.processor.ctx.stats.rpc_many(RequestCode.PULL_MESSAGE, ResponseCode.SUCCESS, elapsed_ms, len(frames))
         return end
 
 
