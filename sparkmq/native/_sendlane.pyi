@@ -49,6 +49,3 @@ PullItem = tuple[int, int, str, str, int, int, int, int, int, int, int, str | No
 def scan_pulls(
     buffer: bytes | bytearray | memoryview, start: int, limit: int, max_frame_bytes: int
 ) -> list[PullItem]: ...
-def pull_responses(
-    parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes], answers: list[tuple[int, int, int, int, int, bytes]]
-) -> bytes: ...

@@ -275,8 +275,6 @@ static PyMethodDef module_methods[] = {
      " -> SendGroup | None"},
     {"scan_pulls", sl_scan_pulls, METH_VARARGS,
      "scan_pulls(buffer, start, limit, max_frame_bytes) -> list of the leading plain PULL_MESSAGE requests"},
-    {"pull_responses", sl_pull_responses, METH_VARARGS,
-     "pull_responses(parts, answers) -> bytes: SUCCESS response frames with their bodies"},
     {NULL},
 };
 

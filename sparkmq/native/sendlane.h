@@ -126,9 +126,8 @@ void sl_unescape(const sl_str *s, unsigned char *dst);
 /* Java's String.hashCode over prefix (UTF-8) then value (UTF-8), both valid UTF-8, continuing h. */
 uint32_t sl_java_hash(uint32_t h, const unsigned char *s, Py_ssize_t n);
 
-/* The pull lane (pulllane.c): scan_pulls() and pull_responses() of the module. */
+/* The pull lane (pulllane.c): scan_pulls() of the module. */
 PyObject *sl_scan_pulls(PyObject *module, PyObject *args);
-PyObject *sl_pull_responses(PyObject *module, PyObject *args);
 
 uint32_t sl_crc32(const unsigned char *data, Py_ssize_t n);
 

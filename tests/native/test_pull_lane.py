@@ -1,6 +1,6 @@
 """The C half of the native pull lane against the Python reference: ``scan_pulls`` reads a
-PULL_MESSAGE header as ``PullMessageRequestHeader.from_fields`` does (or leaves the frame to it),
-and ``pull_responses`` encodes what ``RemotingCommand.make_response(...).encode()`` does."""
+PULL_MESSAGE header as ``PullMessageRequestHeader.from_fields`` does (or leaves the frame to it).
+(The response frame is ``_queueread.gather_frame``'s, tested in test_queueread.py.)"""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkmq.broker.processors.pull_lane import pull_template
-from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode
 from sparkmq.protocol.frame import decode_frame
-from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sparkmq.protocol.headers import PullMessageRequestHeader
 
 _sendlane = pytest.importorskip("sparkmq.native._sendlane")
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
@@ -86,29 +85,3 @@ def test_pulls_the_lane_leaves_to_the_python_path(change: dict[str, str]) -> Non
     no_version = RemotingCommand.request(RequestCode.PULL_MESSAGE, 3, ext_fields=missing).encode()
     with_body = RemotingCommand.request(RequestCode.PULL_MESSAGE, 4, ext_fields=fields, body=b"x").encode()
     assert _sendlane.scan_pulls(no_version + with_body, 0, 1024, MAX_FRAME_BYTES) == []
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.integers(-(2**31), 2**31 - 1),
-            st.integers(0, 2**62),
-            st.integers(-(2**62), 2**62),
-            st.integers(0, 2**62),
-            st.integers(0, 2**62),
-            st.binary(max_size=300),
-        ),
-        max_size=5,
-    )
-)
-def test_pull_responses_match_the_encoder(answers: list[tuple[int, int, int, int, int, bytes]]) -> None:
-    parts = pull_template()
-    assert parts is not None
-    expected = b"".join(
-        RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque)
-        .make_response(ResponseCode.SUCCESS, ext_fields=PullMessageResponseHeader(*offsets).to_fields(), body=body)
-        .encode()
-        for opaque, *offsets, body in answers
-    )
-    assert _sendlane.pull_responses(parts, answers) == expected
