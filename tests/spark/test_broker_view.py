@@ -4,6 +4,7 @@ ahead started at the wrong offset and are sent again. No Spark: the executors' r
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -70,3 +71,24 @@ def test_stopping_early_drops_the_pulls_in_flight(filled: tuple[BrokerView, str]
 
     assert decode_columns(first).heads["queue_offset"].tolist()[0] == 0
     assert offsets_read(view, topic, 0, MESSAGES, 4) == list(range(MESSAGES))  # the view still reads
+
+
+@pytest.mark.parametrize("break_after", [0, 1, 3])
+def test_a_broken_pull_socket_goes_on_through_the_client(
+    filled: tuple[BrokerView, str], caplog: pytest.LogCaptureFixture, break_after: int
+) -> None:
+    """The task's own pull socket breaks (here: shut down under it, as a broker restart would) before the
+    first or a later body: the rest of the range comes through the client, every offset once, in order."""
+    view, topic = filled
+    queue = next(q for q in view.queues([topic]) if q.queue_id == QUEUE_ID)
+    assert offsets_read(view, topic, 0, 8, 4) == list(range(8))  # leaves an idle pull socket in the view
+    (connection,) = [c for idle in view._idle.values() for c in idle]
+    found: list[int] = []
+    bodies = view.read_range(queue, 0, MESSAGES, 4)
+    for index, body in enumerate(bodies):
+        if index == break_after:
+            connection._sock.shutdown(socket.SHUT_RDWR)
+        found += decode_columns(body).heads["queue_offset"].tolist()
+    assert [o for o in found if o < MESSAGES] == list(range(MESSAGES))
+    assert "through the client" in caplog.text
+    assert connection not in [c for idle in view._idle.values() for c in idle]  # closed, not lent again
