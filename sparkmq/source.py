@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -44,6 +44,9 @@ from sparkmq.errors import DataLossError, OptionError
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
+# Pull bodies joined per RecordBatch handed to Spark: ~16,000 records of 250 bytes; a 4 MiB join costs
+# ~0.1 ms, while each batch costs Spark's Arrow writer and the JVM's reader a fixed share.
+BATCH_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,15 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
 def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
+    """The records of ``part`` as RecordBatches, exactly offsets [start, end).
+
+    Consecutive pull bodies are joined (bodies are whole records) until ``BATCH_BYTES`` and decoded
+    as one RecordBatch: Spark pays per batch (its Arrow writer, the JVM's reader), so a partition
+    goes out in a few large batches rather than one per 4,096-record pull.
+    """
     view = view_for(options.namesrv_addr, group, options.security)
+    bodies: list[bytes | memoryview] = []
+    size = 0
     for body in view.read_range(
         part.queue,
         part.start,
@@ -85,12 +95,26 @@ def read_range(
         selector or options.selector,
         options.fail_on_data_loss,
     ):
-        batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
-        offsets = batch.column("queueOffset")
-        if batch.num_rows and (offsets[0].as_py() < part.start or offsets[-1].as_py() >= part.end):  # in offset order
-            batch = batch.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
-        if batch.num_rows:
-            yield batch
+        bodies.append(body)
+        size += len(body)
+        if size >= BATCH_BYTES:
+            yield from _decoded(options, part, bodies)
+            bodies, size = [], 0
+    yield from _decoded(options, part, bodies)
+
+
+def _decoded(options: SourceOptions, part: QueueRange, bodies: list[bytes | memoryview]) -> Iterator[pa.RecordBatch]:
+    """The records of ``bodies`` (in offset order) within [start, end) of ``part``, as one batch if any."""
+    if not bodies:
+        return
+    buffer = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+    batch = records_to_arrow(buffer, part.broker_name, columns=options.columns, topic=part.topic)
+    offsets = batch.column("queueOffset").to_numpy()
+    first, last = np.searchsorted(offsets, [part.start, part.end]).tolist()
+    if last - first < batch.num_rows:  # the last pull may read past the range's end
+        batch = batch.slice(first, last - first)
+    if batch.num_rows:
+        yield batch
 
 
 class _Resolver:

@@ -197,7 +197,6 @@ class BrokerView:
         A start below the queue's minimum (retention) or a gap is data loss: raised as
         DataLossError naming queue, range and cause, or skipped when ``fail_on_data_loss``
         is False. The last body may hold records at or past ``end``; callers trim by offset.
-        A body is only valid until the next one is asked for (callers decode it at once).
 
         The pulls go over the calling thread's own socket (``direct_pull``); when that cannot
         connect or breaks, the rest of the range is read through the client (which also tries

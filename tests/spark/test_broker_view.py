@@ -9,8 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from sparkmq import source
 from sparkmq.client import Message
 from sparkmq.connector.broker_view import PULLS_AHEAD, BrokerView
+from sparkmq.connector.options import SourceOptions
 from sparkmq.message.bulk import decode_columns
 from support.spark_harness import Cluster, running_cluster
 
@@ -92,3 +94,26 @@ def test_a_broken_pull_socket_goes_on_through_the_client(
     assert [o for o in found if o < MESSAGES] == list(range(MESSAGES))
     assert "through the client" in caplog.text
     assert connection not in [c for idle in view._idle.values() for c in idle]  # closed, not lent again
+
+
+@pytest.mark.parametrize(("start", "end", "batch_bytes"), [(0, MESSAGES, 5000), (7, 101, 1), (3, 4, 5000)])
+def test_the_source_joins_pull_bodies_into_fewer_batches(
+    filled: tuple[BrokerView, str], monkeypatch: pytest.MonkeyPatch, start: int, end: int, batch_bytes: int
+) -> None:
+    """``source.read_range`` decodes consecutive bodies together up to BATCH_BYTES: fewer RecordBatches
+    than pulls, each offset of [start, end) once and in order (the joined buffer's tail trimmed)."""
+    view, topic = filled
+    monkeypatch.setattr(source, "BATCH_BYTES", batch_bytes)
+    options = SourceOptions.parse(
+        {"namesrvAddr": view.namesrv_addr, "topic": topic, "pullBatchSize": "4"}, streaming=False
+    )
+    part = source.QueueRange(topic, "broker-a", QUEUE_ID, start, end)
+    pulls = sum(1 for _ in view.read_range(part.queue, start, end, 4))
+
+    batches = list(source.read_range(options, view.group, part))
+
+    assert [o for b in batches for o in b.column("queueOffset").to_pylist()] == list(range(start, end))
+    if batch_bytes == 1:
+        assert len(batches) == pulls  # each body its own batch
+    else:
+        assert len(batches) < pulls or pulls == 1
