@@ -44,9 +44,6 @@ from sparkmq.errors import DataLossError, OptionError
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
-# Pull bodies joined per RecordBatch handed to Spark: ~16,000 records of 250 bytes; a 4 MiB join costs
-# ~0.1 ms, while each batch costs Spark's Arrow writer and the JVM's reader a fixed share.
-BATCH_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -78,15 +75,8 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
 def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """The records of ``part`` as RecordBatches, exactly offsets [start, end).
-
-    Consecutive pull bodies are joined (bodies are whole records) until ``BATCH_BYTES`` and decoded
-    as one RecordBatch: Spark pays per batch (its Arrow writer, the JVM's reader), so a partition
-    goes out in a few large batches rather than one per 4,096-record pull.
-    """
+    """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
     view = view_for(options.namesrv_addr, group, options.security)
-    bodies: list[bytes | memoryview] = []
-    size = 0
     for body in view.read_range(
         part.queue,
         part.start,
@@ -95,26 +85,13 @@ def read_range(
         selector or options.selector,
         options.fail_on_data_loss,
     ):
-        bodies.append(body)
-        size += len(body)
-        if size >= BATCH_BYTES:
-            yield from _decoded(options, part, bodies)
-            bodies, size = [], 0
-    yield from _decoded(options, part, bodies)
-
-
-def _decoded(options: SourceOptions, part: QueueRange, bodies: list[bytes | memoryview]) -> Iterator[pa.RecordBatch]:
-    """The records of ``bodies`` (in offset order) within [start, end) of ``part``, as one batch if any."""
-    if not bodies:
-        return
-    buffer = bodies[0] if len(bodies) == 1 else b"".join(bodies)
-    batch = records_to_arrow(buffer, part.broker_name, columns=options.columns, topic=part.topic)
-    offsets = batch.column("queueOffset").to_numpy()
-    first, last = np.searchsorted(offsets, [part.start, part.end]).tolist()
-    if last - first < batch.num_rows:  # the last pull may read past the range's end
-        batch = batch.slice(first, last - first)
-    if batch.num_rows:
-        yield batch
+        batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
+        offsets = batch.column("queueOffset").to_numpy()  # in offset order
+        first, last = np.searchsorted(offsets, [part.start, part.end]).tolist()
+        if last - first < batch.num_rows:  # the last pull may read past the range's end
+            batch = batch.slice(first, last - first)
+        if batch.num_rows:
+            yield batch
 
 
 class _Resolver:
