@@ -274,9 +274,12 @@ class BrokerView:
         if not addresses:
             return None  # the client path names the missing broker
         with self._pull_lock:
-            idle = self._idle.get(addresses[0])
-            if idle:
-                return idle.pop()
+            idle = self._idle.get(addresses[0]) or []
+            while idle:
+                connection = idle.pop()
+                if connection.alive():
+                    return connection
+                connection.close()
         try:
             return PullConnection(addresses[0], self._security, PULL_TIMEOUT_MARGIN_S)
         except PullConnectionError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 
 from sparkmq.client.security import ClientSecurity
@@ -72,6 +73,21 @@ class PullConnection:
     def usable(self) -> bool:
         """False once a send or read stopped half-way (an exception, a timeout): close it then."""
         return not self._busy
+
+    def alive(self) -> bool:
+        """Whether the broker still holds the connection open (it closes idle ones): a look without waiting."""
+        if isinstance(self._sock, ssl.SSLSocket):
+            return True  # no peeking under TLS; a closed one fails the first pull and the range goes on
+        timeout = self._sock.gettimeout()
+        self._sock.settimeout(0.0)  # with a timeout set, Python would wait for data despite MSG_DONTWAIT
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK) != b""
+        except BlockingIOError:
+            return True  # nothing to read: open and idle
+        except OSError:
+            return False
+        finally:
+            self._sock.settimeout(timeout)
 
     def send(self, fields: dict[str, str]) -> int:
         """Send one PULL_MESSAGE with these extFields; returns its opaque."""

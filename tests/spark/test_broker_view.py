@@ -96,6 +96,22 @@ def test_a_broken_pull_socket_goes_on_through_the_client(
     assert connection not in [c for idle in view._idle.values() for c in idle]  # closed, not lent again
 
 
+def test_an_idle_pull_socket_closed_meanwhile_is_replaced(
+    filled: tuple[BrokerView, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pooled pull socket that was closed while idle (as a broker closes idle connections) is not
+    lent again: the next read opens a new one and stays on the direct path."""
+    view, topic = filled
+    assert offsets_read(view, topic, 0, 8, 4) == list(range(8))
+    (stale,) = [c for idle in view._idle.values() for c in idle]
+    stale._sock.shutdown(socket.SHUT_RDWR)
+
+    assert offsets_read(view, topic, 0, MESSAGES, 4) == list(range(MESSAGES))
+    assert "through the client" not in caplog.text
+    (fresh,) = [c for idle in view._idle.values() for c in idle]
+    assert fresh is not stale
+
+
 @pytest.mark.parametrize(("start", "end"), [(0, MESSAGES), (7, 101), (3, 4)])
 def test_the_source_yields_each_offset_of_its_range_once(filled: tuple[BrokerView, str], start: int, end: int) -> None:
     """``source.read_range``: one RecordBatch per pull, each offset of [start, end) once and in order
