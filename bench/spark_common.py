@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -209,56 +209,55 @@ def run_stream(case: str, frame: Any, checkpoint: Path, rows: int, broker_pid: i
 
 # -- profiling the Python workers ----------------------------------------------------------
 class WorkerProfiler:
-    """py-spy ``--subprocesses`` on the PySpark daemon(s) of this JVM (not other Sparks'), for one query."""
+    """py-spy ``--subprocesses`` on the PySpark daemon(s) of this JVM (not other Sparks'), and on the
+    broker when its pid is given, for one query."""
 
-    def __init__(self, out: Path, jvm: int) -> None:
+    def __init__(self, out: Path, jvm: int, broker_pid: int | None = None) -> None:
         self.out = out
         daemons = [str(pid) for pid in descendants(jvm) if _is_daemon(str(pid))]
+        targets = [(pid, f"{out}.{pid}", True) for pid in daemons]
+        if broker_pid is not None:
+            targets.append((str(broker_pid), f"{out}-broker.{broker_pid}", False))
         spy = Path(sys.executable).with_name("py-spy")
         self.processes = [
             subprocess.Popen(
-                [
-                    str(spy),
-                    "record",
-                    "--pid",
-                    pid,
-                    "--subprocesses",
-                    "--rate",
-                    "200",
-                    "--nonblocking",
-                    "--format",
-                    "raw",
-                    "--output",
-                    f"{out}.{pid}",
-                ],
+                [str(spy), "record", "--pid", pid, *(["--subprocesses"] if children else [])]
+                + ["--rate", "200", "--nonblocking", "--format", "raw", "--output", output],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            for pid in daemons
+            for pid, output, children in targets
         ]
         time.sleep(1.0)
 
     def stop(self, top: int = 25) -> str:
-        own: Counter[str] = Counter()
-        inclusive: Counter[str] = Counter()
-        total = 0
         for process in self.processes:
             process.send_signal(2)
             process.wait(60)
-        for path in self.out.parent.glob(self.out.name + ".*"):
-            for line in path.read_text().splitlines():
-                stack, _, count = line.rpartition(" ")
-                frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
-                if not frames or frames[-1].split(" (")[0].rsplit(".", 1)[-1] in IDLE_FUNCTIONS:
-                    continue  # waiting: for a task, a socket or a lock
-                total += int(count)
-                own[short_frame(frames[-1])] += int(count)
-                for name in {short_frame(f) for f in frames}:
-                    inclusive[name] += int(count)
-        lines = [f"{total} busy samples in the Python workers; self:"]
-        lines += [f"  {100 * n / max(total, 1):5.1f}%  {f}" for f, n in own.most_common(top)]
-        lines += ["inclusive:"] + [f"  {100 * n / max(total, 1):5.1f}%  {f}" for f, n in inclusive.most_common(top)]
-        return "\n".join(lines)
+        workers = _summary(self.out.parent.glob(self.out.name + ".*"), "the Python workers", top)
+        broker = list(self.out.parent.glob(self.out.name + "-broker.*"))
+        return workers + ("\n" + _summary(broker, "the broker", top) if broker else "")
+
+
+def _summary(paths: Iterable[Path], title: str, top: int) -> str:
+    """Busy samples of py-spy raw outputs: shares by own frame and inclusive."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for path in paths:
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+            if not frames or frames[-1].split(" (")[0].rsplit(".", 1)[-1] in IDLE_FUNCTIONS:
+                continue  # waiting: for a task, a socket or a lock
+            total += int(count)
+            own[short_frame(frames[-1])] += int(count)
+            for name in {short_frame(f) for f in frames}:
+                inclusive[name] += int(count)
+    lines = [f"{total} busy samples in {title}; self:"]
+    lines += [f"  {100 * n / max(total, 1):5.1f}%  {f}" for f, n in own.most_common(top)]
+    lines += ["inclusive:"] + [f"  {100 * n / max(total, 1):5.1f}%  {f}" for f, n in inclusive.most_common(top)]
+    return "\n".join(lines)
 
 
 IDLE_FUNCTIONS = frozenset({"read_int", "manager", "wait", "select", "_worker_loop", "read", "readinto", "poll"})

@@ -31,7 +31,7 @@ What it does (results in docs/benchmarks.md, Spark section):
 5. Pieces: ``records_to_arrow`` (the C lean path the source takes, and the numpy reference) and the
    reference's parts on one 4096-record pull, in CPU milliseconds.
 
-``--profile DIR`` then runs py-spy on the PySpark daemon during one more (untimed) source run.
+``--profile DIR`` then runs py-spy on the PySpark daemon and the broker during one more (untimed) source run.
 """
 
 from __future__ import annotations
@@ -343,9 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         bench.load_end = loadavg()
         if args.profile and SOURCE in chosen:
             args.profile.mkdir(parents=True, exist_ok=True)
-            spy = WorkerProfiler(args.profile / "source", jvm_pid(spark))
+            spy = WorkerProfiler(args.profile / "source", jvm_pid(spark), broker.pid)
             cases.run(SOURCE)
-            bench.profile = "## Python workers during one more source run (not timed)\n" + spy.stop()
+            bench.profile = "## Python workers and the broker during one more source run (not timed)\n" + spy.stop()
         bench.notes += ratios(runs, chosen)
         bench.notes.append(
             f"pieces outside Spark (this process, one thread): pulled {pieces['rows']:,} records in "

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -75,7 +75,7 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
 def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """The records of ``part`` as RecordBatches, exactly offsets [start, end)."""
+    """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
     view = view_for(options.namesrv_addr, group, options.security)
     for body in view.read_range(
         part.queue,
@@ -86,9 +86,10 @@ def read_range(
         options.fail_on_data_loss,
     ):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
-        offsets = batch.column("queueOffset")
-        if batch.num_rows and (offsets[0].as_py() < part.start or offsets[-1].as_py() >= part.end):  # in offset order
-            batch = batch.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
+        offsets = batch.column("queueOffset").to_numpy()  # in offset order
+        first, last = np.searchsorted(offsets, [part.start, part.end]).tolist()
+        if last - first < batch.num_rows:  # the last pull may read past the range's end
+            batch = batch.slice(first, last - first)
         if batch.num_rows:
             yield batch
 

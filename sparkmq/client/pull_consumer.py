@@ -22,7 +22,7 @@ from sparkmq.client.rebalance import allocate_averagely
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError
-from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
+from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import (
     OffsetResponseHeader,
@@ -210,9 +210,26 @@ class AsyncPullConsumer:
     ) -> PullResult:
         """One PULL_MESSAGE: records from ``offset`` as one buffer (long-polls up to ``suspend_s``);
         ``expression`` is a tag expression or a :class:`MessageSelector`."""
+        response = await self.instance.invoke_queue_broker(
+            queue,
+            RequestCode.PULL_MESSAGE,
+            self.pull_fields(queue, offset, max_messages, suspend_s, expression),
+            timeout=suspend_s + PULL_TIMEOUT_MARGIN_S,
+        )
+        return self.pull_result(queue, offset, response)
+
+    def pull_fields(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int,
+        suspend_s: float = 0.0,
+        expression: str | MessageSelector = "*",
+    ) -> dict[str, str]:
+        """The extFields of :meth:`pull_raw`'s PULL_MESSAGE (also sent by callers with their own socket)."""
         flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
         selector = MessageSelector.of(expression)
-        header = PullMessageRequestHeader(
+        return PullMessageRequestHeader(
             self.group,
             queue.topic,
             queue.queue_id,
@@ -224,10 +241,11 @@ class AsyncPullConsumer:
             0,
             selector.expression,
             selector.expression_type,
-        )
-        response = await self.instance.invoke_queue_broker(
-            queue, RequestCode.PULL_MESSAGE, header.to_fields(), timeout=suspend_s + PULL_TIMEOUT_MARGIN_S
-        )
+        ).to_fields()
+
+    def pull_result(self, queue: MessageQueue, offset: int, response: RemotingCommand) -> PullResult:
+        """A PULL_MESSAGE response as a PullResult; an error code other than the pull's own raises.
+        Notes the broker the response suggests for the queue's next pull."""
         if response.code not in (
             ResponseCode.SUCCESS,
             ResponseCode.PULL_NOT_FOUND,

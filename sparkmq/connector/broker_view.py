@@ -7,6 +7,7 @@ Python workers Spark reuses keep their connections from task to task.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 from collections import deque
@@ -16,17 +17,19 @@ from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import check_response
-from sparkmq.client.pull_consumer import AsyncPullConsumer, PullResult
+from sparkmq.client.pull_consumer import PULL_TIMEOUT_MARGIN_S, AsyncPullConsumer, PullResult
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
+from sparkmq.connector.direct_pull import PullConnection, PullConnectionError
 from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
-from sparkmq.message.names import is_system_topic  # topicPattern never matches these
+from sparkmq.message.names import MASTER_ID, is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
 _views: dict[tuple[str, str, ClientSecurity | None], BrokerView] = {}
 _views_lock = threading.Lock()
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # Pulls in flight per range read: enough that a task decoding 4096 records in ~0.4 ms never waits
 # for the broker's next answer (one pull costs the broker ~1.5 ms), few enough to bound memory
@@ -51,10 +54,20 @@ class BrokerView:
         self.namesrv_addr = namesrv_addr
         self.group = group
         self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, security=security)
+        self._security = security
+        self._pull_lock = threading.Lock()
+        self._idle: dict[str, list[PullConnection]] = {}  # direct pull sockets between range reads
+        self._closed = False
         loop_thread.run(self._reader.instance.start())
 
     def close(self) -> None:
         """Stop the view's client: its heartbeats, route refreshes and connections."""
+        with self._pull_lock:
+            self._closed = True
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
         self._run(self._reader.close())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -178,57 +191,117 @@ class BrokerView:
         batch_size: int,
         expression: str | MessageSelector = "*",
         fail_on_data_loss: bool = True,
-    ) -> Iterator[bytes]:
+    ) -> Iterator[bytes | memoryview]:
         """Pull bodies (whole stored records) covering exactly queue offsets [start, end).
 
         A start below the queue's minimum (retention) or a gap is data loss: raised as
         DataLossError naming queue, range and cause, or skipped when ``fail_on_data_loss``
         is False. The last body may hold records at or past ``end``; callers trim by offset.
+
+        The pulls go over the calling thread's own socket (``direct_pull``); when that cannot
+        connect or breaks, the rest of the range is read through the client (which also tries
+        the broker's other members).
+        """
+        position: int | None = start
+        connection = self._lend(queue)
+        if connection is not None:
+            pulls = _SocketPulls(self._reader, connection, queue, expression)
+            broken = False
+            try:
+                for body, position in self._pipelined(pulls, queue, start, end, batch_size, fail_on_data_loss):  # noqa: B007
+                    if body is not None:
+                        yield body
+                return
+            except PullConnectionError as exc:
+                broken = True
+                logger.warning("%s; reading %s from offset %d through the client", exc.remark, queue, position)
+            finally:
+                pulls.drop_all()
+                self._give_back(connection, broken)
+        if position is None:
+            return
+        client = _ClientPulls(self._reader, queue, expression)
+        try:
+            for body, _ in self._pipelined(client, queue, position, end, batch_size, fail_on_data_loss):
+                if body is not None:
+                    yield body
+        finally:
+            client.drop_all()  # the caller stopped early, or the range ended
+
+    def _pipelined(
+        self, pulls: _Pulls, queue: MessageQueue, start: int, end: int, batch_size: int, fail_on_data_loss: bool
+    ) -> Iterator[tuple[bytes | memoryview | None, int | None]]:
+        """Each pull's body (or None) and the offset after it, in offset order (None: the range stops early).
+
         Up to ``PULLS_AHEAD`` pulls are on their way while the caller decodes a body: the broker's
         work, the transfer and the task's overlap. Each is sent where the previous one is expected
-        to end (its start plus the last pull's advance); bodies are handed on strictly in offset
-        order, and a pull whose start turns out wrong (a shorter answer: a filter, the broker's
-        byte limit) is dropped with those after it and sent again from the right offset.
+        to end (its start plus the last pull's advance); a pull whose start turns out wrong (a
+        shorter answer: a filter, the broker's byte limit) is dropped with those after it and sent
+        again from the right offset.
         """
-        pending: deque[tuple[int, Future[PullResult]]] = deque()
         stride, following = batch_size, start  # the predicted advance of a pull; where the next one goes
 
         def pull_ahead() -> None:
             nonlocal following
-            while len(pending) < PULLS_AHEAD and following < end:
+            while len(pulls.pending) < PULLS_AHEAD and following < end:
                 count = min(batch_size, end - following)
-                request = self._reader.pull_raw(queue, following, count, 0.0, expression)
-                pending.append((following, loop_thread.submit(request)))
+                pulls.send(following, count)
                 following += min(stride, count)
 
-        try:
+        pull_ahead()
+        while pulls.pending:
+            offset = pulls.pending[0][0]
+            body, advanced_to = self._step(queue, offset, end, *pulls.result(), fail_on_data_loss)
+            if advanced_to is None:
+                yield body, None
+                return
+            if advanced_to != (pulls.pending[0][0] if pulls.pending else following):  # mispredicted: send again
+                pulls.drop_all()
+                following = advanced_to
+            if advanced_to > offset:
+                stride = advanced_to - offset
             pull_ahead()
-            while pending:
-                offset, future = pending.popleft()
-                body, advanced_to = self._step(queue, offset, end, future.result(), fail_on_data_loss)
-                if advanced_to is None:
-                    break
-                if advanced_to != (pending[0][0] if pending else following):  # mispredicted: send again
-                    self._drop(pending)
-                    following = advanced_to
-                if advanced_to > offset:
-                    stride = advanced_to - offset
-                pull_ahead()
-                if body is not None:
-                    yield body
-        finally:
-            self._drop(pending)  # the caller stopped early, or the range ended
+            yield body, advanced_to
 
-    @staticmethod
-    def _drop(pending: deque[tuple[int, Future[PullResult]]]) -> None:
-        for _, future in pending:
-            future.cancel()
-        pending.clear()
+    def _lend(self, queue: MessageQueue) -> PullConnection | None:
+        """A socket of this thread's own to the broker serving ``queue`` (None: read through the client)."""
+        instance = self._reader.instance
+        preferred = instance.suggested_broker.get(queue, MASTER_ID)
+        addresses = instance.read_addresses(queue.broker_name, preferred)
+        if not addresses:
+            self._run(instance.route(queue.topic, refresh=True))
+            addresses = instance.read_addresses(queue.broker_name, preferred)
+        if not addresses:
+            return None  # the client path names the missing broker
+        with self._pull_lock:
+            idle = self._idle.get(addresses[0]) or []
+            while idle:
+                connection = idle.pop()
+                if connection.alive():
+                    return connection
+                connection.close()
+        try:
+            return PullConnection(addresses[0], self._security, PULL_TIMEOUT_MARGIN_S)
+        except PullConnectionError as exc:
+            logger.warning("%s; reading %s through the client", exc.remark, queue)
+            return None
+
+    def _give_back(self, connection: PullConnection, broken: bool) -> None:
+        with self._pull_lock:
+            if not broken and connection.usable and not self._closed:
+                self._idle.setdefault(connection.address, []).append(connection)
+                return
+        connection.close()
 
     @staticmethod
     def _step(
-        queue: MessageQueue, offset: int, end: int, result: PullResult, fail_on_data_loss: bool
-    ) -> tuple[bytes | None, int | None]:
+        queue: MessageQueue,
+        offset: int,
+        end: int,
+        result: PullResult,
+        body: bytes | memoryview,
+        fail_on_data_loss: bool,
+    ) -> tuple[bytes | memoryview | None, int | None]:
         """One pull's outcome: the body to hand on (or None) and the offset to pull next (None: stop)."""
         if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
             where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
@@ -248,4 +321,68 @@ class BrokerView:
             return None, None
         if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
             return None, result.next_begin_offset
-        return result.body, result.next_begin_offset
+        return body, result.next_begin_offset
+
+
+class _Pulls:
+    """Pulls of one queue in flight, oldest first: ``pending`` holds (start offset, handle)."""
+
+    def __init__(self, reader: AsyncPullConsumer, queue: MessageQueue, expression: str | MessageSelector) -> None:
+        self.reader, self.queue, self.expression = reader, queue, expression
+        self.pending: deque[tuple[int, Any]] = deque()
+
+    def send(self, offset: int, count: int) -> None:
+        raise NotImplementedError
+
+    def result(self) -> tuple[PullResult, bytes | memoryview]:
+        """The oldest pull's result and its body (it leaves ``pending``)."""
+        raise NotImplementedError
+
+    def drop_all(self) -> None:
+        raise NotImplementedError
+
+
+class _ClientPulls(_Pulls):
+    """Through the client: each pull a coroutine on the client loop thread."""
+
+    def send(self, offset: int, count: int) -> None:
+        request = self.reader.pull_raw(self.queue, offset, count, 0.0, self.expression)
+        self.pending.append((offset, loop_thread.submit(request)))
+
+    def result(self) -> tuple[PullResult, bytes | memoryview]:
+        future: Future[PullResult] = self.pending.popleft()[1]
+        result = future.result()
+        return result, result.body
+
+    def drop_all(self) -> None:
+        for _, future in self.pending:
+            future.cancel()
+        self.pending.clear()
+
+
+class _SocketPulls(_Pulls):
+    """Over the task thread's own socket (``direct_pull.PullConnection``)."""
+
+    def __init__(
+        self,
+        reader: AsyncPullConsumer,
+        connection: PullConnection,
+        queue: MessageQueue,
+        expression: str | MessageSelector,
+    ) -> None:
+        super().__init__(reader, queue, expression)
+        self.connection = connection
+
+    def send(self, offset: int, count: int) -> None:
+        fields = self.reader.pull_fields(self.queue, offset, count, 0.0, self.expression)
+        self.pending.append((offset, self.connection.send(fields)))
+
+    def result(self) -> tuple[PullResult, bytes | memoryview]:
+        offset, opaque = self.pending.popleft()
+        command, body = self.connection.answer(opaque)
+        return self.reader.pull_result(self.queue, offset, command), body
+
+    def drop_all(self) -> None:
+        for _, opaque in self.pending:
+            self.connection.forget(opaque)
+        self.pending.clear()

@@ -4,12 +4,15 @@ ahead started at the wrong offset and are sent again. No Spark: the executors' r
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
 
+from sparkmq import source
 from sparkmq.client import Message
 from sparkmq.connector.broker_view import PULLS_AHEAD, BrokerView
+from sparkmq.connector.options import SourceOptions
 from sparkmq.message.bulk import decode_columns
 from support.spark_harness import Cluster, running_cluster
 
@@ -70,3 +73,55 @@ def test_stopping_early_drops_the_pulls_in_flight(filled: tuple[BrokerView, str]
 
     assert decode_columns(first).heads["queue_offset"].tolist()[0] == 0
     assert offsets_read(view, topic, 0, MESSAGES, 4) == list(range(MESSAGES))  # the view still reads
+
+
+@pytest.mark.parametrize("break_after", [0, 1, 3])
+def test_a_broken_pull_socket_goes_on_through_the_client(
+    filled: tuple[BrokerView, str], caplog: pytest.LogCaptureFixture, break_after: int
+) -> None:
+    """The task's own pull socket breaks (here: shut down under it, as a broker restart would) before the
+    first or a later body: the rest of the range comes through the client, every offset once, in order."""
+    view, topic = filled
+    queue = next(q for q in view.queues([topic]) if q.queue_id == QUEUE_ID)
+    assert offsets_read(view, topic, 0, 8, 4) == list(range(8))  # leaves an idle pull socket in the view
+    (connection,) = [c for idle in view._idle.values() for c in idle]
+    found: list[int] = []
+    bodies = view.read_range(queue, 0, MESSAGES, 4)
+    for index, body in enumerate(bodies):
+        if index == break_after:
+            connection._sock.shutdown(socket.SHUT_RDWR)
+        found += decode_columns(body).heads["queue_offset"].tolist()
+    assert [o for o in found if o < MESSAGES] == list(range(MESSAGES))
+    assert "through the client" in caplog.text
+    assert connection not in [c for idle in view._idle.values() for c in idle]  # closed, not lent again
+
+
+def test_an_idle_pull_socket_closed_meanwhile_is_replaced(
+    filled: tuple[BrokerView, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pooled pull socket that was closed while idle (as a broker closes idle connections) is not
+    lent again: the next read opens a new one and stays on the direct path."""
+    view, topic = filled
+    assert offsets_read(view, topic, 0, 8, 4) == list(range(8))
+    (stale,) = [c for idle in view._idle.values() for c in idle]
+    stale._sock.shutdown(socket.SHUT_RDWR)
+
+    assert offsets_read(view, topic, 0, MESSAGES, 4) == list(range(MESSAGES))
+    assert "through the client" not in caplog.text
+    (fresh,) = [c for idle in view._idle.values() for c in idle]
+    assert fresh is not stale
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, MESSAGES), (7, 101), (3, 4)])
+def test_the_source_yields_each_offset_of_its_range_once(filled: tuple[BrokerView, str], start: int, end: int) -> None:
+    """``source.read_range``: one RecordBatch per pull, each offset of [start, end) once and in order
+    (the last pull's records past the end trimmed off)."""
+    view, topic = filled
+    options = SourceOptions.parse(
+        {"namesrvAddr": view.namesrv_addr, "topic": topic, "pullBatchSize": "4"}, streaming=False
+    )
+    part = source.QueueRange(topic, "broker-a", QUEUE_ID, start, end)
+
+    batches = list(source.read_range(options, view.group, part))
+
+    assert [o for b in batches for o in b.column("queueOffset").to_pylist()] == list(range(start, end))
