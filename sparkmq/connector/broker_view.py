@@ -7,6 +7,7 @@ Python workers Spark reuses keep their connections from task to task.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import re
 import threading
@@ -47,6 +48,16 @@ def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = No
         return view
 
 
+@atexit.register
+def _close_cached_pull_sockets() -> None:
+    """At exit, the cached views' idle pull sockets are closed, not left to the collector (which warns):
+    plain sockets, so no event loop is needed for it."""
+    with _views_lock:
+        views = list(_views.values())
+    for view in views:
+        view.close_pull_sockets()
+
+
 class BrokerView:
     """Queue and offset operations, each a blocking call run on the client loop."""
 
@@ -62,13 +73,17 @@ class BrokerView:
 
     def close(self) -> None:
         """Stop the view's client: its heartbeats, route refreshes and connections."""
+        self.close_pull_sockets()
+        self._run(self._reader.close())
+
+    def close_pull_sockets(self) -> None:
+        """Close the idle direct pull sockets; a range read still running closes its own when done."""
         with self._pull_lock:
             self._closed = True
             idle = [c for connections in self._idle.values() for c in connections]
             self._idle.clear()
         for connection in idle:
             connection.close()
-        self._run(self._reader.close())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return loop_thread.run(coro)

@@ -4,7 +4,10 @@ ahead started at the wrong offset and are sent again. No Spark: the executors' r
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -125,3 +128,30 @@ def test_the_source_yields_each_offset_of_its_range_once(filled: tuple[BrokerVie
     batches = list(source.read_range(options, view.group, part))
 
     assert [o for b in batches for o in b.column("queueOffset").to_pylist()] == list(range(start, end))
+
+
+def test_a_process_that_read_through_a_cached_view_exits_without_unclosed_sockets(
+    filled: tuple[BrokerView, str],
+) -> None:
+    """Spark's Python workers keep their views (``view_for``) for the process's life; at exit the
+    idle direct pull sockets are closed, not left to the collector (a ResourceWarning each)."""
+    view, topic = filled
+    script = (
+        "import sys\n"
+        "from sparkmq.connector.broker_view import view_for\n"
+        "from sparkmq.message.bulk import decode_columns\n"
+        "view = view_for(sys.argv[1], 'CID_exit_check')\n"
+        "queue = next(q for q in view.queues([sys.argv[2]]) if q.queue_id == int(sys.argv[3]))\n"
+        "n = sum(len(decode_columns(body).heads['queue_offset']) for body in view.read_range(queue, 0, 20, 8, '*'))\n"
+        "print('read', n)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script, view.namesrv_addr, topic, str(QUEUE_ID)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:1] == ["read"] and int(done.stdout.split()[1]) >= 20
+    assert "unclosed" not in done.stderr, done.stderr
