@@ -23,7 +23,7 @@ from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.store.config import FlushDiskType
-from support.broker_wire import Wire, one_write, run_broker
+from support.broker_wire import Wire, counted_lane, one_write, run_broker
 from support.native_lane import cpp_fields, send_frame, v1_frame
 
 pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
@@ -147,14 +147,7 @@ def _run(tmp_path: Path, lane_on: bool, flush: FlushDiskType, writes: list[list[
 
     async def scenario(w: Wire) -> None:
         server = w.broker.server
-        assert server.lane is not None, "the lane was built"
-        lane = server.lane
-        taken: list[int] = []
-
-        def counted(buffer: bytearray, position: int, connection: Any) -> int:
-            end = lane(buffer, position, connection)
-            taken.append(end - position)
-            return end
+        counted, taken = counted_lane(server.lane)
 
         server.lane = counted if lane_on else None
         for topic in ("LaneA", "LaneB"):
@@ -296,14 +289,7 @@ def test_with_an_authorizer_every_cpp_send_is_checked_by_it(tmp_path: Path) -> N
 
     async def scenario(w: Wire) -> None:
         server = w.broker.server
-        lane = server.lane
-        assert lane is not None
-        taken: list[int] = []
-
-        def counted(buffer: bytearray, position: int, connection: Any) -> int:
-            end = lane(buffer, position, connection)
-            taken.append(end - position)
-            return end
+        counted, taken = counted_lane(server.lane)
 
         await w.send_ok("LaneA", b"create", queue_id=0)
         server.lane = counted
@@ -327,12 +313,7 @@ def test_the_lane_sees_a_topic_change_at_once(tmp_path: Path) -> None:
 
     async def scenario(w: Wire) -> None:
         server, topics = w.broker.server, w.broker.context.topics
-        lane, taken = server.lane, []
-
-        def counted(buffer: bytearray, position: int, connection: Any) -> int:
-            end = lane(buffer, position, connection)
-            taken.append(end - position)
-            return end
+        counted, taken = counted_lane(server.lane)
 
         server.lane = counted
         await w.send_ok("LaneP", b"create", queue_id=0)

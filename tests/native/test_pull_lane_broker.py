@@ -24,7 +24,7 @@ from sparkmq.broker.subscriptions import SubscriptionGroupConfig
 from sparkmq.message.record import iter_records
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import decode_frame
-from support.broker_wire import Wire, run_broker
+from support.broker_wire import Wire, counted_lane, run_broker
 
 pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
 
@@ -81,14 +81,7 @@ def test_lane_answers_are_the_python_paths_bytes(tmp_path_factory: pytest.TempPa
 
     async def scenario(w: Wire) -> None:
         server = w.broker.server
-        lane = server.lane
-        assert lane is not None
-        taken: list[int] = []
-
-        def counted(buffer: bytearray, position: int, connection: Any) -> int:
-            end = lane(buffer, position, connection)
-            taken.append(end - position)
-            return end
+        counted, taken = counted_lane(server.lane)
 
         for i in range(60):
             tag = TAGS[i % 3]

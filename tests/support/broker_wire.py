@@ -26,7 +26,7 @@ from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.remoting import RemotingClient
-from sparkmq.remoting.connection import RequestHandler
+from sparkmq.remoting.connection import FrameLane, RequestHandler
 
 TIMEOUT_S = 5.0
 SMALL_COMMITLOG = 1 << 20  # 1 MiB segments: rolls are exercised by ordinary tests
@@ -231,3 +231,16 @@ async def one_write(port: int, frames: list[bytes]) -> dict[int, RemotingCommand
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+def counted_lane(lane: FrameLane | None) -> tuple[FrameLane, list[int]]:
+    """``lane`` (a server's, which must be built) wrapped to record the bytes each call took."""
+    assert lane is not None, "the lane was built"
+    taken: list[int] = []
+
+    def counted(buffer: bytearray, position: int, connection: Any) -> int:
+        end = lane(buffer, position, connection)
+        taken.append(end - position)
+        return end
+
+    return counted, taken
