@@ -8,7 +8,8 @@ reference path tries first) and completes the waiting future with that ``LeanRes
 
 Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter with ``done``,
 ``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
-appends the frame to the loop turn's coalesced write. Its deadline goes to a first-in-first-out
+appends the frame to the loop turn's coalesced write, which goes out in chunks of
+:data:`LEAN_CHUNK_FRAMES` during the turn (and the rest at its end). Its deadline goes to a first-in-first-out
 queue per timeout (a producer's sends share one, so deadlines arrive in order): an append and,
 once answered, a pop, instead of a heap push and pop per request; the connection's one sweeper
 timer serves both.
@@ -46,7 +47,7 @@ except ImportError:  # msgspec is missing: every response takes the reference pa
     decode_plain_header = None  # type: ignore[assignment]
     LeanResponse = None  # type: ignore[assignment,misc]
 
-__all__ = ["ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
+__all__ = ["LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
 
 #: A SUCCESS answer's ``msgId`` and ``queueOffset`` (``int(...)`` of its text), as the C lane delivers it.
 SendOk = tuple[str, int]
@@ -58,6 +59,11 @@ MAX_TAIL_BYTES = 64 * 1024  # an unfinished lean frame is kept aside up to this 
 _LENGTH = struct.Struct(">I")
 _LENGTH_BYTES = _LENGTH.size
 _LEAN_LENGTHS = (MIN_FRAME_LENGTH, MAX_TAIL_BYTES)  # a length prefix outside goes to the reference decoder
+#: Lean requests of one loop turn are written in chunks of this many frames, not all at the turn's end: the
+#: broker starts on the first chunk while the rest are being built, and its answers are waiting when the
+#: turn ends, so client and broker work at once instead of taking turns (docs/benchmarks.md, "Branch
+#: sendoverlap"). 128 in flight make two such groups; a smaller chunk costs each side a write or read more.
+LEAN_CHUNK_FRAMES = 64
 
 
 class LeanWaiter(Protocol):
@@ -121,7 +127,7 @@ class ClientConnection(RemotingConnection):
             return
         out.append(frame)
         self._out_bytes += len(frame)
-        if self._out_bytes >= COALESCE_MAX_BYTES or not self._writable.is_set():
+        if len(out) >= LEAN_CHUNK_FRAMES or self._out_bytes >= COALESCE_MAX_BYTES or not self._writable.is_set():
             self._flush_out()
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True

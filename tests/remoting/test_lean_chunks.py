@@ -1,0 +1,161 @@
+"""ClientConnection writes a loop turn's lean requests in chunks of ``LEAN_CHUNK_FRAMES``, over real sockets.
+
+A chunk goes on the wire while the turn is still producing requests (so the peer can start on it);
+the requests keep their order across chunks, every answer reaches its own waiter whatever order the
+answers come in, and a connection lost after some answers fails exactly the unanswered requests.
+Every test runs with the C lane and without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import threading
+
+import pytest
+
+from sparkmq.errors import RemoteError
+from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
+from sparkmq.remoting import RemotingClient, client_connection, client_native
+from sparkmq.remoting.client_connection import LEAN_CHUNK_FRAMES, ClientConnection
+
+WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
+
+
+@pytest.fixture(autouse=True, params=["c-lane", "python"])
+def lane(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setattr(client_connection, "_deliver", None)
+    elif client_native.deliver is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    return str(request.param)
+
+
+def send(connection: ClientConnection) -> tuple[int, asyncio.Future[object]]:
+    opaque = connection.next_opaque()
+    frame = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields={"b": "T"}, body=b"x").encode()
+    return opaque, connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, 30.0)
+
+
+def answer(request: RemotingCommand) -> bytes:
+    """A SUCCESS answer naming its request: msgId is the request's opaque in hex, queueOffset the opaque."""
+    fields = {"msgId": f"{request.opaque:08X}", "queueId": "0", "queueOffset": str(request.opaque)}
+    return request.make_response(ext_fields=fields).encode()
+
+
+def offset_of(result: object) -> int:
+    """The queueOffset of an answer as the C lane (a tuple) or the Python walk (a LeanResponse) delivers it."""
+    if type(result) is tuple:
+        return int(result[1])
+    return int(result.ext_fields["queueOffset"])  # type: ignore[attr-defined]
+
+
+def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends() -> None:
+    """The peer reads a whole chunk while the client's turn is still running (it never yields meanwhile)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    count = 1 + LEAN_CHUNK_FRAMES  # the first request (the only one in flight) goes at once, then one chunk
+    got_chunk, requests = threading.Event(), []
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            decoder = FrameDecoder()
+            while len(requests) < count and (data := peer.recv(65536)):
+                requests.extend(decoder.feed(data))
+            got_chunk.set()
+            peer.sendall(b"".join(answer(r) for r in requests))
+            while peer.recv(65536):  # until the client closes
+                pass
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+
+    async def main() -> None:
+        client = RemotingClient()
+        try:
+            connection = await client.connection(f"127.0.0.1:{listener.getsockname()[1]}")
+            assert isinstance(connection, ClientConnection)
+            sent = [send(connection) for _ in range(count)]
+            # still inside this loop turn: only a write made during the turn can reach the server
+            assert got_chunk.wait(WAIT_S), "the chunk was not written before the turn ended"
+            assert [r.opaque for r in requests] == [opaque for opaque, _ in sent]
+            assert [offset_of(await future) for _, future in sent] == [opaque for opaque, _ in sent]
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        listener.close()
+        server.join(WAIT_S)
+
+
+async def _serve_once(script) -> tuple[asyncio.Server, str]:  # type: ignore[no-untyped-def]
+    server = await asyncio.start_server(script, "127.0.0.1", 0)
+    return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def test_chunked_requests_keep_their_order_and_every_answer_finds_its_waiter() -> None:
+    count = 4 * LEAN_CHUNK_FRAMES + 17  # several chunks and a tail, all sent in one loop turn
+    received: list[RemotingCommand] = []
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        while len(received) < count and (data := await reader.read(65536)):
+            received.extend(decoder.feed(data))
+        shuffled = list(received)
+        random.Random(7).shuffle(shuffled)  # answers in any order
+        writer.write(b"".join(answer(r) for r in shuffled))
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    async def main() -> None:
+        server, address = await _serve_once(script)
+        client = RemotingClient()
+        try:
+            connection = await client.connection(address)
+            assert isinstance(connection, ClientConnection)
+            sent = [send(connection) for _ in range(count)]
+            results = [await future for _, future in sent]
+            assert [r.opaque for r in received] == [opaque for opaque, _ in sent]  # the order they were sent
+            assert [offset_of(result) for result in results] == [opaque for opaque, _ in sent]
+        finally:
+            await client.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())
+
+
+def test_a_connection_lost_between_chunks_fails_exactly_the_unanswered_requests() -> None:
+    count, answered = 100, 10  # 1 at once, a chunk of LEAN_CHUNK_FRAMES, then the turn's tail
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder, requests = FrameDecoder(), []
+        while len(requests) < 1 + LEAN_CHUNK_FRAMES and (data := await reader.read(65536)):
+            requests.extend(decoder.feed(data))
+        writer.write(b"".join(answer(r) for r in requests[:answered]))
+        await writer.drain()
+        writer.transport.abort()  # gone, whatever else was sent or is still arriving
+
+    async def main() -> None:
+        server, address = await _serve_once(script)
+        client = RemotingClient()
+        try:
+            connection = await client.connection(address)
+            assert isinstance(connection, ClientConnection)
+            sent = [send(connection) for _ in range(count)]
+            outcomes = await asyncio.gather(*(future for _, future in sent), return_exceptions=True)
+            assert [offset_of(o) for o in outcomes[:answered]] == [opaque for opaque, _ in sent[:answered]]
+            failed = outcomes[answered:]
+            assert all(isinstance(o, RemoteError) and o.retriable for o in failed), failed
+            await connection.wait_closed()
+            assert not connection.is_open
+        finally:
+            await client.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())
