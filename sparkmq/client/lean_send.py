@@ -20,7 +20,7 @@ from sparkmq.client.fault import FIRST_PAUSING_MS
 from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
-from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, settle_from
+from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, logger, settle_from
 from sparkmq.errors import SparkmqError
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol.bodies import MessageQueue
@@ -96,8 +96,15 @@ class CallbackSend:
         latency_ms = (time.monotonic() - self.started) * 1000
         if latency_ms >= FIRST_PAUSING_MS or faults.paused:
             faults.succeeded(queue.broker_name, latency_ms)
-        if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
-            complete(self.future, self.callback, SendResult(_SEND_OK, self.unique_id, response[0], queue, response[1]))
+        if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset); complete() inlined
+            future, callback = self.future, self.callback
+            if not future.done():
+                future.set_result(SendResult(_SEND_OK, self.unique_id, response[0], queue, response[1]))
+            if callback is not None:
+                try:
+                    callback(future)
+                except Exception:
+                    logger.exception("send callback %r raised", callback)
             return
         try:
             outcome = answer_outcome(response, self.unique_id, queue, self.message.topic)

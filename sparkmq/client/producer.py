@@ -58,6 +58,9 @@ from sparkmq.remoting.client_connection import ClientConnection
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
+# enum members read per send from module globals: a class attribute read of an IntEnum member costs ~0.1 µs
+_SEND_V2 = RequestCode.SEND_MESSAGE_V2
+_SEND_OK = SendStatus.SEND_OK
 
 #: A failed attempt: the broker, the error, whether the broker answered (else the request failed).
 _Failed = tuple[str, SparkmqError, bool]
@@ -142,7 +145,7 @@ class AsyncProducer:
             opaque = connection.next_opaque()
             frame = template.frame(chosen.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
             started = time.monotonic()
-            answer = connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, self.send_timeout_s)
+            answer = connection.request_lean(opaque, _SEND_V2, frame, self.send_timeout_s)
             try:
                 response = await answer
             except RemoteError as exc:
@@ -156,7 +159,7 @@ class AsyncProducer:
                 if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
                     self.faults.succeeded(chosen.broker_name, latency_ms)
                 if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
-                    return SendResult(SendStatus.SEND_OK, unique_id, response[0], chosen, response[1])
+                    return SendResult(_SEND_OK, unique_id, response[0], chosen, response[1])
                 outcome = answer_outcome(response, unique_id, chosen, message.topic)
                 if type(outcome) is SendResult:
                     return outcome
@@ -228,7 +231,7 @@ class AsyncProducer:
         # the connection's loop is the running one: asyncio.get_running_loop() costs a getpid() per call
         future = future or connection.create_future()
         waiter = CallbackSend(self, message, unique_id, chosen, future, callback)
-        connection.send_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, waiter, self.send_timeout_s)
+        connection.send_lean(opaque, _SEND_V2, frame, waiter, self.send_timeout_s)
         return future
 
     def _lean_target(self, topic: str) -> tuple[SendTemplate, MessageQueue, ClientConnection] | None:

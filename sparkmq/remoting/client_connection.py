@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import RESPONSE_FLAG
@@ -107,7 +107,7 @@ class ClientConnection(RemotingConnection):
         """:meth:`request_lean` with the caller's own ``waiter``, on a connection the caller saw open:
         ``waiter.set_result`` gets the answer (called inside the read), ``set_exception`` the
         :class:`RemoteError` of a deadline passed or a connection lost."""
-        lean = cast(dict[int, LeanWaiter], self._lean)  # the base's table, typed for its futures
+        lean: dict[int, LeanWaiter] = self._lean  # type: ignore[assignment]  # the base's table, typed for its futures
         lean[opaque] = waiter
         when = self._loop.time() + timeout
         deadlines = self._lean_deadlines.get(timeout)
