@@ -145,7 +145,9 @@ class AsyncProducer:
             opaque = connection.next_opaque()
             frame = template.frame(chosen.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
             started = time.monotonic()
-            answer = connection.request_lean(opaque, _SEND_V2, frame, self.send_timeout_s)
+            # request_lean without its second is_open check (_lean_target just made it, with no await since)
+            answer: asyncio.Future[Any] = connection.create_future()
+            connection.send_lean(opaque, _SEND_V2, frame, answer, self.send_timeout_s)
             try:
                 response = await answer
             except RemoteError as exc:

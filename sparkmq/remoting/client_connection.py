@@ -47,7 +47,7 @@ except ImportError:  # msgspec is missing: every response takes the reference pa
     decode_plain_header = None  # type: ignore[assignment]
     LeanResponse = None  # type: ignore[assignment,misc]
 
-__all__ = ["LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
+__all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
 
 #: A SUCCESS answer's ``msgId`` and ``queueOffset`` (``int(...)`` of its text), as the C lane delivers it.
 SendOk = tuple[str, int]
@@ -64,6 +64,9 @@ _LEAN_LENGTHS = (MIN_FRAME_LENGTH, MAX_TAIL_BYTES)  # a length prefix outside go
 #: turn ends, so client and broker work at once instead of taking turns (docs/benchmarks.md, "Branch
 #: sendoverlap"). 128 in flight make two such groups; a smaller chunk costs each side a write or read more.
 LEAN_CHUNK_FRAMES = 64
+#: ... unless this many written requests are still unanswered: the broker has work, a chunk more would only
+#: cost it a read more (and the turn's tail a write of its own); the turn's frames then go out at its end.
+LEAN_BUSY_FRAMES = LEAN_CHUNK_FRAMES // 2
 
 
 class LeanWaiter(Protocol):
@@ -127,7 +130,11 @@ class ClientConnection(RemotingConnection):
             return
         out.append(frame)
         self._out_bytes += len(frame)
-        if len(out) >= LEAN_CHUNK_FRAMES or self._out_bytes >= COALESCE_MAX_BYTES or not self._writable.is_set():
+        if (
+            (len(out) >= LEAN_CHUNK_FRAMES and len(lean) - len(out) < LEAN_BUSY_FRAMES)
+            or self._out_bytes >= COALESCE_MAX_BYTES
+            or not self._writable.is_set()
+        ):
             self._flush_out()
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True

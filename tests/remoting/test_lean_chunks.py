@@ -1,6 +1,7 @@
 """ClientConnection writes a loop turn's lean requests in chunks of ``LEAN_CHUNK_FRAMES``, over real sockets.
 
-A chunk goes on the wire while the turn is still producing requests (so the peer can start on it);
+A chunk goes on the wire while the turn is still producing requests (so the peer can start on it),
+unless the peer has a part of a chunk (``LEAN_BUSY_FRAMES``) unanswered already;
 the requests keep their order across chunks, every answer reaches its own waiter whatever order the
 answers come in, and a connection lost after some answers fails exactly the unanswered requests.
 Every test runs with the C lane and without it.
@@ -18,7 +19,7 @@ import pytest
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
 from sparkmq.remoting import RemotingClient, client_connection, client_native
-from sparkmq.remoting.client_connection import LEAN_CHUNK_FRAMES, ClientConnection
+from sparkmq.remoting.client_connection import LEAN_BUSY_FRAMES, LEAN_CHUNK_FRAMES, ClientConnection
 
 WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
 
@@ -51,8 +52,9 @@ def offset_of(result: object) -> int:
     return int(result.ext_fields["queueOffset"])  # type: ignore[attr-defined]
 
 
-def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends() -> None:
-    """The peer reads a whole chunk while the client's turn is still running (it never yields meanwhile)."""
+def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends_unless_the_peer_has_work() -> None:
+    """The peer reads a whole chunk while the client's turn is still running (it never yields meanwhile);
+    the next chunk's worth waits for the turn's end, as the peer has a chunk unanswered."""
     listener = socket.create_server(("127.0.0.1", 0))
     count = 1 + LEAN_CHUNK_FRAMES  # the first request (the only one in flight) goes at once, then one chunk
     got_chunk, requests = threading.Event(), []
@@ -64,9 +66,11 @@ def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends() -> None:
             while len(requests) < count and (data := peer.recv(65536)):
                 requests.extend(decoder.feed(data))
             got_chunk.set()
-            peer.sendall(b"".join(answer(r) for r in requests))
-            while peer.recv(65536):  # until the client closes
-                pass
+            answered = 0
+            while data := peer.recv(65536):  # answer everything, until the client closes
+                requests.extend(decoder.feed(data))
+                peer.sendall(b"".join(answer(r) for r in requests[answered:]))
+                answered = len(requests)
 
     server = threading.Thread(target=serve, daemon=True)
     server.start()
@@ -80,7 +84,11 @@ def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends() -> None:
             # still inside this loop turn: only a write made during the turn can reach the server
             assert got_chunk.wait(WAIT_S), "the chunk was not written before the turn ended"
             assert [r.opaque for r in requests] == [opaque for opaque, _ in sent]
+            assert count >= LEAN_BUSY_FRAMES  # the chunk now written makes the server busy
+            sent += [send(connection) for _ in range(LEAN_CHUNK_FRAMES)]
+            assert len(connection._out) == LEAN_CHUNK_FRAMES  # held for the turn's end: the server has work
             assert [offset_of(await future) for _, future in sent] == [opaque for opaque, _ in sent]
+            assert [r.opaque for r in requests] == [opaque for opaque, _ in sent]
         finally:
             await client.close()
 
