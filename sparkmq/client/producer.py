@@ -213,7 +213,11 @@ class AsyncProducer:
         """Start a send completing ``future`` (None: a new asyncio one) then ``callback``: a lean first
         attempt answered by its :class:`CallbackSend`, or :meth:`send`'s general steps in a Task."""
         try:
-            body, sys_flag = self._body_of(message)
+            body = message.body
+            if type(body) is bytes and len(body) < self._plain_below:  # as send(): no _body_of call
+                sys_flag = 0
+            else:
+                body, sys_flag = self._body_of(message)
             born_ms = int(time.time() * 1000)
             unique_id = self._ids.at(born_ms)
             properties = message.properties_text(unique_id)
