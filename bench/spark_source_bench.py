@@ -409,6 +409,15 @@ def main(argv: list[str] | None = None) -> int:
             bench.profile = "## Python workers and the broker during one more source run (not timed)\n" + spy.stop()
         bench.notes += ratios(runs, chosen)
         bench.notes.append(
+            "per-query fixed cost (wall minus the sum of triggerExecution: the query's start, Spark's fresh "
+            "Python runner for a Python source, and its end; median over runs [min–max]): "
+            + "; ".join(
+                f"{c.split(' ')[0]}{_parts(c)} {np.median(f):.2f} s [{min(f):.2f}–{max(f):.2f}]"
+                for c in chosen
+                if (f := [r.seconds - sum(b[1] for b in r.batches) for r in runs if r.case == c])
+            )
+        )
+        bench.notes.append(
             f"pieces outside Spark (this process, one thread): pulled {pieces['rows']:,} records in "
             f"{pieces['pulls']} pulls of ≤4096, {pieces['pull_s']:.2f} s wall; records_to_arrow "
             f"{pieces['arrow_cpu_s']:.2f} CPU-s ({pieces['rows'] / pieces['arrow_cpu_s']:,.0f} records per CPU-s)"
