@@ -109,7 +109,7 @@ def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
-    from sparkmq.connector.arrow import records_to_arrow  # lazily: Spark's per-query planner process never reads
+    from sparkmq.connector.arrow import records_to_arrow  # lazily: Spark's per-query source runner never reads
 
     view = view_for(options.namesrv_addr, group, options.security)
     for body in view.read_range(
