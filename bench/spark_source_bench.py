@@ -22,8 +22,15 @@ What it does (results in docs/benchmarks.md, Spark section):
    * **parquet4** / **parquetlean**: ``readStream.format("parquet")`` of the 4- / 10-column files,
      ``maxFilesPerTrigger`` sized to 250,000-row batches → noop, AvailableNow;
    * **arrowlean** / **arrow4**: a trivial Python streaming data source (defined here) yielding slices
-     of the Arrow file (4 partitions per batch, 4096-row RecordBatches, like the real source): Spark's
-     own cost of a Python Arrow source with that schema, no broker, no decoding.
+     of the Arrow file (as many partitions per batch as the source, 4096-row RecordBatches, like the
+     real source): Spark's own cost of a Python Arrow source with that schema, no broker, no decoding.
+
+   The Python cases plan ``--partitions`` partitions per micro-batch (default: Spark's
+   defaultParallelism, as Parquet's file packing does): the source with ``maxPartitions`` (its 4
+   queues' ranges packed), the trivial source in as many row ranges. ``source:4,arrowlean:4`` runs a
+   case with its own count (4 = one per queue, the source's default without ``maxPartitions``).
+   Besides the whole-query ratios (the headline) the bench prints per-trigger ratios (the steady
+   state, without the per-query start), labelled as such.
 
    rows/s is N over the wall time from ``start()`` to the end of ``awaitTermination()``. CPU seconds
    are read from /proc for the JVM, Spark's Python processes and the broker: on a shared machine the
@@ -79,10 +86,10 @@ class RowRange(InputPartition):
 
 
 class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, path: str, per_trigger: int) -> None:
+    def __init__(self, path: str, per_trigger: int, partitions: int) -> None:
         import pyarrow as pa
 
-        self.path, self.per_trigger = path, per_trigger
+        self.path, self.per_trigger, self.parts = path, per_trigger, partitions
         with pa.memory_map(path) as source:
             self.total = pa.ipc.open_file(source).read_all().num_rows
 
@@ -100,7 +107,7 @@ class IpcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"row": min(start["row"] + step, self.total)}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[RowRange]:
-        edges = np.linspace(start["row"], end["row"], QUEUES + 1).astype(int).tolist()
+        edges = np.linspace(start["row"], end["row"], self.parts + 1).astype(int).tolist()
         return [RowRange(a, b) for a, b in pairwise(edges) if b > a]
 
     def read(self, partition: RowRange) -> Any:
@@ -123,19 +130,19 @@ class IpcDataSource(DataSource):
         return self.options["ddl"]
 
     def streamReader(self, schema: Any) -> IpcStreamReader:
-        return IpcStreamReader(self.options["path"], int(self.options["pertrigger"]))
+        return IpcStreamReader(self.options["path"], int(self.options["pertrigger"]), int(self.options["partitions"]))
 
 
-def source_frame(spark: Any, namesrv: str, topic: str, group: str, per_trigger: int) -> Any:
-    return (
+def source_frame(spark: Any, namesrv: str, topic: str, group: str, per_trigger: int, partitions: int) -> Any:
+    frame = (
         spark.readStream.format("sparkmq")
         .option("namesrvAddr", namesrv)
         .option("topic", topic)
         .option("consumerGroup", group)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(per_trigger))
-        .load()
     )
+    return (frame.option("maxPartitions", str(partitions)) if partitions < QUEUES else frame).load()
 
 
 def parquet_frame(spark: Any, directory: Path, files_per_trigger: int) -> Any:
@@ -143,11 +150,12 @@ def parquet_frame(spark: Any, directory: Path, files_per_trigger: int) -> Any:
     return spark.readStream.schema(schema).option("maxFilesPerTrigger", str(files_per_trigger)).parquet(str(directory))
 
 
-def ipc_frame(spark: Any, path: Path, per_trigger: int, ddl: str | None = None) -> Any:
+def ipc_frame(spark: Any, path: Path, per_trigger: int, partitions: int, ddl: str | None = None) -> Any:
     return (
         spark.readStream.format("benchipc")
         .option("path", str(path))
         .option("pertrigger", str(per_trigger))
+        .option("partitions", str(partitions))
         .option("ddl", ddl or sm_arrow.SCHEMA_DDL)
         .load()
     )
@@ -230,6 +238,22 @@ SOURCE, P4, PLEAN, IPC, IPC4 = (
     "arrow-source-4col (Python, no broker) → noop",
 )
 CASES = {"source": SOURCE, "parquet4": P4, "parquetlean": PLEAN, "arrowlean": IPC, "arrow4": IPC4}
+PYTHON_CASES = (SOURCE, IPC, IPC4)
+
+
+def chosen_cases(spec: str, partitions: int) -> list[tuple[str, int]]:
+    """``source,arrowlean:4`` → (label, partitions per micro-batch) pairs; a Python case's label names its
+    partition count when it differs from the run's default (``partitions``); Parquet plans its own."""
+    out = []
+    for item in filter(None, (c.strip() for c in spec.split(","))):
+        name, _, count = item.partition(":")
+        label, parts = CASES[name], int(count) if count else partitions
+        if label in PYTHON_CASES and parts != partitions:
+            label += f" [{parts} partitions]"
+        out.append((label, parts))
+    return out
+
+
 NARROW = ["topic", "queueId", "queueOffset", "body"]
 
 
@@ -256,12 +280,13 @@ class SourceCases:
     per_trigger: int
     runs: int = 0
 
-    def run(self, case: str) -> Run:
+    def run(self, label: str, partitions: int) -> Run:
         self.runs += 1
+        case = label.split(" [")[0]
         d, files_per_trigger = self.directory, max(1, round(PARQUET_FILES * self.per_trigger / self.rows))
         if case == SOURCE:
             frame = source_frame(
-                self.spark, self.namesrv, self.topic, f"{self.topic}-source-{self.runs}", self.per_trigger
+                self.spark, self.namesrv, self.topic, f"{self.topic}-source-{self.runs}", self.per_trigger, partitions
             )
         elif case in (P4, PLEAN):
             frame = parquet_frame(self.spark, d / ("parquet4" if case == P4 else "parquetlean"), files_per_trigger)
@@ -270,29 +295,48 @@ class SourceCases:
                 self.spark,
                 d / ("ipclean.arrow" if case == IPC else "ipc4.arrow"),
                 self.per_trigger,
+                partitions,
                 "topic string, queueId int, queueOffset long, body binary" if case == IPC4 else None,
             )
         run = run_stream(
-            case, frame, d / "checkpoints" / f"{case.split(':')[0]}-{self.runs}", self.rows, self.broker_pid
+            label, frame, d / "checkpoints" / f"{case.split(':')[0]}-{self.runs}", self.rows, self.broker_pid
         )
         if case in (P4, PLEAN):
             run.note = f"maxFilesPerTrigger {files_per_trigger} of {PARQUET_FILES} files"
         return run
 
 
+def trigger_rate(runs: list[Run], case: str) -> float:
+    """Median over a case's runs of rows / the sum of its triggers' triggerExecution (the steady state:
+    what is left of the wall once the per-query start, before the first trigger, is taken out)."""
+    return float(np.median([r.rows / sum(b[1] for b in r.batches) for r in runs if r.case == case and r.batches]))
+
+
 def ratios(runs: list[Run], chosen: list[str]) -> list[str]:
-    """The source against each baseline, by wall-clock rows/s and by CPU (the load-independent one)."""
-    others = [c for c in (P4, PLEAN, IPC, IPC4) if c in chosen]
-    if SOURCE not in chosen or not others:
-        return []
-    rate, cpu = median_rate(runs, SOURCE), median_cpu(runs, SOURCE)
-    return [
-        "source rows/s relative to (medians of wall-clock rows/s): "
-        + "; ".join(f"{c.split(' ')[0]} {rate / median_rate(runs, c):.0%}" for c in others)
-        + " (targets: ≥ 90 % of arrow-source-lean, ≥ 50 % of parquet-lean)",
-        "CPU of the other case / CPU of the source (load-independent): "
-        + "; ".join(f"{c.split(' ')[0]} {median_cpu(runs, c) / cpu:.0%}" for c in others),
-    ]
+    """Each source case against each baseline, by wall-clock rows/s, by CPU (the load-independent one)
+    and, labelled apart, by the triggers alone."""
+    lines = []
+    for source in [c for c in chosen if c.startswith(SOURCE)]:
+        others = [c for c in chosen if not c.startswith(SOURCE)]
+        if not others:
+            continue
+        rate, cpu, steady = median_rate(runs, source), median_cpu(runs, source), trigger_rate(runs, source)
+        name = source.split(" → ")[0] + (" [" + source.split(" [")[1] if " [" in source else "")
+        lines += [
+            f"{name} rows/s relative to (medians of whole-query wall-clock rows/s, the headline): "
+            + "; ".join(f"{c.split(' ')[0]}{_parts(c)} {rate / median_rate(runs, c):.0%}" for c in others)
+            + " (targets: ≥ 90 % of arrow-source-lean, ≥ 50 % of parquet-lean)",
+            f"{name}: CPU of the other case / CPU of the source (whole queries, load-independent): "
+            + "; ".join(f"{c.split(' ')[0]}{_parts(c)} {median_cpu(runs, c) / cpu:.0%}" for c in others),
+            f"{name}, per trigger only (steady state: rows / sum of triggerExecution, medians; leaves out "
+            "the per-query start, NOT the headline): "
+            + "; ".join(f"{c.split(' ')[0]}{_parts(c)} {steady / trigger_rate(runs, c):.0%}" for c in others),
+        ]
+    return lines
+
+
+def _parts(label: str) -> str:
+    return " [" + label.split(" [")[1] if " [" in label else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,14 +346,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each case, interleaved (default 3)")
     parser.add_argument("--per-trigger", type=int, default=250_000, help="maxOffsetsPerTrigger (default 250,000)")
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"comma-separated subset of {','.join(CASES)}; a Python case may add :N partitions (source:4)",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        help="partitions per micro-batch of the Python cases: the source's maxPartitions, the trivial source's "
+        "plan (default: Spark's defaultParallelism; 4 = one per queue, the source's default)",
+    )
     parser.add_argument(
         "--profile", type=Path, metavar="DIR", help="py-spy the Python workers during one more source run"
     )
     args = parser.parse_args(argv)
     n, repeat = (100_000, 1) if args.quick else (args.messages, args.repeat)
     per_trigger = min(args.per_trigger, n)
-    chosen = [CASES[c.strip()] for c in args.cases.split(",") if c.strip()]
 
     def log(text: str) -> None:
         print(f"  {text}", file=sys.stderr, flush=True)
@@ -324,29 +377,46 @@ def main(argv: list[str] | None = None) -> int:
         write_inputs(warm_batches, root / "warm")
         write_inputs(batches, root / "main")
         spark = bench.spark = spark_session(args.master, IpcDataSource)
+        partitions = args.partitions or spark.sparkContext.defaultParallelism
+        plan = chosen_cases(args.cases, partitions)
+        chosen = [label for label, _ in plan]
         log(f"spark up, defaultParallelism {spark.sparkContext.defaultParallelism}; warming up on {warm_n:,} rows")
+        bench.notes.append(
+            f"partitions per micro-batch of the Python cases: {partitions} unless the case names its own "
+            f"(the source: maxPartitions={partitions}, {QUEUES} queues' ranges packed; the trivial source: "
+            f"{partitions} row ranges); Parquet packs its files itself (Spark's maxPartitionBytes / defaultParallelism)"
+        )
         warm = SourceCases(
             spark, namesrv.address, broker.pid, "SparkBenchWarm", root / "warm", warm_n, max(per_trigger // 5, 1)
         )
         cases = SourceCases(spark, namesrv.address, broker.pid, "SparkBench", root / "main", n, per_trigger)
         for _ in range(2):  # the JIT keeps improving over the first runs of each plan
-            for case in chosen:
-                warm.run(case)
+            for label, parts in plan:
+                warm.run(label, parts)
         for rep in range(repeat):
-            for case in chosen:
-                runs.append(cases.run(case))
+            for label, parts in plan:
+                runs.append(cases.run(label, parts))
             log(
                 f"repeat {rep}: "
-                + ", ".join(f"{r.case.split(' ')[0]} {r.rate:,.0f}" for r in runs[-len(chosen) :])
+                + ", ".join(f"{r.case.split(' ')[0]}{_parts(r.case)} {r.rate:,.0f}" for r in runs[-len(chosen) :])
                 + f" rows/s; load average {loadavg()}"
             )
         bench.load_end = loadavg()
         if args.profile and SOURCE in chosen:
             args.profile.mkdir(parents=True, exist_ok=True)
             spy = WorkerProfiler(args.profile / "source", jvm_pid(spark), broker.pid)
-            cases.run(SOURCE)
+            cases.run(SOURCE, partitions)
             bench.profile = "## Python workers and the broker during one more source run (not timed)\n" + spy.stop()
         bench.notes += ratios(runs, chosen)
+        bench.notes.append(
+            "per-query fixed cost (wall minus the sum of triggerExecution: the query's start, Spark's fresh "
+            "Python runner for a Python source, and its end; median over runs [min–max]): "
+            + "; ".join(
+                f"{c.split(' ')[0]}{_parts(c)} {np.median(f):.2f} s [{min(f):.2f}–{max(f):.2f}]"
+                for c in chosen
+                if (f := [r.seconds - sum(b[1] for b in r.batches) for r in runs if r.case == c])
+            )
+        )
         bench.notes.append(
             f"pieces outside Spark (this process, one thread): pulled {pieces['rows']:,} records in "
             f"{pieces['pulls']} pulls of ≤4096, {pieces['pull_s']:.2f} s wall; records_to_arrow "

@@ -35,7 +35,6 @@ from pyspark.sql.types import StructType
 
 from sparkmq.client import MessageQueue
 from sparkmq.client.selector import MessageSelector
-from sparkmq.connector.arrow import records_to_arrow, schema_ddl
 from sparkmq.connector.broker_view import BrokerView, view_for
 from sparkmq.connector.filters import pushed_selector
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
@@ -48,7 +47,7 @@ BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch qu
 
 @dataclass(frozen=True)
 class QueueRange(InputPartition):
-    """One task's work: queue offsets [start, end) of one queue."""
+    """Queue offsets [start, end) of one queue."""
 
     topic: str
     broker_name: str
@@ -59,6 +58,21 @@ class QueueRange(InputPartition):
     @property
     def queue(self) -> MessageQueue:
         return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class QueueRanges(InputPartition):
+    """One task's work: one or more queue ranges, read one after the other (each in offset order)."""
+
+    ranges: tuple[QueueRange, ...]
+
+
+def _order(part: QueueRange) -> tuple[str, str, int, int]:
+    return part.topic, part.broker_name, part.queue_id, part.start
 
 
 def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None) -> list[QueueRange]:
@@ -72,10 +86,31 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
     return ranges
 
 
+def pack_ranges(ranges: list[QueueRange], max_partitions: int | None, max_records: int | None) -> list[QueueRanges]:
+    """Spark partitions for ``ranges``: one each, or packed into at most ``max_partitions`` of
+    nearly equal record counts (largest range first into the lightest partition). A partition
+    never grows past ``max_records``: then a range starts a partition of its own (more partitions)."""
+    if not max_partitions or len(ranges) <= max_partitions:
+        return [QueueRanges((part,)) for part in sorted(ranges, key=_order)]
+    bins: list[list[QueueRange]] = [[] for _ in range(max_partitions)]
+    loads = [0] * max_partitions
+    for part in sorted(ranges, key=lambda r: (-r.size, _order(r))):
+        lightest = min(range(len(bins)), key=lambda i: (loads[i], i))
+        if max_records and bins[lightest] and loads[lightest] + part.size > max_records:
+            bins.append([])
+            loads.append(0)
+            lightest = len(bins) - 1
+        bins[lightest].append(part)
+        loads[lightest] += part.size
+    return [QueueRanges(tuple(sorted(parts, key=_order))) for parts in bins if parts]
+
+
 def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
+    from sparkmq.connector.arrow import records_to_arrow  # lazily: Spark's per-query source runner never reads
+
     view = view_for(options.namesrv_addr, group, options.security)
     for body in view.read_range(
         part.queue,
@@ -92,6 +127,14 @@ def read_range(
             batch = batch.slice(first, last - first)
         if batch.num_rows:
             yield batch
+
+
+def read_ranges(
+    options: SourceOptions, group: str, partition: QueueRanges, selector: MessageSelector | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The records of every range of ``partition``, range after range."""
+    for part in partition.ranges:
+        yield from read_range(options, group, part, selector)
 
 
 class _Resolver:
@@ -274,11 +317,13 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return to_json_offsets(self._latest) if self._latest else None
 
-    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRange]:
-        return plan_ranges(from_json_offsets(start), from_json_offsets(end), self.options.max_records_per_partition)
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRanges]:
+        o = self.options
+        ranges = plan_ranges(from_json_offsets(start), from_json_offsets(end), o.max_records_per_partition)
+        return pack_ranges(ranges, o.max_partitions, o.max_records_per_partition)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
-        return read_range(self.options, self.group, partition)
+    def read(self, partition: QueueRanges) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
+        return read_ranges(self.options, self.group, partition)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Spark's own commit (one batch late): a backstop for ``latestOffset``'s commits."""
@@ -301,7 +346,7 @@ class SparkmqBatchReader(DataSourceReader):
         self.group = options.consumer_group or BATCH_READER_GROUP
         self.selector = options.selector
 
-    def partitions(self) -> list[QueueRange]:
+    def partitions(self) -> list[QueueRanges]:
         o = self.options
         view = view_for(o.namesrv_addr, self.group, o.security)
         resolver = _Resolver(o, view)
@@ -310,10 +355,11 @@ class SparkmqBatchReader(DataSourceReader):
             queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp, o.starting_offsets_by_timestamp
         )
         end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
-        return plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
+        ranges = plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
+        return pack_ranges(ranges, o.max_partitions, o.max_records_per_partition)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
-        return read_range(self.options, self.group, partition, self.selector)
+    def read(self, partition: QueueRanges) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
+        return read_ranges(self.options, self.group, partition, self.selector)
 
 
 class SparkmqPushdownBatchReader(SparkmqBatchReader):
@@ -334,6 +380,8 @@ class SparkmqDataSource(DataSource):
 
     def schema(self) -> str:
         # Spark asks for the schema when a read is defined: reject bad options right here.
+        from sparkmq.connector.arrow import schema_ddl
+
         return schema_ddl(SourceOptions.parse(self.options).columns)
 
     def reader(self, schema: StructType) -> SparkmqBatchReader:

@@ -14,7 +14,6 @@ import zlib
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sparkmq.message import layout as L
 from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
@@ -114,6 +113,8 @@ def _view_slices(
 ) -> pa.Array:
     """``_slices`` for any order: 16-byte Arrow binary views (length, then up to 12 inline bytes, or a
     4-byte prefix + buffer offset) pointing into ``raw``, copied out by Arrow's C++ cast."""
+    import pyarrow.compute as pc  # lazily: ~40 ms of import the lean C path and Spark's driver-side runner skip
+
     count = len(starts)
     if count and int(starts.max()) + 12 > len(raw):  # a short string at the very end: read past it into zeros
         raw = np.concatenate([raw, np.zeros(12, dtype=np.uint8)])
@@ -179,6 +180,8 @@ def hex_strings(raw: npt.NDArray[np.uint8]) -> pa.Array:
 
 def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
     """(properties map, TAGS, KEYS, UNIQ_KEY) columns from the properties strings."""
+    import pyarrow.compute as pc  # lazily, as in _view_slices
+
     count = len(columns)
     strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.string())
     items = pc.split_pattern(strings, "\x02")
@@ -239,6 +242,8 @@ def _last_of_each_key(parents: npt.NDArray[np.int64], keys: pa.Array) -> npt.NDA
     check is one pass (per row, the OR of one bit per distinct key equals their sum only when no
     key repeats); dropping compares each entry with the next ones of its row, one shift at a time.
     """
+    import pyarrow.compute as pc  # lazily, as in _view_slices
+
     if len(parents) == 0:
         return None
     encoded = pc.dictionary_encode(keys)
@@ -313,6 +318,8 @@ def records_to_arrow(
     The lean schema with a known topic goes through the C extension when it is built (``native``;
     False forces the numpy reference path).
     """
+    import pyarrow.compute as pc  # lazily, as in _view_slices
+
     if native and columns == LEAN_COLUMNS and topic is not None and starts is None:
         batch = _lean_native(buffer, broker_name, topic)
         if batch is not None:

@@ -118,6 +118,7 @@ class SourceOptions:
     sql_filter: str | None = None
     fail_on_data_loss: bool = True
     max_records_per_partition: int | None = None
+    max_partitions: int | None = None
     pull_batch_size: int = 4096
     include_properties: bool = False
     wide_schema: bool = False
@@ -144,6 +145,7 @@ class SourceOptions:
             "sqlfilter",
             "failondataloss",
             "maxrecordsperpartition",
+            "maxpartitions",
             "pullbatchsize",
             "includeproperties",
             "wideschema",
@@ -238,6 +240,7 @@ class SourceOptions:
             sql_filter=(opts.get("sqlfilter") or "").strip() or None,
             fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss"), True),
             max_records_per_partition=_positive_int("maxRecordsPerPartition", opts.get("maxrecordsperpartition")),
+            max_partitions=_positive_int("maxPartitions", opts.get("maxpartitions")),
             pull_batch_size=_positive_int("pullBatchSize", opts.get("pullbatchsize")) or 4096,
             include_properties=_bool("includeProperties", opts.get("includeproperties"), False),
             wide_schema=_bool("wideSchema", opts.get("wideschema"), False),

@@ -1,0 +1,26 @@
+"""Issue 9, source speed: what ``import sparkmq.source`` costs Spark's per-query source runner.
+
+Spark starts a fresh Python process per streaming query for a Python source's driver side
+(``pyspark.sql.streaming.python_streaming_source_runner``), so every module the source imports is
+paid again by each query before its first batch. The driver side never decodes records nor serves
+admin requests: the Arrow compute kernels, the consumer running-info codecs and the admin bodies
+stay unloaded until something needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+NOT_FOR_THE_RUNNER = ("pyarrow.compute", "sparkmq.protocol.running_info", "sparkmq.protocol.admin_bodies")
+
+
+def test_the_driver_side_import_leaves_the_decoding_and_admin_modules_unloaded() -> None:
+    probe = (
+        "import json, sys; import pyspark.sql.streaming.python_streaming_source_runner; import sparkmq.source; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True).stdout))
+    assert "sparkmq.connector.broker_view" in loaded  # the probe did import the source
+    assert sorted(loaded & set(NOT_FOR_THE_RUNNER)) == []
