@@ -286,7 +286,9 @@ class MessageStore:
             )
         self._services.append(
             PeriodicService(
-                self.flusher.flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"
+                self.flusher.flush_indexes_if_due,
+                cfg.flush_interval_consume_queue_ms / 1000,
+                "sparkmq-flush-consumequeue",
             )
         )
         self._services.append(
