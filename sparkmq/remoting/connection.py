@@ -142,12 +142,15 @@ class RemotingConnection(asyncio.Protocol):
             return position  # taken only by finish_turn, once the whole turn's group is served
 
         self._decoder.take_frames(look)
+        if taken is not None:  # the group's answers wait in _out for finish_turn's one write
+            self._receiving = True
         return taken
 
     def finish_turn(self, taken: int | None) -> None:
         """Serve the bytes read this turn: the frames before ``taken`` were served by the turn's
         group (None: none were), the rest the usual way."""
         self._turn_waiting = False
+        self._receiving = False
         if self._transport is None or self._transport.is_closing():
             return  # closed meanwhile: nothing was stored for it, nobody to answer
         self._serve_buffer(taken)
