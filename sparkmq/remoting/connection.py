@@ -122,11 +122,12 @@ class RemotingConnection(asyncio.Protocol):
         if self._watchdog is not None:
             self._watchdog.activity()
         self._decoder.receive_data(data)  # raises only once failed, and a failed connection is closing
-        if self._turns is None:
-            self._serve_buffer(None)
-        elif not self._turn_waiting:  # served at the turn's end, with the other connections' reads
+        if self._turn_waiting:
+            return  # its turn's end serves these bytes too
+        if self._turns is not None and self._turns.defer(self):  # served at the turn's end, with the others'
             self._turn_waiting = True
-            self._turns.defer(self)
+        else:
+            self._serve_buffer(None)
 
     def prepare_turn(self, prepare: Prepare) -> tuple[Any, int] | None:
         """At the end of a loop turn: what ``prepare`` (the server's turn lane) would take from the

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+LONE_TURNS = 16  # turns in a row with one reader before reads are served at once again
+SWITCHES = 4  # reads from another connection than the read before, before grouping starts again
+
 
 class TurnLane(Protocol):
     """A frame lane that can serve the leading frames of several connections as one group."""
@@ -52,20 +55,42 @@ class TurnGroups:
         self._serve = serve
         self._waiting: list[RemotingConnection] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Deferring costs a loop callback (and with uvloop an extra poll) per turn: it pays only
+        # while several connections read in the same turns. It stops after LONE_TURNS turns with
+        # one reader, and starts again once reads served at once came from another connection
+        # than the read before them SWITCHES times.
+        self._grouping = True
+        self._lone_turns = 0
+        self._last_direct: RemotingConnection | None = None
+        self._switches = 0
 
-    def defer(self, connection: RemotingConnection) -> None:
-        """Serve ``connection``'s buffered bytes at the end of this loop turn (once per turn)."""
+    def defer(self, connection: RemotingConnection) -> bool:
+        """Serve ``connection``'s buffered bytes at the end of this loop turn (once per turn), or
+        False when grouping does not pay now: the caller serves them at once."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        if not self._grouping:
+            if connection is self._last_direct:
+                return False
+            self._last_direct, self._switches = connection, self._switches + 1
+            if self._switches < SWITCHES:
+                return False
+            self._grouping, self._lone_turns, self._last_direct, self._switches = True, 0, None, 0
         if not self._waiting:
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._drain)
+            loop.call_soon(self._drain)
         self._waiting.append(connection)
+        return True
 
     def _drain(self) -> None:
         waiting, self._waiting = self._waiting, []
         if len(waiting) == 1:  # nobody to group with: served as it read it, without the group's steps
+            self._lone_turns += 1
+            if self._lone_turns >= LONE_TURNS:
+                self._grouping = False
             _finish(waiting[0], None)
             return
+        self._lone_turns = 0
         prepared: list[tuple[RemotingConnection, Any, int]] = []
         for connection in waiting:
             taken = connection.prepare_turn(self._prepare)

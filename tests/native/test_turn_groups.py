@@ -23,6 +23,7 @@ from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.turns import LONE_TURNS, SWITCHES
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, run_broker
 from support.native_lane import send_frame
@@ -196,6 +197,33 @@ def test_connections_closing_in_the_same_turn_get_their_answers(tmp_path: Path) 
         stored = await _stored(w)
         for connection, (answers, closed) in enumerate(results):
             assert closed, "closed once answered"
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
+
+
+def test_grouping_stops_for_a_lone_connection_and_resumes_for_many(tmp_path: Path) -> None:
+    """One connection sending one request at a time is served as it reads (no turn to wait for);
+    once several connections read together their sends are grouped again."""
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        for i in range(2 * LONE_TURNS):  # one reader a turn: grouping stops
+            await w.send_ok(TOPIC, f"lone-{i}".encode())
+        turns = w.broker.server._turns  # noqa: SLF001 - the state this test is about
+        assert not turns._grouping  # noqa: SLF001
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        puts = _record_puts(w.broker)
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+        await _close(connections)
+        assert turns._grouping  # noqa: SLF001
+        # a few served as they read until grouping resumed, the rest of the turn in one put
+        assert sum(puts) == CONNECTIONS and max(puts) >= CONNECTIONS - SWITCHES + 1, puts
+        stored = await _stored(w)
+        assert len(stored) == CONNECTIONS * SENDS + 1 + 2 * LONE_TURNS
+        for connection, (answers, closed) in enumerate(results):
+            assert not closed
             _check_answers(connection, answers, stored)
 
     run_broker(tmp_path, scenario)
