@@ -480,7 +480,7 @@ class MessageStore:
             return None
         with self._lock:
             mapped = self.commitlog.queue.last_file()
-            total = sum(group.record_bytes for group in groups)
+            total = groups[0].record_bytes if len(groups) == 1 else sum(group.record_bytes for group in groups)
             if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
@@ -500,13 +500,15 @@ class MessageStore:
             mapped.append(records[0] if len(records) == 1 else b"".join(records))
             self._last_store_timestamp = store_timestamp
             try:  # _dispatch's work, each queue's units written in one go
-                hashes: list[int] = []
-                offsets: list[int] = []
                 for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
                     for base, queue, (units, end) in zip(bases, targets, group.queue_units(), strict=True):
                         queue.append_units(base, units, end)
-                    index_hashes, index_offsets = group.index_entries()
-                    if index_hashes:
+                if len(groups) == 1:
+                    hashes, offsets = groups[0].index_entries()
+                else:
+                    hashes, offsets = [], []
+                    for group in groups:
+                        index_hashes, index_offsets = group.index_entries()
                         hashes += index_hashes
                         offsets += index_offsets
                 if hashes:
