@@ -111,12 +111,14 @@ async def timed_sends(
     )
 
 
-async def scale_cases(bench: Recorder, sends: int, inflight: int) -> list[tuple[str, int, Row]]:
+async def scale_cases(
+    bench: Recorder, sends: int, inflight: int, queue_counts: Sequence[int], connection_counts: Sequence[int]
+) -> list[tuple[str, int, Row]]:
     results: list[tuple[str, int, Row]] = []
     producer = AsyncProducer("PID_SCALE_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
     await producer.start()
     try:
-        for queues in QUEUE_COUNTS:
+        for queues in queue_counts:
             topic = f"ScaleQueues{queues}"
             await create_topic(bench.dev.broker, topic, queues)
             await wait_for_queues(producer, topic, queues)
@@ -128,7 +130,7 @@ async def scale_cases(bench: Recorder, sends: int, inflight: int) -> list[tuple[
         await producer.close()
     topic = "ScaleConnections"
     await create_topic(bench.dev.broker, topic, 4)
-    for connections in CONNECTION_COUNTS:
+    for connections in connection_counts:
         producers = [
             AsyncProducer(f"PID_SCALE_BENCH_{i}", bench.dev.namesrv, send_timeout_s=30.0) for i in range(connections)
         ]
@@ -176,10 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 sends per case")
     parser.add_argument("--inflight", type=int, default=128, help="single sends in flight (default 128)")
     parser.add_argument("--profile", type=Path, help="py-spy the broker and this process per case into DIR")
+    parser.add_argument(
+        "--queues", type=int, nargs="*", default=QUEUE_COUNTS, help="queue counts (default 1 10 100 1000)"
+    )
+    parser.add_argument(
+        "--connections", type=int, nargs="*", default=CONNECTION_COUNTS, help="connection counts (default 1 10 100)"
+    )
     args = parser.parse_args(argv)
     info = machine()
     with temp_root("sparkmq-client-scale-bench-") as root, recording(root, profile_dir=args.profile) as bench:
-        results = asyncio.run(scale_cases(bench, 2_000 if args.quick else args.sends, args.inflight))
+        sends = 2_000 if args.quick else args.sends
+        results = asyncio.run(scale_cases(bench, sends, args.inflight, args.queues, args.connections))
     print_machine(info)
     print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
     for profile in bench.profiles:

@@ -4,15 +4,18 @@ Run from the repo root::
 
     .venv/bin/python bench/lane_cost_bench.py                 # ~10 s
     .venv/bin/python bench/lane_cost_bench.py --reads 50000 --queues 1 1000
+    .venv/bin/python bench/lane_cost_bench.py --connections 50 --queues 4   # 50 connections' reads a turn
 
 A real ``BrokerController`` (ASYNC flush, no NameServer, a temporary store on the repository's
 disk) and one server-side ``RemotingConnection`` whose transport only collects what is written
 (no socket: the syscalls of a real read and write are left out, ``broker_request_bench.py
 --inflight 1`` measures them with everything else). Each read holds ``--per-read`` (1)
 SEND_MESSAGE_V2 frames (100 B body, ``WAIT`` and ``UNIQ_KEY``, what sparkmq's producer sends),
-round-robin over a topic's ``--queues``, handed to ``data_received`` as the event loop would; the
-figure is this process's CPU (``time.process_time``) per read, the best of five runs, with the
-store's flush threads running as in a broker.
+round-robin over a topic's ``--queues``, handed to ``data_received`` as the event loop would, one
+read of each of ``--connections`` (1) connections per event-loop turn (``asyncio.sleep(0)`` ends
+the turn: with the turn lane the reads are served then); the figure is this process's CPU
+(``time.process_time``) per read, the best of five runs, with the store's flush threads running
+as in a broker.
 """
 
 from __future__ import annotations
@@ -84,30 +87,37 @@ def frames(topic: str, queues: int, count: int) -> list[bytes]:
     return out
 
 
-async def case(broker: BrokerController, queues: int, reads: int, per_read: int) -> float:
-    """CPU µs per read of ``per_read`` sends, over ``reads`` reads after a warm-up round over every queue."""
+async def case(broker: BrokerController, queues: int, reads: int, per_read: int, connections: int) -> float:
+    """CPU µs per read of ``per_read`` sends, over ``reads`` reads after a warm-up round over every
+    queue; each event-loop turn holds one read of each of ``connections`` connections."""
     topic = f"LaneCost{queues}"
     broker.context.topics.put(TopicConfig(topic, queues, queues, 6))
-    connection = broker.server._new_connection()  # noqa: SLF001 - the server's own connection factory
     transport = CollectingTransport()
-    connection.connection_made(transport)  # type: ignore[arg-type]
+    clients = [broker.server._new_connection() for _ in range(connections)]  # noqa: SLF001 - the server's own factory
+    for connection in clients:
+        connection.connection_made(transport)  # type: ignore[attr-defined]
     try:
         for frame in frames(topic, queues, queues):  # each queue's first put creates its ConsumeQueue
-            connection.data_received(frame)
+            clients[0].data_received(frame)  # type: ignore[attr-defined]
+            await asyncio.sleep(0)  # the turn ends: sends read in it are served
         sends = frames(topic, queues, reads * per_read)
         todo = [b"".join(sends[i : i + per_read]) for i in range(0, len(sends), per_read)]
+        turns = [todo[i : i + connections] for i in range(0, len(todo), connections)]
         best = float("inf")
         for _ in range(REPEATS):
             written = transport.written
             started = time.process_time()
-            for frame in todo:
-                connection.data_received(frame)
+            for turn in turns:
+                for connection, frame in zip(clients, turn, strict=False):
+                    connection.data_received(frame)  # type: ignore[attr-defined]
+                await asyncio.sleep(0)
             best = min(best, time.process_time() - started)
             if transport.written - written < reads:
                 raise RuntimeError(f"{transport.written - written} writes for {reads} reads: not all answered")
         return best / reads * 1e6
     finally:
-        connection.connection_lost(None)
+        for connection in clients:
+            connection.connection_lost(None)  # type: ignore[attr-defined]
 
 
 async def run(store: Path, args: argparse.Namespace) -> list[str]:
@@ -115,7 +125,7 @@ async def run(store: Path, args: argparse.Namespace) -> list[str]:
     async with BrokerController(config) as broker:
         rows = []
         for queues in args.queues:
-            per_read = await case(broker, queues, args.reads, args.per_read)
+            per_read = await case(broker, queues, args.reads, args.per_read, args.connections)
             sends = f"{args.per_read} | {args.reads:,} | {per_read:.1f} | {per_read / args.per_read:.1f}"
             rows.append(f"| {queues:,} | {sends} |")
         return rows
@@ -126,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reads", type=int, default=20_000, help="reads per case (default 20,000)")
     parser.add_argument("--per-read", type=int, default=1, help="sends per read (default 1)")
     parser.add_argument("--queues", type=int, nargs="+", default=[1, 1000], help="queues per case (default 1 1000)")
+    parser.add_argument(
+        "--connections", type=int, default=1, help="connections whose reads share one event-loop turn (default 1)"
+    )
     args = parser.parse_args(argv)
     info = machine()
     root = Path(tempfile.mkdtemp(prefix="sparkmq-lane-cost-", dir=bench_root()))

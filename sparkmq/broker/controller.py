@@ -103,7 +103,7 @@ class BrokerController:
         )
         groups.load()
         holds = PullHoldService(asyncio.get_running_loop())
-        store.add_dispatch_listener(holds.notify)
+        store.add_group_dispatch_listener(holds.notify_group)
         offsets = self._offset_file.load()
         self.context = ctx = BrokerContext(
             cfg,
@@ -191,8 +191,10 @@ class BrokerController:
         for code, processor in table.items():
             self.server.register(code, timed(processor, code, ctx.stats))
         # plain single sends and pulls served from the read's bytes, natively (docs/native.md)
-        lanes = [lane for lane in (send_lane(ctx, native.sendlane), pull_lane(pull, native.sendlane)) if lane]
+        sends = send_lane(ctx, native.sendlane)
+        lanes = [lane for lane in (sends, pull_lane(pull, native.sendlane)) if lane]
         self.server.lane = Lanes(*lanes) if lanes else None
+        self.server.turn_lane = sends  # the sends of many connections' reads in one turn: one put
         self.server.lane_codes = frozenset(
             {int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.PULL_MESSAGE)}
         )

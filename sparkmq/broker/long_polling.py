@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from sparkmq.remoting.waits import done_within
 
@@ -45,6 +46,24 @@ class PullHoldService:
         if threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._wake, topic, queue_id, max_offset)
         else:
+            self._wake(topic, queue_id, max_offset)
+
+    def notify_group(self, keys: Sequence[tuple[str, int]], ends: Mapping[tuple[str, int], int]) -> None:
+        """A put dispatched to ``keys`` (their new max offsets in ``ends``): one call per put,
+        free when no pull is parked (the store's group dispatch listener)."""
+        waiting = self._waiting
+        if not waiting:
+            return
+        woken = [(topic, queue_id, ends[topic, queue_id]) for topic, queue_id in keys if (topic, queue_id) in waiting]
+        if not woken:
+            return
+        if threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self._wake_many, woken)
+        else:
+            self._wake_many(woken)
+
+    def _wake_many(self, woken: list[tuple[str, int, int]]) -> None:
+        for topic, queue_id, max_offset in woken:
             self._wake(topic, queue_id, max_offset)
 
     def _wake(self, topic: str, queue_id: int, max_offset: int) -> None:

@@ -24,6 +24,7 @@ from typing import Any, cast
 from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
 from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
 from sparkmq.remoting.limits import FrameBudget, ServerLimits
+from sparkmq.remoting.turns import Prepare, TurnGroups
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +65,12 @@ class RemotingConnection(asyncio.Protocol):
         budget: FrameBudget | None = None,
         group_handler: GroupHandler | None = None,
         lane: FrameLane | None = None,
+        turns: TurnGroups | None = None,
     ) -> None:
         self.id = next(self._ids)
         self._lane = lane
+        self._turns = turns if lane is not None else None
+        self._turn_waiting = False  # read bytes wait for the end of the loop turn (``turns``)
         self._handler = handler
         self._group_handler = group_handler
         self._on_close = on_close
@@ -117,14 +121,54 @@ class RemotingConnection(asyncio.Protocol):
             return
         if self._watchdog is not None:
             self._watchdog.activity()
+        self._decoder.receive_data(data)  # raises only once failed, and a failed connection is closing
+        if self._turn_waiting:
+            return  # its turn's end serves these bytes too
+        if self._turns is not None and self._turns.defer(self):  # served at the turn's end, with the others'
+            self._turn_waiting = True
+        else:
+            self._serve_buffer(None)
+
+    def prepare_turn(self, prepare: Prepare) -> tuple[Any, int] | None:
+        """At the end of a loop turn: what ``prepare`` (the server's turn lane) would take from the
+        front of this connection's buffer, and the position after it; None when nothing, or when
+        the lane may not serve this connection now (as ``data_received``'s own conditions)."""
+        if self._lane is None or self._unstarted or self.writes_paused or not self.is_open:
+            return None
+        taken: tuple[Any, int] | None = None
+
+        def look(buffer: bytearray, position: int) -> int:
+            nonlocal taken
+            taken = prepare(buffer, position, self)
+            return position  # taken only by finish_turn, once the whole turn's group is served
+
+        self._decoder.take_frames(look)
+        if taken is not None:  # the group's answers wait in _out for finish_turn's one write
+            self._receiving = True
+        return taken
+
+    def finish_turn(self, taken: int | None) -> None:
+        """Serve the bytes read this turn: the frames before ``taken`` were served by the turn's
+        group (None: none were), the rest the usual way."""
+        self._turn_waiting = False
+        self._receiving = False
+        if self._transport is None or self._transport.is_closing():
+            return  # closed meanwhile: nothing was stored for it, nobody to answer
+        self._serve_buffer(taken)
+        if self._closing_when_served and not self._tasks:
+            self.close()  # the peer half-closed in the same turn: its answers are out
+
+    def _serve_buffer(self, taken: int | None) -> None:
+        """Serve the whole frames buffered (those before ``taken`` are served already)."""
         decoded = False
         requests: list[RemotingCommand] = []
         self._receiving = True
         try:
-            self._decoder.receive_data(data)
+            if taken is not None:
+                decoded = self._decoder.take_frames(lambda _buffer, _position: taken)
             if self._lane is not None and not self._unstarted and not self.writes_paused:
                 # requests are served in arrival order: the lane takes a leading run, the rest follow
-                decoded = self._decoder.take_frames(self._serve_lane)
+                decoded = self._decoder.take_frames(self._serve_lane) or decoded
             while (command := self._decoder.next_command()) is not None:
                 decoded = True
                 self._dispatch(command, requests)
@@ -282,7 +326,7 @@ class RemotingConnection(asyncio.Protocol):
         self._closing_when_served = True
         self._release_budget()
         self._block_reading("failed")
-        if not self._tasks:
+        if not self._tasks and not self._turn_waiting:  # a waiting turn closes it once served
             self.close()
 
     def _block_reading(self, reason: str) -> None:
@@ -323,7 +367,7 @@ class RemotingConnection(asyncio.Protocol):
         self._tasks.discard(task)
         if len(self._tasks) < MAX_IN_FLIGHT_REQUESTS // 2:
             self._unblock_reading("in-flight")
-        if self._closing_when_served and not self._tasks:
+        if self._closing_when_served and not self._tasks and not self._turn_waiting:
             self.close()
 
     async def _serve(self, request: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:

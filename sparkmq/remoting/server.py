@@ -11,6 +11,7 @@ from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
 from sparkmq.remoting.connection import Answer, FrameLane, RemotingConnection, error_response
 from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
 from sparkmq.remoting.tls import ServerTls, create_server
+from sparkmq.remoting.turns import TurnGroups, TurnLane
 
 logger = logging.getLogger(__name__)
 REFUSAL_LOG_INTERVAL_S = 1.0
@@ -68,17 +69,33 @@ class RemotingServer:
         #: lane does not authorize), and dropped when one of those codes gets another processor.
         self.lane: FrameLane | None = None
         self.lane_codes: frozenset[int] = frozenset()
+        self._turn_lane: TurnLane | None = None
+        self._turn_lane_beside: FrameLane | None = None  # the ``lane`` it was set beside
+        self._turns = TurnGroups(self._prepare_turn, self._serve_turn)
 
     def register(self, code: int, processor: Processor) -> None:
         """Serve ``code`` with ``processor``; one with a ``serve_group`` method also gets runs of its
         requests decoded from one read together (answered without a Task where it can)."""
         self._processors[int(code)] = processor
         if int(code) in self.lane_codes:  # the lane stood for the processor this one replaces
-            self.lane, self.lane_codes = None, frozenset()
+            self.lane, self.lane_codes, self.turn_lane = None, frozenset(), None
         if callable(getattr(processor, "serve_group", None)):
             self._group_processors[int(code)] = processor  # type: ignore[assignment]  # has serve_group: checked above
         else:
             self._group_processors.pop(int(code), None)
+
+    @property
+    def turn_lane(self) -> TurnLane | None:
+        """Serves the leading lane frames that several connections read in one loop turn as one
+        group (the broker's send lane; see :mod:`sparkmq.remoting.turns`), under the same rules as
+        ``lane`` and only while ``lane`` is the one it was set beside (a lane put in its place
+        serves every read itself). Set it before ``start``: connections made without it serve
+        each read alone."""
+        return self._turn_lane
+
+    @turn_lane.setter
+    def turn_lane(self, lane: TurnLane | None) -> None:
+        self._turn_lane, self._turn_lane_beside = lane, self.lane
 
     def on_connection_closed(self, listener: Callable[[RemotingConnection], None]) -> None:
         """Call ``listener(connection)`` when any client connection closes."""
@@ -146,6 +163,26 @@ class RemotingServer:
             logger.exception("the frame lane failed; its frames are served by the processors")
             return position
 
+    def _prepare_turn(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[Any, int] | None:
+        lane = self._turn_lane
+        if lane is None or self.lane is None or self.lane is not self._turn_lane_beside or self.authorize is not None:
+            return None
+        try:
+            return lane.prepare(buffer, position, connection)
+        except Exception:  # a lane bug: logged, and the frames go the usual way instead
+            logger.exception("the turn lane failed to prepare; its frames are served by the processors")
+            return None
+
+    def _serve_turn(self, prepared: list[tuple[RemotingConnection, Any]]) -> bool:
+        lane = self._turn_lane
+        if lane is None:
+            return False
+        try:
+            return lane.serve(prepared)
+        except Exception:  # a lane bug before anything was stored: the frames go the usual way
+            logger.exception("the turn lane failed to serve %d connections' frames", len(prepared))
+            return False
+
     def _connection_closed(self, connection: RemotingConnection) -> None:
         self._connections.discard(connection)
         for listener in self._close_listeners:
@@ -161,6 +198,7 @@ class RemotingServer:
             budget=self.frame_budget,
             group_handler=self._dispatch_group,
             lane=self._serve_lane,
+            turns=self._turns if self.turn_lane is not None else None,
         )
         self._connections.add(connection)
         return connection

@@ -63,6 +63,8 @@ class StoreConfig:
     flush_commitlog_least_pages: int = 4  # flushCommitLogLeastPages
     flush_commitlog_thorough_interval_ms: int = 10_000
     flush_interval_consume_queue_ms: int = 1000  # flushIntervalConsumeQueue
+    flush_consume_queue_least_pages: int = 2  # flushConsumeQueueLeastPages
+    flush_consume_queue_thorough_interval_ms: int = 60_000  # flushConsumeQueueThoroughInterval
     sync_flush_timeout_ms: int = 5000  # syncFlushTimeout
     file_reserved_time_hours: float = 72  # fileReservedTime
     delete_when: str = "04"  # deleteWhen: hours separated by ';'

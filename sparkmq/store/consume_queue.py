@@ -279,8 +279,10 @@ class ConsumeQueue:
         self.correct_min_offset(commitlog_min)
         return deleted
 
-    def flush(self) -> None:
-        self.files.flush()
+    def flush(self, least_bytes: int = 0) -> None:
+        """Sync the unflushed units; with ``least_bytes``, only once at least that many wait."""
+        if least_bytes <= 0 or self.files.unflushed_bytes >= least_bytes:
+            self.files.flush()
 
     def close(self) -> None:
         self.files.close()

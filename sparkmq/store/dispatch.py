@@ -12,7 +12,7 @@ by record with ``find_property``: the reference, and the path of small batches) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -294,3 +294,7 @@ def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchReque
 
 DispatchListener = Callable[[str, int, int], None]
 """Called after dispatch with (topic, queue_id, new max offset): wakes long-polling pulls."""
+
+GroupDispatchListener = Callable[[Sequence[tuple[str, int]], Mapping[tuple[str, int], int]], None]
+"""Called once per put with the (topic, queue id) keys it dispatched to and a mapping from each
+of them to its new max offset (read it during the call only): one call however many queues."""

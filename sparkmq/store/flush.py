@@ -164,6 +164,7 @@ class StoreFlush:
         self.lock = threading.Lock()
         self.disk_error: str | None = None
         self._last_thorough = time.monotonic()
+        self._last_thorough_queues = time.monotonic()
 
     def fail_stop(self, error: BaseException) -> None:
         """Turn the store read-only after a failed fsync/msync (logged once, loudly)."""
@@ -204,8 +205,23 @@ class StoreFlush:
             self.flush_commitlog()
             self._last_thorough = time.monotonic()
 
-    def flush_indexes(self) -> None:
-        """Sync every ConsumeQueue and the index, then the checkpoint."""
+    def flush_indexes_if_due(self) -> None:
+        """The periodic ConsumeQueue flush (RocketMQ's ``FlushConsumeQueueService``): a queue is synced
+        once ``flushConsumeQueueLeastPages`` of its units wait, and every queue with any at a thorough
+        flush (every ``flushConsumeQueueThoroughInterval``). With a thousand queues each taking a few
+        units a second, one msync per queue per interval was most of the broker's flush work."""
+        cfg = self.store.config
+        now = time.monotonic()
+        if now - self._last_thorough_queues >= cfg.flush_consume_queue_thorough_interval_ms / 1000:
+            self.flush_indexes()
+            self._last_thorough_queues = now
+        else:
+            self.flush_indexes(cfg.flush_consume_queue_least_pages * PAGE_BYTES)
+
+    def flush_indexes(self, least_bytes: int = 0) -> None:
+        """Sync every ConsumeQueue, the index, then the checkpoint. With ``least_bytes``, only the
+        queues with at least that many unflushed bytes: the checkpoint's ConsumeQueue time then stays
+        where the last full flush put it (recovery after a power loss replays from there)."""
         store = self.store
         with store._lock:
             covered = store._last_dispatched_timestamp
@@ -215,10 +231,10 @@ class StoreFlush:
                 return  # logged when it happened; nothing may advance the checkpoint now
             try:
                 for queue in queues:
-                    queue.flush()
+                    queue.flush(least_bytes)
                 store.index.flush()
                 if store.checkpoint is not None:
-                    if covered:
+                    if covered and least_bytes <= 0:
                         store.checkpoint.logics_msg_timestamp = covered
                     store.checkpoint.flush()
             except (DiskError, OSError) as exc:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import mmap
 import os
 import sys
 import threading
-from collections import OrderedDict
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -74,24 +76,40 @@ class MapPool:
         if max_mapped < 1:
             raise ConfigError(f"max_mapped must be at least 1, not {max_mapped}")
         self.max_mapped = max_mapped
-        self._lru: OrderedDict[MappedFile, None] = OrderedDict()
+        self._used: dict[MappedFile, int] = {}  # mapped segment -> the tick of its last use
+        self._ticks = itertools.count()
         self._lock = threading.Lock()
 
     def touch(self, used: MappedFile) -> None:
-        """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap."""
+        """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap.
+
+        A segment already mapped costs one dict store (a group put touches every queue it
+        writes, ~130 at 1,000 queues); the least recently used are found only when one is mapped
+        again over the cap, and a few more than needed go then, so a scan is not paid per map.
+        """
+        pooled = self._used
+        if used in pooled:
+            pooled[used] = next(self._ticks)
+            return
         with self._lock:
-            self._lru[used] = None
-            self._lru.move_to_end(used)
-            if len(self._lru) <= self.max_mapped:
+            pooled[used] = next(self._ticks)
+            excess = len(pooled) - self.max_mapped
+            if excess <= 0:
                 return
-            candidates = [m for m in self._lru if m is not used][: len(self._lru) - self.max_mapped]
-        for victim in candidates:
+            excess += self.max_mapped // 16
+            idlest = heapq.nsmallest(excess, ((m, t) for m, t in pooled.items() if m is not used), key=itemgetter(1))
+        for victim, _tick in idlest:
             if victim.try_unmap():
                 self.forget(victim)
 
     def forget(self, segment: MappedFile) -> None:
         with self._lock:
-            self._lru.pop(segment, None)
+            self._used.pop(segment, None)
+
+    @property
+    def mapped(self) -> int:
+        """Segments of the pool mapped now (at most ``max_mapped``, plus those a sync kept)."""
+        return len(self._used)
 
 
 class MappedFile:
@@ -201,7 +219,12 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_bytes:
             raise StoreError(f"append of {len(data)} bytes overflows segment {self.path.name} at {pos}")
-        self._mapped()[pos:end] = data
+        mapping = self._mmap
+        if mapping is None:
+            mapping = self._mapped()
+        elif self._pool is not None:  # _mapped's work for a mapped segment, one call less per append
+            self._pool.touch(self)
+        mapping[pos:end] = data
         self.write_position = end
         return pos
 

@@ -81,6 +81,11 @@ class MappedFileQueue:
             return None
         return self.files[index]
 
+    @property
+    def unflushed_bytes(self) -> int:
+        """Bytes appended but not yet flushed, over every segment."""
+        return sum(mapped.write_position - mapped.flushed_position for mapped in list(self.files))
+
     def flush(self) -> int:
         """Flush every segment with unflushed bytes; return the flushed global offset.
 

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -52,6 +52,7 @@ from sparkmq.store.dispatch import (
     DispatchListener,
     DispatchRequest,
     GroupDispatch,
+    GroupDispatchListener,
     TagsCoder,
     dispatch_for_group,
     request_for_put,
@@ -94,7 +95,7 @@ class MessageStore:
         self._map_pool = MapPool(config.mapped_consume_queue_files())  # bounds the descriptors of thousands of queues
         self._manifest = QueueManifest(config.consume_queue_dir / "queues")
         self._next_queue_offset: dict[tuple[str, int], int] = {}
-        self._listeners: list[DispatchListener] = []
+        self._listeners: list[GroupDispatchListener] = []
         self._lock = threading.RLock()  # appends, dispatch, deletion, reads of segment lists
         self._last_store_timestamp = 0
         self._last_dispatched_timestamp = 0
@@ -285,7 +286,9 @@ class MessageStore:
             )
         self._services.append(
             PeriodicService(
-                self.flusher.flush_indexes, cfg.flush_interval_consume_queue_ms / 1000, "sparkmq-flush-consumequeue"
+                self.flusher.flush_indexes_if_due,
+                cfg.flush_interval_consume_queue_ms / 1000,
+                "sparkmq-flush-consumequeue",
             )
         )
         self._services.append(
@@ -461,41 +464,71 @@ class MessageStore:
         path: writes refused, or the records do not fit the current CommitLog segment. The caller
         then serves the same requests the usual way, which answers each of these cases.
         """
+        placed = self.put_lane_groups([group])
+        return None if placed is None else placed[0]
+
+    def put_lane_groups(self, groups: Sequence[EncodedGroup]) -> list[tuple[int, list[int], Future[int] | None]] | None:
+        """``put_lane_group`` of several groups (the sends of several connections read in one
+        event-loop turn) as one put: one lock, one store timestamp, one copy into the CommitLog,
+        one index put, one dispatch notification and one flush request covering them all.
+
+        One ``(physical start, first queue offsets, flush future)`` per group, in order (they
+        share the future), or None with nothing written when the groups together are not for
+        this path (as ``put_lane_group``); the caller may then try them one by one.
+        """
         if self._write_refusal() is not None:
             return None
         with self._lock:
             mapped = self.commitlog.queue.last_file()
-            if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
+            total = groups[0].record_bytes if len(groups) == 1 else sum(group.record_bytes for group in groups)
+            if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            keys, queued, queues = group.keys, self._next_queue_offset, self._queues
-            bases = [queued.get(key, 0) for key in keys]
-            queue_ends = [queue.max_physical_offset if (queue := queues.get(key)) else -1 for key in keys]
-            start = mapped.start_offset + mapped.write_position
-            mapped.append(group.place(start, store_timestamp, bases))
+            queued, queues = self._next_queue_offset, self._queues
+            start = position = mapped.start_offset + mapped.write_position
+            records, planned = [], []
+            for group in groups:
+                keys = group.keys
+                bases = [queued.get(key, 0) for key in keys]
+                targets = [queues.get(key) or self._queue_for(key) for key in keys]
+                ends = [queue.max_physical_offset for queue in targets]  # to roll back to
+                for key, base, count in zip(keys, bases, group.key_counts, strict=True):
+                    queued[key] = base + count
+                records.append(group.place(position, store_timestamp, bases))
+                planned.append((position, bases, targets, ends))
+                position += group.record_bytes
+            mapped.append(records[0] if len(records) == 1 else b"".join(records))
             self._last_store_timestamp = store_timestamp
             try:  # _dispatch's work, each queue's units written in one go
-                for key, base, count, (units, end) in zip(
-                    keys, bases, group.key_counts, group.queue_units(), strict=True
-                ):
-                    queued[key] = base + count
-                    (queues.get(key) or self._queue_for(key)).append_units(base, units, end)
-                index_hashes, index_offsets = group.index_entries()
-                if index_hashes:
-                    finished = self.index.put(index_hashes, index_offsets, [store_timestamp] * len(index_hashes))
+                for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
+                    for base, queue, (units, end) in zip(bases, targets, group.queue_units(), strict=True):
+                        queue.append_units(base, units, end)
+                if len(groups) == 1:
+                    hashes, offsets = groups[0].index_entries()
+                else:
+                    hashes, offsets = [], []
+                    for group in groups:
+                        index_hashes, index_offsets = group.index_entries()
+                        hashes += index_hashes
+                        offsets += index_offsets
+                if hashes:
+                    finished = self.index.put(hashes, offsets, [store_timestamp] * len(hashes))
                     if finished is not None and self.checkpoint is not None:
                         self.checkpoint.index_msg_timestamp = finished
-            except DiskError as exc:  # an index file's msync on its roll: the group is undone, then refused
+            except DiskError as exc:  # an index file's msync on its roll: the groups are undone, then refused
                 self.flusher.fail_stop(exc)
-                for key, base, end in zip(keys, bases, queue_ends, strict=True):
-                    self._roll_back(start, key, base, end)
+                for group, (_at, bases, _targets, ends) in zip(reversed(groups), reversed(planned), strict=True):
+                    for key, base, end in zip(group.keys, bases, ends, strict=True):  # the first group's last
+                        self._roll_back(start, key, base, end)
                 return None
             self._last_dispatched_timestamp = store_timestamp
-            for listener in self._listeners:
-                for topic, queue_id in keys:
-                    listener(topic, queue_id, queued[topic, queue_id])
+            if self._listeners:
+                keys = groups[0].keys if len(groups) == 1 else [key for group in groups for key in group.keys]
+                for listener in self._listeners:
+                    listener(keys, queued)
         commit = self._group_commit
-        return start, bases, None if commit is None else commit.request(start + group.record_bytes)
+        flushed = None if commit is None else commit.request(position)
+        return [(at, bases, flushed) for at, bases, _targets, _ends in planned]
 
     def put_messages(self, batch: MessageBatch) -> PutResult:
         """Append ``batch`` and return once it is as durable as the flush mode promises."""
@@ -609,12 +642,24 @@ class MessageStore:
                 if finished is not None and self.checkpoint is not None:
                     self.checkpoint.index_msg_timestamp = finished
             self._last_dispatched_timestamp = int(request.store_timestamps[-1])
-            max_offset = queue.max_offset
-            for listener in self._listeners:
-                listener(request.topic, request.queue_id, max_offset)
+            if self._listeners:
+                key = (request.topic, request.queue_id)
+                keys, ends = (key,), {key: queue.max_offset}
+                for listener in self._listeners:
+                    listener(keys, ends)
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:
-        """Call ``listener(topic, queue_id, max_offset)`` after every dispatch (long polling)."""
+        """Call ``listener(topic, queue_id, max_offset)`` after every dispatch, once per queue."""
+
+        def per_queue(keys: Sequence[tuple[str, int]], ends: Mapping[tuple[str, int], int]) -> None:
+            for topic, queue_id in keys:
+                listener(topic, queue_id, ends[topic, queue_id])
+
+        self._listeners.append(per_queue)
+
+    def add_group_dispatch_listener(self, listener: GroupDispatchListener) -> None:
+        """Call ``listener(keys, ends)`` once per put, with the (topic, queue id) keys it
+        dispatched to and their new max offsets (long polling, replication)."""
         self._listeners.append(listener)
 
     # -- flush -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ escape ``\\ud800`` (what an attacker sends; sparkmq's own encoder would escape t
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import socket
 import struct
@@ -200,6 +201,9 @@ def exchange(address: str, stream: bytes) -> list[RemotingCommand]:
             peer.sock.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server already hung up on an earlier bad frame; its answers are still readable
+        except OSError as exc:  # shutdown after the server's reset was seen: ENOTCONN, the same case
+            if exc.errno != errno.ENOTCONN:
+                raise
         responses: list[RemotingCommand] = []
         try:
             while data := peer.sock.recv(1 << 20):

@@ -97,30 +97,54 @@ class SendLane:
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain sends at ``buffer[position:]``; the position after the last one served."""
-        ctx = self.ctx
-        if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
-            return position
         start = time.perf_counter()
-        args = connection.attributes.get(_SCAN_ARGS)
-        if args is None:
-            args = connection.attributes[_SCAN_ARGS] = self._scan_args(connection)
-        scan = self._scan
-        group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
-        if group is None:
+        prepared = self.prepare(buffer, position, connection)
+        if prepared is None:
             return position
-        stop = group.first_refused(self._queue_limits(group.topics))
-        if stop < group.count:  # the refused request and all after it go the usual way
-            if stop == 0:
-                return position
-            group = scan(buffer, position, stop, *args)
-        placed = ctx.store.put_lane_group(group)
+        group, end = prepared
+        placed = self.ctx.store.put_lane_group(group)
         if placed is None:
             return position
         try:  # stored: these frames are never served again, whatever happens next
             self._answer(group, placed[2], connection, start)
         except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
             logger.exception("answering %d stored sends failed", group.count)
-        return int(group.end)
+        return end
+
+    def prepare(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[SendGroup, int] | None:
+        """The leading plain sends at ``buffer[position:]`` the lane would serve, encoded but not
+        stored, and the position after them (None: none); ``serve`` stores and answers them."""
+        ctx = self.ctx
+        if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
+            return None
+        args = connection.attributes.get(_SCAN_ARGS)
+        if args is None:
+            args = connection.attributes[_SCAN_ARGS] = self._scan_args(connection)
+        scan = self._scan
+        group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
+        if group is None:
+            return None
+        stop = group.first_refused(self._queue_limits(group.topics))
+        if stop < group.count:  # the refused request and all after it go the usual way
+            if stop == 0:
+                return None
+            group = scan(buffer, position, stop, *args)
+        return group, int(group.end)
+
+    def serve(self, prepared: list[tuple[RemotingConnection, SendGroup]]) -> bool:
+        """Store the groups ``prepare`` gave for several connections (one read each, one event-loop
+        turn) as one put, and answer each connection; False with nothing stored when the store
+        declines them together (the caller then serves each connection's frames the usual way)."""
+        start = time.perf_counter()
+        placed = self.ctx.store.put_lane_groups([group for _connection, group in prepared])
+        if placed is None:
+            return False
+        for (connection, group), (_at, _bases, flushed) in zip(prepared, placed, strict=True):
+            try:  # stored: these frames are never served again, whatever happens next
+                self._answer(group, flushed, connection, start)
+            except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
+                logger.exception("answering %d stored sends failed", group.count)
+        return True
 
     def _scan_args(self, connection: RemotingConnection) -> tuple[int, int, bytes, int, bytes, int]:
         """What ``scan`` needs besides the buffer, the same for every read of ``connection``."""

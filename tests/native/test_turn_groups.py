@@ -1,0 +1,229 @@
+"""Sends that several connections write in one event-loop turn are stored as one group
+(``RemotingServer.turn_lane``, sparkmq/remoting/turns.py) and each connection gets exactly its
+own answers, in its order; with SYNC flush none before the flush that covers it.
+
+The scenario runs in the broker's own event loop: every connection writes its frames in one
+synchronous block (``StreamWriter.write`` sends at once), so the broker reads all of them in its
+next turn. ``MessageStore.put_lane_groups`` is wrapped to record how many connections' groups
+each put held: the tests check that one put held them all, then check every answer and record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkmq import native
+from sparkmq.broker.controller import BrokerController
+from sparkmq.message.msgid import decode_offset_msg_id
+from sparkmq.protocol import ResponseCode
+from sparkmq.protocol.frame import FrameDecoder
+from sparkmq.remoting import RemotingConnection
+from sparkmq.remoting.turns import LONE_TURNS, SWITCHES
+from sparkmq.store.config import FlushDiskType
+from support.broker_wire import Wire, run_broker
+from support.native_lane import send_frame
+
+pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
+
+CONNECTIONS = 8
+SENDS = 3  # per connection, in one write
+TOPIC = "TurnTopic"
+
+
+def _body(connection: int, send: int) -> bytes:
+    return f"c{connection}-m{send}".encode()
+
+
+def _frames(connection: int) -> list[bytes]:
+    opaque = 1000 * (connection + 1)
+    return [
+        send_frame(opaque + send, topic=TOPIC, queue_id=str(send % 4), body=_body(connection, send))
+        for send in range(SENDS)
+    ]
+
+
+def _record_puts(broker: BrokerController) -> list[int]:
+    """Wrap the store's group put to record how many groups each call held."""
+    store, sizes = broker.store, []
+    real = store.put_lane_groups
+
+    def recorded(groups: Sequence[Any]) -> Any:
+        sizes.append(len(groups))
+        return real(groups)
+
+    store.put_lane_groups = recorded  # type: ignore[method-assign]
+    return sizes
+
+
+async def _connect(port: int, count: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    return [await asyncio.open_connection("127.0.0.1", port) for _ in range(count)]
+
+
+async def _answers(reader: asyncio.StreamReader, count: int) -> tuple[list[Any], bool]:
+    """Up to ``count`` responses in arrival order, and whether the broker closed the connection."""
+    decoder, answers = FrameDecoder(), []
+    while len(answers) < count:
+        data = await reader.read(65536)
+        if not data:
+            return answers, True
+        answers += decoder.feed(data)
+    return answers, False
+
+
+def _burst(
+    connections: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]], writes: list[bytes], eof: bool = False
+) -> None:
+    """Every connection's bytes written in one synchronous block: the broker reads them in one turn."""
+    for (_reader, writer), data in zip(connections, writes, strict=True):
+        writer.write(data)
+        if eof:
+            writer.write_eof()
+
+
+async def _close(connections: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    for _reader, writer in connections:
+        writer.close()
+        await writer.wait_closed()
+
+
+async def _stored(w: Wire) -> dict[bytes, tuple[int, int, int]]:
+    """Every stored message of the topic: body -> (queue id, queue offset, physical offset)."""
+    stored: dict[bytes, tuple[int, int, int]] = {}
+    for queue_id in range(4):
+        for record in await w.pull_records("G", TOPIC, queue_id, max_nums=64):
+            assert bytes(record.body) not in stored, "stored once"
+            stored[bytes(record.body)] = (record.queue_id, record.queue_offset, record.physical_offset)
+    return stored
+
+
+def _check_answers(connection: int, answers: list[Any], stored: dict[bytes, tuple[int, int, int]]) -> None:
+    """The connection's answers are its requests' opaques in order, each naming its own record."""
+    assert [a.opaque for a in answers] == [1000 * (connection + 1) + send for send in range(SENDS)]
+    for send, answer in enumerate(answers):
+        assert answer.code == ResponseCode.SUCCESS, answer
+        queue_id, queue_offset, physical = stored[_body(connection, send)]
+        fields = answer.ext_fields
+        assert (int(fields["queueId"]), int(fields["queueOffset"])) == (queue_id, queue_offset)
+        assert decode_offset_msg_id(fields["msgId"])[2] == physical
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_sends_of_many_connections_in_one_turn_are_one_put(
+    tmp_path: Path, flush: FlushDiskType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unflushed: list[Any] = []  # answers the broker wrote before the flush covering them
+    store: list[Any] = []
+    real_write = RemotingConnection.write_frame
+
+    def write_frame(self: RemotingConnection, head: bytes, body: bytes = b"", *, at_once: bool = False) -> None:
+        flushed = store[0].commitlog.queue.flushed_offset if store else 0
+        for command in FrameDecoder().feed(head + body):
+            msg_id = command.ext_fields.get("msgId") if command.is_response else None
+            if msg_id is not None and decode_offset_msg_id(msg_id)[2] >= flushed:
+                unflushed.append(command)
+        real_write(self, head, body, at_once=at_once)
+
+    monkeypatch.setattr(RemotingConnection, "write_frame", write_frame)
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        store.append(w.broker.store)
+        unflushed.clear()
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        puts = _record_puts(w.broker)
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+        await _close(connections)
+        assert puts[0] == CONNECTIONS, f"one put held every connection's sends: {puts}"
+        if flush is FlushDiskType.SYNC_FLUSH:
+            assert not unflushed, unflushed
+        stored = await _stored(w)
+        assert len(stored) == CONNECTIONS * SENDS + 1
+        for connection, (answers, closed) in enumerate(results):
+            assert not closed
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario, flush_disk_type=flush)
+
+
+def test_a_malformed_frame_fails_only_its_connection(tmp_path: Path) -> None:
+    """One connection's sends are followed by an impossible frame length, another's by a send with a
+    malformed header: the first gets its answers and is closed, the second gets its answers and the
+    error of its bad request, and the rest of the turn's connections are stored and answered."""
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        puts = _record_puts(w.broker)
+        writes = [b"".join(_frames(c)) for c in range(CONNECTIONS)]
+        writes[0] += (2).to_bytes(4) + b"\x00\x00"  # a frame length below any header: a protocol error
+        writes[1] += send_frame(2999, topic=TOPIC, queue_id="x")
+        _burst(connections, writes)
+        results = await asyncio.gather(
+            *(_answers(reader, SENDS + (c == 1) + (c == 0)) for c, (reader, _writer) in enumerate(connections))
+        )
+        await _close(connections)
+        assert puts[0] == CONNECTIONS, puts
+        stored = await _stored(w)
+        assert len(stored) == CONNECTIONS * SENDS + 1
+        answers, closed = results[0]
+        assert closed and len(answers) == SENDS, "its sends answered, then closed"
+        _check_answers(0, answers, stored)
+        answers, closed = results[1]
+        assert not closed and answers[-1].opaque == 2999 and answers[-1].code != ResponseCode.SUCCESS
+        _check_answers(1, answers[:-1], stored)
+        for connection in range(2, CONNECTIONS):
+            answers, closed = results[connection]
+            assert not closed
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
+
+
+def test_connections_closing_in_the_same_turn_get_their_answers(tmp_path: Path) -> None:
+    """Sends followed at once by the peer's end of stream: answered, then the connection closes."""
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)], eof=True)
+        results = await asyncio.gather(*(_answers(reader, SENDS + 1) for reader, _writer in connections))
+        await _close(connections)
+        stored = await _stored(w)
+        for connection, (answers, closed) in enumerate(results):
+            assert closed, "closed once answered"
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
+
+
+def test_grouping_stops_for_a_lone_connection_and_resumes_for_many(tmp_path: Path) -> None:
+    """One connection sending one request at a time is served as it reads (no turn to wait for);
+    once several connections read together their sends are grouped again."""
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        for i in range(2 * LONE_TURNS):  # one reader a turn: grouping stops
+            await w.send_ok(TOPIC, f"lone-{i}".encode())
+        turns = w.broker.server._turns  # noqa: SLF001 - the state this test is about
+        assert not turns._grouping  # noqa: SLF001
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        puts = _record_puts(w.broker)
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+        await _close(connections)
+        assert turns._grouping  # noqa: SLF001
+        # a few served as they read until grouping resumed, the rest of the turn in one put
+        assert sum(puts) == CONNECTIONS and max(puts) >= CONNECTIONS - SWITCHES + 1, puts
+        stored = await _stored(w)
+        assert len(stored) == CONNECTIONS * SENDS + 1 + 2 * LONE_TURNS
+        for connection, (answers, closed) in enumerate(results):
+            assert not closed
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
