@@ -4,6 +4,7 @@ Run from the repo root::
 
     .venv/bin/python bench/client_scale_bench.py --quick         # 2,000 sends a case, ~1 min
     .venv/bin/python bench/client_scale_bench.py --sends 20000   # the lead's quiet-machine run
+    .venv/bin/python bench/client_scale_bench.py --sends 100000 --loop uvloop   # the client on uvloop, as client_bench
     .venv/bin/python bench/client_scale_bench.py --quick --profile DIR  # + py-spy per case
 
 Against one fresh ``sparkmq dev`` (ASYNC flush), 100 B bodies, ``--inflight`` (128) single
@@ -32,9 +33,11 @@ from bench_common import (
     REPO,
     Recorder,
     Row,
+    add_loop_argument,
     machine,
     print_machine,
     recording,
+    run_loop,
     temp_root,
 )
 
@@ -184,11 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--connections", type=int, nargs="*", default=CONNECTION_COUNTS, help="connection counts (default 1 10 100)"
     )
+    add_loop_argument(parser, "the event loop the producers run on in this process (default asyncio)")
     args = parser.parse_args(argv)
     info = machine()
     with temp_root("sparkmq-client-scale-bench-") as root, recording(root, profile_dir=args.profile) as bench:
         sends = 2_000 if args.quick else args.sends
-        results = asyncio.run(scale_cases(bench, sends, args.inflight, args.queues, args.connections))
+        results = run_loop(scale_cases(bench, sends, args.inflight, args.queues, args.connections), args.loop)
     print_machine(info)
     print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
     for profile in bench.profiles:
