@@ -24,7 +24,7 @@ from typing import Any, cast
 from sparkmq.client import loop_thread
 from sparkmq.client.fault import FIRST_PAUSING_MS, LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance
-from sparkmq.client.lean_send import CallbackSend, Lane, SendIds, send_ok
+from sparkmq.client.lean_send import RESULT_FIELDS, WAITER_FIELDS, CallbackSend, Lane, SendIds, slotted
 from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message, SendResult, SendStatus
 from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.security import ClientSecurity
@@ -155,7 +155,10 @@ class AsyncProducer:
                 if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
                     self.faults.succeeded(chosen.broker_name, latency_ms)
                 if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
-                    return send_ok(SendResult, _SEND_OK, unique_id, response[0], chosen, response[1])
+                    ok: SendResult = slotted(  # SendResult(...), in C: no cast() call per send
+                        SendResult, RESULT_FIELDS, _SEND_OK, unique_id, response[0], chosen, response[1]
+                    )
+                    return ok
                 outcome = answer_outcome(response, unique_id, chosen, message.topic)
                 if type(outcome) is SendResult:
                     return outcome
@@ -228,7 +231,9 @@ class AsyncProducer:
         unique_id, frame, chosen, connection, opaque = lean
         # the connection's loop is the running one: asyncio.get_running_loop() costs a getpid() per call
         future = future or connection.create_future()
-        waiter = CallbackSend(self, message, unique_id, chosen, future, callback)
+        waiter = slotted(
+            CallbackSend, WAITER_FIELDS, self, message, unique_id, chosen, future, callback, time.monotonic()
+        )
         connection.send_lean(opaque, _SEND_V2, frame, waiter, self.send_timeout_s)
         return future
 

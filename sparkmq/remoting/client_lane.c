@@ -5,6 +5,8 @@
  *             json.encoder.encode_basestring does, in one allocation.
  * send_frame(): a plain send's unique id (SendIds.at: the head text of the millisecond and the counter's
  *             4 uppercase hex digits) and frame() of Message.properties_text's prefix + that id, in one call.
+ * slotted() : cls(*values) of a class whose __init__ only stores its fields (SendResult, CallbackSend),
+ *             without the Python __init__ frame; set_never_done(cls): deliver() does not ask such waiters done().
  * deliver() : the front of ClientConnection.data_received (sparkmq/remoting/client_connection.py): walks
  *             whole bodiless response frames whose JSON header is a SUCCESS answer of the strict compact
  *             shape below, pops each one's waiter from the lean table and calls waiter.set_result(
@@ -222,30 +224,43 @@ static PyObject *send_frame(PyObject *self, PyObject *const *args, Py_ssize_t na
     return pair;
 }
 
-/* ---- result ------------------------------------------------------------------------------------ */
+/* ---- slotted ----------------------------------------------------------------------------------- */
 
-static PyObject *result_names[5];
-
-/* result(cls, status, msg_id, offset_msg_id, queue, queue_offset): cls(...) of a slotted frozen dataclass
- * whose __init__ only stores its five fields (SendResult), without the Python __init__ frame: each field
- * through the generic setattr (the slot's descriptor), as SendResult.__init__ does through the setters. */
-static PyObject *result(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* slotted(cls, names, *values): an instance of cls with each name in the tuple names set to its value through
+ * the generic setattr (the slot's own descriptor, past a frozen dataclass's __setattr__), without calling
+ * cls's __init__: for classes whose __init__ only stores those fields in that order (SendResult, CallbackSend),
+ * where it is cls(*values) without the Python __init__ frame. */
+static PyObject *slotted(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6 || !PyType_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "result(cls, status, msg_id, offset_msg_id, queue, queue_offset)");
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != nargs - 2) {
+        PyErr_SetString(PyExc_TypeError, "slotted(cls, names: tuple, *values) takes one value per name");
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[0];
     PyObject *obj = cls->tp_alloc(cls, 0);
     if (obj == NULL)
         return NULL;
-    for (int i = 0; i < 5; i++) {
-        if (PyObject_GenericSetAttr(obj, result_names[i], args[1 + i]) < 0) {
+    for (Py_ssize_t i = 0; i < nargs - 2; i++) {
+        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i), args[2 + i]) < 0) {
             Py_DECREF(obj);
             return NULL;
         }
     }
     return obj;
+}
+
+/* The type whose waiters deliver() does not ask done(): their done() is always False (CallbackSend). */
+static PyObject *never_done_type;
+
+static PyObject *set_never_done(PyObject *self, PyObject *cls) {
+    (void)self;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "set_never_done(cls): a type");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(never_done_type, cls);
+    Py_RETURN_NONE;
 }
 
 /* ---- deliver ----------------------------------------------------------------------------------- */
@@ -476,16 +491,19 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             goto fail;
         }
         position += 8 + header_length;
-        PyObject *done = PyObject_CallMethodNoArgs(waiter, str_done);
-        if (done == NULL) {
-            Py_DECREF(waiter);
-            goto fail;
-        }
-        int is_done = PyObject_IsTrue(done);
-        Py_DECREF(done);
-        if (is_done < 0) {
-            Py_DECREF(waiter);
-            goto fail;
+        int is_done = 0;
+        if ((PyObject *)Py_TYPE(waiter) != never_done_type) {
+            PyObject *done = PyObject_CallMethodNoArgs(waiter, str_done);
+            if (done == NULL) {
+                Py_DECREF(waiter);
+                goto fail;
+            }
+            is_done = PyObject_IsTrue(done);
+            Py_DECREF(done);
+            if (is_done < 0) {
+                Py_DECREF(waiter);
+                goto fail;
+            }
         }
         if (!is_done) {
             PyObject *answer = Py_BuildValue("(s#L)", (const char *)msg_id, msg_id_len, queue_offset);
@@ -516,8 +534,9 @@ static PyMethodDef methods[] = {
     {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
      "send_frame(start, middle, opaque, sys_flag, born_ms, flag, prefix, head, counter, body)"
      " -> (unique_id, frame) | None"},
-    {"result", (PyCFunction)(void (*)(void))result, METH_FASTCALL,
-     "result(cls, status, msg_id, offset_msg_id, queue, queue_offset) -> cls instance"},
+    {"slotted", (PyCFunction)(void (*)(void))slotted, METH_FASTCALL,
+     "slotted(cls, names, *values) -> cls instance with those slots set, __init__ not called"},
+    {"set_never_done", set_never_done, METH_O, "set_never_done(cls): deliver() skips done() for cls's waiters"},
     {"deliver", (PyCFunction)(void (*)(void))deliver, METH_FASTCALL,
      "deliver(data, position, lean) -> position after the SUCCESS answers delivered"},
     {NULL, NULL, 0, NULL},
@@ -530,9 +549,5 @@ PyMODINIT_FUNC PyInit__clientlane(void) {
     str_set_result = PyUnicode_InternFromString("set_result");
     if (str_done == NULL || str_set_result == NULL)
         return NULL;
-    static const char *names[5] = {"status", "msg_id", "offset_msg_id", "queue", "queue_offset"};
-    for (int i = 0; i < 5; i++)
-        if ((result_names[i] = PyUnicode_InternFromString(names[i])) == NULL)
-            return NULL;
     return PyModule_Create(&module);
 }

@@ -18,7 +18,14 @@ import pytest
 from sparkmq import DurabilityNotConfirmedError
 from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
 from sparkmq.client import producer as producer_module
-from sparkmq.client.lean_send import SendIds, _send_ok_python, send_ok
+from sparkmq.client.lean_send import (
+    RESULT_FIELDS,
+    WAITER_FIELDS,
+    CallbackSend,
+    SendIds,
+    _slotted_python,
+    slotted,
+)
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol import ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -233,15 +240,25 @@ def test_an_awaited_lean_send_answered_unconfirmed_is_retried_and_its_retry_retu
     assert cluster.stored(topic, 0) == 8  # warm-up, 2 x 2, 3 unconfirmed attempts
 
 
-def test_the_c_lanes_send_result_equals_the_python_constructors() -> None:
+def test_the_c_lanes_slotted_objects_equal_the_python_constructors() -> None:
     queue = MessageQueue("T", "broker-a", 3)
     expected = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
-    for make in {send_ok, _send_ok_python}:
-        made = make(SendResult, SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
+    waiter_values = (object(), Message("T", b""), "ID", queue, object(), print, 12.5)
+    for make in {slotted, _slotted_python}:
+        made = make(SendResult, RESULT_FIELDS, SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
         assert type(made) is SendResult and made == expected and hash(made) == hash(expected)
         assert repr(made) == repr(expected) and made.queue is queue and made.queue_offset == 2**40
         with pytest.raises(AttributeError):
             made.queue_offset = 8  # type: ignore[misc]
-    if client_native.result is not None:
+        waiter = make(CallbackSend, WAITER_FIELDS, *waiter_values)
+        reference = CallbackSend(*waiter_values)  # type: ignore[arg-type]
+        assert type(waiter) is CallbackSend and not waiter.done()
+        assert [getattr(waiter, name) for name in WAITER_FIELDS] == [getattr(reference, n) for n in WAITER_FIELDS]
+        assert [getattr(waiter, name) for name in WAITER_FIELDS] == list(waiter_values)
+    if client_native.slotted is not None:
         with pytest.raises(TypeError):
-            client_native.result("not a type", 1, 2, 3, 4, 5)
+            client_native.slotted("not a type", (), 1)
+        with pytest.raises(TypeError):
+            client_native.slotted(SendResult, ("status",), 1, 2)  # a value per name
+        with pytest.raises(AttributeError):
+            client_native.slotted(SendResult, ("no_such_slot",), 1)
