@@ -20,12 +20,23 @@ from sparkmq.message.properties import (
 )
 from sparkmq.protocol.bodies import MessageQueue
 
-__all__ = ["Message", "ReceivedMessage", "SendResult", "SendStatus", "decode_pull_body"]
+__all__ = [
+    "WAIT_FALSE_PREFIX",
+    "WAIT_TRUE_PREFIX",
+    "Message",
+    "ReceivedMessage",
+    "SendResult",
+    "SendStatus",
+    "decode_pull_body",
+]
 
 
-# WAIT then UNIQ_KEY, as encode_properties joins them, for a message with no other property.
-_WAIT_TRUE = f"{WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}{UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
-_WAIT_FALSE = f"{WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}false{PROPERTY_SEPARATOR}{UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+#: WAIT then UNIQ_KEY, as encode_properties joins them: a plain message's properties text is this + its id
+#: (a plain message: no properties, tags, keys or delay level).
+WAIT_TRUE_PREFIX = f"{WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}{UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+WAIT_FALSE_PREFIX = (
+    f"{WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}false{PROPERTY_SEPARATOR}{UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+)
 
 
 @dataclass
@@ -61,7 +72,7 @@ class Message:
     def properties_text(self, unique_id: str) -> str:
         """``encoded_properties`` as text; a message with only the properties every send adds skips the map."""
         if not (self.properties or self.tags or self.keys or self.delay_level > 0):
-            return f"{_WAIT_TRUE if self.wait_store_ok else _WAIT_FALSE}{unique_id}"
+            return f"{WAIT_TRUE_PREFIX if self.wait_store_ok else WAIT_FALSE_PREFIX}{unique_id}"
         props = dict(self.properties)
         if self.tags:
             props[TAGS] = self.tags

@@ -24,8 +24,8 @@ from typing import Any, cast
 from sparkmq.client import loop_thread
 from sparkmq.client.fault import FIRST_PAUSING_MS, LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance
-from sparkmq.client.lean_send import CallbackSend, Lane, SendIds
-from sparkmq.client.message import Message, SendResult, SendStatus
+from sparkmq.client.lean_send import RESULT_FIELDS, WAITER_FIELDS, CallbackSend, Lane, SendIds, slotted
+from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message, SendResult, SendStatus
 from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_frames import (
@@ -53,6 +53,8 @@ from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.codes import MAX_FRAME_BYTES
+from sparkmq.remoting import client_native
 from sparkmq.remoting.client_connection import ClientConnection
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ COMPRESS_LEVEL = 5
 # enum members read per send from module globals: a class attribute read of an IntEnum member costs ~0.1 µs
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_OK = SendStatus.SEND_OK
+_START_BYTES = SendTemplate.START_BYTES
+_send_frame = client_native.send_frame  # None: the Python reference path (no C lane, or SPARKMQ_NATIVE=0)
 
 #: A failed attempt: the broker, the error, whether the broker answered (else the request failed).
 _Failed = tuple[str, SparkmqError, bool]
@@ -130,22 +134,12 @@ class AsyncProducer:
         FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message may be stored; sending it again
         is safe for at-least-once), and the error tree's other exceptions for other failures.
         """
-        body = message.body
-        if type(body) is bytes and len(body) < self._plain_below:
-            sys_flag = 0
-        else:
-            body, sys_flag = self._body_of(message)
-        born_ms = int(time.time() * 1000)
-        unique_id = self._ids.at(born_ms)
-        properties = message.properties_text(unique_id)
         failed: _Failed | None = None
-        if selector is None and queue is None and not oneway and (target := self._lean_target(message.topic)):
+        if selector is None and queue is None and not oneway and (lean := self._lean_send(message)) is not None:
             # The common send: a cached route and an open connection, awaited without a coroutine below this one.
-            template, chosen, connection = target
-            opaque = connection.next_opaque()
-            frame = template.frame(chosen.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
+            unique_id, frame, chosen, connection, opaque = lean
             started = time.monotonic()
-            # request_lean without its second is_open check (_lean_target just made it, with no await since)
+            # request_lean without its second is_open check (_lean_send just made it, with no await since)
             answer: asyncio.Future[Any] = connection.create_future()
             connection.send_lean(opaque, _SEND_V2, frame, answer, self.send_timeout_s)
             try:
@@ -161,11 +155,19 @@ class AsyncProducer:
                 if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
                     self.faults.succeeded(chosen.broker_name, latency_ms)
                 if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
-                    return SendResult(_SEND_OK, unique_id, response[0], chosen, response[1])
+                    ok: SendResult = slotted(  # SendResult(...), in C: no cast() call per send
+                        SendResult, RESULT_FIELDS, _SEND_OK, unique_id, response[0], chosen, response[1]
+                    )
+                    return ok
                 outcome = answer_outcome(response, unique_id, chosen, message.topic)
                 if type(outcome) is SendResult:
                     return outcome
                 failed = chosen.broker_name, outcome, True
+            body, sys_flag = self._body_of(message)  # what the first attempt sent: it passed these checks
+        else:
+            body, sys_flag = self._body_of(message)
+            unique_id = self._ids.next_id()
+        properties = message.properties_text(unique_id)
         return await self._send_prepared(
             message, body, sys_flag, unique_id, properties, selector, arg, queue, oneway, failed
         )
@@ -213,36 +215,36 @@ class AsyncProducer:
         """Start a send completing ``future`` (None: a new asyncio one) then ``callback``: a lean first
         attempt answered by its :class:`CallbackSend`, or :meth:`send`'s general steps in a Task."""
         try:
-            body = message.body
-            if type(body) is bytes and len(body) < self._plain_below:  # as send(): no _body_of call
-                sys_flag = 0
-            else:
+            lean = self._lean_send(message)
+            if lean is None:
                 body, sys_flag = self._body_of(message)
-            born_ms = int(time.time() * 1000)
-            unique_id = self._ids.at(born_ms)
-            properties = message.properties_text(unique_id)
-            target = self._lean_target(message.topic)
-            if target is not None:
-                template, chosen, connection = target
-                opaque = connection.next_opaque()
-                frame = template.frame(chosen.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
+                unique_id = self._ids.next_id()
+                properties = message.properties_text(unique_id)
         except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
             future = future or asyncio.get_running_loop().create_future()
             complete(future, callback, error=exc)
             return future
-        if target is None:
+        if lean is None:
             future = future or asyncio.get_running_loop().create_future()
             settle_from(self._send_prepared(message, body, sys_flag, unique_id, properties), future, callback)
             return future
+        unique_id, frame, chosen, connection, opaque = lean
         # the connection's loop is the running one: asyncio.get_running_loop() costs a getpid() per call
         future = future or connection.create_future()
-        waiter = CallbackSend(self, message, unique_id, chosen, future, callback)
+        waiter = slotted(
+            CallbackSend, WAITER_FIELDS, self, message, unique_id, chosen, future, callback, time.monotonic()
+        )
         connection.send_lean(opaque, _SEND_V2, frame, waiter, self.send_timeout_s)
         return future
 
-    def _lean_target(self, topic: str) -> tuple[SendTemplate, MessageQueue, ClientConnection] | None:
-        """Where a plain send's first attempt goes now, if the topic's lane and its connection are ready
-        (else None: ``_send_with_retries`` does it all)."""
+    def _lean_send(self, message: Message) -> tuple[str, bytes, MessageQueue, ClientConnection, int] | None:
+        """A plain send's first attempt made ready, if the topic's lane and its connection are: the unique id,
+        the frame, the queue, the connection and the opaque (else None: ``_send_with_retries`` does it all).
+
+        A plain message (bytes body below the compression size, no properties, tags, keys or delay) gets
+        its id and frame from one C call (``client_lane.c``'s ``send_frame``); the Python here is the reference.
+        """
+        topic = message.topic
         lane = self._lanes.get(topic)
         if lane is None or not lane.lean or self._routes.get(topic) is not lane.route:
             return None
@@ -251,7 +253,35 @@ class AsyncProducer:
         connection = lane.connections.get(chosen.broker_name)
         if connection is None or not connection.is_open:
             return None
-        return lane.template, chosen, connection
+        body = message.body
+        if type(body) is bytes and len(body) < self._plain_below:
+            sys_flag = 0
+        else:
+            body, sys_flag = self._body_of(message)
+        born_ms = int(time.time() * 1000)
+        opaque = connection.next_opaque()
+        ids, template, queue_id = self._ids, lane.template, chosen.queue_id
+        if _send_frame is not None and not (
+            message.properties or message.tags or message.keys or message.delay_level > 0
+        ):
+            made = _send_frame(
+                _START_BYTES,
+                template.middle_bytes.get(queue_id) or template.middle_of(queue_id),
+                opaque,
+                sys_flag,
+                born_ms,
+                message.flag,
+                WAIT_TRUE_PREFIX if message.wait_store_ok else WAIT_FALSE_PREFIX,
+                ids.head if born_ms == ids.head_ms else ids.head_at(born_ms),
+                next(ids.counter),
+                body,
+            )
+            if made is not None and len(made[1]) <= MAX_FRAME_BYTES:
+                return made[0], made[1], chosen, connection, opaque
+        unique_id = ids.at(born_ms)
+        properties = message.properties_text(unique_id)
+        frame = template.frame(queue_id, opaque, born_ms, properties, body, sys_flag, message.flag)
+        return unique_id, frame, chosen, connection, opaque
 
     async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (≤ 4 MiB, no delay levels); errors as :meth:`send`."""

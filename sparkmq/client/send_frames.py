@@ -60,10 +60,11 @@ class SendTemplate:
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
 
-    __slots__ = ("_fields", "_group", "_middle_bytes", "_middles", "_topic")
+    __slots__ = ("_fields", "_group", "_middles", "_topic", "middle_bytes")
 
     _START = f'{{"code":{RequestCode.SEND_MESSAGE_V2},"flag":0,"language":"{DEFAULT_LANGUAGE.name}","opaque":'
-    _START_BYTES = _START.encode()
+    #: a frame's text up to the opaque, then (``middle_of``) from the opaque to the sysFlag: the C lane's pieces
+    START_BYTES = _START.encode()
 
     def __init__(self, group: str, topic: str) -> None:
         self._group, self._topic = group, topic
@@ -73,12 +74,19 @@ class SendTemplate:
             f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"'
         )
         self._middles: dict[int, str] = {}
-        self._middle_bytes: dict[int, bytes] = {}
+        self.middle_bytes: dict[int, bytes] = {}  # queue id → middle_of(queue id), read per send
 
     def _middle(self, queue_id: int) -> str:
         middle = self._middles.get(queue_id)
         if middle is None:
             middle = self._middles[queue_id] = f'{self._fields}{int(queue_id)}","f":"'
+        return middle
+
+    def middle_of(self, queue_id: int) -> bytes:
+        """The header's text from the opaque to the sysFlag's value for ``queue_id``, encoded (and kept)."""
+        middle = self.middle_bytes.get(queue_id)
+        if middle is None:
+            middle = self.middle_bytes[queue_id] = self._middle(queue_id).encode()
         return middle
 
     def frame(
@@ -92,10 +100,8 @@ class SendTemplate:
         True
         """
         if _native_frame is not None:  # the same bytes from C (client_lane.c), in one allocation
-            middle = self._middle_bytes.get(queue_id)
-            if middle is None:
-                middle = self._middle_bytes[queue_id] = self._middle(queue_id).encode()
-            whole = _native_frame(self._START_BYTES, middle, opaque, sys_flag, born_ms, flag, properties, body)
+            middle = self.middle_bytes.get(queue_id) or self.middle_of(queue_id)
+            whole = _native_frame(self.START_BYTES, middle, opaque, sys_flag, born_ms, flag, properties, body)
             if whole is not None and len(whole) <= MAX_FRAME_BYTES:
                 return whole
         return self.frame_python(queue_id, opaque, born_ms, properties, body, sys_flag, flag)

@@ -88,6 +88,19 @@ class ClientConnection(RemotingConnection):
         super().__init__(*args, **kwargs)
         # timeout → (deadline, opaque, code) of lean requests, oldest first (same timeout: deadlines in order)
         self._lean_deadlines: dict[float, deque[tuple[float, int, int]]] = {}
+        self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._writes_paused = True
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._writes_paused = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._writes_paused = False  # as the base sets its event: what waits goes on and finds it closed
+        super().connection_lost(exc)
 
     def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
         """Send a whole encoded request frame; the future gets its response as a :data:`SendOk` (a SUCCESS
@@ -133,7 +146,7 @@ class ClientConnection(RemotingConnection):
         if (
             (len(out) >= LEAN_CHUNK_FRAMES and len(lean) - len(out) < LEAN_BUSY_FRAMES)
             or self._out_bytes >= COALESCE_MAX_BYTES
-            or not self._writable.is_set()
+            or self._writes_paused
         ):
             self._flush_out()
         elif not self._flush_scheduled and not self._receiving:

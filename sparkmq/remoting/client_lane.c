@@ -3,6 +3,10 @@
  * frame()   : SendTemplate.frame (sparkmq/client/send_frames.py): one SEND_MESSAGE_V2 frame from the
  *             template's fixed parts and the send's own fields, properties JSON-escaped as
  *             json.encoder.encode_basestring does, in one allocation.
+ * send_frame(): a plain send's unique id (SendIds.at: the head text of the millisecond and the counter's
+ *             4 uppercase hex digits) and frame() of Message.properties_text's prefix + that id, in one call.
+ * slotted() : cls(*values) of a class whose __init__ only stores its fields (SendResult, CallbackSend),
+ *             without the Python __init__ frame; set_never_done(cls): deliver() does not ask such waiters done().
  * deliver() : the front of ClientConnection.data_received (sparkmq/remoting/client_connection.py): walks
  *             whole bodiless response frames whose JSON header is a SUCCESS answer of the strict compact
  *             shape below, pops each one's waiter from the lean table and calls waiter.set_result(
@@ -43,6 +47,103 @@ static Py_ssize_t put_int(char *out, long long value) {
 
 static const char HEX[] = "0123456789abcdef";
 
+/* The frame of start, opaque, middle, sys_flag, born_ms, flag and the properties (the text of p1 then p2,
+ * UTF-8, JSON-escaped as encode_basestring does), then body; None when the Python path must render it. */
+static PyObject *build_frame(PyObject *start, PyObject *middle, const long long numbers[4], const char *p1,
+                             Py_ssize_t n1, const char *p2, Py_ssize_t n2, PyObject *body) {
+    Py_ssize_t escaped = 0;
+    for (int part = 0; part < 2; part++) {
+        const char *props = part ? p2 : p1;
+        Py_ssize_t props_len = part ? n2 : n1;
+        for (Py_ssize_t i = 0; i < props_len; i++) {
+            unsigned char c = (unsigned char)props[i];
+            if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f')
+                escaped += 2;
+            else if (c < 0x20)
+                escaped += 6;
+            else
+                escaped += 1;
+        }
+    }
+    static const char G[] = "\",\"g\":\"", H[] = "\",\"h\":\"", I[] = "\",\"i\":\"";
+    static const char END[] = "\",\"j\":\"0\",\"k\":\"false\",\"m\":\"false\"}}";
+    Py_ssize_t start_len = PyBytes_GET_SIZE(start), middle_len = PyBytes_GET_SIZE(middle);
+    Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+    Py_ssize_t most = start_len + middle_len + 4 * 21 + (sizeof G - 1) + (sizeof H - 1) + (sizeof I - 1) + escaped +
+                      (sizeof END - 1);
+    if (most + body_len > (Py_ssize_t)UINT32_MAX - 16)
+        Py_RETURN_NONE; /* the Python path raises FrameTooLargeError */
+    PyObject *result = PyBytes_FromStringAndSize(NULL, 8 + most + body_len);
+    if (result == NULL)
+        return NULL;
+    char *out = PyBytes_AS_STRING(result), *p = out + 8;
+    memcpy(p, PyBytes_AS_STRING(start), start_len);
+    p += start_len;
+    p += put_int(p, numbers[0]);
+    memcpy(p, PyBytes_AS_STRING(middle), middle_len);
+    p += middle_len;
+    p += put_int(p, numbers[1]);
+    memcpy(p, G, sizeof G - 1);
+    p += sizeof G - 1;
+    p += put_int(p, numbers[2]);
+    memcpy(p, H, sizeof H - 1);
+    p += sizeof H - 1;
+    p += put_int(p, numbers[3]);
+    memcpy(p, I, sizeof I - 1);
+    p += sizeof I - 1;
+    for (int part = 0; part < 2; part++) {
+        const char *props = part ? p2 : p1;
+        Py_ssize_t props_len = part ? n2 : n1;
+        for (Py_ssize_t i = 0; i < props_len; i++) {
+            unsigned char c = (unsigned char)props[i];
+            switch (c) {
+            case '"': *p++ = '\\'; *p++ = '"'; break;
+            case '\\': *p++ = '\\'; *p++ = '\\'; break;
+            case '\n': *p++ = '\\'; *p++ = 'n'; break;
+            case '\r': *p++ = '\\'; *p++ = 'r'; break;
+            case '\t': *p++ = '\\'; *p++ = 't'; break;
+            case '\b': *p++ = '\\'; *p++ = 'b'; break;
+            case '\f': *p++ = '\\'; *p++ = 'f'; break;
+            default:
+                if (c < 0x20) {
+                    memcpy(p, "\\u00", 4);
+                    p[4] = HEX[c >> 4];
+                    p[5] = HEX[c & 15];
+                    p += 6;
+                } else {
+                    *p++ = (char)c;
+                }
+            }
+        }
+    }
+    memcpy(p, END, sizeof END - 1);
+    p += sizeof END - 1;
+    Py_ssize_t header_len = p - (out + 8);
+    memcpy(p, PyBytes_AS_STRING(body), body_len);
+    uint32_t length = (uint32_t)(LENGTH_FIELD + header_len + body_len), hl = (uint32_t)header_len;
+    unsigned char *q = (unsigned char *)out;
+    q[0] = (unsigned char)(length >> 24); q[1] = (unsigned char)(length >> 16);
+    q[2] = (unsigned char)(length >> 8); q[3] = (unsigned char)length;
+    q[4] = (unsigned char)(hl >> 24); q[5] = (unsigned char)(hl >> 16);
+    q[6] = (unsigned char)(hl >> 8); q[7] = (unsigned char)hl;
+    if (_PyBytes_Resize(&result, 8 + header_len + body_len) < 0)
+        return NULL;
+    return result;
+}
+
+/* args[first..first+4): opaque, sys_flag, born_ms, flag as int64; 0 with no error when one is larger. */
+static int take_numbers(PyObject *const *args, long long numbers[4]) {
+    for (int i = 0; i < 4; i++) {
+        int overflow = 0;
+        numbers[i] = PyLong_AsLongLongAndOverflow(args[i], &overflow);
+        if (numbers[i] == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow)
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 8) {
@@ -55,88 +156,111 @@ static PyObject *frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     long long numbers[4];
-    for (int i = 0; i < 4; i++) {
-        int overflow = 0;
-        numbers[i] = PyLong_AsLongLongAndOverflow(args[2 + i], &overflow);
-        if (numbers[i] == -1 && PyErr_Occurred())
-            return NULL;
-        if (overflow)
-            Py_RETURN_NONE; /* the Python path formats any int */
-    }
+    int taken = take_numbers(args + 2, numbers);
+    if (taken < 0)
+        return NULL;
+    if (!taken)
+        Py_RETURN_NONE; /* the Python path formats any int */
     Py_ssize_t props_len;
     const char *props = PyUnicode_AsUTF8AndSize(args[6], &props_len);
     if (props == NULL)
         return NULL; /* a lone surrogate: UnicodeEncodeError, as str.encode raises */
-    Py_ssize_t escaped = 0;
-    for (Py_ssize_t i = 0; i < props_len; i++) {
-        unsigned char c = (unsigned char)props[i];
-        if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f')
-            escaped += 2;
-        else if (c < 0x20)
-            escaped += 6;
-        else
-            escaped += 1;
-    }
-    static const char G[] = "\",\"g\":\"", H[] = "\",\"h\":\"", I[] = "\",\"i\":\"";
-    static const char END[] = "\",\"j\":\"0\",\"k\":\"false\",\"m\":\"false\"}}";
-    Py_ssize_t start_len = PyBytes_GET_SIZE(args[0]), middle_len = PyBytes_GET_SIZE(args[1]);
-    Py_ssize_t body_len = PyBytes_GET_SIZE(args[7]);
-    Py_ssize_t most = start_len + middle_len + 4 * 21 + (sizeof G - 1) + (sizeof H - 1) + (sizeof I - 1) + escaped +
-                      (sizeof END - 1);
-    if (most + body_len > (Py_ssize_t)UINT32_MAX - 16)
-        Py_RETURN_NONE; /* the Python path raises FrameTooLargeError */
-    PyObject *result = PyBytes_FromStringAndSize(NULL, 8 + most + body_len);
-    if (result == NULL)
+    return build_frame(args[0], args[1], numbers, props, props_len, NULL, 0, args[7]);
+}
+
+static const char UPPER_HEX[] = "0123456789ABCDEF";
+
+/* send_frame: SendIds.at's id from its head text and counter, then frame() of the properties prefix + that id:
+ * the unique id and the frame of a plain send in one call. */
+static PyObject *send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "send_frame() takes 10 arguments");
         return NULL;
-    char *out = PyBytes_AS_STRING(result), *p = out + 8;
-    memcpy(p, PyBytes_AS_STRING(args[0]), start_len);
-    p += start_len;
-    p += put_int(p, numbers[0]);
-    memcpy(p, PyBytes_AS_STRING(args[1]), middle_len);
-    p += middle_len;
-    p += put_int(p, numbers[1]);
-    memcpy(p, G, sizeof G - 1);
-    p += sizeof G - 1;
-    p += put_int(p, numbers[2]);
-    memcpy(p, H, sizeof H - 1);
-    p += sizeof H - 1;
-    p += put_int(p, numbers[3]);
-    memcpy(p, I, sizeof I - 1);
-    p += sizeof I - 1;
-    for (Py_ssize_t i = 0; i < props_len; i++) {
-        unsigned char c = (unsigned char)props[i];
-        switch (c) {
-        case '"': *p++ = '\\'; *p++ = '"'; break;
-        case '\\': *p++ = '\\'; *p++ = '\\'; break;
-        case '\n': *p++ = '\\'; *p++ = 'n'; break;
-        case '\r': *p++ = '\\'; *p++ = 'r'; break;
-        case '\t': *p++ = '\\'; *p++ = 't'; break;
-        case '\b': *p++ = '\\'; *p++ = 'b'; break;
-        case '\f': *p++ = '\\'; *p++ = 'f'; break;
-        default:
-            if (c < 0x20) {
-                memcpy(p, "\\u00", 4);
-                p[4] = HEX[c >> 4];
-                p[5] = HEX[c & 15];
-                p += 6;
-            } else {
-                *p++ = (char)c;
-            }
+    }
+    /* start, middle, opaque, sys_flag, born_ms, flag, prefix, head, counter, body */
+    if (!PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyUnicode_Check(args[6]) ||
+        !PyUnicode_Check(args[7]) || !PyLong_Check(args[8]) || !PyBytes_Check(args[9])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "send_frame(): start, middle, body must be bytes, prefix and head str, counter int");
+        return NULL;
+    }
+    long long numbers[4];
+    int taken = take_numbers(args + 2, numbers);
+    if (taken < 0)
+        return NULL;
+    PyObject *head = args[7];
+    if (!taken || !PyUnicode_IS_ASCII(head) || PyUnicode_GET_LENGTH(head) > 60)
+        Py_RETURN_NONE;
+    Py_ssize_t prefix_len;
+    const char *prefix = PyUnicode_AsUTF8AndSize(args[6], &prefix_len);
+    if (prefix == NULL)
+        return NULL;
+    /* the counter's low 16 bits, as `& 0xFFFF` of any int (two's complement) */
+    unsigned long counter = PyLong_AsUnsignedLongMask(args[8]);
+    if (counter == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t head_len = PyUnicode_GET_LENGTH(head);
+    PyObject *unique_id = PyUnicode_New(head_len + 4, 127);
+    if (unique_id == NULL)
+        return NULL;
+    char *id = (char *)PyUnicode_DATA(unique_id);
+    memcpy(id, PyUnicode_DATA(head), head_len);
+    for (int i = 0; i < 4; i++)
+        id[head_len + i] = UPPER_HEX[(counter >> (12 - 4 * i)) & 15];
+    PyObject *whole = build_frame(args[0], args[1], numbers, prefix, prefix_len, id, head_len + 4, args[9]);
+    if (whole == NULL || whole == Py_None) {
+        Py_DECREF(unique_id);
+        return whole;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(unique_id);
+        Py_DECREF(whole);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, unique_id);
+    PyTuple_SET_ITEM(pair, 1, whole);
+    return pair;
+}
+
+/* ---- slotted ----------------------------------------------------------------------------------- */
+
+/* slotted(cls, names, *values): an instance of cls with each name in the tuple names set to its value through
+ * the generic setattr (the slot's own descriptor, past a frozen dataclass's __setattr__), without calling
+ * cls's __init__: for classes whose __init__ only stores those fields in that order (SendResult, CallbackSend),
+ * where it is cls(*values) without the Python __init__ frame. */
+static PyObject *slotted(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != nargs - 2) {
+        PyErr_SetString(PyExc_TypeError, "slotted(cls, names: tuple, *values) takes one value per name");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    if (obj == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs - 2; i++) {
+        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i), args[2 + i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
         }
     }
-    memcpy(p, END, sizeof END - 1);
-    p += sizeof END - 1;
-    Py_ssize_t header_len = p - (out + 8);
-    memcpy(p, PyBytes_AS_STRING(args[7]), body_len);
-    uint32_t length = (uint32_t)(LENGTH_FIELD + header_len + body_len), hl = (uint32_t)header_len;
-    unsigned char *q = (unsigned char *)out;
-    q[0] = (unsigned char)(length >> 24); q[1] = (unsigned char)(length >> 16);
-    q[2] = (unsigned char)(length >> 8); q[3] = (unsigned char)length;
-    q[4] = (unsigned char)(hl >> 24); q[5] = (unsigned char)(hl >> 16);
-    q[6] = (unsigned char)(hl >> 8); q[7] = (unsigned char)hl;
-    if (_PyBytes_Resize(&result, 8 + header_len + body_len) < 0)
+    return obj;
+}
+
+/* The type whose waiters deliver() does not ask done(): their done() is always False (CallbackSend). */
+static PyObject *never_done_type;
+
+static PyObject *set_never_done(PyObject *self, PyObject *cls) {
+    (void)self;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "set_never_done(cls): a type");
         return NULL;
-    return result;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(never_done_type, cls);
+    Py_RETURN_NONE;
 }
 
 /* ---- deliver ----------------------------------------------------------------------------------- */
@@ -367,16 +491,19 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             goto fail;
         }
         position += 8 + header_length;
-        PyObject *done = PyObject_CallMethodNoArgs(waiter, str_done);
-        if (done == NULL) {
-            Py_DECREF(waiter);
-            goto fail;
-        }
-        int is_done = PyObject_IsTrue(done);
-        Py_DECREF(done);
-        if (is_done < 0) {
-            Py_DECREF(waiter);
-            goto fail;
+        int is_done = 0;
+        if ((PyObject *)Py_TYPE(waiter) != never_done_type) {
+            PyObject *done = PyObject_CallMethodNoArgs(waiter, str_done);
+            if (done == NULL) {
+                Py_DECREF(waiter);
+                goto fail;
+            }
+            is_done = PyObject_IsTrue(done);
+            Py_DECREF(done);
+            if (is_done < 0) {
+                Py_DECREF(waiter);
+                goto fail;
+            }
         }
         if (!is_done) {
             PyObject *answer = Py_BuildValue("(s#L)", (const char *)msg_id, msg_id_len, queue_offset);
@@ -404,6 +531,12 @@ fail:
 static PyMethodDef methods[] = {
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame(start, middle, opaque, sys_flag, born_ms, flag, properties, body) -> bytes | None"},
+    {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
+     "send_frame(start, middle, opaque, sys_flag, born_ms, flag, prefix, head, counter, body)"
+     " -> (unique_id, frame) | None"},
+    {"slotted", (PyCFunction)(void (*)(void))slotted, METH_FASTCALL,
+     "slotted(cls, names, *values) -> cls instance with those slots set, __init__ not called"},
+    {"set_never_done", set_never_done, METH_O, "set_never_done(cls): deliver() skips done() for cls's waiters"},
     {"deliver", (PyCFunction)(void (*)(void))deliver, METH_FASTCALL,
      "deliver(data, position, lean) -> position after the SUCCESS answers delivered"},
     {NULL, NULL, 0, NULL},

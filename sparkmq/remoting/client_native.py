@@ -1,8 +1,9 @@
-"""The client's optional C accelerator (``client_lane.c``): ``frame`` and ``deliver``, or None.
+"""The client's optional C accelerator (``client_lane.c``): ``frame``, ``send_frame`` and ``deliver``, or None.
 
 None when the extension was not built (no compiler at install time) or ``SPARKMQ_NATIVE=0`` switched
 the native paths off (:mod:`sparkmq.native`); the Python they replace is the reference
-(``SendTemplate.frame``, ``ClientConnection.data_received``'s msgspec walk), and
+(``SendTemplate.frame``; ``SendIds.at`` + ``Message.properties_text`` + ``frame`` for ``send_frame``;
+``ClientConnection.data_received``'s msgspec walk; ``cls(*values)`` for ``slotted``), and
 tests/remoting/test_client_lane_parity.py compares both.
 """
 
@@ -14,7 +15,10 @@ from typing import Any
 from sparkmq.native import ENABLED
 
 frame: Callable[[bytes, bytes, int, int, int, int, str, bytes], bytes | None] | None = None
+send_frame: Callable[[bytes, bytes, int, int, int, int, str, str, int, bytes], tuple[str, bytes] | None] | None = None
 deliver: Callable[[bytes, int, dict[int, Any]], int] | None = None
+slotted: Callable[..., Any] | None = None
+set_never_done: Callable[[type], None] | None = None
 BUILT = False
 try:
     from sparkmq.remoting import _clientlane  # type: ignore[attr-defined]
@@ -23,6 +27,7 @@ except ImportError:  # no compiler at install time: the Python paths serve every
 else:
     BUILT = True
     if ENABLED:
-        frame, deliver = _clientlane.frame, _clientlane.deliver
+        frame, send_frame, deliver = _clientlane.frame, _clientlane.send_frame, _clientlane.deliver
+        slotted, set_never_done = _clientlane.slotted, _clientlane.set_never_done
 
-__all__ = ["BUILT", "deliver", "frame"]
+__all__ = ["BUILT", "deliver", "frame", "send_frame", "set_never_done", "slotted"]

@@ -8,6 +8,7 @@ and a connection lost go on through the general retry path, as ``send``'s do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterator
 from typing import cast
@@ -16,9 +17,20 @@ import pytest
 
 from sparkmq import DurabilityNotConfirmedError
 from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
-from sparkmq.client.lean_send import SendIds
+from sparkmq.client import producer as producer_module
+from sparkmq.client.lean_send import (
+    RESULT_FIELDS,
+    WAITER_FIELDS,
+    CallbackSend,
+    SendIds,
+    _slotted_python,
+    slotted,
+)
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol import ResponseCode
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.frame import decode_frame
+from sparkmq.remoting import client_native
 from sparkmq.remoting.client_connection import ClientConnection
 from support.unconfirming_broker import UnconfirmingCluster
 
@@ -141,3 +153,112 @@ def test_send_ids_and_results_match_their_references() -> None:
     )  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         result.queue_offset = 8  # type: ignore[misc]
+
+
+_SHAPES = [
+    Message("", b""),
+    Message("", b"plain body"),
+    Message("", b"x" * 4095),  # the longest body sent as is
+    Message("", b"y" * 5000),  # compressed: the Python path
+    Message("", "text body é", flag=-7),  # a str body: the Python path
+    Message("", b"no wait", wait_store_ok=False, flag=2**31 - 1),
+    Message("", b"tagged", tags="books"),
+    Message("", b"keyed", keys=["k1", 'k"2\\']),
+    Message("", b"delayed", delay_level=3),
+    Message("", b"props", properties={"a": "ü€\n\t", "b": '"'}),
+]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_lean_frames_equal_the_python_reference_for_every_message_shape(
+    cluster: UnconfirmingCluster, monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    """Each first attempt's id and frame, from the C lane's send_frame (plain messages) or the Python path,
+    are the bytes SendTemplate.frame_python renders of the message's properties text with that id."""
+    topic = cluster.topic("LeanFrames", queues=2)
+    c_calls: list[bytes] = []
+    if not native:
+        monkeypatch.setattr(producer_module, "_send_frame", None)
+    elif producer_module._send_frame is not None:
+        real = producer_module._send_frame
+
+        def counted(*args: object) -> object:
+            c_calls.append(args[-1])  # type: ignore[arg-type]
+            return real(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(producer_module, "_send_frame", counted)
+
+    async def scenario() -> None:
+        async with AsyncProducer("PID_lean_frames", cluster.ns) as producer:
+            await producer.send(Message(topic, b"warm-up"))
+            ids, template = producer._ids, producer._lanes[topic].template
+            seen: set[str] = set()
+            for shape in _SHAPES:
+                message = dataclasses.replace(shape, topic=topic)
+                lean = producer._lean_send(message)  # made ready, not sent: nothing is left in flight
+                assert lean is not None
+                unique_id, frame, queue, _connection, opaque = lean
+                born_ms = int(decode_frame(frame).ext_fields["g"])  # type: ignore[index]
+                body, sys_flag = producer._body_of(message)
+                properties = message.properties_text(unique_id)
+                assert frame == template.frame_python(
+                    queue.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag
+                )
+                assert unique_id[:28] == f"{ids._prefix}{(born_ms - ids._month_start_ms) & 0xFFFFFFFF:08X}"
+                assert unique_id not in seen and len(unique_id) == 32
+                seen.add(unique_id)
+            # and a plain send goes through and returns its id
+            result = await producer.send(Message(topic, b"after"))
+            assert result.msg_id not in seen and result.status is SendStatus.SEND_OK
+
+    asyncio.run(scenario())
+    plain = [m.body for m in _SHAPES if not (m.tags or m.keys or m.properties or m.delay_level)]
+    assert len(c_calls) == (len(plain) + 1 if native and client_native.send_frame is not None else 0)
+
+
+def test_an_awaited_lean_send_answered_unconfirmed_is_retried_and_its_retry_returned(
+    cluster: UnconfirmingCluster,
+) -> None:
+    topic = cluster.topic("LeanAwaitRetried", queues=1)
+
+    async def scenario() -> list[SendResult]:
+        async with AsyncProducer("PID_lean_await_retried", cluster.ns) as producer:
+            await producer.send(Message(topic, b"warm-up"))
+            results = []
+            for message in (Message(topic, b"z" * 6000), Message(topic, b"tagged", tags="t", keys="k")):
+                cluster.answers.append(ResponseCode.FLUSH_DISK_TIMEOUT)  # the lean first attempt is not confirmed
+                results.append(await producer.send(message))
+            cluster.always.append(ResponseCode.SLAVE_NOT_AVAILABLE)
+            with pytest.raises(DurabilityNotConfirmedError) as never:
+                await producer.send(Message(topic, b"never"))
+            assert never.value.status == "SLAVE_NOT_AVAILABLE"
+            return results
+
+    results = asyncio.run(scenario())
+    assert [r.queue_offset for r in results] == [2, 4]  # each stored twice: the unconfirmed attempt and the retry
+    assert all(r.status is SendStatus.SEND_OK and len(r.msg_id) == 32 for r in results)
+    assert cluster.stored(topic, 0) == 8  # warm-up, 2 x 2, 3 unconfirmed attempts
+
+
+def test_the_c_lanes_slotted_objects_equal_the_python_constructors() -> None:
+    queue = MessageQueue("T", "broker-a", 3)
+    expected = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
+    waiter_values = (object(), Message("T", b""), "ID", queue, object(), print, 12.5)
+    for make in {slotted, _slotted_python}:
+        made = make(SendResult, RESULT_FIELDS, SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
+        assert type(made) is SendResult and made == expected and hash(made) == hash(expected)
+        assert repr(made) == repr(expected) and made.queue is queue and made.queue_offset == 2**40
+        with pytest.raises(AttributeError):
+            made.queue_offset = 8  # type: ignore[misc]
+        waiter = make(CallbackSend, WAITER_FIELDS, *waiter_values)
+        reference = CallbackSend(*waiter_values)  # type: ignore[arg-type]
+        assert type(waiter) is CallbackSend and not waiter.done()
+        assert [getattr(waiter, name) for name in WAITER_FIELDS] == [getattr(reference, n) for n in WAITER_FIELDS]
+        assert [getattr(waiter, name) for name in WAITER_FIELDS] == list(waiter_values)
+    if client_native.slotted is not None:
+        with pytest.raises(TypeError):
+            client_native.slotted("not a type", (), 1)
+        with pytest.raises(TypeError):
+            client_native.slotted(SendResult, ("status",), 1, 2)  # a value per name
+        with pytest.raises(AttributeError):
+            client_native.slotted(SendResult, ("no_such_slot",), 1)

@@ -1,6 +1,7 @@
 """The client's C lane (``client_lane.c``) against the Python it replaces, on hypothesis-generated input.
 
 * ``frame`` gives ``SendTemplate.frame_python``'s bytes (or None, leaving the frame to it);
+* ``send_frame`` gives ``SendIds.at``'s id and ``frame_python``'s bytes of the properties prefix + that id;
 * ``deliver`` takes an answer only if the Python walk (the msgspec decode of ``plain_header``, then
   ``answer_outcome``'s reading of a SUCCESS) reads it as a SUCCESS with the same ``msgId`` and
   ``int(queueOffset)``, and stops at every other frame, whole or mutated.
@@ -61,6 +62,67 @@ def test_frame_leaves_what_it_cannot_render_to_python() -> None:
     assert client_native.frame(*args) is None
     with pytest.raises(UnicodeEncodeError):  # as str.encode raises for a lone surrogate
         client_native.frame(b"{", b",", 1, 0, 0, 0, "\ud800", b"")
+
+
+@needs_lane
+@settings(max_examples=300, deadline=None)
+@given(
+    queue_id=st.integers(0, 1024),
+    opaque=st.integers(0, 2**31 - 1),
+    born_ms=st.integers(0, 2**63 - 1),
+    sys_flag=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    prefix=st.one_of(properties, st.sampled_from(["WAIT\x01true\x02UNIQ_KEY\x01", "WAIT\x01false\x02UNIQ_KEY\x01"])),
+    head=st.one_of(
+        st.text("0123456789ABCDEF", min_size=28, max_size=28),
+        st.text(st.characters(min_codepoint=0, max_codepoint=0x7F), max_size=60),
+    ),
+    counter=st.one_of(st.integers(0, 2**16 + 5), st.integers(0, 2**80)),
+    body=st.binary(max_size=64),
+)
+def test_send_frame_equals_the_id_and_frame_of_the_python_reference(
+    queue_id: int,
+    opaque: int,
+    born_ms: int,
+    sys_flag: int,
+    flag: int,
+    prefix: str,
+    head: str,
+    counter: int,
+    body: bytes,
+) -> None:
+    assert client_native.send_frame is not None
+    template = SendTemplate("PID", "Topic")
+    made = client_native.send_frame(
+        SendTemplate.START_BYTES,
+        template.middle_of(queue_id),
+        opaque,
+        sys_flag,
+        born_ms,
+        flag,
+        prefix,
+        head,
+        counter,
+        body,
+    )
+    unique_id = f"{head}{counter & 0xFFFF:04X}"  # SendIds.at's id of this head and counter
+    assert made == (
+        unique_id,
+        template.frame_python(queue_id, opaque, born_ms, prefix + unique_id, body, sys_flag, flag),
+    )
+
+
+@needs_lane
+def test_send_frame_leaves_what_it_cannot_render_to_python() -> None:
+    assert client_native.send_frame is not None
+    start, middle = SendTemplate.START_BYTES, SendTemplate("PID", "T").middle_of(0)
+    assert client_native.send_frame(start, middle, 1, 0, 2**64, 0, "p", "HEAD", 0, b"") is None  # over int64
+    assert client_native.send_frame(start, middle, 1, 0, 0, 0, "p", "HÉAD", 0, b"") is None  # not an ASCII head
+    assert client_native.send_frame(start, middle, 1, 0, 0, 0, "p", "H" * 61, 0, b"") is None  # not an id head
+    with pytest.raises(UnicodeEncodeError):  # as str.encode raises for a lone surrogate
+        client_native.send_frame(start, middle, 1, 0, 0, 0, "\ud800", "HEAD", 0, b"")
+    with pytest.raises(TypeError):
+        client_native.send_frame(start, middle, 1, 0, 0, 0, "p", "HEAD", "0", b"")
 
 
 class Recorder:
@@ -180,8 +242,11 @@ def test_deliver_stops_at_frames_it_does_not_take_and_for_waiters_it_does_not_ho
 
 def test_the_client_lane_is_built_here_and_switched_off_by_sparkmq_native_0() -> None:
     assert client_native.BUILT, "run `python setup.py build_ext --inplace` (or `pip install -e .`)"
-    probe = "from sparkmq.remoting import client_native as c; print(c.BUILT, c.frame is None, c.deliver is None)"
-    for value, expected in (("0", "True True True"), ("1", "True False False")):
+    probe = (
+        "from sparkmq.remoting import client_native as c;"
+        " print(c.BUILT, c.frame is None, c.send_frame is None, c.deliver is None)"
+    )
+    for value, expected in (("0", "True True True True"), ("1", "True False False False")):
         env = {**os.environ, "SPARKMQ_NATIVE": value, "PYTHONPATH": str(REPO)}
         out = subprocess.run(
             [sys.executable, "-c", probe], env=env, cwd=REPO, capture_output=True, text=True, check=True
@@ -203,6 +268,10 @@ def test_repeated_calls_keep_memory_flat() -> None:
     def run(times: int) -> None:
         for i in range(times):
             template.frame(i % 4, i, 1_700_000_000_000, "WAIT\x01true\x02UNIQ_KEY\x01AB", b"body", 0, 0)
+            made = client_native.send_frame(  # type: ignore[misc]
+                SendTemplate.START_BYTES, template.middle_of(i % 4), i, 0, 1, 0, "WAIT", "AB" * 14, i, b"body"
+            )
+            assert made is not None
             lean = {opaque: Recorder() for opaque in range(16)}
             assert client_native.deliver(answers, 0, lean) == len(answers)
 

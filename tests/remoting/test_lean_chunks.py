@@ -167,3 +167,61 @@ def test_a_connection_lost_between_chunks_fails_exactly_the_unanswered_requests(
             await server.wait_closed()
 
     asyncio.run(main())
+
+
+def test_lean_sends_to_a_peer_that_stops_reading_go_out_at_once_and_resume_when_it_reads() -> None:
+    """While the transport has paused writing (the peer does not read), every lean send is handed to the
+    transport at once, so its buffer shows the back-pressure; once the peer reads, sends coalesce again."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    may_read, requests = threading.Event(), []
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            may_read.wait(WAIT_S)
+            decoder = FrameDecoder()
+            while data := peer.recv(65536):  # answer everything, until the client closes
+                new = decoder.feed(data)
+                requests.extend(new)
+                peer.sendall(b"".join(answer(r) for r in new))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+
+    def big(connection: ClientConnection) -> asyncio.Future[object]:
+        opaque = connection.next_opaque()
+        frame = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, body=b"x" * 60_000).encode()
+        return connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, 30.0)
+
+    async def main() -> None:
+        client = RemotingClient()
+        try:
+            connection = await client.connection(f"127.0.0.1:{listener.getsockname()[1]}")
+            assert isinstance(connection, ClientConnection)
+            sent = []
+            while not connection.writes_paused:  # the peer's and our socket buffers fill, the transport pauses
+                sent.append(big(connection))
+                await asyncio.sleep(0)
+            assert connection._writes_paused
+            before = connection.write_buffer_bytes
+            sent += [send(connection)[1] for _ in range(3)]
+            assert connection._out == [] and connection.write_buffer_bytes > before  # not held for the turn
+            may_read.set()
+            assert all(
+                type(result) in (tuple, client_connection.LeanResponse) for result in await asyncio.gather(*sent)
+            )
+            assert not connection.writes_paused and not connection._writes_paused
+            last = [send(connection) for _ in range(3)]
+            assert len(connection._out) == 2  # the first went alone (nothing in flight), the rest wait for the turn
+            assert [offset_of(await future) for _, future in last] == [opaque for opaque, _ in last]
+            assert [r.opaque for r in requests[-3:]] == [opaque for opaque, _ in last]
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        may_read.set()
+        listener.close()
+        server.join(WAIT_S)

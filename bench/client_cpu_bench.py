@@ -1,0 +1,126 @@
+"""Client CPU per pipelined single send, with the broker's answers made in-process: the client alone.
+
+A real ``sparkmq dev`` gives the producer its route and connection (and takes a few warm-up sends);
+then the connection's transport is replaced by one that answers every write at once, in the next
+loop callback, with the broker's own SUCCESS header shape: no syscalls, no broker CPU, no waiting.
+What is left is the client's Python and C per send and per answer, in both shapes of
+``client_send_bench.py`` (``await`` × ``--inflight`` coroutines, and ``send_async`` in one loop
+with a semaphore window, nats-py raw's shape). On a shared machine this is the steadiest figure of the
+client's cost (process CPU time per message; the msgs/s column moves with the machine's load)::
+
+    .venv/bin/python bench/client_cpu_bench.py --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from client_send_bench import windowed
+
+from bench_common import REPO, DevProcess, loadavg, run_loop, temp_root
+
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from sparkmq.client import AsyncProducer, Message
+
+_FIELDS = (
+    b'"serializeTypeCurrentRPC":"JSON","version":407,"extFields":{"msgId":"7F0000010000B1FB00000000000002EB",'
+    b'"queueId":"1","queueOffset":"5","MSG_REGION":"DefaultRegion","TRACE_ON":"true"}}'
+)
+
+
+def answer(opaque: int) -> bytes:
+    """The broker's SUCCESS answer to the request ``opaque``, framed."""
+    header = b'{"code":0,"flag":1,"language":"JAVA","opaque":%d,' % opaque + _FIELDS
+    return struct.pack(">II", len(header) + 4, len(header)) + header
+
+
+class AnsweringTransport:
+    """Answers each written frame, in order, from answers made beforehand (opaques from ``first`` on)."""
+
+    def __init__(self, connection: Any, first: int, count: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.connection, self.loop = connection, loop
+        self.answers = [answer((first + i) & 0x7FFFFFFF) for i in range(count)]
+        self.next = 0
+        self.writes = 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def write(self, data: bytes) -> None:
+        self.writelines([data])
+
+    def writelines(self, frames: Any) -> None:
+        count = len(list(frames))
+        self.writes += 1
+        data = b"".join(self.answers[self.next : self.next + count])
+        self.next += count
+        self.loop.call_soon(self.connection.data_received, data)
+
+
+async def worker(producer: AsyncProducer, pending: Iterator[Message]) -> None:
+    for message in pending:
+        await producer.send(message)
+
+
+async def run(args: argparse.Namespace, dev: DevProcess) -> None:
+    producer = AsyncProducer("PID_CPU_BENCH", dev.namesrv, send_timeout_s=30.0)
+    await producer.start()
+    topic, body = "CpuBench", os.urandom(args.size)
+    for _ in range(8):
+        await producer.send(Message(topic, body))
+    connection = next(iter(producer._lanes[topic].connections.values()))
+    real = connection._transport
+    for round_ in range(args.rounds):
+        for case in args.cases.split(","):
+            messages = [Message(topic, body) for _ in range(args.sends)]
+            first = connection.next_opaque() + 1
+            connection._transport = fake = AnsweringTransport(
+                connection, first, args.sends + 10, asyncio.get_running_loop()
+            )
+            cpu, wall = time.process_time(), time.perf_counter()
+            if case == "await":
+                pending = iter(messages)
+                await asyncio.gather(*(worker(producer, pending) for _ in range(args.inflight)))
+            else:
+                await windowed(producer, messages, args.inflight)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            connection._transport = real
+            print(
+                f"round {round_} {case:6} {args.sends / wall:>9,.0f} msgs/s  client CPU {cpu / args.sends * 1e6:4.2f}"
+                f" us/msg  writes {fake.writes}  load {loadavg()}",
+                flush=True,
+            )
+    await producer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sends", type=int, default=100_000, help="sends per case (default 100,000)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every case (default 3)")
+    parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
+    parser.add_argument("--inflight", type=int, default=128, help="sends in flight (default 128)")
+    parser.add_argument("--cases", default="await,async", help="await and/or async (default both)")
+    parser.add_argument("--loop", default="uvloop", choices=("uvloop", "asyncio"))
+    args = parser.parse_args()
+    with temp_root("cpu-bench-") as root:
+        dev = DevProcess(root / "store")
+        try:
+            run_loop(run(args, dev), args.loop)
+        finally:
+            dev.stop()
+
+
+if __name__ == "__main__":
+    main()
