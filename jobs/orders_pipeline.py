@@ -96,6 +96,7 @@ def start_consumer(spark: SparkSession, namesrv: str, tables: Path, checkpoint: 
         .option("topic", TOPIC)
         .option("consumerGroup", GROUP)
         .option("startingOffsets", "earliest")
+        .option("maxPartitions", spark.sparkContext.defaultParallelism)  # one task per core, not per queue
         .load()
     )
     orders = source.select(
