@@ -26,8 +26,8 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	}
 
-# setup.py builds the C extensions in place (docs/native.md): a changed C source reinstalls.
-$(VENV_STAMP): pyproject.toml setup.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h sparkmq/connector/*.c)
+# setup.py builds the C extensions in place (docs/native.md): a changed C source (any folder setup.py builds from) reinstalls.
+$(VENV_STAMP): pyproject.toml setup.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h sparkmq/connector/*.c sparkmq/remoting/*.c)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
 	touch $@
