@@ -10,6 +10,7 @@ static void group_dealloc(SendGroup *g) {
     PyMem_Free(g->index_row);
     PyMem_Free(g->key_topic);
     Py_XDECREF(g->topics);
+    Py_XDECREF(g->keys);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
 static PyObject *group_place(SendGroup *g, PyObject *args) {
@@ -200,7 +201,9 @@ static PyObject *get_waits(SendGroup *g, void *closure) {
 
 static PyObject *get_topics(SendGroup *g, void *closure) { return Py_NewRef(g->topics); }
 
+/* A new list of the group's key tuples, made once (reserve, the store's listeners and the lane all want them). */
 static PyObject *get_keys(SendGroup *g, void *closure) {
+    if (g->keys != NULL) return PyList_GetSlice(g->keys, 0, g->key_count);
     PyObject *keys = PyList_New(g->key_count);
     if (keys == NULL) return NULL;
     for (Py_ssize_t k = 0; k < g->key_count; k++) {
@@ -211,7 +214,8 @@ static PyObject *get_keys(SendGroup *g, void *closure) {
         }
         PyList_SET_ITEM(keys, k, key);
     }
-    return keys;
+    g->keys = keys;
+    return PyList_GetSlice(keys, 0, g->key_count);
 }
 
 static PyObject *int64_list(const int64_t *values, Py_ssize_t n) {
