@@ -10,6 +10,7 @@ static void group_dealloc(SendGroup *g) {
     PyMem_Free(g->index_row);
     PyMem_Free(g->key_topic);
     Py_XDECREF(g->topics);
+    Py_XDECREF(g->keys);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
 static PyObject *group_place(SendGroup *g, PyObject *args) {
@@ -200,7 +201,9 @@ static PyObject *get_waits(SendGroup *g, void *closure) {
 
 static PyObject *get_topics(SendGroup *g, void *closure) { return Py_NewRef(g->topics); }
 
+/* A new list of the group's key tuples, made once (reserve, the store's listeners and the lane all want them). */
 static PyObject *get_keys(SendGroup *g, void *closure) {
+    if (g->keys != NULL) return PyList_GetSlice(g->keys, 0, g->key_count);
     PyObject *keys = PyList_New(g->key_count);
     if (keys == NULL) return NULL;
     for (Py_ssize_t k = 0; k < g->key_count; k++) {
@@ -211,7 +214,8 @@ static PyObject *get_keys(SendGroup *g, void *closure) {
         }
         PyList_SET_ITEM(keys, k, key);
     }
-    return keys;
+    g->keys = keys;
+    return PyList_GetSlice(keys, 0, g->key_count);
 }
 
 static PyObject *int64_list(const int64_t *values, Py_ssize_t n) {
@@ -253,6 +257,207 @@ static PyObject *get_code(SendGroup *g, void *c) { return PyLong_FromLong(g->cod
 static PyObject *get_end(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->end); }
 static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->records_len); }
 
+
+static PyObject *S_files, *S_write_position, *S_start_offset, *S_file_bytes, *S_mmap, *S_pool, *S_used, *S_ticks,
+    *S_max_physical_offset, *S_append_units;
+
+static int intern_names(void) {
+    if (S_append_units != NULL) return 0;
+#define NAME(var, text) \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
+    NAME(S_files, "files")
+    NAME(S_write_position, "write_position")
+    NAME(S_start_offset, "start_offset")
+    NAME(S_file_bytes, "file_bytes")
+    NAME(S_mmap, "_mmap")
+    NAME(S_pool, "_pool")
+    NAME(S_used, "_used")
+    NAME(S_ticks, "_ticks")
+    NAME(S_max_physical_offset, "max_physical_offset")
+    NAME(S_append_units, "append_units")
+#undef NAME
+    return 0;
+}
+
+/* reserve(queued, queues) -> (bases, targets, ends) | None: MessageStore.put_lane_groups' per-key
+ * planning in one call: each key's base queue offset (queued.get(key, 0)), its ConsumeQueue
+ * (queues[key]) and that queue's max_physical_offset; queued[key] moves on by the key's count.
+ * None, with nothing changed, when a key has no ConsumeQueue yet (the caller's Python path). */
+static PyObject *group_reserve(SendGroup *g, PyObject *args) {
+    PyObject *queued, *queues;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &queued, &PyDict_Type, &queues)) return NULL;
+    if (intern_names() < 0) return NULL;
+    PyObject *keys = get_keys(g, NULL);
+    if (keys == NULL) return NULL;
+    PyObject *bases = PyList_New(g->key_count), *targets = PyList_New(g->key_count), *ends = PyList_New(g->key_count);
+    PyObject *result = NULL;
+    if (bases == NULL || targets == NULL || ends == NULL) goto done;
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        PyObject *key = PyList_GET_ITEM(keys, k);
+        PyObject *queue = PyDict_GetItemWithError(queues, key);
+        if (queue == NULL || queue == Py_None) {
+            if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyList_SET_ITEM(targets, k, Py_NewRef(queue));
+        PyObject *end = PyObject_GetAttr(queue, S_max_physical_offset);
+        if (end == NULL) goto done;
+        PyList_SET_ITEM(ends, k, end);
+        PyObject *base = PyDict_GetItemWithError(queued, key);
+        if (base == NULL) {
+            if (PyErr_Occurred()) goto done;
+            base = PyLong_FromLong(0);
+        } else
+            Py_INCREF(base);
+        if (base == NULL) goto done;
+        PyList_SET_ITEM(bases, k, base);
+    }
+    for (Py_ssize_t k = 0; k < g->key_count; k++) { /* all found: now move the offsets on */
+        long long base = PyLong_AsLongLong(PyList_GET_ITEM(bases, k));
+        if (base == -1 && PyErr_Occurred()) goto done;
+        PyObject *next = PyLong_FromLongLong(base + g->key_messages[k]);
+        if (next == NULL) goto done;
+        int rc = PyDict_SetItem(queued, PyList_GET_ITEM(keys, k), next);
+        Py_DECREF(next);
+        if (rc < 0) goto done;
+    }
+    result = Py_BuildValue("(OOO)", bases, targets, ends);
+done:
+    Py_DECREF(keys);
+    Py_XDECREF(bases);
+    Py_XDECREF(targets);
+    Py_XDECREF(ends);
+    return result;
+}
+
+static int attr_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    *out = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* 1: the units went into the queue's last file as ConsumeQueue.append_units' first branch would
+ * put them (MappedFile.append included: the pool touch, the copy, the write position); 0: not
+ * the common case, nothing done; -1: error. */
+static int append_fast(PyObject *queue, int64_t base, const unsigned char *units, Py_ssize_t len, int64_t end) {
+    int done = 0;
+    PyObject *mfq = PyObject_GetAttr(queue, S_files), *files = NULL, *mm = NULL, *pool = NULL, *used = NULL;
+    if (mfq == NULL) return -1;
+    files = PyObject_GetAttr(mfq, S_files);
+    if (files == NULL) goto fail;
+    if (!PyList_CheckExact(files) || PyList_GET_SIZE(files) == 0) goto out;
+    PyObject *last = PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1);
+    Py_ssize_t at, start, file_bytes;
+    if (attr_ssize(last, S_write_position, &at) < 0 || attr_ssize(last, S_start_offset, &start) < 0 ||
+        attr_ssize(last, S_file_bytes, &file_bytes) < 0)
+        goto fail;
+    if (start + at != base * 20 || at == 0 || at + len >= file_bytes) goto out;
+    mm = PyObject_GetAttr(last, S_mmap);
+    if (mm == NULL) goto fail;
+    if (mm == Py_None) goto out; /* unmapped by the pool: append_units maps it again */
+    pool = PyObject_GetAttr(last, S_pool);
+    if (pool == NULL) goto fail;
+    if (pool != Py_None) {
+        used = PyObject_GetAttr(pool, S_used);
+        if (used == NULL) goto fail;
+        int in = PyDict_Check(used) ? PyDict_Contains(used, last) : 0;
+        if (in < 0) goto fail;
+        if (!in) goto out; /* MapPool.touch's slow branch */
+        PyObject *ticks = PyObject_GetAttr(pool, S_ticks);
+        if (ticks == NULL) goto fail;
+        PyObject *tick = PyIter_Next(ticks);
+        Py_DECREF(ticks);
+        if (tick == NULL) goto fail;
+        int rc = PyDict_SetItem(used, last, tick);
+        Py_DECREF(tick);
+        if (rc < 0) goto fail;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE) < 0) goto fail;
+    if (view.len < at + len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "the mapping is shorter than its file");
+        goto fail;
+    }
+    memcpy((char *)view.buf + at, units, (size_t)len);
+    PyBuffer_Release(&view);
+    PyObject *v = PyLong_FromSsize_t(at + len);
+    if (v == NULL) goto fail;
+    int rc = PyObject_SetAttr(last, S_write_position, v);
+    Py_DECREF(v);
+    if (rc < 0) goto fail;
+    v = PyLong_FromLongLong(end);
+    if (v == NULL) goto fail;
+    rc = PyObject_SetAttr(queue, S_max_physical_offset, v);
+    Py_DECREF(v);
+    if (rc < 0) goto fail;
+    done = 1;
+out:
+    Py_XDECREF(mfq);
+    Py_XDECREF(files);
+    Py_XDECREF(mm);
+    Py_XDECREF(pool);
+    Py_XDECREF(used);
+    return done;
+fail:
+    done = -1;
+    goto out;
+}
+
+/* append_units(bases, targets): queue_units() written to each key's ConsumeQueue as
+ * ``targets[k].append_units(bases[k], units, end)`` would, the common case (the units continue
+ * the queue inside its mapped last file) without a Python call per key; any other case calls
+ * append_units itself. */
+static PyObject *group_append_units(SendGroup *g, PyObject *args) {
+    PyObject *bases, *targets;
+    if (!check_placed(g)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &bases, &PyList_Type, &targets)) return NULL;
+    if (PyList_GET_SIZE(bases) != g->key_count || PyList_GET_SIZE(targets) != g->key_count) {
+        PyErr_SetString(PyExc_ValueError, "one base and one target per key");
+        return NULL;
+    }
+    if (intern_names() < 0) return NULL;
+    Py_ssize_t offset[MAX_KEYS + 1];
+    int64_t end[MAX_KEYS];
+    offset[0] = 0;
+    for (Py_ssize_t k = 0; k < g->key_count; k++) offset[k + 1] = offset[k] + (Py_ssize_t)g->key_messages[k] * 20;
+    unsigned char *units = PyMem_Malloc((size_t)offset[g->key_count] + 1);
+    if (units == NULL) return PyErr_NoMemory();
+    Py_ssize_t cursor[MAX_KEYS];
+    memcpy(cursor, offset, sizeof(Py_ssize_t) * (size_t)g->key_count);
+    for (Py_ssize_t i = 0; i < g->count; i++) {
+        int32_t k = g->key_of[i];
+        unsigned char *u = units + cursor[k];
+        int64_t physical = g->physical_start + g->record_at[i];
+        sl_put64(u, (uint64_t)physical);
+        sl_put32(u + 8, (uint32_t)g->record_size[i]);
+        sl_put64(u + 12, (uint64_t)(int64_t)g->tags_code[i]);
+        cursor[k] += 20;
+        end[k] = physical + g->record_size[i];
+    }
+    for (Py_ssize_t k = 0; k < g->key_count; k++) {
+        PyObject *queue = PyList_GET_ITEM(targets, k), *base_obj = PyList_GET_ITEM(bases, k);
+        long long base = PyLong_AsLongLong(base_obj);
+        if (base == -1 && PyErr_Occurred()) goto fail;
+        Py_ssize_t len = offset[k + 1] - offset[k];
+        int rc = append_fast(queue, base, units + offset[k], len, end[k]);
+        if (rc < 0) goto fail;
+        if (rc == 0) {
+            PyObject *r = PyObject_CallMethod(queue, "append_units", "Oy#L", base_obj, (const char *)units + offset[k],
+                                              len, (long long)end[k]);
+            if (r == NULL) goto fail;
+            Py_DECREF(r);
+        }
+    }
+    PyMem_Free(units);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(units);
+    return NULL;
+}
+
 static PyGetSetDef group_getset[] = {
     {"count", (getter)get_count, NULL, "requests in the group", NULL},
     {"code", (getter)get_code, NULL, "the request code of the group's requests (10 or 310)", NULL},
@@ -274,6 +479,10 @@ static PyMethodDef group_methods[] = {
      "index_entries() -> (index key hashes, their records' physical offsets) after place()"},
     {"queue_units", (PyCFunction)group_queue_units, METH_NOARGS,
      "queue_units() -> [(ConsumeQueue units, end of the last record) per key] after place()"},
+    {"reserve", (PyCFunction)group_reserve, METH_VARARGS,
+     "reserve(queued, queues) -> (bases, targets, ends) | None: each key's base offset, queue and its end"},
+    {"append_units", (PyCFunction)group_append_units, METH_VARARGS,
+     "append_units(bases, targets): queue_units() appended to each key's ConsumeQueue (after place())"},
     {"responses", (PyCFunction)group_responses, METH_VARARGS,
      "responses(parts, store_ip, store_port) -> bytes: every request's response frame"},
     {"answers", (PyCFunction)group_answers, METH_NOARGS,

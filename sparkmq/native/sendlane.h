@@ -86,6 +86,7 @@ typedef struct {
     int64_t *key_messages;
     int64_t physical_start;
     int placed;
+    PyObject *keys; /* list[(topic, queue id)], made at the first use */
 } SendGroup;
 
 extern PyTypeObject SendGroupType;

@@ -7,7 +7,10 @@ these methods only. ``MessageStore.put_lane_group`` is the one user.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from sparkmq.store.consume_queue import ConsumeQueue
 
 
 class EncodedGroup(Protocol):
@@ -36,6 +39,16 @@ class EncodedGroup(Protocol):
     def queue_units(self) -> list[tuple[bytes, int]]:
         """After ``place``: per key its ConsumeQueue units (``encode_units_plain`` of its records'
         physical offsets, sizes and tags codes) and the end (physical offset + size) of its last record."""
+
+    def reserve(
+        self, queued: dict[tuple[str, int], int], queues: dict[tuple[str, int], ConsumeQueue]
+    ) -> tuple[list[int], list[ConsumeQueue], list[int]] | None:
+        """Per key its base queue offset (``queued.get(key, 0)``), its ConsumeQueue
+        (``queues[key]``) and that queue's ``max_physical_offset``; ``queued[key]`` moves on by the
+        key's count. None, with nothing changed, when a key has no ConsumeQueue yet."""
+
+    def append_units(self, bases: list[int], targets: list[ConsumeQueue]) -> None:
+        """After ``place``: ``targets[k].append_units(bases[k], *queue_units()[k])`` for every key k."""
 
     def index_entries(self) -> tuple[list[int], list[int]]:
         """After ``place``: the group's index key hashes and their records' physical offsets, in log order."""

@@ -488,12 +488,16 @@ class MessageStore:
             start = position = mapped.start_offset + mapped.write_position
             records, planned = [], []
             for group in groups:
-                keys = group.keys
-                bases = [queued.get(key, 0) for key in keys]
-                targets = [queues.get(key) or self._queue_for(key) for key in keys]
-                ends = [queue.max_physical_offset for queue in targets]  # to roll back to
-                for key, base, count in zip(keys, bases, group.key_counts, strict=True):
-                    queued[key] = base + count
+                reserved = group.reserve(queued, queues)
+                if reserved is None:  # a queue's first message: created here
+                    keys = group.keys
+                    bases = [queued.get(key, 0) for key in keys]
+                    targets = [queues.get(key) or self._queue_for(key) for key in keys]
+                    ends = [queue.max_physical_offset for queue in targets]  # to roll back to
+                    for key, base, count in zip(keys, bases, group.key_counts, strict=True):
+                        queued[key] = base + count
+                else:
+                    bases, targets, ends = reserved
                 records.append(group.place(position, store_timestamp, bases))
                 planned.append((position, bases, targets, ends))
                 position += group.record_bytes
@@ -501,8 +505,7 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             try:  # _dispatch's work, each queue's units written in one go
                 for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
-                    for base, queue, (units, end) in zip(bases, targets, group.queue_units(), strict=True):
-                        queue.append_units(base, units, end)
+                    group.append_units(bases, targets)
                 if len(groups) == 1:
                     hashes, offsets = groups[0].index_entries()
                 else:
