@@ -18,19 +18,13 @@ import pytest
 
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
-from sparkmq.remoting import RemotingClient, client_connection, client_native
+from sparkmq.remoting import RemotingClient, client_connection
 from sparkmq.remoting.client_connection import LEAN_BUSY_FRAMES, LEAN_CHUNK_FRAMES, ClientConnection
 
 WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
 
 
-@pytest.fixture(autouse=True, params=["c-lane", "python"])
-def lane(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "python":
-        monkeypatch.setattr(client_connection, "_deliver", None)
-    elif client_native.deliver is None:
-        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
-    return str(request.param)
+pytestmark = pytest.mark.usefixtures("lane")  # each test with the C lane and with Python (conftest)
 
 
 def send(connection: ClientConnection) -> tuple[int, asyncio.Future[object]]:

@@ -17,19 +17,13 @@ import pytest
 
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, decode_frame
-from sparkmq.remoting import RemotingClient, RemotingConnection, client_connection, client_native
+from sparkmq.remoting import RemotingClient, RemotingConnection
 from sparkmq.remoting.client_connection import ClientConnection, LeanResponse
 
 Script = Callable[[list[RemotingCommand], asyncio.StreamWriter], Awaitable[None]]
 
 
-@pytest.fixture(autouse=True, params=["c-lane", "python"])
-def lane(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "python":
-        monkeypatch.setattr(client_connection, "_deliver", None)
-    elif client_native.deliver is None:
-        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
-    return str(request.param)
+pytestmark = pytest.mark.usefixtures("lane")  # each test with the C lane and with Python (conftest)
 
 
 def lean(result: object) -> bool:
