@@ -10,9 +10,11 @@ Every test runs with the C lane and without it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -93,9 +95,19 @@ def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends_unless_the_peer_has_wo
         server.join(WAIT_S)
 
 
-async def _serve_once(script) -> tuple[asyncio.Server, str]:  # type: ignore[no-untyped-def]
+@contextlib.asynccontextmanager
+async def _connected_to(script) -> AsyncIterator[ClientConnection]:  # type: ignore[no-untyped-def]
+    """A client's connection to a loopback server running ``script``; both closed on exit."""
     server = await asyncio.start_server(script, "127.0.0.1", 0)
-    return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    client = RemotingClient()
+    try:
+        connection = await client.connection(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        assert isinstance(connection, ClientConnection)
+        yield connection
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
 
 
 def test_chunked_requests_keep_their_order_and_every_answer_finds_its_waiter() -> None:
@@ -114,19 +126,11 @@ def test_chunked_requests_keep_their_order_and_every_answer_finds_its_waiter() -
         writer.close()
 
     async def main() -> None:
-        server, address = await _serve_once(script)
-        client = RemotingClient()
-        try:
-            connection = await client.connection(address)
-            assert isinstance(connection, ClientConnection)
+        async with _connected_to(script) as connection:
             sent = [send(connection) for _ in range(count)]
             results = [await future for _, future in sent]
             assert [r.opaque for r in received] == [opaque for opaque, _ in sent]  # the order they were sent
             assert [offset_of(result) for result in results] == [opaque for opaque, _ in sent]
-        finally:
-            await client.close()
-            server.close()
-            await server.wait_closed()
 
     asyncio.run(main())
 
@@ -143,11 +147,7 @@ def test_a_connection_lost_between_chunks_fails_exactly_the_unanswered_requests(
         writer.transport.abort()  # gone, whatever else was sent or is still arriving
 
     async def main() -> None:
-        server, address = await _serve_once(script)
-        client = RemotingClient()
-        try:
-            connection = await client.connection(address)
-            assert isinstance(connection, ClientConnection)
+        async with _connected_to(script) as connection:
             sent = [send(connection) for _ in range(count)]
             outcomes = await asyncio.gather(*(future for _, future in sent), return_exceptions=True)
             assert [offset_of(o) for o in outcomes[:answered]] == [opaque for opaque, _ in sent[:answered]]
@@ -155,10 +155,6 @@ def test_a_connection_lost_between_chunks_fails_exactly_the_unanswered_requests(
             assert all(isinstance(o, RemoteError) and o.retriable for o in failed), failed
             await connection.wait_closed()
             assert not connection.is_open
-        finally:
-            await client.close()
-            server.close()
-            await server.wait_closed()
 
     asyncio.run(main())
 
