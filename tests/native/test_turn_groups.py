@@ -19,6 +19,7 @@ import pytest
 
 from sparkmq import native
 from sparkmq.broker.controller import BrokerController
+from sparkmq.errors import DiskError
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.protocol import ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
@@ -225,5 +226,33 @@ def test_grouping_stops_for_a_lone_connection_and_resumes_for_many(tmp_path: Pat
         for connection, (answers, closed) in enumerate(results):
             assert not closed
             _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
+
+
+def test_a_disk_error_in_a_grouped_put_undoes_every_connections_sends(tmp_path: Path) -> None:
+    """The index's msync fails inside the one put of eight connections' sends (an IndexFile synced on
+    its roll): every record of the group is undone, each connection gets a failure for each of its
+    sends and none a SUCCESS, what was acknowledged before stays readable, and the broker goes on
+    answering reads (writes stay refused until a restart recovers the store: fail-stop)."""
+
+    def failing_put(*_args: Any) -> None:
+        raise DiskError("msync of a finished index file: [Errno 5] Input/output error")
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        puts = _record_puts(w.broker)
+        w.broker.store.index.put = failing_put  # type: ignore[method-assign]
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+        await _close(connections)
+        assert puts and puts[0] == CONNECTIONS, f"the sends were one grouped put: {puts}"
+        for connection, (answers, closed) in enumerate(results):
+            assert not closed
+            assert [a.opaque for a in answers] == [1000 * (connection + 1) + send for send in range(SENDS)]
+            assert all(a.code != ResponseCode.SUCCESS for a in answers), answers
+        assert w.broker.store.disk_error is not None
+        assert list(await _stored(w)) == [b"create"]  # nothing of the failed group is left, the rest is
 
     run_broker(tmp_path, scenario)
