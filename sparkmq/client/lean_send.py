@@ -19,15 +19,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkmq.client.fault import FIRST_PAUSING_MS
-from sparkmq.client.message import Message, SendResult, SendStatus
+from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message, SendResult, SendStatus
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
 from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, logger, settle_from
 from sparkmq.errors import SparkmqError
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.codes import MAX_FRAME_BYTES
 from sparkmq.remoting import client_native
-from sparkmq.remoting.client_connection import ClientConnection
+from sparkmq.remoting.client_connection import LEAN_BUSY_FRAMES, LEAN_CHUNK_FRAMES, ClientConnection
+from sparkmq.remoting.connection import COALESCE_MAX_BYTES
 
 if TYPE_CHECKING:
     from sparkmq.client.producer import AsyncProducer
@@ -133,34 +136,68 @@ class CallbackSend:
             if callback is not None:
                 try:
                     callback(future)
-                except Exception:
-                    logger.exception("send callback %r raised", callback)
+                except Exception as exc:
+                    _callback_raised(callback, exc)
             return
-        try:
-            outcome = answer_outcome(response, self.unique_id, queue, self.message.topic)
-        except SparkmqError as exc:  # not retriable
-            complete(self.future, self.callback, error=exc)
-            return
-        if type(outcome) is SendResult:
-            complete(self.future, self.callback, outcome)
-        else:
-            self._retry(outcome, answered=True)
+        _answered(self, response)
 
     def set_exception(self, error: BaseException) -> None:
         """The request failed (deadline passed, connection lost): retry as ``send`` does."""
-        self.producer.faults.record(self.queue.broker_name, 0, failed=True)
-        self._retry(error, answered=False)
+        _failed(self, error)
 
-    def _retry(self, error: Any, answered: bool) -> None:
-        producer, message = self.producer, self.message
-        body, sys_flag = producer._body_of(message)  # what the first attempt sent: it passed these checks
-        properties = message.properties_text(self.unique_id)
-        failed = (self.queue.broker_name, error, answered)
-        retries = producer._send_prepared(message, body, sys_flag, self.unique_id, properties, failed=failed)
-        settle_from(retries, self.future, self.callback)
+
+def _answered(waiter: Any, response: Any) -> None:
+    """A lean ``send_async`` attempt (a :class:`CallbackSend` or the C lane's ``Waiter``) got an answer that is
+    not a SUCCESS of the C lane's shape (its latency noted already): complete, or retry as ``send`` does."""
+    try:
+        outcome = answer_outcome(response, waiter.unique_id, waiter.queue, waiter.message.topic)
+    except SparkmqError as exc:  # not retriable
+        complete(waiter.future, waiter.callback, error=exc)
+        return
+    if type(outcome) is SendResult:
+        complete(waiter.future, waiter.callback, outcome)
+    else:
+        _retry(waiter, outcome, answered=True)
+
+
+def _failed(waiter: Any, error: BaseException) -> None:
+    """A lean ``send_async`` attempt's request failed (deadline passed, connection lost): retry as ``send`` does."""
+    waiter.producer.faults.record(waiter.queue.broker_name, 0, failed=True)
+    _retry(waiter, error, answered=False)
+
+
+def _retry(waiter: Any, error: Any, answered: bool) -> None:
+    producer, message = waiter.producer, waiter.message
+    body, sys_flag = producer._body_of(message)  # what the first attempt sent: it passed these checks
+    properties = message.properties_text(waiter.unique_id)
+    failed = (waiter.queue.broker_name, error, answered)
+    retries = producer._send_prepared(message, body, sys_flag, waiter.unique_id, properties, failed=failed)
+    settle_from(retries, waiter.future, waiter.callback)
+
+
+def _callback_raised(callback: Any, exc: BaseException) -> None:
+    logger.error("send callback %r raised", callback, exc_info=exc)
 
 
 #: CallbackSend's fields in its ``__init__``'s order, for ``slotted``
 WAITER_FIELDS = ("producer", "message", "unique_id", "queue", "future", "callback", "started")
 if client_native.set_never_done is not None:
     client_native.set_never_done(CallbackSend)  # its done() is always False: the C lane need not ask
+if client_native.configure is not None:
+    client_native.configure(
+        SendResult,
+        RESULT_FIELDS,
+        _SEND_OK,
+        SendTemplate.START_BYTES,
+        WAIT_TRUE_PREFIX,
+        WAIT_FALSE_PREFIX,
+        RequestCode.SEND_MESSAGE_V2,
+        _answered,
+        _failed,
+        _callback_raised,
+        float(FIRST_PAUSING_MS),
+        LEAN_CHUNK_FRAMES,
+        LEAN_BUSY_FRAMES,
+        COALESCE_MAX_BYTES,
+        MAX_FRAME_BYTES,
+    )

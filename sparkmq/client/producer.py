@@ -103,6 +103,14 @@ class AsyncProducer:
         self._lanes: dict[str, Lane] = {}
         self._routes = self.instance.routes  # read per send: the same dict for the instance's life
         self._plain_below = min(compress_over_bytes, max_message_bytes + 1)  # a bytes body this short goes as is
+        # the whole lean send of a plain message in one C call (None: the Python below, the reference)
+        self._sender: Any = (
+            None
+            if client_native.Sender is None
+            else client_native.Sender(
+                self, self._lanes, self._routes, self.faults, self._counter, self._ids, self._plain_below
+            )
+        )
 
     async def start(self) -> None:
         self.instance.producer_groups.add(self.group)
@@ -135,37 +143,61 @@ class AsyncProducer:
         is safe for at-least-once), and the error tree's other exceptions for other failures.
         """
         failed: _Failed | None = None
-        if selector is None and queue is None and not oneway and (lean := self._lean_send(message)) is not None:
+        unique_id: str | None = None
+        if selector is None and queue is None and not oneway:
             # The common send: a cached route and an open connection, awaited without a coroutine below this one.
-            unique_id, frame, chosen, connection, opaque = lean
-            started = time.monotonic()
-            # request_lean without its second is_open check (_lean_send just made it, with no await since)
-            answer: asyncio.Future[Any] = connection.create_future()
-            connection.send_lean(opaque, _SEND_V2, frame, answer, self.send_timeout_s)
-            try:
-                response = await answer
-            except RemoteError as exc:
-                self.faults.record(chosen.broker_name, 0, failed=True)
-                failed = chosen.broker_name, exc, False
-            except BaseException:
-                connection.forget(opaque)  # cancelled: nobody waits for the answer
-                raise
-            else:
-                latency_ms = (time.monotonic() - started) * 1000
-                if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
-                    self.faults.succeeded(chosen.broker_name, latency_ms)
-                if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
-                    ok: SendResult = slotted(  # SendResult(...), in C: no cast() call per send
-                        SendResult, RESULT_FIELDS, _SEND_OK, unique_id, response[0], chosen, response[1]
-                    )
-                    return ok
-                outcome = answer_outcome(response, unique_id, chosen, message.topic)
-                if type(outcome) is SendResult:
-                    return outcome
-                failed = chosen.broker_name, outcome, True
-            body, sys_flag = self._body_of(message)  # what the first attempt sent: it passed these checks
-        else:
-            body, sys_flag = self._body_of(message)
+            sender = self._sender
+            waiter = None if sender is None else sender.send(message)
+            if waiter is None:  # the Python lean path: the reference, and the messages the C lane leaves to it
+                if (lean := self._lean_send(message)) is not None:
+                    unique_id, frame, chosen, connection, opaque = lean
+                    started = time.monotonic()
+                    # request_lean without its second is_open check (_lean_send just made it, with no await since)
+                    answer: asyncio.Future[Any] = connection.create_future()
+                    connection.send_lean(opaque, _SEND_V2, frame, answer, self.send_timeout_s)
+                    try:
+                        response = await answer
+                    except RemoteError as exc:
+                        self.faults.record(chosen.broker_name, 0, failed=True)
+                        failed = chosen.broker_name, exc, False
+                    except BaseException:
+                        connection.forget(opaque)  # cancelled: nobody waits for the answer
+                        raise
+                    else:
+                        latency_ms = (time.monotonic() - started) * 1000
+                        if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
+                            self.faults.succeeded(chosen.broker_name, latency_ms)
+                        if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
+                            ok: SendResult = slotted(  # SendResult(...), in C: no cast() call per send
+                                SendResult, RESULT_FIELDS, _SEND_OK, unique_id, response[0], chosen, response[1]
+                            )
+                            return ok
+                        outcome = answer_outcome(response, unique_id, chosen, message.topic)
+                        if type(outcome) is SendResult:
+                            return outcome
+                        failed = chosen.broker_name, outcome, True
+            elif waiter is not False:  # the C lane's lean attempt (False: none, the general path's)
+                # its Waiter completes the future with a SUCCESS's SendResult (latency noted), any other
+                # answer, or the request's error
+                unique_id = waiter.unique_id
+                try:
+                    response = await waiter.future
+                except RemoteError as exc:
+                    self.faults.record(waiter.queue.broker_name, 0, failed=True)
+                    failed = waiter.queue.broker_name, exc, False
+                except BaseException:
+                    waiter.connection.forget(waiter.opaque)  # cancelled: nobody waits for the answer
+                    raise
+                else:
+                    if type(response) is SendResult:
+                        return response
+                    outcome = answer_outcome(response, unique_id, waiter.queue, message.topic)
+                    if type(outcome) is SendResult:
+                        return outcome
+                    failed = waiter.queue.broker_name, outcome, True
+        # the general path; after a lean attempt, the body it sent (it passed these checks) and its id
+        body, sys_flag = self._body_of(message)
+        if unique_id is None:
             unique_id = self._ids.next_id()
         properties = message.properties_text(unique_id)
         return await self._send_prepared(
@@ -215,7 +247,11 @@ class AsyncProducer:
         """Start a send completing ``future`` (None: a new asyncio one) then ``callback``: a lean first
         attempt answered by its :class:`CallbackSend`, or :meth:`send`'s general steps in a Task."""
         try:
-            lean = self._lean_send(message)
+            sender = self._sender
+            made = None if sender is None else sender.start(message, future, callback)
+            if made is not None and made is not False:
+                return made  # type: ignore[no-any-return]  # the C lane's lean attempt, answered by its Waiter
+            lean = None if made is False else self._lean_send(message)
             if lean is None:
                 body, sys_flag = self._body_of(message)
                 unique_id = self._ids.next_id()

@@ -7,10 +7,13 @@
  *             4 uppercase hex digits) and frame() of Message.properties_text's prefix + that id, in one call.
  * slotted() : cls(*values) of a class whose __init__ only stores its fields (SendResult, CallbackSend),
  *             without the Python __init__ frame; set_never_done(cls): deliver() does not ask such waiters done().
+ * Sender    : a producer's whole lean send of a plain message (AsyncProducer._lean_send, ClientConnection.send_lean)
+ *             in one call per send, its Waiter in the connection's table: CallbackSend's behaviour, or (send())
+ *             a future completed with the SendResult; configure() gives it the Python constants and hooks.
  * deliver() : the front of ClientConnection.data_received (sparkmq/remoting/client_connection.py): walks
  *             whole bodiless response frames whose JSON header is a SUCCESS answer of the strict compact
  *             shape below, pops each one's waiter from the lean table and calls waiter.set_result(
- *             (msgId, queueOffset)); it stops at the first frame it does not take, which the Python
+ *             (msgId, queueOffset)) (a Waiter's answer is taken in C, without the tuple); it stops at the first frame it does not take, which the Python
  *             path (msgspec, then the reference decoder) reads as before.
  *
  * The shape deliver() takes is a subset of what the msgspec decode of protocol/plain_header.py accepts:
@@ -170,6 +173,41 @@ static PyObject *frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 
 static const char UPPER_HEX[] = "0123456789ABCDEF";
 
+/* SendIds.at's id from its head text and counter, and frame() of the properties prefix + that id; *id_out and
+ * *frame_out NULL with no error when the Python path must render it. 0 on success, -1 on error. */
+static int id_and_frame(PyObject *start, PyObject *middle, const long long numbers[4], PyObject *prefix_text,
+                        PyObject *head, PyObject *counter_obj, PyObject *body, PyObject **id_out,
+                        PyObject **frame_out) {
+    *id_out = *frame_out = NULL;
+    if (!PyUnicode_IS_ASCII(head) || PyUnicode_GET_LENGTH(head) > 60)
+        return 0;
+    Py_ssize_t prefix_len;
+    const char *prefix = PyUnicode_AsUTF8AndSize(prefix_text, &prefix_len);
+    if (prefix == NULL)
+        return -1;
+    /* the counter's low 16 bits, as `& 0xFFFF` of any int (two's complement) */
+    unsigned long counter = PyLong_AsUnsignedLongMask(counter_obj);
+    if (counter == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    Py_ssize_t head_len = PyUnicode_GET_LENGTH(head);
+    PyObject *unique_id = PyUnicode_New(head_len + 4, 127);
+    if (unique_id == NULL)
+        return -1;
+    char *id = (char *)PyUnicode_DATA(unique_id);
+    memcpy(id, PyUnicode_DATA(head), head_len);
+    for (int i = 0; i < 4; i++)
+        id[head_len + i] = UPPER_HEX[(counter >> (12 - 4 * i)) & 15];
+    PyObject *whole = build_frame(start, middle, numbers, prefix, prefix_len, id, head_len + 4, body);
+    if (whole == NULL || whole == Py_None) {
+        Py_DECREF(unique_id);
+        Py_XDECREF(whole);
+        return whole == NULL ? -1 : 0;
+    }
+    *id_out = unique_id;
+    *frame_out = whole;
+    return 0;
+}
+
 /* send_frame: SendIds.at's id from its head text and counter, then frame() of the properties prefix + that id:
  * the unique id and the frame of a plain send in one call. */
 static PyObject *send_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -189,30 +227,13 @@ static PyObject *send_frame(PyObject *self, PyObject *const *args, Py_ssize_t na
     int taken = take_numbers(args + 2, numbers);
     if (taken < 0)
         return NULL;
-    PyObject *head = args[7];
-    if (!taken || !PyUnicode_IS_ASCII(head) || PyUnicode_GET_LENGTH(head) > 60)
+    if (!taken)
         Py_RETURN_NONE;
-    Py_ssize_t prefix_len;
-    const char *prefix = PyUnicode_AsUTF8AndSize(args[6], &prefix_len);
-    if (prefix == NULL)
+    PyObject *unique_id, *whole;
+    if (id_and_frame(args[0], args[1], numbers, args[6], args[7], args[8], args[9], &unique_id, &whole) < 0)
         return NULL;
-    /* the counter's low 16 bits, as `& 0xFFFF` of any int (two's complement) */
-    unsigned long counter = PyLong_AsUnsignedLongMask(args[8]);
-    if (counter == (unsigned long)-1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t head_len = PyUnicode_GET_LENGTH(head);
-    PyObject *unique_id = PyUnicode_New(head_len + 4, 127);
     if (unique_id == NULL)
-        return NULL;
-    char *id = (char *)PyUnicode_DATA(unique_id);
-    memcpy(id, PyUnicode_DATA(head), head_len);
-    for (int i = 0; i < 4; i++)
-        id[head_len + i] = UPPER_HEX[(counter >> (12 - 4 * i)) & 15];
-    PyObject *whole = build_frame(args[0], args[1], numbers, prefix, prefix_len, id, head_len + 4, args[9]);
-    if (whole == NULL || whole == Py_None) {
-        Py_DECREF(unique_id);
-        return whole;
-    }
+        Py_RETURN_NONE;
     PyObject *pair = PyTuple_New(2);
     if (pair == NULL) {
         Py_DECREF(unique_id);
@@ -230,23 +251,26 @@ static PyObject *send_frame(PyObject *self, PyObject *const *args, Py_ssize_t na
  * the generic setattr (the slot's own descriptor, past a frozen dataclass's __setattr__), without calling
  * cls's __init__: for classes whose __init__ only stores those fields in that order (SendResult, CallbackSend),
  * where it is cls(*values) without the Python __init__ frame. */
+static PyObject *make_slotted(PyTypeObject *cls, PyObject *names, PyObject *const *values) {
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    if (obj == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(names, i), values[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
 static PyObject *slotted(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != nargs - 2) {
         PyErr_SetString(PyExc_TypeError, "slotted(cls, names: tuple, *values) takes one value per name");
         return NULL;
     }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *obj = cls->tp_alloc(cls, 0);
-    if (obj == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < nargs - 2; i++) {
-        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i), args[2 + i]) < 0) {
-            Py_DECREF(obj);
-            return NULL;
-        }
-    }
-    return obj;
+    return make_slotted((PyTypeObject *)args[0], args[1], args + 2);
 }
 
 /* The type whose waiters deliver() does not ask done(): their done() is always False (CallbackSend). */
@@ -444,6 +468,9 @@ static int read_answer(const unsigned char *h, Py_ssize_t n, long long *opaque, 
 }
 
 static PyObject *str_done, *str_set_result;
+static PyTypeObject WaiterType;
+typedef struct Waiter Waiter;
+static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset);
 
 static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -491,6 +518,19 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             goto fail;
         }
         position += 8 + header_length;
+        if (Py_TYPE(waiter) == &WaiterType) { /* the Sender's: its SendResult made here, no answer tuple */
+            PyObject *id_text = PyUnicode_DecodeASCII((const char *)msg_id, msg_id_len, NULL), *offset = NULL;
+            PyObject *ignored = NULL;
+            if (id_text != NULL && (offset = PyLong_FromLongLong(queue_offset)) != NULL)
+                ignored = waiter_answer((Waiter *)waiter, NULL, id_text, offset);
+            Py_XDECREF(id_text);
+            Py_XDECREF(offset);
+            Py_DECREF(waiter);
+            if (ignored == NULL)
+                goto fail;
+            Py_DECREF(ignored);
+            continue;
+        }
         int is_done = 0;
         if ((PyObject *)Py_TYPE(waiter) != never_done_type) {
             PyObject *done = PyObject_CallMethodNoArgs(waiter, str_done);
@@ -528,6 +568,802 @@ fail:
     return NULL;
 }
 
+/* ---- Sender and Waiter: the whole lean send ---------------------------------------------------- */
+/* Sender.send(message) / Sender.start(message, future, callback): AsyncProducer._lean_send (route, queue,
+ * connection, id, frame) and ClientConnection.send_lean (table entry, deadline FIFO, coalesced write and its
+ * chunk rule) in one call, the waiter a Waiter: CallbackSend's behaviour, with the awaiting shape of send()
+ * too. None when the Python path must do this send's lean attempt (nothing was touched: no route or lane,
+ * a paused broker, a message that is not plain); False when that path would find no lean attempt (the
+ * chosen queue's connection is missing or closed): the general path's. Attributes are read by name as the
+ * Python reads them, so whatever Python changes them sees the same state. */
+
+#include <time.h>
+
+enum {
+    S_TOPIC, S_BODY, S_PROPERTIES, S_TAGS, S_KEYS, S_DELAY_LEVEL, S_FLAG, S_WAIT_STORE_OK, S_LEAN, S_ROUTE,
+    S_QUEUES, S_TEMPLATE, S_CONNECTIONS, S_BROKER_NAME, S_QUEUE_ID, S_TRANSPORT, S_IS_CLOSING, S_OPAQUES,
+    S_HEAD_MS, S_HEAD, S_HEAD_AT, S_COUNTER, S_MIDDLE_BYTES, S_MIDDLE_OF, S_LOOP, S_CREATE_FUTURE,
+    S_SEND_TIMEOUT_S, S_LEAN_TABLE, S_TIME, S_LEAN_DEADLINES, S_POPLEFT, S_APPEND, S_SWEEPER, S_SWEEPER_WHEN,
+    S_ARM_SWEEPER, S_OUT, S_OUT_BYTES, S_WRITES_PAUSED, S_FLUSH_OUT, S_FLUSH_SCHEDULED, S_RECEIVING,
+    S_CALL_SOON, S_PENDING, S_WRITE, S_SEND_LEAN, S_PAUSED, S_SUCCEEDED, S_DONE, S_SET_RESULT,
+    S_SET_EXCEPTION, S_COUNT
+};
+static const char *const NAMES[S_COUNT] = {
+    "topic", "body", "properties", "tags", "keys", "delay_level", "flag", "wait_store_ok", "lean", "route",
+    "queues", "template", "connections", "broker_name", "queue_id", "_transport", "is_closing", "_opaques",
+    "head_ms", "head", "head_at", "counter", "middle_bytes", "middle_of", "_loop", "create_future",
+    "send_timeout_s", "_lean", "time", "_lean_deadlines", "popleft", "append", "_sweeper", "_sweeper_when",
+    "_arm_sweeper", "_out", "_out_bytes", "_writes_paused", "_flush_out", "_flush_scheduled", "_receiving",
+    "call_soon", "_pending", "write", "send_lean", "paused", "succeeded", "done", "set_result",
+    "set_exception"};
+static PyObject *S[S_COUNT];
+
+/* configure(): the Python constants and hooks the C path shares with the reference */
+static struct {
+    PyObject *result_cls, *result_fields, *send_ok, *start, *wait_true, *wait_false, *code;
+    PyObject *answered, *failed, *callback_raised;
+    double first_pausing_ms;
+    Py_ssize_t chunk_frames, busy_frames, coalesce_bytes, max_body;
+    int ready;
+} cfg;
+
+static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes 15 arguments");
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 5 ||
+        !PyBytes_Check(args[3]) || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "configure(): bad argument types");
+        return NULL;
+    }
+    double first = PyFloat_AsDouble(args[10]);
+    Py_ssize_t chunk = PyLong_AsSsize_t(args[11]), busy = PyLong_AsSsize_t(args[12]);
+    Py_ssize_t coalesce = PyLong_AsSsize_t(args[13]), max_frame = PyLong_AsSsize_t(args[14]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject **slots[10] = {&cfg.result_cls, &cfg.result_fields, &cfg.send_ok, &cfg.start, &cfg.wait_true,
+                            &cfg.wait_false, &cfg.code, &cfg.answered, &cfg.failed, &cfg.callback_raised};
+    for (int i = 0; i < 10; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slots[i], args[i]);
+    }
+    cfg.first_pausing_ms = first;
+    cfg.chunk_frames = chunk;
+    cfg.busy_frames = busy;
+    cfg.coalesce_bytes = coalesce;
+    cfg.max_body = max_frame / 2; /* a body up to this leaves room for any header: the frame fits */
+    cfg.ready = 1;
+    Py_RETURN_NONE;
+}
+
+static double clock_seconds(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    /* as time.time() / time.monotonic(): nanoseconds as an int, then / 1e9 */
+    return (double)((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec) / 1e9;
+}
+
+static int truth_of(PyObject *owner, int name) {
+    PyObject *value = PyObject_GetAttr(owner, S[name]);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* -- Waiter -- */
+
+struct Waiter {
+    PyObject_HEAD
+    PyObject *future, *callback, *producer, *message, *unique_id, *queue, *connection, *faults;
+    long long opaque;
+    double started;
+    int awaited; /* send(): the future gets the SendResult, the raw answer or the error; else CallbackSend's */
+};
+
+static int waiter_traverse(Waiter *w, visitproc visit, void *arg) {
+    Py_VISIT(w->future);
+    Py_VISIT(w->callback);
+    Py_VISIT(w->producer);
+    Py_VISIT(w->message);
+    Py_VISIT(w->unique_id);
+    Py_VISIT(w->queue);
+    Py_VISIT(w->connection);
+    Py_VISIT(w->faults);
+    return 0;
+}
+
+static int waiter_clear(Waiter *w) {
+    Py_CLEAR(w->future);
+    Py_CLEAR(w->callback);
+    Py_CLEAR(w->producer);
+    Py_CLEAR(w->message);
+    Py_CLEAR(w->unique_id);
+    Py_CLEAR(w->queue);
+    Py_CLEAR(w->connection);
+    Py_CLEAR(w->faults);
+    return 0;
+}
+
+static void waiter_dealloc(Waiter *w) {
+    PyObject_GC_UnTrack(w);
+    waiter_clear(w);
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+/* future.set_result(value) / set_exception(value) unless future.done() */
+static int settle_future(PyObject *future, int method, PyObject *value) {
+    PyObject *done = PyObject_CallMethodNoArgs(future, S[S_DONE]);
+    if (done == NULL)
+        return -1;
+    int is_done = PyObject_IsTrue(done);
+    Py_DECREF(done);
+    if (is_done)
+        return is_done < 0 ? -1 : 0;
+    PyObject *ignored = PyObject_CallMethodOneArg(future, S[method], value);
+    if (ignored == NULL)
+        return -1;
+    Py_DECREF(ignored);
+    return 0;
+}
+
+/* The broker answered: the latency bookkeeping of CallbackSend.set_result / send(), then a SUCCESS
+ * (msg_id and offset given) completes the future with its SendResult (and calls the callback); any other
+ * answer goes to the future (awaited) or to the Python hook answered(waiter, answer). */
+static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset) {
+    double latency_ms = (clock_seconds(CLOCK_MONOTONIC) - w->started) * 1000;
+    int note = latency_ms >= cfg.first_pausing_ms;
+    if (!note && (note = truth_of(w->faults, S_PAUSED)) < 0)
+        return NULL;
+    if (note) {
+        PyObject *broker = PyObject_GetAttr(w->queue, S[S_BROKER_NAME]);
+        if (broker == NULL)
+            return NULL;
+        PyObject *latency = PyFloat_FromDouble(latency_ms);
+        if (latency == NULL) {
+            Py_DECREF(broker);
+            return NULL;
+        }
+        PyObject *call_args[3] = {w->faults, broker, latency};
+        PyObject *ignored = PyObject_VectorcallMethod(S[S_SUCCEEDED], call_args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                      NULL);
+        Py_DECREF(broker);
+        Py_DECREF(latency);
+        if (ignored == NULL)
+            return NULL;
+        Py_DECREF(ignored);
+    }
+    if (msg_id == NULL) {
+        if (w->awaited) {
+            if (settle_future(w->future, S_SET_RESULT, answer) < 0)
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        return PyObject_CallFunctionObjArgs(cfg.answered, (PyObject *)w, answer, NULL);
+    }
+    PyObject *values[5] = {cfg.send_ok, w->unique_id, msg_id, w->queue, offset};
+    PyObject *result = make_slotted((PyTypeObject *)cfg.result_cls, cfg.result_fields, values);
+    if (result == NULL)
+        return NULL;
+    int settled = settle_future(w->future, S_SET_RESULT, result);
+    Py_DECREF(result);
+    if (settled < 0)
+        return NULL;
+    if (!w->awaited && w->callback != Py_None) {
+        PyObject *ignored = PyObject_CallOneArg(w->callback, w->future);
+        if (ignored == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyObject *type, *exc, *traceback;
+            PyErr_Fetch(&type, &exc, &traceback);
+            PyErr_NormalizeException(&type, &exc, &traceback);
+            if (traceback != NULL)
+                PyException_SetTraceback(exc, traceback);
+            Py_XDECREF(type);
+            Py_XDECREF(traceback);
+            ignored = PyObject_CallFunctionObjArgs(cfg.callback_raised, w->callback, exc, NULL);
+            Py_DECREF(exc);
+            if (ignored == NULL)
+                return NULL;
+        }
+        Py_DECREF(ignored);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *waiter_set_result(Waiter *w, PyObject *answer) {
+    if (PyTuple_CheckExact(answer) && PyTuple_GET_SIZE(answer) == 2) /* a SUCCESS the C lane read */
+        return waiter_answer(w, answer, PyTuple_GET_ITEM(answer, 0), PyTuple_GET_ITEM(answer, 1));
+    return waiter_answer(w, answer, NULL, NULL);
+}
+
+static PyObject *waiter_set_exception(Waiter *w, PyObject *error) {
+    if (w->awaited) {
+        if (settle_future(w->future, S_SET_EXCEPTION, error) < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return PyObject_CallFunctionObjArgs(cfg.failed, (PyObject *)w, error, NULL);
+}
+
+static PyObject *waiter_done(Waiter *w, PyObject *unused) {
+    (void)w;
+    (void)unused;
+    Py_RETURN_FALSE; /* the connection holds it only until its one answer or failure */
+}
+
+static PyMethodDef waiter_methods[] = {
+    {"set_result", (PyCFunction)waiter_set_result, METH_O, "the broker's answer"},
+    {"set_exception", (PyCFunction)waiter_set_exception, METH_O, "the request failed"},
+    {"done", (PyCFunction)waiter_done, METH_NOARGS, "always False"},
+    {NULL, NULL, 0, NULL},
+};
+
+#include <structmember.h>
+static PyMemberDef waiter_members[] = {
+    {"future", T_OBJECT, offsetof(Waiter, future), READONLY, NULL},
+    {"callback", T_OBJECT, offsetof(Waiter, callback), READONLY, NULL},
+    {"producer", T_OBJECT, offsetof(Waiter, producer), READONLY, NULL},
+    {"message", T_OBJECT, offsetof(Waiter, message), READONLY, NULL},
+    {"unique_id", T_OBJECT, offsetof(Waiter, unique_id), READONLY, NULL},
+    {"queue", T_OBJECT, offsetof(Waiter, queue), READONLY, NULL},
+    {"connection", T_OBJECT, offsetof(Waiter, connection), READONLY, NULL},
+    {"opaque", T_LONGLONG, offsetof(Waiter, opaque), READONLY, NULL},
+    {"started", T_DOUBLE, offsetof(Waiter, started), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject WaiterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkmq.remoting._clientlane.Waiter",
+    .tp_basicsize = sizeof(Waiter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "One lean send's waiter in the connection's table (CallbackSend's behaviour, or send()'s future).",
+    .tp_dealloc = (destructor)waiter_dealloc,
+    .tp_traverse = (traverseproc)waiter_traverse,
+    .tp_clear = (inquiry)waiter_clear,
+    .tp_methods = waiter_methods,
+    .tp_members = waiter_members,
+};
+
+/* -- Sender -- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *producer, *lanes, *routes, *faults, *counter, *ids;
+    Py_ssize_t plain_below;
+} Sender;
+
+static int sender_traverse(Sender *s, visitproc visit, void *arg) {
+    Py_VISIT(s->producer);
+    Py_VISIT(s->lanes);
+    Py_VISIT(s->routes);
+    Py_VISIT(s->faults);
+    Py_VISIT(s->counter);
+    Py_VISIT(s->ids);
+    return 0;
+}
+
+static int sender_clear(Sender *s) {
+    Py_CLEAR(s->producer);
+    Py_CLEAR(s->lanes);
+    Py_CLEAR(s->routes);
+    Py_CLEAR(s->faults);
+    Py_CLEAR(s->counter);
+    Py_CLEAR(s->ids);
+    return 0;
+}
+
+static void sender_dealloc(Sender *s) {
+    PyObject_GC_UnTrack(s);
+    sender_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *producer, *lanes, *routes, *faults, *counter, *ids;
+    Py_ssize_t plain_below;
+    static char *kwlist[] = {"producer", "lanes", "routes", "faults", "counter", "ids", "plain_below", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!OOOn:Sender", kwlist, &producer, &PyDict_Type, &lanes,
+                                     &PyDict_Type, &routes, &faults, &counter, &ids, &plain_below))
+        return NULL;
+    if (!cfg.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "Sender before configure()");
+        return NULL;
+    }
+    Sender *s = (Sender *)type->tp_alloc(type, 0);
+    if (s == NULL)
+        return NULL;
+    PyObject *fields[6] = {producer, lanes, routes, faults, counter, ids};
+    PyObject **slots[6] = {&s->producer, &s->lanes, &s->routes, &s->faults, &s->counter, &s->ids};
+    for (int i = 0; i < 6; i++) {
+        Py_INCREF(fields[i]);
+        *slots[i] = fields[i];
+    }
+    s->plain_below = plain_below;
+    return (PyObject *)s;
+}
+
+typedef struct {
+    PyObject *unique_id, *frame, *chosen, *connection, *opaque, *loop;
+} Prepared;
+
+static void prepared_clear(Prepared *p) {
+    Py_CLEAR(p->unique_id);
+    Py_CLEAR(p->frame);
+    Py_CLEAR(p->chosen);
+    Py_CLEAR(p->connection);
+    Py_CLEAR(p->opaque);
+    Py_CLEAR(p->loop);
+}
+
+/* next(iterator); StopIteration raised when it ends */
+static PyObject *next_of(PyObject *iterator) {
+    PyObject *value = PyIter_Next(iterator);
+    if (value == NULL && !PyErr_Occurred())
+        PyErr_SetNone(PyExc_StopIteration);
+    return value;
+}
+
+#define DECLINE 0 /* the Python lean path's: nothing touched */
+#define GENERAL 1 /* no lean attempt: the general path's */
+#define READY 2
+
+/* _lean_send for a plain message: READY with p filled, DECLINE, GENERAL, or -1 on error. */
+static int prepare(Sender *s, PyObject *message, Prepared *p) {
+    memset(p, 0, sizeof *p);
+    int outcome = DECLINE;
+    PyObject *topic = NULL, *lane = NULL, *route = NULL, *body = NULL, *flag = NULL, *queues = NULL,
+             *template = NULL, *connections = NULL, *number = NULL, *broker = NULL, *transport = NULL,
+             *head = NULL, *counter = NULL, *queue_id = NULL, *middle = NULL, *value = NULL;
+    long long numbers[4];
+    int wait, truth;
+#define GET(var, owner, name)                                                                                    \
+    do {                                                                                                         \
+        if ((var = PyObject_GetAttr(owner, S[name])) == NULL)                                                    \
+            goto error;                                                                                          \
+    } while (0)
+#define FALSY(owner, name)                                                                                       \
+    do {                                                                                                         \
+        if ((truth = truth_of(owner, name)) < 0)                                                                 \
+            goto error;                                                                                          \
+        if (truth)                                                                                               \
+            goto done;                                                                                           \
+    } while (0)
+    GET(topic, message, S_TOPIC);
+    lane = PyDict_GetItemWithError(s->lanes, topic);
+    if (lane == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto done;
+    }
+    Py_INCREF(lane);
+    if ((truth = truth_of(lane, S_LEAN)) <= 0) {
+        if (truth < 0)
+            goto error;
+        goto done;
+    }
+    GET(route, lane, S_ROUTE);
+    PyObject *current = PyDict_GetItemWithError(s->routes, topic);
+    if (current != route) {
+        if (current == NULL && PyErr_Occurred())
+            goto error;
+        goto done;
+    }
+    FALSY(s->faults, S_PAUSED); /* a broker is paused: _pick chooses, in Python */
+    /* a plain message: no properties, tags, keys or delay level, a bytes body sent as is */
+    FALSY(message, S_PROPERTIES);
+    FALSY(message, S_TAGS);
+    FALSY(message, S_KEYS);
+    GET(value, message, S_DELAY_LEVEL);
+    if (!PyLong_CheckExact(value) || PyLong_AsLong(value) > 0 || PyErr_Occurred()) {
+        PyErr_Clear();
+        goto done;
+    }
+    Py_CLEAR(value);
+    GET(body, message, S_BODY);
+    if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) >= s->plain_below || PyBytes_GET_SIZE(body) > cfg.max_body)
+        goto done;
+    GET(flag, message, S_FLAG);
+    if (!PyLong_CheckExact(flag))
+        goto done;
+    int overflow = 0;
+    numbers[3] = PyLong_AsLongLongAndOverflow(flag, &overflow);
+    if (overflow || (numbers[3] == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        goto done;
+    }
+    if ((wait = truth_of(message, S_WAIT_STORE_OK)) < 0)
+        goto error;
+    GET(queues, lane, S_QUEUES);
+    GET(template, lane, S_TEMPLATE);
+    GET(connections, lane, S_CONNECTIONS);
+    if (!PyList_CheckExact(queues) || PyList_GET_SIZE(queues) == 0 || !PyDict_CheckExact(connections))
+        goto done;
+    /* from here on the state moves as _lean_send moves it */
+    outcome = GENERAL;
+    if ((number = next_of(s->counter)) == NULL)
+        goto error;
+    PyObject *count = PyLong_FromSsize_t(PyList_GET_SIZE(queues));
+    if (count == NULL)
+        goto error;
+    PyObject *index = PyNumber_Remainder(number, count);
+    Py_DECREF(count);
+    if (index == NULL)
+        goto error;
+    Py_ssize_t at = PyLong_AsSsize_t(index);
+    Py_DECREF(index);
+    if (at == -1 && PyErr_Occurred())
+        goto error;
+    Py_CLEAR(number);
+    p->chosen = PyList_GET_ITEM(queues, at);
+    Py_INCREF(p->chosen);
+    GET(broker, p->chosen, S_BROKER_NAME);
+    p->connection = PyDict_GetItemWithError(connections, broker);
+    if (p->connection == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto done;
+    }
+    Py_INCREF(p->connection);
+    GET(transport, p->connection, S_TRANSPORT); /* is_open */
+    if (transport == Py_None)
+        goto done;
+    value = PyObject_CallMethodNoArgs(transport, S[S_IS_CLOSING]);
+    if (value == NULL)
+        goto error;
+    if ((truth = PyObject_IsTrue(value)) != 0) {
+        if (truth < 0)
+            goto error;
+        goto done;
+    }
+    Py_CLEAR(value);
+    numbers[1] = 0; /* sys_flag */
+    numbers[2] = (long long)(clock_seconds(CLOCK_REALTIME) * 1000); /* int(time.time() * 1000) */
+    GET(value, p->connection, S_OPAQUES); /* next_opaque() */
+    number = next_of(value);
+    Py_CLEAR(value);
+    if (number == NULL)
+        goto error;
+    numbers[0] = PyLong_AsLongLongAndOverflow(number, &overflow);
+    if (numbers[0] == -1 && PyErr_Occurred())
+        goto error;
+    if (overflow) {
+        PyObject *mask = PyLong_FromLong(0x7FFFFFFF);
+        if (mask == NULL)
+            goto error;
+        PyObject *masked = PyNumber_And(number, mask);
+        Py_DECREF(mask);
+        if (masked == NULL)
+            goto error;
+        numbers[0] = PyLong_AsLongLong(masked);
+        Py_DECREF(masked);
+    }
+    numbers[0] &= 0x7FFFFFFF;
+    Py_CLEAR(number);
+    if ((p->opaque = PyLong_FromLongLong(numbers[0])) == NULL)
+        goto error;
+    GET(value, s->ids, S_HEAD_MS);
+    long long head_ms = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (head_ms == -1 && PyErr_Occurred())
+        goto error;
+    Py_CLEAR(value);
+    if (!overflow && head_ms == numbers[2]) {
+        GET(head, s->ids, S_HEAD);
+    } else {
+        PyObject *born = PyLong_FromLongLong(numbers[2]);
+        if (born == NULL)
+            goto error;
+        head = PyObject_CallMethodOneArg(s->ids, S[S_HEAD_AT], born);
+        Py_DECREF(born);
+        if (head == NULL)
+            goto error;
+    }
+    GET(value, s->ids, S_COUNTER);
+    counter = next_of(value);
+    Py_CLEAR(value);
+    if (counter == NULL)
+        goto error;
+    GET(queue_id, p->chosen, S_QUEUE_ID);
+    GET(value, template, S_MIDDLE_BYTES);
+    middle = PyDict_Check(value) ? PyDict_GetItemWithError(value, queue_id) : NULL;
+    Py_CLEAR(value);
+    if (middle != NULL && PyBytes_CheckExact(middle) && PyBytes_GET_SIZE(middle) > 0) {
+        Py_INCREF(middle);
+    } else {
+        if (PyErr_Occurred())
+            goto error;
+        if ((middle = PyObject_CallMethodOneArg(template, S[S_MIDDLE_OF], queue_id)) == NULL)
+            goto error;
+    }
+    if (!PyUnicode_Check(head) || !PyLong_Check(counter) || !PyBytes_Check(middle)) {
+        PyErr_SetString(PyExc_TypeError, "Sender: an id head str, a counter int and a middle bytes");
+        goto error;
+    }
+    if (id_and_frame(cfg.start, middle, numbers, wait ? cfg.wait_true : cfg.wait_false, head, counter, body,
+                     &p->unique_id, &p->frame) < 0)
+        goto error;
+    if (p->unique_id == NULL) {
+        PyErr_SetString(PyExc_ValueError, "Sender: an id head the C lane cannot render");
+        goto error;
+    }
+    GET(p->loop, p->connection, S_LOOP);
+    outcome = READY;
+done:
+    Py_XDECREF(topic);
+    Py_XDECREF(lane);
+    Py_XDECREF(route);
+    Py_XDECREF(body);
+    Py_XDECREF(flag);
+    Py_XDECREF(queues);
+    Py_XDECREF(template);
+    Py_XDECREF(connections);
+    Py_XDECREF(number);
+    Py_XDECREF(broker);
+    Py_XDECREF(transport);
+    Py_XDECREF(head);
+    Py_XDECREF(counter);
+    Py_XDECREF(queue_id);
+    Py_XDECREF(middle);
+    Py_XDECREF(value);
+    if (outcome != READY)
+        prepared_clear(p);
+    return outcome;
+error:
+    outcome = -1;
+    goto done;
+#undef GET
+#undef FALSY
+}
+
+/* ClientConnection.send_lean(opaque, code, frame, waiter, timeout) for a connection whose deadline queue of
+ * this timeout exists (else that Python method does it all). 0, or -1 on error. */
+static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject *frame, PyObject *waiter,
+                     PyObject *timeout) {
+    int result = -1, truth;
+    PyObject *lean = NULL, *map = NULL, *now = NULL, *when = NULL, *entry = NULL, *value = NULL, *out = NULL,
+             *ignored = NULL;
+    PyObject *deadlines;
+#define GET(var, owner, name)                                                                                    \
+    do {                                                                                                         \
+        if ((var = PyObject_GetAttr(owner, S[name])) == NULL)                                                    \
+            goto end;                                                                                            \
+    } while (0)
+    GET(map, conn, S_LEAN_DEADLINES);
+    deadlines = PyDict_Check(map) ? PyDict_GetItemWithError(map, timeout) : NULL;
+    if (deadlines == NULL) {
+        if (PyErr_Occurred())
+            goto end;
+        PyObject *call_args[6] = {conn, opaque, cfg.code, frame, waiter, timeout};
+        ignored = PyObject_VectorcallMethod(S[S_SEND_LEAN], call_args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        result = ignored == NULL ? -1 : 0;
+        goto end;
+    }
+    Py_INCREF(deadlines);
+    GET(lean, conn, S_LEAN_TABLE);
+    if (!PyDict_Check(lean)) {
+        PyErr_SetString(PyExc_TypeError, "the lean table must be a dict");
+        goto end_deadlines;
+    }
+    if (PyDict_SetItem(lean, opaque, waiter) < 0)
+        goto end_deadlines;
+    if ((now = PyObject_CallMethodNoArgs(loop, S[S_TIME])) == NULL || (when = PyNumber_Add(now, timeout)) == NULL)
+        goto end_deadlines;
+    Py_ssize_t queued = PyObject_Length(deadlines);
+    if (queued < 0)
+        goto end_deadlines;
+    if (queued > 0) { /* one answered entry leaves per send: the queue holds ~ those in flight */
+        PyObject *first = PySequence_GetItem(deadlines, 0);
+        if (first == NULL)
+            goto end_deadlines;
+        int answered = 0;
+        if (PyTuple_Check(first) && PyTuple_GET_SIZE(first) >= 2) {
+            int contained = PyDict_Contains(lean, PyTuple_GET_ITEM(first, 1));
+            answered = contained == 0 ? 1 : contained < 0 ? -1 : 0;
+        } else {
+            PyErr_SetString(PyExc_TypeError, "a deadline entry must be a tuple");
+            answered = -1;
+        }
+        Py_DECREF(first);
+        if (answered < 0)
+            goto end_deadlines;
+        if (answered) {
+            if ((value = PyObject_CallMethodNoArgs(deadlines, S[S_POPLEFT])) == NULL)
+                goto end_deadlines;
+            Py_CLEAR(value);
+        }
+    }
+    if ((entry = PyTuple_Pack(3, when, opaque, cfg.code)) == NULL)
+        goto end_deadlines;
+    if ((value = PyObject_CallMethodOneArg(deadlines, S[S_APPEND], entry)) == NULL)
+        goto end_deadlines;
+    Py_CLEAR(value);
+    GET(value, conn, S_SWEEPER);
+    int arm = value == Py_None;
+    Py_CLEAR(value);
+    if (!arm) {
+        GET(value, conn, S_SWEEPER_WHEN);
+        if ((arm = PyObject_RichCompareBool(when, value, Py_LT)) < 0)
+            goto end_deadlines;
+        Py_CLEAR(value);
+    }
+    if (arm) {
+        if ((value = PyObject_CallMethodOneArg(conn, S[S_ARM_SWEEPER], when)) == NULL)
+            goto end_deadlines;
+        Py_CLEAR(value);
+    }
+    GET(out, conn, S_OUT);
+    if (!PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "the out list must be a list");
+        goto end_deadlines;
+    }
+    if (PyList_GET_SIZE(out) == 0 && PyDict_GET_SIZE(lean) == 1) {
+        if ((truth = truth_of(conn, S_PENDING)) < 0)
+            goto end_deadlines;
+        if (!truth) { /* the only request in flight: now, not at the turn's end */
+            GET(value, conn, S_TRANSPORT);
+            ignored = PyObject_CallMethodOneArg(value, S[S_WRITE], frame);
+            result = ignored == NULL ? -1 : 0;
+            goto end_deadlines;
+        }
+    }
+    if (PyList_Append(out, frame) < 0)
+        goto end_deadlines;
+    GET(value, conn, S_OUT_BYTES);
+    Py_ssize_t out_bytes = PyLong_AsSsize_t(value);
+    if (out_bytes == -1 && PyErr_Occurred())
+        goto end_deadlines;
+    Py_CLEAR(value);
+    out_bytes += PyBytes_GET_SIZE(frame);
+    if ((value = PyLong_FromSsize_t(out_bytes)) == NULL || PyObject_SetAttr(conn, S[S_OUT_BYTES], value) < 0)
+        goto end_deadlines;
+    Py_CLEAR(value);
+    Py_ssize_t frames = PyList_GET_SIZE(out);
+    int flush = (frames >= cfg.chunk_frames && PyDict_GET_SIZE(lean) - frames < cfg.busy_frames) ||
+                out_bytes >= cfg.coalesce_bytes;
+    if (!flush && (flush = truth_of(conn, S_WRITES_PAUSED)) < 0)
+        goto end_deadlines;
+    if (flush) {
+        ignored = PyObject_CallMethodNoArgs(conn, S[S_FLUSH_OUT]);
+        result = ignored == NULL ? -1 : 0;
+        goto end_deadlines;
+    }
+    if ((truth = truth_of(conn, S_FLUSH_SCHEDULED)) < 0)
+        goto end_deadlines;
+    if (!truth) {
+        if ((truth = truth_of(conn, S_RECEIVING)) < 0)
+            goto end_deadlines;
+        if (!truth) {
+            if (PyObject_SetAttr(conn, S[S_FLUSH_SCHEDULED], Py_True) < 0)
+                goto end_deadlines;
+            GET(value, conn, S_FLUSH_OUT);
+            ignored = PyObject_CallMethodOneArg(loop, S[S_CALL_SOON], value);
+            result = ignored == NULL ? -1 : 0;
+            goto end_deadlines;
+        }
+    }
+    result = 0;
+end_deadlines:
+    Py_DECREF(deadlines);
+end:
+    Py_XDECREF(lean);
+    Py_XDECREF(map);
+    Py_XDECREF(now);
+    Py_XDECREF(when);
+    Py_XDECREF(entry);
+    Py_XDECREF(value);
+    Py_XDECREF(out);
+    Py_XDECREF(ignored);
+    return result;
+#undef GET
+}
+
+/* prepare, then the waiter (awaited: a new future of the connection's loop) into the connection's table */
+static PyObject *sender_go(Sender *s, PyObject *message, PyObject *future, PyObject *callback, int awaited) {
+    Prepared p;
+    int outcome = prepare(s, message, &p);
+    if (outcome < 0)
+        return NULL;
+    if (outcome == DECLINE)
+        Py_RETURN_NONE;
+    if (outcome == GENERAL)
+        Py_RETURN_FALSE;
+    PyObject *timeout = NULL;
+    Waiter *w = NULL;
+    if (future == Py_None) {
+        if ((future = PyObject_CallMethodNoArgs(p.loop, S[S_CREATE_FUTURE])) == NULL)
+            goto fail;
+    } else {
+        Py_INCREF(future);
+    }
+    if ((w = PyObject_GC_New(Waiter, &WaiterType)) == NULL) {
+        Py_DECREF(future);
+        goto fail;
+    }
+    w->future = future;
+    Py_INCREF(callback);
+    w->callback = callback;
+    Py_INCREF(s->producer);
+    w->producer = s->producer;
+    Py_INCREF(message);
+    w->message = message;
+    w->unique_id = p.unique_id;
+    w->queue = p.chosen;
+    w->connection = p.connection;
+    p.unique_id = p.chosen = p.connection = NULL;
+    Py_INCREF(s->faults);
+    w->faults = s->faults;
+    w->opaque = PyLong_AsLongLong(p.opaque);
+    w->awaited = awaited;
+    w->started = clock_seconds(CLOCK_MONOTONIC);
+    PyObject_GC_Track(w);
+    if ((timeout = PyObject_GetAttr(s->producer, S[S_SEND_TIMEOUT_S])) == NULL)
+        goto fail;
+    if (send_lean(w->connection, p.loop, p.opaque, p.frame, (PyObject *)w, timeout) < 0)
+        goto fail;
+    Py_DECREF(timeout);
+    prepared_clear(&p);
+    if (awaited)
+        return (PyObject *)w;
+    Py_INCREF(w->future);
+    Py_DECREF(w);
+    return future;
+fail:
+    Py_XDECREF(timeout);
+    Py_XDECREF(w);
+    prepared_clear(&p);
+    return NULL;
+}
+
+static PyObject *sender_send(Sender *s, PyObject *message) { return sender_go(s, message, Py_None, Py_None, 1); }
+
+static PyObject *sender_start(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "start(message, future, callback)");
+        return NULL;
+    }
+    return sender_go(s, args[0], args[1], args[2], 0);
+}
+
+static PyObject *sender_prepare(Sender *s, PyObject *message) {
+    Prepared p;
+    int outcome = prepare(s, message, &p);
+    if (outcome < 0)
+        return NULL;
+    if (outcome == DECLINE)
+        Py_RETURN_NONE;
+    if (outcome == GENERAL)
+        Py_RETURN_FALSE;
+    PyObject *made = PyTuple_Pack(5, p.unique_id, p.frame, p.chosen, p.connection, p.opaque);
+    prepared_clear(&p);
+    return made;
+}
+
+static PyMethodDef sender_methods[] = {
+    {"send", (PyCFunction)sender_send, METH_O,
+     "send(message) -> Waiter (await its future: a SendResult, another answer, or the request's error) | None | "
+     "False"},
+    {"start", (PyCFunction)(void (*)(void))sender_start, METH_FASTCALL,
+     "start(message, future | None, callback | None) -> future | None | False"},
+    {"prepare", (PyCFunction)sender_prepare, METH_O,
+     "prepare(message) -> (unique_id, frame, queue, connection, opaque) | None | False, nothing sent"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkmq.remoting._clientlane.Sender",
+    .tp_basicsize = sizeof(Sender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Sender(producer, lanes, routes, faults, counter, ids, plain_below): a producer's lean sends in C.",
+    .tp_new = sender_new,
+    .tp_dealloc = (destructor)sender_dealloc,
+    .tp_traverse = (traverseproc)sender_traverse,
+    .tp_clear = (inquiry)sender_clear,
+    .tp_methods = sender_methods,
+};
+
 static PyMethodDef methods[] = {
     {"frame", (PyCFunction)(void (*)(void))frame, METH_FASTCALL,
      "frame(start, middle, opaque, sys_flag, born_ms, flag, properties, body) -> bytes | None"},
@@ -537,6 +1373,9 @@ static PyMethodDef methods[] = {
     {"slotted", (PyCFunction)(void (*)(void))slotted, METH_FASTCALL,
      "slotted(cls, names, *values) -> cls instance with those slots set, __init__ not called"},
     {"set_never_done", set_never_done, METH_O, "set_never_done(cls): deliver() skips done() for cls's waiters"},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(result_cls, result_fields, send_ok, start, wait_true, wait_false, code, answered, failed, "
+     "callback_raised, first_pausing_ms, chunk_frames, busy_frames, coalesce_bytes, max_frame_bytes)"},
     {"deliver", (PyCFunction)(void (*)(void))deliver, METH_FASTCALL,
      "deliver(data, position, lean) -> position after the SUCCESS answers delivered"},
     {NULL, NULL, 0, NULL},
@@ -549,5 +1388,20 @@ PyMODINIT_FUNC PyInit__clientlane(void) {
     str_set_result = PyUnicode_InternFromString("set_result");
     if (str_done == NULL || str_set_result == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    for (int i = 0; i < S_COUNT; i++)
+        if ((S[i] = PyUnicode_InternFromString(NAMES[i])) == NULL)
+            return NULL;
+    if (PyType_Ready(&WaiterType) < 0 || PyType_Ready(&SenderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&WaiterType);
+    Py_INCREF(&SenderType);
+    if (PyModule_AddObject(m, "Waiter", (PyObject *)&WaiterType) < 0 ||
+        PyModule_AddObject(m, "Sender", (PyObject *)&SenderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -1,4 +1,4 @@
-"""The client's optional C accelerator (``client_lane.c``): ``frame``, ``send_frame`` and ``deliver``, or None.
+"""The client's optional C accelerator (``client_lane.c``): ``frame``, ``send_frame``, ``deliver``, ``Sender``, or None.
 
 None when the extension was not built (no compiler at install time) or ``SPARKMQ_NATIVE=0`` switched
 the native paths off (:mod:`sparkmq.native`); the Python they replace is the reference
@@ -19,6 +19,11 @@ send_frame: Callable[[bytes, bytes, int, int, int, int, str, str, int, bytes], t
 deliver: Callable[[bytes, int, dict[int, Any]], int] | None = None
 slotted: Callable[..., Any] | None = None
 set_never_done: Callable[[type], None] | None = None
+#: ``Sender(producer, lanes, routes, faults, counter, ids, plain_below)``: a producer's whole lean send in C
+#: (the reference: ``AsyncProducer._lean_send`` + ``ClientConnection.send_lean`` + ``CallbackSend``), once
+#: ``configure`` has been given the Python constants and hooks (``sparkmq.client.lean_send`` does it)
+Sender: Any = None
+configure: Callable[..., None] | None = None
 BUILT = False
 try:
     from sparkmq.remoting import _clientlane  # type: ignore[attr-defined]
@@ -29,5 +34,6 @@ else:
     if ENABLED:
         frame, send_frame, deliver = _clientlane.frame, _clientlane.send_frame, _clientlane.deliver
         slotted, set_never_done = _clientlane.slotted, _clientlane.set_never_done
+        Sender, configure = _clientlane.Sender, _clientlane.configure
 
-__all__ = ["BUILT", "deliver", "frame", "send_frame", "set_never_done", "slotted"]
+__all__ = ["BUILT", "Sender", "configure", "deliver", "frame", "send_frame", "set_never_done", "slotted"]

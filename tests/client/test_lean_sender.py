@@ -1,0 +1,294 @@
+"""The producer's whole lean send in one C call (``client_lane.c``'s ``Sender``) against its Python reference.
+
+Each test runs with the C ``Sender`` and with the Python path (``AsyncProducer._lean_send`` +
+``ClientConnection.send_lean`` + ``CallbackSend``); the route comes from a real NameServer and broker, and
+where a test needs to script the broker's side the lane's connection is swapped for one to a scripted
+server over a real socket. Frames must be byte-identical, chunked as the Python path chunks them, and
+every answer, timeout and lost connection must reach the caller as it does without the C lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import socket
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
+from sparkmq.errors import RemoteError
+from sparkmq.protocol import FrameDecoder, RemotingCommand
+from sparkmq.protocol.frame import decode_frame
+from sparkmq.remoting import client_native
+from sparkmq.remoting.client_connection import LEAN_CHUNK_FRAMES, ClientConnection
+from support.unconfirming_broker import UnconfirmingCluster
+
+WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UnconfirmingCluster]:
+    with UnconfirmingCluster.start(tmp_path_factory.mktemp("sender")) as running:
+        yield running
+
+
+@pytest.fixture(params=["c-sender", "python"])
+def sender(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Producers made in the test take the C Sender (True) or the Python reference (False)."""
+    if request.param == "python":
+        monkeypatch.setattr(client_native, "Sender", None)
+        return False
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    return True
+
+
+def answer(request: RemotingCommand) -> bytes:
+    """The broker's SUCCESS answer naming its request: msgId the opaque in hex, queueOffset the opaque."""
+    fields = {"msgId": f"{request.opaque:08X}", "queueId": "0", "queueOffset": str(request.opaque)}
+    return request.make_response(ext_fields=fields).encode()
+
+
+@contextlib.asynccontextmanager
+async def _scripted(
+    cluster: UnconfirmingCluster,
+    topic: str,
+    script: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    **options: Any,
+) -> AsyncIterator[tuple[AsyncProducer, ClientConnection]]:
+    """A started producer whose lane for ``topic`` (one queue) sends to a server running ``script``."""
+    server = await asyncio.start_server(script, "127.0.0.1", 0)
+    producer = AsyncProducer("PID_lean_sender", cluster.ns, **options)
+    await producer.start()
+    try:
+        await producer.send(Message(topic, b"warm-up"))  # the route, lane and a connection: later sends are lean
+        lane = producer._lanes[topic]
+        (broker_name,) = lane.connections
+        address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        connection = cast(ClientConnection, await producer.instance.remoting.connection(address))
+        lane.connections[broker_name] = connection
+        yield producer, connection
+    finally:
+        await producer.close()
+        server.close()
+        await server.wait_closed()
+
+
+def _expected_frame(producer: AsyncProducer, message: Message, request: bytes) -> bytes:
+    """The Python reference's frame of ``message`` with the id, opaque, queue and born time ``request`` carries."""
+    command = decode_frame(request)
+    fields = cast(dict[str, str], command.ext_fields)
+    unique_id = fields["i"].rsplit("\x01", 1)[-1]  # ...UNIQ_KEY\x01<id>, the last property
+    template = producer._lanes[message.topic].template
+    return template.frame_python(
+        int(fields["e"]),
+        command.opaque,
+        int(fields["g"]),
+        message.properties_text(unique_id),
+        message.body,
+        0,
+        message.flag,
+    )
+
+
+@pytest.mark.parametrize("style", ["send", "send_async"])
+def test_a_connection_lost_after_some_answers_fails_exactly_the_unanswered_sends(
+    cluster: UnconfirmingCluster, sender: bool, style: str
+) -> None:
+    """100 sends in one loop turn (1 at once, a chunk, the tail): the server answers 10 and drops the
+    connection; those 10 return their results, the other 90 fail with a retriable RemoteError (no retries
+    left), and every frame the server read is the Python reference's bytes."""
+    topic = cluster.topic(f"SenderLost{style}{sender}", queues=1)
+    count, answered = 100, 10
+    received: list[bytes] = []
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder, requests = FrameDecoder(), []
+        while len(requests) < 1 + LEAN_CHUNK_FRAMES and (data := await reader.read(65536)):
+            requests.extend(decoder.feed(data))
+            received.append(data)
+        writer.write(b"".join(answer(r) for r in requests[:answered]))
+        await writer.drain()
+        writer.transport.abort()
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, script, retry_times_when_send_failed=0) as (producer, connection):
+            messages = [Message(topic, b"m%03d" % i, flag=i) for i in range(count)]
+            sends: list[Awaitable[SendResult]] = (
+                [producer.send(m) for m in messages] if style == "send" else [producer.send_async(m) for m in messages]
+            )
+            if style == "send_async" and sender:
+                assert all(type(w) is client_native._clientlane.Waiter for w in connection._lean.values())
+            outcomes = await asyncio.gather(*sends, return_exceptions=True)
+            results = cast(list[SendResult], outcomes[:answered])
+            assert all(type(r) is SendResult and r.status is SendStatus.SEND_OK for r in results), outcomes[:answered]
+            assert [r.queue_offset for r in results] == [int(r.offset_msg_id, 16) for r in results]
+            failed = outcomes[answered:]
+            assert all(isinstance(o, RemoteError) and o.retriable for o in failed), failed
+            assert not connection.is_open and not connection._lean
+            frames = [bytes(f) for f in _split(b"".join(received))]
+            assert len(frames) >= 1 + LEAN_CHUNK_FRAMES
+            for message, frame, result in zip(messages, frames, results + [None] * count, strict=False):
+                assert frame == _expected_frame(producer, message, frame)
+                if result is not None:
+                    assert decode_frame(frame).opaque == result.queue_offset
+                    assert result.msg_id in frame.decode("latin-1")
+
+    asyncio.run(main())
+
+
+def _split(data: bytes) -> Iterator[bytes]:
+    position = 0
+    while position + 4 <= len(data):
+        end = position + 4 + int.from_bytes(data[position : position + 4], "big")
+        yield data[position:end]
+        position = end
+
+
+def test_a_chunk_leaves_before_the_turn_ends_and_the_rest_waits_for_it(
+    cluster: UnconfirmingCluster, sender: bool
+) -> None:
+    """The C Sender's chunk rule is send_lean's: in one turn that never yields, the first send goes at once and
+    the next LEAN_CHUNK_FRAMES in one write the server reads meanwhile; the next chunk's worth waits for the
+    turn's end, the server having a chunk unanswered; then every send returns its own answer."""
+    topic = cluster.topic(f"SenderChunk{sender}", queues=1)
+    listener = socket.create_server(("127.0.0.1", 0))
+    count = 1 + LEAN_CHUNK_FRAMES
+    got_chunk, requests = threading.Event(), []
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            decoder = FrameDecoder()
+            while len(requests) < count and (data := peer.recv(65536)):
+                requests.extend(decoder.feed(data))
+            got_chunk.set()
+            answered = 0
+            while data := peer.recv(65536):
+                requests.extend(decoder.feed(data))
+                peer.sendall(b"".join(answer(r) for r in requests[answered:]))
+                answered = len(requests)
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    async def main() -> None:
+        producer = AsyncProducer("PID_lean_chunk", cluster.ns)
+        await producer.start()
+        try:
+            await producer.send(Message(topic, b"warm-up"))
+            lane = producer._lanes[topic]
+            (broker_name,) = lane.connections
+            address = f"127.0.0.1:{listener.getsockname()[1]}"
+            connection = cast(ClientConnection, await producer.instance.remoting.connection(address))
+            lane.connections[broker_name] = connection
+            sent = [producer.send_async(Message(topic, b"x")) for _ in range(count)]
+            assert got_chunk.wait(WAIT_S)  # still inside this turn: written during it
+            assert connection._out == []
+            sent += [producer.send_async(Message(topic, b"y")) for _ in range(LEAN_CHUNK_FRAMES)]
+            assert len(connection._out) == LEAN_CHUNK_FRAMES  # held for the turn's end: the server has work
+            results = await asyncio.gather(*sent)
+            # the requests in the order sent, each answer to its own send
+            assert [r.opaque for r in requests] == [r.queue_offset for r in results]
+            assert all(
+                r.msg_id in cast(dict[str, str], q.ext_fields)["i"] for r, q in zip(results, requests, strict=True)
+            )
+        finally:
+            await producer.close()
+            listener.close()
+
+    asyncio.run(main())
+
+
+@dataclasses.dataclass
+class _Twin:
+    """A producer's lean state, read back after a prepare: the queue counter's and the connection's next numbers."""
+
+    counter: int
+    opaque: int
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    body=st.binary(max_size=5000) | st.text(max_size=40),
+    flag=st.integers(min_value=-(2**40), max_value=2**40) | st.just(2**70),
+    wait=st.booleans(),
+    tags=st.none() | st.just("t"),
+    delay=st.sampled_from([0, -1, 2]),
+    properties=st.sampled_from([{}, {"k": "v"}]),
+)
+def test_the_c_sender_prepares_what_the_python_lean_path_does_or_leaves_it_to_it(
+    sender_producer: tuple[AsyncProducer, str],
+    body: bytes | str,
+    flag: int,
+    wait: bool,
+    tags: str | None,
+    delay: int,
+    properties: dict[str, str],
+) -> None:
+    """For any message: the Sender's prepare (nothing sent) is the Python reference's frame, id, queue and
+    opaque, moving the producer's queue counter and the connection's opaques by one each, as _lean_send
+    does; or None, touching nothing, for what it leaves to that path (not plain, a str or compressed body,
+    a flag over int64)."""
+    producer, topic = sender_producer
+    message = Message(topic, body, tags=tags, delay_level=delay, properties=properties, flag=flag, wait_store_ok=wait)
+    connection = next(iter(producer._lanes[topic].connections.values()))
+    before = _peek(producer, connection)
+    made = producer._sender.prepare(message)
+    plain = not (tags or delay > 0 or properties)
+    if not plain or type(body) is not bytes or len(body) >= 4096 or not -(2**63) <= flag < 2**63:
+        assert made is None
+        assert _peek(producer, connection) == _Twin(before.counter + 1, before.opaque + 1)  # only _peek's own
+        return
+    unique_id, frame, queue, made_on, opaque = made
+    assert made_on is connection and opaque == before.opaque + 1
+    assert queue is producer._lanes[topic].queues[(before.counter + 1) % len(producer._lanes[topic].queues)]
+    assert _peek(producer, connection) == _Twin(before.counter + 2, before.opaque + 2)
+    born_ms = int(cast(dict[str, str], decode_frame(frame).ext_fields)["g"])
+    template = producer._lanes[topic].template
+    assert frame == template.frame_python(
+        queue.queue_id, opaque, born_ms, message.properties_text(unique_id), body, 0, flag
+    )
+    ids = producer._ids
+    assert unique_id[:28] == f"{ids._prefix}{(born_ms - ids._month_start_ms) & 0xFFFFFFFF:08X}"
+
+
+def _peek(producer: AsyncProducer, connection: ClientConnection) -> _Twin:
+    """The next values of the producer's queue counter and the connection's opaques (each taken: +1)."""
+    counter = next(producer._counter)
+    opaque = connection.next_opaque()
+    return _Twin(counter, opaque)
+
+
+@pytest.fixture(scope="module")
+def sender_producer(cluster: UnconfirmingCluster) -> Iterator[tuple[AsyncProducer, str]]:
+    """A started producer with the C Sender and a lane on a two-queue topic, on a loop of its own thread."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("SenderPrepare", queues=2)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def run(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(WAIT_S)
+
+    async def make() -> AsyncProducer:
+        producer = AsyncProducer("PID_sender_prepare", cluster.ns)
+        await producer.start()
+        await producer.send(Message(topic, b"warm-up"))
+        return producer
+
+    producer = run(make())
+    try:
+        yield producer, topic
+    finally:
+        run(producer.close())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT_S)
+        loop.close()
