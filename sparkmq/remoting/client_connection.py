@@ -89,6 +89,9 @@ class ClientConnection(RemotingConnection):
         # timeout → (deadline, opaque, code) of lean requests, oldest first (same timeout: deadlines in order)
         self._lean_deadlines: dict[float, deque[tuple[float, int, int]]] = {}
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
+        # what the C lane's Sender reads of a connection per send, in one attribute read (none is ever replaced);
+        # through vars(self) it reads the connection's plain attributes as getattr would, without its lookup
+        self._lean_refs = (self._opaques, self._loop, self._lean, self._lean_deadlines, vars(self))
 
     def pause_writing(self) -> None:
         super().pause_writing()

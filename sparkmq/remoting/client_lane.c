@@ -24,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,14 +51,46 @@ static Py_ssize_t put_int(char *out, long long value) {
 
 static const char HEX[] = "0123456789abcdef";
 
+/* Eight bytes at a time: nonzero when some byte of v may be one of those named (never zero when one is). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static inline uint64_t zero_bytes(uint64_t x) { return (x - ONES) & ~x & HIGHS; }
+/* '"', '\\' or a control character: what encode_basestring escapes (and what ends a plain JSON string) */
+static inline uint64_t escape_bytes(uint64_t v) {
+    return zero_bytes(v ^ (ONES * '"')) | zero_bytes(v ^ (ONES * '\\')) | ((v - ONES * 0x20) & ~v & HIGHS);
+}
+
+/* Whether text[0..n) holds a byte encode_basestring escapes. */
+static int needs_escape(const char *text, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, text + i, 8);
+        if (escape_bytes(v))
+            break;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '"' || c == '\\' || c < 0x20)
+            return 1;
+    }
+    return 0;
+}
+
 /* The frame of start, opaque, middle, sys_flag, born_ms, flag and the properties (the text of p1 then p2,
  * UTF-8, JSON-escaped as encode_basestring does), then body; None when the Python path must render it. */
 static PyObject *build_frame(PyObject *start, PyObject *middle, const long long numbers[4], const char *p1,
                              Py_ssize_t n1, const char *p2, Py_ssize_t n2, PyObject *body) {
     Py_ssize_t escaped = 0;
+    int plain[2];
     for (int part = 0; part < 2; part++) {
         const char *props = part ? p2 : p1;
         Py_ssize_t props_len = part ? n2 : n1;
+        plain[part] = !needs_escape(props, props_len);
+        if (plain[part]) {
+            escaped += props_len;
+            continue;
+        }
         for (Py_ssize_t i = 0; i < props_len; i++) {
             unsigned char c = (unsigned char)props[i];
             if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f')
@@ -97,6 +130,12 @@ static PyObject *build_frame(PyObject *start, PyObject *middle, const long long 
     for (int part = 0; part < 2; part++) {
         const char *props = part ? p2 : p1;
         Py_ssize_t props_len = part ? n2 : n1;
+        if (plain[part]) {
+            if (props_len)
+                memcpy(p, props, props_len);
+            p += props_len;
+            continue;
+        }
         for (Py_ssize_t i = 0; i < props_len; i++) {
             unsigned char c = (unsigned char)props[i];
             switch (c) {
@@ -298,6 +337,13 @@ static int take_string(Cursor *c, const unsigned char **start, Py_ssize_t *len) 
     if (c->p >= c->end || *c->p != '"')
         return 0;
     const unsigned char *s = ++c->p;
+    while (c->end - c->p >= 8) { /* eight plain bytes at a time; the block holding the quote goes byte by byte */
+        uint64_t v;
+        memcpy(&v, c->p, 8);
+        if (escape_bytes(v) | (v & HIGHS) | zero_bytes(v ^ (ONES * 0x7f)))
+            break;
+        c->p += 8;
+    }
     while (c->p < c->end && *c->p != '"') {
         unsigned char b = *c->p;
         if (b == '\\' || b < 0x20 || b >= 0x7f)
@@ -583,19 +629,20 @@ enum {
     S_TOPIC, S_BODY, S_PROPERTIES, S_TAGS, S_KEYS, S_DELAY_LEVEL, S_FLAG, S_WAIT_STORE_OK, S_LEAN, S_ROUTE,
     S_QUEUES, S_TEMPLATE, S_CONNECTIONS, S_BROKER_NAME, S_QUEUE_ID, S_TRANSPORT, S_IS_CLOSING, S_OPAQUES,
     S_HEAD_MS, S_HEAD, S_HEAD_AT, S_COUNTER, S_MIDDLE_BYTES, S_MIDDLE_OF, S_LOOP, S_CREATE_FUTURE,
-    S_SEND_TIMEOUT_S, S_LEAN_TABLE, S_TIME, S_LEAN_DEADLINES, S_POPLEFT, S_APPEND, S_SWEEPER, S_SWEEPER_WHEN,
+    S_SEND_TIMEOUT_S, S_TIME, S_POPLEFT, S_APPEND, S_SWEEPER, S_SWEEPER_WHEN,
     S_ARM_SWEEPER, S_OUT, S_OUT_BYTES, S_WRITES_PAUSED, S_FLUSH_OUT, S_FLUSH_SCHEDULED, S_RECEIVING,
     S_CALL_SOON, S_PENDING, S_WRITE, S_SEND_LEAN, S_PAUSED, S_SUCCEEDED, S_DONE, S_SET_RESULT,
-    S_SET_EXCEPTION, S_COUNT
+    S_SET_EXCEPTION, S_LEAN_REFS, S_COUNT
 };
-static const char *const NAMES[S_COUNT] = {
+static const char *const NAMES[] = {
     "topic", "body", "properties", "tags", "keys", "delay_level", "flag", "wait_store_ok", "lean", "route",
     "queues", "template", "connections", "broker_name", "queue_id", "_transport", "is_closing", "_opaques",
     "head_ms", "head", "head_at", "counter", "middle_bytes", "middle_of", "_loop", "create_future",
-    "send_timeout_s", "_lean", "time", "_lean_deadlines", "popleft", "append", "_sweeper", "_sweeper_when",
+    "send_timeout_s", "time", "popleft", "append", "_sweeper", "_sweeper_when",
     "_arm_sweeper", "_out", "_out_bytes", "_writes_paused", "_flush_out", "_flush_scheduled", "_receiving",
     "call_soon", "_pending", "write", "send_lean", "paused", "succeeded", "done", "set_result",
-    "set_exception"};
+    "set_exception", "_lean_refs"};
+_Static_assert(sizeof NAMES / sizeof *NAMES == S_COUNT, "one name per S_ constant");
 static PyObject *S[S_COUNT];
 
 /* configure(): the Python constants and hooks the C path shares with the reference */
@@ -604,8 +651,24 @@ static struct {
     PyObject *answered, *failed, *callback_raised;
     double first_pausing_ms;
     Py_ssize_t chunk_frames, busy_frames, coalesce_bytes, max_body;
+    Py_ssize_t result_offsets[5]; /* where each SendResult slot lives (its member descriptor's), or none: -1 */
     int ready;
 } cfg;
+
+/* A SendResult of these values: its slots written as their member descriptors write them (no lookup per slot) */
+static PyObject *new_result(PyObject *const values[5]) {
+    if (cfg.result_offsets[0] < 0)
+        return make_slotted((PyTypeObject *)cfg.result_cls, cfg.result_fields, values);
+    PyTypeObject *cls = (PyTypeObject *)cfg.result_cls;
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    if (obj == NULL)
+        return NULL;
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(values[i]);
+        *(PyObject **)((char *)obj + cfg.result_offsets[i]) = values[i];
+    }
+    return obj;
+}
 
 static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -634,6 +697,22 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
     cfg.busy_frames = busy;
     cfg.coalesce_bytes = coalesce;
     cfg.max_body = max_frame / 2; /* a body up to this leaves room for any header: the frame fits */
+    cfg.result_offsets[0] = -1;
+    Py_ssize_t offsets[5];
+    int direct = 1;
+    for (int i = 0; i < 5 && direct; i++) {
+        PyObject *descr = PyObject_GetAttr(cfg.result_cls, PyTuple_GET_ITEM(cfg.result_fields, i));
+        if (descr == NULL)
+            return NULL;
+        direct = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (direct)
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+    }
+    if (direct)
+        memcpy(cfg.result_offsets, offsets, sizeof offsets);
     cfg.ready = 1;
     Py_RETURN_NONE;
 }
@@ -654,11 +733,60 @@ static int truth_of(PyObject *owner, int name) {
     return truth;
 }
 
+/* obj's instance dict, when none of names is a data descriptor of its type (a property, a slot): there the
+ * dict holds what getattr reads (or getattr finds the class's plain value). Else None: read by getattr. */
+static PyObject *vars_of(PyObject *obj, const int *names, int n) {
+    for (int i = 0; i < n; i++) {
+        PyObject *attr = _PyType_Lookup(Py_TYPE(obj), S[names[i]]); /* borrowed, no error set */
+        if (attr != NULL && Py_TYPE(attr)->tp_descr_set != NULL)
+            Py_RETURN_NONE;
+    }
+    PyObject *vars = PyObject_GenericGetDict(obj, NULL);
+    if (vars == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (!PyDict_CheckExact(vars)) {
+        Py_DECREF(vars);
+        Py_RETURN_NONE;
+    }
+    return vars;
+}
+
+/* getattr(owner, name) through vars_of's dict (None: getattr itself) */
+static PyObject *attr_of(PyObject *vars, PyObject *owner, int name) {
+    if (vars != Py_None) {
+        PyObject *value = PyDict_GetItemWithError(vars, S[name]);
+        if (value != NULL) {
+            Py_INCREF(value);
+            return value;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttr(owner, S[name]);
+}
+
+static int truth_in(PyObject *vars, PyObject *owner, int name) {
+    PyObject *value = attr_of(vars, owner, name);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+static int set_in(PyObject *vars, PyObject *owner, int name, PyObject *value) {
+    return vars != Py_None ? PyDict_SetItem(vars, S[name], value) : PyObject_SetAttr(owner, S[name], value);
+}
+
 /* -- Waiter -- */
 
 struct Waiter {
     PyObject_HEAD
-    PyObject *future, *callback, *producer, *message, *unique_id, *queue, *connection, *faults;
+    PyObject *future, *callback, *producer, *message, *unique_id, *queue, *connection, *faults, *paused;
     long long opaque;
     double started;
     int awaited; /* send(): the future gets the SendResult, the raw answer or the error; else CallbackSend's */
@@ -673,6 +801,7 @@ static int waiter_traverse(Waiter *w, visitproc visit, void *arg) {
     Py_VISIT(w->queue);
     Py_VISIT(w->connection);
     Py_VISIT(w->faults);
+    Py_VISIT(w->paused);
     return 0;
 }
 
@@ -685,6 +814,7 @@ static int waiter_clear(Waiter *w) {
     Py_CLEAR(w->queue);
     Py_CLEAR(w->connection);
     Py_CLEAR(w->faults);
+    Py_CLEAR(w->paused);
     return 0;
 }
 
@@ -715,10 +845,7 @@ static int settle_future(PyObject *future, int method, PyObject *value) {
  * answer goes to the future (awaited) or to the Python hook answered(waiter, answer). */
 static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset) {
     double latency_ms = (clock_seconds(CLOCK_MONOTONIC) - w->started) * 1000;
-    int note = latency_ms >= cfg.first_pausing_ms;
-    if (!note && (note = truth_of(w->faults, S_PAUSED)) < 0)
-        return NULL;
-    if (note) {
+    if (latency_ms >= cfg.first_pausing_ms || PyDict_GET_SIZE(w->paused)) { /* faults.paused */
         PyObject *broker = PyObject_GetAttr(w->queue, S[S_BROKER_NAME]);
         if (broker == NULL)
             return NULL;
@@ -745,7 +872,7 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
         return PyObject_CallFunctionObjArgs(cfg.answered, (PyObject *)w, answer, NULL);
     }
     PyObject *values[5] = {cfg.send_ok, w->unique_id, msg_id, w->queue, offset};
-    PyObject *result = make_slotted((PyTypeObject *)cfg.result_cls, cfg.result_fields, values);
+    PyObject *result = new_result(values);
     if (result == NULL)
         return NULL;
     int settled = settle_future(w->future, S_SET_RESULT, result);
@@ -802,7 +929,6 @@ static PyMethodDef waiter_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-#include <structmember.h>
 static PyMemberDef waiter_members[] = {
     {"future", T_OBJECT, offsetof(Waiter, future), READONLY, NULL},
     {"callback", T_OBJECT, offsetof(Waiter, callback), READONLY, NULL},
@@ -833,8 +959,26 @@ static PyTypeObject WaiterType = {
 typedef struct {
     PyObject_HEAD
     PyObject *producer, *lanes, *routes, *faults, *counter, *ids;
+    PyObject *paused, *id_counter; /* faults.paused and ids.counter: made once, never replaced */
+    PyObject *producer_vars, *ids_vars; /* vars_of(producer) for send_timeout_s, of ids for head_ms and head */
+    PyTypeObject *conn_type; /* the connections' type whose attributes conn_names are plain (vars_of) */
     Py_ssize_t plain_below;
+    /* the last lane's fields (a Lane's are set once, when it is made; its connections dict changes in place) */
+    PyObject *lane, *route, *queues, *template, *connections, *middles;
+    int lean;
+    /* each of those queues' (queue, broker_name, queue_id) as the lane was first seen: a queue at its index
+     * in queues is this one still (pointer equal) or is read anew */
+    PyObject **seen;
+    Py_ssize_t seen_count;
 } Sender;
+
+static void forget_queues(Sender *s) {
+    for (Py_ssize_t i = 0; i < 3 * s->seen_count; i++)
+        Py_XDECREF(s->seen[i]);
+    PyMem_Free(s->seen);
+    s->seen = NULL;
+    s->seen_count = 0;
+}
 
 static int sender_traverse(Sender *s, visitproc visit, void *arg) {
     Py_VISIT(s->producer);
@@ -843,6 +987,19 @@ static int sender_traverse(Sender *s, visitproc visit, void *arg) {
     Py_VISIT(s->faults);
     Py_VISIT(s->counter);
     Py_VISIT(s->ids);
+    Py_VISIT(s->paused);
+    Py_VISIT(s->id_counter);
+    Py_VISIT(s->producer_vars);
+    Py_VISIT(s->ids_vars);
+    Py_VISIT(s->conn_type);
+    Py_VISIT(s->lane);
+    Py_VISIT(s->route);
+    Py_VISIT(s->queues);
+    Py_VISIT(s->template);
+    Py_VISIT(s->connections);
+    Py_VISIT(s->middles);
+    for (Py_ssize_t i = 0; i < 3 * s->seen_count; i++)
+        Py_VISIT(s->seen[i]);
     return 0;
 }
 
@@ -853,6 +1010,18 @@ static int sender_clear(Sender *s) {
     Py_CLEAR(s->faults);
     Py_CLEAR(s->counter);
     Py_CLEAR(s->ids);
+    Py_CLEAR(s->paused);
+    Py_CLEAR(s->id_counter);
+    Py_CLEAR(s->producer_vars);
+    Py_CLEAR(s->ids_vars);
+    Py_CLEAR(s->conn_type);
+    Py_CLEAR(s->lane);
+    Py_CLEAR(s->route);
+    Py_CLEAR(s->queues);
+    Py_CLEAR(s->template);
+    Py_CLEAR(s->connections);
+    Py_CLEAR(s->middles);
+    forget_queues(s);
     return 0;
 }
 
@@ -883,11 +1052,27 @@ static PyObject *sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         *slots[i] = fields[i];
     }
     s->plain_below = plain_below;
+    if ((s->paused = PyObject_GetAttr(faults, S[S_PAUSED])) == NULL ||
+        (s->id_counter = PyObject_GetAttr(ids, S[S_COUNTER])) == NULL) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    static const int producer_names[1] = {S_SEND_TIMEOUT_S}, ids_names[2] = {S_HEAD_MS, S_HEAD};
+    if ((s->producer_vars = vars_of(producer, producer_names, 1)) == NULL ||
+        (s->ids_vars = vars_of(ids, ids_names, 2)) == NULL) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    if (!PyDict_Check(s->paused)) {
+        PyErr_SetString(PyExc_TypeError, "Sender: faults.paused must be a dict");
+        Py_DECREF(s);
+        return NULL;
+    }
     return (PyObject *)s;
 }
 
 typedef struct {
-    PyObject *unique_id, *frame, *chosen, *connection, *opaque, *loop;
+    PyObject *unique_id, *frame, *chosen, *connection, *opaque, *loop, *table, *deadlines, *vars;
 } Prepared;
 
 static void prepared_clear(Prepared *p) {
@@ -897,6 +1082,9 @@ static void prepared_clear(Prepared *p) {
     Py_CLEAR(p->connection);
     Py_CLEAR(p->opaque);
     Py_CLEAR(p->loop);
+    Py_CLEAR(p->table);
+    Py_CLEAR(p->deadlines);
+    Py_CLEAR(p->vars);
 }
 
 /* next(iterator); StopIteration raised when it ends */
@@ -912,12 +1100,67 @@ static PyObject *next_of(PyObject *iterator) {
 #define READY 2
 
 /* _lean_send for a plain message: READY with p filled, DECLINE, GENERAL, or -1 on error. */
+/* The cached fields of lane (the lanes' value for the send's topic), read anew when it is another lane. */
+static int use_lane(Sender *s, PyObject *lane) {
+    if (lane == s->lane)
+        return 0;
+    PyObject *fields[5] = {NULL, NULL, NULL, NULL, NULL}, *middles = NULL;
+    static const int names[5] = {S_ROUTE, S_QUEUES, S_TEMPLATE, S_CONNECTIONS, S_LEAN};
+    for (int i = 0; i < 5; i++)
+        if ((fields[i] = PyObject_GetAttr(lane, S[names[i]])) == NULL)
+            goto fail;
+    if ((middles = PyObject_GetAttr(fields[2], S[S_MIDDLE_BYTES])) == NULL)
+        goto fail;
+    int lean = PyObject_IsTrue(fields[4]);
+    if (lean < 0)
+        goto fail;
+    /* a lane the C path cannot read the Python way is not lean here: the Python path serves it */
+    if (!PyList_CheckExact(fields[1]) || !PyDict_CheckExact(fields[3]) || !PyDict_Check(middles))
+        lean = 0;
+    Py_DECREF(fields[4]);
+    Py_INCREF(lane);
+    Py_XSETREF(s->lane, lane);
+    Py_XSETREF(s->route, fields[0]);
+    Py_XSETREF(s->queues, fields[1]);
+    Py_XSETREF(s->template, fields[2]);
+    Py_XSETREF(s->connections, fields[3]);
+    Py_XSETREF(s->middles, middles);
+    s->lean = lean;
+    forget_queues(s);
+    if (lean) {
+        Py_ssize_t n = PyList_GET_SIZE(s->queues);
+        if ((s->seen = PyMem_Calloc(3 * (size_t)(n ? n : 1), sizeof(PyObject *))) == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *queue = PyList_GET_ITEM(s->queues, i);
+            PyObject *broker = PyObject_GetAttr(queue, S[S_BROKER_NAME]), *queue_id = NULL;
+            if (broker == NULL || (queue_id = PyObject_GetAttr(queue, S[S_QUEUE_ID])) == NULL) {
+                Py_XDECREF(broker);
+                return -1;
+            }
+            Py_INCREF(queue);
+            s->seen[3 * i] = queue;
+            s->seen[3 * i + 1] = broker;
+            s->seen[3 * i + 2] = queue_id;
+            s->seen_count = i + 1;
+        }
+    }
+    return 0;
+fail:
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(fields[i]);
+    Py_XDECREF(middles);
+    return -1;
+}
+
+/* _lean_send for a plain message: READY with p filled, DECLINE, GENERAL, or -1 on error. */
 static int prepare(Sender *s, PyObject *message, Prepared *p) {
     memset(p, 0, sizeof *p);
     int outcome = DECLINE;
-    PyObject *topic = NULL, *lane = NULL, *route = NULL, *body = NULL, *flag = NULL, *queues = NULL,
-             *template = NULL, *connections = NULL, *number = NULL, *broker = NULL, *transport = NULL,
-             *head = NULL, *counter = NULL, *queue_id = NULL, *middle = NULL, *value = NULL;
+    PyObject *topic = NULL, *body = NULL, *flag = NULL, *number = NULL, *broker = NULL, *transport = NULL,
+             *refs = NULL, *head = NULL, *counter = NULL, *queue_id = NULL, *middle = NULL, *value = NULL;
     long long numbers[4];
     int wait, truth;
 #define GET(var, owner, name)                                                                                    \
@@ -933,26 +1176,24 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
             goto done;                                                                                           \
     } while (0)
     GET(topic, message, S_TOPIC);
-    lane = PyDict_GetItemWithError(s->lanes, topic);
+    PyObject *lane = PyDict_GetItemWithError(s->lanes, topic); /* borrowed, as the route below */
     if (lane == NULL) {
         if (PyErr_Occurred())
             goto error;
         goto done;
     }
-    Py_INCREF(lane);
-    if ((truth = truth_of(lane, S_LEAN)) <= 0) {
-        if (truth < 0)
-            goto error;
+    if (use_lane(s, lane) < 0)
+        goto error;
+    if (!s->lean)
         goto done;
-    }
-    GET(route, lane, S_ROUTE);
     PyObject *current = PyDict_GetItemWithError(s->routes, topic);
-    if (current != route) {
+    if (current != s->route) {
         if (current == NULL && PyErr_Occurred())
             goto error;
         goto done;
     }
-    FALSY(s->faults, S_PAUSED); /* a broker is paused: _pick chooses, in Python */
+    if (PyDict_GET_SIZE(s->paused)) /* a broker is paused: _pick chooses, in Python */
+        goto done;
     /* a plain message: no properties, tags, keys or delay level, a bytes body sent as is */
     FALSY(message, S_PROPERTIES);
     FALSY(message, S_TAGS);
@@ -977,38 +1218,76 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     }
     if ((wait = truth_of(message, S_WAIT_STORE_OK)) < 0)
         goto error;
-    GET(queues, lane, S_QUEUES);
-    GET(template, lane, S_TEMPLATE);
-    GET(connections, lane, S_CONNECTIONS);
-    if (!PyList_CheckExact(queues) || PyList_GET_SIZE(queues) == 0 || !PyDict_CheckExact(connections))
+    PyObject *queues = s->queues, *template = s->template; /* borrowed: the cache holds them for this call */
+    if (PyList_GET_SIZE(queues) == 0)
         goto done;
     /* from here on the state moves as _lean_send moves it */
     outcome = GENERAL;
     if ((number = next_of(s->counter)) == NULL)
         goto error;
-    PyObject *count = PyLong_FromSsize_t(PyList_GET_SIZE(queues));
-    if (count == NULL)
+    Py_ssize_t at;
+    long long n = PyLong_AsLongLongAndOverflow(number, &overflow);
+    if (n == -1 && PyErr_Occurred())
         goto error;
-    PyObject *index = PyNumber_Remainder(number, count);
-    Py_DECREF(count);
-    if (index == NULL)
-        goto error;
-    Py_ssize_t at = PyLong_AsSsize_t(index);
-    Py_DECREF(index);
-    if (at == -1 && PyErr_Occurred())
-        goto error;
+    if (!overflow && n >= 0) {
+        at = (Py_ssize_t)(n % PyList_GET_SIZE(queues));
+    } else {
+        PyObject *count = PyLong_FromSsize_t(PyList_GET_SIZE(queues));
+        if (count == NULL)
+            goto error;
+        PyObject *index = PyNumber_Remainder(number, count);
+        Py_DECREF(count);
+        if (index == NULL)
+            goto error;
+        at = PyLong_AsSsize_t(index);
+        Py_DECREF(index);
+        if (at == -1 && PyErr_Occurred())
+            goto error;
+    }
     Py_CLEAR(number);
     p->chosen = PyList_GET_ITEM(queues, at);
     Py_INCREF(p->chosen);
-    GET(broker, p->chosen, S_BROKER_NAME);
-    p->connection = PyDict_GetItemWithError(connections, broker);
+    if (at < s->seen_count && s->seen[3 * at] == p->chosen) { /* frozen: its fields as first read */
+        broker = s->seen[3 * at + 1];
+        queue_id = s->seen[3 * at + 2];
+        Py_INCREF(broker);
+        Py_INCREF(queue_id);
+    } else {
+        GET(broker, p->chosen, S_BROKER_NAME);
+        GET(queue_id, p->chosen, S_QUEUE_ID);
+    }
+    p->connection = PyDict_GetItemWithError(s->connections, broker);
     if (p->connection == NULL) {
         if (PyErr_Occurred())
             goto error;
         goto done;
     }
     Py_INCREF(p->connection);
-    GET(transport, p->connection, S_TRANSPORT); /* is_open */
+    /* the connection's (opaques, loop, lean table, deadline queues, vars(connection)), made by ClientConnection */
+    GET(refs, p->connection, S_LEAN_REFS);
+    if (!PyTuple_CheckExact(refs) || PyTuple_GET_SIZE(refs) != 5) {
+        PyErr_SetString(PyExc_TypeError, "Sender: the connection's _lean_refs must be a 5-tuple");
+        goto error;
+    }
+    if (Py_TYPE(p->connection) != s->conn_type) { /* its attributes send_lean reads must be plain ones */
+        static const int conn_names[9] = {S_TRANSPORT, S_SWEEPER, S_SWEEPER_WHEN, S_OUT, S_OUT_BYTES,
+                                          S_WRITES_PAUSED, S_FLUSH_SCHEDULED, S_RECEIVING, S_PENDING};
+        value = vars_of(p->connection, conn_names, 9);
+        if (value == NULL)
+            goto error;
+        int plain = value != Py_None;
+        Py_CLEAR(value);
+        if (plain) {
+            Py_INCREF(Py_TYPE(p->connection));
+            Py_XSETREF(s->conn_type, Py_TYPE(p->connection));
+        }
+    }
+    p->vars = Py_TYPE(p->connection) == s->conn_type && PyDict_CheckExact(PyTuple_GET_ITEM(refs, 4))
+                  ? PyTuple_GET_ITEM(refs, 4)
+                  : Py_None;
+    Py_INCREF(p->vars);
+    if ((transport = attr_of(p->vars, p->connection, S_TRANSPORT)) == NULL) /* is_open */
+        goto error;
     if (transport == Py_None)
         goto done;
     value = PyObject_CallMethodNoArgs(transport, S[S_IS_CLOSING]);
@@ -1022,9 +1301,7 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     Py_CLEAR(value);
     numbers[1] = 0; /* sys_flag */
     numbers[2] = (long long)(clock_seconds(CLOCK_REALTIME) * 1000); /* int(time.time() * 1000) */
-    GET(value, p->connection, S_OPAQUES); /* next_opaque() */
-    number = next_of(value);
-    Py_CLEAR(value);
+    number = next_of(PyTuple_GET_ITEM(refs, 0)); /* next_opaque() */
     if (number == NULL)
         goto error;
     numbers[0] = PyLong_AsLongLongAndOverflow(number, &overflow);
@@ -1045,13 +1322,15 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     Py_CLEAR(number);
     if ((p->opaque = PyLong_FromLongLong(numbers[0])) == NULL)
         goto error;
-    GET(value, s->ids, S_HEAD_MS);
+    if ((value = attr_of(s->ids_vars, s->ids, S_HEAD_MS)) == NULL)
+        goto error;
     long long head_ms = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (head_ms == -1 && PyErr_Occurred())
         goto error;
     Py_CLEAR(value);
     if (!overflow && head_ms == numbers[2]) {
-        GET(head, s->ids, S_HEAD);
+        if ((head = attr_of(s->ids_vars, s->ids, S_HEAD)) == NULL)
+            goto error;
     } else {
         PyObject *born = PyLong_FromLongLong(numbers[2]);
         if (born == NULL)
@@ -1061,15 +1340,9 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
         if (head == NULL)
             goto error;
     }
-    GET(value, s->ids, S_COUNTER);
-    counter = next_of(value);
-    Py_CLEAR(value);
-    if (counter == NULL)
+    if ((counter = next_of(s->id_counter)) == NULL)
         goto error;
-    GET(queue_id, p->chosen, S_QUEUE_ID);
-    GET(value, template, S_MIDDLE_BYTES);
-    middle = PyDict_Check(value) ? PyDict_GetItemWithError(value, queue_id) : NULL;
-    Py_CLEAR(value);
+    middle = PyDict_GetItemWithError(s->middles, queue_id);
     if (middle != NULL && PyBytes_CheckExact(middle) && PyBytes_GET_SIZE(middle) > 0) {
         Py_INCREF(middle);
     } else {
@@ -1089,20 +1362,21 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
         PyErr_SetString(PyExc_ValueError, "Sender: an id head the C lane cannot render");
         goto error;
     }
-    GET(p->loop, p->connection, S_LOOP);
+    p->loop = PyTuple_GET_ITEM(refs, 1);
+    p->table = PyTuple_GET_ITEM(refs, 2);
+    p->deadlines = PyTuple_GET_ITEM(refs, 3);
+    Py_INCREF(p->loop);
+    Py_INCREF(p->table);
+    Py_INCREF(p->deadlines);
     outcome = READY;
 done:
     Py_XDECREF(topic);
-    Py_XDECREF(lane);
-    Py_XDECREF(route);
     Py_XDECREF(body);
     Py_XDECREF(flag);
-    Py_XDECREF(queues);
-    Py_XDECREF(template);
-    Py_XDECREF(connections);
     Py_XDECREF(number);
     Py_XDECREF(broker);
     Py_XDECREF(transport);
+    Py_XDECREF(refs);
     Py_XDECREF(head);
     Py_XDECREF(counter);
     Py_XDECREF(queue_id);
@@ -1120,20 +1394,17 @@ error:
 
 /* ClientConnection.send_lean(opaque, code, frame, waiter, timeout) for a connection whose deadline queue of
  * this timeout exists (else that Python method does it all). 0, or -1 on error. */
-static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject *frame, PyObject *waiter,
-                     PyObject *timeout) {
+static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *timeout) {
     int result = -1, truth;
-    PyObject *lean = NULL, *map = NULL, *now = NULL, *when = NULL, *entry = NULL, *value = NULL, *out = NULL,
-             *ignored = NULL;
-    PyObject *deadlines;
+    PyObject *now = NULL, *when = NULL, *entry = NULL, *value = NULL, *out = NULL, *ignored = NULL;
+    PyObject *deadlines, *lean = p->table, *loop = p->loop, *opaque = p->opaque, *frame = p->frame;
 #define GET(var, owner, name)                                                                                    \
     do {                                                                                                         \
         if ((var = PyObject_GetAttr(owner, S[name])) == NULL)                                                    \
             goto end;                                                                                            \
     } while (0)
-    GET(map, conn, S_LEAN_DEADLINES);
-    deadlines = PyDict_Check(map) ? PyDict_GetItemWithError(map, timeout) : NULL;
-    if (deadlines == NULL) {
+    deadlines = PyDict_Check(p->deadlines) ? PyDict_GetItemWithError(p->deadlines, timeout) : NULL;
+    if (deadlines == NULL || !PyDict_Check(lean)) { /* the first send of this timeout: the Python makes its queue */
         if (PyErr_Occurred())
             goto end;
         PyObject *call_args[6] = {conn, opaque, cfg.code, frame, waiter, timeout};
@@ -1142,11 +1413,6 @@ static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject 
         goto end;
     }
     Py_INCREF(deadlines);
-    GET(lean, conn, S_LEAN_TABLE);
-    if (!PyDict_Check(lean)) {
-        PyErr_SetString(PyExc_TypeError, "the lean table must be a dict");
-        goto end_deadlines;
-    }
     if (PyDict_SetItem(lean, opaque, waiter) < 0)
         goto end_deadlines;
     if ((now = PyObject_CallMethodNoArgs(loop, S[S_TIME])) == NULL || (when = PyNumber_Add(now, timeout)) == NULL)
@@ -1180,11 +1446,13 @@ static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject 
     if ((value = PyObject_CallMethodOneArg(deadlines, S[S_APPEND], entry)) == NULL)
         goto end_deadlines;
     Py_CLEAR(value);
-    GET(value, conn, S_SWEEPER);
+    if ((value = attr_of(p->vars, conn, S_SWEEPER)) == NULL)
+        goto end_deadlines;
     int arm = value == Py_None;
     Py_CLEAR(value);
     if (!arm) {
-        GET(value, conn, S_SWEEPER_WHEN);
+        if ((value = attr_of(p->vars, conn, S_SWEEPER_WHEN)) == NULL)
+            goto end_deadlines;
         if ((arm = PyObject_RichCompareBool(when, value, Py_LT)) < 0)
             goto end_deadlines;
         Py_CLEAR(value);
@@ -1194,16 +1462,18 @@ static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject 
             goto end_deadlines;
         Py_CLEAR(value);
     }
-    GET(out, conn, S_OUT);
+    if ((out = attr_of(p->vars, conn, S_OUT)) == NULL)
+        goto end_deadlines;
     if (!PyList_Check(out)) {
         PyErr_SetString(PyExc_TypeError, "the out list must be a list");
         goto end_deadlines;
     }
     if (PyList_GET_SIZE(out) == 0 && PyDict_GET_SIZE(lean) == 1) {
-        if ((truth = truth_of(conn, S_PENDING)) < 0)
+        if ((truth = truth_in(p->vars, conn, S_PENDING)) < 0)
             goto end_deadlines;
         if (!truth) { /* the only request in flight: now, not at the turn's end */
-            GET(value, conn, S_TRANSPORT);
+            if ((value = attr_of(p->vars, conn, S_TRANSPORT)) == NULL)
+                goto end_deadlines;
             ignored = PyObject_CallMethodOneArg(value, S[S_WRITE], frame);
             result = ignored == NULL ? -1 : 0;
             goto end_deadlines;
@@ -1211,32 +1481,33 @@ static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject 
     }
     if (PyList_Append(out, frame) < 0)
         goto end_deadlines;
-    GET(value, conn, S_OUT_BYTES);
+    if ((value = attr_of(p->vars, conn, S_OUT_BYTES)) == NULL)
+        goto end_deadlines;
     Py_ssize_t out_bytes = PyLong_AsSsize_t(value);
     if (out_bytes == -1 && PyErr_Occurred())
         goto end_deadlines;
     Py_CLEAR(value);
     out_bytes += PyBytes_GET_SIZE(frame);
-    if ((value = PyLong_FromSsize_t(out_bytes)) == NULL || PyObject_SetAttr(conn, S[S_OUT_BYTES], value) < 0)
+    if ((value = PyLong_FromSsize_t(out_bytes)) == NULL || set_in(p->vars, conn, S_OUT_BYTES, value) < 0)
         goto end_deadlines;
     Py_CLEAR(value);
     Py_ssize_t frames = PyList_GET_SIZE(out);
     int flush = (frames >= cfg.chunk_frames && PyDict_GET_SIZE(lean) - frames < cfg.busy_frames) ||
                 out_bytes >= cfg.coalesce_bytes;
-    if (!flush && (flush = truth_of(conn, S_WRITES_PAUSED)) < 0)
+    if (!flush && (flush = truth_in(p->vars, conn, S_WRITES_PAUSED)) < 0)
         goto end_deadlines;
     if (flush) {
         ignored = PyObject_CallMethodNoArgs(conn, S[S_FLUSH_OUT]);
         result = ignored == NULL ? -1 : 0;
         goto end_deadlines;
     }
-    if ((truth = truth_of(conn, S_FLUSH_SCHEDULED)) < 0)
+    if ((truth = truth_in(p->vars, conn, S_FLUSH_SCHEDULED)) < 0)
         goto end_deadlines;
     if (!truth) {
-        if ((truth = truth_of(conn, S_RECEIVING)) < 0)
+        if ((truth = truth_in(p->vars, conn, S_RECEIVING)) < 0)
             goto end_deadlines;
         if (!truth) {
-            if (PyObject_SetAttr(conn, S[S_FLUSH_SCHEDULED], Py_True) < 0)
+            if (set_in(p->vars, conn, S_FLUSH_SCHEDULED, Py_True) < 0)
                 goto end_deadlines;
             GET(value, conn, S_FLUSH_OUT);
             ignored = PyObject_CallMethodOneArg(loop, S[S_CALL_SOON], value);
@@ -1248,8 +1519,6 @@ static int send_lean(PyObject *conn, PyObject *loop, PyObject *opaque, PyObject 
 end_deadlines:
     Py_DECREF(deadlines);
 end:
-    Py_XDECREF(lean);
-    Py_XDECREF(map);
     Py_XDECREF(now);
     Py_XDECREF(when);
     Py_XDECREF(entry);
@@ -1295,13 +1564,15 @@ static PyObject *sender_go(Sender *s, PyObject *message, PyObject *future, PyObj
     p.unique_id = p.chosen = p.connection = NULL;
     Py_INCREF(s->faults);
     w->faults = s->faults;
+    Py_INCREF(s->paused);
+    w->paused = s->paused;
     w->opaque = PyLong_AsLongLong(p.opaque);
     w->awaited = awaited;
     w->started = clock_seconds(CLOCK_MONOTONIC);
     PyObject_GC_Track(w);
-    if ((timeout = PyObject_GetAttr(s->producer, S[S_SEND_TIMEOUT_S])) == NULL)
+    if ((timeout = attr_of(s->producer_vars, s->producer, S_SEND_TIMEOUT_S)) == NULL)
         goto fail;
-    if (send_lean(w->connection, p.loop, p.opaque, p.frame, (PyObject *)w, timeout) < 0)
+    if (send_lean(w->connection, &p, (PyObject *)w, timeout) < 0)
         goto fail;
     Py_DECREF(timeout);
     prepared_clear(&p);

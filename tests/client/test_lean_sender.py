@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import socket
+import sys
 import threading
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, cast
 
@@ -292,3 +295,44 @@ def sender_producer(cluster: UnconfirmingCluster) -> Iterator[tuple[AsyncProduce
         loop.call_soon_threadsafe(loop.stop)
         thread.join(WAIT_S)
         loop.close()
+
+
+def test_sends_through_the_sender_leave_nothing_behind(cluster: UnconfirmingCluster, sender: bool) -> None:
+    """10,000 sends of each shape, answered over a real socket: no reference to the message or the producer
+    is kept, no waiter outlives its answer, and the client's traced memory stays flat (a frame, id, result
+    or waiter kept per send would be 50 bytes or more each: over 500 KiB)."""
+    topic = cluster.topic(f"SenderFlat{sender}", queues=1)
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        while data := await reader.read(65536):
+            writer.write(b"".join(answer(r) for r in decoder.feed(data)))
+        writer.close()  # the client closed: so do we
+
+    async def sends(producer: AsyncProducer, message: Message, count: int) -> None:
+        for start in range(0, count, 100):
+            await asyncio.gather(*(producer.send(message) for _ in range(50)))
+            await asyncio.gather(*(producer.send_async(message) for _ in range(50)))
+            assert start < count
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, script) as (producer, connection):
+            message = Message(topic, b"the same message each time")
+            await sends(producer, message, 2_000)  # warm-up: tables, queues and allocator at their size
+            gc.collect()
+            references = sys.getrefcount(message), sys.getrefcount(producer)
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                await sends(producer, message, 20_000)
+                gc.collect()
+                grown = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            assert (sys.getrefcount(message), sys.getrefcount(producer)) == references
+            assert not connection._lean
+            waiter_type = getattr(client_native._clientlane, "Waiter", None) if sender else None
+            assert waiter_type is None or not any(type(o) is waiter_type for o in gc.get_objects())
+            assert grown < 256 * 1024, grown
+
+    asyncio.run(main())
