@@ -1,12 +1,15 @@
 """The producer's lean single send: a plain send's first attempt with no coroutine, Task or Future of its own.
 
 A plain send (no selector, fixed queue, oneway or ACL signer) whose topic's lane and broker
-connection are ready is one C call for its unique id and frame (``client_lane.c``'s ``send_frame``; the
-template f-string of :class:`SendTemplate` without it), one dict entry and one deadline entry on the
-connection, and one append to the loop turn's coalesced write. ``AsyncProducer.send`` awaits an
-asyncio future for the answer; ``send_async`` and the blocking ``Producer`` register a
-:class:`CallbackSend` instead, which settles the answer inside the connection's read and completes
-the caller's future (and callback) at once: no extra future, no loop turn through ``call_soon``.
+connection are ready is, with the C lane, ONE call of ``client_lane.c``'s ``Sender`` (route, queue, id,
+frame, table and deadline entries, the coalesced write), its waiter a C ``Waiter`` that behaves as
+:class:`CallbackSend` (or completes ``send()``'s future with the result). The Python reference, for
+``SPARKMQ_NATIVE=0`` and for the messages the ``Sender`` leaves to it: ``AsyncProducer._lean_send`` (one C
+call for the unique id and frame, ``send_frame``, or the template f-string of :class:`SendTemplate`), one
+dict entry and one deadline entry on the connection, and one append to the loop turn's coalesced write.
+``AsyncProducer.send`` awaits an asyncio future for the answer; ``send_async`` and the blocking
+``Producer`` register a :class:`CallbackSend` instead, which settles the answer inside the connection's
+read and completes the caller's future (and callback) at once: no extra future, no loop turn through ``call_soon``.
 A failed or unconfirmed first attempt goes on through the producer's general retry path, as
 before, in a Task.
 """
