@@ -1171,7 +1171,8 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     memset(p, 0, sizeof *p);
     int outcome = DECLINE;
     PyObject *topic = NULL, *body = NULL, *flag = NULL, *number = NULL, *broker = NULL, *transport = NULL,
-             *refs = NULL, *head = NULL, *counter = NULL, *queue_id = NULL, *middle = NULL, *value = NULL;
+             *refs = NULL, *head = NULL, *counter = NULL, *queue_id = NULL, *middle = NULL, *value = NULL,
+             *queues = NULL, *template = NULL, *connections = NULL, *middles = NULL;
     long long numbers[4];
     int wait, truth;
 #define GET(var, owner, name)                                                                                    \
@@ -1229,7 +1230,15 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     }
     if ((wait = truth_of(message, S_WAIT_STORE_OK)) < 0)
         goto error;
-    PyObject *queues = s->queues, *template = s->template; /* borrowed: the cache holds them for this call */
+    /* held for this call: a getattr below may run Python that sends on another lane (the cache moves) */
+    queues = s->queues;
+    template = s->template;
+    connections = s->connections;
+    middles = s->middles;
+    Py_INCREF(queues);
+    Py_INCREF(template);
+    Py_INCREF(connections);
+    Py_INCREF(middles);
     if (PyList_GET_SIZE(queues) == 0)
         goto done;
     /* from here on the state moves as _lean_send moves it */
@@ -1267,7 +1276,7 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
         GET(broker, p->chosen, S_BROKER_NAME);
         GET(queue_id, p->chosen, S_QUEUE_ID);
     }
-    p->connection = PyDict_GetItemWithError(s->connections, broker);
+    p->connection = PyDict_GetItemWithError(connections, broker);
     if (p->connection == NULL) {
         if (PyErr_Occurred())
             goto error;
@@ -1353,7 +1362,7 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     }
     if ((counter = next_of(s->id_counter)) == NULL)
         goto error;
-    middle = PyDict_GetItemWithError(s->middles, queue_id);
+    middle = PyDict_GetItemWithError(middles, queue_id);
     if (middle != NULL && PyBytes_CheckExact(middle) && PyBytes_GET_SIZE(middle) > 0) {
         Py_INCREF(middle);
     } else {
@@ -1381,6 +1390,10 @@ static int prepare(Sender *s, PyObject *message, Prepared *p) {
     Py_INCREF(p->deadlines);
     outcome = READY;
 done:
+    Py_XDECREF(queues);
+    Py_XDECREF(template);
+    Py_XDECREF(connections);
+    Py_XDECREF(middles);
     Py_XDECREF(topic);
     Py_XDECREF(body);
     Py_XDECREF(flag);
