@@ -23,7 +23,7 @@ A/B switches (the bench's own, applied before the services start; nothing in the
 * ``--broker-turns on|off``: ``off`` makes the broker's ``TurnGroups.defer`` always decline;
 * ``--broker-gc landed|default``: ``default`` undoes the service's garbage-collector settings
   (``sparkmq.cli.service.settle_gc``) when the package has them;
-* ``--client-gc landed|default``: the same for the client's loop thread (``loop_thread``'s settings);
+* ``--client-gc default|freeze``: ``freeze`` collects and freezes this process's heap after the warm-up;
 * ``--loop asyncio|uvloop``: this process's loop for the async cases; ``--broker-loop`` the broker's
   (``SPARKMQ_EVENT_LOOP``); ``--client-thread-loop`` the blocking facade's loop thread.
 """
@@ -35,6 +35,7 @@ import asyncio
 import gc
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -71,6 +72,7 @@ from sparkmq.cli.main import main
 sys.exit(main())
 """
 
+LONG_POLL = "send → long-polling consumer's poll returns it"
 GcEvents = list[tuple[int, int, int]]  # (start ns, end ns, generation), CLOCK_MONOTONIC
 Samples = list[tuple[int, int]]  # (start ns, end ns) of each request, CLOCK_MONOTONIC
 
@@ -153,18 +155,18 @@ class Bench:
     def case(self, name: str) -> Case:
         return self.cases.setdefault(name, Case(name))
 
-    def _begin(self) -> tuple[tuple[dict[str, tuple[int, int]], ...], int, int]:
-        pid = self.dev.process.pid
+    def _begin(self, pid: int) -> tuple[tuple[dict[str, tuple[int, int]], ...], int, int]:
         return (thread_stats(pid), thread_stats(os.getpid())), schedstat_ns(pid), schedstat_ns(os.getpid())
 
     def _end(
         self,
         name: str,
+        pid: int,
         begun: tuple[tuple[dict[str, tuple[int, int]], ...], int, int],
         starts: list[int],
         ends: list[int],
     ) -> None:
-        (threads, broker, client), case, pid, count = begun, self.case(name), self.dev.process.pid, len(starts)
+        (threads, broker, client), case, count = begun, self.case(name), len(starts)
         case.broker_cpu_ns += schedstat_ns(pid) - broker
         case.client_cpu_ns += schedstat_ns(os.getpid()) - client
         case.samples += zip(starts, ends, strict=True)
@@ -173,22 +175,27 @@ class Bench:
             f"client: {thread_delta(thread_stats(os.getpid()), threads[1], count)}"
         )
 
-    async def timed(self, name: str, one: Callable[[], Awaitable[object]], count: int) -> None:
+    async def timed(
+        self, name: str, one: Callable[[], Awaitable[object]], count: int, server_pid: int | None = None
+    ) -> None:
+        """``count`` awaits of ``one()``; ``server_pid``: the server's CPU is that process's (default the broker's)."""
+        pid = server_pid or self.dev.process.pid
         # two lists of ints, not a list of tuples: ints are not tracked by the GC, tuples would be the bench's own
-        starts, ends, begun = [0] * count, [0] * count, self._begin()
+        starts, ends, begun = [0] * count, [0] * count, self._begin(pid)
         for i in range(count):
             starts[i] = time.monotonic_ns()
             await one()
             ends[i] = time.monotonic_ns()
-        self._end(name, begun, starts, ends)
+        self._end(name, pid, begun, starts, ends)
 
     def timed_blocking(self, name: str, one: Callable[[], object], count: int) -> None:
-        starts, ends, begun = [0] * count, [0] * count, self._begin()
+        pid = self.dev.process.pid
+        starts, ends, begun = [0] * count, [0] * count, self._begin(pid)
         for i in range(count):
             starts[i] = time.monotonic_ns()
             one()
             ends[i] = time.monotonic_ns()
-        self._end(name, begun, starts, ends)
+        self._end(name, pid, begun, starts, ends)
 
 
 def overlapping(samples: Samples, events: GcEvents) -> int:
@@ -223,10 +230,10 @@ def report(bench: Bench, broker_gc: GcEvents) -> str:
         us, n = case.us(), len(case.samples)
         slow_cut = pct(us, 99)
         slow = [s for s in case.samples if (s[1] - s[0]) / 1000 >= slow_cut]
+        cpu = f"{case.broker_cpu_ns / n / 1000:.1f} | {case.client_cpu_ns / n / 1000:.1f}" if case.threads else "- | -"
         lines.append(
             f"| {case.name} | {n:,} | {pct(us, 50):.0f} | {pct(us, 90):.0f} | {pct(us, 99):.0f} | "
-            f"{pct(us, 99.9):.0f} | {us[-1]:.0f} | {case.broker_cpu_ns / n / 1000:.1f} | "
-            f"{case.client_cpu_ns / n / 1000:.1f} | {overlapping(case.samples, broker_gc)} "
+            f"{pct(us, 99.9):.0f} | {us[-1]:.0f} | {cpu} | {overlapping(case.samples, broker_gc)} "
             f"({overlapping(case.samples, gen2[0])}) | {overlapping(case.samples, client_gc)} "
             f"({overlapping(case.samples, gen2[1])}) | {len(slow)}: {overlapping(slow, broker_gc)} / "
             f"{overlapping(slow, client_gc)} |"
@@ -238,7 +245,7 @@ def report(bench: Bench, broker_gc: GcEvents) -> str:
         for who, ev in (("broker", broker_gc), ("client", client_gc))
     ]
     lines.append("\nper thread, last round (CPU µs and times scheduled in, per request):\n")
-    lines += [f"* {case.name}: {case.threads}" for case in bench.cases.values()]
+    lines += [f"* {case.name}: {case.threads}" for case in bench.cases.values() if case.threads]
     return (
         "\n".join(lines)
         + f"\n\ngarbage collections during the measured {(last - first) / 1e9:.1f} s: "
@@ -246,44 +253,69 @@ def report(bench: Bench, broker_gc: GcEvents) -> str:
     )
 
 
-async def echo_client(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", port)
-
-
 async def async_round(
     bench: Bench,
     producer: AsyncProducer,
     consumer: AsyncPullConsumer,
     args: argparse.Namespace,
-    echo: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None,
+    echo: tuple[asyncio.StreamReader, asyncio.StreamWriter, int] | None,
 ) -> None:
     message = Message("LatencyBench", bytes(100))
     queue = (await consumer.queues_of("LatencyBench"))[0]
     await bench.timed("AsyncProducer.send, 1 in flight", lambda: producer.send(message), args.sends)
     await bench.timed("ping: GET_MAX_OFFSET, 1 in flight", lambda: consumer.max_offset(queue), args.sends)
+    await send_to_long_poll(bench, producer, consumer, args.sends // 5)
     if echo is not None:
-        reader, writer = echo
+        reader, writer, echo_pid = echo
         payload = bytes(100)
 
         async def one() -> None:
             writer.write(payload)
             await reader.readexactly(100)
 
-        await bench.timed("asyncio echo 100 B, 1 in flight", one, args.sends)
+        await bench.timed("asyncio echo 100 B, 1 in flight (server: the echo process)", one, args.sends, echo_pid)
 
 
-async def run_async(bench: Bench, args: argparse.Namespace, echo_port: int | None, rounds: int) -> None:
+async def send_to_long_poll(bench: Bench, producer: AsyncProducer, consumer: AsyncPullConsumer, count: int) -> None:
+    """From ``send`` to a long-polling consumer's ``poll`` returning the message: the send, the broker's
+    wake-up of the parked pull (``broker/long_polling.py``) and the pull's answer. Each pull is given
+    2 ms to park first (outside the clock); a missed wake-up would show as a sample near the poll's 5 s."""
+    queue = (await consumer.queues_of("LatencyBench"))[0]
+    await consumer.assign([queue])
+    await consumer.seek_to_end(queue)
+    message = Message("LatencyBench", bytes(100))
+
+    async def one() -> None:
+        polled = asyncio.ensure_future(consumer.poll(timeout_s=5.0))
+        await asyncio.sleep(0.002)  # parked on the broker by now (its suspend-0 pull came back empty)
+        started = time.monotonic_ns()
+        await producer.send(message, queue=queue)
+        received = await polled
+        if len(received) != 1:
+            raise RuntimeError(f"the long poll returned {len(received)} messages, not the one sent")
+        bench.case(LONG_POLL).samples.append((started, time.monotonic_ns()))
+
+    for _ in range(count):
+        await one()
+
+
+async def run_async(bench: Bench, args: argparse.Namespace, echo_server: tuple[int, int] | None) -> None:
+    """One round of the async cases on a fresh producer and consumer; ``echo_server``: (port, pid)."""
     producer = AsyncProducer("PID_LATENCY", bench.dev.namesrv, send_timeout_s=30.0)
     consumer = AsyncPullConsumer("CID_LATENCY", bench.dev.namesrv, auto_commit_interval_s=None)
     await producer.start()
     await consumer.start()
-    echo = await echo_client(echo_port) if echo_port else None
+    echo = None
+    if echo_server is not None:
+        echo = (*await asyncio.open_connection("127.0.0.1", echo_server[0]), echo_server[1])
     try:
         message = Message("LatencyBench", bytes(100))
         for _ in range(200):  # creates the topic, warms routes and buffers
             await producer.send(message)
-        for _ in range(rounds):
-            await async_round(bench, producer, consumer, args, echo)
+        if args.client_gc == "freeze":
+            gc.collect()
+            gc.freeze()
+        await async_round(bench, producer, consumer, args, echo)
     finally:
         if echo is not None:
             echo[1].close()
@@ -305,27 +337,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--broker-turns", choices=("on", "off"), default="on")
     parser.add_argument("--broker-gc", choices=("landed", "default"), default="landed")
-    parser.add_argument("--client-gc", choices=("landed", "default"), default="landed")
+    parser.add_argument(
+        "--client-gc", choices=("default", "freeze"), default="default", help="freeze: gc.freeze() after warm-up"
+    )
     parser.add_argument("--no-echo", action="store_true", help="skip the asyncio echo floor")
     parser.add_argument("--json", type=Path, help="write every case's percentiles here")
     args = parser.parse_args(argv)
     if args.client_thread_loop == "asyncio":
         loop_thread.new_event_loop = asyncio.new_event_loop  # type: ignore[assignment]
-    if args.client_gc == "default" and hasattr(loop_thread, "settle_gc"):
-        loop_thread.settle_gc = lambda: None  # type: ignore[attr-defined]
     info = machine()
-    import subprocess
-
     with temp_root("sparkmq-latency-bench-") as root:
         dev = DevWithGcLog(root, args.broker_turns, args.broker_gc, args.broker_loop)
-        echo = None
+        echo, echo_server = None, None
         try:
             if not args.no_echo:
                 echo = subprocess.Popen(
                     [sys.executable, "-c", ECHO_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
                 )
                 assert echo.stdout is not None
-                echo_port = int(echo.stdout.readline())
+                echo_server = int(echo.stdout.readline()), echo.pid
             bench = Bench(dev)
             blocking = Producer("PID_LATENCY_BLOCKING", dev.namesrv, send_timeout_s=30.0)
             blocking.start()
@@ -334,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for _ in range(200):
                     blocking.send(message)
                 for _ in range(args.rounds):
-                    run_loop(run_async(bench, args, None if args.no_echo else echo_port, 1), args.loop)
+                    run_loop(run_async(bench, args, echo_server), args.loop)
                     bench.timed_blocking(
                         "Producer.send (blocking), 1 in flight", lambda: blocking.send(message), args.sends
                     )
