@@ -10,8 +10,10 @@ A real ``sparkmq dev`` (NameServer + broker in one process, ASYNC flush) is star
 small prelude that records every garbage collection of the broker process (start, end,
 generation) and applies the A/B switches below; this process then runs, ``--rounds`` times each,
 interleaved: ``AsyncProducer.send`` one after another (100 B), ``GET_MAX_OFFSET`` one after
-another (the request path without the store), the blocking ``Producer.send`` from this thread
-(the hand-off to the client's loop thread and back), and a bare asyncio echo (the loopback floor).
+another (the generic request path, without the store), sends to a queue a consumer long-polls
+(``--long-polls``: send → parked pull woken → ``poll`` returns it), a bare asyncio echo (the
+loopback floor; its server's CPU is the echo process's), and the blocking ``Producer.send`` from
+this thread (the hand-off to the client's loop thread and back).
 
 Per case: p50 / p90 / p99 / p99.9 / max in µs over all rounds, CPU per request of both processes
 in µs from ``/proc/<pid>/schedstat`` (nanoseconds, every thread: not the 10 ms ticks of
@@ -264,7 +266,7 @@ async def async_round(
     queue = (await consumer.queues_of("LatencyBench"))[0]
     await bench.timed("AsyncProducer.send, 1 in flight", lambda: producer.send(message), args.sends)
     await bench.timed("ping: GET_MAX_OFFSET, 1 in flight", lambda: consumer.max_offset(queue), args.sends)
-    await send_to_long_poll(bench, producer, consumer, args.sends // 5)
+    await send_to_long_poll(bench, producer, consumer, args.long_polls)
     if echo is not None:
         reader, writer, echo_pid = echo
         payload = bytes(100)
@@ -327,6 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=5000, help="requests per case per round (default 5000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, cases interleaved (default 3)")
+    parser.add_argument("--long-polls", type=int, default=1000, help="sends to a long-polling consumer per round")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop", help="this process's loop")
     parser.add_argument("--broker-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     parser.add_argument(
