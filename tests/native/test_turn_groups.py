@@ -187,6 +187,45 @@ def test_a_malformed_frame_fails_only_its_connection(tmp_path: Path) -> None:
     run_broker(tmp_path, scenario)
 
 
+def test_a_connection_whose_turn_fails_to_prepare_is_closed_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in one connection's part of the turn (its prepare raises): that connection is closed with
+    nothing stored for it, the other connections of the turn are stored in one put and answered."""
+    real_prepare = RemotingConnection.prepare_turn
+    broken: list[int] = []
+
+    def prepare_turn(self: RemotingConnection, prepare: Any) -> Any:
+        if self.id in broken:
+            raise RuntimeError("a bug in this connection's turn")
+        return real_prepare(self, prepare)
+
+    monkeypatch.setattr(RemotingConnection, "prepare_turn", prepare_turn)
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        before = {c.id for c in w.broker.server.connections}
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        while len(w.broker.server.connections) < len(before) + CONNECTIONS:
+            await asyncio.sleep(0)  # the broker accepts them in its own turns
+        ours = sorted(c.id for c in w.broker.server.connections if c.id not in before)
+        broken.append(ours[0])  # the first connection accepted: the first one opened
+        puts = _record_puts(w.broker)
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+        await _close(connections)
+        assert puts[0] == (CONNECTIONS - 1) * SENDS, puts
+        stored = await _stored(w)
+        assert len(stored) == (CONNECTIONS - 1) * SENDS + 1
+        assert results[0] == ([], True), "closed, nothing answered"
+        for connection in range(1, CONNECTIONS):
+            answers, closed = results[connection]
+            assert not closed
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
+
+
 def test_connections_closing_in_the_same_turn_get_their_answers(tmp_path: Path) -> None:
     """Sends followed at once by the peer's end of stream: answered, then the connection closes."""
 
