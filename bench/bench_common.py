@@ -178,10 +178,11 @@ class Service:
         ready_prefix: str,
         env: dict[str, str] | None = None,
         timeout_s: float = READY_TIMEOUT_S,
+        python_args: list[str] | None = None,
     ) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", **(env or {}))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sparkmq", *args],
+            [sys.executable, *(python_args or ["-m", "sparkmq"]), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -162,17 +162,23 @@ def scale_table(results: list[tuple[str, int, Row]]) -> str:
     lines = [
         (
             "| dimension | n | msgs/s | ratio to 1 queue, 1 connection | broker CPU µs/msg | client CPU µs/msg |"
-            " CPU ratio |"
+            " CPU ratio | broker user / sys | client user / sys |"
         ),
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for dimension, n, row in results:
         broker, client = (sum(cpu) / row.messages * 1e6 for cpu in (row.broker_cpu, row.client_cpu))
         lines.append(
             f"| {dimension} | {n:,} | {row.msgs_per_s:,.0f} | {row.msgs_per_s / base:.2f}× | {broker:.1f} | "
-            f"{client:.1f} | {(broker + client) / 1e6 / base_cpu:.2f}× |"
+            f"{client:.1f} | {(broker + client) / 1e6 / base_cpu:.2f}× | {_split(row.broker_cpu, row.messages)} | "
+            f"{_split(row.client_cpu, row.messages)} |"
         )
     return "\n".join(lines)
+
+
+def _split(cpu: tuple[float, float], messages: int) -> str:
+    """User and system CPU µs per message."""
+    return f"{cpu[0] / messages * 1e6:.1f} / {cpu[1] / messages * 1e6:.1f}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

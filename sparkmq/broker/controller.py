@@ -102,7 +102,7 @@ class BrokerController:
             config_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group, cfg.max_subscription_group_nums
         )
         groups.load()
-        holds = PullHoldService(asyncio.get_running_loop())
+        holds = PullHoldService(asyncio.get_running_loop(), store.max_offset_in_queue)
         store.add_group_dispatch_listener(holds.notify_group)
         offsets = self._offset_file.load()
         self.context = ctx = BrokerContext(

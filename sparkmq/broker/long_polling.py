@@ -10,16 +10,21 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sparkmq.remoting.waits import done_within
 
 
 class PullHoldService:
-    """Parked pulls per queue; ``notify`` may be called from any thread."""
+    """Parked pulls per queue; ``notify`` may be called from any thread.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    ``max_offset(topic, queue_id)`` is the queue's current max offset (the store's), read once
+    a pull is registered.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_offset: Callable[[str, int], int]) -> None:
         self._loop = loop
+        self._max_offset = max_offset
         self._loop_thread = threading.get_ident()
         self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = defaultdict(list)
 
@@ -30,6 +35,10 @@ class PullHoldService:
         entry = (offset, future)
         self._waiting[key].append(entry)
         try:
+            # Registered first, then looked: a dispatch after this look finds the entry (it
+            # updates the queue before it notifies), one before it is seen here.
+            if self._max_offset(topic, queue_id) > offset:
+                return True
             return await done_within(future, timeout_s)
         finally:
             waiters = self._waiting.get(key)

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -42,3 +42,46 @@ def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
 def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run ``coro`` on the client loop and wait for its result (never call from that loop)."""
     return submit(coro).result(timeout)
+
+
+class Handoff(Generic[T]):
+    """The outcome of one call the client loop completes for one waiting thread: the part of a
+    ``concurrent.futures.Future`` a blocking send uses (``set_running_or_notify_cancel``, ``done``,
+    ``set_result``, ``set_exception``, ``result``), on one bare lock instead of a Condition.
+
+    A blocking ``Producer.send`` waits here: the loop thread's completion is one lock release and
+    the caller's wait one lock acquire, with no Condition, waiter list or callbacks between them
+    (the ``Future``'s cost a thread hand-off pays twice per send, and while the caller still holds
+    the GIL the loop thread it just woke waits for it). Not cancellable; one waiter only.
+    """
+
+    __slots__ = ("_error", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()  # released once, by the completion
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return True
+
+    def done(self) -> bool:
+        return not self._lock.locked()
+
+    def set_result(self, value: T) -> None:
+        self._value = value
+        self._lock.release()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._lock.release()
+
+    def result(self, timeout: float | None = None) -> T:
+        """The value, once set (raises what was set instead); ``TimeoutError`` after ``timeout`` seconds."""
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError(f"no outcome within {timeout} s")
+        self._lock.release()  # done() stays True; a second result() returns at once
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set_result stored a T

@@ -237,7 +237,7 @@ class AsyncProducer:
         """
         return self._start(message, None, callback)  # type: ignore[return-value]  # an asyncio future here; no cast() call per send
 
-    def start_send(self, message: Message, done: Future[SendResult]) -> None:
+    def start_send(self, message: Message, done: Future[SendResult] | loop_thread.Handoff[SendResult]) -> None:
         """:meth:`send` for a caller on another thread (the blocking ``Producer``): completes ``done`` as
         ``send`` would return or raise; call it on the producer's loop."""
         if done.set_running_or_notify_cancel():
@@ -491,7 +491,9 @@ class Producer:
         """Send and wait for the broker's acknowledgement; raises as :meth:`AsyncProducer.send`."""
         if selector is not None or queue is not None:
             return loop_thread.run(self._async.send(message, selector=selector, arg=arg, queue=queue), timeout_s)
-        return self.send_async(message).result(timeout_s)
+        outcome: loop_thread.Handoff[SendResult] = loop_thread.Handoff()
+        loop_thread.background_loop().call_soon_threadsafe(self._async.start_send, message, outcome)
+        return outcome.result(timeout_s)
 
     def send_async(
         self, message: Message, callback: Callable[[Future[SendResult]], None] | None = None

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from typing import Any, cast
 
 from sparkmq.client.instance import check_response
+from sparkmq.client.loop_thread import Handoff
 from sparkmq.client.message import SendResult, SendStatus
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
 from sparkmq.protocol import RemotingCommand, ResponseCode
@@ -22,8 +23,9 @@ from sparkmq.remoting.client_connection import LeanResponse, SendOk
 
 logger = logging.getLogger("sparkmq.client.producer")
 
-#: A send's future: an asyncio one (``AsyncProducer.send_async``) or a concurrent one (the blocking ``Producer``).
-SendFuture = asyncio.Future[SendResult] | Future[SendResult]
+#: A send's future: an asyncio one (``AsyncProducer.send_async``), a concurrent one (the blocking
+#: ``Producer.send_async``) or the blocking ``Producer.send``'s :class:`~sparkmq.client.loop_thread.Handoff`.
+SendFuture = asyncio.Future[SendResult] | Future[SendResult] | Handoff[SendResult]
 #: Called with the completed future (Java's ``SendCallback``).
 SendCallback = Callable[[Any], None]
 

@@ -109,26 +109,32 @@ static const char HEX[] = "0123456789ABCDEF";
 static PyObject *group_responses(SendGroup *g, PyObject *args) {
     Py_buffer part[5], store;
     int store_port;
+    Py_ssize_t first = 0, stop = -1;
     if (!check_placed(g)) return NULL;
-    if (!PyArg_ParseTuple(args, "(y*y*y*y*y*)y*i", &part[0], &part[1], &part[2], &part[3], &part[4], &store,
-                          &store_port))
+    if (!PyArg_ParseTuple(args, "(y*y*y*y*y*)y*i|nn", &part[0], &part[1], &part[2], &part[3], &part[4], &store,
+                          &store_port, &first, &stop))
         return NULL;
     PyObject *out = NULL;
     Py_ssize_t fixed = 0;
     for (int k = 0; k < 5; k++) fixed += part[k].len;
+    if (stop < 0) stop = g->count;
     if (store.len != 4) {
         PyErr_SetString(PyExc_ValueError, "the store host must be a 4-byte IPv4 address");
         goto done;
     }
+    if (first < 0 || first > stop || stop > g->count) {
+        PyErr_SetString(PyExc_ValueError, "first and stop must be 0 <= first <= stop <= count");
+        goto done;
+    }
     /* 8 frame bytes + parts + opaque (11) + msgId (32) + queueId (11) + queueOffset (20) */
-    Py_ssize_t most = g->count * (8 + fixed + 11 + 32 + 11 + 20);
+    Py_ssize_t most = (stop - first) * (8 + fixed + 11 + 32 + 11 + 20);
     out = PyBytes_FromStringAndSize(NULL, most);
     if (out == NULL) goto done;
     char *base = PyBytes_AS_STRING(out), *w = base;
     unsigned char id[16];
     memcpy(id, store.buf, 4);
     sl_put32(id + 4, (uint32_t)store_port);
-    for (Py_ssize_t i = 0; i < g->count; i++) {
+    for (Py_ssize_t i = first; i < stop; i++) {
         char *frame = w;
         w += 8;
         memcpy(w, part[0].buf, (size_t)part[0].len);
@@ -458,6 +464,129 @@ fail:
     return NULL;
 }
 
+/* merge(groups) -> SendGroup | None: the unplaced groups (of one request code) as one group, their requests in
+ * order, so that one place / reserve / append_units / index_entries call serves all of them; the same records,
+ * queue offsets, ConsumeQueue units and index entries as placing them one after the other. None when they do not
+ * fit one group (another code, over MAX_TOPICS topics or MAX_KEYS keys) or one is placed already. Each group's
+ * requests stay a contiguous range (responses(..., first, stop)). */
+PyObject *sl_merge_groups(PyObject *module, PyObject *groups) {
+    if (!PyList_Check(groups) || PyList_GET_SIZE(groups) == 0) {
+        PyErr_SetString(PyExc_TypeError, "merge takes a non-empty list of SendGroups");
+        return NULL;
+    }
+    Py_ssize_t ngroups = PyList_GET_SIZE(groups), n = 0, record_bytes = 0, index_count = 0;
+    SendGroup *first = NULL;
+    for (Py_ssize_t j = 0; j < ngroups; j++) {
+        PyObject *item = PyList_GET_ITEM(groups, j);
+        if (Py_TYPE(item) != &SendGroupType) {
+            PyErr_SetString(PyExc_TypeError, "merge takes a non-empty list of SendGroups");
+            return NULL;
+        }
+        SendGroup *g = (SendGroup *)item;
+        if (first == NULL) first = g;
+        if (g->placed || g->code != first->code) Py_RETURN_NONE;
+        n += g->count;
+        record_bytes += g->records_len;
+        index_count += g->index_count;
+    }
+    SendGroup *m = PyObject_New(SendGroup, &SendGroupType);
+    if (m == NULL) return NULL;
+    memset((char *)m + sizeof(PyObject), 0, sizeof(SendGroup) - sizeof(PyObject));
+    m->topics = PyList_New(0);
+    unsigned char *block = PyMem_Malloc((size_t)n * (2 * sizeof(int64_t) + 8 * sizeof(int32_t)) + 8);
+    m->opaque = (int32_t *)block; /* as scan: freed through opaque */
+    m->records = PyMem_Malloc((size_t)record_bytes + 1);
+    m->key_topic = PyMem_Malloc(MAX_KEYS * (2 * sizeof(int32_t) + sizeof(int64_t)));
+    m->index_hash = PyMem_Malloc((size_t)index_count * sizeof(int64_t) + 8);
+    m->index_row = PyMem_Malloc((size_t)index_count * sizeof(int32_t) + 4);
+    if (m->topics == NULL) goto fail;
+    if (block == NULL || m->records == NULL || m->key_topic == NULL || m->index_hash == NULL || m->index_row == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    m->queue_id = m->opaque + n;
+    m->topic_of = m->queue_id + n;
+    m->key_of = m->topic_of + n;
+    m->record_size = m->key_of + n;
+    m->body_len = m->record_size + n;
+    m->tags_code = m->body_len + n;
+    m->wait = m->tags_code + n;
+    m->record_at = (int64_t *)(m->wait + n);
+    m->queue_offset = m->record_at + n;
+    m->key_queue = m->key_topic + MAX_KEYS;
+    m->key_messages = (int64_t *)(m->key_queue + MAX_KEYS);
+    Py_ssize_t at = 0; /* requests so far */
+    for (Py_ssize_t j = 0; j < ngroups; j++) {
+        SendGroup *g = (SendGroup *)PyList_GET_ITEM(groups, j);
+        int32_t topic_map[MAX_TOPICS], key_map[MAX_KEYS];
+        for (Py_ssize_t t = 0; t < g->topic_count; t++) {
+            PyObject *name = PyList_GET_ITEM(g->topics, t);
+            Py_ssize_t u;
+            for (u = 0; u < m->topic_count; u++) {
+                PyObject *known = PyList_GET_ITEM(m->topics, u);
+                if (known == name) break;
+                int eq = PyUnicode_Compare(known, name);
+                if (eq == -1 && PyErr_Occurred()) goto fail;
+                if (eq == 0) break;
+            }
+            if (u == m->topic_count) {
+                if (m->topic_count == MAX_TOPICS) goto decline;
+                if (PyList_Append(m->topics, name) < 0) goto fail;
+                m->topic_max_queue[u] = -1;
+                m->topic_count++;
+            }
+            topic_map[t] = (int32_t)u;
+            if (g->topic_max_queue[t] > m->topic_max_queue[u]) m->topic_max_queue[u] = g->topic_max_queue[t];
+            m->topic_messages[u] += g->topic_messages[t];
+            m->topic_bytes[u] += g->topic_bytes[t];
+        }
+        for (Py_ssize_t k = 0; k < g->key_count; k++) {
+            int32_t topic = topic_map[g->key_topic[k]], queue = g->key_queue[k];
+            Py_ssize_t u;
+            for (u = m->key_count - 1; u >= 0; u--)
+                if (m->key_topic[u] == topic && m->key_queue[u] == queue) break;
+            if (u < 0) {
+                if (m->key_count == MAX_KEYS) goto decline;
+                u = m->key_count++;
+                m->key_topic[u] = topic;
+                m->key_queue[u] = queue;
+                m->key_messages[u] = 0;
+            }
+            key_map[k] = (int32_t)u;
+            m->key_messages[u] += g->key_messages[k];
+        }
+        for (Py_ssize_t i = 0; i < g->count; i++) {
+            Py_ssize_t r = at + i;
+            m->opaque[r] = g->opaque[i];
+            m->queue_id[r] = g->queue_id[i];
+            m->topic_of[r] = topic_map[g->topic_of[i]];
+            m->key_of[r] = key_map[g->key_of[i]];
+            m->record_size[r] = g->record_size[i];
+            m->body_len[r] = g->body_len[i];
+            m->tags_code[r] = g->tags_code[i];
+            m->wait[r] = g->wait[i];
+            m->record_at[r] = m->records_len + g->record_at[i];
+        }
+        memcpy(m->records + m->records_len, g->records, (size_t)g->records_len);
+        m->records_len += g->records_len;
+        for (Py_ssize_t x = 0; x < g->index_count; x++) {
+            m->index_hash[m->index_count] = g->index_hash[x];
+            m->index_row[m->index_count++] = (int32_t)(at + g->index_row[x]);
+        }
+        at += g->count;
+    }
+    m->count = n;
+    m->code = first->code;
+    m->end = 0; /* no one buffer: each group's own end applies */
+    return (PyObject *)m;
+decline:
+    Py_DECREF(m);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
+
 static PyGetSetDef group_getset[] = {
     {"count", (getter)get_count, NULL, "requests in the group", NULL},
     {"code", (getter)get_code, NULL, "the request code of the group's requests (10 or 310)", NULL},
@@ -484,7 +613,8 @@ static PyMethodDef group_methods[] = {
     {"append_units", (PyCFunction)group_append_units, METH_VARARGS,
      "append_units(bases, targets): queue_units() appended to each key's ConsumeQueue (after place())"},
     {"responses", (PyCFunction)group_responses, METH_VARARGS,
-     "responses(parts, store_ip, store_port) -> bytes: every request's response frame"},
+     "responses(parts, store_ip, store_port[, first, stop]) -> bytes: the response frames of requests"
+     " first..stop-1 (default: all)"},
     {"answers", (PyCFunction)group_answers, METH_NOARGS,
      "answers() -> [(opaque, physical offset, queue id, queue offset, waits)] after place()"},
     {"first_refused", (PyCFunction)group_first_refused, METH_O,

@@ -273,6 +273,8 @@ static PyMethodDef module_methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, start, limit, max_frame_bytes, max_message_bytes, born_ip, born_port, store_ip, store_port)"
      " -> SendGroup | None"},
+    {"merge", sl_merge_groups, METH_O,
+     "merge(groups) -> SendGroup | None: unplaced groups of one request code as one group, requests in order"},
     {"scan_pulls", sl_scan_pulls, METH_VARARGS,
      "scan_pulls(buffer, start, limit, max_frame_bytes) -> list of the leading plain PULL_MESSAGE requests"},
     {NULL},

@@ -130,6 +130,9 @@ uint32_t sl_java_hash(uint32_t h, const unsigned char *s, Py_ssize_t n);
 /* The pull lane (pulllane.c): scan_pulls() of the module. */
 PyObject *sl_scan_pulls(PyObject *module, PyObject *args);
 
+/* merge() of the module (sendgroup.c). */
+PyObject *sl_merge_groups(PyObject *module, PyObject *groups);
+
 uint32_t sl_crc32(const unsigned char *data, Py_ssize_t n);
 
 #endif

@@ -115,7 +115,19 @@ class FrameDecoder:
         buffer, start = self._buffer, self._position
         if len(buffer) - start < LENGTH_PREFIX_BYTES:
             return False
-        end = serve(buffer, start)
+        return self.skip_to(serve(buffer, start))
+
+    def front(self) -> tuple[bytearray, int]:
+        """The buffer and the position of its first undecoded byte, to look at (a lane's prepare);
+        nothing is taken until :meth:`skip_to`. Raises as every call once the decoder failed."""
+        self._raise_if_failed()
+        return self._buffer, self._position
+
+    def skip_to(self, end: int) -> bool:
+        """Take the whole frames before ``end`` (a position :meth:`front`'s looker returned, just after
+        a frame; the current position: none) as served; True if it took any (as :meth:`take_frames`)."""
+        self._raise_if_failed()
+        buffer, start = self._buffer, self._position
         if end == start:
             return False
         if not start < end <= len(buffer):

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
 from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
+from sparkmq.protocol.codes import LENGTH_PREFIX_BYTES
 from sparkmq.remoting.limits import FrameBudget, ServerLimits
 from sparkmq.remoting.turns import Prepare, TurnGroups
 
@@ -127,22 +128,18 @@ class RemotingConnection(asyncio.Protocol):
         if self._turns is not None and self._turns.defer(self):  # served at the turn's end, with the others'
             self._turn_waiting = True
         else:
-            self._serve_buffer(None)
+            self._serve_buffer(False)
 
     def prepare_turn(self, prepare: Prepare) -> tuple[Any, int] | None:
         """At the end of a loop turn: what ``prepare`` (the server's turn lane) would take from the
         front of this connection's buffer, and the position after it; None when nothing, or when
         the lane may not serve this connection now (as ``data_received``'s own conditions)."""
-        if self._lane is None or self._unstarted or self.writes_paused or not self.is_open:
+        if self._lane is None or self._unstarted or not self._writable.is_set() or not self.is_open:
             return None
-        taken: tuple[Any, int] | None = None
-
-        def look(buffer: bytearray, position: int) -> int:
-            nonlocal taken
-            taken = prepare(buffer, position, self)
-            return position  # taken only by finish_turn, once the whole turn's group is served
-
-        self._decoder.take_frames(look)
+        buffer, position = self._decoder.front()
+        if len(buffer) - position < LENGTH_PREFIX_BYTES:
+            return None
+        taken = prepare(buffer, position, self)  # taken only by finish_turn, once the whole group is served
         if taken is not None:  # the group's answers wait in _out for finish_turn's one write
             self._receiving = True
         return taken
@@ -152,20 +149,28 @@ class RemotingConnection(asyncio.Protocol):
         group (None: none were), the rest the usual way."""
         self._turn_waiting = False
         self._receiving = False
-        if self._transport is None or self._transport.is_closing():
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return  # closed meanwhile: nothing was stored for it, nobody to answer
-        self._serve_buffer(taken)
+        decoded = taken is not None and self._decoder.skip_to(taken)
+        if decoded and not self._decoder.buffered_bytes:
+            # The common case with many connections: the group served all this connection read.
+            # What _serve_buffer would do with an empty buffer, without its steps.
+            if self._out:
+                self._flush_out()
+            self._account_unfinished_frame(True)
+            if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:  # a SYNC group's answers wait as a task
+                self._block_reading("in-flight")
+        else:
+            self._serve_buffer(decoded)
         if self._closing_when_served and not self._tasks:
             self.close()  # the peer half-closed in the same turn: its answers are out
 
-    def _serve_buffer(self, taken: int | None) -> None:
-        """Serve the whole frames buffered (those before ``taken`` are served already)."""
-        decoded = False
+    def _serve_buffer(self, decoded: bool) -> None:
+        """Serve the whole frames buffered (``decoded``: frames before them were served already)."""
         requests: list[RemotingCommand] = []
         self._receiving = True
         try:
-            if taken is not None:
-                decoded = self._decoder.take_frames(lambda _buffer, _position: taken)
             if self._lane is not None and not self._unstarted and not self.writes_paused:
                 # requests are served in arrival order: the lane takes a leading run, the rest follow
                 decoded = self._decoder.take_frames(self._serve_lane) or decoded
@@ -443,7 +448,10 @@ class RemotingConnection(asyncio.Protocol):
         self._flush_scheduled = False
         out, self._out, self._out_bytes = self._out, [], 0
         if out and self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(out)
+            if len(out) == 1:  # a lane's answers: one bytes object (writelines would build a list walk)
+                self._transport.write(out[0])
+            else:
+                self._transport.writelines(out)
 
     def write_when_done(self, frames: asyncio.Future[bytes]) -> None:
         """Write the encoded frames ``frames`` resolves to (answers a lane encoded) once it is done;

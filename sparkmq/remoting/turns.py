@@ -91,18 +91,29 @@ class TurnGroups:
             _finish(waiting[0], None)
             return
         self._lone_turns = 0
-        prepared: list[tuple[RemotingConnection, Any, int]] = []
+        prepare = self._prepare
+        prepared: list[tuple[RemotingConnection, Any]] = []
+        ends: list[int] = []
         for connection in waiting:
-            taken = connection.prepare_turn(self._prepare)
+            try:
+                taken = connection.prepare_turn(prepare)
+            except Exception:  # noqa: BLE001 - that connection's bug: it closes, its neighbours are served
+                logger.exception("preparing the turn of connection %s failed; closing it", connection.id)
+                connection.close()
+                taken = None
             if taken is None:
                 _finish(connection, None)  # nothing for the lane: served now, as it read it
             else:
-                prepared.append((connection, taken[0], taken[1]))
+                prepared.append((connection, taken[0]))
+                ends.append(taken[1])
         if not prepared:
             return
-        served = self._serve([(connection, token) for connection, token, _end in prepared])
-        for connection, _token, end in prepared:
-            _finish(connection, end if served else None)
+        if self._serve(prepared):
+            for (connection, _token), end in zip(prepared, ends, strict=True):
+                _finish(connection, end)
+        else:
+            for connection, _token in prepared:
+                _finish(connection, None)
 
 
 def _finish(connection: RemotingConnection, taken: int | None) -> None:

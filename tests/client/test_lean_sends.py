@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Iterator
 from typing import cast
 
 import pytest
 
 from sparkmq import DurabilityNotConfirmedError
-from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
+from sparkmq.client import AsyncProducer, Message, Producer, SendResult, SendStatus, loop_thread
 from sparkmq.client import producer as producer_module
 from sparkmq.client.lean_send import (
     RESULT_FIELDS,
@@ -131,6 +132,41 @@ def test_a_lean_attempt_that_times_out_is_retried_on_a_fresh_route(
     assert (result.status, result.queue_offset) == (SendStatus.SEND_OK, 1)
     assert any("attempt 1/2" in r.getMessage() and "timed out after 0.2 s" in r.getMessage() for r in caplog.records)
     assert cluster.stored(topic, 0) == 2
+
+
+def test_a_blocking_send_that_outlives_its_timeout_raises_timeout_error_and_its_attempt_goes_on(
+    cluster: UnconfirmingCluster,
+) -> None:
+    """``Producer.send(timeout_s=...)`` waits on a :class:`loop_thread.Handoff`: past the caller's timeout it
+    raises TimeoutError, while the attempt itself goes on (retried at its own deadline, then stored), and
+    the late outcome harms nothing: the producer keeps sending."""
+    topic = cluster.topic("LeanBlockingTimeout", queues=1)
+    with Producer(
+        "PID_lean_blocking_timeout", cluster.ns, send_timeout_s=0.3, retry_times_when_send_failed=1
+    ) as producer:
+        producer.send(Message(topic, b"warm-up"))
+
+        async def silence_the_lane() -> asyncio.Server:
+            server, address = await _silent_broker()
+            lane = producer._async._lanes[topic]
+            (broker_name,) = lane.connections
+            silent = await producer._async.instance.remoting.connection(address)
+            lane.connections[broker_name] = cast(ClientConnection, silent)
+            return server
+
+        server = loop_thread.run(silence_the_lane(), 30)
+        try:
+            with pytest.raises(TimeoutError, match="no outcome within 0.05 s"):
+                producer.send(Message(topic, b"late"), timeout_s=0.05)
+            deadline = time.monotonic() + 30
+            while cluster.stored(topic, 0) < 2 and time.monotonic() < deadline:  # the retry stores it
+                time.sleep(0.01)
+            assert cluster.stored(topic, 0) == 2
+            result = producer.send(Message(topic, b"next"), timeout_s=30)
+            assert (result.status, result.queue_offset) == (SendStatus.SEND_OK, 2)
+        finally:
+            server.close()
+            loop_thread.run(server.wait_closed(), 30)
 
 
 def test_send_ids_and_results_match_their_references() -> None:

@@ -49,12 +49,13 @@ def _frames(connection: int) -> list[bytes]:
 
 
 def _record_puts(broker: BrokerController) -> list[int]:
-    """Wrap the store's group put to record how many groups each call held."""
+    """Wrap the store's group put to record how many sends each call held (in however many groups:
+    with ASYNC flush a turn's groups are merged into one)."""
     store, sizes = broker.store, []
     real = store.put_lane_groups
 
     def recorded(groups: Sequence[Any]) -> Any:
-        sizes.append(len(groups))
+        sizes.append(sum(group.count for group in groups))
         return real(groups)
 
     store.put_lane_groups = recorded  # type: ignore[method-assign]
@@ -140,7 +141,7 @@ def test_sends_of_many_connections_in_one_turn_are_one_put(
         _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
         results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
         await _close(connections)
-        assert puts[0] == CONNECTIONS, f"one put held every connection's sends: {puts}"
+        assert puts[0] == CONNECTIONS * SENDS, f"one put held every connection's sends: {puts}"
         if flush is FlushDiskType.SYNC_FLUSH:
             assert not unflushed, unflushed
         stored = await _stored(w)
@@ -169,7 +170,7 @@ def test_a_malformed_frame_fails_only_its_connection(tmp_path: Path) -> None:
             *(_answers(reader, SENDS + (c == 1) + (c == 0)) for c, (reader, _writer) in enumerate(connections))
         )
         await _close(connections)
-        assert puts[0] == CONNECTIONS, puts
+        assert puts[0] == CONNECTIONS * SENDS, puts
         stored = await _stored(w)
         assert len(stored) == CONNECTIONS * SENDS + 1
         answers, closed = results[0]
@@ -179,6 +180,45 @@ def test_a_malformed_frame_fails_only_its_connection(tmp_path: Path) -> None:
         assert not closed and answers[-1].opaque == 2999 and answers[-1].code != ResponseCode.SUCCESS
         _check_answers(1, answers[:-1], stored)
         for connection in range(2, CONNECTIONS):
+            answers, closed = results[connection]
+            assert not closed
+            _check_answers(connection, answers, stored)
+
+    run_broker(tmp_path, scenario)
+
+
+def test_a_connection_whose_turn_fails_to_prepare_is_closed_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in one connection's part of the turn (its prepare raises): that connection is closed with
+    nothing stored for it, the other connections of the turn are stored in one put and answered."""
+    real_prepare = RemotingConnection.prepare_turn
+    broken: list[int] = []
+
+    def prepare_turn(self: RemotingConnection, prepare: Any) -> Any:
+        if self.id in broken:
+            raise RuntimeError("a bug in this connection's turn")
+        return real_prepare(self, prepare)
+
+    monkeypatch.setattr(RemotingConnection, "prepare_turn", prepare_turn)
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        before = {c.id for c in w.broker.server.connections}
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        while len(w.broker.server.connections) < len(before) + CONNECTIONS:
+            await asyncio.sleep(0)  # the broker accepts them in its own turns
+        ours = sorted(c.id for c in w.broker.server.connections if c.id not in before)
+        broken.append(ours[0])  # the first connection accepted: the first one opened
+        puts = _record_puts(w.broker)
+        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+        await _close(connections)
+        assert puts[0] == (CONNECTIONS - 1) * SENDS, puts
+        stored = await _stored(w)
+        assert len(stored) == (CONNECTIONS - 1) * SENDS + 1
+        assert results[0] == ([], True), "closed, nothing answered"
+        for connection in range(1, CONNECTIONS):
             answers, closed = results[connection]
             assert not closed
             _check_answers(connection, answers, stored)
@@ -220,7 +260,7 @@ def test_grouping_stops_for_a_lone_connection_and_resumes_for_many(tmp_path: Pat
         await _close(connections)
         assert turns._grouping  # noqa: SLF001
         # a few served as they read until grouping resumed, the rest of the turn in one put
-        assert sum(puts) == CONNECTIONS and max(puts) >= CONNECTIONS - SWITCHES + 1, puts
+        assert sum(puts) == CONNECTIONS * SENDS and max(puts) >= (CONNECTIONS - SWITCHES + 1) * SENDS, puts
         stored = await _stored(w)
         assert len(stored) == CONNECTIONS * SENDS + 1 + 2 * LONE_TURNS
         for connection, (answers, closed) in enumerate(results):
@@ -247,7 +287,7 @@ def test_a_disk_error_in_a_grouped_put_undoes_every_connections_sends(tmp_path: 
         _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
         results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
         await _close(connections)
-        assert puts and puts[0] == CONNECTIONS, f"the sends were one grouped put: {puts}"
+        assert puts and puts[0] == CONNECTIONS * SENDS, f"the sends were one grouped put: {puts}"
         for connection, (answers, closed) in enumerate(results):
             assert not closed
             assert [a.opaque for a in answers] == [1000 * (connection + 1) + send for send in range(SENDS)]

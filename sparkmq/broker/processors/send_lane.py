@@ -35,6 +35,7 @@ from sparkmq.protocol.headers import send_response_fields
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
 from sparkmq.store import PutMessageStatus, PutResult
+from sparkmq.store.config import FlushDiskType
 
 if TYPE_CHECKING:
     from sparkmq.native._sendlane import SendGroup
@@ -93,6 +94,9 @@ class SendLane:
         self._store_ip, self._store_port = store.store_host.ip, store.store_host.port
         self._max_message_bytes = store.max_message_bytes
         self._parts = parts
+        self._merge = native.merge
+        # SYNC flush answers each connection after the flush covering it: its groups stay apart
+        self._async_flush = store.flush_disk_type is not FlushDiskType.SYNC_FLUSH
         self._limits: dict[str, tuple[TopicConfig | None, int]] = {}  # topic -> (its config, its limit)
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
@@ -136,14 +140,31 @@ class SendLane:
         turn) as one put, and answer each connection; False with nothing stored when the store
         declines them together (the caller then serves each connection's frames the usual way)."""
         start = time.perf_counter()
-        placed = self.ctx.store.put_lane_groups([group for _connection, group in prepared])
+        groups = [group for _connection, group in prepared]
+        merged = self._merge(groups) if self._async_flush and len(groups) > 1 else None
+        placed = self.ctx.store.put_lane_groups(groups if merged is None else [merged])
         if placed is None:
             return False
-        for (connection, group), (_at, _bases, flushed) in zip(prepared, placed, strict=True):
+        if merged is None:
+            for (connection, group), (_at, _bases, flushed) in zip(prepared, placed, strict=True):
+                try:  # stored: these frames are never served again, whatever happens next
+                    self._answer(group, flushed, connection, start)
+                except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
+                    logger.exception("answering %d stored sends failed", group.count)
+            return True
+        # One group for the turn (ASYNC flush: answered now): each connection's answers are its range of it.
+        parts, store_ip, store_port, first = self._parts, self._store_ip, self._store_port, 0
+        for connection, group in prepared:
+            stop = first + group.count
             try:  # stored: these frames are never served again, whatever happens next
-                self._answer(group, flushed, connection, start)
+                connection.write_frame(merged.responses(parts, store_ip, store_port, first, stop))
             except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
                 logger.exception("answering %d stored sends failed", group.count)
+            first = stop
+        stats = self.ctx.stats
+        for topic, messages, size in merged.topic_stats:
+            stats.put(topic, messages, size)
+        stats.rpc_many(merged.code, _SUCCESS, (time.perf_counter() - start) * 1000, merged.count)
         return True
 
     def _scan_args(self, connection: RemotingConnection) -> tuple[int, int, bytes, int, bytes, int]:
