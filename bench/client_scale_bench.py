@@ -45,7 +45,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from sparkmq.client import AsyncProducer, Message
-from sparkmq.client.instance import check_response
+from sparkmq.client.responses import check_response
 from sparkmq.errors import TopicNotExistError
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader

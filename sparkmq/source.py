@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,12 +34,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sparkmq.client import MessageQueue
-from sparkmq.client.selector import MessageSelector
-from sparkmq.connector.broker_view import BrokerView, view_for
-from sparkmq.connector.filters import pushed_selector
+from sparkmq.connector.driver_view import DriverView, driver_view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
 from sparkmq.connector.options import SinkOptions, SourceOptions
 from sparkmq.errors import DataLossError, OptionError
+
+if TYPE_CHECKING:
+    from sparkmq.client.selector import MessageSelector
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
@@ -109,7 +110,9 @@ def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
-    from sparkmq.connector.arrow import records_to_arrow  # lazily: Spark's per-query source runner never reads
+    # Imported here: Spark's per-query source runner (the driver side) never reads records.
+    from sparkmq.connector.arrow import records_to_arrow
+    from sparkmq.connector.broker_view import view_for
 
     view = view_for(options.namesrv_addr, group, options.security)
     for body in view.read_range(
@@ -140,7 +143,7 @@ def read_ranges(
 class _Resolver:
     """Turns start/end options into offsets for a set of queues."""
 
-    def __init__(self, options: SourceOptions, view: BrokerView) -> None:
+    def __init__(self, options: SourceOptions, view: DriverView) -> None:
         self.options = options
         self.view = view
 
@@ -201,8 +204,8 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.__init__(state["options"])  # type: ignore[misc]  # unpickling runs the constructor again
 
     @property
-    def view(self) -> BrokerView:
-        return view_for(self.options.namesrv_addr, self.group, self.options.security)
+    def view(self) -> DriverView:
+        return driver_view_for(self.options.namesrv_addr, self.group, self.options.security)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         """Resolved once: the group's committed offsets where it has them, else the starting option.
@@ -310,7 +313,10 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for queue, end in latest.items():
             first = begin.get(queue, 0)
             if end > first:
-                for body in self.view.read_range(queue, first, first + 1, 1, "*", False):
+                from sparkmq.connector.broker_view import view_for  # the reading client: only for this estimate
+
+                view = view_for(self.options.namesrv_addr, self.group, self.options.security)
+                for body in view.read_range(queue, first, first + 1, 1, "*", False):
                     return max(len(body), 1)
         return 1
 
@@ -348,8 +354,7 @@ class SparkmqBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueueRanges]:
         o = self.options
-        view = view_for(o.namesrv_addr, self.group, o.security)
-        resolver = _Resolver(o, view)
+        resolver = _Resolver(o, driver_view_for(o.namesrv_addr, self.group, o.security))
         queues = resolver.queues()
         start = resolver.by_mode(
             queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp, o.starting_offsets_by_timestamp
@@ -367,6 +372,8 @@ class SparkmqPushdownBatchReader(SparkmqBatchReader):
     ``spark.sql.python.filterPushdown.enabled=true``, or it refuses any reader that takes them)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        from sparkmq.connector.filters import pushed_selector
+
         self.selector = pushed_selector(filters, self.options.selector)
         return filters  # Spark still checks each row: the broker filters tags by hash
 

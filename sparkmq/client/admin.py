@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkmq.client import loop_thread
-from sparkmq.client.instance import ClientInstance, check_response
+from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import RemoteError
 from sparkmq.message.msgid import decode_offset_msg_id

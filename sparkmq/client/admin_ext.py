@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from sparkmq.client.instance import ClientInstance, check_response
+from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.responses import check_response
 from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY

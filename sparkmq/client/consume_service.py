@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sparkmq.client.instance import ClientInstance, check_response
+from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage
 from sparkmq.client.process_queue import ProcessQueue
+from sparkmq.client.responses import check_response
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue

@@ -16,13 +16,14 @@ import random
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from sparkmq.client.responses import check_response
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import ConfigError, RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import MASTER_ID
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
 from sparkmq.message.record import StoredMessage, decode_record
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode, code_name
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
 from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
 from sparkmq.protocol.headers import (
@@ -49,18 +50,6 @@ NAMESRV_TIMEOUT_S = 5.0
 TransactionChecker = Callable[
     [CheckTransactionStateRequestHeader, StoredMessage, RemotingConnection], Coroutine[Any, Any, None]
 ]
-
-
-def check_response(response: RemotingCommand, what: str) -> RemotingCommand:
-    """Return a SUCCESS response; raise the error tree's exception for any other code."""
-    if response.code == ResponseCode.SUCCESS:
-        return response
-    remark = f"{what}: {response.remark or code_name(response.code, response=True)}"
-    if response.code == ResponseCode.TOPIC_NOT_EXIST:
-        raise TopicNotExistError(remark)
-    raise RemoteError(
-        remark, code=response.code, retriable=response.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR)
-    )
 
 
 class ClientInstance:

@@ -10,10 +10,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from sparkmq.client.instance import ClientInstance, check_response
+from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
+from sparkmq.client.responses import check_response
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError
 from sparkmq.message.names import is_retry_topic

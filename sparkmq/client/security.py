@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from ssl import SSLContext
+from typing import TYPE_CHECKING
 
 from sparkmq.errors import ConfigError
 from sparkmq.protocol.acl_signing import SessionCredentials
-from sparkmq.remoting.client import Signer
-from sparkmq.remoting.tls import client_context
+
+if TYPE_CHECKING:  # the remoting package loads asyncio: Spark's driver-side runner does without it
+    from ssl import SSLContext
+
+    from sparkmq.remoting.client import Signer
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,11 @@ class ClientSecurity:
         return None if self.credentials is None else self.credentials.sign
 
     def ssl_context(self) -> SSLContext | None:
-        return client_context(self.trust_cert_path) if self.tls else None
+        if not self.tls:
+            return None
+        from sparkmq.remoting.tls import client_context
+
+        return client_context(self.trust_cert_path)
 
 
 __all__ = ["ClientSecurity"]

@@ -9,9 +9,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkmq.errors import ConfigError
-from sparkmq.protocol.heartbeat import SubscriptionData
+
+if TYPE_CHECKING:  # the heartbeat codecs: only clients that heartbeat need them
+    from sparkmq.protocol.heartbeat import SubscriptionData
 
 TAG = "TAG"
 SQL92 = "SQL92"
@@ -54,6 +57,8 @@ class MessageSelector:
 
     def subscription_data(self, topic: str) -> SubscriptionData:
         """The subscription as a heartbeat carries it."""
+        from sparkmq.protocol.heartbeat import SubscriptionData
+
         return SubscriptionData(
             topic, self.expression, tuple(sorted(self.tags() or ())), expression_type=self.expression_type
         )

@@ -12,9 +12,9 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, cast
 
-from sparkmq.client.instance import check_response
 from sparkmq.client.loop_thread import Handoff
 from sparkmq.client.message import SendResult, SendStatus
+from sparkmq.client.responses import check_response
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue

@@ -17,8 +17,8 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
-from sparkmq.client.instance import check_response
 from sparkmq.client.pull_consumer import PULL_TIMEOUT_MARGIN_S, AsyncPullConsumer, PullResult
+from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.direct_pull import PullConnection, PullConnectionError

@@ -20,11 +20,14 @@ import itertools
 import socket
 import ssl
 import struct
+from typing import TYPE_CHECKING
 
-from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.command import decode_payload
+
+if TYPE_CHECKING:
+    from sparkmq.client.security import ClientSecurity
 
 CONNECT_TIMEOUT_S = 3.0
 _LENGTHS = struct.Struct(">ii")  # frame length, serialize type << 24 | header length
@@ -91,10 +94,14 @@ class PullConnection:
 
     def send(self, fields: dict[str, str]) -> int:
         """Send one PULL_MESSAGE with these extFields; returns its opaque."""
+        return self.send_request(RequestCode.PULL_MESSAGE, fields)
+
+    def send_request(self, code: int, fields: dict[str, str], body: bytes = b"") -> int:
+        """Send one request (signed when the connection has credentials); returns its opaque."""
         if self._signer is not None:
-            fields = self._signer(fields, b"")
+            fields = self._signer(fields, body)
         opaque = next(self._opaques)
-        frame = RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
+        frame = RemotingCommand.request(code, opaque, ext_fields=fields, body=body).encode()
         self._busy = True
         try:
             self._sock.sendall(frame)

@@ -12,17 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .offset_headers import GetRouteInfoRequestHeader
 from .schema import CommandHeader, Int32, Int64
 
 # --- NameServer ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GetRouteInfoRequestHeader(CommandHeader):
-    """GET_ROUTEINFO_BY_TOPIC (105); ``acceptStandardJsonOnly`` is 4.9.x, never sent by old clients."""
-
-    topic: str
-    accept_standard_json_only: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codes import RequestCode
+from .offset_headers import (
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from .scalars import parse_bool, parse_int
 from .schema import CommandHeader, Int32, Int64, wire_key
 
@@ -197,58 +204,15 @@ class PullMessageResponseHeader(CommandHeader):
     max_offset: Int64
 
 
-@dataclass(frozen=True, slots=True)
-class QueryConsumerOffsetRequestHeader(CommandHeader):
-    """QUERY_CONSUMER_OFFSET (14)."""
-
-    consumer_group: str
-    topic: str
-    queue_id: Int32
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateConsumerOffsetRequestHeader(CommandHeader):
-    """UPDATE_CONSUMER_OFFSET (15); ali-ons sends ``commitOffset`` -1 for unconsumed queues."""
-
-    consumer_group: str
-    topic: str
-    queue_id: Int32
-    commit_offset: Int64
-
-
-@dataclass(frozen=True, slots=True)
-class TopicQueueRequestHeader(CommandHeader):
-    """GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32): topic + queue."""
-
-    topic: str
-    queue_id: Int32
-
-
 GetMaxOffsetRequestHeader = TopicQueueRequestHeader
 GetMinOffsetRequestHeader = TopicQueueRequestHeader
 GetEarliestMsgStoretimeRequestHeader = TopicQueueRequestHeader
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetResponseHeader(CommandHeader):
-    """``offset``: answer to 14, 29, 30 and 31."""
-
-    offset: Int64
 
 
 QueryConsumerOffsetResponseHeader = OffsetResponseHeader
 GetMaxOffsetResponseHeader = OffsetResponseHeader
 GetMinOffsetResponseHeader = OffsetResponseHeader
 SearchOffsetResponseHeader = OffsetResponseHeader
-
-
-@dataclass(frozen=True, slots=True)
-class SearchOffsetRequestHeader(CommandHeader):
-    """SEARCH_OFFSET_BY_TIMESTAMP (29): ``timestamp`` in ms."""
-
-    topic: str
-    queue_id: Int32
-    timestamp: Int64
 
 
 @dataclass(frozen=True, slots=True)

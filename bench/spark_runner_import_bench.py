@@ -1,0 +1,94 @@
+"""What importing the source costs Spark's per-query Python runner (issue 9, the per-query start).
+
+Spark starts ``python -m pyspark.sql.streaming.python_streaming_source_runner`` afresh for every
+streaming query of a Python data source, with ``$SPARK_HOME/python/lib/pyspark.zip`` first on its
+path; unpickling the data source then imports ``sparkmq.source``. This runs exactly that in fresh
+interpreters (pyspark from the zip, the repo after it) and times the source's import alone
+(process CPU and wall), interleaving the repos given, so a base checkout and a branch are measured
+in the same minutes. Two conditions: ``cached`` (the package's bytecode compiled once, as a pip
+install leaves it; kept under a temporary PYTHONPYCACHEPREFIX, the repos are not written) and
+``source`` (no bytecode: an editable install run with PYTHONDONTWRITEBYTECODE=1, as this machine's
+sessions are, compiles every module in every runner).
+
+    python bench/spark_runner_import_bench.py                        # this repo, 9 rounds
+    python bench/spark_runner_import_bench.py --repo /path/to/base --repo .  --rounds 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = """
+import json, sys, time
+import pyspark.sql.streaming.python_streaming_source_runner
+before = set(sys.modules)
+wall, cpu = time.perf_counter(), time.process_time()
+import sparkmq.source
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+added = sorted(set(sys.modules) - before)
+print(json.dumps({"wall": wall, "cpu": cpu, "modules": len(added),
+                  "asyncio": "asyncio" in sys.modules, "instance": "sparkmq.client.instance" in sys.modules}))
+"""
+
+
+def spark_python_path() -> list[str]:
+    """The runner's own path entries (``PythonUtils.sparkPythonPath``): pyspark.zip and py4j's zip."""
+    import pyspark
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    return [str(lib / "pyspark.zip"), *sorted(str(p) for p in lib.glob("py4j-*-src.zip"))]
+
+
+def probe(repo: Path, cache: Path, compiled: bool) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*spark_python_path(), str(repo)]))
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    if compiled:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    command = [sys.executable, "-P", "-c", PROBE]  # -P: the working directory does not come first on the path
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", action="append", type=Path, help="a checkout to import from (repeatable)")
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args(argv)
+    repos = [r.resolve() for r in args.repo or [REPO]]
+    conditions = [(repo, compiled) for repo in repos for compiled in (True, False)]
+    samples: dict[tuple[Path, bool], list[dict[str, float]]] = {c: [] for c in conditions}
+    with tempfile.TemporaryDirectory() as scratch:
+        caches = {repo: Path(scratch, f"cached-{i}") for i, repo in enumerate(repos)}
+        for repo in repos:
+            probe(repo, caches[repo], compiled=True)  # writes the bytecode once, outside the timed rounds
+        for _ in range(args.rounds):
+            for repo, compiled in conditions:
+                cache = caches[repo] if compiled else Path(scratch, "none")
+                samples[repo, compiled].append(probe(repo, cache, compiled))
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; {args.rounds} rounds, interleaved")
+    for (repo, compiled), runs in samples.items():
+        cpu = [r["cpu"] * 1000 for r in runs]
+        wall = [r["wall"] * 1000 for r in runs]
+        print(
+            f"{repo} ({'cached' if compiled else 'source'}): import sparkmq.source after the runner's imports: "
+            f"CPU ms median {statistics.median(cpu):.0f} "
+            f"(best {min(cpu):.0f}), wall ms median {statistics.median(wall):.0f} (best {min(wall):.0f}); "
+            f"{runs[0]['modules']:.0f} modules; asyncio loaded: {bool(runs[0]['asyncio'])}, "
+            f"client instance loaded: {bool(runs[0]['instance'])}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
