@@ -26,7 +26,9 @@ from sparkmq.errors import ConfigError, OptionError, RemoteError, SparkmqError, 
 from sparkmq.message.names import MASTER_ID, is_system_topic  # topicPattern never matches system topics
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue, TopicList, TopicRouteData
+from sparkmq.protocol.consume_stats import ConsumeStats
 from sparkmq.protocol.offset_headers import (
+    GetConsumeStatsRequestHeader,
     GetRouteInfoRequestHeader,
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -168,10 +170,6 @@ class DriverView:
         first ask each broker (GET_CONSUME_STATS with a blank topic, Java's ``whichTopicByConsumer``)
         which topics the group has offsets for; queues of other topics have none.
         """
-        # imported here: only a query's first batch asks (~20 ms of import for the admin codecs)
-        from sparkmq.protocol.admin_bodies import ConsumeStats
-        from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
-
         brokers = sorted({q.broker_name for q in queues})
         fields = GetConsumeStatsRequestHeader(self.group, None).to_fields()
         answers = self._exchange(

@@ -15,23 +15,12 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Self
 
 from .bodies import MessageQueue
-from .fastjson import as_int, as_list, as_object, dumps, get_enum, get_float, get_int, get_str, loads, object_keyed_map
+from .consume_stats import ConsumeStats, OffsetWrapper, _Data, _load, _queue_keyed
+from .fastjson import as_int, as_list, as_object, dumps, get_enum, get_int, get_str, object_keyed_map
 from .heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
-
-_Data = bytes | bytearray | memoryview | str
-
-
-def _load(data: _Data, what: str) -> dict[str, Any]:
-    return as_object(loads(data, what=what), what)
-
-
-def _queue_keyed(obj: dict[str, Any], path: str) -> list[tuple[MessageQueue, Any]]:
-    table = as_object(obj.get(path) or {}, path)
-    return [(MessageQueue.from_json(loads(k, what=path), f"{path} key"), v) for k, v in table.items()]
-
 
 # --- mqadmin statistics ----------------------------------------------------------------------
 
@@ -74,53 +63,6 @@ class TopicStatsTable:
                 get_int(o, "lastUpdateTimestamp", "offsetTable", 0),
             )
         return cls(table)
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetWrapper:
-    """One queue of GET_CONSUME_STATS (208)."""
-
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeStats:
-    """Body of GET_CONSUME_STATS: one entry per read queue, plus ``consumeTps``."""
-
-    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
-    consume_tps: float = 0.0
-
-    def encode(self) -> bytes:
-        """fastjson's object-keyed form (``consumeTps`` as a double, e.g. ``0.0``)."""
-        entries = [
-            (
-                mq.to_json(),
-                {
-                    "brokerOffset": o.broker_offset,
-                    "consumerOffset": o.consumer_offset,
-                    "lastTimestamp": o.last_timestamp,
-                },
-            )
-            for mq, o in self.offset_table.items()
-        ]
-        text = '{"consumeTps":' + dumps(float(self.consume_tps)) + ',"offsetTable":' + object_keyed_map(entries) + "}"
-        return text.encode("utf-8")
-
-    @classmethod
-    def decode(cls, data: _Data) -> Self:
-        """Parse fastjson's object-keyed form."""
-        obj = _load(data, cls.__name__)
-        table = {}
-        for mq, value in _queue_keyed(obj, "offsetTable"):
-            o = as_object(value, "offsetTable value")
-            table[mq] = OffsetWrapper(
-                get_int(o, "brokerOffset", "offsetTable", 0),
-                get_int(o, "consumerOffset", "offsetTable", 0),
-                get_int(o, "lastTimestamp", "offsetTable", 0),
-            )
-        return cls(table, get_float(obj, "consumeTps", cls.__name__, 0.0))
 
 
 @dataclass(frozen=True, slots=True)

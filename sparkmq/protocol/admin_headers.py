@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .offset_headers import GetRouteInfoRequestHeader
+from .offset_headers import GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader
 from .schema import CommandHeader, Int32, Int64
 
 # --- NameServer ------------------------------------------------------------------------------
@@ -129,14 +129,6 @@ class TopicRequestHeader(CommandHeader):
 
 GetTopicStatsInfoRequestHeader = TopicRequestHeader
 DeleteTopicRequestHeader = TopicRequestHeader
-
-
-@dataclass(frozen=True, slots=True)
-class GetConsumeStatsRequestHeader(CommandHeader):
-    """GET_CONSUME_STATS (208): a blank topic means every topic with an offset for the group."""
-
-    consumer_group: str
-    topic: str | None = None
 
 
 __all__ = [

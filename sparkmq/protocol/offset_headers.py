@@ -68,7 +68,16 @@ class SearchOffsetRequestHeader(CommandHeader):
     timestamp: Int64
 
 
+@dataclass(frozen=True, slots=True)
+class GetConsumeStatsRequestHeader(CommandHeader):
+    """GET_CONSUME_STATS (208): a blank topic means every topic with an offset for the group."""
+
+    consumer_group: str
+    topic: str | None = None
+
+
 __all__ = [
+    "GetConsumeStatsRequestHeader",
     "GetRouteInfoRequestHeader",
     "OffsetResponseHeader",
     "QueryConsumerOffsetRequestHeader",
