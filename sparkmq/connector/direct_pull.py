@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-import ssl
 import struct
 from typing import TYPE_CHECKING
 
@@ -65,6 +64,7 @@ class PullConnection:
             sock.close()
             raise PullConnectionError(f"cannot connect to {address}: {exc}") from exc
         self._sock = sock
+        self._tls = context is not None  # not isinstance(sock, ssl.SSLSocket): the driver side need not import ssl
         self._signer = security.signer() if security is not None else None
         self._opaques = itertools.count(1)
         self._arrived: dict[int, tuple[RemotingCommand, memoryview]] = {}
@@ -79,7 +79,7 @@ class PullConnection:
 
     def alive(self) -> bool:
         """Whether the broker still holds the connection open (it closes idle ones): a look without waiting."""
-        if isinstance(self._sock, ssl.SSLSocket):
+        if self._tls:
             return True  # no peeking under TLS; a closed one fails the first pull and the range goes on
         timeout = self._sock.gettimeout()
         self._sock.settimeout(0.0)  # with a timeout set, Python would wait for data despite MSG_DONTWAIT

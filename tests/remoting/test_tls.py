@@ -21,6 +21,7 @@ from sparkmq.client.message import Message, decode_pull_body
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.security import ClientSecurity
+from sparkmq.connector.driver_view import DriverView
 from sparkmq.errors import ConfigError, RemoteError
 from sparkmq.namesrv.config import NamesrvConfig
 from sparkmq.namesrv.server import NameServer
@@ -177,6 +178,42 @@ def test_produce_and_pull_over_tls_with_acl(tmp_path: Path, cert: tuple[Path, Pa
                 finally:
                     await consumer.close()
                     await producer.close()
+                assert broker.acl.denied == 0
+
+    asyncio.run(main())
+
+
+def test_spark_driver_view_over_tls_with_acl(tmp_path: Path, cert: tuple[Path, Path]) -> None:
+    """The Spark source's driver side (blocking sockets, ``DriverView``) signs and encrypts like the client:
+    routes from a NameServer over TLS, offsets and a commit from an enforcing TLS + ACL broker."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text("accounts:\n  - accessKey: tlsUser01\n    secretKey: tlsSecret01\n    admin: true\n")
+    security = ClientSecurity.of("tlsUser01", "tlsSecret01", tls=True, trust_cert_path=cert[0])
+
+    async def main() -> None:
+        namesrv_tls = ServerTls(server_context(*cert), "permissive")  # the broker registers in plain text
+        async with NameServer(NamesrvConfig("127.0.0.1", port=0, tls=namesrv_tls)) as namesrv:
+            address = f"127.0.0.1:{namesrv.port}"
+            config = tls_config(tmp_path, cert, "enforcing", namesrv_addr=address, acl_enable=True, acl_file=acl_file)
+            async with BrokerController(config) as broker:
+                assert broker.acl is not None
+                producer = AsyncProducer("PID_tls_driver", address, security=security)
+                await producer.start()
+                try:
+                    sent = await producer.send(Message("TlsDriverTopic", b"over tls"))
+                finally:
+                    await producer.close()
+                view = DriverView(address, "CID_tls_driver", security)
+                try:  # blocking calls: in a thread, so this loop keeps serving them
+                    queues = await asyncio.to_thread(view.queues, ["TlsDriverTopic"])
+                    assert sent.queue in queues
+                    maxes = await asyncio.to_thread(view.max_offsets, queues)
+                    assert maxes[sent.queue] == sent.queue_offset + 1
+                    await asyncio.to_thread(view.commit, {sent.queue: sent.queue_offset + 1})
+                    committed = await asyncio.to_thread(view.committed, [sent.queue])
+                    assert committed == {sent.queue: sent.queue_offset + 1}
+                finally:
+                    view.close()
                 assert broker.acl.denied == 0
 
     asyncio.run(main())

@@ -25,6 +25,7 @@ NOT_FOR_THE_RUNNER = (
     "sparkmq.connector.broker_view",
     "sparkmq.protocol.headers",
     "sparkmq.protocol.admin_headers",
+    "ssl",
 )
 
 
