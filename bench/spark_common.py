@@ -350,6 +350,16 @@ class SparkBench:
             print(self.profile)
 
 
+def compile_package() -> None:
+    """Write sparkmq's bytecode once, as installing the package would: Spark starts a fresh Python
+    process per query (and per worker), and with PYTHONDONTWRITEBYTECODE set (this machine's
+    sessions set it) each one would otherwise compile every module it imports (~0.1 CPU-s a query;
+    docs/benchmarks.md, branch sparkstart)."""
+    import compileall
+
+    compileall.compile_dir(str(REPO / "sparkmq"), quiet=1)
+
+
 @contextlib.contextmanager
 def spark_bench(name: str) -> Iterator[SparkBench]:
     """Start the services of the ``name`` bench; afterwards stop them (and Spark) and print its results."""
@@ -357,6 +367,7 @@ def spark_bench(name: str) -> Iterator[SparkBench]:
 
     facts = machine()
     print(f"sparkmq spark {name} bench: {facts}, load average {loadavg()}", file=sys.stderr, flush=True)
+    compile_package()
     root = Path(tempfile.mkdtemp(prefix=f"sparkmq-spark-{name}-bench-", dir=bench_root()))
     load_start = loadavg()
     namesrv = NamesrvProcess.start()
