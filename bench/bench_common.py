@@ -140,6 +140,7 @@ class Row:
     client_cpu: tuple[float, float]
     note: str = ""
     latency_us: list[float] = field(default_factory=list, repr=False)
+    kernel: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)  # who → counter → delta
 
     @property
     def msgs_per_s(self) -> float:
@@ -162,6 +163,27 @@ def process_cpu(pid: int) -> tuple[float, float]:
     """User and system CPU seconds of process ``pid`` so far, all threads (from ``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # utime, stime
+
+
+def kernel_counters(pid: int) -> dict[str, int]:
+    """Counters of process ``pid`` so far: page faults, block-I/O delay, syscalls (whole process) and the
+    main thread's ns on CPU, ns waiting for a CPU and voluntary context switches (the thread that serves)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    on_cpu, waiting, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    status = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
+    return {
+        "minflt": int(fields[7]),
+        "majflt": int(fields[9]),
+        "blkio_ticks": int(fields[39]),
+        "on_cpu_ns": int(on_cpu),
+        "wait_ns": int(waiting),
+        "vcsw": int(status["voluntary_ctxt_switches"]),
+        "syscr": int(io["syscr"]),
+        "syscw": int(io["syscw"]),
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -273,10 +295,13 @@ class Recorder:
         latency: list[float] | None = None,
     ) -> Row:
         spies = self._spies(case, size)
+        pids = {"broker": self.dev.process.pid, "client": os.getpid()}
+        counters = {who: kernel_counters(pid) for who, pid in pids.items()}
         broker_cpu, client_cpu = self.dev.cpu_times(), own_cpu_seconds()
         started = time.perf_counter()
         await work()
         seconds = time.perf_counter() - started
+        after = {who: kernel_counters(pid) for who, pid in pids.items()}
         row = Row(
             case,
             size,
@@ -286,6 +311,7 @@ class Recorder:
             _minus(own_cpu_seconds(), client_cpu),
             note,
             latency if latency is not None else [],
+            {who: {k: after[who][k] - v for k, v in counters[who].items()} for who in pids},
         )
         self._summarize(spies, row)
         self.rows.append(row)

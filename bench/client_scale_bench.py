@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench_common import (
+    CLOCK_TICKS,
     REPO,
     Recorder,
     Row,
@@ -181,6 +182,26 @@ def _split(cpu: tuple[float, float], messages: int) -> str:
     return f"{cpu[0] / messages * 1e6:.1f} / {cpu[1] / messages * 1e6:.1f}"
 
 
+def detail_table(results: list[tuple[str, int, Row]]) -> str:
+    """Per message: page faults, syscalls, main thread's µs on CPU / waiting for a CPU / off CPU, blocked I/O."""
+    lines = [
+        "| dimension | n | who | minor faults | major faults | read+write syscalls | main thread µs on CPU / "
+        "waiting for CPU / neither | voluntary switches | block-I/O delay µs |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for dimension, n, row in results:
+        for who, k in row.kernel.items():
+            per = row.messages
+            wall = row.seconds * 1e6 / per
+            on, wait = k["on_cpu_ns"] / per / 1e3, k["wait_ns"] / per / 1e3
+            lines.append(
+                f"| {dimension} | {n:,} | {who} | {k['minflt'] / per:.3f} | {k['majflt'] / per:.3f} | "
+                f"{(k['syscr'] + k['syscw']) / per:.3f} | {on:.2f} / {wait:.2f} / {wall - on - wait:.2f} | "
+                f"{k['vcsw'] / per:.3f} | {k['blkio_ticks'] * 1e6 / CLOCK_TICKS / per:.2f} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=20_000, help="single sends per case (default 20,000)")
@@ -193,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--connections", type=int, nargs="*", default=CONNECTION_COUNTS, help="connection counts (default 1 10 100)"
     )
+    parser.add_argument(
+        "--detail", action="store_true", help="also faults, syscalls and the schedstat split per message"
+    )
     add_loop_argument(parser, "the event loop the producers run on in this process (default asyncio)")
     args = parser.parse_args(argv)
     info = machine()
@@ -201,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = run_loop(scale_cases(bench, sends, args.inflight, args.queues, args.connections), args.loop)
     print_machine(info)
     print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
+    if args.detail:
+        print("\n## per message, each process (main thread for the schedstat split)\n\n" + detail_table(results))
     for profile in bench.profiles:
         print("\n" + profile)
     return 0
