@@ -76,18 +76,21 @@ class CollectingTransport:
         pass
 
 
-def frames(topic: str, queues: int, count: int) -> list[bytes]:
+def frames(topic: str, queues: int, count: int, run: int = 1) -> list[bytes]:
+    """``count`` SEND_MESSAGE_V2 frames, round-robin over ``queues`` in runs of ``run`` sends per queue."""
     prefix = os.urandom(8).hex().upper()
     out = []
     for i in range(count):
         props = encode_properties({"WAIT": "true", "UNIQ_KEY": f"{prefix}{i:016X}"}).decode()
-        fields = {"a": "PID_BENCH", "b": topic, "c": "TBW102", "d": str(queues), "e": str(i % queues), "f": "0"}
+        fields = {"a": "PID_BENCH", "b": topic, "c": "TBW102", "d": str(queues), "e": str(i // run % queues), "f": "0"}
         fields.update({"g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false", "m": "false"})
         out.append(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, i + 1, ext_fields=fields, body=BODY).encode())
     return out
 
 
-async def case(broker: BrokerController, queues: int, reads: int, per_read: int, connections: int) -> float:
+async def case(
+    broker: BrokerController, queues: int, reads: int, per_read: int, connections: int, run: int = 1
+) -> float:
     """CPU µs per read of ``per_read`` sends, over ``reads`` reads after a warm-up round over every
     queue; each event-loop turn holds one read of each of ``connections`` connections."""
     topic = f"LaneCost{queues}"
@@ -100,7 +103,7 @@ async def case(broker: BrokerController, queues: int, reads: int, per_read: int,
         for frame in frames(topic, queues, queues):  # each queue's first put creates its ConsumeQueue
             clients[0].data_received(frame)  # type: ignore[attr-defined]
             await asyncio.sleep(0)  # the turn ends: sends read in it are served
-        sends = frames(topic, queues, reads * per_read)
+        sends = frames(topic, queues, reads * per_read, run)
         todo = [b"".join(sends[i : i + per_read]) for i in range(0, len(sends), per_read)]
         turns = [todo[i : i + connections] for i in range(0, len(todo), connections)]
         best = float("inf")
@@ -125,7 +128,7 @@ async def run(store: Path, args: argparse.Namespace) -> list[str]:
     async with BrokerController(config) as broker:
         rows = []
         for queues in args.queues:
-            per_read = await case(broker, queues, args.reads, args.per_read, args.connections)
+            per_read = await case(broker, queues, args.reads, args.per_read, args.connections, args.run)
             sends = f"{args.per_read} | {args.reads:,} | {per_read:.1f} | {per_read / args.per_read:.1f}"
             rows.append(f"| {queues:,} | {sends} |")
         return rows
@@ -138,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queues", type=int, nargs="+", default=[1, 1000], help="queues per case (default 1 1000)")
     parser.add_argument(
         "--connections", type=int, default=1, help="connections whose reads share one event-loop turn (default 1)"
+    )
+    parser.add_argument(
+        "--run", type=int, default=1, help="consecutive sends to one queue before the next (default 1: round-robin)"
     )
     args = parser.parse_args(argv)
     info = machine()
