@@ -1,6 +1,7 @@
 """Producers: ``AsyncProducer`` (asyncio) and ``Producer`` (blocking, same behaviour).
 
-Round-robin over the topic's writable queues, avoiding brokers that recently failed or
+Round-robin over the topic's writable queues (in runs of ``QUEUE_RUN`` sends per queue while 64
+or more sends are in flight), avoiding brokers that recently failed or
 were slow; ``retry_times_when_send_failed`` further attempts go to another broker. A send
 returns only when the broker stored the message as promised: FLUSH_DISK_TIMEOUT,
 FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers are retried like failures and, when
