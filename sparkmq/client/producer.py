@@ -1,7 +1,6 @@
 """Producers: ``AsyncProducer`` (asyncio) and ``Producer`` (blocking, same behaviour).
 
-Round-robin over the topic's writable queues (in runs of ``QUEUE_RUN`` sends per queue while 64
-or more sends are in flight), avoiding brokers that recently failed or
+Round-robin over the topic's writable queues, avoiding brokers that recently failed or
 were slow; ``retry_times_when_send_failed`` further attempts go to another broker. A send
 returns only when the broker stored the message as promised: FLUSH_DISK_TIMEOUT,
 FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers are retried like failures and, when
@@ -64,16 +63,6 @@ COMPRESS_LEVEL = 5
 # enum members read per send from module globals: a class attribute read of an IntEnum member costs ~0.1 µs
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_OK = SendStatus.SEND_OK
-#: A send that finds this many plain sends in flight on its connection makes the producer keep one queue
-#: for QUEUE_RUN consecutive plain sends, instead of taking the next queue every send, for RUNS_HOLD_MS
-#: (Kafka's sticky partitioner, KIP-480, for the same reason): the sends written together then share few
-#: queues, and the broker's work per queue a group touches (a ConsumeQueue page and its bookkeeping, ~1 µs
-#: of cache misses each at 1,000 queues) is paid once per run. Otherwise (a send or a short burst at a
-#: time) every send takes the next queue, as RocketMQ's round-robin; over many sends each queue gets as
-#: many either way. The hold rides over a deep pipeline's ebbs (a read answering all in flight at once).
-RUNS_IN_FLIGHT = 64
-QUEUE_RUN = 8
-RUNS_HOLD_MS = 100
 _START_BYTES = SendTemplate.START_BYTES
 _send_frame = client_native.send_frame  # None: the Python reference path (no C lane, or SPARKMQ_NATIVE=0)
 
@@ -111,7 +100,6 @@ class AsyncProducer:
         self.faults = LatencyFaultTolerance()
         self._ids = SendIds()
         self._counter = itertools.count()
-        self._runs_until_ms = 0  # born_ms below it: the queue changes every QUEUE_RUN lean sends
         self._brokers_for: list[MessageQueue] | None = None  # the queue list _pick last saw, and its brokers
         self._brokers: tuple[str, ...] = ()
         self._lanes: dict[str, Lane] = {}
@@ -299,22 +287,16 @@ class AsyncProducer:
         if lane is None or not lane.lean or self._routes.get(topic) is not lane.route:
             return None
         queues = lane.queues
-        born_ms = int(time.time() * 1000)
-        if self.faults.paused:
-            chosen = self._pick(queues, None)
-        else:
-            index = next(self._counter)
-            chosen = queues[(index // QUEUE_RUN if born_ms < self._runs_until_ms else index) % len(queues)]
+        chosen = self._pick(queues, None) if self.faults.paused else queues[next(self._counter) % len(queues)]
         connection = lane.connections.get(chosen.broker_name)
         if connection is None or not connection.is_open:
             return None
-        if connection.lean_in_flight >= RUNS_IN_FLIGHT:
-            self._runs_until_ms = born_ms + RUNS_HOLD_MS
         body = message.body
         if type(body) is bytes and len(body) < self._plain_below:
             sys_flag = 0
         else:
             body, sys_flag = self._body_of(message)
+        born_ms = int(time.time() * 1000)
         opaque = connection.next_opaque()
         ids, template, queue_id = self._ids, lane.template, chosen.queue_id
         if _send_frame is not None and not (

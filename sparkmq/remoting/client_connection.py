@@ -118,11 +118,6 @@ class ClientConnection(RemotingConnection):
         self.send_lean(opaque, code, frame, future, timeout)
         return future
 
-    @property
-    def lean_in_flight(self) -> int:
-        """Lean requests written (or waiting to be) and not yet answered."""
-        return len(self._lean)
-
     def create_future(self) -> asyncio.Future[Any]:
         """A future of the connection's loop (the running one, without ``asyncio.get_running_loop``'s getpid)."""
         return self._loop.create_future()
