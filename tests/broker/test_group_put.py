@@ -8,55 +8,25 @@ queue, and a pull in the same read, served after the group, sees them all.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
-from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.store.config import FlushDiskType
-from support.broker_wire import Wire, one_write, run_broker
+from support.broker_wire import Wire, one_write, pull_frame, run_broker, send_frame
 
 TOPIC = "TopicGroupPut"
 MAX_MESSAGE = 4096
 
 
 def _send(opaque: int, body: bytes, *, topic: str = TOPIC, queue_id: str = "0", tags: str = "T") -> bytes:
-    props = encode_properties({"TAGS": tags, "KEYS": f"k{opaque}", "UNIQ_KEY": f"U{opaque:08d}", "WAIT": "true"})
-    fields = {
-        "a": "PID_G",
-        "b": topic,
-        "c": "TBW102",
-        "d": "4",
-        "e": queue_id,
-        "f": "0",
-        "g": str(int(time.time() * 1000)),
-        "h": "0",
-        "i": props.decode(),
-        "j": "0",
-        "k": "false",
-        "m": "false",
-    }
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
+    return send_frame(opaque, body, topic, queue_id=queue_id, tags=tags)
 
 
 def _pull(opaque: int) -> bytes:
-    fields = {
-        "consumerGroup": "CID_G",
-        "topic": TOPIC,
-        "queueId": "0",
-        "queueOffset": "0",
-        "maxMsgNums": "32",
-        "sysFlag": "2",
-        "commitOffset": "0",
-        "suspendTimeoutMillis": "0",
-        "subVersion": "0",
-        "subscription": "*",
-        "expressionType": "TAG",
-    }
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
+    return pull_frame(opaque, TOPIC)
 
 
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])

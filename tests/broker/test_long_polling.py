@@ -10,53 +10,16 @@ already in its queue.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
-from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import iter_records
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from support.broker_wire import Wire, one_write, run_broker
+from sparkmq.protocol import ResponseCode
+from support.broker_wire import Wire, one_write, pull_frame, run_broker, send_frame
 
 TOPIC = "TopicLongPoll"
 SUSPEND_MS = 25_000  # the broker's cap: a missed wake-up answers only after this
+# sysFlag 6 below: SUBSCRIPTION | SUSPEND
 ANSWER_WAIT_S = 15.0  # far above any answer's time, far below the suspend timeout
-
-
-def _send(opaque: int, body: bytes) -> bytes:
-    props = encode_properties({"TAGS": "T", "UNIQ_KEY": f"U{opaque:08d}", "WAIT": "true"})
-    fields = {
-        "a": "PID_LP",
-        "b": TOPIC,
-        "c": "TBW102",
-        "d": "4",
-        "e": "0",
-        "f": "0",
-        "g": str(int(time.time() * 1000)),
-        "h": "0",
-        "i": props.decode(),
-        "j": "0",
-        "k": "false",
-        "m": "false",
-    }
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
-
-
-def _suspending_pull(opaque: int, offset: int) -> bytes:
-    fields = {
-        "consumerGroup": "CID_LP",
-        "topic": TOPIC,
-        "queueId": "0",
-        "queueOffset": str(offset),
-        "maxMsgNums": "32",
-        "sysFlag": "6",  # SUBSCRIPTION | SUSPEND
-        "commitOffset": "0",
-        "suspendTimeoutMillis": str(SUSPEND_MS),
-        "subVersion": "0",
-        "subscription": "*",
-        "expressionType": "TAG",
-    }
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
 
 
 def test_a_send_right_behind_a_parking_pull_wakes_it(tmp_path: Path) -> None:
@@ -66,7 +29,14 @@ def test_a_send_right_behind_a_parking_pull_wakes_it(tmp_path: Path) -> None:
         for offset in (1, 2, 3):  # each pull finds its queue empty and parks; the send behind it fills it
             body = f"message {offset}".encode()
             responses = await asyncio.wait_for(
-                one_write(port, [_suspending_pull(1, offset), _send(2, body)]), ANSWER_WAIT_S
+                one_write(
+                    port,
+                    [
+                        pull_frame(1, TOPIC, offset=offset, sys_flag=6, suspend_ms=SUSPEND_MS),
+                        send_frame(2, body, TOPIC),
+                    ],
+                ),
+                ANSWER_WAIT_S,
             )
             pulled, sent = responses[1], responses[2]
             assert sent.code == ResponseCode.SUCCESS, sent

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,45 @@ async def serve(config: BrokerConfig, scenario: Scenario) -> None:
 def run_broker(store_dir: Path, scenario: Scenario, **overrides: Any) -> None:
     """Run ``scenario`` against a fresh broker over ``store_dir`` in its own event loop."""
     asyncio.run(serve(small_config(store_dir, **overrides), scenario))
+
+
+def send_frame(opaque: int, body: bytes, topic: str, *, queue_id: str = "0", tags: str = "T") -> bytes:
+    """An encoded SEND_MESSAGE_V2 request as a Java producer writes it (group PID_G, WAIT true,
+    key ``k<opaque>``); ``queue_id`` as text, so a test may send a malformed one."""
+    props = encode_properties({"TAGS": tags, "KEYS": f"k{opaque}", "UNIQ_KEY": f"U{opaque:08d}", "WAIT": "true"})
+    fields = {
+        "a": "PID_G",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": queue_id,
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": props.decode(),
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
+
+
+def pull_frame(opaque: int, topic: str, *, offset: int = 0, sys_flag: int = 2, suspend_ms: int = 0) -> bytes:
+    """An encoded PULL_MESSAGE request of group CID_G for queue 0 of ``topic`` from ``offset``."""
+    fields = {
+        "consumerGroup": "CID_G",
+        "topic": topic,
+        "queueId": "0",
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+        "sysFlag": str(sys_flag),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": str(suspend_ms),
+        "subVersion": "0",
+        "subscription": "*",
+        "expressionType": "TAG",
+    }
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode()
 
 
 async def one_write(port: int, frames: list[bytes]) -> dict[int, RemotingCommand]:
