@@ -238,12 +238,14 @@ def send_frame(opaque: int, body: bytes, topic: str, *, queue_id: str = "0", tag
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields=fields, body=body).encode()
 
 
-def pull_frame(opaque: int, topic: str, *, offset: int = 0, sys_flag: int = 2, suspend_ms: int = 0) -> bytes:
-    """An encoded PULL_MESSAGE request of group CID_G for queue 0 of ``topic`` from ``offset``."""
+def pull_frame(
+    opaque: int, topic: str, *, queue_id: int = 0, offset: int = 0, sys_flag: int = 2, suspend_ms: int = 0
+) -> bytes:
+    """An encoded PULL_MESSAGE request of group CID_G for ``queue_id`` of ``topic`` from ``offset``."""
     fields = {
         "consumerGroup": "CID_G",
         "topic": topic,
-        "queueId": "0",
+        "queueId": str(queue_id),
         "queueOffset": str(offset),
         "maxMsgNums": "32",
         "sysFlag": str(sys_flag),
