@@ -11,7 +11,6 @@ closed (a bad frame closes only its own connection).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import NoReturn
 
 from sparkmq.errors import FrameTooLargeError, ProtocolError
@@ -60,7 +59,8 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes read from the peer; then call :meth:`next_command` until it gives None."""
-        self._raise_if_failed()
+        if self._failure is not None:
+            self._raise_if_failed()
         if self._position:
             # O(1) in CPython: deleting a bytearray's head only moves its start pointer.
             del self._buffer[: self._position]
@@ -73,7 +73,8 @@ class FrameDecoder:
         Raises :class:`FrameTooLargeError` for a length prefix over the maximum and
         :class:`ProtocolError` for any other malformed frame.
         """
-        self._raise_if_failed()
+        if self._failure is not None:
+            self._raise_if_failed()
         buffer, start = self._buffer, self._position
         if len(buffer) - start < LENGTH_PREFIX_BYTES:
             return None
@@ -104,29 +105,20 @@ class FrameDecoder:
             self._position = end
         return command
 
-    def take_frames(self, serve: Callable[[bytearray, int], int]) -> bool:
-        """Let ``serve`` consume whole frames at the front of the buffer, undecoded (a native lane).
-
-        ``serve(buffer, position)`` returns the position just after the last frame it took
-        (``position``: none); it must check every length it reads and keep no reference to the
-        buffer. What it leaves is decoded by :meth:`next_command` as usual. True if it took any.
-        """
-        self._raise_if_failed()
-        buffer, start = self._buffer, self._position
-        if len(buffer) - start < LENGTH_PREFIX_BYTES:
-            return False
-        return self.skip_to(serve(buffer, start))
-
     def front(self) -> tuple[bytearray, int]:
-        """The buffer and the position of its first undecoded byte, to look at (a lane's prepare);
-        nothing is taken until :meth:`skip_to`. Raises as every call once the decoder failed."""
-        self._raise_if_failed()
+        """The buffer and the position of its first undecoded byte, for a native lane to look at:
+        it must check every length it reads and keep no reference to the buffer; nothing is taken
+        until :meth:`skip_to`, and what is left :meth:`next_command` decodes as usual. Raises as
+        every call once the decoder failed."""
+        if self._failure is not None:
+            self._raise_if_failed()
         return self._buffer, self._position
 
     def skip_to(self, end: int) -> bool:
         """Take the whole frames before ``end`` (a position :meth:`front`'s looker returned, just after
-        a frame; the current position: none) as served; True if it took any (as :meth:`take_frames`)."""
-        self._raise_if_failed()
+        a frame; the current position: none) as served; True if it took any."""
+        if self._failure is not None:
+            self._raise_if_failed()
         buffer, start = self._buffer, self._position
         if end == start:
             return False
@@ -156,6 +148,7 @@ class FrameDecoder:
         raise exc
 
     def _raise_if_failed(self) -> None:
+        # Callers test ``_failure`` first: these calls run once or more per read.
         if self._failure is not None:
             raise ProtocolError(f"the stream already failed: {self._failure.remark}") from self._failure
 

@@ -169,14 +169,18 @@ class RemotingConnection(asyncio.Protocol):
     def _serve_buffer(self, decoded: bool) -> None:
         """Serve the whole frames buffered (``decoded``: frames before them were served already)."""
         requests: list[RemotingCommand] = []
+        decoder = self._decoder
         self._receiving = True
         try:
-            if self._lane is not None and not self._unstarted and not self.writes_paused:
+            if self._lane is not None and not self._unstarted and self._writable.is_set():
                 # requests are served in arrival order: the lane takes a leading run, the rest follow
-                decoded = self._decoder.take_frames(self._serve_lane) or decoded
-            while (command := self._decoder.next_command()) is not None:
-                decoded = True
-                self._dispatch(command, requests)
+                buffer, position = decoder.front()
+                if len(buffer) - position >= LENGTH_PREFIX_BYTES:
+                    decoded = decoder.skip_to(self._lane(buffer, position, self)) or decoded
+            if decoder.buffered_bytes:  # what the lane left (usually nothing)
+                while (command := decoder.next_command()) is not None:
+                    decoded = True
+                    self._dispatch(command, requests)
         except ProtocolError as exc:
             logger.warning("closing connection %s from %s:%d: %s", self.id, *self.peer, exc.remark)
             self._serve_all(requests)  # every request before the bad frame is answered
@@ -186,7 +190,8 @@ class RemotingConnection(asyncio.Protocol):
             self._receiving = False
             if self._out:
                 self._flush_out()
-        self._serve_all(requests)
+        if requests:
+            self._serve_all(requests)
         self._account_unfinished_frame(decoded)
         if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
             self._block_reading("in-flight")
@@ -267,10 +272,6 @@ class RemotingConnection(asyncio.Protocol):
             self._receiving = False
             if self._out:
                 self._flush_out()
-
-    def _serve_lane(self, buffer: bytearray, position: int) -> int:
-        assert self._lane is not None
-        return self._lane(buffer, position, self)
 
     async def _serve_when_writable(self, requests: list[RemotingCommand]) -> None:
         self._unstarted -= 1
@@ -421,16 +422,20 @@ class RemotingConnection(asyncio.Protocol):
         """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
         dropped if the connection is closed.
 
-        ``at_once`` (a request with no other in flight): when no frame of this loop turn waits,
-        write now instead of at the turn's end, saving a loop turn per request.
+        ``at_once`` (a request with no other in flight, or a read's lane answers, which come first
+        in its write): when no frame of this loop turn waits, write now instead of at the turn's
+        (or the read's) end, saving a loop turn or the coalescing steps per request.
         """
         if not self.is_open:
             return
-        if self._watchdog is not None:
+        if self._watchdog is not None and not self._receiving:  # a read (or resume_writing) just recorded it
             self._watchdog.activity()
         if at_once and not self._out:
             assert self._transport is not None
-            self._transport.writelines((head, body) if body else (head,))
+            if body:
+                self._transport.writelines((head, body))
+            else:
+                self._transport.write(head)
             return
         # Frames written in one loop turn leave in one writelines (one syscall, not one per frame):
         # under pipelining most of a server's and a client's CPU per request was these writes.

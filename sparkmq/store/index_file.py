@@ -130,7 +130,7 @@ class IndexFile:
         count = len(hashes)
         if count == 0:
             return
-        if count > self.free_entries:
+        if count > self.entries - self.index_count:  # free_entries, on the hot path
             raise StoreError(f"index file {self.path.name} has room for {self.free_entries} entries, not {count}")
         if self.index_count <= 1:
             self.begin_timestamp = int(store_timestamps[0])

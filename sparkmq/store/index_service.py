@@ -62,17 +62,20 @@ class IndexService:
         # Entries go in log order and a record's keys never straddle two files, so the newest
         # file's end_phy_offset is a record whose keys are all indexed: replays (each restart's
         # catch-up, recovery) skip it and everything before it, and index everything after it.
-        indexed = len(self.files) > 1 or (len(self.files) == 1 and self.files[0].index_count > 1)
-        skip_to = self.end_phy_offset if indexed else None
+        files = self.files
+        newest = files[-1] if files else None
+        indexed = newest is not None and (len(files) > 1 or newest.index_count > 1)
+        skip_to = newest.end_phy_offset if indexed and newest is not None else None
         if isinstance(hashes, list):  # the plain path of a small batch
             if not _fresh_and_ordered(phy_offsets, skip_to):  # a put of new records is both
                 hashes, phy_offsets, store_timestamps = _fresh_in_log_order_plain(
                     hashes, phy_offsets, store_timestamps, skip_to
                 )
-            if self.files and 0 < len(hashes) <= self.files[-1].free_entries:  # the loop below, for one file
-                index = self.files[-1]
-                index.put(hashes, phy_offsets, store_timestamps)
-                return index.end_timestamp if index.is_full else None
+            if (
+                newest is not None and 0 < len(hashes) <= newest.entries - newest.index_count
+            ):  # the loop below, for one file
+                newest.put(hashes, phy_offsets, store_timestamps)
+                return newest.end_timestamp if newest.index_count >= newest.entries else None
         else:
             hashes, phy_offsets, store_timestamps = _fresh_in_log_order_bulk(
                 np.asarray(hashes, dtype=np.int64),

@@ -464,8 +464,51 @@ class MessageStore:
         path: writes refused, or the records do not fit the current CommitLog segment. The caller
         then serves the same requests the usual way, which answers each of these cases.
         """
-        placed = self.put_lane_groups([group])
-        return None if placed is None else placed[0]
+        # put_lane_groups for one group (a lone send's read), without the steps that join groups
+        if self._write_refusal() is not None:
+            return None
+        with self._lock:
+            mapped = self.commitlog.queue.last_file()
+            if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
+                return None
+            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+            queued = self._next_queue_offset
+            start = mapped.start_offset + mapped.write_position
+            reserved = group.reserve(queued, self._queues)
+            bases, targets, ends = self._reserve_new(group) if reserved is None else reserved
+            mapped.append(group.place(start, store_timestamp, bases))
+            self._last_store_timestamp = store_timestamp
+            try:
+                group.append_units(bases, targets)
+                hashes, offsets = group.index_entries()
+                if hashes:
+                    self._index_lane(hashes, offsets, store_timestamp)
+            except DiskError as exc:  # as put_lane_groups
+                self.flusher.fail_stop(exc)
+                for key, base, end in zip(group.keys, bases, ends, strict=True):
+                    self._roll_back(start, key, base, end)
+                return None
+            self._last_dispatched_timestamp = store_timestamp
+            for listener in self._listeners:
+                listener(group.keys, queued)
+        commit = self._group_commit
+        return start, bases, None if commit is None else commit.request(start + group.record_bytes)
+
+    def _reserve_new(self, group: EncodedGroup) -> tuple[list[int], list[ConsumeQueue], list[int]]:
+        """``group.reserve`` when one of its queues gets its first message: the queue is created here."""
+        queued, keys = self._next_queue_offset, group.keys
+        bases = [queued.get(key, 0) for key in keys]
+        targets = [self._queues.get(key) or self._queue_for(key) for key in keys]
+        ends = [queue.max_physical_offset for queue in targets]  # to roll back to
+        for key, base, count in zip(keys, bases, group.key_counts, strict=True):
+            queued[key] = base + count
+        return bases, targets, ends
+
+    def _index_lane(self, hashes: list[int], offsets: list[int], store_timestamp: int) -> None:
+        """Index a lane put's keys (all stored at ``store_timestamp``)."""
+        finished = self.index.put(hashes, offsets, [store_timestamp] * len(hashes))
+        if finished is not None and self.checkpoint is not None:
+            self.checkpoint.index_msg_timestamp = finished
 
     def put_lane_groups(self, groups: Sequence[EncodedGroup]) -> list[tuple[int, list[int], Future[int] | None]] | None:
         """``put_lane_group`` of several groups (the sends of several connections read in one
@@ -489,15 +532,7 @@ class MessageStore:
             records, planned = [], []
             for group in groups:
                 reserved = group.reserve(queued, queues)
-                if reserved is None:  # a queue's first message: created here
-                    keys = group.keys
-                    bases = [queued.get(key, 0) for key in keys]
-                    targets = [queues.get(key) or self._queue_for(key) for key in keys]
-                    ends = [queue.max_physical_offset for queue in targets]  # to roll back to
-                    for key, base, count in zip(keys, bases, group.key_counts, strict=True):
-                        queued[key] = base + count
-                else:
-                    bases, targets, ends = reserved
+                bases, targets, ends = self._reserve_new(group) if reserved is None else reserved
                 records.append(group.place(position, store_timestamp, bases))
                 planned.append((position, bases, targets, ends))
                 position += group.record_bytes
@@ -515,9 +550,7 @@ class MessageStore:
                         hashes += index_hashes
                         offsets += index_offsets
                 if hashes:
-                    finished = self.index.put(hashes, offsets, [store_timestamp] * len(hashes))
-                    if finished is not None and self.checkpoint is not None:
-                        self.checkpoint.index_msg_timestamp = finished
+                    self._index_lane(hashes, offsets, store_timestamp)
             except DiskError as exc:  # an index file's msync on its roll: the groups are undone, then refused
                 self.flusher.fail_stop(exc)
                 for group, (_at, bases, _targets, ends) in zip(reversed(groups), reversed(planned), strict=True):

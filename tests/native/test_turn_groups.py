@@ -49,16 +49,21 @@ def _frames(connection: int) -> list[bytes]:
 
 
 def _record_puts(broker: BrokerController) -> list[int]:
-    """Wrap the store's group put to record how many sends each call held (in however many groups:
-    with ASYNC flush a turn's groups are merged into one)."""
+    """Wrap the store's lane puts (a turn's groups; one read's group) to record how many sends each
+    call held (in however many groups: with ASYNC flush a turn's groups are merged into one)."""
     store, sizes = broker.store, []
-    real = store.put_lane_groups
+    real_groups, real_group = store.put_lane_groups, store.put_lane_group
 
-    def recorded(groups: Sequence[Any]) -> Any:
+    def recorded_groups(groups: Sequence[Any]) -> Any:
         sizes.append(sum(group.count for group in groups))
-        return real(groups)
+        return real_groups(groups)
 
-    store.put_lane_groups = recorded  # type: ignore[method-assign]
+    def recorded_group(group: Any) -> Any:
+        sizes.append(group.count)
+        return real_group(group)
+
+    store.put_lane_groups = recorded_groups  # type: ignore[method-assign]
+    store.put_lane_group = recorded_group  # type: ignore[method-assign]
     return sizes
 
 
@@ -294,5 +299,33 @@ def test_a_disk_error_in_a_grouped_put_undoes_every_connections_sends(tmp_path: 
             assert all(a.code != ResponseCode.SUCCESS for a in answers), answers
         assert w.broker.store.disk_error is not None
         assert list(await _stored(w)) == [b"create"]  # nothing of the failed group is left, the rest is
+
+    run_broker(tmp_path, scenario)
+
+
+def test_a_disk_error_in_a_lone_put_undoes_its_sends(tmp_path: Path) -> None:
+    """One connection's read alone in its turn takes the lone put (``put_lane_group``): when the
+    index's msync fails inside it, its records are undone, each send gets a failure and none a
+    SUCCESS, the connection stays open and what was acknowledged before stays readable."""
+
+    def failing_put(*_args: Any) -> None:
+        raise DiskError("msync of a finished index file: [Errno 5] Input/output error")
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        for send in range(SENDS):  # every queue the frames name exists: the lane's plain put
+            await w.send_ok(TOPIC, f"queue-{send}".encode(), queue_id=send % 4)
+        connections = await _connect(w.broker.config.listen_port, 1)
+        puts = _record_puts(w.broker)
+        w.broker.store.index.put = failing_put  # type: ignore[method-assign]
+        _burst(connections, [b"".join(_frames(0))])
+        answers, closed = await _answers(connections[0][0], SENDS)
+        await _close(connections)
+        assert puts == [SENDS], f"one lone put of the read's sends: {puts}"
+        assert not closed
+        assert [a.opaque for a in answers] == [1000 + send for send in range(SENDS)]
+        assert all(a.code != ResponseCode.SUCCESS for a in answers), answers
+        assert w.broker.store.disk_error is not None
+        assert sorted(await _stored(w)) == sorted([b"create"] + [f"queue-{s}".encode() for s in range(SENDS)])
 
     run_broker(tmp_path, scenario)

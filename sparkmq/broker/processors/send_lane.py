@@ -110,7 +110,7 @@ class SendLane:
         if placed is None:
             return position
         try:  # stored: these frames are never served again, whatever happens next
-            self._answer(group, placed[2], connection, start)
+            self._answer(group, placed[2], connection, start, at_once=True)
         except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
             logger.exception("answering %d stored sends failed", group.count)
         return end
@@ -180,12 +180,15 @@ class SendLane:
         flushed: concurrent.futures.Future[int] | None,
         connection: RemotingConnection,
         start: float,
+        at_once: bool = False,
     ) -> None:
+        """Count ``group`` and answer it: now (``at_once``: a read's own lane, whose answers lead its
+        write), or once ``flushed`` covers it (SYNC flush)."""
         stats = self.ctx.stats
         for topic, messages, size in group.topic_stats:
             stats.put(topic, messages, size)
         if flushed is None or not group.waits:
-            connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
+            connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port), at_once=at_once)
             elapsed_ms = (time.perf_counter() - start) * 1000
             stats.rpc_many(group.code, _SUCCESS, elapsed_ms, group.count)
         else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
