@@ -185,13 +185,15 @@ class SendLane:
         """Count ``group`` and answer it: now (``at_once``: a read's own lane, whose answers lead its
         write), or once ``flushed`` covers it (SYNC flush)."""
         stats = self.ctx.stats
-        for topic, messages, size in group.topic_stats:
-            stats.put(topic, messages, size)
-        if flushed is None or not group.waits:
+        if flushed is None or not group.waits:  # the answers first: the counting runs while they travel
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port), at_once=at_once)
+            for topic, messages, size in group.topic_stats:
+                stats.put(topic, messages, size)
             elapsed_ms = (time.perf_counter() - start) * 1000
             stats.rpc_many(group.code, _SUCCESS, elapsed_ms, group.count)
         else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
+            for topic, messages, size in group.topic_stats:
+                stats.put(topic, messages, size)
             connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
 
     async def _after_flush(self, group: SendGroup, flushed: concurrent.futures.Future[int], start: float) -> bytes:
