@@ -434,6 +434,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{whole.select(list(sm_arrow.LEAN_COLUMNS)).nbytes / n:.0f}, 4 columns "
             f"{whole.select(NARROW).nbytes / n:.0f}"
         )
+        bench.notes.append(
+            "every timed run, in order [wall s, Σ triggerExecution s, CPU s of JVM / Spark's Python / broker]: "
+            + "; ".join(
+                f"{r.case.split(' ')[0]}{_parts(r.case)} {r.seconds:.2f} {sum(b[1] for b in r.batches):.2f} "
+                f"{r.jvm_cpu:.2f}/{r.python_cpu:.2f}/{r.broker_cpu:.2f}"
+                for r in runs
+            )
+        )
         for case in chosen:
             same = sorted((x for x in runs if x.case == case), key=lambda x: x.seconds)
             if same and same[0].batches:
