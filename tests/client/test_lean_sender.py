@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import dataclasses
 import gc
-import socket
 import sys
 import threading
 import tracemalloc
@@ -26,10 +25,11 @@ from hypothesis import strategies as st
 
 from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
 from sparkmq.errors import RemoteError
-from sparkmq.protocol import FrameDecoder, RemotingCommand
+from sparkmq.protocol import FrameDecoder
 from sparkmq.protocol.frame import decode_frame
 from sparkmq.remoting import client_native
 from sparkmq.remoting.client_connection import LEAN_CHUNK_FRAMES, ClientConnection
+from support.chunk_peer import ChunkWatchingPeer, answer
 from support.unconfirming_broker import UnconfirmingCluster
 
 WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
@@ -50,12 +50,6 @@ def sender(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
     if client_native.Sender is None:
         pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
     return True
-
-
-def answer(request: RemotingCommand) -> bytes:
-    """The broker's SUCCESS answer naming its request: msgId the opaque in hex, queueOffset the opaque."""
-    fields = {"msgId": f"{request.opaque:08X}", "queueId": "0", "queueOffset": str(request.opaque)}
-    return request.make_response(ext_fields=fields).encode()
 
 
 @contextlib.asynccontextmanager
@@ -161,24 +155,9 @@ def test_a_chunk_leaves_before_the_turn_ends_and_the_rest_waits_for_it(
     the next LEAN_CHUNK_FRAMES in one write the server reads meanwhile; the next chunk's worth waits for the
     turn's end, the server having a chunk unanswered; then every send returns its own answer."""
     topic = cluster.topic(f"SenderChunk{sender}", queues=1)
-    listener = socket.create_server(("127.0.0.1", 0))
     count = 1 + LEAN_CHUNK_FRAMES
-    got_chunk, requests = threading.Event(), []
-
-    def serve() -> None:
-        peer, _ = listener.accept()
-        with peer:
-            decoder = FrameDecoder()
-            while len(requests) < count and (data := peer.recv(65536)):
-                requests.extend(decoder.feed(data))
-            got_chunk.set()
-            answered = 0
-            while data := peer.recv(65536):
-                requests.extend(decoder.feed(data))
-                peer.sendall(b"".join(answer(r) for r in requests[answered:]))
-                answered = len(requests)
-
-    threading.Thread(target=serve, daemon=True).start()
+    peer = ChunkWatchingPeer(count)
+    requests = peer.requests
 
     async def main() -> None:
         producer = AsyncProducer("PID_lean_chunk", cluster.ns)
@@ -187,11 +166,10 @@ def test_a_chunk_leaves_before_the_turn_ends_and_the_rest_waits_for_it(
             await producer.send(Message(topic, b"warm-up"))
             lane = producer._lanes[topic]
             (broker_name,) = lane.connections
-            address = f"127.0.0.1:{listener.getsockname()[1]}"
-            connection = cast(ClientConnection, await producer.instance.remoting.connection(address))
+            connection = cast(ClientConnection, await producer.instance.remoting.connection(peer.address))
             lane.connections[broker_name] = connection
             sent = [producer.send_async(Message(topic, b"x")) for _ in range(count)]
-            assert got_chunk.wait(WAIT_S)  # still inside this turn: written during it
+            assert peer.got_chunk.wait(WAIT_S)  # still inside this turn: written during it
             assert connection._out == []
             sent += [producer.send_async(Message(topic, b"y")) for _ in range(LEAN_CHUNK_FRAMES)]
             assert len(connection._out) == LEAN_CHUNK_FRAMES  # held for the turn's end: the server has work
@@ -203,7 +181,7 @@ def test_a_chunk_leaves_before_the_turn_ends_and_the_rest_waits_for_it(
             )
         finally:
             await producer.close()
-            listener.close()
+            peer.close()
 
     asyncio.run(main())
 

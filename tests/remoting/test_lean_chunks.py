@@ -22,6 +22,7 @@ from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
 from sparkmq.remoting import RemotingClient, client_connection
 from sparkmq.remoting.client_connection import LEAN_BUSY_FRAMES, LEAN_CHUNK_FRAMES, ClientConnection
+from support.chunk_peer import ChunkWatchingPeer, answer
 
 WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
 
@@ -35,12 +36,6 @@ def send(connection: ClientConnection) -> tuple[int, asyncio.Future[object]]:
     return opaque, connection.request_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, 30.0)
 
 
-def answer(request: RemotingCommand) -> bytes:
-    """A SUCCESS answer naming its request: msgId is the request's opaque in hex, queueOffset the opaque."""
-    fields = {"msgId": f"{request.opaque:08X}", "queueId": "0", "queueOffset": str(request.opaque)}
-    return request.make_response(ext_fields=fields).encode()
-
-
 def offset_of(result: object) -> int:
     """The queueOffset of an answer as the C lane (a tuple) or the Python walk (a LeanResponse) delivers it."""
     if type(result) is tuple:
@@ -51,34 +46,18 @@ def offset_of(result: object) -> int:
 def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends_unless_the_peer_has_work() -> None:
     """The peer reads a whole chunk while the client's turn is still running (it never yields meanwhile);
     the next chunk's worth waits for the turn's end, as the peer has a chunk unanswered."""
-    listener = socket.create_server(("127.0.0.1", 0))
     count = 1 + LEAN_CHUNK_FRAMES  # the first request (the only one in flight) goes at once, then one chunk
-    got_chunk, requests = threading.Event(), []
-
-    def serve() -> None:
-        peer, _ = listener.accept()
-        with peer:
-            decoder = FrameDecoder()
-            while len(requests) < count and (data := peer.recv(65536)):
-                requests.extend(decoder.feed(data))
-            got_chunk.set()
-            answered = 0
-            while data := peer.recv(65536):  # answer everything, until the client closes
-                requests.extend(decoder.feed(data))
-                peer.sendall(b"".join(answer(r) for r in requests[answered:]))
-                answered = len(requests)
-
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
+    peer = ChunkWatchingPeer(count)
+    requests = peer.requests
 
     async def main() -> None:
         client = RemotingClient()
         try:
-            connection = await client.connection(f"127.0.0.1:{listener.getsockname()[1]}")
+            connection = await client.connection(peer.address)
             assert isinstance(connection, ClientConnection)
             sent = [send(connection) for _ in range(count)]
             # still inside this loop turn: only a write made during the turn can reach the server
-            assert got_chunk.wait(WAIT_S), "the chunk was not written before the turn ended"
+            assert peer.got_chunk.wait(WAIT_S), "the chunk was not written before the turn ended"
             assert [r.opaque for r in requests] == [opaque for opaque, _ in sent]
             assert count >= LEAN_BUSY_FRAMES  # the chunk now written makes the server busy
             sent += [send(connection) for _ in range(LEAN_CHUNK_FRAMES)]
@@ -91,8 +70,7 @@ def test_a_chunk_is_on_the_wire_before_the_loop_turn_ends_unless_the_peer_has_wo
     try:
         asyncio.run(main())
     finally:
-        listener.close()
-        server.join(WAIT_S)
+        peer.close(WAIT_S)
 
 
 @contextlib.asynccontextmanager
