@@ -272,11 +272,9 @@ def _is_daemon(pid: str) -> bool:
 
 def close_views() -> None:
     """Close this process's cached BrokerViews (no heartbeats to a broker that is stopping)."""
-    from sparkmq.connector import broker_view
+    from sparkmq.connector.broker_view import close_views as close_broker_views
 
-    for view in list(broker_view._views.values()):
-        view.close()
-    broker_view._views.clear()
+    close_broker_views()
 
 
 # -- driver --------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ Python workers Spark reuses keep their connections from task to task.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import re
 import threading
@@ -22,40 +21,19 @@ from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.direct_pull import PullConnection, PullConnectionError
+from sparkmq.connector.view_cache import ViewCache
 from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import MASTER_ID, is_system_topic  # topicPattern never matches these
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue, TopicList
 from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
-_views: dict[tuple[str, str, ClientSecurity | None], BrokerView] = {}
-_views_lock = threading.Lock()
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # Pulls in flight per range read: enough that a task decoding 4096 records in ~0.4 ms never waits
 # for the broker's next answer (one pull costs the broker ~1.5 ms), few enough to bound memory
 # (each answer holds up to pullBatchSize records, ~1 MiB for 4096 of 250 bytes).
 PULLS_AHEAD = 4
-
-
-def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
-    """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
-    key = (namesrv_addr, group, security)
-    with _views_lock:
-        view = _views.get(key)
-        if view is None:
-            view = _views[key] = BrokerView(namesrv_addr, group, security)
-        return view
-
-
-@atexit.register
-def _close_cached_pull_sockets() -> None:
-    """At exit, the cached views' idle pull sockets are closed, not left to the collector (which warns):
-    plain sockets, so no event loop is needed for it."""
-    with _views_lock:
-        views = list(_views.values())
-    for view in views:
-        view.close_pull_sockets()
 
 
 class BrokerView:
@@ -401,3 +379,18 @@ class _SocketPulls(_Pulls):
         for _, opaque in self.pending:
             self.connection.forget(opaque)
         self.pending.clear()
+
+
+#: At exit only the idle pull sockets are closed: plain sockets, so no event loop is needed for it.
+_cache: ViewCache[BrokerView] = ViewCache(BrokerView, BrokerView.close_pull_sockets)
+
+
+def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
+    """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
+    return _cache.get(namesrv_addr, group, security)
+
+
+def close_views() -> None:
+    """Close and forget this process's cached views (e.g. before the brokers they talk to stop)."""
+    for view in _cache.take_all():
+        view.close()

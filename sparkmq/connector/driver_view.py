@@ -12,7 +12,6 @@ one broker are all written before their answers are read (matched by opaque), as
 
 from __future__ import annotations
 
-import atexit
 import random
 import re
 import threading
@@ -22,6 +21,7 @@ from sparkmq.client.responses import check_response
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.security import ClientSecurity
 from sparkmq.connector.direct_pull import PullConnection, PullConnectionError
+from sparkmq.connector.view_cache import ViewCache
 from sparkmq.errors import ConfigError, OptionError, RemoteError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import MASTER_ID, is_system_topic  # topicPattern never matches system topics
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -43,28 +43,6 @@ _RANDOM = random.Random()  # our own: library code must not move the global rand
 #: One request: the addresses to try, best first (a broker's master, then its slaves), code, extFields.
 Request = tuple[Sequence[str], int, dict[str, str]]
 Answer = tuple[RemotingCommand, memoryview]
-
-_views: dict[tuple[str, str, ClientSecurity | None], DriverView] = {}
-_views_lock = threading.Lock()
-
-
-def driver_view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> DriverView:
-    """The process's driver view of a cluster for ``group`` (created once; its sockets are kept)."""
-    key = (namesrv_addr, group, security)
-    with _views_lock:
-        view = _views.get(key)
-        if view is None:
-            view = _views[key] = DriverView(namesrv_addr, group, security)
-        return view
-
-
-@atexit.register
-def _close_cached_views() -> None:
-    """At exit the cached views' sockets are closed, not left to the collector (which warns)."""
-    with _views_lock:
-        views = list(_views.values())
-    for view in views:
-        view.close()
 
 
 class DriverView:
@@ -297,3 +275,11 @@ class DriverView:
 
 def _offset(command: RemotingCommand, what: str) -> int:
     return OffsetResponseHeader.from_fields(check_response(command, what).ext_fields).offset
+
+
+_cache: ViewCache[DriverView] = ViewCache(DriverView, DriverView.close)
+
+
+def driver_view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> DriverView:
+    """The process's driver view of a cluster for ``group`` (created once; its sockets are kept)."""
+    return _cache.get(namesrv_addr, group, security)
