@@ -6,6 +6,10 @@ persistence, client expiry, delayed delivery, NameServer registration) and the N
 
 * a failing iteration is logged with its traceback and the loop goes on with the next one
   (a background loop never dies from one bad round, whatever the exception);
+* a peer that cannot be reached (a retriable :class:`~sparkmq.errors.SparkmqError`: connection
+  refused, timeout, busy) is an expected condition, not a bug: the first such round of a streak
+  logs one WARNING line without a traceback, the rounds after it log at DEBUG, and the first round
+  that succeeds again logs at INFO how many rounds failed;
 * cancellation ends the loop (that is how owners stop it);
 * :func:`stop_tasks` cancels loops at close and logs anything but a cancellation.
 
@@ -32,6 +36,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from sparkmq.errors import SparkmqError
+
 logger = logging.getLogger(__name__)
 
 RECANCEL_AFTER_S = 1.0
@@ -44,13 +50,14 @@ async def run_every(interval_s: float, action: Action, name: str, *, wake: async
     With ``wake``, setting the event runs the next round at once instead of at the end of the
     interval. A round that raises is logged with its traceback and the next round runs as usual.
     """
+    unreachable = _Streak(name)
     while True:
         if wake is None:
             await asyncio.sleep(interval_s)
         else:
             await _wait_or_wake(interval_s, wake)
             wake.clear()
-        await run_once(action, name)
+        await run_once(action, name, unreachable)
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             # The round swallowed our cancellation (asyncio.wait_for does, on Python 3.11, when
@@ -68,15 +75,44 @@ async def _wait_or_wake(interval_s: float, wake: asyncio.Event) -> None:
         timer.cancel()
 
 
-async def run_once(action: Action, name: str) -> bool:
-    """One round of ``action`` under :func:`run_every`'s policy; True when it succeeded."""
+class _Streak:
+    """Consecutive rounds of one loop that failed because a peer could not be reached."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.failed = 0
+
+    def fail(self, exc: SparkmqError) -> None:
+        self.failed += 1
+        level = logging.WARNING if self.failed == 1 else logging.DEBUG
+        logger.log(level, "background task %s failed (%s); it retries every round", self.name, exc.remark)
+
+    def succeed(self) -> None:
+        if self.failed:
+            logger.info("background task %s succeeded again after %d failed rounds", self.name, self.failed)
+            self.failed = 0
+
+
+async def run_once(action: Action, name: str, unreachable: _Streak | None = None) -> bool:
+    """One round of ``action`` under :func:`run_every`'s policy; True when it succeeded.
+
+    ``unreachable`` is the loop's streak of retriable failures (a lone round starts its own).
+    """
+    streak = unreachable if unreachable is not None else _Streak(name)
     try:
         outcome = action()
         if inspect.isawaitable(outcome):
             await outcome
+    except SparkmqError as exc:
+        if not exc.retriable:
+            logger.exception("background task %s failed; its loop goes on", name)
+        else:
+            streak.fail(exc)
+        return False
     except Exception:  # the policy: log with the traceback, go on with the next round
         logger.exception("background task %s failed; its loop goes on", name)
         return False
+    streak.succeed()
     return True
 
 

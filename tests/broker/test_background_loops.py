@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from sparkmq.broker.controller import BrokerController
+from sparkmq.errors import RemoteError
 from sparkmq.namesrv import NameServer
 from sparkmq.namesrv.config import NamesrvConfig
 from sparkmq.protocol import RequestCode, ResponseCode
@@ -70,6 +71,41 @@ def test_run_every_logs_a_failing_round_with_its_traceback_and_goes_on(caplog: p
     asyncio.run(scenario())
     (record,) = failures(caplog, OSError)
     assert record.levelno == logging.ERROR and "demo" in record.getMessage()
+
+
+def test_an_unreachable_peer_logs_one_warning_per_streak_and_its_recovery(caplog: pytest.LogCaptureFixture) -> None:
+    """Connection refused every round is expected, not a bug: one line per streak, no traceback."""
+    outcomes = ["refused", "refused", "refused", "ok", "refused", "ok", "broken"]
+
+    async def scenario() -> None:
+        done = asyncio.Event()
+
+        def action() -> None:
+            outcome = outcomes.pop(0) if outcomes else "ok"
+            if not outcomes:
+                done.set()
+            if outcome == "refused":
+                raise RemoteError("cannot connect to 127.0.0.1:1: refused", retriable=True)
+            if outcome == "broken":
+                raise RemoteError("the broker answered garbage")  # not retriable: a bug-class failure
+
+        task = asyncio.get_running_loop().create_task(run_every(0.001, action, "demo"))
+        await asyncio.wait_for(done.wait(), TIMEOUT_S)
+        await stop_tasks([task], "test")
+
+    with caplog.at_level(logging.DEBUG, logger="sparkmq.remoting.periodic"):
+        asyncio.run(scenario())
+    records = [r for r in caplog.records if r.name == "sparkmq.remoting.periodic"]
+    warnings = [r for r in records if r.levelno == logging.WARNING]
+    assert [("refused" in r.getMessage(), r.exc_info) for r in warnings] == [(True, None), (True, None)]
+    recoveries = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert recoveries == [
+        "background task demo succeeded again after 3 failed rounds",
+        "background task demo succeeded again after 1 failed rounds",
+    ]
+    assert len([r for r in records if r.levelno == logging.DEBUG]) == 2
+    (broken,) = failures(caplog, RemoteError)
+    assert broken.levelno == logging.ERROR and "garbage" in str(broken.exc_info[1])
 
 
 def test_an_oserror_in_an_offset_persistence_round_is_logged_and_the_next_round_persists(
