@@ -14,7 +14,11 @@ sends in flight in this one process:
   (UPDATE_AND_CREATE_TOPIC), one warm-up message to every queue (its first creates the queue's
   ConsumeQueue file), then sends round-robin over all of them;
 * **connections**: 1, 10 and 100 producers (each its own ClientInstance, so its own broker
-  connection) on one 4-queue topic, the in-flight sends spread evenly over them.
+  connection) on one 4-queue topic, the in-flight sends spread evenly over them (the thin shape:
+  at 100 connections ~1.3 sends per connection per round trip, so every send is a read, a write
+  and a wake-up on each side, the syscall floor of "Branch conn100" in docs/benchmarks.md);
+  with ``--inflight-per-connection K`` every connection carries K sends in flight instead (the
+  loaded shape: N producers each pushing as hard as one does alone, K × N in flight in all).
 
 Each case prints msgs/s, its ratio to the 1-queue / 1-connection case of the same run, and the
 broker's and this process's CPU µs per message (on a shared machine compare the CPU columns:
@@ -88,7 +92,10 @@ async def wait_for_queues(producer: AsyncProducer, topic: str, queues: int) -> N
 async def timed_sends(
     bench: Recorder, case: str, producers: list[AsyncProducer], topic: str, sends: int, inflight: int, note: str
 ) -> Row:
-    """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers)."""
+    """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers).
+
+    At least one worker per producer: with more producers than ``inflight`` each has one.
+    """
     messages = iter(bench.messages(topic, sends, 100))
 
     async def worker(producer: AsyncProducer) -> None:
@@ -116,7 +123,12 @@ async def timed_sends(
 
 
 async def scale_cases(
-    bench: Recorder, sends: int, inflight: int, queue_counts: Sequence[int], connection_counts: Sequence[int]
+    bench: Recorder,
+    sends: int,
+    inflight: int,
+    queue_counts: Sequence[int],
+    connection_counts: Sequence[int],
+    inflight_per_connection: int | None = None,
 ) -> list[tuple[str, int, Row]]:
     results: list[tuple[str, int, Row]] = []
     producer = AsyncProducer("PID_SCALE_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
@@ -142,14 +154,15 @@ async def scale_cases(
             for producer in producers:
                 await producer.start()
             await wait_for_queues(producers[0], topic, 4)
+            total = inflight if inflight_per_connection is None else inflight_per_connection * connections
             row = await timed_sends(
                 bench,
                 f"4 queues, {connections} connections",
                 producers,
                 topic,
                 sends,
-                inflight,
-                f"{connections} producers",
+                total,
+                f"{connections} producers, {total:,} in flight",
             )
             results.append(("connections", connections, row))
         finally:
@@ -207,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sends", type=int, default=20_000, help="single sends per case (default 20,000)")
     parser.add_argument("--quick", action="store_true", help="2,000 sends per case")
     parser.add_argument("--inflight", type=int, default=128, help="single sends in flight (default 128)")
+    parser.add_argument(
+        "--inflight-per-connection",
+        type=int,
+        metavar="K",
+        help="connections cases: K sends in flight on every connection (K x N in all) instead of --inflight spread",
+    )
     parser.add_argument("--profile", type=Path, help="py-spy the broker and this process per case into DIR")
     parser.add_argument(
         "--queues", type=int, nargs="*", default=QUEUE_COUNTS, help="queue counts (default 1 10 100 1000)"
@@ -222,7 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine()
     with temp_root("sparkmq-client-scale-bench-") as root, recording(root, profile_dir=args.profile) as bench:
         sends = 2_000 if args.quick else args.sends
-        results = run_loop(scale_cases(bench, sends, args.inflight, args.queues, args.connections), args.loop)
+        results = run_loop(
+            scale_cases(bench, sends, args.inflight, args.queues, args.connections, args.inflight_per_connection),
+            args.loop,
+        )
     print_machine(info)
     print("\n## single sends as queues and connections grow (100 B)\n\n" + scale_table(results))
     if args.detail:
