@@ -121,7 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with temp_root("sparkmq-client-bench-") as root:
         if args.with_peers:
             print(f"peers: {args.peers_only} via {PEERS_DIR / 'run_all.sh'} ...", file=sys.stderr, flush=True)
-            records, versions = run_peers(root / "peers", args.peers_only, args.peers_reps, args.peers_python)
+            records, versions = run_peers(
+                root / "peers",
+                args.peers_only,
+                args.peers_reps,
+                args.peers_python,
+                args.latency_sends // (10 if args.quick else 1),  # as many samples as our latency cases take
+            )
             info["load after peers"] = loadavg()
         with recording(root, args.tags_keys, args.profile) as bench:
             scale = 10 if args.quick else 1

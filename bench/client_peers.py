@@ -32,8 +32,12 @@ def add_peers_python_argument(parser: argparse.ArgumentParser, needs: str = "") 
     )
 
 
-def run_peers(out: Path, only: str, reps: int, python: Path) -> tuple[list[dict], str]:
-    """Run the peers' run_all.sh into ``out``; its raw JSON records and versions text."""
+def run_peers(out: Path, only: str, reps: int, python: Path, latency_count: int) -> tuple[list[dict], str]:
+    """Run the peers' run_all.sh into ``out``; its raw JSON records and versions text.
+
+    ``latency_count`` is the peers' NLAT: as many one-at-a-time publishes as sparkmq's latency
+    cases send, so both p99s are the same rank of the same number of samples.
+    """
     out.mkdir(parents=True, exist_ok=True)
     (out / "venv").symlink_to(python.parent.parent)
     cached = PEERS_BASE / "bin" / "natsbench"  # the Go client setup.sh's first run_all.sh built; else built here
@@ -41,7 +45,13 @@ def run_peers(out: Path, only: str, reps: int, python: Path) -> tuple[list[dict]
         (out / "bin").mkdir()
         (out / "bin" / "natsbench").symlink_to(cached)
     env = dict(
-        os.environ, PEERS_OUT=str(out), PY=str(python), ONLY=f"versions {only}", REPS=str(reps), STAMP="clientbench"
+        os.environ,
+        PEERS_OUT=str(out),
+        PY=str(python),
+        ONLY=f"versions {only}",
+        REPS=str(reps),
+        STAMP="clientbench",
+        NLAT=str(latency_count),
     )
     process = subprocess.Popen(
         ["bash", str(PEERS_DIR / "run_all.sh")],
