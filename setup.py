@@ -26,6 +26,13 @@ EXTENSIONS = [
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,
     ),
+    # SEND_BATCH_MESSAGE bodies encoded and decoded in one call (reference: sparkmq/message/batch.py).
+    Extension(
+        "sparkmq.native._batchitems",
+        sources=["sparkmq/native/batchitems.c"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    ),
     # The producer's lean sends: frames from templates, SUCCESS answers delivered (reference: the Python they replace).
     Extension(
         "sparkmq.remoting._clientlane",

@@ -333,8 +333,14 @@ class AsyncProducer:
             raise MessageError("batch messages cannot be delayed")
         ids = self._ids.next_ids(len(messages))
         body = encode_batch_items(
-            [m.body_bytes for m in messages],
-            [m.encoded_properties(i) for m, i in zip(messages, ids, strict=True)],
+            [m.body if type(m.body) is bytes else m.body_bytes for m in messages],
+            [
+                # encoded_properties(i) inlined for a plain message (no delay here): half the time per item
+                f"{WAIT_TRUE_PREFIX if m.wait_store_ok else WAIT_FALSE_PREFIX}{i}".encode()
+                if not (m.properties or m.tags or m.keys)
+                else m.encoded_properties(i)
+                for m, i in zip(messages, ids, strict=True)
+            ],
             [m.flag for m in messages],
         )
         return await self.send_encoded_batch(topic, body, queue, ",".join(ids))

@@ -10,12 +10,18 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparkmq import native
 from sparkmq.errors import MessageError, PropertiesTooLargeError
 from sparkmq.message.layout import MAX_PROPERTIES_BYTES
 
 _ITEM_HEAD = struct.Struct(">iiiii")  # total size, magic, body crc, flag, body length
 _INT16 = struct.Struct(">h")
 ITEM_FIXED_BYTES = 22  # 20-byte head + int16 properties length
+# native/batchitems.c: both directions in one call (~0.05 µs an item instead of ~0.5 to encode and ~1 to
+# decode); it returns None for whatever it leaves to the Python below (which raises the precise error)
+_native = native.batchitems
+if _native is not None:
+    _native.configure(MAX_PROPERTIES_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +44,8 @@ def encode_batch_items(
     >>> len(encode_batch_items([b"hello"], [b"TAGS\\x01A"]))
     33
     """
+    if _native is not None and (made := _native.encode(bodies, properties, flags)) is not None:
+        return made  # type: ignore[no-any-return]
     parts: list[bytes] = []
     for i, body in enumerate(bodies):
         prop = properties[i]
@@ -55,6 +63,8 @@ def encode_batch_items(
 
 def decode_batch_items(data: bytes | memoryview) -> BatchItems:
     """Split a batch body into items; raise MessageError for a truncated or inconsistent item."""
+    if _native is not None and (columns := _native.decode(data)) is not None:
+        return BatchItems(*columns)
     view = memoryview(data)
     end = len(view)
     bodies: list[bytes] = []

@@ -14,11 +14,18 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
+
+import numpy as np
+import numpy.typing as npt
 
 from sparkmq.errors import MessageError
 
 _OFFSET_ID = struct.Struct(">4siq")
+_OFFSET_ID_ROW = np.dtype([("ip", "S4"), ("port", ">i4"), ("offset", ">i8")])  # _OFFSET_ID as a numpy row
+_COMMA = ord(",")
+_HEX2 = tuple(f"{byte:02X}" for byte in range(256))  # a counter's two bytes: ~half the time of :04X
 
 
 def ipv4_bytes(host: str) -> bytes:
@@ -41,6 +48,24 @@ def offset_msg_id(store_ip: bytes, store_port: int, physical_offset: int) -> str
     '7F00000100002A9F0000000000000400'
     """
     return _OFFSET_ID.pack(store_ip, store_port, physical_offset).hex().upper()
+
+
+def offset_msg_ids(store_ip: bytes, store_port: int, physical_offsets: npt.NDArray[np.int64] | Sequence[int]) -> str:
+    """``offset_msg_id`` of each offset, comma-joined (a batch's SEND response), in a few numpy steps.
+
+    >>> offset_msg_ids(b"\\x7f\\x00\\x00\\x01", 10911, [1024, 1100])
+    '7F00000100002A9F0000000000000400,7F00000100002A9F000000000000044C'
+    """
+    if len(physical_offsets) <= 8:  # a single send's: the numpy steps' fixed cost is more than the loop
+        return ",".join([_OFFSET_ID.pack(store_ip, store_port, p).hex().upper() for p in list(physical_offsets)])
+    offsets = np.asarray(physical_offsets, dtype=np.int64)
+    n = len(offsets)
+    rows = np.empty(n, dtype=_OFFSET_ID_ROW)
+    rows["ip"], rows["port"], rows["offset"] = store_ip, store_port, offsets
+    text = np.empty((n, 33), dtype=np.uint8)
+    text[:, :32] = np.frombuffer(rows.tobytes().hex().upper().encode("ascii"), dtype=np.uint8).reshape(n, 32)
+    text[:, 32] = _COMMA
+    return text.tobytes()[:-1].decode("ascii")
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
@@ -101,4 +126,4 @@ class UniqueIdGenerator:
         if now_ms >= self._next_month_ms:
             self._new_month(now_ms)
         head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
-        return [f"{head}{n & 0xFFFF:04X}" for n in itertools.islice(self._counter, count)]
+        return [f"{head}{_HEX2[n >> 8 & 0xFF]}{_HEX2[n & 0xFF]}" for n in itertools.islice(self._counter, count)]

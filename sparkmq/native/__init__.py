@@ -4,6 +4,8 @@
   (broker/processors/send_lane.py; docs/native.md).
 * ``queueread``: :mod:`sparkmq.native._queueread`, one ConsumeQueue read of the store
   (store/reads.py; its numpy path is the reference).
+* ``batchitems``: :mod:`sparkmq.native._batchitems`, a SEND_BATCH_MESSAGE body encoded or decoded in one
+  call (message/batch.py is the reference).
 
 Each is the compiled module, or None when it was not built or ``SPARKMQ_NATIVE=0`` is set in the
 environment (the one switch that forces the Python paths everywhere; read once, at import).
@@ -24,11 +26,12 @@ def _built(name: str) -> ModuleType | None:
         return None
 
 
-_SENDLANE, _QUEUEREAD = _built("_sendlane"), _built("_queueread")
-BUILT: bool = _SENDLANE is not None and _QUEUEREAD is not None
+_SENDLANE, _QUEUEREAD, _BATCHITEMS = _built("_sendlane"), _built("_queueread"), _built("_batchitems")
+BUILT: bool = _SENDLANE is not None and _QUEUEREAD is not None and _BATCHITEMS is not None
 #: Whether the native paths are in use (not switched off by ``SPARKMQ_NATIVE=0``).
 ENABLED: bool = os.environ.get("SPARKMQ_NATIVE", "1") != "0"
 sendlane: ModuleType | None = _SENDLANE if ENABLED else None
 queueread: ModuleType | None = _QUEUEREAD if ENABLED else None
+batchitems: ModuleType | None = _BATCHITEMS if ENABLED else None
 
-__all__ = ["BUILT", "ENABLED", "queueread", "sendlane"]
+__all__ = ["BUILT", "ENABLED", "batchitems", "queueread", "sendlane"]

@@ -6,12 +6,14 @@ import re
 import struct
 import threading
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkmq.errors import MessageError
 from sparkmq.message import UniqueIdGenerator, decode_offset_msg_id, ipv4_bytes, offset_msg_id
+from sparkmq.message.msgid import offset_msg_ids
 
 HEX32 = re.compile(r"[0-9A-F]{32}")
 
@@ -87,3 +89,14 @@ def test_unique_ids_across_threads_and_generators() -> None:
 )
 def test_ipv4_bytes(host: str, expected: bytes) -> None:
     assert ipv4_bytes(host) == expected
+
+
+@given(
+    st.binary(min_size=4, max_size=4),
+    st.integers(-(2**31), 2**31 - 1),
+    st.lists(st.integers(0, 2**63 - 1), max_size=40),
+)
+def test_offset_msg_ids_joins_what_offset_msg_id_makes(ip: bytes, port: int, offsets: list[int]) -> None:
+    expected = ",".join(offset_msg_id(ip, port, p) for p in offsets)
+    assert offset_msg_ids(ip, port, offsets) == expected
+    assert offset_msg_ids(ip, port, np.array(offsets, dtype=np.int64)) == expected

@@ -24,7 +24,7 @@ from sparkmq.broker.transactions.state import is_prepared
 from sparkmq.errors import InvalidTopicError, MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import MAX_INFLATED_BATCH_BYTES, decode_batch_items
-from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
+from sparkmq.message.msgid import ipv4_bytes, offset_msg_ids
 from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from sparkmq.message.properties import DELAY_TIME_LEVEL, WAIT_STORE_MSG_OK, append_properties, find_property
 from sparkmq.message.record import Host, MessageBatch
@@ -226,7 +226,7 @@ class SendProcessor:
             items = decode_batch_items(body)
             if not len(items):
                 raise MessageError("the batch holds no message")
-            item_props = [append_properties(p, props) for p in items.properties]
+            item_props = [append_properties(p, props) for p in items.properties] if props else items.properties
             return batch(items.bodies, item_props, items.flags, sys_flag)
         return batch([request.body], [props], [header.flag], sys_flag)
 
@@ -252,7 +252,7 @@ class SendProcessor:
         if result.store_host is None:
             return request.make_response(code, remark=result.remark or result.status.value)
         host = result.store_host
-        msg_ids = ",".join([offset_msg_id(host.ip, host.port, p) for p in result.physical_offsets.tolist()])
+        msg_ids = offset_msg_ids(host.ip, host.port, result.physical_offsets)
         cfg = self.ctx.config
         return request.make_response(
             code,
