@@ -53,7 +53,8 @@ def _names(*names: str) -> frozenset[str]:
 
 CONTRACTS = (
     Contract("sparkmq.errors", _names(), frozenset(), NETWORK_MODULES),
-    Contract("sparkmq.message", _names("protocol", "errors"), frozenset({"numpy"}), NETWORK_MODULES),
+    # native: the optional C codec of SEND_BATCH bodies (message/batch.py; the Python is the reference)
+    Contract("sparkmq.message", _names("protocol", "errors", "native"), frozenset({"numpy"}), NETWORK_MODULES),
     # msgspec: the optional accelerated header codec (protocol/plain_header.py; json is the reference)
     Contract("sparkmq.protocol", _names("message", "errors"), frozenset({"msgspec"}), NETWORK_MODULES),
     # native: the optional C read of a queue (store/reads.py; the numpy path is the reference)
