@@ -7,6 +7,7 @@
  * path is the reference; tests/native/test_queueread.py compares both. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "segment.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -251,6 +252,7 @@ static PyMethodDef methods[] = {
     {"gather_frame", gather_frame, METH_VARARGS,
      "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segment_base, segment, write_position, "
      "parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)"},
+    {"next_tick", segment_next_tick, METH_NOARGS, "next_tick() -> int: MapPool's clock (the send lane's touches too)"},
     {NULL},
 };
 
@@ -259,4 +261,8 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_queueread",
                                         "(see sparkmq.native).",
                                         -1, methods};
 
-PyMODINIT_FUNC PyInit__queueread(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__queueread(void) {
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL && segment_add_types(module) < 0) Py_CLEAR(module);
+    return module;
+}

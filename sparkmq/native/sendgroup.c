@@ -2,6 +2,7 @@
  * placed in the log (place), their ConsumeQueue units and index entries (queue_units, index_entries) and
  * their responses (responses). */
 #include "sendlane.h"
+#include "segment.h"
 
 static void group_dealloc(SendGroup *g) {
     PyMem_Free(g->opaque);
@@ -264,25 +265,19 @@ static PyObject *get_end(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->e
 static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->records_len); }
 
 
-static PyObject *S_files, *S_write_position, *S_start_offset, *S_file_bytes, *S_mmap, *S_pool, *S_used, *S_ticks,
-    *S_max_physical_offset, *S_append_units;
+static SegmentAPI *segment_api;
 
-static int intern_names(void) {
-    if (S_append_units != NULL) return 0;
-#define NAME(var, text) \
-    if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
-    NAME(S_files, "files")
-    NAME(S_write_position, "write_position")
-    NAME(S_start_offset, "start_offset")
-    NAME(S_file_bytes, "file_bytes")
-    NAME(S_mmap, "_mmap")
-    NAME(S_pool, "_pool")
-    NAME(S_used, "_used")
-    NAME(S_ticks, "_ticks")
-    NAME(S_max_physical_offset, "max_physical_offset")
-    NAME(S_append_units, "append_units")
-#undef NAME
-    return 0;
+/* The native bases of the store's objects (segment.h), imported once. */
+static int load_segment_api(void) {
+    if (segment_api == NULL) segment_api = PyCapsule_Import(SEGMENT_API_CAPSULE, 0);
+    return segment_api != NULL ? 0 : -1;
+}
+
+/* queue's max_physical_offset: its native field (any other object: the attribute) */
+static PyObject *queue_end(PyObject *queue) {
+    if (PyObject_TypeCheck(queue, segment_api->queue_base))
+        return PyLong_FromLongLong(((QueueBaseObject *)queue)->max_physical_offset);
+    return PyObject_GetAttrString(queue, "max_physical_offset");
 }
 
 /* reserve(queued, queues) -> (bases, targets, ends) | None: MessageStore.put_lane_groups' per-key
@@ -292,7 +287,7 @@ static int intern_names(void) {
 static PyObject *group_reserve(SendGroup *g, PyObject *args) {
     PyObject *queued, *queues;
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &queued, &PyDict_Type, &queues)) return NULL;
-    if (intern_names() < 0) return NULL;
+    if (load_segment_api() < 0) return NULL;
     PyObject *keys = get_keys(g, NULL);
     if (keys == NULL) return NULL;
     PyObject *bases = PyList_New(g->key_count), *targets = PyList_New(g->key_count), *ends = PyList_New(g->key_count);
@@ -306,7 +301,7 @@ static PyObject *group_reserve(SendGroup *g, PyObject *args) {
             goto done;
         }
         PyList_SET_ITEM(targets, k, Py_NewRef(queue));
-        PyObject *end = PyObject_GetAttr(queue, S_max_physical_offset);
+        PyObject *end = queue_end(queue);
         if (end == NULL) goto done;
         PyList_SET_ITEM(ends, k, end);
         PyObject *base = PyDict_GetItemWithError(queued, key);
@@ -336,80 +331,28 @@ done:
     return result;
 }
 
-static int attr_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL) return -1;
-    *out = PyLong_AsSsize_t(v);
-    Py_DECREF(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
 /* 1: the units went into the queue's last file as ConsumeQueue.append_units' first branch would
- * put them (MappedFile.append included: the pool touch, the copy, the write position); 0: not
- * the common case, nothing done; -1: error. */
+ * put them (MappedFile.append included: the pool touch, the copy, the write position), reading and
+ * writing only the native fields of the queue, its file list and the segment (segment.h); 0: not
+ * the common case (or not those native objects), nothing done. A mapped segment of a pool is in
+ * the pool (MapPool.touch), so the touch is its tick. */
 static int append_fast(PyObject *queue, int64_t base, const unsigned char *units, Py_ssize_t len, int64_t end) {
-    int done = 0;
-    PyObject *mfq = PyObject_GetAttr(queue, S_files), *files = NULL, *mm = NULL, *pool = NULL, *used = NULL;
-    if (mfq == NULL) return -1;
-    files = PyObject_GetAttr(mfq, S_files);
-    if (files == NULL) goto fail;
-    if (!PyList_CheckExact(files) || PyList_GET_SIZE(files) == 0) goto out;
+    if (!PyObject_TypeCheck(queue, segment_api->queue_base)) return 0;
+    PyObject *mfq = ((QueueBaseObject *)queue)->files;
+    if (mfq == NULL || !PyObject_TypeCheck(mfq, segment_api->file_list)) return 0;
+    PyObject *files = ((FileListObject *)mfq)->files;
+    if (files == NULL || !PyList_CheckExact(files) || PyList_GET_SIZE(files) == 0) return 0;
     PyObject *last = PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1);
-    Py_ssize_t at, start, file_bytes;
-    if (attr_ssize(last, S_write_position, &at) < 0 || attr_ssize(last, S_start_offset, &start) < 0 ||
-        attr_ssize(last, S_file_bytes, &file_bytes) < 0)
-        goto fail;
-    if (start + at != base * 20 || at == 0 || at + len >= file_bytes) goto out;
-    mm = PyObject_GetAttr(last, S_mmap);
-    if (mm == NULL) goto fail;
-    if (mm == Py_None) goto out; /* unmapped by the pool: append_units maps it again */
-    pool = PyObject_GetAttr(last, S_pool);
-    if (pool == NULL) goto fail;
-    if (pool != Py_None) {
-        used = PyObject_GetAttr(pool, S_used);
-        if (used == NULL) goto fail;
-        int in = PyDict_Check(used) ? PyDict_Contains(used, last) : 0;
-        if (in < 0) goto fail;
-        if (!in) goto out; /* MapPool.touch's slow branch */
-        PyObject *ticks = PyObject_GetAttr(pool, S_ticks);
-        if (ticks == NULL) goto fail;
-        PyObject *tick = PyIter_Next(ticks);
-        Py_DECREF(ticks);
-        if (tick == NULL) goto fail;
-        int rc = PyDict_SetItem(used, last, tick);
-        Py_DECREF(tick);
-        if (rc < 0) goto fail;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE) < 0) goto fail;
-    if (view.len < at + len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "the mapping is shorter than its file");
-        goto fail;
-    }
-    memcpy((char *)view.buf + at, units, (size_t)len);
-    PyBuffer_Release(&view);
-    PyObject *v = PyLong_FromSsize_t(at + len);
-    if (v == NULL) goto fail;
-    int rc = PyObject_SetAttr(last, S_write_position, v);
-    Py_DECREF(v);
-    if (rc < 0) goto fail;
-    v = PyLong_FromLongLong(end);
-    if (v == NULL) goto fail;
-    rc = PyObject_SetAttr(queue, S_max_physical_offset, v);
-    Py_DECREF(v);
-    if (rc < 0) goto fail;
-    done = 1;
-out:
-    Py_XDECREF(mfq);
-    Py_XDECREF(files);
-    Py_XDECREF(mm);
-    Py_XDECREF(pool);
-    Py_XDECREF(used);
-    return done;
-fail:
-    done = -1;
-    goto out;
+    if (!PyObject_TypeCheck(last, segment_api->segment)) return 0;
+    SegmentObject *s = (SegmentObject *)last;
+    long long at = s->write_position;
+    if (s->start_offset + at != base * 20 || at == 0 || at + len >= s->file_bytes) return 0;
+    if (s->addr == NULL || s->addr_len < at + len) return 0; /* unmapped by the pool: append_units maps it again */
+    s->tick = ++*segment_api->ticks;
+    memcpy(s->addr + at, units, (size_t)len);
+    s->write_position = at + len;
+    ((QueueBaseObject *)queue)->max_physical_offset = end;
+    return 1;
 }
 
 /* append_units(bases, targets): queue_units() written to each key's ConsumeQueue as
@@ -424,7 +367,7 @@ static PyObject *group_append_units(SendGroup *g, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "one base and one target per key");
         return NULL;
     }
-    if (intern_names() < 0) return NULL;
+    if (load_segment_api() < 0) return NULL;
     Py_ssize_t offset[MAX_KEYS + 1];
     int64_t end[MAX_KEYS];
     offset[0] = 0;
@@ -448,9 +391,7 @@ static PyObject *group_append_units(SendGroup *g, PyObject *args) {
         long long base = PyLong_AsLongLong(base_obj);
         if (base == -1 && PyErr_Occurred()) goto fail;
         Py_ssize_t len = offset[k + 1] - offset[k];
-        int rc = append_fast(queue, base, units + offset[k], len, end[k]);
-        if (rc < 0) goto fail;
-        if (rc == 0) {
+        if (!append_fast(queue, base, units + offset[k], len, end[k])) {
             PyObject *r = PyObject_CallMethod(queue, "append_units", "Oy#L", base_obj, (const char *)units + offset[k],
                                               len, (long long)end[k]);
             if (r == NULL) goto fail;

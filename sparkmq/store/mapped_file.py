@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import heapq
-import itertools
 import mmap
 import os
 import sys
 import threading
-from operator import itemgetter
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from sparkmq.errors import ConfigError, DiskError, SegmentAllocationError, StoreError
 from sparkmq.store import disk
+from sparkmq.store.native_bases import SegmentBase, next_tick
 
 PAGE_BYTES = mmap.PAGESIZE
 # On Linux, msync(MS_SYNC) is vfs_fsync_range(datasync=1) on the file: fdatasync on a
@@ -76,35 +76,35 @@ class MapPool:
         if max_mapped < 1:
             raise ConfigError(f"max_mapped must be at least 1, not {max_mapped}")
         self.max_mapped = max_mapped
-        self._used: dict[MappedFile, int] = {}  # mapped segment -> the tick of its last use
-        self._ticks = itertools.count()
+        self._used: set[MappedFile] = set()  # the mapped segments; each one's ``tick`` is its last use
         self._lock = threading.Lock()
 
     def touch(self, used: MappedFile) -> None:
         """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap.
 
-        A segment already mapped costs one dict store (a group put touches every queue it
-        writes, ~130 at 1,000 queues); the least recently used are found only when one is mapped
+        A segment already mapped costs one store into its ``tick`` (a group put touches every
+        queue it writes, ~130 at 1,000 queues; the send lane does the same in C: a mapped segment
+        of a pool is always in it); the least recently used are found only when one is mapped
         again over the cap, and a few more than needed go then, so a scan is not paid per map.
         """
+        used.tick = next_tick()
         pooled = self._used
         if used in pooled:
-            pooled[used] = next(self._ticks)
             return
         with self._lock:
-            pooled[used] = next(self._ticks)
+            pooled.add(used)
             excess = len(pooled) - self.max_mapped
             if excess <= 0:
                 return
             excess += self.max_mapped // 16
-            idlest = heapq.nsmallest(excess, ((m, t) for m, t in pooled.items() if m is not used), key=itemgetter(1))
-        for victim, _tick in idlest:
+            idlest = heapq.nsmallest(excess, (m for m in pooled if m is not used), key=attrgetter("tick"))
+        for victim in idlest:
             if victim.try_unmap():
                 self.forget(victim)
 
     def forget(self, segment: MappedFile) -> None:
         with self._lock:
-            self._used.pop(segment, None)
+            self._used.discard(segment)
 
     @property
     def mapped(self) -> int:
@@ -112,7 +112,7 @@ class MapPool:
         return len(self._used)
 
 
-class MappedFile:
+class MappedFile(SegmentBase):
     """A segment of ``file_bytes`` mapped into memory; appends go to ``write_position``.
 
     With ``sync_by_fd`` (CommitLog segments), ``flush`` calls ``os.fdatasync`` on a
@@ -137,7 +137,9 @@ class MappedFile:
         self._fd: int | None = None
         self._pool = pool
         self._io = threading.Lock()  # a sync in progress vs. an eviction of the mapping
-        self._mmap: mmap.mmap | None = None
+        self._mmap = None  # set to None before the mapping is closed: the C base keeps its address
+        self._closed = False
+        self.tick = 0
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
         exists = path.exists()
@@ -170,6 +172,8 @@ class MappedFile:
         """The mapping, made again if the pool unmapped it (callers hold the store's lock)."""
         mapping = self._mmap
         if mapping is None:
+            if self._closed:
+                raise StoreError(f"segment {self.path} is closed")
             try:
                 fd = os.open(self.path, os.O_RDWR)
             except OSError as exc:
@@ -191,12 +195,14 @@ class MappedFile:
         if not self._io.acquire(blocking=False):
             return False
         try:
-            if self._mmap is not None:
-                try:
-                    self._mmap.close()
-                except BufferError:
-                    return False
+            mapping = self._mmap
+            if mapping is not None:
                 self._mmap = None
+                try:
+                    mapping.close()
+                except BufferError:
+                    self._mmap = mapping
+                    return False
             return True
         finally:
             self._io.release()
@@ -317,8 +323,15 @@ class MappedFile:
         self._close_fd()
         if self._pool is not None:
             self._pool.forget(self)
-        if self._mmap is not None and not self._mmap.closed:
-            self._mmap.close()
+        mapping = self._mmap
+        if mapping is not None and not mapping.closed:
+            self._mmap = None
+            try:
+                mapping.close()
+            except BufferError:
+                self._mmap = mapping
+                raise
+        self._closed = True
 
     def destroy(self) -> None:
         """Unmap and delete the file."""

@@ -40,7 +40,7 @@ def snapshot(root: Path, queues: dict[Key, ConsumeQueue]) -> dict[object, object
             queue.max_offset,
             queue.min_offset,
             queue.max_physical_offset,
-            [(f.start_offset, f.write_position, f.flushed_position) for f in queue.files.files],
+            [(f.start_offset, f.write_position, f.flushed_position, f._mmap is not None) for f in queue.files.files],
         )
         for key, queue in queues.items()
     }
@@ -107,6 +107,31 @@ def test_reserve_declines_a_group_with_a_new_queue_and_changes_nothing(tmp_path:
     assert queued == {("TopicA", 0): 3}
     assert group.reserve(queued, {**queues, ("TopicA", 1): ConsumeQueue("TopicA", 1, tmp_path, 100)}) is not None  # type: ignore[attr-defined]
     assert queued == {("TopicA", 0): 4, ("TopicA", 1): 1}
+
+
+def test_the_common_case_calls_no_python_per_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queues continuing inside mapped files are written by the C fast path (the native fields of
+    the queue, its file list and segment); a queue whose file the pool unmapped goes the Python way."""
+    calls: list[tuple[str, int]] = []
+    reference = ConsumeQueue.append_units
+
+    def counted(queue: ConsumeQueue, queue_offset: int, units: bytes, end: int) -> None:
+        calls.append((queue.topic, queue.queue_id))
+        reference(queue, queue_offset, units, end)
+
+    monkeypatch.setattr(ConsumeQueue, "append_units", counted)
+    queues, pool = build(tmp_path, {("TopicA", q): 3 for q in range(4)}, 1000, 3)  # the first queue's file unmapped
+    assert [queue.files.files[-1]._mmap is None for queue in queues.values()] == [True, False, False, False]
+    calls.clear()
+    group = group_of([("TopicA", q % 4) for q in range(1, 9)])
+    bases, targets, _ends = group.reserve({key: 3 for key in queues}, queues)  # type: ignore[attr-defined]
+    group.place(1 << 20, 1_700_000_000_000, bases)  # type: ignore[attr-defined]
+    group.append_units(bases, targets)  # type: ignore[attr-defined]
+    assert calls == [("TopicA", 0)]
+    assert [queue.max_offset for queue in queues.values()] == [5, 5, 5, 5]
+    assert pool.mapped == 3
+    for queue in queues.values():
+        queue.close()
 
 
 def test_continuing_queues_in_their_files(tmp_path: Path) -> None:
