@@ -208,21 +208,71 @@ static PyObject *get_waits(SendGroup *g, void *closure) {
 
 static PyObject *get_topics(SendGroup *g, void *closure) { return Py_NewRef(g->topics); }
 
-/* A new list of the group's key tuples, made once (reserve, the store's listeners and the lane all want them). */
+/* Canonical key tuples: topic -> list of (topic, queue id) by queue id, the same tuple object for
+ * every group. The store's dicts keep the key object first inserted, which for queues the lane
+ * created is this one: a lookup with it matches by identity (no tuple and string compares, no
+ * read of the stored key). Only a cache (any equal tuple is a valid key): cleared past
+ * CANON_TOPICS topics. */
+#define CANON_TOPICS 4096
+#define CANON_QUEUES 65536
+static PyObject *canon;
+
+/* canon[topic], made on first use (a borrowed reference: canon holds it) */
+static PyObject *canonical_row(PyObject *topic) {
+    if (canon == NULL && (canon = PyDict_New()) == NULL) return NULL;
+    PyObject *row = PyDict_GetItemWithError(canon, topic);
+    if (row != NULL || PyErr_Occurred()) return row;
+    if (PyDict_GET_SIZE(canon) >= CANON_TOPICS) PyDict_Clear(canon);
+    if ((row = PyList_New(0)) == NULL) return NULL;
+    int rc = PyDict_SetItem(canon, topic, row);
+    Py_DECREF(row);
+    return rc < 0 ? NULL : row;
+}
+
+/* row[queue_id]: a new reference to the canonical (topic, queue_id), made on first use */
+static PyObject *canonical_key(PyObject *row, PyObject *topic, int queue_id) {
+    if (queue_id < 0 || queue_id >= CANON_QUEUES) return Py_BuildValue("(Oi)", topic, queue_id);
+    while (PyList_GET_SIZE(row) <= queue_id)
+        if (PyList_Append(row, Py_None) < 0) return NULL;
+    PyObject *key = PyList_GET_ITEM(row, queue_id);
+    if (key != Py_None) return Py_NewRef(key);
+    if ((key = Py_BuildValue("(Oi)", topic, queue_id)) == NULL) return NULL;
+    PyList_SetItem(row, queue_id, Py_NewRef(key)); /* steals the new reference, drops the None */
+    return key;
+}
+
+static void release_rows(PyObject **rows, Py_ssize_t n) {
+    for (Py_ssize_t t = 0; t < n; t++) Py_XDECREF(rows[t]);
+    PyMem_Free(rows);
+}
+
+/* A new list of the group's key tuples (canonical, above), made once (reserve, the store's listeners and
+ * the lane all want them). */
 static PyObject *get_keys(SendGroup *g, void *closure) {
     if (g->keys != NULL) return PyList_GetSlice(g->keys, 0, g->key_count);
-    PyObject *keys = PyList_New(g->key_count);
-    if (keys == NULL) return NULL;
+    Py_ssize_t topics = PyList_GET_SIZE(g->topics);
+    PyObject **rows = PyMem_Calloc((size_t)topics + 1, sizeof(PyObject *));
+    PyObject *keys = rows == NULL ? NULL : PyList_New(g->key_count);
+    if (keys == NULL) goto fail;
     for (Py_ssize_t k = 0; k < g->key_count; k++) {
-        PyObject *key = Py_BuildValue("(Oi)", PyList_GET_ITEM(g->topics, g->key_topic[k]), g->key_queue[k]);
-        if (key == NULL) {
-            Py_DECREF(keys);
-            return NULL;
+        int32_t t = g->key_topic[k];
+        PyObject *topic = PyList_GET_ITEM(g->topics, t);
+        if (rows[t] == NULL) { /* held: a clear of canon for a later topic must not free it */
+            if ((rows[t] = canonical_row(topic)) == NULL) goto fail;
+            Py_INCREF(rows[t]);
         }
+        PyObject *key = canonical_key(rows[t], topic, g->key_queue[k]);
+        if (key == NULL) goto fail;
         PyList_SET_ITEM(keys, k, key);
     }
+    release_rows(rows, topics);
     g->keys = keys;
     return PyList_GetSlice(keys, 0, g->key_count);
+fail:
+    Py_XDECREF(keys);
+    if (rows == NULL) return PyErr_NoMemory();
+    release_rows(rows, topics);
+    return NULL;
 }
 
 static PyObject *int64_list(const int64_t *values, Py_ssize_t n) {

@@ -134,6 +134,17 @@ def test_the_common_case_calls_no_python_per_queue(tmp_path: Path, monkeypatch: 
         queue.close()
 
 
+def test_groups_share_one_key_object_per_queue() -> None:
+    """The store's dicts keep the key object first inserted: with the lane's keys the same object
+    for every group, its lookups match by identity."""
+    first = group_of([("TopicA", 3), ("TopicB", 1), ("TopicA", 300)]).keys  # type: ignore[attr-defined]
+    again = group_of([("TopicA", 300), ("TopicB", 1), ("TopicA", 3), ("TopicC", 2)]).keys  # type: ignore[attr-defined]
+    assert first == [("TopicA", 3), ("TopicB", 1), ("TopicA", 300)]
+    assert again == [("TopicA", 300), ("TopicB", 1), ("TopicA", 3), ("TopicC", 2)]
+    assert [again[2], again[1], again[0]] == first
+    assert all(a is b for a, b in zip([again[2], again[1], again[0]], first, strict=True))
+
+
 def test_continuing_queues_in_their_files(tmp_path: Path) -> None:
     sends = [("TopicA", i % 7) for i in range(50)] + [("TopicB", 3)] * 4
     prefill = {("TopicA", q): 5 + q for q in range(7)} | {("TopicB", 3): 1}
