@@ -105,6 +105,29 @@ class IndexFile:
             self.hash_slot_count, self.index_count = 0, 1
             self._write_header()
 
+    def repair_heads(self) -> int:
+        """Point slot heads that name entries past the header's count back at their newest counted entry.
+
+        A put writes its entries and slot heads first and the header last, so a process killed
+        in between leaves heads naming uncounted entries. ``select`` stops at such a head and the
+        next put would chain past it: every older key of the slot would be lost to queries. The
+        counted entries are intact (each only points at earlier ones), so a slot's right head is
+        the highest counted entry whose hash falls in it (0: none). Returns the heads repaired.
+        """
+        heads = self._slots
+        bad = (heads >= self.index_count) | (heads < 0)
+        if not bad.any():
+            return 0
+        counted = self._entries["key_hash"][1 : self.index_count].astype(np.int64) % self.slots
+        in_bad = bad[counted]
+        numbers = np.arange(1, self.index_count, dtype=np.int64)[in_bad]
+        slots_of = counted[in_bad]
+        repaired = np.zeros(self.slots, dtype=np.int64)
+        np.maximum.at(repaired, slots_of, numbers)  # entry numbers grow: the newest per slot
+        bad_slots = np.flatnonzero(bad)
+        heads[bad_slots] = repaired[bad_slots]
+        return len(bad_slots)
+
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.entries

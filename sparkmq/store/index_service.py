@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +13,8 @@ import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
 from sparkmq.store.index_file import IndexFile, index_key_hashes
+
+logger = logging.getLogger(__name__)
 
 
 def index_file_name(now: float) -> str:
@@ -30,10 +33,20 @@ class IndexService:
         self.files: list[IndexFile] = []
 
     def load(self) -> None:
-        """Open the existing files, oldest first."""
+        """Open the existing files, oldest first; repair the newest one's slot heads after a kill.
+
+        Only the newest file can hold a put that a kill cut short (a put that rolls to a new
+        file finished the previous one first).
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
             self.files.append(IndexFile(path, self.slots, self.entries))
+        if self.files and (repaired := self.files[-1].repair_heads()):
+            logger.warning(
+                "index file %s: %d slot heads named entries a killed put never counted; repaired",
+                self.files[-1].path.name,
+                repaired,
+            )
 
     @property
     def end_phy_offset(self) -> int:

@@ -21,6 +21,7 @@ from sparkmq.message import MessageBatch, StoredMessage, decode_properties, enco
 from sparkmq.message import layout as L
 from sparkmq.store import GetMessageStatus, MessageStore
 from sparkmq.store import message_store as message_store_module
+from sparkmq.store.index_service import IndexService
 from sparkmq.store.mapped_file import MappedFile
 from sparkmq.store.recovery import boot_id
 
@@ -537,3 +538,34 @@ def test_crash_while_recovery_deletes_segments_leaves_no_hole(tmp_path: Path, mo
         assert_holds(store, written, start)
     finally:
         store.close()
+
+
+def test_an_index_put_killed_before_its_header_keeps_the_older_keys_of_its_slots(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kill between an index put's entries (and slot heads) and its header leaves heads naming
+    entries past the header's count; start-up must point them back at the newest counted entry,
+    or every older key of those slots is lost to queries (and the next put chains past them)."""
+    directory, slots, stamp = tmp_path / "index", 4, 1_700_000_000_000
+    service = IndexService(directory, slots, 64)
+    service.load()
+    counted = {4: 100, 8: 200, 12: 300, 5: 400}  # hashes 4, 8, 12 share slot 0; 5 is alone in slot 1
+    service.put(list(counted), list(counted.values()), [stamp] * len(counted))
+    # the killed put: its entries and slot heads are in the page cache, its header never came
+    service.files[-1].put_plain([16, 9, 20], [500, 600, 700], [stamp] * 3)
+    service.close()
+
+    service = IndexService(directory, slots, 64)
+    service.load()  # what MessageStore.start does
+    (index,) = service.files
+    try:
+        assert ": 2 slot heads named entries a killed put never counted" in caplog.text
+        assert index.index_count == 1 + len(counted)
+        for key_hash, offset in counted.items():
+            assert index.select(key_hash, 8, 0, 2 * stamp) == [offset], key_hash
+        assert index.select(16, 8, 0, 2 * stamp) == []  # never counted: recovery dispatches it again
+        service.put([16, 9, 20], [500, 600, 700], [stamp] * 3)  # as the replay does
+        for key_hash, offset in {**counted, 16: 500, 9: 600, 20: 700}.items():
+            assert index.select(key_hash, 8, 0, 2 * stamp) == [offset], key_hash
+    finally:
+        service.close()
