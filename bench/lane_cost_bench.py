@@ -5,6 +5,7 @@ Run from the repo root::
     .venv/bin/python bench/lane_cost_bench.py                 # ~10 s
     .venv/bin/python bench/lane_cost_bench.py --reads 50000 --queues 1 1000
     .venv/bin/python bench/lane_cost_bench.py --connections 50 --queues 4   # 50 connections' reads a turn
+    .venv/bin/python bench/lane_cost_bench.py --ping --queues 4   # GET_MAX_OFFSET: the generic request path
 
 A real ``BrokerController`` (ASYNC flush, no NameServer, a temporary store on the repository's
 disk) and one server-side ``RemotingConnection`` whose transport only collects what is written
@@ -88,8 +89,16 @@ def frames(topic: str, queues: int, count: int, run: int = 1) -> list[bytes]:
     return out
 
 
+def pings(topic: str, count: int) -> list[bytes]:
+    """``count`` GET_MAX_OFFSET frames (the generic request path: decoded, a processor coroutine)."""
+    fields = {"topic": topic, "queueId": "0"}
+    return [
+        RemotingCommand.request(RequestCode.GET_MAX_OFFSET, i + 1, ext_fields=fields).encode() for i in range(count)
+    ]
+
+
 async def case(
-    broker: BrokerController, queues: int, reads: int, per_read: int, connections: int, run: int = 1
+    broker: BrokerController, queues: int, reads: int, per_read: int, connections: int, run: int = 1, ping: bool = False
 ) -> float:
     """CPU µs per read of ``per_read`` sends, over ``reads`` reads after a warm-up round over every
     queue; each event-loop turn holds one read of each of ``connections`` connections."""
@@ -103,7 +112,7 @@ async def case(
         for frame in frames(topic, queues, queues):  # each queue's first put creates its ConsumeQueue
             clients[0].data_received(frame)  # type: ignore[attr-defined]
             await asyncio.sleep(0)  # the turn ends: sends read in it are served
-        sends = frames(topic, queues, reads * per_read, run)
+        sends = frames(topic, queues, reads * per_read, run) if not ping else pings(topic, reads * per_read)
         todo = [b"".join(sends[i : i + per_read]) for i in range(0, len(sends), per_read)]
         turns = [todo[i : i + connections] for i in range(0, len(todo), connections)]
         best = float("inf")
@@ -113,6 +122,8 @@ async def case(
             for turn in turns:
                 for connection, frame in zip(clients, turn, strict=False):
                     connection.data_received(frame)  # type: ignore[attr-defined]
+                await asyncio.sleep(0)
+            for _ in range(3):  # a request served by a Task answers a turn or two later
                 await asyncio.sleep(0)
             best = min(best, time.process_time() - started)
             if transport.written - written < reads:
@@ -128,7 +139,7 @@ async def run(store: Path, args: argparse.Namespace) -> list[str]:
     async with BrokerController(config) as broker:
         rows = []
         for queues in args.queues:
-            per_read = await case(broker, queues, args.reads, args.per_read, args.connections, args.run)
+            per_read = await case(broker, queues, args.reads, args.per_read, args.connections, args.run, args.ping)
             sends = f"{args.per_read} | {args.reads:,} | {per_read:.1f} | {per_read / args.per_read:.1f}"
             rows.append(f"| {queues:,} | {sends} |")
         return rows
@@ -144,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--run", type=int, default=1, help="consecutive sends to one queue before the next (default 1: round-robin)"
+    )
+    parser.add_argument(
+        "--ping", action="store_true", help="reads hold GET_MAX_OFFSET requests instead of sends (the generic path)"
     )
     args = parser.parse_args(argv)
     info = machine()

@@ -22,7 +22,7 @@ import signal
 from collections.abc import Sequence
 
 from bench_common import Service, loadavg, run_loop, temp_root
-from sparkmq.client import AsyncProducer, Message
+from sparkmq.client import AsyncProducer, AsyncPullConsumer, Message
 
 PRELUDE = r"""
 import json, os, signal, sys, time
@@ -73,22 +73,36 @@ sys.exit(main())
 """
 
 
-async def lone_sends(dev: Service, namesrv: str, sends: int) -> None:
-    """Warm up, then ``sends`` lone sends between the two signals (the send after each signal lets
-    the broker's main thread run its handler before the next measured read)."""
+async def lone_sends(dev: Service, namesrv: str, sends: int, ping: bool = False) -> None:
+    """Warm up, then ``sends`` lone sends (``ping``: GET_MAX_OFFSET requests) between the two
+    signals (the request after each signal lets the broker's main thread run its handler before
+    the next measured read)."""
     producer = AsyncProducer("PID_LONE_SPLIT", namesrv, send_timeout_s=30.0)
     await producer.start()
+    consumer = AsyncPullConsumer("CID_LONE_SPLIT", namesrv, auto_commit_interval_s=None)
     message = Message("LoneSendSplit", bytes(100))
     try:
+        await producer.send(message)  # creates the topic
+        if ping:
+            await consumer.start()
+            queue = (await consumer.queues_of("LoneSendSplit"))[0]
+
+        async def one() -> None:
+            if ping:
+                await consumer.max_offset(queue)
+            else:
+                await producer.send(message)
+
         for _ in range(500):
-            await producer.send(message)
+            await one()
         os.kill(dev.process.pid, signal.SIGUSR1)
-        await producer.send(message)
+        await one()
         for _ in range(sends):
-            await producer.send(message)
+            await one()
         os.kill(dev.process.pid, signal.SIGUSR2)
-        await producer.send(message)
+        await one()
     finally:
+        await consumer.close()
         await producer.close()
 
 
@@ -100,6 +114,7 @@ def pct(values: list[int], p: int) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=5000)
+    parser.add_argument("--ping", action="store_true", help="GET_MAX_OFFSET requests instead of sends")
     args = parser.parse_args(argv)
     with temp_root("lone-send-") as root:
         out = root / "split.json"
@@ -107,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dev_args += ["--store-dir", str(root / "store")]
         dev = Service(dev_args, "dev namesrv ", env={"LONE_SEND_OUT": str(out)}, python_args=["-c", PRELUDE])
         try:
-            run_loop(lone_sends(dev, dev.ready_line.split()[2], args.sends), "uvloop")
+            run_loop(lone_sends(dev, dev.ready_line.split()[2], args.sends, args.ping), "uvloop")
         finally:
             dev.stop()
         walls, cpus, writes = json.loads(out.read_text())
@@ -115,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     walls.sort()
     cpus.sort()
     writes.sort()
-    print(f"{len(walls)} lone sends, load {loadavg()}; per read, µs:")
+    print(f"{len(walls)} lone {'pings' if args.ping else 'sends'}, load {loadavg()}; per read, µs:")
     print("| | p10 | p50 | p90 |\n|---|---:|---:|---:|")
     for name, values in (
         ("data_received, wall", walls),

@@ -125,12 +125,31 @@ static const char *const SEND_KEYS[28] = {
     "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
     "flag",     "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch", "bname"};
 
+/* Whether the JSON header of the frame at buf[pos:len] opens with {"code":N (as sparkmq's, the Java and
+ * the Go clients write it) for an N that is no send: such a frame (a pull, a ping, a heartbeat) is refused
+ * before its whole header is parsed. 0 for anything else: the full parse decides, as before. */
+static int other_code(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len) {
+    static const char OPEN[] = "{\"code\":";
+    const Py_ssize_t open = (Py_ssize_t)sizeof(OPEN) - 1;
+    if (len - pos < 8 + open + 2 || buf[pos + 4] != 0) return 0;
+    Py_ssize_t header_len = ((Py_ssize_t)buf[pos + 5] << 16) | ((Py_ssize_t)buf[pos + 6] << 8) | buf[pos + 7];
+    if (header_len > len - pos - 8) header_len = len - pos - 8;
+    const unsigned char *h = buf + pos + 8;
+    if (header_len < open + 2 || memcmp(h, OPEN, (size_t)open) != 0) return 0;
+    int32_t code = 0;
+    Py_ssize_t i = open;
+    while (i < header_len && i < open + 9 && h[i] >= '0' && h[i] <= '9') code = code * 10 + (h[i++] - '0');
+    if (i == open || i >= header_len || (h[i] != ',' && h[i] != '}')) return 0;
+    return code != 10 && code != 310;
+}
+
 int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out) {
     sl_str ext[28];
     sl_command command;
     int32_t code = 0;
     int odd;
     uint32_t seen;
+    if (other_code(buf, pos, len)) return 0;
     if (!sl_parse_command_ex(buf, pos, len, max_frame, SEND_KEYS, 28, ext, 1, &code, &odd, &seen, &command))
         return 0;
     if (code == 310) { /* V2 keeps its strict shape: string values, the keys a..n only, no remark */

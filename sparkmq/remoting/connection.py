@@ -18,7 +18,8 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, cast
 
 from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
@@ -288,11 +289,36 @@ class RemotingConnection(asyncio.Protocol):
         if isinstance(answer, asyncio.Future):
             future: asyncio.Future[Any] = answer
             future.add_done_callback(lambda done: self._answered(request, done))
+        elif type(answer) is _COROUTINE and not self._unstarted and self._writable.is_set():
+            self._step(request, cast(Coroutine[Any, Any, RemotingCommand | None], answer))
+            return
         else:
             future = self._loop.create_task(self._serve(request, answer))
             self._unstarted += 1
             future.add_done_callback(self._task_done)
         self._tasks.add(future)
+
+    def _step(self, request: RemotingCommand, answer: Coroutine[Any, Any, RemotingCommand | None]) -> None:
+        """Run a request's coroutine up to its first suspension now, in the read callback; one that
+        answers without suspending (most queries) costs no Task, no loop turn and no extra write.
+        One that suspends goes on in a Task from where it stopped. (Until it suspends, it runs
+        outside any Task: ``asyncio.current_task()`` is None there, so ``asyncio.timeout`` would fail.)
+        """
+        try:
+            yielded = answer.send(None)
+        except StopIteration as done:
+            response = done.value
+        except asyncio.CancelledError:
+            return  # as a Task cancelled before it answered: no answer
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the request's answer
+            response = error_response(request, exc, self.peer)
+        else:
+            future = self._loop.create_task(self._finish(request, _resumed(answer, yielded)))
+            future.add_done_callback(self._task_done)
+            self._tasks.add(future)  # started already: later requests need not wait for it (_unstarted)
+            return
+        if response is not None and not request.is_oneway:
+            self.send(response)
 
     def _answered(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand | None]) -> None:
         self._task_done(future)
@@ -380,6 +406,9 @@ class RemotingConnection(asyncio.Protocol):
         self._unstarted -= 1
         if not self._writable.is_set():
             await self._writable.wait()  # build no response while the peer is not reading the last ones
+        await self._finish(request, answer)
+
+    async def _finish(self, request: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
         try:
             response = await answer
         except Exception as exc:  # noqa: BLE001 - every failure becomes the request's answer
@@ -563,6 +592,31 @@ class RemotingConnection(asyncio.Protocol):
 
     async def wait_closed(self) -> None:
         await self.closed
+
+
+_COROUTINE = types.CoroutineType
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """The rest of ``coro``, which already ran to its first suspension and yielded ``yielded``
+    (what ``yield from`` does, started one step in): a Task drives it as it would ``coro``."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a cancellation (or any throw) goes into coro
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 def error_response(request: RemotingCommand, exc: BaseException, peer: tuple[str, int]) -> RemotingCommand:

@@ -8,6 +8,8 @@ then answers it (malformed input gets the reference's precise error, tests/nativ
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -200,3 +202,17 @@ def test_the_lane_stops_at_its_key_and_topic_capacity() -> None:
     many_topics = [send_frame(i, topic=f"T{i}") for i in range(65)]
     group = scan(b"".join(many_topics))
     assert group is not None and group.count == 64 and len(group.topics) == 64
+
+
+_CODE_TEXTS = ["310", "10", "0310", "010", "-310", "310 ", " 310", "3100", "31", "0", "999999999", "4294967606"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(0, 10**12).map(str), st.sampled_from(_CODE_TEXTS)))
+def test_a_frame_of_another_code_is_declined_before_its_header_is_read(code_text: str) -> None:
+    """The scan's early refusal of a header opening with another request code (``other_code``): the
+    lane takes a V2-shaped frame exactly when its code reads as 310 (JSON whitespace allowed, no
+    leading zeros), whatever the digits, and never takes the frames after one it declined."""
+    frame = patched(send_frame(1), b'"code":310', b'"code":' + code_text.encode())
+    takes = re.fullmatch(r"\s*(0|[1-9][0-9]*)\s*", code_text) is not None and int(code_text) == 310
+    check_parity([frame, send_frame(2)], 2 if takes else 0)
