@@ -18,7 +18,7 @@ class SlaveAcks:
     def __init__(self) -> None:
         self.acked = 0
         self.connections = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._order = itertools.count()
 
     def ack(self, offset: int) -> None:
@@ -29,7 +29,7 @@ class SlaveAcks:
         while self._waiters and self._waiters[0][0] <= offset:
             _target, _n, future = heapq.heappop(self._waiters)
             if not future.done():
-                future.set_result(None)
+                future.set_result(True)
 
     def slave_ok(self, target: int, fallbehind_max: int) -> bool:
         """``HAService.isSlaveOK``: a slave is connected and less than ``fallbehind_max`` behind ``target``."""
@@ -39,11 +39,19 @@ class SlaveAcks:
         """True once a slave acknowledged ``target``; False after ``timeout_s``."""
         if target <= self.acked:
             return True
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         heapq.heappush(self._waiters, (target, next(self._order), future))
+        # A timer, not asyncio.timeout: a request's coroutine runs its first step outside any Task
+        # (RemotingConnection._step), where asyncio.timeout refuses to start; not wait_for either:
+        # on 3.11 it can swallow a cancel.
+        timer = loop.call_later(timeout_s, _expire, future)
         try:
-            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can swallow a cancel
-                await future
-            return True
-        except TimeoutError:
-            return False
+            return await future
+        finally:
+            timer.cancel()
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sparkmq.broker.controller import BrokerController
+from sparkmq.broker.ha.acks import SlaveAcks
 from sparkmq.broker.ha.wire import decode_transfer_header, encode_report, encode_transfer_header
 from sparkmq.errors import ProtocolError
 from sparkmq.message.record import iter_records
@@ -354,3 +355,36 @@ def test_sync_master_confirms_a_group_of_sends_from_one_read_together(tmp_path: 
                 await wire.close()
 
     run(scenario())
+
+
+def test_a_wait_for_a_slave_ack_runs_its_first_step_outside_a_task() -> None:
+    """RemotingConnection._step runs a request's coroutine until it first suspends in no Task."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        acks = SlaveAcks()
+        waiting = acks.wait(100, 30.0)
+        stepped: list[Any] = []
+        first_step_ran = asyncio.Event()
+
+        def first_step() -> None:  # a plain loop callback, like a read callback: no current Task
+            assert asyncio.current_task() is None
+            try:
+                stepped.append(waiting.send(None))
+            except BaseException as exc:  # noqa: BLE001 - the assertion below shows it
+                stepped.append(exc)
+            first_step_ran.set()
+
+        loop.call_soon(first_step)
+        await first_step_ran.wait()
+        (future,) = stepped
+        assert isinstance(future, asyncio.Future), future
+        acks.ack(100)
+        assert future.done()
+        with pytest.raises(StopIteration) as done:
+            waiting.send(None)
+        assert done.value.value is True
+        assert await acks.wait(200, 0.001) is False  # the timer ends an unanswered wait
+        assert await acks.wait(100, 0.001) is True  # at or below what a slave acknowledged: at once
+
+    asyncio.run(scenario())
