@@ -179,11 +179,11 @@ class AsyncProducer:
                             return outcome
                         failed = chosen.broker_name, outcome, True
             elif waiter is not False:  # the C lane's lean attempt (False: none, the general path's)
-                # its Waiter completes the future with a SUCCESS's SendResult (latency noted), any other
-                # answer, or the request's error
+                # its Waiter is the future (no asyncio Future, no FutureIter: fewer objects in flight for the
+                # collector): a SUCCESS's SendResult (latency noted), any other answer, or the request's error
                 unique_id = waiter.unique_id
                 try:
-                    response = await waiter.future
+                    response = await waiter
                 except RemoteError as exc:
                     self.faults.record(waiter.queue.broker_name, 0, failed=True)
                     failed = waiter.queue.broker_name, exc, False

@@ -628,8 +628,7 @@ fail:
 /* ---- Sender and Waiter: the whole lean send ---------------------------------------------------- */
 /* Sender.send(message) / Sender.start(message, future, callback): AsyncProducer._lean_send (route, queue,
  * connection, id, frame) and ClientConnection.send_lean (table entry, deadline FIFO, coalesced write and its
- * chunk rule) in one call, the waiter a Waiter: CallbackSend's behaviour, with the awaiting shape of send()
- * too. None when the Python path must do this send's lean attempt (nothing was touched: no route or lane,
+ * chunk rule) in one call, the waiter a Waiter: CallbackSend's behaviour, or for send() the future it awaits. None when the Python path must do this send's lean attempt (nothing was touched: no route or lane,
  * a paused broker, a message that is not plain); False when that path would find no lean attempt (the
  * chosen queue's connection is missing or closed): the general path's. Attributes are read by name as the
  * Python reads them, so whatever Python changes them sees the same state. */
@@ -795,12 +794,22 @@ static int set_in(PyObject *vars, PyObject *owner, int name, PyObject *value) {
 
 /* -- Waiter -- */
 
+/* An awaited waiter (send()'s) is the future itself, an asyncio-compatible one (the protocol a Task drives:
+ * _asyncio_future_blocking, get_loop, add_done_callback with a context, result, cancel, done): no asyncio
+ * Future and no FutureIter per send, two objects fewer for the garbage collector per send in flight. */
+enum { W_PENDING, W_RESULT, W_EXCEPTION, W_CANCELLED };
+
 struct Waiter {
     PyObject_HEAD
     PyObject *future, *callback, *producer, *message, *unique_id, *queue, *connection, *faults, *paused;
+    /* awaited: the loop, the outcome (result, exception or cancel message), the first done callback and its
+     * context (a Task's wake-up), any further (callback, context) pairs */
+    PyObject *loop, *value, *done_callback, *done_context, *more_callbacks;
     long long opaque;
     double started;
-    int awaited; /* send(): the future gets the SendResult, the raw answer or the error; else CallbackSend's */
+    int awaited; /* send(): the waiter gets the SendResult, the raw answer or the error; else CallbackSend's */
+    int state;
+    char blocking; /* _asyncio_future_blocking */
 };
 
 static int waiter_traverse(Waiter *w, visitproc visit, void *arg) {
@@ -813,6 +822,11 @@ static int waiter_traverse(Waiter *w, visitproc visit, void *arg) {
     Py_VISIT(w->connection);
     Py_VISIT(w->faults);
     Py_VISIT(w->paused);
+    Py_VISIT(w->loop);
+    Py_VISIT(w->value);
+    Py_VISIT(w->done_callback);
+    Py_VISIT(w->done_context);
+    Py_VISIT(w->more_callbacks);
     return 0;
 }
 
@@ -826,6 +840,11 @@ static int waiter_clear(Waiter *w) {
     Py_CLEAR(w->connection);
     Py_CLEAR(w->faults);
     Py_CLEAR(w->paused);
+    Py_CLEAR(w->loop);
+    Py_CLEAR(w->value);
+    Py_CLEAR(w->done_callback);
+    Py_CLEAR(w->done_context);
+    Py_CLEAR(w->more_callbacks);
     return 0;
 }
 
@@ -849,6 +868,44 @@ static int settle_future(PyObject *future, int method, PyObject *value) {
         return -1;
     Py_DECREF(ignored);
     return 0;
+}
+
+static PyObject *str_context, *context_kwnames, *cancelled_error, *invalid_state_error;
+
+/* loop.call_soon(callback, w, context=context) */
+static int schedule(Waiter *w, PyObject *callback, PyObject *context) {
+    PyObject *call_args[4] = {w->loop, callback, (PyObject *)w, context};
+    PyObject *ignored = PyObject_VectorcallMethod(S[S_CALL_SOON], call_args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                  context_kwnames);
+    if (ignored == NULL)
+        return -1;
+    Py_DECREF(ignored);
+    return 0;
+}
+
+/* An awaited waiter's outcome (its value a reference stolen), then its done callbacks scheduled, as
+ * Future.set_result / set_exception / cancel; a waiter already done keeps its outcome (0 too). */
+static int waiter_finish(Waiter *w, int state, PyObject *value) {
+    if (w->state != W_PENDING) {
+        Py_XDECREF(value);
+        return 0;
+    }
+    w->state = state;
+    Py_XSETREF(w->value, value);
+    int failed = 0;
+    PyObject *callback = w->done_callback, *context = w->done_context, *more = w->more_callbacks;
+    w->done_callback = w->done_context = w->more_callbacks = NULL;
+    if (callback != NULL && schedule(w, callback, context) < 0)
+        failed = 1;
+    for (Py_ssize_t i = 0; more != NULL && !failed && i < PyList_GET_SIZE(more); i++) {
+        PyObject *pair = PyList_GET_ITEM(more, i);
+        if (schedule(w, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
+            failed = 1;
+    }
+    Py_XDECREF(callback);
+    Py_XDECREF(context);
+    Py_XDECREF(more);
+    return failed ? -1 : 0;
 }
 
 /* The broker answered: the latency bookkeeping of CallbackSend.set_result / send(), then a SUCCESS
@@ -876,7 +933,8 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
     }
     if (msg_id == NULL) {
         if (w->awaited) {
-            if (settle_future(w->future, S_SET_RESULT, answer) < 0)
+            Py_INCREF(answer);
+            if (waiter_finish(w, W_RESULT, answer) < 0)
                 return NULL;
             Py_RETURN_NONE;
         }
@@ -886,6 +944,8 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
     PyObject *result = new_result(values);
     if (result == NULL)
         return NULL;
+    if (w->awaited)
+        return waiter_finish(w, W_RESULT, result) < 0 ? NULL : Py_NewRef(Py_None);
     int settled = settle_future(w->future, S_SET_RESULT, result);
     Py_DECREF(result);
     if (settled < 0)
@@ -920,7 +980,18 @@ static PyObject *waiter_set_result(Waiter *w, PyObject *answer) {
 
 static PyObject *waiter_set_exception(Waiter *w, PyObject *error) {
     if (w->awaited) {
-        if (settle_future(w->future, S_SET_EXCEPTION, error) < 0)
+        if (PyExceptionClass_Check(error)) { /* as Future.set_exception: a class is instantiated */
+            if ((error = PyObject_CallNoArgs(error)) == NULL)
+                return NULL;
+        } else {
+            Py_INCREF(error);
+        }
+        if (!PyExceptionInstance_Check(error)) {
+            Py_DECREF(error);
+            PyErr_SetString(PyExc_TypeError, "invalid exception object");
+            return NULL;
+        }
+        if (waiter_finish(w, W_EXCEPTION, error) < 0)
             return NULL;
         Py_RETURN_NONE;
     }
@@ -928,15 +999,194 @@ static PyObject *waiter_set_exception(Waiter *w, PyObject *error) {
 }
 
 static PyObject *waiter_done(Waiter *w, PyObject *unused) {
-    (void)w;
     (void)unused;
-    Py_RETURN_FALSE; /* the connection holds it only until its one answer or failure */
+    /* a send_async waiter: the connection holds it only until its one answer or failure */
+    return PyBool_FromLong(w->awaited && w->state != W_PENDING);
 }
+
+/* result(): the outcome, as Future.result */
+static PyObject *waiter_result(Waiter *w, PyObject *unused) {
+    (void)unused;
+    switch (w->awaited ? w->state : W_PENDING) {
+    case W_RESULT:
+        return Py_NewRef(w->value);
+    case W_EXCEPTION:
+        PyErr_SetObject((PyObject *)Py_TYPE(w->value), w->value);
+        return NULL;
+    case W_CANCELLED: {
+        PyObject *error = w->value == Py_None ? PyObject_CallNoArgs(cancelled_error)
+                                              : PyObject_CallOneArg(cancelled_error, w->value);
+        if (error != NULL) {
+            PyErr_SetObject(cancelled_error, error);
+            Py_DECREF(error);
+        }
+        return NULL;
+    }
+    default:
+        PyErr_SetString(invalid_state_error, "Result is not ready.");
+        return NULL;
+    }
+}
+
+static PyObject *waiter_cancelled(Waiter *w, PyObject *unused) {
+    (void)unused;
+    return PyBool_FromLong(w->state == W_CANCELLED);
+}
+
+static PyObject *waiter_get_loop(Waiter *w, PyObject *unused) {
+    (void)unused;
+    return Py_NewRef(w->loop != NULL ? w->loop : Py_None);
+}
+
+/* the context keyword of add_done_callback / the msg of cancel: the one optional argument */
+static int one_optional(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Py_ssize_t positional,
+                        const char *keyword, PyObject **value) {
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    *value = Py_None;
+    if (nargs > positional + (keyword[0] == 'm') || nargs < positional || nkw > 1 ||
+        (nkw == 1 && nargs > positional) ||
+        (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), keyword) != 0)) {
+        PyErr_Format(PyExc_TypeError, "bad arguments (optional: %s)", keyword);
+        return -1;
+    }
+    if (nargs > positional)
+        *value = args[positional];
+    else if (nkw == 1)
+        *value = args[nargs];
+    return 0;
+}
+
+static PyObject *waiter_add_done_callback(Waiter *w, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *context;
+    if (one_optional(args, nargs, kwnames, 1, "context", &context) < 0)
+        return NULL;
+    if (!w->awaited) {
+        PyErr_SetString(PyExc_TypeError, "a send_async waiter is not a future");
+        return NULL;
+    }
+    if (context == Py_None) {
+        if ((context = PyContext_CopyCurrent()) == NULL)
+            return NULL;
+    } else {
+        Py_INCREF(context);
+    }
+    int failed = 0;
+    if (w->state != W_PENDING) {
+        failed = schedule(w, args[0], context) < 0;
+    } else if (w->done_callback == NULL) {
+        w->done_callback = Py_NewRef(args[0]);
+        w->done_context = Py_NewRef(context);
+    } else {
+        PyObject *pair = PyTuple_Pack(2, args[0], context);
+        if (pair == NULL || (w->more_callbacks == NULL && (w->more_callbacks = PyList_New(0)) == NULL) ||
+            PyList_Append(w->more_callbacks, pair) < 0)
+            failed = 1;
+        Py_XDECREF(pair);
+    }
+    Py_DECREF(context);
+    return failed ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *waiter_remove_done_callback(Waiter *w, PyObject *callback) {
+    Py_ssize_t removed = 0;
+    if (w->done_callback != NULL) {
+        int same = PyObject_RichCompareBool(w->done_callback, callback, Py_EQ);
+        if (same < 0)
+            return NULL;
+        if (same) {
+            Py_CLEAR(w->done_callback);
+            Py_CLEAR(w->done_context);
+            removed++;
+        }
+    }
+    if (w->more_callbacks != NULL) {
+        PyObject *kept = PyList_New(0);
+        if (kept == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w->more_callbacks); i++) {
+            PyObject *pair = PyList_GET_ITEM(w->more_callbacks, i);
+            int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), callback, Py_EQ);
+            if (same < 0 || (!same && PyList_Append(kept, pair) < 0)) {
+                Py_DECREF(kept);
+                return NULL;
+            }
+            removed += same;
+        }
+        Py_SETREF(w->more_callbacks, kept);
+    }
+    return PyLong_FromSsize_t(removed);
+}
+
+static PyObject *waiter_cancel(Waiter *w, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *msg;
+    if (one_optional(args, nargs, kwnames, 0, "msg", &msg) < 0)
+        return NULL;
+    if (!w->awaited || w->state != W_PENDING)
+        Py_RETURN_FALSE;
+    if (waiter_finish(w, W_CANCELLED, Py_NewRef(msg)) < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* await waiter (send()'s): the waiter is its own iterator, as a Future is with its FutureIter: pending, it
+ * yields itself marked blocking (the Task adds its wake-up to it; Task.cancel cancels it); done, it returns
+ * its result or raises its exception. */
+static PyObject *waiter_await(Waiter *w) {
+    if (!w->awaited) {
+        PyErr_SetString(PyExc_TypeError, "a send_async waiter is not awaitable: await its future");
+        return NULL;
+    }
+    return Py_NewRef(w);
+}
+
+static PySendResult waiter_send(Waiter *w, PyObject *value, PyObject **presult) {
+    (void)value; /* as FutureIter's send: the Task sends None */
+    if (w->state == W_PENDING) {
+        w->blocking = 1;
+        *presult = Py_NewRef(w);
+        return PYGEN_NEXT;
+    }
+    *presult = waiter_result(w, NULL);
+    return *presult == NULL ? PYGEN_ERROR : PYGEN_RETURN;
+}
+
+static PyObject *waiter_next(Waiter *w) {
+    PyObject *result;
+    switch (waiter_send(w, Py_None, &result)) {
+    case PYGEN_NEXT:
+        return result;
+    case PYGEN_RETURN: {
+        PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result);
+        Py_DECREF(result);
+        if (stop != NULL) {
+            PyErr_SetObject(PyExc_StopIteration, stop);
+            Py_DECREF(stop);
+        }
+        return NULL;
+    }
+    default:
+        return NULL;
+    }
+}
+
+static PyAsyncMethods waiter_async = {
+    .am_await = (unaryfunc)waiter_await,
+    .am_send = (sendfunc)waiter_send,
+};
 
 static PyMethodDef waiter_methods[] = {
     {"set_result", (PyCFunction)waiter_set_result, METH_O, "the broker's answer"},
     {"set_exception", (PyCFunction)waiter_set_exception, METH_O, "the request failed"},
-    {"done", (PyCFunction)waiter_done, METH_NOARGS, "always False"},
+    {"done", (PyCFunction)waiter_done, METH_NOARGS, "awaited: as Future.done; else always False"},
+    {"result", (PyCFunction)waiter_result, METH_NOARGS, "awaited: as Future.result"},
+    {"cancelled", (PyCFunction)waiter_cancelled, METH_NOARGS, "as Future.cancelled"},
+    {"get_loop", (PyCFunction)waiter_get_loop, METH_NOARGS, "awaited: the loop of the send"},
+    {"add_done_callback", (PyCFunction)(void (*)(void))waiter_add_done_callback, METH_FASTCALL | METH_KEYWORDS,
+     "awaited: as Future.add_done_callback"},
+    {"remove_done_callback", (PyCFunction)waiter_remove_done_callback, METH_O,
+     "as Future.remove_done_callback"},
+    {"cancel", (PyCFunction)(void (*)(void))waiter_cancel, METH_FASTCALL | METH_KEYWORDS,
+     "awaited: as Future.cancel"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -950,6 +1200,7 @@ static PyMemberDef waiter_members[] = {
     {"connection", T_OBJECT, offsetof(Waiter, connection), READONLY, NULL},
     {"opaque", T_LONGLONG, offsetof(Waiter, opaque), READONLY, NULL},
     {"started", T_DOUBLE, offsetof(Waiter, started), READONLY, NULL},
+    {"_asyncio_future_blocking", T_BOOL, offsetof(Waiter, blocking), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -963,6 +1214,8 @@ static PyTypeObject WaiterType = {
     .tp_clear = (inquiry)waiter_clear,
     .tp_methods = waiter_methods,
     .tp_members = waiter_members,
+    .tp_as_async = &waiter_async,
+    .tp_iternext = (iternextfunc)waiter_next,
 };
 
 /* -- Sender -- */
@@ -1420,7 +1673,7 @@ error:
  * this timeout exists (else that Python method does it all). 0, or -1 on error. */
 static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *timeout) {
     int result = -1, truth;
-    PyObject *now = NULL, *when = NULL, *entry = NULL, *value = NULL, *out = NULL, *ignored = NULL;
+    PyObject *now = NULL, *when = NULL, *value = NULL, *out = NULL, *ignored = NULL;
     PyObject *deadlines, *lean = p->table, *loop = p->loop, *opaque = p->opaque, *frame = p->frame;
 #define GET(var, owner, name)                                                                                    \
     do {                                                                                                         \
@@ -1436,40 +1689,44 @@ static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *ti
         result = ignored == NULL ? -1 : 0;
         goto end;
     }
+    /* (deadlines, opaques, codes): three deques in step, of floats and ints the collector does not track */
+    if (!PyTuple_CheckExact(deadlines) || PyTuple_GET_SIZE(deadlines) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a deadline queue must be a (deadlines, opaques, codes) tuple");
+        goto end;
+    }
     Py_INCREF(deadlines);
+    PyObject *whens = PyTuple_GET_ITEM(deadlines, 0), *opaques = PyTuple_GET_ITEM(deadlines, 1),
+             *codes = PyTuple_GET_ITEM(deadlines, 2);
     if (PyDict_SetItem(lean, opaque, waiter) < 0)
         goto end_deadlines;
     if ((now = PyObject_CallMethodNoArgs(loop, S[S_TIME])) == NULL || (when = PyNumber_Add(now, timeout)) == NULL)
         goto end_deadlines;
-    Py_ssize_t queued = PyObject_Length(deadlines);
+    Py_ssize_t queued = PyObject_Length(opaques);
     if (queued < 0)
         goto end_deadlines;
     if (queued > 0) { /* one answered entry leaves per send: the queue holds ~ those in flight */
-        PyObject *first = PySequence_GetItem(deadlines, 0);
+        PyObject *first = PySequence_GetItem(opaques, 0);
         if (first == NULL)
             goto end_deadlines;
-        int answered = 0;
-        if (PyTuple_Check(first) && PyTuple_GET_SIZE(first) >= 2) {
-            int contained = PyDict_Contains(lean, PyTuple_GET_ITEM(first, 1));
-            answered = contained == 0 ? 1 : contained < 0 ? -1 : 0;
-        } else {
-            PyErr_SetString(PyExc_TypeError, "a deadline entry must be a tuple");
-            answered = -1;
-        }
+        int contained = PyDict_Contains(lean, first);
         Py_DECREF(first);
-        if (answered < 0)
+        if (contained < 0)
             goto end_deadlines;
-        if (answered) {
-            if ((value = PyObject_CallMethodNoArgs(deadlines, S[S_POPLEFT])) == NULL)
-                goto end_deadlines;
-            Py_CLEAR(value);
+        if (!contained) {
+            PyObject *queues[3] = {whens, opaques, codes};
+            for (int i = 0; i < 3; i++) {
+                if ((value = PyObject_CallMethodNoArgs(queues[i], S[S_POPLEFT])) == NULL)
+                    goto end_deadlines;
+                Py_CLEAR(value);
+            }
         }
     }
-    if ((entry = PyTuple_Pack(3, when, opaque, cfg.code)) == NULL)
-        goto end_deadlines;
-    if ((value = PyObject_CallMethodOneArg(deadlines, S[S_APPEND], entry)) == NULL)
-        goto end_deadlines;
-    Py_CLEAR(value);
+    PyObject *items[3] = {when, opaque, cfg.code}, *queues[3] = {whens, opaques, codes};
+    for (int i = 0; i < 3; i++) {
+        if ((value = PyObject_CallMethodOneArg(queues[i], S[S_APPEND], items[i])) == NULL)
+            goto end_deadlines;
+        Py_CLEAR(value);
+    }
     if ((value = attr_of(p->vars, conn, S_SWEEPER)) == NULL)
         goto end_deadlines;
     int arm = value == Py_None;
@@ -1545,7 +1802,6 @@ end_deadlines:
 end:
     Py_XDECREF(now);
     Py_XDECREF(when);
-    Py_XDECREF(entry);
     Py_XDECREF(value);
     Py_XDECREF(out);
     Py_XDECREF(ignored);
@@ -1565,7 +1821,7 @@ static PyObject *sender_go(Sender *s, PyObject *message, PyObject *future, PyObj
         Py_RETURN_FALSE;
     PyObject *timeout = NULL;
     Waiter *w = NULL;
-    if (future == Py_None) {
+    if (!awaited && future == Py_None) {
         if ((future = PyObject_CallMethodNoArgs(p.loop, S[S_CREATE_FUTURE])) == NULL)
             goto fail;
     } else {
@@ -1575,7 +1831,11 @@ static PyObject *sender_go(Sender *s, PyObject *message, PyObject *future, PyObj
         Py_DECREF(future);
         goto fail;
     }
-    w->future = future;
+    w->future = future; /* awaited: None, the waiter is the future */
+    w->loop = Py_NewRef(p.loop);
+    w->value = w->done_callback = w->done_context = w->more_callbacks = NULL;
+    w->state = W_PENDING;
+    w->blocking = 0;
     Py_INCREF(callback);
     w->callback = callback;
     Py_INCREF(s->producer);
@@ -1638,7 +1898,7 @@ static PyObject *sender_prepare(Sender *s, PyObject *message) {
 
 static PyMethodDef sender_methods[] = {
     {"send", (PyCFunction)sender_send, METH_O,
-     "send(message) -> Waiter (await its future: a SendResult, another answer, or the request's error) | None | "
+     "send(message) -> Waiter (a future: await it for a SendResult, another answer, or the request's error) | None | "
      "False"},
     {"start", (PyCFunction)(void (*)(void))sender_start, METH_FASTCALL,
      "start(message, future | None, callback | None) -> future | None | False"},
@@ -1681,7 +1941,17 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clientlane", NULL, 
 PyMODINIT_FUNC PyInit__clientlane(void) {
     str_done = PyUnicode_InternFromString("done");
     str_set_result = PyUnicode_InternFromString("set_result");
-    if (str_done == NULL || str_set_result == NULL)
+    str_context = PyUnicode_InternFromString("context");
+    if (str_done == NULL || str_set_result == NULL || str_context == NULL ||
+        (context_kwnames = PyTuple_Pack(1, str_context)) == NULL)
+        return NULL;
+    PyObject *exceptions = PyImport_ImportModule("asyncio.exceptions");
+    if (exceptions == NULL)
+        return NULL;
+    cancelled_error = PyObject_GetAttrString(exceptions, "CancelledError");
+    invalid_state_error = PyObject_GetAttrString(exceptions, "InvalidStateError");
+    Py_DECREF(exceptions);
+    if (cancelled_error == NULL || invalid_state_error == NULL)
         return NULL;
     for (int i = 0; i < S_COUNT; i++)
         if ((S[i] = PyUnicode_InternFromString(NAMES[i])) == NULL)

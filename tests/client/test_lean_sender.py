@@ -314,3 +314,118 @@ def test_sends_through_the_sender_leave_nothing_behind(cluster: UnconfirmingClus
             assert grown < 256 * 1024, grown
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("style", ["send", "send_async"])
+def test_the_sweeper_fails_exactly_the_unanswered_sends_and_a_cancelled_send_forgets_its_opaque(
+    cluster: UnconfirmingCluster, sender: bool, style: str
+) -> None:
+    """30 sends in flight on a server that answers every third: 10 return their results; of the others, 5
+    are cancelled by their caller (CancelledError, their opaques forgotten at once, their answers never
+    delivered) and 15 fail with the sweeper's retriable timeout. Afterwards the table and the deadline
+    queues (three deques in step, no tuple per send) are empty."""
+    topic = cluster.topic(f"SenderSweep{style}{sender}", queues=1)
+    count = 30
+    read_all = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder, requests = FrameDecoder(), []
+        while len(requests) < count and (data := await reader.read(65536)):
+            requests.extend(decoder.feed(data))
+        writer.write(b"".join(answer(r) for r in requests[::3]))
+        await writer.drain()
+        read_all.set()
+        while await reader.read(65536):
+            pass
+        writer.close()  # the client closed: so do we
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, script, retry_times_when_send_failed=0, send_timeout_s=0.5) as (
+            producer,
+            connection,
+        ):
+            messages = [Message(topic, b"s%03d" % i) for i in range(count)]
+            sends = [
+                asyncio.ensure_future(producer.send(m) if style == "send" else producer.send_async(m)) for m in messages
+            ]
+            await asyncio.wait_for(read_all.wait(), WAIT_S)
+            while len(connection._lean) > count - count // 3:
+                await asyncio.sleep(0)  # the answers' read
+            cancelled = [i for i in range(count) if i % 3 == 1][:5]
+            for i in cancelled:
+                sends[i].cancel()
+            outcomes = await asyncio.gather(*sends, return_exceptions=True)
+            for i, outcome in enumerate(outcomes):
+                if i % 3 == 0:
+                    assert type(outcome) is SendResult and outcome.status is SendStatus.SEND_OK, (i, outcome)
+                elif i in cancelled:
+                    assert isinstance(outcome, asyncio.CancelledError), (i, outcome)
+                else:
+                    assert isinstance(outcome, RemoteError) and outcome.retriable, (i, outcome)
+                    assert "timed out after 0.5 s" in str(outcome)
+            assert not connection._lean
+            connection._sweep()  # what is left of the queues: answered or forgotten, popped by a sweep
+            for queue in connection._lean_deadlines.values():
+                assert tuple(map(len, queue)) == (0, 0, 0)
+
+    asyncio.run(main())
+
+
+def test_an_awaited_waiter_is_a_future_a_task_can_wait_on_cancel_and_read(cluster: UnconfirmingCluster) -> None:
+    """The C Waiter ``send`` awaits is its own asyncio-compatible future (no asyncio Future, no FutureIter per
+    send). Driven by hand: pending, it yields itself marked blocking, as ``Future.__await__`` does; answered,
+    it returns its SendResult (again on a second await). A cancelled one raises CancelledError with its
+    message, ignores the answer that still comes, and calls back what was added before and after it ended; an
+    error set on it is raised by its await, as a future's."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("SenderAwaitable", queues=1)
+    released = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        while data := await reader.read(65536):
+            requests = decoder.feed(data)
+            await released.wait()
+            writer.write(b"".join(answer(r) for r in requests))
+        writer.close()  # the client closed: so do we
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        async with _scripted(cluster, topic, script) as (producer, connection):
+            waiter = producer._sender.send(Message(topic, b"by hand"))
+            cancelled = producer._sender.send(Message(topic, b"cancelled"))
+            assert type(waiter) is client_native._clientlane.Waiter and waiter.future is None
+            assert waiter.get_loop() is loop and not waiter.done() and not waiter.cancelled()
+            with pytest.raises(asyncio.InvalidStateError):
+                waiter.result()
+            iterator = waiter.__await__()
+            assert iterator is waiter
+            assert next(iterator) is waiter and waiter._asyncio_future_blocking
+            waiter._asyncio_future_blocking = False
+            called: list[Any] = []
+            cancelled.add_done_callback(called.append)
+            cancelled.add_done_callback(lambda w: called.append("second"), context=None)
+            assert cancelled.cancel("no longer wanted") and not cancelled.cancel()
+            assert cancelled.done() and cancelled.cancelled()
+            released.set()
+            result = await waiter
+            assert type(result) is SendResult and result.status is SendStatus.SEND_OK and waiter.done()
+            with pytest.raises(StopIteration) as stop:
+                next(iterator)
+            assert stop.value.value is result and await waiter is result and waiter.result() is result
+            while connection._lean:
+                await asyncio.sleep(0)  # the cancelled send's answer: read, and ignored
+            with pytest.raises(asyncio.CancelledError, match="no longer wanted"):
+                await cancelled
+            late = loop.create_future()
+            cancelled.add_done_callback(late.set_result)
+            assert await late is cancelled and called == [cancelled, "second"]
+            failing = producer._sender.send(Message(topic, b"fails"))
+            connection.forget(failing.opaque)
+            failing.set_exception(RemoteError("gone", retriable=True))
+            failing.set_result(("ignored", 0))  # done already: the first outcome stays
+            with pytest.raises(RemoteError, match="gone"):
+                await failing
+
+    asyncio.run(main())
