@@ -10,9 +10,9 @@ Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter wit
 ``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
 appends the frame to the loop turn's coalesced write, which goes out in chunks of
 :data:`LEAN_CHUNK_FRAMES` during the turn (and the rest at its end). Its deadline goes to a first-in-first-out
-queue per timeout (a producer's sends share one, so deadlines arrive in order): an append and,
-once answered, a pop, instead of a heap push and pop per request; the connection's one sweeper
-timer serves both. The queue is three parallel deques (deadlines, opaques, codes) of floats and ints,
+queue per timeout and request code (a producer's sends share one, so deadlines arrive in order): an
+append and, once answered, a pop, instead of a heap push and pop per request; the connection's one
+sweeper timer serves both. The queue is two parallel deques (deadlines, opaques) of floats and ints,
 which the garbage collector does not track: with thousands of sends in flight a tuple per send was
 one more object each collection traversed (docs/benchmarks.md, "Branch deepflight").
 
@@ -53,8 +53,8 @@ __all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanRes
 
 #: A SUCCESS answer's ``msgId`` and ``queueOffset`` (``int(...)`` of its text), as the C lane delivers it.
 SendOk = tuple[str, int]
-#: One timeout's lean requests, oldest first: their deadlines, opaques and request codes, in step.
-LeanDeadlines = tuple[deque[float], deque[int], deque[int]]
+#: The lean requests of one timeout and request code, oldest first: their deadlines and opaques, in step.
+LeanDeadlines = tuple[deque[float], deque[int]]
 
 # length prefix, then serializeType << 24 | header length: a JSON header (type 0) reads as its length
 _PREFIX = struct.Struct(">II")
@@ -90,8 +90,8 @@ class ClientConnection(RemotingConnection):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # timeout → the deadlines, opaques and codes of lean requests, oldest first (same timeout: deadlines in order)
-        self._lean_deadlines: dict[float, LeanDeadlines] = {}
+        # timeout → request code → the deadlines and opaques of lean requests, oldest first (deadlines in order)
+        self._lean_deadlines: dict[float, dict[int, LeanDeadlines]] = {}
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
         # what the C lane's Sender reads of a connection per send, in one attribute read (none is ever replaced);
         # through vars(self) it reads the connection's plain attributes as getattr would, without its lookup
@@ -133,17 +133,16 @@ class ClientConnection(RemotingConnection):
         lean: dict[int, LeanWaiter] = self._lean  # type: ignore[assignment]  # the base's table, typed for its futures
         lean[opaque] = waiter
         when = self._loop.time() + timeout
-        queue = self._lean_deadlines.get(timeout)
+        by_code = self._lean_deadlines.get(timeout)
+        queue = None if by_code is None else by_code.get(code)
         if queue is None:
-            queue = self._lean_deadlines[timeout] = (deque(), deque(), deque())
-        whens, opaques, codes = queue
+            queue = self._lean_deadlines.setdefault(timeout, {})[code] = (deque(), deque())
+        whens, opaques = queue
         if opaques and opaques[0] not in lean:  # one answered entry leaves per send: the queue holds ~ those in flight
             whens.popleft()
             opaques.popleft()
-            codes.popleft()
         whens.append(when)
         opaques.append(opaque)
-        codes.append(code)
         if self._sweeper is None or when < self._sweeper_when:
             self._arm_sweeper(when)
         out = self._out
@@ -166,20 +165,21 @@ class ClientConnection(RemotingConnection):
     def _sweep(self) -> None:
         super()._sweep()  # the general requests' heap; then the lean queues
         now, lean, soonest = self._loop.time(), self._lean, None
-        for timeout, (whens, opaques, codes) in self._lean_deadlines.items():
-            while opaques and (whens[0] <= now or opaques[0] not in lean):
-                whens.popleft()  # due, or answered already
-                opaque, code = opaques.popleft(), codes.popleft()
-                waiter = lean.pop(opaque, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_exception(
-                        RemoteError(
-                            f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s",
-                            retriable=True,
+        # snapshots: a failed waiter's callback may send, and a new timeout or code adds a queue
+        for timeout, by_code in list(self._lean_deadlines.items()):
+            for code, (whens, opaques) in list(by_code.items()):
+                while opaques and (whens[0] <= now or opaques[0] not in lean):
+                    whens.popleft()  # due, or answered already
+                    waiter = lean.pop(opaques.popleft(), None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_exception(
+                            RemoteError(
+                                f"request code {code} to {self.peer[0]}:{self.peer[1]} timed out after {timeout} s",
+                                retriable=True,
+                            )
                         )
-                    )
-            if whens and (soonest is None or whens[0] < soonest):
-                soonest = whens[0]
+                if whens and (soonest is None or whens[0] < soonest):
+                    soonest = whens[0]
         if soonest is not None and (self._sweeper is None or soonest < self._sweeper_when):
             self._arm_sweeper(max(soonest, now + DEADLINE_SWEEP_S))
 

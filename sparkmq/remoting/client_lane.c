@@ -1669,6 +1669,36 @@ error:
 #undef FALSY
 }
 
+/* queue.popleft() (append: 0) or queue.append(item) (1), a deque's through its method descriptors: no lookup */
+static PyObject *deque_type, *deque_methods[2];
+
+static int queue_call(PyObject *queue, int append, PyObject *item) {
+    if (deque_type == NULL) {
+        PyObject *collections = PyImport_ImportModule("collections");
+        if (collections == NULL)
+            return -1;
+        PyObject *type = PyObject_GetAttrString(collections, "deque");
+        Py_DECREF(collections);
+        if (type == NULL)
+            return -1;
+        if ((deque_methods[0] = PyObject_GetAttr(type, S[S_POPLEFT])) == NULL ||
+            (deque_methods[1] = PyObject_GetAttr(type, S[S_APPEND])) == NULL) {
+            Py_CLEAR(deque_methods[0]);
+            Py_DECREF(type);
+            return -1;
+        }
+        deque_type = type;
+    }
+    PyObject *args[2] = {queue, item}, *ignored;
+    if ((PyObject *)Py_TYPE(queue) == deque_type)
+        ignored = PyObject_Vectorcall(deque_methods[append], args, 1 + append, NULL);
+    else
+        ignored = append ? PyObject_CallMethodOneArg(queue, S[S_APPEND], item)
+                         : PyObject_CallMethodNoArgs(queue, S[S_POPLEFT]);
+    Py_XDECREF(ignored);
+    return ignored == NULL ? -1 : 0;
+}
+
 /* ClientConnection.send_lean(opaque, code, frame, waiter, timeout) for a connection whose deadline queue of
  * this timeout exists (else that Python method does it all). 0, or -1 on error. */
 static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *timeout) {
@@ -1681,6 +1711,8 @@ static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *ti
             goto end;                                                                                            \
     } while (0)
     deadlines = PyDict_Check(p->deadlines) ? PyDict_GetItemWithError(p->deadlines, timeout) : NULL;
+    if (deadlines != NULL) /* timeout → request code → queue */
+        deadlines = PyDict_Check(deadlines) ? PyDict_GetItemWithError(deadlines, cfg.code) : NULL;
     if (deadlines == NULL || !PyDict_Check(lean)) { /* the first send of this timeout: the Python makes its queue */
         if (PyErr_Occurred())
             goto end;
@@ -1689,14 +1721,13 @@ static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *ti
         result = ignored == NULL ? -1 : 0;
         goto end;
     }
-    /* (deadlines, opaques, codes): three deques in step, of floats and ints the collector does not track */
-    if (!PyTuple_CheckExact(deadlines) || PyTuple_GET_SIZE(deadlines) != 3) {
-        PyErr_SetString(PyExc_TypeError, "a deadline queue must be a (deadlines, opaques, codes) tuple");
+    /* (deadlines, opaques): two deques in step, of floats and ints the collector does not track */
+    if (!PyTuple_CheckExact(deadlines) || PyTuple_GET_SIZE(deadlines) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a deadline queue must be a (deadlines, opaques) tuple");
         goto end;
     }
     Py_INCREF(deadlines);
-    PyObject *whens = PyTuple_GET_ITEM(deadlines, 0), *opaques = PyTuple_GET_ITEM(deadlines, 1),
-             *codes = PyTuple_GET_ITEM(deadlines, 2);
+    PyObject *whens = PyTuple_GET_ITEM(deadlines, 0), *opaques = PyTuple_GET_ITEM(deadlines, 1);
     if (PyDict_SetItem(lean, opaque, waiter) < 0)
         goto end_deadlines;
     if ((now = PyObject_CallMethodNoArgs(loop, S[S_TIME])) == NULL || (when = PyNumber_Add(now, timeout)) == NULL)
@@ -1710,23 +1741,11 @@ static int send_lean(PyObject *conn, Prepared *p, PyObject *waiter, PyObject *ti
             goto end_deadlines;
         int contained = PyDict_Contains(lean, first);
         Py_DECREF(first);
-        if (contained < 0)
+        if (contained < 0 || (!contained && (queue_call(whens, 0, NULL) < 0 || queue_call(opaques, 0, NULL) < 0)))
             goto end_deadlines;
-        if (!contained) {
-            PyObject *queues[3] = {whens, opaques, codes};
-            for (int i = 0; i < 3; i++) {
-                if ((value = PyObject_CallMethodNoArgs(queues[i], S[S_POPLEFT])) == NULL)
-                    goto end_deadlines;
-                Py_CLEAR(value);
-            }
-        }
     }
-    PyObject *items[3] = {when, opaque, cfg.code}, *queues[3] = {whens, opaques, codes};
-    for (int i = 0; i < 3; i++) {
-        if ((value = PyObject_CallMethodOneArg(queues[i], S[S_APPEND], items[i])) == NULL)
-            goto end_deadlines;
-        Py_CLEAR(value);
-    }
+    if (queue_call(whens, 1, when) < 0 || queue_call(opaques, 1, opaque) < 0)
+        goto end_deadlines;
     if ((value = attr_of(p->vars, conn, S_SWEEPER)) == NULL)
         goto end_deadlines;
     int arm = value == Py_None;
