@@ -429,3 +429,52 @@ def test_an_awaited_waiter_is_a_future_a_task_can_wait_on_cancel_and_read(cluste
                 await failing
 
     asyncio.run(main())
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sends=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=40))
+def test_c_and_python_lean_sends_share_one_deadline_queue_and_the_sweeper_fails_exactly_the_unanswered(
+    cluster: UnconfirmingCluster, sends: list[tuple[bool, bool]]
+) -> None:
+    """Any mix on one connection of sends the C Sender makes (plain) and sends it leaves to the Python lean
+    path (tagged), each answered or not: both append to the same deadline queue (two deques in step), the
+    answered ones return their results, the others fail with the sweeper's timeout, and the queue ends empty."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("SenderMixedQueue", queues=1)
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        while data := await reader.read(65536):
+            writer.write(b"".join(answer(r) for r in decoder.feed(data) if (r.body or b"").startswith(b"a")))
+        writer.close()  # the client closed: so do we
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, script, retry_times_when_send_failed=0, send_timeout_s=0.3) as (
+            producer,
+            connection,
+        ):
+            messages = [
+                Message(topic, b"%s%03d" % (b"a" if answered else b"n", i), tags=None if plain else "t")
+                for i, (plain, answered) in enumerate(sends)
+            ]
+            tasks = [asyncio.ensure_future(producer.send(m)) for m in messages]
+            unanswered = [plain for plain, answered in sends if not answered]
+            while len(connection._lean) > len(unanswered):
+                await asyncio.sleep(0)  # the answers' read (the sweeper is 0.3 s away)
+            waiters = list(connection._lean.values())
+            if len(waiters) == len(unanswered):  # none timed out yet: who waits is whose path sent it
+                kinds = sorted(type(w) is client_native._clientlane.Waiter for w in waiters)
+                assert kinds == sorted(unanswered)
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            for (_, answered), outcome in zip(sends, outcomes, strict=True):
+                if answered:
+                    assert type(outcome) is SendResult and outcome.status is SendStatus.SEND_OK, outcome
+                else:
+                    assert isinstance(outcome, RemoteError) and "timed out after 0.3 s" in str(outcome), outcome
+            assert not connection._lean
+            connection._sweep()
+            queues = [queue for by_code in connection._lean_deadlines.values() for queue in by_code.values()]
+            assert len(queues) == 1 and tuple(map(len, queues[0])) == (0, 0)
+
+    asyncio.run(main())
