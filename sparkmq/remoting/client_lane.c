@@ -797,14 +797,17 @@ static int set_in(PyObject *vars, PyObject *owner, int name, PyObject *value) {
 /* An awaited waiter (send()'s) is the future itself, an asyncio-compatible one (the protocol a Task drives:
  * _asyncio_future_blocking, get_loop, add_done_callback with a context, result, cancel, done): no asyncio
  * Future and no FutureIter per send, two objects fewer for the garbage collector per send in flight. */
-enum { W_PENDING, W_RESULT, W_EXCEPTION, W_CANCELLED };
+/* W_SUCCESS: a SUCCESS answer, its msgId the value and its offset kept aside; the SendResult is made when
+ * result() is first read (in the Task's step), not in the read that delivers a burst of answers: a thousand
+ * answers in one read would otherwise allocate a thousand tracked objects at once and trip collections */
+enum { W_PENDING, W_RESULT, W_SUCCESS, W_EXCEPTION, W_CANCELLED };
 
 struct Waiter {
     PyObject_HEAD
     PyObject *future, *callback, *producer, *message, *unique_id, *queue, *connection, *faults, *paused;
     /* awaited: the loop, the outcome (result, exception or cancel message), the first done callback and its
      * context (a Task's wake-up), any further (callback, context) pairs */
-    PyObject *loop, *value, *done_callback, *done_context, *more_callbacks;
+    PyObject *loop, *value, *offset, *done_callback, *done_context, *more_callbacks;
     long long opaque;
     double started;
     int awaited; /* send(): the waiter gets the SendResult, the raw answer or the error; else CallbackSend's */
@@ -824,6 +827,7 @@ static int waiter_traverse(Waiter *w, visitproc visit, void *arg) {
     Py_VISIT(w->paused);
     Py_VISIT(w->loop);
     Py_VISIT(w->value);
+    Py_VISIT(w->offset);
     Py_VISIT(w->done_callback);
     Py_VISIT(w->done_context);
     Py_VISIT(w->more_callbacks);
@@ -842,6 +846,7 @@ static int waiter_clear(Waiter *w) {
     Py_CLEAR(w->paused);
     Py_CLEAR(w->loop);
     Py_CLEAR(w->value);
+    Py_CLEAR(w->offset);
     Py_CLEAR(w->done_callback);
     Py_CLEAR(w->done_context);
     Py_CLEAR(w->more_callbacks);
@@ -940,12 +945,15 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
         }
         return PyObject_CallFunctionObjArgs(cfg.answered, (PyObject *)w, answer, NULL);
     }
+    if (w->awaited) {
+        if (w->state == W_PENDING)
+            Py_XSETREF(w->offset, Py_NewRef(offset));
+        return waiter_finish(w, W_SUCCESS, Py_NewRef(msg_id)) < 0 ? NULL : Py_NewRef(Py_None);
+    }
     PyObject *values[5] = {cfg.send_ok, w->unique_id, msg_id, w->queue, offset};
     PyObject *result = new_result(values);
     if (result == NULL)
         return NULL;
-    if (w->awaited)
-        return waiter_finish(w, W_RESULT, result) < 0 ? NULL : Py_NewRef(Py_None);
     int settled = settle_future(w->future, S_SET_RESULT, result);
     Py_DECREF(result);
     if (settled < 0)
@@ -1008,6 +1016,16 @@ static PyObject *waiter_done(Waiter *w, PyObject *unused) {
 static PyObject *waiter_result(Waiter *w, PyObject *unused) {
     (void)unused;
     switch (w->awaited ? w->state : W_PENDING) {
+    case W_SUCCESS: {
+        PyObject *values[5] = {cfg.send_ok, w->unique_id, w->value, w->queue, w->offset};
+        PyObject *result = new_result(values);
+        if (result == NULL)
+            return NULL;
+        w->state = W_RESULT;
+        Py_SETREF(w->value, result);
+        Py_CLEAR(w->offset);
+        return Py_NewRef(result);
+    }
     case W_RESULT:
         return Py_NewRef(w->value);
     case W_EXCEPTION:
@@ -1852,7 +1870,7 @@ static PyObject *sender_go(Sender *s, PyObject *message, PyObject *future, PyObj
     }
     w->future = future; /* awaited: None, the waiter is the future */
     w->loop = Py_NewRef(p.loop);
-    w->value = w->done_callback = w->done_context = w->more_callbacks = NULL;
+    w->value = w->offset = w->done_callback = w->done_context = w->more_callbacks = NULL;
     w->state = W_PENDING;
     w->blocking = 0;
     Py_INCREF(callback);
