@@ -6,6 +6,8 @@ Run from the repo root::
     .venv/bin/python bench/broker_request_bench.py --loop asyncio     # the broker without uvloop
     .venv/bin/python bench/broker_request_bench.py --flush sync       # SYNC flush (group put + group commit)
     .venv/bin/python bench/broker_request_bench.py --profile DIR      # + py-spy of the broker
+    .venv/bin/python bench/broker_request_bench.py --sends 200000 --pulls 2000 --pull-batch 4096 --inflight 4
+                                                                       # a Spark task's 4096-record pulls
 
 The broker is a real ``python -m sparkmq broker`` subprocess (no NameServer, a temporary store
 on the repository's disk). The client is one asyncio process writing pre-encoded frames over one
@@ -139,18 +141,18 @@ def send_frames(topic: str, count: int, tags_keys: bool, opaque: int) -> list[by
     return frames
 
 
-def pull_frames(topic: str, count: int, stored: int, opaque: int) -> list[bytes]:
-    """``count`` pulls of 32 messages, cycling over the offsets of the ``stored`` messages."""
+def pull_frames(topic: str, count: int, stored: int, opaque: int, batch: int = PULL_BATCH) -> list[bytes]:
+    """``count`` pulls of ``batch`` messages, cycling over the offsets of the ``stored`` messages."""
     frames = []
-    rounds = max(stored // QUEUES // PULL_BATCH, 1)
+    rounds = max(stored // QUEUES // batch, 1)
     for i in range(count):
-        queue, offset = i % QUEUES, (i // QUEUES) % rounds * PULL_BATCH
+        queue, offset = i % QUEUES, (i // QUEUES) % rounds * batch
         fields = {
             "consumerGroup": "CID_BENCH",
             "topic": topic,
             "queueId": str(queue),
             "queueOffset": str(offset),
-            "maxMsgNums": str(PULL_BATCH),
+            "maxMsgNums": str(batch),
             "sysFlag": "6",
             "commitOffset": "0",
             "suspendTimeoutMillis": "0",
@@ -185,7 +187,7 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
     await run_window(broker, warm, QUEUES)
     cases = [
         ("send x1", send_frames("BenchReq", args.sends, args.tags_keys, 100)),
-        (f"pull {PULL_BATCH}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000)),
+        (f"pull {args.pull_batch}", pull_frames("BenchReq", args.pulls, args.sends, 10_000_000, args.pull_batch)),
     ]
     for case, frames in cases:
         spy = Spy(broker.process.pid, args.profile / f"{case.replace(' ', '-')}.txt") if args.profile else None
@@ -208,8 +210,14 @@ async def run(broker: BrokerProcess, args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sends", type=int, default=40_000, help="single sends (default 40,000)")
-    parser.add_argument("--pulls", type=int, default=10_000, help="pulls of 32 messages (default 10,000)")
+    parser.add_argument("--pulls", type=int, default=10_000, help="pulls (default 10,000)")
     parser.add_argument("--inflight", type=int, default=128, help="requests in flight (default 128)")
+    parser.add_argument(
+        "--pull-batch",
+        type=int,
+        default=PULL_BATCH,
+        help="messages per pull (default 32; 4096 with --inflight 4 is a Spark read task's pulls)",
+    )
     parser.add_argument("--tags-keys", action="store_true", help="give every message TAGS and KEYS")
     parser.add_argument("--flush", choices=("async", "sync"), default="async")
     parser.add_argument(
