@@ -42,7 +42,7 @@ TOPIC = "PullRangeBench"
 
 
 def run_trigger(
-    options: SourceOptions, group: str, start: int, per_queue: int, ends: list[int], decode: bool
+    options: SourceOptions, group: str, start: int, per_queue: int, ends: list[int], decode: bool, consume_s: float
 ) -> tuple[float, list[float]]:
     """One trigger's two tasks in two threads: (wall s, each task's first-batch delay s)."""
     begin = {TOPIC: {f"{_BROKER[0]}:{q}": min(start, ends[q]) for q in range(QUEUES)}}
@@ -57,6 +57,8 @@ def run_trigger(
             if not firsts[index]:
                 firsts[index] = time.perf_counter() - began
             rows += batch if isinstance(batch, int) else batch.num_rows
+            if consume_s:
+                time.sleep(consume_s)  # Spark's task writing the batch to the JVM (blocked on its socket)
         assert rows == sum(p.size for p in parts[index].ranges) or not decode, rows
 
     started = time.perf_counter()
@@ -97,13 +99,26 @@ def main() -> None:
     parser.add_argument("--per-trigger", type=int, default=250_000)
     parser.add_argument("--rounds", type=int, default=3, help="passes over the whole topic (fresh group each)")
     parser.add_argument("--no-decode", action="store_true", help="count bodies, no Arrow decode")
+    parser.add_argument(
+        "--consume-ms",
+        type=float,
+        default=0.0,
+        help="wait this long after each batch, as a Spark task hands it to the JVM (~3-5 ms per 4096 rows)",
+    )
+    parser.add_argument(
+        "--commitlog-mib",
+        type=int,
+        default=16,
+        help="CommitLog segment size (default 16, the test harness's and spark benches'; RocketMQ's is 1024)",
+    )
     args = parser.parse_args()
     from tests.support.processes import BrokerProcess, NamesrvProcess
 
     print(f"pull range bench: {machine()}, load average {loadavg()}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="sparkmq-pull-range-bench-", dir=bench_root()))
     namesrv = NamesrvProcess.start()
-    broker = BrokerProcess.start(root / "store", namesrv.address, "--flush", "async")
+    segment = f"mapedFileSizeCommitLog={args.commitlog_mib * 1024 * 1024}"
+    broker = BrokerProcess.start(root / "store", namesrv.address, "--flush", "async", "--set", segment)
     print(f"broker pid {broker.process.pid}", flush=True)
     try:
         asyncio.run(produce(namesrv.address, TOPIC, args.messages))
@@ -122,7 +137,9 @@ def main() -> None:
             user, system = process_cpu(broker.process.pid)
             mine = _own_cpu()
             for start in range(0, max(ends), per_queue):
-                wall, first = run_trigger(options, group, start, per_queue, ends, not args.no_decode)
+                wall, first = run_trigger(
+                    options, group, start, per_queue, ends, not args.no_decode, args.consume_ms / 1000
+                )
                 walls.append(wall)
                 firsts.extend(first)
             user_after, system_after = process_cpu(broker.process.pid)
