@@ -184,6 +184,8 @@ class ClientConnection(RemotingConnection):
             self._arm_sweeper(max(soonest, now + DEADLINE_SWEEP_S))
 
     def data_received(self, data: bytes) -> None:
+        if self._spinner is not None:
+            self._spinner.touch()
         lean = self._lean
         if not lean or self._closing_when_served or self._decoder.buffered_bytes or decode_plain_header is None:
             if self._tail:

@@ -26,6 +26,7 @@ from sparkmq.errors import ProtocolError, RemoteError, SparkmqError
 from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
 from sparkmq.protocol.codes import LENGTH_PREFIX_BYTES
 from sparkmq.remoting.limits import FrameBudget, ServerLimits
+from sparkmq.remoting.spin import spinner_for
 from sparkmq.remoting.turns import Prepare, TurnGroups
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class RemotingConnection(asyncio.Protocol):
         self._charged = 0  # bytes of this connection's unfinished frame counted in the budget
         self._watchdog: Watchdog | None = None
         self._loop = asyncio.get_running_loop()
+        self._spinner = spinner_for(self._loop)
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
@@ -119,6 +121,8 @@ class RemotingConnection(asyncio.Protocol):
             self._watchdog = Watchdog(self, self._limits.idle_timeout_s, self._limits.frame_deadline_s)
 
     def data_received(self, data: bytes) -> None:
+        if self._spinner is not None:
+            self._spinner.touch()
         if self._closing_when_served:
             return
         if self._watchdog is not None:

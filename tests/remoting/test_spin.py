@@ -1,0 +1,102 @@
+"""The bounded spin after a read: it runs, it stops by itself, and a window of 0 turns it off."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer, spin
+from sparkmq.remoting.spin import Spinner, spinner_for
+
+SETTLE_ROUNDS = 1_000_000  # loop iterations a spin of 1 ms may take at most, on any machine
+
+
+async def until_stopped(spinner: Spinner) -> int:
+    """Let the loop run until the spinner stopped; the loop iterations that took."""
+    for iterations in range(SETTLE_ROUNDS):
+        if not spinner.running:
+            return iterations
+        await asyncio.sleep(0)
+    raise AssertionError("the spinner never stopped")
+
+
+def test_a_touch_spins_the_loop_and_the_spin_ends_by_itself() -> None:
+    async def scenario() -> None:
+        spinner = Spinner(asyncio.get_running_loop(), 0.001)
+        assert not spinner.running
+        spinner.touch()
+        assert spinner.running
+        await until_stopped(spinner)
+        first = spinner.rounds
+        assert first >= 1
+        spinner.touch()  # a later read starts a new window
+        await until_stopped(spinner)
+        assert spinner.rounds > first
+
+    asyncio.run(scenario())
+
+
+def test_touches_during_a_spin_keep_one_callback_chain() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        spinner = Spinner(loop, 0.001)
+        for _ in range(100):
+            spinner.touch()
+        # one chain: each loop iteration runs the spin callback once, so the rounds never outrun
+        # the iterations the loop made
+        iterations = await until_stopped(spinner)
+        assert 1 <= spinner.rounds <= iterations + 1
+
+    asyncio.run(scenario())
+
+
+def test_a_zero_window_turns_the_spin_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKMQ_SPIN_US", "0")
+
+    async def scenario() -> None:
+        assert spinner_for(asyncio.get_running_loop()) is None
+
+    asyncio.run(scenario())
+    monkeypatch.setenv("SPARKMQ_SPIN_US", "")
+    assert spin.window_s() == spin.DEFAULT_WINDOW_US / 1e6
+
+
+def test_one_spinner_per_loop() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        assert spinner_for(loop) is spinner_for(loop)
+
+    asyncio.run(scenario())
+
+
+def test_server_and_client_reads_spin_their_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request read by the server and its answer read by the client each start their loop's spin."""
+    monkeypatch.delenv("SPARKMQ_SPIN_US", raising=False)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        spinner = spinner_for(loop)
+        assert spinner is not None  # the default window
+        server = RemotingServer("127.0.0.1", 0)
+
+        async def heartbeat(request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+            return request.make_response()
+
+        server.register(RequestCode.HEART_BEAT, heartbeat)
+        port = await server.start()
+        client = RemotingClient()
+        try:
+            for _ in range(3):
+                await until_stopped(spinner)
+                before = spinner.rounds
+                answer = await client.invoke(f"127.0.0.1:{port}", RequestCode.HEART_BEAT)
+                assert answer.code == ResponseCode.SUCCESS
+                assert spinner.running or spinner.rounds > before  # the reads touched it
+        finally:
+            await client.close()
+            await server.close()
+        await until_stopped(spinner)
+
+    asyncio.run(scenario())
