@@ -35,19 +35,28 @@ if str(REPO) not in sys.path:
 
 from spark_common import QUEUES, produce
 
+from sparkmq.connector.driver_view import DriverView, driver_view_for
 from sparkmq.connector.options import SourceOptions
-from sparkmq.source import pack_ranges, plan_ranges, read_ranges
+from sparkmq.source import pack_ranges, plan_ranges, read_ranges, with_addresses
 
 TOPIC = "PullRangeBench"
 
 
 def run_trigger(
-    options: SourceOptions, group: str, start: int, per_queue: int, ends: list[int], decode: bool, consume_s: float
+    options: SourceOptions,
+    group: str,
+    start: int,
+    per_queue: int,
+    ends: list[int],
+    decode: bool,
+    consume_s: float,
+    planned: DriverView | None,
 ) -> tuple[float, list[float]]:
     """One trigger's two tasks in two threads: (wall s, each task's first-batch delay s)."""
     begin = {TOPIC: {f"{_BROKER[0]}:{q}": min(start, ends[q]) for q in range(QUEUES)}}
     end = {TOPIC: {f"{_BROKER[0]}:{q}": min(start + per_queue, ends[q]) for q in range(QUEUES)}}
-    parts = pack_ranges(plan_ranges(_offsets(begin), _offsets(end), None), 2, None)
+    ranges = plan_ranges(_offsets(begin), _offsets(end), None)
+    parts = pack_ranges(with_addresses(ranges, planned) if planned is not None else ranges, 2, None)
     firsts: list[float] = [0.0] * len(parts)
 
     def task(index: int) -> None:
@@ -111,6 +120,11 @@ def main() -> None:
         default=16,
         help="CommitLog segment size (default 16, the test harness's and spark benches'; RocketMQ's is 1024)",
     )
+    parser.add_argument(
+        "--unplanned",
+        action="store_true",
+        help="partitions without the driver's broker addresses: each group's first read starts a client (the old path)",
+    )
     args = parser.parse_args()
     from tests.support.processes import BrokerProcess, NamesrvProcess
 
@@ -131,6 +145,10 @@ def main() -> None:
         ends = [maxima[q] for q in sorted(queues, key=lambda q: q.queue_id)]
         per_queue = args.per_trigger // QUEUES
         pulls = sum(-(-(end - start) // options.pull_batch_size) for end in ends for start in range(0, end, per_queue))
+        planned = None
+        if not args.unplanned:
+            planned = driver_view_for(namesrv.address, "bench-driver")
+            planned.queues([TOPIC])  # as the driver's latestOffset: the route, fetched once per trigger there
         for round_ in range(args.rounds):
             group = f"bench-{round_}"
             walls, firsts = [], []
@@ -138,7 +156,7 @@ def main() -> None:
             mine = _own_cpu()
             for start in range(0, max(ends), per_queue):
                 wall, first = run_trigger(
-                    options, group, start, per_queue, ends, not args.no_decode, args.consume_ms / 1000
+                    options, group, start, per_queue, ends, not args.no_decode, args.consume_ms / 1000, planned
                 )
                 walls.append(wall)
                 firsts.extend(first)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,13 +48,15 @@ BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch qu
 
 @dataclass(frozen=True)
 class QueueRange(InputPartition):
-    """Queue offsets [start, end) of one queue."""
+    """Queue offsets [start, end) of one queue; ``addresses``: where the driver's route had its
+    broker when planning (master first, then slaves), so a task reads without asking a NameServer."""
 
     topic: str
     broker_name: str
     queue_id: int
     start: int
     end: int
+    addresses: tuple[str, ...] = ()
 
     @property
     def queue(self) -> MessageQueue:
@@ -87,6 +89,11 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
     return ranges
 
 
+def with_addresses(ranges: list[QueueRange], view: DriverView) -> list[QueueRange]:
+    """``ranges`` with their brokers' addresses as the driver's routes know them (none if unknown)."""
+    return [replace(r, addresses=tuple(view.known_read_addresses(r.broker_name))) for r in ranges]
+
+
 def pack_ranges(ranges: list[QueueRange], max_partitions: int | None, max_records: int | None) -> list[QueueRanges]:
     """Spark partitions for ``ranges``: one each, or packed into at most ``max_partitions`` of
     nearly equal record counts (largest range first into the lightest partition). A partition
@@ -112,17 +119,8 @@ def read_range(
     """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
     # Imported here: Spark's per-query source runner (the driver side) never reads records.
     from sparkmq.connector.arrow import records_to_arrow
-    from sparkmq.connector.broker_view import view_for
 
-    view = view_for(options.namesrv_addr, group, options.security)
-    for body in view.read_range(
-        part.queue,
-        part.start,
-        part.end,
-        options.pull_batch_size,
-        selector or options.selector,
-        options.fail_on_data_loss,
-    ):
+    for body in _bodies(options, group, part, selector or options.selector):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
         offsets = batch.column("queueOffset").to_numpy()  # in offset order
         first, last = np.searchsorted(offsets, [part.start, part.end]).tolist()
@@ -130,6 +128,34 @@ def read_range(
             batch = batch.slice(first, last - first)
         if batch.num_rows:
             yield batch
+
+
+def _bodies(
+    options: SourceOptions, group: str, part: QueueRange, selector: str | MessageSelector
+) -> Iterator[bytes | memoryview]:
+    """Pull bodies of ``part``: at the planned addresses, the rest (or all) through the process's client."""
+    from sparkmq.connector.broker_view import read_planned, view_for
+
+    position = part.start
+    if part.addresses:
+        rest = yield from read_planned(
+            group,
+            part.queue,
+            part.addresses,
+            part.start,
+            part.end,
+            options.pull_batch_size,
+            selector,
+            options.fail_on_data_loss,
+            options.security,
+        )
+        if rest is None:
+            return
+        position = rest
+    view = view_for(options.namesrv_addr, group, options.security)
+    yield from view.read_range(
+        part.queue, position, part.end, options.pull_batch_size, selector, options.fail_on_data_loss
+    )
 
 
 def read_ranges(
@@ -326,7 +352,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRanges]:
         o = self.options
         ranges = plan_ranges(from_json_offsets(start), from_json_offsets(end), o.max_records_per_partition)
-        return pack_ranges(ranges, o.max_partitions, o.max_records_per_partition)
+        return pack_ranges(with_addresses(ranges, self.view), o.max_partitions, o.max_records_per_partition)
 
     def read(self, partition: QueueRanges) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
         return read_ranges(self.options, self.group, partition)
@@ -354,14 +380,15 @@ class SparkmqBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueueRanges]:
         o = self.options
-        resolver = _Resolver(o, driver_view_for(o.namesrv_addr, self.group, o.security))
+        view = driver_view_for(o.namesrv_addr, self.group, o.security)
+        resolver = _Resolver(o, view)
         queues = resolver.queues()
         start = resolver.by_mode(
             queues, o.starting_offsets, o.starting_offsets_json, o.starting_timestamp, o.starting_offsets_by_timestamp
         )
         end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
         ranges = plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
-        return pack_ranges(ranges, o.max_partitions, o.max_records_per_partition)
+        return pack_ranges(with_addresses(ranges, view), o.max_partitions, o.max_records_per_partition)
 
     def read(self, partition: QueueRanges) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
         return read_ranges(self.options, self.group, partition, self.selector)

@@ -228,37 +228,14 @@ class AsyncPullConsumer:
         expression: str | MessageSelector = "*",
     ) -> dict[str, str]:
         """The extFields of :meth:`pull_raw`'s PULL_MESSAGE (also sent by callers with their own socket)."""
-        flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
-        selector = MessageSelector.of(expression)
-        return PullMessageRequestHeader(
-            self.group,
-            queue.topic,
-            queue.queue_id,
-            offset,
-            max_messages,
-            int(flags),
-            0,
-            int(suspend_s * 1000),
-            0,
-            selector.expression,
-            selector.expression_type,
-        ).to_fields()
+        return pull_request_fields(self.group, queue, offset, max_messages, suspend_s, expression)
 
     def pull_result(self, queue: MessageQueue, offset: int, response: RemotingCommand) -> PullResult:
         """A PULL_MESSAGE response as a PullResult; an error code other than the pull's own raises.
         Notes the broker the response suggests for the queue's next pull."""
-        if response.code not in (
-            ResponseCode.SUCCESS,
-            ResponseCode.PULL_NOT_FOUND,
-            ResponseCode.PULL_RETRY_IMMEDIATELY,
-            ResponseCode.PULL_OFFSET_MOVED,
-        ):
-            check_response(response, f"pull {queue} at {offset}")
-        fields = PullMessageResponseHeader.from_fields(response.ext_fields)
-        self.instance.suggested_broker[queue] = fields.suggest_which_broker_id  # the next pull's broker
-        return PullResult(
-            ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset, fields.max_offset
-        )
+        result, suggested = decode_pull(queue, offset, response)
+        self.instance.suggested_broker[queue] = suggested  # the next pull's broker
+        return result
 
     async def poll(self, timeout_s: float = 1.0, max_messages: int | None = None) -> list[ReceivedMessage]:
         """Messages from the next queue that has any, advancing its position; [] after ``timeout_s``.
@@ -398,3 +375,46 @@ class PullConsumer:
     def commit_async(self, offsets: dict[MessageQueue, int] | None = None) -> Future[None]:
         """Commit without waiting; a concurrent future."""
         return loop_thread.submit(self._async.commit(offsets))
+
+
+def pull_request_fields(
+    group: str,
+    queue: MessageQueue,
+    offset: int,
+    max_messages: int,
+    suspend_s: float = 0.0,
+    expression: str | MessageSelector = "*",
+) -> dict[str, str]:
+    """The extFields of ``group``'s PULL_MESSAGE of ``queue`` at ``offset`` (needs no started client)."""
+    flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
+    selector = MessageSelector.of(expression)
+    return PullMessageRequestHeader(
+        group,
+        queue.topic,
+        queue.queue_id,
+        offset,
+        max_messages,
+        int(flags),
+        0,
+        int(suspend_s * 1000),
+        0,
+        selector.expression,
+        selector.expression_type,
+    ).to_fields()
+
+
+def decode_pull(queue: MessageQueue, offset: int, response: RemotingCommand) -> tuple[PullResult, int]:
+    """A PULL_MESSAGE response as a PullResult and the broker id it suggests for the queue's next pull;
+    an error code other than the pull's own raises."""
+    if response.code not in (
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    ):
+        check_response(response, f"pull {queue} at {offset}")
+    fields = PullMessageResponseHeader.from_fields(response.ext_fields)
+    result = PullResult(
+        ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset, fields.max_offset
+    )
+    return result, fields.suggest_which_broker_id

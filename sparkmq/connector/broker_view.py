@@ -7,16 +7,23 @@ Python workers Spark reuses keep their connections from task to task.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import re
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
-from sparkmq.client.pull_consumer import PULL_TIMEOUT_MARGIN_S, AsyncPullConsumer, PullResult
+from sparkmq.client.pull_consumer import (
+    PULL_TIMEOUT_MARGIN_S,
+    AsyncPullConsumer,
+    PullResult,
+    decode_pull,
+    pull_request_fields,
+)
 from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
@@ -198,10 +205,10 @@ class BrokerView:
         position: int | None = start
         connection = self._lend(queue)
         if connection is not None:
-            pulls = _SocketPulls(self._reader, connection, queue, expression)
+            pulls = _SocketPulls(self.group, connection, queue, expression, self._reader.instance.suggested_broker)
             broken = False
             try:
-                for body, position in self._pipelined(pulls, queue, start, end, batch_size, fail_on_data_loss):  # noqa: B007
+                for body, position in pipelined(pulls, queue, start, end, batch_size, fail_on_data_loss):  # noqa: B007
                     if body is not None:
                         yield body
                 return
@@ -215,46 +222,11 @@ class BrokerView:
             return
         client = _ClientPulls(self._reader, queue, expression)
         try:
-            for body, _ in self._pipelined(client, queue, position, end, batch_size, fail_on_data_loss):
+            for body, _ in pipelined(client, queue, position, end, batch_size, fail_on_data_loss):
                 if body is not None:
                     yield body
         finally:
             client.drop_all()  # the caller stopped early, or the range ended
-
-    def _pipelined(
-        self, pulls: _Pulls, queue: MessageQueue, start: int, end: int, batch_size: int, fail_on_data_loss: bool
-    ) -> Iterator[tuple[bytes | memoryview | None, int | None]]:
-        """Each pull's body (or None) and the offset after it, in offset order (None: the range stops early).
-
-        Up to ``PULLS_AHEAD`` pulls are on their way while the caller decodes a body: the broker's
-        work, the transfer and the task's overlap. Each is sent where the previous one is expected
-        to end (its start plus the last pull's advance); a pull whose start turns out wrong (a
-        shorter answer: a filter, the broker's byte limit) is dropped with those after it and sent
-        again from the right offset.
-        """
-        stride, following = batch_size, start  # the predicted advance of a pull; where the next one goes
-
-        def pull_ahead() -> None:
-            nonlocal following
-            while len(pulls.pending) < PULLS_AHEAD and following < end:
-                count = min(batch_size, end - following)
-                pulls.send(following, count)
-                following += min(stride, count)
-
-        pull_ahead()
-        while pulls.pending:
-            offset = pulls.pending[0][0]
-            body, advanced_to = self._step(queue, offset, end, *pulls.result(), fail_on_data_loss)
-            if advanced_to is None:
-                yield body, None
-                return
-            if advanced_to != (pulls.pending[0][0] if pulls.pending else following):  # mispredicted: send again
-                pulls.drop_all()
-                following = advanced_to
-            if advanced_to > offset:
-                stride = advanced_to - offset
-            pull_ahead()
-            yield body, advanced_to
 
     def _lend(self, queue: MessageQueue) -> PullConnection | None:
         """A socket of this thread's own to the broker serving ``queue`` (None: read through the client)."""
@@ -286,42 +258,78 @@ class BrokerView:
                 return
         connection.close()
 
-    @staticmethod
-    def _step(
-        queue: MessageQueue,
-        offset: int,
-        end: int,
-        result: PullResult,
-        body: bytes | memoryview,
-        fail_on_data_loss: bool,
-    ) -> tuple[bytes | memoryview | None, int | None]:
-        """One pull's outcome: the body to hand on (or None) and the offset to pull next (None: stop)."""
-        if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
-            where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
-            lost = (
-                f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
-                f"(the broker's minimum is {result.min_offset}: deleted by retention)"
+
+def pipelined(
+    pulls: _Pulls, queue: MessageQueue, start: int, end: int, batch_size: int, fail_on_data_loss: bool
+) -> Iterator[tuple[bytes | memoryview | None, int | None]]:
+    """Each pull's body (or None) and the offset after it, in offset order (None: the range stops early).
+
+    Up to ``PULLS_AHEAD`` pulls are on their way while the caller decodes a body: the broker's
+    work, the transfer and the task's overlap. Each is sent where the previous one is expected
+    to end (its start plus the last pull's advance); a pull whose start turns out wrong (a
+    shorter answer: a filter, the broker's byte limit) is dropped with those after it and sent
+    again from the right offset.
+    """
+    stride, following = batch_size, start  # the predicted advance of a pull; where the next one goes
+
+    def pull_ahead() -> None:
+        nonlocal following
+        while len(pulls.pending) < PULLS_AHEAD and following < end:
+            count = min(batch_size, end - following)
+            pulls.send(following, count)
+            following += min(stride, count)
+
+    pull_ahead()
+    while pulls.pending:
+        offset = pulls.pending[0][0]
+        body, advanced_to = _step(queue, offset, end, *pulls.result(), fail_on_data_loss)
+        if advanced_to is None:
+            yield body, None
+            return
+        if advanced_to != (pulls.pending[0][0] if pulls.pending else following):  # mispredicted: send again
+            pulls.drop_all()
+            following = advanced_to
+        if advanced_to > offset:
+            stride = advanced_to - offset
+        pull_ahead()
+        yield body, advanced_to
+
+
+def _step(
+    queue: MessageQueue,
+    offset: int,
+    end: int,
+    result: PullResult,
+    body: bytes | memoryview,
+    fail_on_data_loss: bool,
+) -> tuple[bytes | memoryview | None, int | None]:
+    """One pull's outcome: the body to hand on (or None) and the offset to pull next (None: stop)."""
+    if result.status == ResponseCode.PULL_OFFSET_MOVED or (result.found is False and result.min_offset > offset):
+        where = f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
+        lost = (
+            f"{where} offsets [{offset}, {min(result.min_offset, end)}) are gone "
+            f"(the broker's minimum is {result.min_offset}: deleted by retention)"
+        )
+        if fail_on_data_loss:
+            raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
+        return None, max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
+    if result.status == ResponseCode.PULL_NOT_FOUND:
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
+                f"{result.max_offset}, before the planned end {end} (offsets went backwards)"
             )
-            if fail_on_data_loss:
-                raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
-            return None, max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
-        if result.status == ResponseCode.PULL_NOT_FOUND:
-            if fail_on_data_loss:
-                raise DataLossError(
-                    f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
-                    f"{result.max_offset}, before the planned end {end} (offsets went backwards)"
-                )
-            return None, None
-        if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
-            return None, result.next_begin_offset
-        return body, result.next_begin_offset
+        return None, None
+    if result.status == ResponseCode.PULL_RETRY_IMMEDIATELY:  # only filtered-out records
+        return None, result.next_begin_offset
+    return body, result.next_begin_offset
 
 
 class _Pulls:
     """Pulls of one queue in flight, oldest first: ``pending`` holds (start offset, handle)."""
 
-    def __init__(self, reader: AsyncPullConsumer, queue: MessageQueue, expression: str | MessageSelector) -> None:
-        self.reader, self.queue, self.expression = reader, queue, expression
+    def __init__(self, queue: MessageQueue, expression: str | MessageSelector) -> None:
+        self.queue, self.expression = queue, expression
         self.pending: deque[tuple[int, Any]] = deque()
 
     def send(self, offset: int, count: int) -> None:
@@ -337,6 +345,10 @@ class _Pulls:
 
 class _ClientPulls(_Pulls):
     """Through the client: each pull a coroutine on the client loop thread."""
+
+    def __init__(self, reader: AsyncPullConsumer, queue: MessageQueue, expression: str | MessageSelector) -> None:
+        super().__init__(queue, expression)
+        self.reader = reader
 
     def send(self, offset: int, count: int) -> None:
         request = self.reader.pull_raw(self.queue, offset, count, 0.0, self.expression)
@@ -354,31 +366,113 @@ class _ClientPulls(_Pulls):
 
 
 class _SocketPulls(_Pulls):
-    """Over the task thread's own socket (``direct_pull.PullConnection``)."""
+    """Over the task thread's own socket (``direct_pull.PullConnection``); the broker each answer
+    suggests for the queue's next pull goes into ``suggestions`` (the client's) when given."""
 
     def __init__(
         self,
-        reader: AsyncPullConsumer,
+        group: str,
         connection: PullConnection,
         queue: MessageQueue,
         expression: str | MessageSelector,
+        suggestions: dict[MessageQueue, int] | None = None,
     ) -> None:
-        super().__init__(reader, queue, expression)
-        self.connection = connection
+        super().__init__(queue, expression)
+        self.group, self.connection, self.suggestions = group, connection, suggestions
 
     def send(self, offset: int, count: int) -> None:
-        fields = self.reader.pull_fields(self.queue, offset, count, 0.0, self.expression)
+        fields = pull_request_fields(self.group, self.queue, offset, count, 0.0, self.expression)
         self.pending.append((offset, self.connection.send(fields)))
 
     def result(self) -> tuple[PullResult, bytes | memoryview]:
         offset, opaque = self.pending.popleft()
         command, body = self.connection.answer(opaque)
-        return self.reader.pull_result(self.queue, offset, command), body
+        result, suggested = decode_pull(self.queue, offset, command)
+        if self.suggestions is not None:
+            self.suggestions[self.queue] = suggested
+        return result, body
 
     def drop_all(self) -> None:
         for _, opaque in self.pending:
             self.connection.forget(opaque)
         self.pending.clear()
+
+
+# -- reading at planned addresses, no client -----------------------------------------------------
+_planned_idle: dict[tuple[str, ClientSecurity | None], list[PullConnection]] = {}
+_planned_lock = threading.Lock()
+
+
+def read_planned(
+    group: str,
+    queue: MessageQueue,
+    addresses: Iterable[str],
+    start: int,
+    end: int,
+    batch_size: int,
+    expression: str | MessageSelector = "*",
+    fail_on_data_loss: bool = True,
+    security: ClientSecurity | None = None,
+) -> Generator[bytes | memoryview, None, int | None]:
+    """``BrokerView.read_range`` at the addresses the driver planned (master first, then slaves):
+    no client, no NameServer. Returns None when the range is read (or stopped early as the view's
+    read does), else the offset from which the caller reads the rest through ``view_for``: when no
+    address connects, or the connection breaks (the broker moved, stopped, or closed it).
+
+    Sockets are kept per address for the process, shared by all groups (pull requests name the group).
+    """
+    connection = _planned_connection(list(addresses), security)
+    if connection is None:
+        return start
+    pulls = _SocketPulls(group, connection, queue, expression)
+    position: int | None = start
+    broken = False
+    try:
+        for body, position in pipelined(pulls, queue, start, end, batch_size, fail_on_data_loss):  # noqa: B007
+            if body is not None:
+                yield body
+        return None
+    except PullConnectionError as exc:
+        broken = True
+        logger.warning("%s; reading %s from offset %d through the client", exc.remark, queue, position)
+        return position
+    finally:
+        pulls.drop_all()
+        key = (connection.address, security)
+        with _planned_lock:
+            if not broken and connection.usable:
+                _planned_idle.setdefault(key, []).append(connection)
+                connection = None
+        if connection is not None:
+            connection.close()
+
+
+def _planned_connection(addresses: list[str], security: ClientSecurity | None) -> PullConnection | None:
+    for address in addresses:
+        with _planned_lock:
+            idle = _planned_idle.get((address, security)) or []
+            while idle:
+                kept = idle.pop()
+                if kept.alive():
+                    return kept
+                kept.close()
+        try:
+            return PullConnection(address, security, PULL_TIMEOUT_MARGIN_S)
+        except PullConnectionError as exc:
+            logger.info("%s; trying the next planned address of %s", exc.remark, address)
+    return None
+
+
+def close_planned_sockets() -> None:
+    """Close the idle sockets of ``read_planned``."""
+    with _planned_lock:
+        idle = [c for connections in _planned_idle.values() for c in connections]
+        _planned_idle.clear()
+    for connection in idle:
+        connection.close()
+
+
+atexit.register(close_planned_sockets)
 
 
 #: At exit only the idle pull sockets are closed: plain sockets, so no event loop is needed for it.
@@ -392,5 +486,6 @@ def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = No
 
 def close_views() -> None:
     """Close and forget this process's cached views (e.g. before the brokers they talk to stop)."""
+    close_planned_sockets()
     for view in _cache.take_all():
         view.close()

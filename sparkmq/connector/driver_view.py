@@ -210,6 +210,10 @@ class DriverView:
     def _broker_addresses(self, broker_name: str, queues: list[MessageQueue]) -> list[str]:
         return self._queue_addresses(next(q for q in queues if q.broker_name == broker_name))
 
+    def known_read_addresses(self, broker_name: str) -> list[str]:
+        """Where ``broker_name``'s queues are read, master first, by the routes already fetched (no request)."""
+        return self._read_addresses(broker_name)
+
     def _read_addresses(self, broker_name: str) -> list[str]:
         for route in self._routes.values():
             addresses = route.read_addresses(broker_name, MASTER_ID)
