@@ -97,6 +97,10 @@ def _offsets(table: dict[str, dict[str, int]]) -> object:
 _BROKER: list[str] = []
 
 
+def _ms(seconds: list[float]) -> str:
+    return ", ".join(f"{x * 1000:.1f}" for x in seconds)
+
+
 def _own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -151,7 +155,7 @@ def main() -> None:
             planned.queues([TOPIC])  # as the driver's latestOffset: the route, fetched once per trigger there
         for round_ in range(args.rounds):
             group = f"bench-{round_}"
-            walls, firsts = [], []
+            walls, firsts, opening = [], [], []
             user, system = process_cpu(broker.process.pid)
             mine = _own_cpu()
             for start in range(0, max(ends), per_queue):
@@ -160,12 +164,14 @@ def main() -> None:
                 )
                 walls.append(wall)
                 firsts.extend(first)
+                opening = opening or first  # the round's first trigger: a new group's first reads
             user_after, system_after = process_cpu(broker.process.pid)
             user_us, system_us = (user_after - user) * 1e6 / pulls, (system_after - system) * 1e6 / pulls
             print(
                 f"round {round_}: trigger wall s median {statistics.median(walls):.3f} [{min(walls):.3f}-"
                 f"{max(walls):.3f}]; first batch ms median {statistics.median(firsts) * 1000:.1f} [max"
-                f" {max(firsts) * 1000:.1f}]; broker CPU µs per pull {user_us + system_us:.0f} (user"
+                f" {max(firsts) * 1000:.1f}; first trigger's {_ms(opening)}]; broker CPU µs per pull"
+                f" {user_us + system_us:.0f} (user"
                 f" {user_us:.0f} / system {system_us:.0f}); this process CPU s {_own_cpu() - mine:.2f};"
                 f" load {loadavg()}",
                 flush=True,
