@@ -60,7 +60,7 @@ class SendTemplate:
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
 
-    __slots__ = ("_fields", "_group", "_middles", "_topic", "middle_bytes")
+    __slots__ = ("_fields", "_group", "_middles", "_topic", "middle_bytes", "middle_head")
 
     _START = f'{{"code":{RequestCode.SEND_MESSAGE_V2},"flag":0,"language":"{DEFAULT_LANGUAGE.name}","opaque":'
     #: a frame's text up to the opaque, then (``middle_of``) from the opaque to the sysFlag: the C lane's pieces
@@ -73,6 +73,8 @@ class SendTemplate:
             f'"a":{encode_basestring(encodable(group))},"b":{encode_basestring(topic)},'
             f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"'
         )
+        #: middle_of(queue id) is middle_head + the id's digits + ``","f":"``: the C lane writes those per send
+        self.middle_head = self._fields.encode()
         self._middles: dict[int, str] = {}
         self.middle_bytes: dict[int, bytes] = {}  # queue id → middle_of(queue id), read per send
 

@@ -239,6 +239,58 @@ def test_the_c_sender_prepares_what_the_python_lean_path_does_or_leaves_it_to_it
     assert unique_id[:28] == f"{ids._prefix}{(born_ms - ids._month_start_ms) & 0xFFFFFFFF:08X}"
 
 
+@pytest.mark.parametrize("head", [True, False], ids=["middle-head", "middles-dict"])
+def test_the_c_sender_renders_every_queue_id_of_a_wide_topic(cluster: UnconfirmingCluster, head: bool) -> None:
+    """Every queue of a 1,024-queue topic (the most a topic holds; ids of one to four digits): the Sender's
+    frame is the Python reference's, whether it writes the id's digits after the template's ``middle_head``
+    or (a template without one) reads the template's middle of each queue id."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    wide = cluster.topic(f"SenderWide{head}", queues=1_024)
+    other = cluster.topic(f"SenderWideOther{head}", queues=1)
+    with _threaded_producer(cluster, f"PID_sender_wide_{head}", [wide, other]) as producer:
+        lane = producer._lanes[wide]
+        if not head:  # read anew when the Sender comes back to this lane from another
+            lane.template.middle_head = None  # type: ignore[assignment]
+            assert producer._sender.prepare(Message(other, b"x")) is not None
+        ids = set()
+        for _ in range(len(lane.queues)):
+            unique_id, frame, queue, _, opaque = producer._sender.prepare(Message(wide, b"body"))
+            born_ms = int(cast(dict[str, str], decode_frame(frame).ext_fields)["g"])
+            properties = Message(wide, b"body").properties_text(unique_id)
+            assert frame == lane.template.frame_python(queue.queue_id, opaque, born_ms, properties, b"body", 0, 0)
+            ids.add(queue.queue_id)
+        assert ids == set(range(1_024))
+        assert (lane.template.middle_head is not None) == head
+
+
+@contextlib.contextmanager
+def _threaded_producer(cluster: UnconfirmingCluster, group: str, topics: list[str]) -> Iterator[AsyncProducer]:
+    """A started producer with a lane on each of ``topics`` (one send each), on a loop of its own thread."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def run(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(WAIT_S)
+
+    async def make() -> AsyncProducer:
+        producer = AsyncProducer(group, cluster.ns)
+        await producer.start()
+        for topic in topics:
+            await producer.send(Message(topic, b"warm-up"))
+        return producer
+
+    producer = run(make())
+    try:
+        yield producer
+    finally:
+        run(producer.close())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT_S)
+        loop.close()
+
+
 def _peek(producer: AsyncProducer, connection: ClientConnection) -> _Twin:
     """The next values of the producer's queue counter and the connection's opaques (each taken: +1)."""
     counter = next(producer._counter)
