@@ -77,10 +77,16 @@ static int topic_index(SendGroup *g, const unsigned char *topic, Py_ssize_t n, c
     return (int)g->topic_count++;
 }
 
+/* The key of (topic, queue), appended when new. A read round robin over 1,000 queues brings ~128 new keys,
+ * each of which the scan below compared with every key before it (~8,000 compares a read); the filter's
+ * clear bit says at once that a key is new. */
 static int key_index(SendGroup *g, int32_t topic, int32_t queue) {
-    for (Py_ssize_t k = g->key_count - 1; k >= 0; k--)
-        if (g->key_topic[k] == topic && g->key_queue[k] == queue) return (int)k;
+    uint32_t bit = ((uint32_t)queue * 0x9E3779B1u + (uint32_t)topic * 0x85EBCA77u) >> 22; /* 10 bits */
+    if (g->key_bits[bit >> 6] & ((uint64_t)1 << (bit & 63)))
+        for (Py_ssize_t k = g->key_count - 1; k >= 0; k--)
+            if (g->key_topic[k] == topic && g->key_queue[k] == queue) return (int)k;
     if (g->key_count == MAX_KEYS) return -1;
+    g->key_bits[bit >> 6] |= (uint64_t)1 << (bit & 63);
     g->key_topic[g->key_count] = topic;
     g->key_queue[g->key_count] = queue;
     g->key_messages[g->key_count] = 0;

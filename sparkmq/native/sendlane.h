@@ -87,6 +87,7 @@ typedef struct {
     int64_t physical_start;
     int placed;
     PyObject *keys; /* list[(topic, queue id)], made at the first use */
+    uint64_t key_bits[16]; /* key_index's filter: a clear bit is a (topic, queue) not among the keys yet */
 } SendGroup;
 
 extern PyTypeObject SendGroupType;

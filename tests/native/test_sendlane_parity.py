@@ -204,6 +204,20 @@ def test_the_lane_stops_at_its_key_and_topic_capacity() -> None:
     assert group is not None and group.count == 64 and len(group.topics) == 64
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["A", "B", "C"]), st.integers(0, 1023)), min_size=1, max_size=400))
+def test_keys_are_the_distinct_topic_and_queue_pairs_in_order_of_first_appearance(sends: list[tuple[str, int]]) -> None:
+    """Hundreds of (topic, queue) keys, some repeated: the group's keys and counts are the distinct pairs in
+    order of first appearance (the scan's key filter answers "new" at once for most; a set bit may be another
+    key's, and then the keys are searched)."""
+    group = scan(b"".join(send_frame(i, topic=t, queue_id=str(q)) for i, (t, q) in enumerate(sends)))
+    counts: dict[tuple[str, int], int] = {}
+    for key in sends:
+        counts[key] = counts.get(key, 0) + 1
+    assert group is not None and group.count == len(sends)
+    assert group.keys == list(counts) and group.key_counts == list(counts.values())
+
+
 _CODE_TEXTS = ["310", "10", "0310", "010", "-310", "310 ", " 310", "3100", "31", "0", "999999999", "4294967606"]
 
 
