@@ -6,48 +6,37 @@ reference paths (see docs/native.md).
 
 from setuptools import Extension, setup
 
+
+def optional_c(name: str, *sources: str, depends: tuple[str, ...] = ()) -> Extension:
+    """An extension built with C11 at -O2 when a compiler is there, skipped (not failed) when not."""
+    return Extension(
+        name, sources=list(sources), depends=list(depends), extra_compile_args=["-O2", "-std=c11"], optional=True
+    )
+
+
 EXTENSIONS = [
-    Extension(
+    optional_c(
         "sparkmq.native._sendlane",
-        sources=[
-            "sparkmq/native/sendlane.c",
-            "sparkmq/native/sendgroup.c",
-            "sparkmq/native/sendlane_parse.c",
-            "sparkmq/native/sendlane_fields.c",
-            "sparkmq/native/pulllane.c",
-        ],
-        depends=["sparkmq/native/sendlane.h", "sparkmq/native/segment.h"],
-        extra_compile_args=["-O2", "-std=c11"],
-        optional=True,
+        "sparkmq/native/sendlane.c",
+        "sparkmq/native/sendgroup.c",
+        "sparkmq/native/sendlane_parse.c",
+        "sparkmq/native/sendlane_fields.c",
+        "sparkmq/native/pulllane.c",
+        depends=("sparkmq/native/sendlane.h", "sparkmq/native/segment.h"),
     ),
-    Extension(
+    optional_c(
         "sparkmq.native._queueread",
-        sources=["sparkmq/native/queueread.c", "sparkmq/native/indexput.c", "sparkmq/native/segment.c"],
-        depends=["sparkmq/native/segment.h"],
-        extra_compile_args=["-O2", "-std=c11"],
-        optional=True,
+        "sparkmq/native/queueread.c",
+        "sparkmq/native/indexput.c",
+        "sparkmq/native/segment.c",
+        depends=("sparkmq/native/segment.h",),
     ),
     # SEND_BATCH_MESSAGE bodies encoded and decoded in one call (reference: sparkmq/message/batch.py).
-    Extension(
-        "sparkmq.native._batchitems",
-        sources=["sparkmq/native/batchitems.c"],
-        extra_compile_args=["-O2", "-std=c11"],
-        optional=True,
-    ),
+    optional_c("sparkmq.native._batchitems", "sparkmq/native/batchitems.c"),
     # The producer's lean sends: frames from templates, SUCCESS answers delivered (reference: the Python they replace).
-    Extension(
-        "sparkmq.remoting._clientlane",
-        sources=["sparkmq/remoting/client_lane.c"],
-        extra_compile_args=["-O2", "-std=c11"],
-        optional=True,
-    ),
+    optional_c("sparkmq.remoting._clientlane", "sparkmq/remoting/client_lane.c"),
     # The Spark source's lean columns from a PULL body (reference: records_to_arrow's numpy path).
-    Extension(
-        "sparkmq.connector._leanrecords",
-        sources=["sparkmq/connector/leanrecords.c"],
-        extra_compile_args=["-O2", "-std=c11"],
-        optional=True,
-    ),
+    optional_c("sparkmq.connector._leanrecords", "sparkmq/connector/leanrecords.c"),
 ]
 
 setup(ext_modules=EXTENSIONS)
