@@ -304,27 +304,8 @@ def sender_producer(cluster: UnconfirmingCluster) -> Iterator[tuple[AsyncProduce
     if client_native.Sender is None:
         pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
     topic = cluster.topic("SenderPrepare", queues=2)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(WAIT_S)
-
-    async def make() -> AsyncProducer:
-        producer = AsyncProducer("PID_sender_prepare", cluster.ns)
-        await producer.start()
-        await producer.send(Message(topic, b"warm-up"))
-        return producer
-
-    producer = run(make())
-    try:
+    with _threaded_producer(cluster, "PID_sender_prepare", [topic]) as producer:
         yield producer, topic
-    finally:
-        run(producer.close())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(WAIT_S)
-        loop.close()
 
 
 def test_sends_through_the_sender_leave_nothing_behind(cluster: UnconfirmingCluster, sender: bool) -> None:
