@@ -128,6 +128,27 @@ class IndexFile:
         heads[bad_slots] = repaired[bad_slots]
         return len(bad_slots)
 
+    def truncate_entries(self, physical_end: int) -> int:
+        """Keep only the entries of records before ``physical_end``; the new index count.
+
+        Entries are in log order, so the kept ones are a prefix; slot heads that named a dropped
+        entry are pointed back at their newest kept one (``repair_heads``).
+        """
+        offsets = self._entries["phy_offset"][1 : self.index_count]
+        kept = int(np.searchsorted(offsets, physical_end, side="left"))
+        if kept + 1 == self.index_count:
+            return self.index_count
+        self.index_count = kept + 1
+        if kept:
+            last = self._entries[kept]
+            self.end_phy_offset = int(last["phy_offset"])
+            self.end_timestamp = self.begin_timestamp + int(last["time_diff"]) * 1000
+        else:
+            self.end_phy_offset, self.end_timestamp = self.begin_phy_offset, self.begin_timestamp
+        self._write_header()
+        self.repair_heads()
+        return self.index_count
+
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.entries

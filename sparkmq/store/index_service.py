@@ -137,8 +137,16 @@ class IndexService:
         return gone
 
     def truncate_after(self, physical_end: int) -> None:
-        """Drop files whose entries reach past ``physical_end``; dispatch rebuilds them."""
+        """Forget the entries of records at or past ``physical_end`` (a CommitLog tail recovery cut).
+
+        A file whose first entry is already past it goes; the file it starts in keeps its entries
+        before it (dropping that whole file would lose the keys of records that survived, which the
+        replay re-indexes only from the recovery's start).
+        """
         while self.files and self.files[-1].end_phy_offset >= physical_end and self.files[-1].index_count > 1:
+            newest = self.files[-1]
+            if newest.truncate_entries(physical_end) > 1:
+                return
             self.files.pop().destroy()
 
     def flush(self) -> None:

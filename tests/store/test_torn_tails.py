@@ -569,3 +569,26 @@ def test_an_index_put_killed_before_its_header_keeps_the_older_keys_of_its_slots
             assert index.select(key_hash, 8, 0, 2 * stamp) == [offset], key_hash
     finally:
         service.close()
+
+
+def test_a_recovery_cut_keeps_the_index_keys_of_the_records_before_it(tmp_path: Path) -> None:
+    """After a machine crash the index can name records past the recovered CommitLog end; recovery
+    forgets those entries only, not the whole newest file with the keys of records that survived."""
+    directory, slots, stamp = tmp_path / "index", 4, 1_700_000_000_000
+    service = IndexService(directory, slots, 64)
+    service.load()
+    survived = {4: 100, 8: 200, 12: 300, 5: 400}  # hashes 4, 8, 12, 16 share slot 0
+    service.put([*survived, 16, 9], [*survived.values(), 500, 600], [stamp] * 6)
+    service.truncate_after(450)  # what Recovery.run does with the end it recovered
+    service.put([16, 13], [450, 470], [stamp + 5_000] * 2)  # records written after the cut
+    expected = {**survived, 16: 450, 13: 470, 9: None}
+    for reopen in (False, True):
+        if reopen:
+            service.close()
+            service = IndexService(directory, slots, 64)
+            service.load()
+        (index,) = service.files
+        for key_hash, offset in expected.items():
+            assert index.select(key_hash, 8, 0, 2 * stamp) == ([] if offset is None else [offset]), key_hash
+        assert index.end_phy_offset == 470
+    service.close()
