@@ -214,21 +214,10 @@ class AsyncPullConsumer:
         response = await self.instance.invoke_queue_broker(
             queue,
             RequestCode.PULL_MESSAGE,
-            self.pull_fields(queue, offset, max_messages, suspend_s, expression),
+            pull_request_fields(self.group, queue, offset, max_messages, suspend_s, expression),
             timeout=suspend_s + PULL_TIMEOUT_MARGIN_S,
         )
         return self.pull_result(queue, offset, response)
-
-    def pull_fields(
-        self,
-        queue: MessageQueue,
-        offset: int,
-        max_messages: int,
-        suspend_s: float = 0.0,
-        expression: str | MessageSelector = "*",
-    ) -> dict[str, str]:
-        """The extFields of :meth:`pull_raw`'s PULL_MESSAGE (also sent by callers with their own socket)."""
-        return pull_request_fields(self.group, queue, offset, max_messages, suspend_s, expression)
 
     def pull_result(self, queue: MessageQueue, offset: int, response: RemotingCommand) -> PullResult:
         """A PULL_MESSAGE response as a PullResult; an error code other than the pull's own raises.

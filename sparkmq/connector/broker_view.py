@@ -51,24 +51,11 @@ class BrokerView:
         self.group = group
         self._reader = AsyncPullConsumer(group, namesrv_addr, auto_commit_interval_s=None, security=security)
         self._security = security
-        self._pull_lock = threading.Lock()
-        self._idle: dict[str, list[PullConnection]] = {}  # direct pull sockets between range reads
-        self._closed = False
         loop_thread.run(self._reader.instance.start())
 
     def close(self) -> None:
         """Stop the view's client: its heartbeats, route refreshes and connections."""
-        self.close_pull_sockets()
         self._run(self._reader.close())
-
-    def close_pull_sockets(self) -> None:
-        """Close the idle direct pull sockets; a range read still running closes its own when done."""
-        with self._pull_lock:
-            self._closed = True
-            idle = [c for connections in self._idle.values() for c in connections]
-            self._idle.clear()
-        for connection in idle:
-            connection.close()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return loop_thread.run(coro)
@@ -217,7 +204,7 @@ class BrokerView:
                 logger.warning("%s; reading %s from offset %d through the client", exc.remark, queue, position)
             finally:
                 pulls.drop_all()
-                self._give_back(connection, broken)
+                pull_sockets.give_back(connection, self._security, broken)
         if position is None:
             return
         client = _ClientPulls(self._reader, queue, expression)
@@ -238,25 +225,10 @@ class BrokerView:
             addresses = instance.read_addresses(queue.broker_name, preferred)
         if not addresses:
             return None  # the client path names the missing broker
-        with self._pull_lock:
-            idle = self._idle.get(addresses[0]) or []
-            while idle:
-                connection = idle.pop()
-                if connection.alive():
-                    return connection
-                connection.close()
-        try:
-            return PullConnection(addresses[0], self._security, PULL_TIMEOUT_MARGIN_S)
-        except PullConnectionError as exc:
-            logger.warning("%s; reading %s through the client", exc.remark, queue)
-            return None
-
-    def _give_back(self, connection: PullConnection, broken: bool) -> None:
-        with self._pull_lock:
-            if not broken and connection.usable and not self._closed:
-                self._idle.setdefault(connection.address, []).append(connection)
-                return
-        connection.close()
+        connection = pull_sockets.lend(addresses[:1], self._security)
+        if connection is None:
+            logger.warning("no pull socket to %s; reading %s through the client", addresses[0], queue)
+        return connection
 
 
 def pipelined(
@@ -399,8 +371,57 @@ class _SocketPulls(_Pulls):
 
 
 # -- reading at planned addresses, no client -----------------------------------------------------
-_planned_idle: dict[tuple[str, ClientSecurity | None], list[PullConnection]] = {}
-_planned_lock = threading.Lock()
+class PullSockets:
+    """This process's idle direct pull sockets between range reads, per (address, security).
+
+    Shared by every group and by both read paths (``BrokerView.read_range``, ``read_planned``):
+    a PULL_MESSAGE names its group, so a socket serves any of them.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, ClientSecurity | None], list[PullConnection]] = {}
+
+    def lend(self, addresses: list[str], security: ClientSecurity | None) -> PullConnection | None:
+        """An idle live socket to the first address that has one or connects; None when none does."""
+        for address in addresses:
+            with self._lock:
+                idle = self._idle.get((address, security)) or []
+                while idle:
+                    kept = idle.pop()
+                    if kept.alive():
+                        return kept
+                    kept.close()
+            try:
+                return PullConnection(address, security, PULL_TIMEOUT_MARGIN_S)
+            except PullConnectionError as exc:
+                logger.info("%s", exc.remark)
+        return None
+
+    def give_back(self, connection: PullConnection, security: ClientSecurity | None, broken: bool) -> None:
+        """Keep ``connection`` for the next read, unless it broke or is no longer usable."""
+        if not broken and connection.usable:
+            with self._lock:
+                self._idle.setdefault((connection.address, security), []).append(connection)
+                return
+        connection.close()
+
+    def idle(self) -> list[PullConnection]:
+        """The sockets kept now (for tests and benches)."""
+        with self._lock:
+            return [c for connections in self._idle.values() for c in connections]
+
+    def close_idle(self) -> None:
+        """Close the kept sockets; a range read still running keeps (or closes) its own when done."""
+        with self._lock:
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
+
+
+pull_sockets = PullSockets()
+atexit.register(pull_sockets.close_idle)
 
 
 def read_planned(
@@ -421,7 +442,7 @@ def read_planned(
 
     Sockets are kept per address for the process, shared by all groups (pull requests name the group).
     """
-    connection = _planned_connection(list(addresses), security)
+    connection = pull_sockets.lend(list(addresses), security)
     if connection is None:
         return start
     pulls = _SocketPulls(group, connection, queue, expression)
@@ -438,45 +459,12 @@ def read_planned(
         return position
     finally:
         pulls.drop_all()
-        key = (connection.address, security)
-        with _planned_lock:
-            if not broken and connection.usable:
-                _planned_idle.setdefault(key, []).append(connection)
-                connection = None
-        if connection is not None:
-            connection.close()
+        pull_sockets.give_back(connection, security, broken)
 
 
-def _planned_connection(addresses: list[str], security: ClientSecurity | None) -> PullConnection | None:
-    for address in addresses:
-        with _planned_lock:
-            idle = _planned_idle.get((address, security)) or []
-            while idle:
-                kept = idle.pop()
-                if kept.alive():
-                    return kept
-                kept.close()
-        try:
-            return PullConnection(address, security, PULL_TIMEOUT_MARGIN_S)
-        except PullConnectionError as exc:
-            logger.info("%s; trying the next planned address of %s", exc.remark, address)
-    return None
-
-
-def close_planned_sockets() -> None:
-    """Close the idle sockets of ``read_planned``."""
-    with _planned_lock:
-        idle = [c for connections in _planned_idle.values() for c in connections]
-        _planned_idle.clear()
-    for connection in idle:
-        connection.close()
-
-
-atexit.register(close_planned_sockets)
-
-
-#: At exit only the idle pull sockets are closed: plain sockets, so no event loop is needed for it.
-_cache: ViewCache[BrokerView] = ViewCache(BrokerView, BrokerView.close_pull_sockets)
+#: At exit nothing per view: the idle pull sockets are the pool's (closed by its own at-exit hook),
+#: and stopping a client needs its event loop, which may be gone by then.
+_cache: ViewCache[BrokerView] = ViewCache(BrokerView, lambda _view: None)
 
 
 def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
@@ -486,6 +474,6 @@ def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = No
 
 def close_views() -> None:
     """Close and forget this process's cached views (e.g. before the brokers they talk to stop)."""
-    close_planned_sockets()
+    pull_sockets.close_idle()
     for view in _cache.take_all():
         view.close()
