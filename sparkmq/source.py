@@ -134,7 +134,7 @@ def _bodies(
     options: SourceOptions, group: str, part: QueueRange, selector: str | MessageSelector
 ) -> Iterator[bytes | memoryview]:
     """Pull bodies of ``part``: at the planned addresses, the rest (or all) through the process's client."""
-    from sparkmq.connector.broker_view import read_planned, view_for
+    from sparkmq.connector.broker_view import leased_view, read_planned
 
     position = part.start
     if part.addresses:
@@ -152,10 +152,10 @@ def _bodies(
         if rest is None:
             return
         position = rest
-    view = view_for(options.namesrv_addr, group, options.security)
-    yield from view.read_range(
-        part.queue, position, part.end, options.pull_batch_size, selector, options.fail_on_data_loss
-    )
+    with leased_view(options.namesrv_addr, group, options.security) as view:
+        yield from view.read_range(
+            part.queue, position, part.end, options.pull_batch_size, selector, options.fail_on_data_loss
+        )
 
 
 def read_ranges(
@@ -339,11 +339,11 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for queue, end in latest.items():
             first = begin.get(queue, 0)
             if end > first:
-                from sparkmq.connector.broker_view import view_for  # the reading client: only for this estimate
+                from sparkmq.connector.broker_view import leased_view  # the reading client: only for this estimate
 
-                view = view_for(self.options.namesrv_addr, self.group, self.options.security)
-                for body in view.read_range(queue, first, first + 1, 1, "*", False):
-                    return max(len(body), 1)
+                with leased_view(self.options.namesrv_addr, self.group, self.options.security) as view:
+                    for body in view.read_range(queue, first, first + 1, 1, "*", False):
+                        return max(len(body), 1)
         return 1
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:

@@ -82,6 +82,7 @@ class ClientInstance:
         self._tasks: list[asyncio.Task[None]] = []
         self._hook_tasks: set[asyncio.Task[Any]] = set()
         self.suggested_broker: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable: a pull's suggestWhichBrokerId
+        self._heartbeat_failures: dict[str, int] = {}  # by broker address: failed rounds in a row
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -172,13 +173,23 @@ class ClientInstance:
         )
 
     async def heartbeat(self) -> None:
-        """Send a heartbeat to every broker in the known routes."""
+        """Send a heartbeat to every broker in the known routes.
+
+        A broker that fails a heartbeat is logged once per streak (WARNING), the rounds after at
+        DEBUG, and at INFO when it answers again: a broker that is down is one line, not one a round.
+        """
         body = self.heartbeat_data().encode()
+        failures = self._heartbeat_failures
         for address in self.broker_addresses():
             try:
                 check_response(await self.remoting.invoke(address, RequestCode.HEART_BEAT, body=body), "heartbeat")
             except SparkmqError as exc:
-                logger.warning("heartbeat to %s failed: %s", address, exc.remark)
+                failures[address] = failures.get(address, 0) + 1
+                level = logging.WARNING if failures[address] == 1 else logging.DEBUG
+                logger.log(level, "heartbeat to %s failed: %s", address, exc.remark)
+            else:
+                if address in failures:
+                    logger.info("heartbeat to %s succeeded after %d failed rounds", address, failures.pop(address))
 
     async def _unregister(self) -> None:
         for address in self.broker_addresses():

@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Iterator
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from sparkmq.client import loop_thread
@@ -463,13 +464,21 @@ def read_planned(
 
 
 #: At exit nothing per view: the idle pull sockets are the pool's (closed by its own at-exit hook),
-#: and stopping a client needs its event loop, which may be gone by then.
-_cache: ViewCache[BrokerView] = ViewCache(BrokerView, lambda _view: None)
+#: and stopping a client needs its event loop, which may be gone by then. A view no read has used
+#: for ``idle_s`` is closed: its client stops heartbeating a cluster no query of this worker reads.
+_cache: ViewCache[BrokerView] = ViewCache(BrokerView, lambda _view: None, close_idle=BrokerView.close)
 
 
 def view_for(namesrv_addr: str, group: str, security: ClientSecurity | None = None) -> BrokerView:
-    """The process's view of a cluster for ``group`` (created once, started on the client loop)."""
+    """The process's view of a cluster for ``group`` (created once, started on the client loop), kept."""
     return _cache.get(namesrv_addr, group, security)
+
+
+def leased_view(
+    namesrv_addr: str, group: str, security: ClientSecurity | None = None
+) -> AbstractContextManager[BrokerView]:
+    """The same view while the ``with`` block runs; closed once no read has leased it for a while."""
+    return _cache.lease(namesrv_addr, group, security)
 
 
 def close_views() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from sparkmq.protocol import ResponseCode
 from sparkmq.store import disk
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, run_broker
+from support.disk_faults import StalledSync
 
 SYNC = dict(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=200)
 TOPIC = "DiskFaults"
@@ -50,23 +50,15 @@ class Sent:
 def test_a_send_past_sync_flush_timeout_gets_flush_disk_timeout_and_the_next_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    entered, release = threading.Event(), threading.Event()
-    real = disk.fdatasync
-
-    def stalled(fd: int) -> None:
-        if not release.is_set():
-            entered.set()
-            release.wait()
-        real(fd)
-
+    stall = StalledSync()
     sent = Sent()
 
     async def scenario(w: Wire) -> None:
         assert (await sent.send(w))[0] == ResponseCode.SUCCESS
-        monkeypatch.setattr(disk, "fdatasync", stalled)
+        monkeypatch.setattr(disk, "fdatasync", stall)
         code, _ = await sent.send(w)
-        assert entered.is_set() and code == ResponseCode.FLUSH_DISK_TIMEOUT
-        release.set()  # the disk recovers
+        assert stall.entered.is_set() and code == ResponseCode.FLUSH_DISK_TIMEOUT
+        stall.release.set()  # the disk recovers
         for _ in range(3):
             assert (await sent.send(w))[0] == ResponseCode.SUCCESS
         await sent.assert_all_pulled(w)
@@ -74,7 +66,7 @@ def test_a_send_past_sync_flush_timeout_gets_flush_disk_timeout_and_the_next_suc
     try:
         run_broker(tmp_path / "store", scenario, **SYNC)
     finally:
-        release.set()
+        stall.release.set()
 
 
 def test_a_failed_fsync_answers_service_not_available_and_a_restart_recovers(

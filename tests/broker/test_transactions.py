@@ -28,7 +28,10 @@ from sparkmq.message import layout as L
 from sparkmq.message.properties import encode_properties
 from sparkmq.message.record import MessageBatch
 from sparkmq.protocol import ResponseCode
+from sparkmq.store import disk
+from sparkmq.store.config import FlushDiskType
 from support.broker_wire import small_config
+from support.disk_faults import StalledSync
 from support.processes import BrokerProcess
 from support.tx_wire import COMMIT, ROLLBACK, UNKNOWN, Half, TxWire
 
@@ -116,6 +119,34 @@ def test_commit_is_visible_exactly_once_and_a_second_end_is_harmless(tmp_path: P
         assert bodies(await tx.read("TxTopic", 1)) == [b"order-1"] and len(await tx.read(OP, 0)) == 1
 
     run_tx(tmp_path, scenario)
+
+
+def test_with_sync_flush_a_commit_is_answered_once_durable_and_a_stalled_disk_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """END_TRANSACTION sent as a request (the C++ client's check-back path can): with SYNC flush a
+    COMMIT is answered after its fsync, like a send; a disk that stalls past syncFlushTimeout gets
+    FLUSH_DISK_TIMEOUT with a remark, and the commit stays stored, visible and ended once."""
+    stall = StalledSync()
+
+    async def scenario(broker: BrokerController, tx: TxWire) -> None:
+        fine = await tx.prepare("TxTopic", b"flushed")
+        assert await tx.end_ok(fine, COMMIT) == ""
+        half = await tx.prepare("TxTopic", b"stalled")
+        monkeypatch.setattr(disk, "fdatasync", stall)
+        try:
+            answer = await tx.end(half, COMMIT)
+        finally:
+            stall.release.set()  # the disk recovers (also when the answer came wrong: the broker must stop)
+        assert stall.entered.is_set() and answer.code == ResponseCode.FLUSH_DISK_TIMEOUT, answer
+        assert "is stored but not durable yet" in (answer.remark or "")
+        assert bodies(await tx.read("TxTopic", 1)) == [b"flushed", b"stalled"]
+        assert "already ended" in await tx.end_ok(half, COMMIT)
+
+    try:
+        run_tx(tmp_path, scenario, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=200)
+    finally:
+        stall.release.set()
 
 
 def test_concurrent_ends_for_one_half_message_commit_once(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,7 @@ from sparkmq.client import Message
 from sparkmq.connector import broker_view
 from sparkmq.connector.broker_view import PULLS_AHEAD, BrokerView
 from sparkmq.connector.options import SourceOptions
+from sparkmq.connector.view_cache import ViewCache
 from sparkmq.message.bulk import decode_columns
 from support.spark_harness import Cluster, running_cluster
 
@@ -158,3 +160,28 @@ def test_a_process_that_read_through_a_cached_view_exits_without_unclosed_socket
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[:1] == ["read"] and int(done.stdout.split()[1]) >= 20
     assert "unclosed" not in done.stderr, done.stderr
+
+
+def test_a_view_no_read_leases_any_more_stops_its_client(short_pulls: Cluster) -> None:
+    """Spark's workers outlive queries: a leased view left idle closes its client (no more heartbeats
+    or route refreshes to a cluster nothing reads), and the next lease starts a fresh one."""
+    topic = short_pulls.topic(queues=1)
+    short_pulls.send([Message(topic, b"idle-view")], 0)
+    gone = threading.Event()
+
+    def close(view: BrokerView) -> None:
+        view.close()
+        gone.set()
+
+    cache: ViewCache[BrokerView] = ViewCache(BrokerView, lambda _view: None, close_idle=close, idle_s=0.05)
+    with cache.lease(short_pulls.ns, "CID_idle_view") as view:
+        queue = view.queues([topic])[0]
+        assert [len(b) > 0 for b in view.read_range(queue, 0, 1, 1)] == [True]
+        tasks = list(view._reader.instance._tasks)
+        assert tasks and not any(task.done() for task in tasks)  # heartbeats and route refreshes running
+    assert gone.wait(30), "the idle view was never closed"
+    assert all(task.done() for task in tasks)
+    with cache.lease(short_pulls.ns, "CID_idle_view") as fresh:
+        assert fresh is not view and fresh.max_offsets([queue]) == {queue: 1}
+    for left in cache.take_all():
+        left.close()

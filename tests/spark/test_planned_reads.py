@@ -67,7 +67,7 @@ EVERY = [(q, o) for q in range(QUEUES) for o in range(PER_QUEUE)]
 
 
 def started_views() -> set[str]:
-    return {key[1] for key in broker_view._cache._views}
+    return {key[1] for key in broker_view._cache.cached_keys()}
 
 
 def test_planned_partitions_carry_the_broker_address_and_are_read_without_a_client(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from sparkmq.client.security import ClientSecurity
 from sparkmq.connector.view_cache import ViewCache
 
@@ -44,3 +46,44 @@ def test_at_exit_every_cached_view_is_handed_to_on_exit() -> None:
     views = [cache.get("ns:9876", group) for group in ("a", "b")]
     cache._at_exit()
     assert all(view.closed for view in views)
+
+
+def _leasing_cache(idle_s: float, gone: threading.Event | None = None) -> tuple[ViewCache[_View], list[_View]]:
+    closed: list[_View] = []
+
+    def close(view: _View) -> None:
+        view.close()
+        closed.append(view)
+        if gone is not None:
+            gone.set()
+
+    return ViewCache(_View, _View.close, close_idle=close, idle_s=idle_s), closed
+
+
+def test_a_leased_view_is_closed_only_when_no_lease_holds_it_and_a_pinned_one_never() -> None:
+    cache, closed = _leasing_cache(idle_s=0.0)
+    pinned = cache.get("ns:9876", "kept")
+    with cache.lease("ns:9876", "g1") as first, cache.lease("ns:9876", "g1") as again:
+        assert again is first
+        assert cache.sweep() == [] and not first.closed  # leased: in use, whatever its age
+    with cache.lease("ns:9876", "g1") as still:
+        assert still is first  # released and taken again before any sweep: the same view
+    assert cache.sweep() == [first] and first.closed and closed == [first]
+    assert not pinned.closed and cache.get("ns:9876", "kept") is pinned
+    with cache.lease("ns:9876", "g1") as fresh:
+        assert fresh is not first and not fresh.closed  # the key's next lease makes a new view
+
+
+def test_a_view_left_idle_is_closed_by_the_cache_itself() -> None:
+    gone = threading.Event()
+    cache, closed = _leasing_cache(idle_s=0.05, gone=gone)
+    with cache.lease("ns:9876", "g1") as view:
+        pass
+    assert gone.wait(10), "the idle view was never closed"
+    assert view.closed and closed == [view] and cache.take_all() == []
+
+
+def test_get_only_caches_refuse_leases() -> None:
+    cache: ViewCache[_View] = ViewCache(_View, _View.close)
+    with pytest.raises(TypeError, match="close_idle"), cache.lease("ns:9876", "g1"):
+        pass

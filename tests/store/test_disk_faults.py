@@ -12,7 +12,6 @@ import logging
 import mmap
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from sparkmq.errors import DiskError
 from sparkmq.store import FlushDiskType, MessageStore, PutMessageStatus, PutResult, disk
+from support.disk_faults import StalledSync
 from support.processes import wait_until
 from support.store_checks import check_consistent, read_queue_all
 from support.store_data import make_batch, tiny_config
@@ -84,21 +84,6 @@ def fill(directory: Path, leave_bytes: int) -> Path:
 
 
 # --- a slow fsync ----------------------------------------------------------------------------
-
-
-class StalledSync:
-    """An fdatasync that blocks (once) until ``release`` is set; ``entered`` says it started."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.real = disk.fdatasync
-
-    def __call__(self, fd: int) -> None:
-        if not self.release.is_set():
-            self.entered.set()
-            self.release.wait()
-        self.real(fd)
 
 
 def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparkmq.store import FlushDiskType, MessageStore, PutMessageStatus, disk
+from support.disk_faults import StalledSync
 from support.processes import wait_until
 from support.store_data import age_segments, fill, make_batch, tiny_config
 
@@ -77,21 +78,14 @@ def test_deleting_segments_never_makes_puts_and_reads_wait_behind_an_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tiny_config(tmp_path / "s", flush_disk_type=FlushDiskType.SYNC_FLUSH, disk_space_clean_forcibly_ratio=0.0)
-    entered, release = threading.Event(), threading.Event()
-    real = disk.fdatasync
-
-    def stalled(fd: int) -> None:
-        if not release.is_set():
-            entered.set()
-            release.wait()
-        real(fd)
+    stall = StalledSync()
 
     with MessageStore(config) as store:
         fill(store, 600)
-        monkeypatch.setattr(disk, "fdatasync", stalled)
+        monkeypatch.setattr(disk, "fdatasync", stall)
         waiting_put = threading.Thread(target=store.put_messages, args=(make_batch("T", 0, 1, start=600),))
         waiting_put.start()  # its group commit now holds the flush lock inside the stalled fsync
-        assert entered.wait(10)
+        assert stall.entered.wait(10)
         reports = []
         cleaner = threading.Thread(target=lambda: reports.append(store.retention.run(force=True)))
         cleaner.start()
@@ -108,7 +102,7 @@ def test_deleting_segments_never_makes_puts_and_reads_wait_behind_an_fsync(
         worker.start()
         worker.join(30)  # a deadlock guard, not a timing assertion
         alive = worker.is_alive()
-        release.set()
+        stall.release.set()
         for thread in (worker, cleaner, waiting_put):
             thread.join()
         assert not alive and served == [(True, 5)]

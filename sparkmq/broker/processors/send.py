@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import delay_level_of, redirect_if_delayed
+from sparkmq.broker.put_codes import PUT_STATUS_TO_RESPONSE
 from sparkmq.broker.topics import check_sendable
 from sparkmq.broker.transactions.prepare import prepare_half
 from sparkmq.broker.transactions.state import is_prepared
@@ -33,24 +34,11 @@ from sparkmq.protocol.headers import SendMessageRequestHeader, parse_send_reques
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.connection import Answer, error_response
-from sparkmq.store import PutMessageStatus, PutResult
+from sparkmq.store import PutResult
 
 _WAIT = WAIT_STORE_MSG_OK.encode()
 _DELAY = DELAY_TIME_LEVEL.encode() + b"\x01"  # a cheap test before redirect_if_delayed parses the properties
 _BORN_HOST = "send.born_host"  # connection attribute: the peer as a record's BORNHOST
-
-PUT_STATUS_TO_RESPONSE = {
-    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
-    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
-    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
-    PutMessageStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
-    PutMessageStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
-    PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
-}
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.processors.send import PUT_STATUS_TO_RESPONSE
+from sparkmq.broker.put_codes import PUT_STATUS_TO_RESPONSE
 from sparkmq.broker.topics import check_sendable
 from sparkmq.errors import InvalidTopicError
 from sparkmq.message.msgid import ipv4_bytes, offset_msg_id

@@ -1,6 +1,9 @@
 """END_TRANSACTION (37): commit or roll back a half message (RocketMQ's ``EndTransactionProcessor``).
 
-Clients send it oneway, so a refusal is also logged: nobody else would see it. A second END for
+Clients send it oneway, so a refusal is also logged: nobody else would see it. With SYNC flush (or
+SYNC_MASTER) a COMMIT is answered once the committed message is durable, as RocketMQ's
+``sendFinalMessage`` does; a flush that fails or times out is answered with the send's code for it
+(FLUSH_DISK_TIMEOUT, ...) and a remark, the decision staying stored. A second END for
 a transaction already ended (by the producer, or by its answer to a check-back) changes
 nothing and answers SUCCESS; an END naming something that is not that producer group's half
 message is refused with SYSTEM_ERROR and a remark saying what did not match.
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.put_codes import PUT_STATUS_TO_RESPONSE
 from sparkmq.broker.transactions.state import TransactionState, committed_message, op_message, transaction_id
 from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
@@ -85,8 +89,9 @@ class EndTransactionProcessor:
             logger.info("%s %s from %s for transaction %s: already ended, nothing done", origin, kind, peer, txid)
             return request.make_response(ResponseCode.SUCCESS, remark=f"transaction {txid} already ended: nothing done")
         self.ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
+        durable = None
         if to_store is not None:
-            committed, _flushed = self.ctx.store.submit_messages(to_store)
+            (committed,), durable = self.ctx.put_group([to_store], [True])
             if not committed.ok:
                 self.state.release(txid)
                 return self._refuse(
@@ -94,7 +99,8 @@ class EndTransactionProcessor:
                     peer,
                     f"COMMIT {txid}: storing the message failed: {committed.status.value} {committed.remark}",
                 )
-        op, _flushed = self.ctx.store.submit_messages(op_message(half))
+        # The op is bookkeeping (a lost one makes the check-back find the commit and write it again): no wait.
+        (op,), _nobody_waits = self.ctx.put_group([op_message(half)], [False])
         if not op.ok:  # the decision is stored but not its op: the check-back finds the commit and writes the op
             logger.error(
                 "%s %s: the op record in %s could not be stored: %s %s",
@@ -113,6 +119,12 @@ class EndTransactionProcessor:
             header.producer_group,
             half.queue_offset,
         )
+        if durable is not None:  # SYNC flush / SYNC_MASTER: answer once the commit is durable, as a send is
+            (outcome,) = await durable
+            if not outcome.ok:
+                remark = f"COMMIT {txid} is stored but not durable yet: {outcome.status.value} {outcome.remark}"
+                logger.warning("END_TRANSACTION from %s: %s", peer, remark)
+                return request.make_response(PUT_STATUS_TO_RESPONSE[outcome.status], remark=remark)
         return request.make_response(ResponseCode.SUCCESS)
 
     def _refuse(self, request: RemotingCommand, peer: str, remark: str) -> RemotingCommand:
