@@ -540,7 +540,8 @@ static int read_answer(const unsigned char *h, Py_ssize_t n, long long *opaque, 
 static PyObject *str_done, *str_set_result;
 static PyTypeObject WaiterType;
 typedef struct Waiter Waiter;
-static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset);
+static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset, PyObject **wakeups);
+static int schedule_wakeups(PyObject *wakeups);
 
 static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -558,6 +559,7 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     Py_INCREF(data); /* a waiter's callback cannot free it under us */
+    PyObject *wakeups = NULL; /* the awaited waiters' done callbacks, run by one loop callback after the read */
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
     while (size - position >= 8) {
         const unsigned char *f = d + position;
@@ -592,7 +594,7 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             PyObject *id_text = PyUnicode_DecodeASCII((const char *)msg_id, msg_id_len, NULL), *offset = NULL;
             PyObject *ignored = NULL;
             if (id_text != NULL && (offset = PyLong_FromLongLong(queue_offset)) != NULL)
-                ignored = waiter_answer((Waiter *)waiter, NULL, id_text, offset);
+                ignored = waiter_answer((Waiter *)waiter, NULL, id_text, offset, &wakeups);
             Py_XDECREF(id_text);
             Py_XDECREF(offset);
             Py_DECREF(waiter);
@@ -632,9 +634,18 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(waiter);
     }
     Py_DECREF(data);
+    if (schedule_wakeups(wakeups) < 0)
+        return NULL;
     return PyLong_FromSsize_t(position);
 fail:
     Py_DECREF(data);
+    if (wakeups != NULL) { /* the waiters are done: their Tasks still wake, the error goes on */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (schedule_wakeups(wakeups) < 0)
+            PyErr_WriteUnraisable(NULL);
+        PyErr_Restore(type, value, traceback);
+    }
     return NULL;
 }
 
@@ -901,9 +912,91 @@ static int schedule(Waiter *w, PyObject *callback, PyObject *context) {
     return 0;
 }
 
+/* Wake-ups of one read. asyncio schedules every done callback of a future with a Handle of its own (a Handle
+ * and an argument tuple, two GC-tracked objects per answer): a read delivering hundreds of answers made
+ * hundreds of them before any Task ran and freed anything, and tripped the collector (docs/benchmarks.md,
+ * "Branch connload"). deliver() instead collects [loop, waiter, callback, context, waiter, callback, ...]
+ * and schedules one loop callback, run_wakeups, which calls each in its context in order, as the Handles
+ * would have. */
+static PyObject *run_wakeups_fn;
+
+/* to the read's wake-ups if it collects them (same loop, a real Context), else as Future does: call_soon */
+static int wake(Waiter *w, PyObject *callback, PyObject *context, PyObject **wakeups) {
+    if (wakeups == NULL || w->loop == NULL || !PyContext_CheckExact(context) ||
+        (*wakeups != NULL && PyList_GET_ITEM(*wakeups, 0) != w->loop))
+        return schedule(w, callback, context);
+    if (*wakeups == NULL) {
+        if ((*wakeups = PyList_New(1)) == NULL)
+            return -1;
+        PyList_SET_ITEM(*wakeups, 0, Py_NewRef(w->loop));
+    }
+    if (PyList_Append(*wakeups, (PyObject *)w) < 0 || PyList_Append(*wakeups, callback) < 0 ||
+        PyList_Append(*wakeups, context) < 0)
+        return -1;
+    return 0;
+}
+
+/* loop.call_soon(run_wakeups, wakeups); the reference is stolen (NULL: nothing to wake) */
+static int schedule_wakeups(PyObject *wakeups) {
+    if (wakeups == NULL)
+        return 0;
+    PyObject *ignored = NULL;
+    if (PyList_GET_SIZE(wakeups) > 1)
+        ignored = PyObject_CallMethodObjArgs(PyList_GET_ITEM(wakeups, 0), S[S_CALL_SOON], run_wakeups_fn, wakeups,
+                                             NULL);
+    else
+        ignored = Py_NewRef(Py_None);
+    Py_DECREF(wakeups);
+    if (ignored == NULL)
+        return -1;
+    Py_DECREF(ignored);
+    return 0;
+}
+
+/* run_wakeups([loop, waiter, callback, context, ...]): each callback(waiter) in its context, in order; if one
+ * raises, the rest get a Handle each (as they would have had) and the error goes to this call's Handle, which
+ * reports it (or re-raises SystemExit / KeyboardInterrupt) as it would have for that callback */
+static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
+    (void)self;
+    if (!PyList_CheckExact(wakeups)) {
+        PyErr_SetString(PyExc_TypeError, "run_wakeups(list)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(wakeups);
+    for (Py_ssize_t i = 1; i + 2 < n; i += 3) {
+        PyObject *w = PyList_GET_ITEM(wakeups, i), *callback = PyList_GET_ITEM(wakeups, i + 1);
+        PyObject *context = PyList_GET_ITEM(wakeups, i + 2);
+        Py_INCREF(w);
+        Py_INCREF(callback);
+        Py_INCREF(context);
+        PyObject *result = NULL;
+        if (PyContext_Enter(context) == 0) {
+            result = PyObject_CallOneArg(callback, w);
+            if (PyContext_Exit(context) < 0)
+                Py_CLEAR(result);
+        }
+        Py_DECREF(w);
+        Py_DECREF(callback);
+        Py_DECREF(context);
+        if (result == NULL) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            for (Py_ssize_t j = i + 3; j + 2 < n; j += 3)
+                if (schedule((Waiter *)PyList_GET_ITEM(wakeups, j), PyList_GET_ITEM(wakeups, j + 1),
+                             PyList_GET_ITEM(wakeups, j + 2)) < 0)
+                    PyErr_WriteUnraisable(NULL);
+            PyErr_Restore(type, value, traceback);
+            return NULL;
+        }
+        Py_DECREF(result);
+    }
+    Py_RETURN_NONE;
+}
+
 /* An awaited waiter's outcome (its value a reference stolen), then its done callbacks scheduled, as
- * Future.set_result / set_exception / cancel; a waiter already done keeps its outcome (0 too). */
-static int waiter_finish(Waiter *w, int state, PyObject *value) {
+ * Future.set_result / set_exception / cancel (or added to the read's wake-ups); a waiter already done keeps
+ * its outcome (0 too). */
+static int waiter_finish(Waiter *w, int state, PyObject *value, PyObject **wakeups) {
     if (w->state != W_PENDING) {
         Py_XDECREF(value);
         return 0;
@@ -913,11 +1006,11 @@ static int waiter_finish(Waiter *w, int state, PyObject *value) {
     int failed = 0;
     PyObject *callback = w->done_callback, *context = w->done_context, *more = w->more_callbacks;
     w->done_callback = w->done_context = w->more_callbacks = NULL;
-    if (callback != NULL && schedule(w, callback, context) < 0)
+    if (callback != NULL && wake(w, callback, context, wakeups) < 0)
         failed = 1;
     for (Py_ssize_t i = 0; more != NULL && !failed && i < PyList_GET_SIZE(more); i++) {
         PyObject *pair = PyList_GET_ITEM(more, i);
-        if (schedule(w, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
+        if (wake(w, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), wakeups) < 0)
             failed = 1;
     }
     Py_XDECREF(callback);
@@ -929,7 +1022,8 @@ static int waiter_finish(Waiter *w, int state, PyObject *value) {
 /* The broker answered: the latency bookkeeping of CallbackSend.set_result / send(), then a SUCCESS
  * (msg_id and offset given) completes the future with its SendResult (and calls the callback); any other
  * answer goes to the future (awaited) or to the Python hook answered(waiter, answer). */
-static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset) {
+static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset,
+                               PyObject **wakeups) {
     double latency_ms = (clock_seconds(CLOCK_MONOTONIC) - w->started) * 1000;
     if (latency_ms >= cfg.first_pausing_ms || PyDict_GET_SIZE(w->paused)) { /* faults.paused */
         PyObject *broker = PyObject_GetAttr(w->queue, S[S_BROKER_NAME]);
@@ -952,7 +1046,7 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
     if (msg_id == NULL) {
         if (w->awaited) {
             Py_INCREF(answer);
-            if (waiter_finish(w, W_RESULT, answer) < 0)
+            if (waiter_finish(w, W_RESULT, answer, wakeups) < 0)
                 return NULL;
             Py_RETURN_NONE;
         }
@@ -961,7 +1055,7 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
     if (w->awaited) {
         if (w->state == W_PENDING)
             Py_XSETREF(w->offset, Py_NewRef(offset));
-        return waiter_finish(w, W_SUCCESS, Py_NewRef(msg_id)) < 0 ? NULL : Py_NewRef(Py_None);
+        return waiter_finish(w, W_SUCCESS, Py_NewRef(msg_id), wakeups) < 0 ? NULL : Py_NewRef(Py_None);
     }
     PyObject *values[5] = {cfg.send_ok, w->unique_id, msg_id, w->queue, offset};
     PyObject *result = new_result(values);
@@ -995,8 +1089,8 @@ static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, Py
 
 static PyObject *waiter_set_result(Waiter *w, PyObject *answer) {
     if (PyTuple_CheckExact(answer) && PyTuple_GET_SIZE(answer) == 2) /* a SUCCESS the C lane read */
-        return waiter_answer(w, answer, PyTuple_GET_ITEM(answer, 0), PyTuple_GET_ITEM(answer, 1));
-    return waiter_answer(w, answer, NULL, NULL);
+        return waiter_answer(w, answer, PyTuple_GET_ITEM(answer, 0), PyTuple_GET_ITEM(answer, 1), NULL);
+    return waiter_answer(w, answer, NULL, NULL, NULL);
 }
 
 static PyObject *waiter_set_exception(Waiter *w, PyObject *error) {
@@ -1012,7 +1106,7 @@ static PyObject *waiter_set_exception(Waiter *w, PyObject *error) {
             PyErr_SetString(PyExc_TypeError, "invalid exception object");
             return NULL;
         }
-        if (waiter_finish(w, W_EXCEPTION, error) < 0)
+        if (waiter_finish(w, W_EXCEPTION, error, NULL) < 0)
             return NULL;
         Py_RETURN_NONE;
     }
@@ -1154,7 +1248,7 @@ static PyObject *waiter_cancel(Waiter *w, PyObject *const *args, Py_ssize_t narg
         return NULL;
     if (!w->awaited || w->state != W_PENDING)
         Py_RETURN_FALSE;
-    if (waiter_finish(w, W_CANCELLED, Py_NewRef(msg)) < 0)
+    if (waiter_finish(w, W_CANCELLED, Py_NewRef(msg), NULL) < 0)
         return NULL;
     Py_RETURN_TRUE;
 }
@@ -2065,6 +2159,10 @@ PyMODINIT_FUNC PyInit__clientlane(void) {
         if ((S[i] = PyUnicode_InternFromString(NAMES[i])) == NULL)
             return NULL;
     if (PyType_Ready(&WaiterType) < 0 || PyType_Ready(&SenderType) < 0)
+        return NULL;
+    static PyMethodDef run_wakeups_def = {"run_wakeups", run_wakeups, METH_O,
+                                          "run_wakeups([loop, waiter, callback, context, ...]): one read's wake-ups"};
+    if ((run_wakeups_fn = PyCFunction_New(&run_wakeups_def, NULL)) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

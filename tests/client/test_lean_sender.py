@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import gc
 import sys
@@ -511,3 +512,133 @@ def test_c_and_python_lean_sends_share_one_deadline_queue_and_the_sweeper_fails_
             assert len(queues) == 1 and tuple(map(len, queues[0])) == (0, 0)
 
     asyncio.run(main())
+
+
+# ---- one read's answers wake their Tasks through one loop callback (run_wakeups) ----------------------------
+# asyncio gives every done callback of a future a Handle of its own (a Handle and an argument tuple: two
+# GC-tracked objects per answer, all made in the read before any Task runs); the C lane's deliver collects
+# the wake-ups of the awaited sends a read answers and schedules one callback that runs them in order, each in
+# its own context (docs/benchmarks.md, "Branch connload").
+
+BURST = 40
+CALLER: contextvars.ContextVar[int] = contextvars.ContextVar("caller")
+
+
+class CountingLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+    """A real selector loop that records what each ``call_soon`` schedules (callback name, first argument)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduled: list[tuple[str, Any]] = []
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any, context: Any = None) -> asyncio.Handle:
+        self.scheduled.append((getattr(callback, "__name__", repr(callback)), args[0] if args else None))
+        return super().call_soon(callback, *args, context=context)
+
+
+def _burst_server(count: int) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
+    """A server that reads ``count`` requests, then answers them all in one write (one read for the client)."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder, requests = FrameDecoder(), []
+        while len(requests) < count and (data := await reader.read(65536)):
+            requests.extend(decoder.feed(data))
+        writer.write(b"".join(answer(r) for r in requests))
+        await writer.drain()
+        while await reader.read(65536):
+            pass
+        writer.close()  # the client closed: so do we
+
+    return script
+
+
+def _run(main: Callable[[], Any]) -> CountingLoop:
+    with asyncio.Runner(loop_factory=CountingLoop) as runner:
+        runner.run(main())
+        loop = runner.get_loop()
+    assert isinstance(loop, CountingLoop)
+    return loop
+
+
+def test_a_burst_of_answers_wakes_every_task_in_its_own_context_in_answer_order(cluster: UnconfirmingCluster) -> None:
+    """40 Tasks, each with its own value of a ContextVar, await a send; the server answers all 40 in one
+    write. Every Task gets its own SendResult (msgId naming its request) and still sees its own context
+    value; they resume in the order of the answers; and no answer got a Handle of its own: the wake-ups
+    went through ``run_wakeups`` callbacks carrying all 40 waiters."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("WakeupsContext", queues=1)
+    resumed: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, CountingLoop)
+        async with _scripted(cluster, topic, _burst_server(BURST)) as (producer, connection):
+
+            async def one(i: int) -> tuple[int, SendResult]:
+                CALLER.set(i)
+                result = await producer.send(Message(topic, b"w%03d" % i))
+                resumed.append(CALLER.get())
+                return CALLER.get(), result
+
+            loop.scheduled.clear()
+            outcomes = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(BURST))), WAIT_S)
+            assert [seen for seen, _ in outcomes] == list(range(BURST))
+            opaques = [int(result.msg_id, 16) for _, result in outcomes]
+            assert all(r.status is SendStatus.SEND_OK for _, r in outcomes) and len(set(opaques)) == BURST
+            assert resumed == sorted(resumed, key=lambda i: opaques[i])  # answers come in request order
+            waiter_type = client_native._clientlane.Waiter
+            assert not [s for s in loop.scheduled if type(s[1]) is waiter_type]
+            batches = [s[1] for s in loop.scheduled if s[0] == "run_wakeups"]
+            assert sum((len(b) - 1) // 3 for b in batches) == BURST
+            assert not connection._lean
+
+    _run(main)
+
+
+def test_a_raising_callback_is_reported_and_the_wakeups_after_it_still_run(cluster: UnconfirmingCluster) -> None:
+    """Two sends answered in one read: the first's done callback raises, the second's records. The loop's
+    exception handler gets the error (as it would from that callback's own Handle), and the second
+    callback and both Tasks awaiting the sends still run. A callback removed after the answer was read
+    (its wake-up already collected) still runs, as asyncio's scheduled Handle would."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("WakeupsRaise", queues=1)
+    reported: list[BaseException | None] = []
+    called: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reported.append(context.get("exception")))
+        async with _scripted(cluster, topic, _burst_server(4)) as (producer, connection):
+            first = producer._sender.send(Message(topic, b"first"))
+            second = producer._sender.send(Message(topic, b"second"))
+
+            def boom(_waiter: Any) -> None:
+                called.append("boom")
+                raise ValueError("callback failed")
+
+            first.add_done_callback(boom)
+            second.add_done_callback(lambda _w: called.append("second"))
+            third = producer._sender.send(Message(topic, b"third"))
+
+            def record_third(_waiter: Any) -> None:
+                called.append("third")
+
+            third.add_done_callback(record_third)
+            tasks = [asyncio.ensure_future(producer.send(Message(topic, b"task")))]
+            while connection._lean:
+                await asyncio.sleep(0)  # the burst's read
+            assert first.done() and second.done() and third.done()
+            assert (
+                third.remove_done_callback(record_third) == 0
+            )  # its wake-up was collected: it runs, as a Handle would
+            results = await asyncio.wait_for(asyncio.gather(*tasks), WAIT_S)
+            while len(called) < 3:
+                await asyncio.sleep(0)
+            assert called == ["boom", "second", "third"]
+            assert len(reported) == 1 and isinstance(reported[0], ValueError)
+            assert (await first).status is SendStatus.SEND_OK and (await second).status is SendStatus.SEND_OK
+            assert results[0].status is SendStatus.SEND_OK
+
+    _run(main)
