@@ -21,17 +21,34 @@ sends in flight in this one process:
   with ``--inflight-per-connection K`` every connection carries K sends in flight instead (the
   loaded shape: N producers each pushing as hard as one does alone, K × N in flight in all).
 
-Each case prints msgs/s, its ratio to the 1-queue / 1-connection case of the same run, and the
-broker's and this process's CPU µs per message (on a shared machine compare the CPU columns:
-throughput moves with the neighbours' load).
+Two options make the connections cases look more like a real many-connection load (every shape is
+reported beside the others; docs/benchmarks.md, "Branch connload", says which measures what):
+
+* ``--fresh-messages``: each send builds its ``Message`` (as applications do) instead of taking it from
+  ``--sends`` messages built before the clock starts; 100,000 pre-built messages are 100,000 objects every
+  full collection of the client's garbage collector walks.
+* ``--client-processes P``: the N producers are spread over P client processes (N/P each, the in-flight
+  sends and the ``--sends`` split in proportion); msgs/s is the aggregate, the client's CPU is every
+  process's summed. One Python process holding all N connections and K × N sends in flight measures that
+  one process as much as the broker.
+
+Each case prints msgs/s, its ratio to the 1-queue / 1-connection case of the same run, the broker's and
+the client's CPU µs per message (on a shared machine compare the CPU columns: throughput moves with the
+neighbours' load), and the client's garbage collections (generations 0 / 1 / 2) inside the timed case.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import gc
+import multiprocessing
+import random
+import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from bench_common import (
@@ -61,6 +78,27 @@ QUEUE_COUNTS = (1, 10, 100, 1000)
 CONNECTION_COUNTS = (1, 10, 100)
 READ_WRITE = 6  # PermName.PERM_READ | PERM_WRITE
 ROUTE_WAIT_S = 30.0
+BODY = random.Random(42).randbytes(100)  # Recorder.messages' body
+#: the client's garbage collections (generations 0, 1, 2) inside each timed case, by id(row)
+COLLECTIONS: dict[int, tuple[int, int, int]] = {}
+
+
+class Collections:
+    """Counts this process's garbage collections per generation while it is entered."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+
+    def _count(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            self.counts[info["generation"]] += 1
+
+    def __enter__(self) -> Collections:
+        gc.callbacks.append(self._count)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._count)
 
 
 async def create_topic(broker: str, topic: str, queues: int) -> None:
@@ -90,19 +128,34 @@ async def wait_for_queues(producer: AsyncProducer, topic: str, queues: int) -> N
     raise RuntimeError(f"{topic} was not routed with {queues} queues within {ROUTE_WAIT_S} s")
 
 
-async def timed_sends(
-    bench: Recorder, case: str, producers: list[AsyncProducer], topic: str, sends: int, inflight: int, note: str
-) -> Row:
-    """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers).
+def sends_work(
+    producers: list[AsyncProducer], topic: str, sends: int, inflight: int, fresh: bool
+) -> Callable[[], Awaitable[object]]:
+    """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers);
+    with ``fresh`` each send builds its message, else they are all built now (before any clock starts).
 
     At least one worker per producer: with more producers than ``inflight`` each has one.
     """
-    messages = iter(bench.messages(topic, sends, 100))
+    if fresh:
+        left: Iterator[object] = iter(range(sends))
 
-    async def worker(producer: AsyncProducer) -> None:
-        for message in messages:  # one shared iterator: each message is sent once
-            await producer.send(message)
+        async def worker(producer: AsyncProducer) -> None:
+            for _ in left:  # one shared iterator: sends in all
+                await producer.send(Message(topic, BODY))
 
+    else:
+        messages = iter([Message(topic, BODY) for _ in range(sends)])
+
+        async def worker(producer: AsyncProducer) -> None:
+            for message in messages:  # one shared iterator: each message is sent once
+                await producer.send(message)
+
+    count = max(inflight, len(producers))
+    return lambda: asyncio.gather(*(worker(producers[k % len(producers)]) for k in range(count)))
+
+
+async def warm_up(producers: list[AsyncProducer], topic: str, inflight: int) -> None:
+    """Connect every producer, then one message to every queue of ``topic``."""
     for producer in producers:  # connect and warm up every producer first
         await producer.send(Message(topic, b"warm-up"))
     # One message to every queue first: a queue's first message creates its ConsumeQueue file,
@@ -114,13 +167,113 @@ async def timed_sends(
             await producer.send(Message(topic, b"warm-up"), queue=queue)
 
     await asyncio.gather(*(warm(producers[k % len(producers)]) for k in range(inflight)))
-    return await bench.timed(
-        case,
-        100,
-        sends,
-        lambda: asyncio.gather(*(worker(producers[k % len(producers)]) for k in range(max(inflight, len(producers))))),
-        note,
+
+
+async def timed_sends(
+    bench: Recorder,
+    case: str,
+    producers: list[AsyncProducer],
+    topic: str,
+    sends: int,
+    inflight: int,
+    note: str,
+    fresh: bool = False,
+) -> Row:
+    """Warm up, then time ``sends_work`` in this process."""
+    await warm_up(producers, topic, inflight)
+    work = sends_work(producers, topic, sends, inflight, fresh)
+    with Collections() as collections:
+        row = await bench.timed(case, 100, sends, work, note)
+    COLLECTIONS[id(row)] = (collections.counts[0], collections.counts[1], collections.counts[2])
+    return row
+
+
+def client_process(
+    pipe: Connection, namesrv: str, topic: str, first: int, connections: int, sends: int, inflight: int, options: dict
+) -> None:
+    """One client process of ``--client-processes``: ``connections`` producers, warmed up; on "go" its
+    ``sends``, then its CPU seconds (user, system) and collections for the timed part down ``pipe``."""
+
+    async def run() -> None:
+        producers = [
+            AsyncProducer(f"PID_SCALE_BENCH_{first + i}", namesrv, send_timeout_s=30.0) for i in range(connections)
+        ]
+        try:
+            for producer in producers:
+                await producer.start()
+            await wait_for_queues(producers[0], topic, 4)
+            await warm_up(producers, topic, inflight)
+            work = sends_work(producers, topic, sends, inflight, options["fresh"])
+            loop = asyncio.get_running_loop()
+            pipe.send("ready")
+            await loop.run_in_executor(None, pipe.recv)  # "go"
+            with Collections() as collections:
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                await work()
+                after = resource.getrusage(resource.RUSAGE_SELF)
+            pipe.send(((after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime), collections.counts))
+        finally:
+            await asyncio.gather(*(p.close() for p in producers))
+
+    run_loop(run(), options["loop"])
+
+
+async def timed_processes(
+    bench: Recorder, case: str, topic: str, connections: int, processes: int, sends: int, total: int, options: dict
+) -> Row:
+    """``connections`` producers spread over ``processes`` client processes, ``total`` sends in flight and
+    ``sends`` in all split in proportion; the row's client CPU is every process's summed (and this one's)."""
+    context = multiprocessing.get_context("spawn")
+    children = []
+    first = 0
+    for p in range(processes):
+        share = connections // processes + (p < connections % processes)
+        mine, theirs = context.Pipe()
+        child = context.Process(
+            target=client_process,
+            args=(
+                theirs,
+                bench.dev.namesrv,
+                topic,
+                first,
+                share,
+                sends * share // connections,
+                max(1, total * share // connections),
+                options,
+            ),
+            daemon=True,
+        )
+        child.start()
+        children.append((child, mine))
+        first += share
+    loop = asyncio.get_running_loop()
+    try:
+        for _, pipe in children:
+            if await loop.run_in_executor(None, pipe.recv) != "ready":
+                raise RuntimeError("a client process did not get ready")
+        reports: list[tuple[tuple[float, float], list[int]]] = []
+
+        async def go() -> None:
+            for _, pipe in children:
+                pipe.send("go")
+            reports.extend(await asyncio.gather(*(loop.run_in_executor(None, pipe.recv) for _, pipe in children)))
+
+        messages = sum(
+            sends * (connections // processes + (p < connections % processes)) // connections for p in range(processes)
+        )
+        row = await bench.timed(case, 100, messages, go, f"{processes} client processes")
+    finally:
+        for child, _ in children:
+            child.join(60)
+    user = row.client_cpu[0] + sum(cpu[0] for cpu, _ in reports)
+    system = row.client_cpu[1] + sum(cpu[1] for cpu, _ in reports)
+    row = dataclasses.replace(row, client_cpu=(user, system))
+    COLLECTIONS[id(row)] = (
+        sum(c[0] for _, c in reports),
+        sum(c[1] for _, c in reports),
+        sum(c[2] for _, c in reports),
     )
+    return row
 
 
 async def scale_cases(
@@ -130,6 +283,9 @@ async def scale_cases(
     queue_counts: Sequence[int],
     connection_counts: Sequence[int],
     inflight_per_connection: int | None = None,
+    fresh: bool = False,
+    processes: int | None = None,
+    loop: str = "asyncio",
 ) -> list[tuple[str, int, Row]]:
     results: list[tuple[str, int, Row]] = []
     producer = AsyncProducer("PID_SCALE_BENCH", bench.dev.namesrv, send_timeout_s=30.0)
@@ -140,13 +296,13 @@ async def scale_cases(
         # after it), so a case shaped like the baseline goes first and no reported case is first.
         await create_topic(bench.dev.broker, "ScaleWarmUp", 1)
         await wait_for_queues(producer, "ScaleWarmUp", 1)
-        await timed_sends(bench, "warm-up, not reported", [producer], "ScaleWarmUp", sends, inflight, "warm-up")
+        await timed_sends(bench, "warm-up, not reported", [producer], "ScaleWarmUp", sends, inflight, "warm-up", fresh)
         for queues in queue_counts:
             topic = f"ScaleQueues{queues}"
             await create_topic(bench.dev.broker, topic, queues)
             await wait_for_queues(producer, topic, queues)
             row = await timed_sends(
-                bench, f"{queues} queues, 1 connection", [producer], topic, sends, inflight, "one topic"
+                bench, f"{queues} queues, 1 connection", [producer], topic, sends, inflight, "one topic", fresh
             )
             results.append(("queues", queues, row))
     finally:
@@ -154,6 +310,20 @@ async def scale_cases(
     topic = "ScaleConnections"
     await create_topic(bench.dev.broker, topic, 4)
     for connections in connection_counts:
+        total = inflight if inflight_per_connection is None else inflight_per_connection * connections
+        if processes is not None:
+            row = await timed_processes(
+                bench,
+                f"4 queues, {connections} connections, {processes} client processes",
+                topic,
+                connections,
+                min(processes, connections),
+                sends,
+                total,
+                {"fresh": fresh, "loop": loop},
+            )
+            results.append(("connections", connections, row))
+            continue
         producers = [
             AsyncProducer(f"PID_SCALE_BENCH_{i}", bench.dev.namesrv, send_timeout_s=30.0) for i in range(connections)
         ]
@@ -161,7 +331,6 @@ async def scale_cases(
             for producer in producers:
                 await producer.start()
             await wait_for_queues(producers[0], topic, 4)
-            total = inflight if inflight_per_connection is None else inflight_per_connection * connections
             row = await timed_sends(
                 bench,
                 f"4 queues, {connections} connections",
@@ -170,6 +339,7 @@ async def scale_cases(
                 sends,
                 total,
                 f"{connections} producers, {total:,} in flight",
+                fresh,
             )
             results.append(("connections", connections, row))
         finally:
@@ -202,16 +372,16 @@ def scale_table(results: list[tuple[str, int, Row]]) -> str:
     lines = [
         (
             "| dimension | n | msgs/s | ratio to 1 queue, 1 connection | broker CPU µs/msg | client CPU µs/msg |"
-            " CPU ratio | broker user / sys | client user / sys |"
+            " CPU ratio | broker user / sys | client user / sys | client collections g0 / g1 / g2 |"
         ),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for dimension, n, row in results:
         broker, client = (sum(cpu) / row.messages * 1e6 for cpu in (row.broker_cpu, row.client_cpu))
         lines.append(
             f"| {dimension} | {n:,} | {row.msgs_per_s:,.0f} | {row.msgs_per_s / base:.2f}× | {broker:.1f} | "
             f"{client:.1f} | {(broker + client) / 1e6 / base_cpu:.2f}× | {_split(row.broker_cpu, row.messages)} | "
-            f"{_split(row.client_cpu, row.messages)} |"
+            f"{_split(row.client_cpu, row.messages)} | {' / '.join(map(str, COLLECTIONS.get(id(row), ())))} |"
         )
     return "\n".join(lines)
 
@@ -252,6 +422,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="K",
         help="connections cases: K sends in flight on every connection (K x N in all) instead of --inflight spread",
     )
+    parser.add_argument(
+        "--fresh-messages", action="store_true", help="each send builds its Message (default: all built before timing)"
+    )
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        metavar="P",
+        help="connections cases: the N producers spread over P client processes (aggregate msgs/s, CPU summed)",
+    )
     parser.add_argument("--profile", type=Path, help="py-spy the broker and this process per case into DIR")
     parser.add_argument(
         "--queues", type=int, nargs="*", default=QUEUE_COUNTS, help="queue counts (default 1 10 100 1000)"
@@ -272,14 +451,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         sends = 2_000 if args.quick else args.sends
         rounds = [
             run_loop(
-                scale_cases(bench, sends, args.inflight, args.queues, args.connections, args.inflight_per_connection),
+                scale_cases(
+                    bench,
+                    sends,
+                    args.inflight,
+                    args.queues,
+                    args.connections,
+                    args.inflight_per_connection,
+                    args.fresh_messages,
+                    args.client_processes,
+                    args.loop,
+                ),
                 args.loop,
             )
             for _ in range(args.repeat)
         ]
     print_machine(info)
     results = medians(rounds)
-    title = "single sends as queues and connections grow (100 B)"
+    title = "single sends as queues and connections grow (100 B"
+    title += ", each message built at send time)" if args.fresh_messages else ", messages built before timing)"
     if args.repeat > 1:
         title += f"; each row the median-msgs/s run of {args.repeat} rounds (cases interleaved)"
         print("\n## every round's msgs/s\n\n" + rounds_table(rounds))
