@@ -540,8 +540,13 @@ static int read_answer(const unsigned char *h, Py_ssize_t n, long long *opaque, 
 static PyObject *str_done, *str_set_result;
 static PyTypeObject WaiterType;
 typedef struct Waiter Waiter;
-static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset, PyObject **wakeups);
-static int schedule_wakeups(PyObject *wakeups);
+/* the wake-ups a read collects: the first (waiter, callback, context) alone, a list from the second on */
+typedef struct {
+    PyObject *first[3];
+    PyObject *list;
+} Wakeups;
+static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset, Wakeups *wakeups);
+static int schedule_wakeups(Wakeups *wakeups);
 
 static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -559,7 +564,7 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     Py_INCREF(data); /* a waiter's callback cannot free it under us */
-    PyObject *wakeups = NULL; /* the awaited waiters' done callbacks, run by one loop callback after the read */
+    Wakeups wakeups = {{NULL, NULL, NULL}, NULL}; /* the awaited waiters' done callbacks, run after the read */
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
     while (size - position >= 8) {
         const unsigned char *f = d + position;
@@ -634,15 +639,15 @@ static PyObject *deliver(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(waiter);
     }
     Py_DECREF(data);
-    if (schedule_wakeups(wakeups) < 0)
+    if (schedule_wakeups(&wakeups) < 0)
         return NULL;
     return PyLong_FromSsize_t(position);
 fail:
     Py_DECREF(data);
-    if (wakeups != NULL) { /* the waiters are done: their Tasks still wake, the error goes on */
+    { /* the waiters are done: their Tasks still wake, the error goes on */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        if (schedule_wakeups(wakeups) < 0)
+        if (schedule_wakeups(&wakeups) < 0)
             PyErr_WriteUnraisable(NULL);
         PyErr_Restore(type, value, traceback);
     }
@@ -921,36 +926,52 @@ static int schedule(Waiter *w, PyObject *callback, PyObject *context) {
 static PyObject *run_wakeups_fn;
 
 /* to the read's wake-ups if it collects them (same loop, a real Context), else as Future does: call_soon */
-static int wake(Waiter *w, PyObject *callback, PyObject *context, PyObject **wakeups) {
-    if (wakeups == NULL || w->loop == NULL || !PyContext_CheckExact(context) ||
-        (*wakeups != NULL && PyList_GET_ITEM(*wakeups, 0) != w->loop))
+static int wake(Waiter *w, PyObject *callback, PyObject *context, Wakeups *wakeups) {
+    if (wakeups == NULL || w->loop == NULL || !PyContext_CheckExact(context))
         return schedule(w, callback, context);
-    if (*wakeups == NULL) {
-        if ((*wakeups = PyList_New(1)) == NULL)
-            return -1;
-        PyList_SET_ITEM(*wakeups, 0, Py_NewRef(w->loop));
+    if (wakeups->first[0] == NULL && wakeups->list == NULL) {
+        wakeups->first[0] = Py_NewRef(w);
+        wakeups->first[1] = Py_NewRef(callback);
+        wakeups->first[2] = Py_NewRef(context);
+        return 0;
     }
-    if (PyList_Append(*wakeups, (PyObject *)w) < 0 || PyList_Append(*wakeups, callback) < 0 ||
-        PyList_Append(*wakeups, context) < 0)
+    if (wakeups->list == NULL) {
+        PyObject *loop = ((Waiter *)wakeups->first[0])->loop;
+        if (loop != w->loop)
+            return schedule(w, callback, context);
+        if ((wakeups->list = PyList_New(4)) == NULL)
+            return -1;
+        PyList_SET_ITEM(wakeups->list, 0, Py_NewRef(loop));
+        for (int i = 0; i < 3; i++) {
+            PyList_SET_ITEM(wakeups->list, i + 1, wakeups->first[i]); /* the reference moves */
+            wakeups->first[i] = NULL;
+        }
+    } else if (PyList_GET_ITEM(wakeups->list, 0) != w->loop) {
+        return schedule(w, callback, context);
+    }
+    if (PyList_Append(wakeups->list, (PyObject *)w) < 0 || PyList_Append(wakeups->list, callback) < 0 ||
+        PyList_Append(wakeups->list, context) < 0)
         return -1;
     return 0;
 }
 
-/* loop.call_soon(run_wakeups, wakeups); the reference is stolen (NULL: nothing to wake) */
-static int schedule_wakeups(PyObject *wakeups) {
-    if (wakeups == NULL)
-        return 0;
-    PyObject *ignored = NULL;
-    if (PyList_GET_SIZE(wakeups) > 1)
-        ignored = PyObject_CallMethodObjArgs(PyList_GET_ITEM(wakeups, 0), S[S_CALL_SOON], run_wakeups_fn, wakeups,
-                                             NULL);
-    else
-        ignored = Py_NewRef(Py_None);
-    Py_DECREF(wakeups);
-    if (ignored == NULL)
-        return -1;
-    Py_DECREF(ignored);
-    return 0;
+/* a lone wake-up as Future schedules it; two or more: loop.call_soon(run_wakeups, list); all references dropped */
+static int schedule_wakeups(Wakeups *wakeups) {
+    int failed = 0;
+    if (wakeups->list != NULL) {
+        PyObject *list = wakeups->list;
+        wakeups->list = NULL;
+        PyObject *ignored =
+            PyObject_CallMethodObjArgs(PyList_GET_ITEM(list, 0), S[S_CALL_SOON], run_wakeups_fn, list, NULL);
+        Py_DECREF(list);
+        failed = ignored == NULL;
+        Py_XDECREF(ignored);
+    } else if (wakeups->first[0] != NULL) {
+        failed = schedule((Waiter *)wakeups->first[0], wakeups->first[1], wakeups->first[2]) < 0;
+        for (int i = 0; i < 3; i++)
+            Py_CLEAR(wakeups->first[i]);
+    }
+    return failed ? -1 : 0;
 }
 
 /* run_wakeups([loop, waiter, callback, context, ...]): each callback(waiter) in its context, in order; if one
@@ -996,7 +1017,7 @@ static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
 /* An awaited waiter's outcome (its value a reference stolen), then its done callbacks scheduled, as
  * Future.set_result / set_exception / cancel (or added to the read's wake-ups); a waiter already done keeps
  * its outcome (0 too). */
-static int waiter_finish(Waiter *w, int state, PyObject *value, PyObject **wakeups) {
+static int waiter_finish(Waiter *w, int state, PyObject *value, Wakeups *wakeups) {
     if (w->state != W_PENDING) {
         Py_XDECREF(value);
         return 0;
@@ -1023,7 +1044,7 @@ static int waiter_finish(Waiter *w, int state, PyObject *value, PyObject **wakeu
  * (msg_id and offset given) completes the future with its SendResult (and calls the callback); any other
  * answer goes to the future (awaited) or to the Python hook answered(waiter, answer). */
 static PyObject *waiter_answer(Waiter *w, PyObject *answer, PyObject *msg_id, PyObject *offset,
-                               PyObject **wakeups) {
+                               Wakeups *wakeups) {
     double latency_ms = (clock_seconds(CLOCK_MONOTONIC) - w->started) * 1000;
     if (latency_ms >= cfg.first_pausing_ms || PyDict_GET_SIZE(w->paused)) { /* faults.paused */
         PyObject *broker = PyObject_GetAttr(w->queue, S[S_BROKER_NAME]);

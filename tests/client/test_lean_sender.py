@@ -563,8 +563,8 @@ def _run(main: Callable[[], Any]) -> CountingLoop:
 def test_a_burst_of_answers_wakes_every_task_in_its_own_context_in_answer_order(cluster: UnconfirmingCluster) -> None:
     """40 Tasks, each with its own value of a ContextVar, await a send; the server answers all 40 in one
     write. Every Task gets its own SendResult (msgId naming its request) and still sees its own context
-    value; they resume in the order of the answers; and no answer got a Handle of its own: the wake-ups
-    went through ``run_wakeups`` callbacks carrying all 40 waiters."""
+    value; they resume in the order of the answers; and the answers did not get a Handle each: the wake-ups
+    of a read went through one ``run_wakeups`` callback (a read that answers one send schedules it alone)."""
     if client_native.Sender is None:
         pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
     topic = cluster.topic("WakeupsContext", queues=1)
@@ -588,9 +588,10 @@ def test_a_burst_of_answers_wakes_every_task_in_its_own_context_in_answer_order(
             assert all(r.status is SendStatus.SEND_OK for _, r in outcomes) and len(set(opaques)) == BURST
             assert resumed == sorted(resumed, key=lambda i: opaques[i])  # answers come in request order
             waiter_type = client_native._clientlane.Waiter
-            assert not [s for s in loop.scheduled if type(s[1]) is waiter_type]
+            lone = [s for s in loop.scheduled if type(s[1]) is waiter_type]  # a read that answered one send
             batches = [s[1] for s in loop.scheduled if s[0] == "run_wakeups"]
-            assert sum((len(b) - 1) // 3 for b in batches) == BURST
+            assert sum((len(b) - 1) // 3 for b in batches) + len(lone) == BURST
+            assert len(batches) + len(lone) <= BURST // 4  # one Handle per read (one write: one or a few reads)
             assert not connection._lean
 
     _run(main)
