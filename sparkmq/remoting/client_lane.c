@@ -984,7 +984,7 @@ static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(wakeups);
-    for (Py_ssize_t i = 1; i + 2 < n; i += 3) {
+    for (Py_ssize_t i = 1; i + 2 < n && i + 2 < PyList_GET_SIZE(wakeups); i += 3) {
         PyObject *w = PyList_GET_ITEM(wakeups, i), *callback = PyList_GET_ITEM(wakeups, i + 1);
         PyObject *context = PyList_GET_ITEM(wakeups, i + 2);
         Py_INCREF(w);
@@ -1002,8 +1002,9 @@ static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
         if (result == NULL) {
             PyObject *type, *value, *traceback;
             PyErr_Fetch(&type, &value, &traceback);
-            for (Py_ssize_t j = i + 3; j + 2 < n; j += 3)
-                if (schedule((Waiter *)PyList_GET_ITEM(wakeups, j), PyList_GET_ITEM(wakeups, j + 1),
+            for (Py_ssize_t j = i + 3; j + 2 < n && j + 2 < PyList_GET_SIZE(wakeups); j += 3)
+                if (Py_IS_TYPE(PyList_GET_ITEM(wakeups, j), &WaiterType) &&
+                    schedule((Waiter *)PyList_GET_ITEM(wakeups, j), PyList_GET_ITEM(wakeups, j + 1),
                              PyList_GET_ITEM(wakeups, j + 2)) < 0)
                     PyErr_WriteUnraisable(NULL);
             PyErr_Restore(type, value, traceback);
