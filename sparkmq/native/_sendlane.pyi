@@ -1,6 +1,9 @@
 """Types of the C extension sparkmq.native._sendlane (sendlane.c)."""
 
+import mmap
+
 from sparkmq.store.consume_queue import ConsumeQueue
+from sparkmq.store.native_bases import SegmentBase
 
 class SendGroup:
     """Plain single sends scanned from a read buffer, their CommitLog records encoded."""
@@ -13,6 +16,8 @@ class SendGroup:
     def end(self) -> int: ...
     @property
     def record_bytes(self) -> int: ...
+    @property
+    def index_count(self) -> int: ...
     @property
     def topics(self) -> list[str]: ...
     @property
@@ -33,6 +38,10 @@ class SendGroup:
     ) -> tuple[list[int], list[ConsumeQueue], list[int]] | None: ...
     def append_units(self, bases: list[int], targets: list[ConsumeQueue]) -> None: ...
     def index_entries(self) -> tuple[list[int], list[int]]: ...
+    def write_into(self, segment: SegmentBase, store_timestamp: int, bases: list[int]) -> int | None: ...
+    def index_into(
+        self, mapping: mmap.mmap, slots: int, index_count: int, begin_timestamp: int, store_timestamp: int
+    ) -> tuple[int, int, int] | None: ...
     def responses(
         self,
         parts: tuple[bytes, bytes, bytes, bytes, bytes],

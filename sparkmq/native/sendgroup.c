@@ -3,6 +3,7 @@
  * their responses (responses). */
 #include "sendlane.h"
 #include "segment.h"
+#include "indexput.h"
 
 static void group_dealloc(SendGroup *g) {
     PyMem_Free(g->opaque);
@@ -14,18 +15,16 @@ static void group_dealloc(SendGroup *g) {
     Py_XDECREF(g->keys);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
-static PyObject *group_place(SendGroup *g, PyObject *args) {
-    long long physical_start, store_timestamp;
-    PyObject *bases;
-    if (!PyArg_ParseTuple(args, "LLO!", &physical_start, &store_timestamp, &PyList_Type, &bases)) return NULL;
+/* The records' queue offsets, log positions and store time patched in (place()'s work); -1 with an exception. */
+static int place_records(SendGroup *g, long long physical_start, long long store_timestamp, PyObject *bases) {
     if (PyList_GET_SIZE(bases) != g->key_count) {
         PyErr_SetString(PyExc_ValueError, "one base queue offset per key");
-        return NULL;
+        return -1;
     }
     int64_t next[MAX_KEYS];
     for (Py_ssize_t k = 0; k < g->key_count; k++) {
         next[k] = PyLong_AsLongLong(PyList_GET_ITEM(bases, k));
-        if (next[k] == -1 && PyErr_Occurred()) return NULL;
+        if (next[k] == -1 && PyErr_Occurred()) return -1;
     }
     int64_t position = physical_start;
     for (Py_ssize_t i = 0; i < g->count; i++) {
@@ -39,6 +38,14 @@ static PyObject *group_place(SendGroup *g, PyObject *args) {
     }
     g->physical_start = physical_start;
     g->placed = 1;
+    return 0;
+}
+
+static PyObject *group_place(SendGroup *g, PyObject *args) {
+    long long physical_start, store_timestamp;
+    PyObject *bases;
+    if (!PyArg_ParseTuple(args, "LLO!", &physical_start, &store_timestamp, &PyList_Type, &bases)) return NULL;
+    if (place_records(g, physical_start, store_timestamp, bases) < 0) return NULL;
     return PyBytes_FromStringAndSize((const char *)g->records, g->records_len);
 }
 
@@ -313,6 +320,7 @@ static PyObject *get_count(SendGroup *g, void *c) { return PyLong_FromSsize_t(g-
 static PyObject *get_code(SendGroup *g, void *c) { return PyLong_FromLong(g->code); }
 static PyObject *get_end(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->end); }
 static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->records_len); }
+static PyObject *get_index_count(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->index_count); }
 
 
 static SegmentAPI *segment_api;
@@ -468,6 +476,61 @@ fail:
     return NULL;
 }
 
+/* write_into(segment, store_timestamp, bases) -> physical start | None: place() at the segment's write
+ * position, the records copied into its mapping as ``segment.append(place(...))`` would (the pool touch,
+ * the copy, the write position), without the records' bytes object or a Python call. None, nothing done,
+ * when the segment is not a mapped native one with room for them (the caller places and appends). */
+static PyObject *group_write_into(SendGroup *g, PyObject *args) {
+    PyObject *segment, *bases;
+    long long store_timestamp;
+    if (!PyArg_ParseTuple(args, "OLO!", &segment, &store_timestamp, &PyList_Type, &bases)) return NULL;
+    if (load_segment_api() < 0) return NULL;
+    if (!PyObject_TypeCheck(segment, segment_api->segment)) Py_RETURN_NONE;
+    SegmentObject *s = (SegmentObject *)segment;
+    long long at = s->write_position;
+    if (s->addr == NULL || at < 0 || at + g->records_len > s->file_bytes || at + g->records_len > s->addr_len)
+        Py_RETURN_NONE;
+    if (place_records(g, s->start_offset + at, store_timestamp, bases) < 0) return NULL;
+    s->tick = ++*segment_api->ticks;
+    memcpy(s->addr + at, g->records, (size_t)g->records_len);
+    s->write_position = at + g->records_len;
+    return PyLong_FromLongLong(s->start_offset + at);
+}
+
+/* index_into(mapping, slots, index_count, begin_timestamp, store_timestamp) -> (new slots, first offset,
+ * last offset) | None: after place(), index_entries() written into an index file's mapping as
+ * IndexFile.put_plain writes them (every entry stored at store_timestamp; indexput.h), without their
+ * lists; the header is left to the caller. None: the group has no index entries. */
+static PyObject *group_index_into(SendGroup *g, PyObject *args) {
+    Py_buffer mm;
+    Py_ssize_t slots, before;
+    long long begin, store_timestamp;
+    if (!check_placed(g)) return NULL;
+    if (!PyArg_ParseTuple(args, "w*nnLL", &mm, &slots, &before, &begin, &store_timestamp)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = g->index_count;
+    int64_t *phys = NULL;
+    if (n == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!ix_fits(mm.len, slots, before, n)) {
+        PyErr_SetString(PyExc_ValueError, "the entries do not fit the mapping");
+        goto done;
+    }
+    if ((phys = PyMem_Malloc((size_t)n * sizeof(int64_t))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) phys[j] = g->physical_start + g->record_at[g->index_row[j]];
+    long long fresh = ix_write(mm.buf, slots, before, begin, n, g->index_hash, phys, NULL, store_timestamp);
+    if (fresh >= 0) result = Py_BuildValue("(LLL)", fresh, (long long)phys[0], (long long)phys[n - 1]);
+done:
+    PyMem_Free(phys);
+    PyBuffer_Release(&mm);
+    return result;
+}
+
 /* merge(groups) -> SendGroup | None: the unplaced groups (of one request code) as one group, their requests in
  * order, so that one place / reserve / append_units / index_entries call serves all of them; the same records,
  * queue offsets, ConsumeQueue units and index entries as placing them one after the other. None when they do not
@@ -596,6 +659,7 @@ static PyGetSetDef group_getset[] = {
     {"code", (getter)get_code, NULL, "the request code of the group's requests (10 or 310)", NULL},
     {"end", (getter)get_end, NULL, "buffer position after the group's last frame", NULL},
     {"record_bytes", (getter)get_record_bytes, NULL, "bytes of the group's CommitLog records", NULL},
+    {"index_count", (getter)get_index_count, NULL, "index entries of the group (its records' keys)", NULL},
     {"topics", (getter)get_topics, NULL, "distinct topics, in order of first appearance", NULL},
     {"keys", (getter)get_keys, NULL, "distinct (topic, queue id), in order of first appearance", NULL},
     {"key_counts", (getter)get_key_counts, NULL, "messages per key", NULL},
@@ -616,6 +680,11 @@ static PyMethodDef group_methods[] = {
      "reserve(queued, queues) -> (bases, targets, ends) | None: each key's base offset, queue and its end"},
     {"append_units", (PyCFunction)group_append_units, METH_VARARGS,
      "append_units(bases, targets): queue_units() appended to each key's ConsumeQueue (after place())"},
+    {"write_into", (PyCFunction)group_write_into, METH_VARARGS,
+     "write_into(segment, store_timestamp, bases) -> physical start | None: placed and copied into the segment"},
+    {"index_into", (PyCFunction)group_index_into, METH_VARARGS,
+     "index_into(mapping, slots, index_count, begin_timestamp, store_timestamp) -> (new slots, first offset,"
+     " last offset) | None: the index entries written into an index file (after place())"},
     {"responses", (PyCFunction)group_responses, METH_VARARGS,
      "responses(parts, store_ip, store_port[, first, stop]) -> bytes: the response frames of requests"
      " first..stop-1 (default: all)"},

@@ -13,6 +13,7 @@ import mmap
 import os
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,9 @@ from sparkmq.message.record import IntColumn
 from sparkmq.native import queueread
 from sparkmq.store import disk
 from sparkmq.store.mapped_file import create_full_size
+
+if TYPE_CHECKING:
+    from sparkmq.store.lane import EncodedGroup
 
 HEADER_BYTES = 40
 SLOT_BYTES = 4
@@ -201,6 +205,22 @@ class IndexFile:
         self.index_count += count
         self.end_timestamp = int(store_timestamps[-1])
         self.end_phy_offset = int(phy_offsets[-1])
+        self._write_header()
+
+    def put_lane(self, group: EncodedGroup, store_timestamp: int) -> None:
+        """``put`` of a placed lane group's index entries (the caller keeps within ``free_entries``),
+        written by the group itself (``EncodedGroup.index_into``) without their lists."""
+        fresh = self.index_count <= 1
+        begin = store_timestamp if fresh else self.begin_timestamp
+        written = group.index_into(self._mmap, self.slots, self.index_count, begin, store_timestamp)
+        if written is None:
+            return
+        new_slots, first, last = written
+        if fresh:
+            self.begin_timestamp, self.begin_phy_offset = store_timestamp, first
+        self.hash_slot_count += new_slots
+        self.index_count += group.index_count
+        self.end_timestamp, self.end_phy_offset = store_timestamp, last
         self._write_header()
 
     def put_plain(self, hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn) -> None:

@@ -7,12 +7,16 @@ import logging
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
 from sparkmq.store.index_file import IndexFile, index_key_hashes
+
+if TYPE_CHECKING:
+    from sparkmq.store.lane import EncodedGroup
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +116,23 @@ class IndexService:
             if new_file or index.is_full:
                 finished = index.end_timestamp
         return finished
+
+    def put_lane(self, group: EncodedGroup, physical_start: int, store_timestamp: int) -> int | None:
+        """``put`` of a placed lane group's index entries (its records from ``physical_start``, all
+        stored at ``store_timestamp``): written by the group into the newest file when they are new
+        and fit it, else through ``put``. Returns what ``put`` returns."""
+        count = group.index_count
+        if not count:
+            return None
+        files = self.files
+        if files:
+            newest = files[-1]
+            fresh = physical_start > newest.end_phy_offset or (len(files) == 1 and newest.index_count <= 1)
+            if fresh and count <= newest.entries - newest.index_count:  # put's one-file branch, as put decides it
+                newest.put_lane(group, store_timestamp)
+                return newest.end_timestamp if newest.index_count >= newest.entries else None
+        hashes, offsets = group.index_entries()
+        return self.put(hashes, offsets, [store_timestamp] * count)
 
     def query(self, key: str, max_count: int, begin: int, end: int) -> list[int]:
         """Physical offsets for ``topic#key`` stored within [begin, end], newest first."""

@@ -2,7 +2,7 @@
 CommitLog records are already encoded, waiting for their place in the log.
 
 The store never imports the extension that builds such a group (``sparkmq.native``); it calls
-these methods only. ``MessageStore.put_lane_group`` is the one user.
+these methods only. ``MessageStore.put_lane_group`` is the one user (with ``IndexService.put_lane``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import mmap
+
     from sparkmq.store.consume_queue import ConsumeQueue
+    from sparkmq.store.native_bases import SegmentBase
 
 
 class EncodedGroup(Protocol):
@@ -25,6 +28,10 @@ class EncodedGroup(Protocol):
         """Bytes of all the group's records."""
 
     @property
+    def index_count(self) -> int:
+        """Index entries of the group (its records' UNIQ_KEY and KEYS)."""
+
+    @property
     def keys(self) -> list[tuple[str, int]]:
         """The distinct (topic, queue id) of the records, in order of first appearance."""
 
@@ -35,6 +42,18 @@ class EncodedGroup(Protocol):
     def place(self, physical_start: int, store_timestamp: int, bases: list[int]) -> bytes:
         """The records as stored from ``physical_start``: each key's queue offsets count up from
         its base, every record gets ``store_timestamp``."""
+
+    def write_into(self, segment: SegmentBase, store_timestamp: int, bases: list[int]) -> int | None:
+        """``place`` at ``segment``'s write position and the records copied in as ``segment.append``
+        would; the physical start, or None with nothing done when the segment is not the C type,
+        mapped, with room (the caller places and appends)."""
+
+    def index_into(
+        self, mapping: mmap.mmap, slots: int, index_count: int, begin_timestamp: int, store_timestamp: int
+    ) -> tuple[int, int, int] | None:
+        """After ``place``: ``index_entries`` written into an index file's mapping as
+        ``IndexFile.put_plain`` would (all stored at ``store_timestamp``), the header left out;
+        (slots used for the first time, first entry's offset, last entry's offset), None: no entries."""
 
     def queue_units(self) -> list[tuple[bytes, int]]:
         """After ``place``: per key its ConsumeQueue units (``encode_units_plain`` of its records'

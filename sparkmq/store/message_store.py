@@ -473,16 +473,18 @@ class MessageStore:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
             queued = self._next_queue_offset
-            start = mapped.start_offset + mapped.write_position
             reserved = group.reserve(queued, self._queues)
             bases, targets, ends = self._reserve_new(group) if reserved is None else reserved
-            mapped.append(group.place(start, store_timestamp, bases))
+            start = group.write_into(mapped, store_timestamp, bases)  # place + append in C
+            if start is None:
+                start = mapped.start_offset + mapped.write_position
+                mapped.append(group.place(start, store_timestamp, bases))
             self._last_store_timestamp = store_timestamp
             try:
                 group.append_units(bases, targets)
-                hashes, offsets = group.index_entries()
-                if hashes:
-                    self._index_lane(hashes, offsets, store_timestamp)
+                finished = self.index.put_lane(group, start, store_timestamp)
+                if finished is not None and self.checkpoint is not None:
+                    self.checkpoint.index_msg_timestamp = finished
             except DiskError as exc:  # as put_lane_groups
                 self.flusher.fail_stop(exc)
                 for key, base, end in zip(group.keys, bases, ends, strict=True):
