@@ -24,7 +24,7 @@ import bisect
 import functools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,8 +105,23 @@ class BrokerStats:
         row[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, elapsed_ms)] += 1
         row[-1] += elapsed_ms
 
-    def rpc_many(self, request_code: int, response_code: int, elapsed_ms: float, count: int) -> None:
-        """``count`` requests served together in ``elapsed_ms`` (each counted with that latency)."""
+    def rpc_many(
+        self,
+        request_code: int,
+        response_code: int,
+        elapsed_ms: float,
+        count: int,
+        puts: Sequence[tuple[str, int, int]] = (),
+    ) -> None:
+        """``count`` requests served together in ``elapsed_ms`` (each counted with that latency), and
+        ``put`` of each (topic, messages, body bytes) of ``puts`` (a lane's counting in one call)."""
+        if puts:
+            nums, sizes = self.topic_put_nums, self.topic_put_bytes
+            for topic, messages, size in puts:  # put's work, without a call per topic
+                self.put_nums += messages
+                self.put_bytes += size
+                nums[topic] = nums.get(topic, 0) + messages
+                sizes[topic] = sizes.get(topic, 0) + size
         key = (request_code, response_code)
         row = self.rpc_latency.get(key)
         if row is None:

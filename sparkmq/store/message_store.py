@@ -468,8 +468,9 @@ class MessageStore:
         if self._write_refusal() is not None:
             return None
         with self._lock:
-            mapped = self.commitlog.queue.last_file()
-            if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
+            files = self.commitlog.queue.files
+            mapped = files[-1] if files else self.commitlog.queue.last_file()  # a full one: declined below
+            if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.file_bytes - mapped.write_position:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
             queued = self._next_queue_offset
