@@ -522,11 +522,14 @@ class MessageStore:
         share the future), or None with nothing written when the groups together are not for
         this path (as ``put_lane_group``); the caller may then try them one by one.
         """
+        if len(groups) == 1:  # a turn's sends merged into one group (ASYNC flush), or one connection's
+            placed = self.put_lane_group(groups[0])
+            return None if placed is None else [placed]
         if self._write_refusal() is not None:
             return None
         with self._lock:
             mapped = self.commitlog.queue.last_file()
-            total = groups[0].record_bytes if len(groups) == 1 else sum(group.record_bytes for group in groups)
+            total = sum(group.record_bytes for group in groups)
             if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
@@ -539,19 +542,16 @@ class MessageStore:
                 records.append(group.place(position, store_timestamp, bases))
                 planned.append((position, bases, targets, ends))
                 position += group.record_bytes
-            mapped.append(records[0] if len(records) == 1 else b"".join(records))
+            mapped.append(b"".join(records))
             self._last_store_timestamp = store_timestamp
             try:  # _dispatch's work, each queue's units written in one go
                 for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
                     group.append_units(bases, targets)
-                if len(groups) == 1:
-                    hashes, offsets = groups[0].index_entries()
-                else:
-                    hashes, offsets = [], []
-                    for group in groups:
-                        index_hashes, index_offsets = group.index_entries()
-                        hashes += index_hashes
-                        offsets += index_offsets
+                hashes, offsets = [], []
+                for group in groups:
+                    index_hashes, index_offsets = group.index_entries()
+                    hashes += index_hashes
+                    offsets += index_offsets
                 if hashes:
                     self._index_lane(hashes, offsets, store_timestamp)
             except DiskError as exc:  # an index file's msync on its roll: the groups are undone, then refused
@@ -562,7 +562,7 @@ class MessageStore:
                 return None
             self._last_dispatched_timestamp = store_timestamp
             if self._listeners:
-                keys = groups[0].keys if len(groups) == 1 else [key for group in groups for key in group.keys]
+                keys = [key for group in groups for key in group.keys]
                 for listener in self._listeners:
                     listener(keys, queued)
         commit = self._group_commit

@@ -51,15 +51,20 @@ def _frames(connection: int) -> list[bytes]:
 def _record_puts(broker: BrokerController) -> list[int]:
     """Wrap the store's lane puts (a turn's groups; one read's group) to record how many sends each
     call held (in however many groups: with ASYNC flush a turn's groups are merged into one)."""
-    store, sizes = broker.store, []
+    store, sizes, nested = broker.store, [], []
     real_groups, real_group = store.put_lane_groups, store.put_lane_group
 
     def recorded_groups(groups: Sequence[Any]) -> Any:
         sizes.append(sum(group.count for group in groups))
-        return real_groups(groups)
+        nested.append(True)  # put_lane_groups of one group is put_lane_group's: recorded once
+        try:
+            return real_groups(groups)
+        finally:
+            nested.pop()
 
     def recorded_group(group: Any) -> Any:
-        sizes.append(group.count)
+        if not nested:
+            sizes.append(group.count)
         return real_group(group)
 
     store.put_lane_groups = recorded_groups  # type: ignore[method-assign]
