@@ -40,8 +40,15 @@ class SendGroup:
     def index_entries(self) -> tuple[list[int], list[int]]: ...
     def write_into(self, segment: SegmentBase, store_timestamp: int, bases: list[int]) -> int | None: ...
     def index_into(
-        self, mapping: mmap.mmap, slots: int, index_count: int, begin_timestamp: int, store_timestamp: int
-    ) -> tuple[int, int, int] | None: ...
+        self,
+        mapping: mmap.mmap,
+        slots: int,
+        index_count: int,
+        begin_timestamp: int,
+        begin_phy_offset: int | None,
+        hash_slot_count: int,
+        store_timestamp: int,
+    ) -> tuple[int, int, int, int] | None: ...
     def responses(
         self,
         parts: tuple[bytes, bytes, bytes, bytes, bytes],

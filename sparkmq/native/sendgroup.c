@@ -497,16 +497,20 @@ static PyObject *group_write_into(SendGroup *g, PyObject *args) {
     return PyLong_FromLongLong(s->start_offset + at);
 }
 
-/* index_into(mapping, slots, index_count, begin_timestamp, store_timestamp) -> (new slots, first offset,
- * last offset) | None: after place(), index_entries() written into an index file's mapping as
- * IndexFile.put_plain writes them (every entry stored at store_timestamp; indexput.h), without their
- * lists; the header is left to the caller. None: the group has no index entries. */
+/* index_into(mapping, slots, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, store_timestamp)
+ * -> (hash slot count, index count, first offset, last offset) | None: after place(), index_entries() written
+ * into an index file's mapping as IndexFile.put_plain writes them (every entry stored at store_timestamp;
+ * indexput.h), without their lists, then the header as IndexFile.put leaves it (begin_phy_offset None: the
+ * first entry's, for a file without entries). None, nothing written: the group has no index entries. */
 static PyObject *group_index_into(SendGroup *g, PyObject *args) {
     Py_buffer mm;
     Py_ssize_t slots, before;
-    long long begin, store_timestamp;
+    long long begin, store_timestamp, slot_count;
+    PyObject *begin_phy_obj;
     if (!check_placed(g)) return NULL;
-    if (!PyArg_ParseTuple(args, "w*nnLL", &mm, &slots, &before, &begin, &store_timestamp)) return NULL;
+    if (!PyArg_ParseTuple(args, "w*nnLOLL", &mm, &slots, &before, &begin, &begin_phy_obj, &slot_count,
+                          &store_timestamp))
+        return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = g->index_count;
     int64_t *phys = NULL;
@@ -523,8 +527,19 @@ static PyObject *group_index_into(SendGroup *g, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t j = 0; j < n; j++) phys[j] = g->physical_start + g->record_at[g->index_row[j]];
+    long long begin_phy = phys[0];
+    if (begin_phy_obj != Py_None && (begin_phy = PyLong_AsLongLong(begin_phy_obj)) == -1 && PyErr_Occurred()) goto done;
     long long fresh = ix_write(mm.buf, slots, before, begin, n, g->index_hash, phys, NULL, store_timestamp);
-    if (fresh >= 0) result = Py_BuildValue("(LLL)", fresh, (long long)phys[0], (long long)phys[n - 1]);
+    if (fresh < 0) goto done;
+    slot_count += fresh;
+    unsigned char *h = mm.buf; /* _HEADER ">qqqqii" */
+    sl_put64(h, (uint64_t)begin);
+    sl_put64(h + 8, (uint64_t)store_timestamp);
+    sl_put64(h + 16, (uint64_t)begin_phy);
+    sl_put64(h + 24, (uint64_t)phys[n - 1]);
+    sl_put32(h + 32, (uint32_t)slot_count);
+    sl_put32(h + 36, (uint32_t)(before + n));
+    result = Py_BuildValue("(LnLL)", slot_count, before + n, (long long)phys[0], (long long)phys[n - 1]);
 done:
     PyMem_Free(phys);
     PyBuffer_Release(&mm);
@@ -683,8 +698,9 @@ static PyMethodDef group_methods[] = {
     {"write_into", (PyCFunction)group_write_into, METH_VARARGS,
      "write_into(segment, store_timestamp, bases) -> physical start | None: placed and copied into the segment"},
     {"index_into", (PyCFunction)group_index_into, METH_VARARGS,
-     "index_into(mapping, slots, index_count, begin_timestamp, store_timestamp) -> (new slots, first offset,"
-     " last offset) | None: the index entries written into an index file (after place())"},
+     "index_into(mapping, slots, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, store_timestamp)"
+     " -> (hash slot count, index count, first offset, last offset) | None: the index entries and header written"
+     " into an index file (after place())"},
     {"responses", (PyCFunction)group_responses, METH_VARARGS,
      "responses(parts, store_ip, store_port[, first, stop]) -> bytes: the response frames of requests"
      " first..stop-1 (default: all)"},

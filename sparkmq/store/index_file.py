@@ -212,16 +212,21 @@ class IndexFile:
         written by the group itself (``EncodedGroup.index_into``) without their lists."""
         fresh = self.index_count <= 1
         begin = store_timestamp if fresh else self.begin_timestamp
-        written = group.index_into(self._mmap, self.slots, self.index_count, begin, store_timestamp)
+        written = group.index_into(
+            self._mmap,
+            self.slots,
+            self.index_count,
+            begin,
+            None if fresh else self.begin_phy_offset,
+            self.hash_slot_count,
+            store_timestamp,
+        )
         if written is None:
             return
-        new_slots, first, last = written
+        self.hash_slot_count, self.index_count, first, last = written  # the header is written too
         if fresh:
             self.begin_timestamp, self.begin_phy_offset = store_timestamp, first
-        self.hash_slot_count += new_slots
-        self.index_count += group.index_count
         self.end_timestamp, self.end_phy_offset = store_timestamp, last
-        self._write_header()
 
     def put_plain(self, hashes: IntColumn, phy_offsets: IntColumn, store_timestamps: IntColumn) -> None:
         """Write entries one at a time with ``struct`` (the reference of ``put_bulk``); header left to ``put``.

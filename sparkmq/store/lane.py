@@ -49,11 +49,19 @@ class EncodedGroup(Protocol):
         mapped, with room (the caller places and appends)."""
 
     def index_into(
-        self, mapping: mmap.mmap, slots: int, index_count: int, begin_timestamp: int, store_timestamp: int
-    ) -> tuple[int, int, int] | None:
+        self,
+        mapping: mmap.mmap,
+        slots: int,
+        index_count: int,
+        begin_timestamp: int,
+        begin_phy_offset: int | None,
+        hash_slot_count: int,
+        store_timestamp: int,
+    ) -> tuple[int, int, int, int] | None:
         """After ``place``: ``index_entries`` written into an index file's mapping as
-        ``IndexFile.put_plain`` would (all stored at ``store_timestamp``), the header left out;
-        (slots used for the first time, first entry's offset, last entry's offset), None: no entries."""
+        ``IndexFile.put_plain`` would (all stored at ``store_timestamp``), then the header as
+        ``IndexFile.put`` leaves it (``begin_phy_offset`` None: the first entry's); the new hash
+        slot count and index count, the first and last entries' offsets. None, nothing written: no entries."""
 
     def queue_units(self) -> list[tuple[bytes, int]]:
         """After ``place``: per key its ConsumeQueue units (``encode_units_plain`` of its records'
