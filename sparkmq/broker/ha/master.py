@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from sparkmq.broker.ha.acks import SlaveAcks
 from sparkmq.broker.ha.wire import REPORT, encode_transfer_header
@@ -55,6 +55,12 @@ class ReplicationSource:
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._server = await asyncio.start_server(self._accept, self._host, self._port)
         return self.port
+
+    def on_put(self, _keys: Sequence[tuple[str, int]], _ends: Mapping[tuple[str, int], int]) -> None:
+        """The store's group dispatch listener: ``wake`` while a slave is linked (a link that comes
+        later reads from the offset it asks for, so a put before it needs no wake-up)."""
+        if self._links:
+            self.wake()
 
     def wake(self) -> None:
         """New bytes were written: every idle writer looks again (``WaitNotifyObject.wakeupAll``).

@@ -60,7 +60,8 @@ class HAService:
                 "broker %s: HA port %d is taken (%s); using a free port", cfg.broker_name, cfg.listen_port + 1, exc
             )
             port = await self._bind(0)
-        self.store.add_group_dispatch_listener(lambda _keys, _ends: self.source.wake() if self.source else None)
+        assert self.source is not None  # _bind set it, for good
+        self.store.add_group_dispatch_listener(self.source.on_put)
         if cfg.is_slave:
             self.become_slave()
         return port
