@@ -615,9 +615,10 @@ class MessageStore:
             return "message store is slave mode, so putMessage is forbidden"
         if not self.running:
             return "the message store is not running"
-        if self.disk_error is not None:
+        disk_error = self.flusher.disk_error  # the disk_error property's value, one call less per put
+        if disk_error is not None:
             return (
-                f"the message store is read-only after a disk error ({self.disk_error}); "
+                f"the message store is read-only after a disk error ({disk_error}); "
                 "restart the broker once the disk is repaired"
             )
         return self.retention.write_refusal
