@@ -5,6 +5,8 @@ from collections.abc import Iterable
 #: (scanned units, any removed, records taken, body, queue offsets, physical offsets, sizes); the
 #: last three as native-endian int64 bytes. Body and columns are None when nothing was taken.
 Read = tuple[int, int, int, bytes | None, bytes | None, bytes | None, bytes | None]
+#: A CommitLog segment a read may copy from: (its base offset, its mapping, its write position).
+SegmentView = tuple[int, memoryview, int]
 
 def gather(
     units: bytes,
@@ -13,9 +15,7 @@ def gather(
     tags_codes: Iterable[int] | None,
     max_count: int,
     max_bytes: int,
-    segment_base: int,
-    segment: memoryview | None,
-    write_position: int,
+    segments: tuple[SegmentView, ...],
 ) -> Read | int | None: ...
 def index_put(
     mapping: object,
@@ -33,9 +33,7 @@ def gather_frame(
     tags_codes: Iterable[int] | None,
     max_count: int,
     max_bytes: int,
-    segment_base: int,
-    segment: memoryview | None,
-    write_position: int,
+    segments: tuple[SegmentView, ...],
     parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
     opaque: int,
     suggest: int,

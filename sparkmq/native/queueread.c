@@ -3,8 +3,9 @@
  * gather() walks a read's ConsumeQueue units (20 bytes: physical offset, size, tags code, big
  * endian), applies read_queue's rules (blank units skipped, units below the CommitLog's minimum
  * counted as removed, the tags filter, the count and byte limits, one record always) and copies
- * the records it takes, run by run, from one CommitLog segment into one bytes. read_queue's numpy
- * path is the reference; tests/native/test_queueread.py compares both. */
+ * the records it takes, run by run, from the CommitLog segments given into one bytes (a run never
+ * crosses a segment). read_queue's numpy path is the reference; tests/native/test_queueread.py
+ * compares both. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "segment.h"
@@ -13,6 +14,7 @@
 
 #define UNIT 20
 #define BLANK_UNIT_SIZE 2147483647
+#define MAX_SEGMENTS 16 /* reads.MAX_READ_SEGMENTS: a read over more takes the numpy path */
 
 static int64_t get64(const unsigned char *p) {
     uint64_t v = 0;
@@ -28,14 +30,14 @@ static PyObject *int64_bytes(const int64_t *values, Py_ssize_t n) {
     return PyBytes_FromStringAndSize((const char *)values, n * (Py_ssize_t)sizeof(int64_t));
 }
 
-/* One read's walk over its units: the arguments both functions share, the records taken, and
- * the buffers to release (walk_end). */
+/* One read's walk over its units: the arguments both functions share, the records taken (and
+ * the segment holding each), and the buffers to release (walk_end). */
 typedef struct {
-    Py_buffer units, segment;
-    long long offset, cl_min, segment_base, write_position;
-    Py_ssize_t max_count, max_bytes;
-    PyObject *tags, *segment_obj, *tag_list;
-    int64_t *columns, *tag_values, *rows, *physical, *sizes;
+    Py_buffer units, segment[MAX_SEGMENTS];
+    long long offset, cl_min, segment_base[MAX_SEGMENTS], write_position[MAX_SEGMENTS];
+    Py_ssize_t max_count, max_bytes, segment_count;
+    PyObject *tags, *segments, *tag_list;
+    int64_t *columns, *tag_values, *rows, *physical, *sizes, *held_by;
     Py_ssize_t tag_count, taken, scanned;
     int removed;
     int64_t total;
@@ -45,14 +47,29 @@ static void walk_end(walk_t *w) {
     PyMem_Free(w->columns);
     PyMem_Free(w->tag_values);
     Py_XDECREF(w->tag_list);
-    if (w->segment.obj != NULL) PyBuffer_Release(&w->segment);
+    for (Py_ssize_t k = 0; k < w->segment_count; k++) PyBuffer_Release(&w->segment[k]);
     if (w->units.obj != NULL) PyBuffer_Release(&w->units);
+}
+
+/* ``segments``: a tuple of (base, buffer, write_position), at most MAX_SEGMENTS. 0: an error is set. */
+static int walk_segments(walk_t *w) {
+    if (!PyTuple_Check(w->segments) || PyTuple_GET_SIZE(w->segments) > MAX_SEGMENTS) {
+        PyErr_SetString(PyExc_ValueError, "segments must be a tuple of at most 16 (base, buffer, write_position)");
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(w->segments); k++) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(w->segments, k), "Ly*L", &w->segment_base[k], &w->segment[k],
+                              &w->write_position[k]))
+            return 0;
+        w->segment_count = k + 1;
+    }
+    return 1;
 }
 
 /* Walk the units (arguments already parsed into ``w``). 1: walked; 0: an exception is set; -1:
  * nothing can be taken (max_count or units 0): read_queue's own path says what that means. */
 static int walk(walk_t *w) {
-    if (w->segment_obj != Py_None && PyObject_GetBuffer(w->segment_obj, &w->segment, PyBUF_SIMPLE) < 0) return 0;
+    if (!walk_segments(w)) return 0;
     if (w->tags != Py_None) {
         w->tag_list = PySequence_Fast(w->tags, "tags_codes must be iterable");
         if (w->tag_list == NULL) return 0;
@@ -70,13 +87,14 @@ static int walk(walk_t *w) {
     const unsigned char *u = w->units.buf;
     Py_ssize_t count = w->units.len / UNIT, limit = w->max_count < count ? w->max_count : count;
     if (limit <= 0) return -1;
-    w->columns = PyMem_Malloc((size_t)(3 * (limit + 1)) * sizeof(int64_t));
+    w->columns = PyMem_Malloc((size_t)(4 * (limit + 1)) * sizeof(int64_t));
     if (w->columns == NULL) {
         PyErr_NoMemory();
         return 0;
     }
     int64_t *rows = w->rows = w->columns, *physical = w->physical = w->columns + limit + 1;
     int64_t *sizes = w->sizes = w->columns + 2 * (limit + 1);
+    w->held_by = w->columns + 3 * (limit + 1);
     Py_ssize_t taken = 0, matched_more = 0, scanned = count;
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -112,43 +130,49 @@ static int walk(walk_t *w) {
     return 1;
 }
 
-/* NULL when the segment holds every record taken (an error is never set); else what to return:
- * the first record's physical offset (its segment is another) or None (they span segments). */
+/* NULL when the segments hold every record taken (an error is never set; w->held_by says which);
+ * else what to return: the physical offset of the first record no segment given holds, or None
+ * (a record past its segment's write position or end: read_queue's numpy path serves that read). */
 static PyObject *walk_misplaced(walk_t *w) {
-    if (w->segment_obj == Py_None || w->physical[0] < w->segment_base ||
-        w->physical[0] >= w->segment_base + w->segment.len)
-        return PyLong_FromLongLong(w->physical[0]);
+    Py_ssize_t s = 0;
     for (Py_ssize_t k = 0; k < w->taken; k++) {
-        int64_t end = w->physical[k] + w->sizes[k] - w->segment_base;
-        if (w->physical[k] < w->segment_base || end > w->write_position || end > w->segment.len)
-            return Py_NewRef(Py_None);
+        int64_t at = w->physical[k];
+        if (s >= w->segment_count || at < w->segment_base[s] || at >= w->segment_base[s] + w->segment[s].len) {
+            for (s = 0; s < w->segment_count; s++)
+                if (at >= w->segment_base[s] && at < w->segment_base[s] + w->segment[s].len) break;
+            if (s == w->segment_count) return PyLong_FromLongLong(at);
+        }
+        int64_t end = at + w->sizes[k] - w->segment_base[s];
+        if (end > w->write_position[s] || end > w->segment[s].len) return Py_NewRef(Py_None);
+        w->held_by[k] = s;
     }
     return NULL;
 }
 
-/* Copy the records taken, run by run, to ``out`` (w->total bytes). */
+/* Copy the records taken, run by run (contiguous in the log and in one segment), to ``out``
+ * (w->total bytes). */
 static void walk_copy(const walk_t *w, char *out) {
-    const char *base = (const char *)w->segment.buf;
     for (Py_ssize_t k = 0; k < w->taken;) {
         Py_ssize_t stop = k + 1;
-        while (stop < w->taken && w->physical[stop] == w->physical[stop - 1] + w->sizes[stop - 1]) stop++;
-        int64_t from = w->physical[k] - w->segment_base, to = w->physical[stop - 1] + w->sizes[stop - 1] - w->segment_base;
-        memcpy(out, base + from, (size_t)(to - from));
+        while (stop < w->taken && w->held_by[stop] == w->held_by[k] &&
+               w->physical[stop] == w->physical[stop - 1] + w->sizes[stop - 1])
+            stop++;
+        int64_t base = w->segment_base[w->held_by[k]];
+        int64_t from = w->physical[k] - base, to = w->physical[stop - 1] + w->sizes[stop - 1] - base;
+        memcpy(out, (const char *)w->segment[w->held_by[k]].buf + from, (size_t)(to - from));
         out += to - from;
         k = stop;
     }
 }
 
-#define WALK_FORMAT "y*LLOnnLOL"
-#define WALK_ARGS(w)                                                                                                  \
-    &(w).units, &(w).offset, &(w).cl_min, &(w).tags, &(w).max_count, &(w).max_bytes, &(w).segment_base,             \
-        &(w).segment_obj, &(w).write_position
+#define WALK_FORMAT "y*LLOnnO!"
+#define WALK_ARGS(w) &(w).units, &(w).offset, &(w).cl_min, &(w).tags, &(w).max_count, &(w).max_bytes, &PyTuple_Type, &(w).segments
 
-/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segment_base, segment | None,
- *        segment_write_position)
+/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments)
+ *   segments: ((base, buffer, write_position), ...) the CommitLog segments the read may take from
  * -> (scanned, removed, taken, body | None, queue_offsets, physical_offsets, sizes)  the read
- *  | int: the physical offset of the first record taken, when ``segment`` does not hold it
- *  | None: the records span segments (read_queue's numpy path serves that read) */
+ *  | int: the physical offset of the first record taken that no segment given holds
+ *  | None: a record lies past its segment's write position (read_queue's numpy path serves that) */
 static PyObject *gather(PyObject *module, PyObject *args) {
     walk_t w = {0};
     if (!PyArg_ParseTuple(args, WALK_FORMAT, WALK_ARGS(w))) return NULL;
@@ -193,20 +217,42 @@ static Py_ssize_t put_decimal(char *out, long long v) {
     return len;
 }
 
-/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segment_base, segment | None,
- *              segment_write_position, parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)
+/* The bytearray ``out`` with room for ``most`` more bytes past its length (its size unchanged), grown
+ * to at least ``reserve`` and twice its length when it lacks room; its buffer, or NULL (error set). */
+static char *frame_room(PyObject *out, Py_ssize_t most, Py_ssize_t reserve) {
+    PyByteArrayObject *array = (PyByteArrayObject *)out;
+    Py_ssize_t length = Py_SIZE(out), room = array->ob_alloc - (array->ob_start - array->ob_bytes) - 1;
+    if (length + most > room) {
+        Py_ssize_t want = length + most;
+        if (want < reserve) want = reserve;
+        if (want < 2 * length) want = 2 * length;
+        if (PyByteArray_Resize(out, want) < 0) return NULL;
+        Py_SET_SIZE(out, length);
+        array->ob_start[length] = '\0';
+    }
+    return array->ob_start; /* not PyByteArray_AS_STRING: an empty one's is a shared static string */
+}
+
+/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments,
+ *              parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)
+              [, out, reserve]
  * -> (frame, taken, body bytes): gather's read with records, as the whole response frame whose
  *    header is p0 opaque p1 suggestWhichBrokerId p2 nextBeginOffset p3 min p4 max p5 (``parts``, six
- *    bytes) and whose body is the records, copied once from the segment; the suggestion is
+ *    bytes) and whose body is the records, copied once from the segments; the suggestion is
  *    ``slow_suggest`` when the last record taken lies below ``slow_below``, else ``suggest``
+ *  | (end, taken, body bytes) with ``out`` (a bytearray): the frame appended to ``out`` instead, its
+ *    new length ``end``; when out's allocation lacks room it grows to at least ``reserve`` bytes and
+ *    twice its length, so a lane call's frames share one buffer without a join
  *  | int: as gather's | None: nothing taken, or as gather's None (read_queue answers those) */
 static PyObject *gather_frame(PyObject *module, PyObject *args) {
     walk_t w = {0};
     Py_buffer part[6] = {{0}};
     long long value[5], slow_suggest, slow_below;
-    if (!PyArg_ParseTuple(args, WALK_FORMAT "(y*y*y*y*y*y*)LLLLLL", WALK_ARGS(w), &part[0], &part[1], &part[2],
+    PyObject *out = Py_None;
+    Py_ssize_t reserve = 0;
+    if (!PyArg_ParseTuple(args, WALK_FORMAT "(y*y*y*y*y*y*)LLLLLL|On", WALK_ARGS(w), &part[0], &part[1], &part[2],
                           &part[3], &part[4], &part[5], &value[0], &value[1], &slow_suggest, &slow_below, &value[3],
-                          &value[4]))
+                          &value[4], &out, &reserve))
         return NULL;
     PyObject *result = NULL;
     int walked = walk(&w);
@@ -219,21 +265,40 @@ static PyObject *gather_frame(PyObject *module, PyObject *args) {
     if (w.physical[w.taken - 1] < slow_below) value[1] = slow_suggest;
     Py_ssize_t header_most = 5 * 21;
     for (int k = 0; k < 6; k++) header_most += part[k].len;
-    PyObject *frame = PyBytes_FromStringAndSize(NULL, 8 + header_most + w.total);
-    if (frame == NULL) goto done;
-    char *start = PyBytes_AS_STRING(frame), *out = start + 8;
-    for (int k = 0; k < 5; k++) {
-        memcpy(out, part[k].buf, (size_t)part[k].len);
-        out += part[k].len;
-        out += put_decimal(out, value[k]);
+    Py_ssize_t most = 8 + header_most + w.total, at = 0;
+    PyObject *frame = NULL;
+    char *start;
+    if (out == Py_None) {
+        if ((frame = PyBytes_FromStringAndSize(NULL, most)) == NULL) goto done;
+        start = PyBytes_AS_STRING(frame);
+    } else {
+        if (!PyByteArray_CheckExact(out)) {
+            PyErr_SetString(PyExc_TypeError, "out must be a bytearray");
+            goto done;
+        }
+        if ((start = frame_room(out, most, reserve)) == NULL) goto done;
+        at = PyByteArray_GET_SIZE(out);
+        start += at;
     }
-    memcpy(out, part[5].buf, (size_t)part[5].len);
-    out += part[5].len;
-    put32(start + 4, (uint32_t)(out - start - 8));
-    walk_copy(&w, out);
-    out += w.total;
-    put32(start, (uint32_t)(out - start - 4));
-    if (_PyBytes_Resize(&frame, out - start) < 0) goto done;
+    char *out_at = start + 8;
+    for (int k = 0; k < 5; k++) {
+        memcpy(out_at, part[k].buf, (size_t)part[k].len);
+        out_at += part[k].len;
+        out_at += put_decimal(out_at, value[k]);
+    }
+    memcpy(out_at, part[5].buf, (size_t)part[5].len);
+    out_at += part[5].len;
+    put32(start + 4, (uint32_t)(out_at - start - 8));
+    walk_copy(&w, out_at);
+    out_at += w.total;
+    put32(start, (uint32_t)(out_at - start - 4));
+    if (frame == NULL) {
+        Py_SET_SIZE(out, at + (out_at - start)); /* within the allocation: as bytearray's own minor resize */
+        ((PyByteArrayObject *)out)->ob_start[at + (out_at - start)] = '\0';
+        result = Py_BuildValue("(nnL)", at + (out_at - start), w.taken, (long long)w.total);
+        goto done;
+    }
+    if (_PyBytes_Resize(&frame, out_at - start) < 0) goto done;
     result = Py_BuildValue("(NnL)", frame, w.taken, (long long)w.total);
 done:
     for (int k = 0; k < 6; k++)
@@ -246,11 +311,11 @@ PyObject *sl_index_put(PyObject *self, PyObject *args); /* indexput.c */
 
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
-     "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segment_base, segment, write_position)"},
+     "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segments)"},
     {"index_put", sl_index_put, METH_VARARGS,
      "index_put(mapping, slots, index_count, begin_timestamp, hashes, phy_offsets, store_timestamps) -> new slots"},
     {"gather_frame", gather_frame, METH_VARARGS,
-     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segment_base, segment, write_position, "
+     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, "
      "parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)"},
     {"next_tick", segment_next_tick, METH_NOARGS, "next_tick() -> int: MapPool's clock (the send lane's touches too)"},
     {NULL},

@@ -754,14 +754,17 @@ class MessageStore:
         max_bytes: int,
         tags_codes: Collection[int] | None,
         answer: FrameAnswer,
-    ) -> tuple[bytes, int, int] | None:
+        out: bytearray | None = None,
+        reserve: int = 0,
+    ) -> tuple[bytes | int, int, int] | None:
         """``get_messages`` of a read that finds records, as its PULL response frame (``reads.read_frame``):
-        (frame, records, body bytes); None for any other read, and while the store is not running."""
+        (frame, records, body bytes), or appended to ``out`` ((its new length, records, body bytes));
+        None for any other read, and while the store is not running."""
         if not self.running:
             return None
         with self._lock:
             queue = self._queues.get((topic, queue_id))
-            return read_frame(self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer)
+            return read_frame(self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer, out, reserve)
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))

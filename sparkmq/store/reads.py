@@ -11,13 +11,16 @@ import numpy.typing as npt
 from sparkmq.message import layout as L
 from sparkmq.native import queueread
 from sparkmq.store.commitlog import CommitLog
-from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.status import GetMessageStatus, GetResult
 
 MAX_FILTER_SCAN_UNITS = 16_000  # maxFilterMessageCount: units scanned per read when filtering
 # A record filter reads and evaluates each candidate in Python: scan fewer units per read so one
 # pull never holds the store (and the broker's loop) for long; the client simply pulls again.
 MAX_RECORD_FILTER_SCAN_UNITS = 2_048
+# CommitLog segments one native read copies from (MAX_SEGMENTS in queueread.c); a read over more
+# (a tag filter's sparse matches over tiny segments) takes the numpy path.
+MAX_READ_SEGMENTS = 16
 RecordFilter = Callable[[bytes], bool]  # the raw properties of a stored record -> keep it?
 _Read = Any  # what a _queueread gather returns (see its .pyi)
 #: A pull's SUCCESS answer but for the read: (header template parts, opaque, suggestWhichBrokerId,
@@ -100,7 +103,8 @@ def _read_natively(
     tags_codes: Collection[int] | None,
 ) -> GetResult | None:
     """``read_queue`` without a record filter in one C call (``_queueread.gather``, the same rules);
-    None when the records span CommitLog segments, or one is gone: the numpy path reads those."""
+    None when a record's CommitLog segment is gone (or it lies past the write position): the numpy
+    path reads those."""
     assert queueread is not None
     low, high = queue.min_offset, queue.max_offset
     read = _gather(queueread.gather, commitlog, queue, offset, window, max_count, max_bytes, tags_codes)
@@ -131,10 +135,14 @@ def read_frame(
     max_bytes: int,
     tags_codes: Collection[int] | None,
     answer: FrameAnswer,
-) -> tuple[bytes, int, int] | None:
+    out: bytearray | None = None,
+    reserve: int = 0,
+) -> tuple[bytes | int, int, int] | None:
     """A ``read_queue`` that finds records (no record filter), as its whole PULL response frame
-    (``_queueread.gather_frame``): (frame, records, body bytes). None for every other read (not
-    FOUND, across segments, no native code): ``read_queue`` serves and answers those.
+    (``_queueread.gather_frame``): (frame, records, body bytes); with ``out`` the frame is appended
+    to it instead (grown to at least ``reserve`` bytes when it lacks room) and the first item is
+    its new length. None for every other read (not FOUND, a segment gone, no native code):
+    ``read_queue`` serves and answers those.
     """
     if queueread is None or queue is None:
         return None
@@ -142,8 +150,20 @@ def read_frame(
     if not low <= offset < high:
         return None
     window = max_count if tags_codes is None else max(max_count, MAX_FILTER_SCAN_UNITS)
+    into = () if out is None else (out, reserve)
     read = _gather(
-        queueread.gather_frame, commitlog, queue, offset, window, max_count, max_bytes, tags_codes, *answer, low, high
+        queueread.gather_frame,
+        commitlog,
+        queue,
+        offset,
+        window,
+        max_count,
+        max_bytes,
+        tags_codes,
+        *answer,
+        low,
+        high,
+        *into,
     )
     return read if isinstance(read, tuple) else None
 
@@ -160,25 +180,40 @@ def _gather(
     *extra: object,
 ) -> _Read | None:
     """``function`` (a ``_queueread`` gather) over the units from ``offset``, given the CommitLog
-    segment of the first unit, else that of the first record it takes; None when neither holds it."""
+    segments of the first unit (and of the last, without a tag filter: it takes every unit up to a
+    limit), then of each record taken that those do not hold; None when such a segment is gone or
+    a read would need more than ``MAX_READ_SEGMENTS``."""
     units = queue.read_unit_bytes(offset, min(window, queue.max_offset - offset))
     if not units:
         return None
     cl_min = commitlog.min_offset
-    mapped = commitlog.queue.find(int.from_bytes(units[:8], "big", signed=True))
-    for _attempt in range(2):  # the first unit's segment, else the first taken record's
-        if mapped is None:
-            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, 0, None, 0, *extra)
-        else:
-            with mapped.view() as view:
-                segment = (mapped.start_offset, view, mapped.write_position)
-                read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, *segment, *extra)
-        if not isinstance(read, int):
-            return read
-        mapped = commitlog.queue.find(read)
-        if mapped is None:
-            return None
-    return None
+    find = commitlog.queue.find
+    first = find(int.from_bytes(units[:8], "big", signed=True))
+    mapped = [] if first is None else [first]
+    tail = units[-UNIT_BYTES:]
+    if tags_codes is None and first is not None and int.from_bytes(tail[8:12], "big") != BLANK_UNIT_SIZE:
+        last = find(int.from_bytes(tail[:8], "big", signed=True))
+        if last is not None and last is not first:  # a read across two segments: no second walk
+            mapped.append(last)
+    views: list[memoryview] = []
+    try:
+        while len(mapped) <= MAX_READ_SEGMENTS:
+            views.extend(segment.view() for segment in mapped[len(views) :])
+            segments = tuple(
+                (segment.start_offset, view, segment.write_position)
+                for segment, view in zip(mapped, views, strict=True)
+            )
+            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, *extra)
+            if not isinstance(read, int):
+                return read
+            holder = find(read)
+            if holder is None:
+                return None
+            mapped.append(holder)
+        return None
+    finally:
+        for view in views:
+            view.release()
 
 
 def _filter_records(

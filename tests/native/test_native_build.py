@@ -56,18 +56,23 @@ def test_repeated_calls_keep_memory_flat() -> None:
     assert pull_parts is not None
 
     segment = memoryview(bytes(range(256)) * 8)
+    segments = ((0, segment[:640], 640), (640, segment[640:], 1408))  # the records span both
     units = b"".join(
         (40 * k).to_bytes(8) + (40).to_bytes(4) + (k % 3).to_bytes(8) for k in range(32)
     )  # 32 units of 40-byte records back to back, tags codes 0..2
 
     def run(times: int) -> None:
         for i in range(times):
-            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, 0, segment, 2048)
+            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, segments)
             assert isinstance(read, tuple) and read[2] in (32, 21)
-            framed = _queueread.gather_frame(
-                units, 0, 0, None, 32, 1 << 20, 0, segment, 2048, pull_parts, i, 0, 1, 9, 0, 32
-            )
+            framed = _queueread.gather_frame(units, 0, 0, None, 32, 1 << 20, segments, pull_parts, i, 0, 1, 9, 0, 32)
             assert isinstance(framed, tuple) and framed[1] == 32
+            out = bytearray()
+            for _frame in range(3):  # the pull lane's one buffer per call, grown from empty
+                appended = _queueread.gather_frame(
+                    units, 0, 0, None, 32, 1 << 20, segments, pull_parts, i, 0, 1, 9, 0, 32, out, i % 3000
+                )
+                assert appended[0] == len(out)
             group = _sendlane.scan(buffer, 0, 1024, *args)
             assert group is not None
             if i % 10 == 0:

@@ -134,3 +134,45 @@ def test_cached_checks_follow_heartbeats_groups_and_topics(tmp_path: Path) -> No
         assert refused.code == ResponseCode.NO_PERMISSION
 
     run_broker(tmp_path, scenario)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2), st.integers(0, 40), st.integers(20, 32), st.sampled_from(["*", "TagA", "TagA || TagB"])
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_lane_serves_pulls_across_commitlog_segments(
+    tmp_path_factory: pytest.TempPathFactory, drawn: list[tuple[int, int, int, str]]
+) -> None:
+    """With 16 KiB CommitLog segments every pull here spans two or more of them (20+ records of
+    ~370 B from one of three interleaved queues): the lane serves each one (one buffer for the
+    read's answers) with the Python path's very bytes."""
+    frames = []
+    for opaque, (queue_id, offset, count, expression) in enumerate(drawn, start=1):
+        fields = {"consumerGroup": "CID_OWN", "topic": TOPIC, "queueId": str(queue_id), "queueOffset": str(offset)}
+        fields.update(maxMsgNums=str(count), sysFlag="4", commitOffset="-1", suspendTimeoutMillis="0", subVersion="0")
+        fields.update(subscription=expression, expressionType="TAG")
+        frames.append(RemotingCommand.request(RequestCode.PULL_MESSAGE, opaque, ext_fields=fields).encode())
+    outcome: dict[str, Any] = {}
+
+    async def scenario(w: Wire) -> None:
+        server = w.broker.server
+        counted, taken = counted_lane(server.lane)
+        for i in range(240):
+            await w.send_ok(TOPIC, bytes([65 + i % 26]) * 300, queue_id=i % 3, props={"TAGS": ("TagA", "TagB")[i % 2]})
+        port = w.broker.config.listen_port
+        server.lane = counted
+        outcome["native"] = await _raw_answers(port, frames)
+        server.lane = None
+        outcome["python"] = await _raw_answers(port, frames)
+        outcome["taken"] = sum(taken)
+
+    run_broker(tmp_path_factory.mktemp("pull-lane-segments"), scenario, mapped_file_size_commit_log=16 * 1024)
+    assert outcome["native"] == outcome["python"]
+    assert all(decode_frame(answer).code == ResponseCode.SUCCESS for answer in outcome["python"].values())
+    assert outcome["taken"] == sum(len(frame) for frame in frames), "the lane served every pull"

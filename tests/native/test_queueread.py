@@ -1,7 +1,8 @@
 """The native queue read (``_queueread.gather`` behind store/reads.py) against read_queue's numpy
 path: the same status, offsets and record bytes for every read, over a real store with tiny
 segments (reads that cross CommitLog segments and ConsumeQueue files, blank fillers, interleaved
-queues, tag filters, count and byte limits); and ``gather_frame`` (the pull lane's read) against
+queues, tag filters, count and byte limits; reads across segments are native too: a run per
+segment); and ``gather_frame`` (the pull lane's read) against
 the PULL response the Python path encodes for the numpy read, byte for byte."""
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def test_frames_are_the_encoders_answer_to_the_numpy_read(
         framed = store.read_frame("Q", queue_id, offset, max_count, max_bytes, codes, (parts, opaque, 0, 1, slow_below))
     if numpy_read.status is not GetMessageStatus.FOUND:
         assert framed is None
-    elif framed is not None:  # None only for records across segments
+    else:  # records across CommitLog segments too
         body = numpy_read.body()
         assert framed == (_encoded_answer(numpy_read, opaque, slow_below), numpy_read.message_count, len(body))
 
@@ -169,3 +170,112 @@ def test_a_plain_read_is_framed_natively(store: MessageStore, monkeypatch: pytes
     assert framed is not None
     reference = store.get_messages("G", "Q", 0, 0, 2, 1 << 20)
     assert framed == (_encoded_answer(reference, 7, 0), 2, len(reference.body()))
+
+
+def _spy(calls: list[object]) -> type:
+    """``_queueread`` whose gathers append what they return to ``calls``."""
+
+    def spied(name: str) -> object:
+        def call(*args: object) -> object:
+            result = getattr(queueread, name)(*args)
+            calls.append(result)
+            return result
+
+        return staticmethod(call)
+
+    return type("Spy", (), {"gather": spied("gather"), "gather_frame": spied("gather_frame")})
+
+
+def _segments_of(result: GetResult, store: MessageStore) -> int:
+    file_bytes = store.commitlog.queue.file_bytes
+    return len({int(at) // file_bytes for at in result.physical_offsets})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    queue_id=st.sampled_from([0, 1]),
+    before=st.integers(0, 40),
+    max_count=st.integers(2, 200),
+    tags=st.one_of(st.none(), st.sets(st.sampled_from(sorted(TAG_CODES)), min_size=1, max_size=2)),
+)
+def test_reads_across_segment_boundaries_are_native(
+    store: MessageStore,
+    monkeypatch: pytest.MonkeyPatch,
+    queue_id: int,
+    before: int,
+    max_count: int,
+    tags: set[str] | None,
+) -> None:
+    """A read starting ``before`` records ahead of a CommitLog segment's end (with or without a tag
+    filter) is answered by C, not the numpy path, and with the numpy path's very records and frame."""
+    codes = None if tags is None else {TAG_CODES[t] for t in tags}
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", None)
+        whole = store.get_messages("G", "Q", queue_id, 0, 10_000, 1 << 30)
+    file_bytes = store.commitlog.queue.file_bytes
+    crossings = [
+        k
+        for k in range(1, len(whole.physical_offsets))
+        if whole.physical_offsets[k] // file_bytes != whole.physical_offsets[k - 1] // file_bytes
+    ]
+    offset = max(0, int(whole.queue_offsets[crossings[len(crossings) // 2]]) - before)
+    with monkeypatch.context() as patch:
+        patch.setattr(reads, "queueread", None)
+        numpy_read = store.get_messages("G", "Q", queue_id, offset, max_count, 1 << 30, codes)
+    calls: list[object] = []
+    monkeypatch.setattr(reads, "queueread", _spy(calls))
+    native_read = store.get_messages("G", "Q", queue_id, offset, max_count, 1 << 30, codes)
+    assert _facts(native_read) == _facts(numpy_read)
+    assert isinstance(calls[-1], tuple)  # C answered: no numpy fallback
+    parts = pull_template()
+    assert parts is not None
+    framed = store.read_frame("Q", queue_id, offset, max_count, 1 << 30, codes, (parts, 5, 0, 1, 0))
+    if numpy_read.status is GetMessageStatus.FOUND:
+        assert framed == (_encoded_answer(numpy_read, 5, 0), numpy_read.message_count, len(numpy_read.body()))
+        assert isinstance(calls[-1], tuple)
+
+
+def test_segment_crossing_reads_happen(store: MessageStore) -> None:
+    """The fixture's queues do cross segments within one read of 200 (the test above relies on it)."""
+    read = store.get_messages("G", "Q", 0, 0, 200, 1 << 30)
+    assert _segments_of(read, store) >= 3
+
+
+def test_a_read_past_sixteen_segments_takes_the_numpy_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More segments than one native read copies from: the numpy path answers, the same records."""
+    with MessageStore(tiny_config(tmp_path / "store")) as wide:
+        for i in range(30):
+            assert wide.put_messages(MessageBatch("W", 0, [bytes([i]) * 900] * 16, [b""] * 16)).ok
+        native_read = wide.get_messages("G", "W", 0, 0, 10_000, 1 << 30)
+        assert _segments_of(native_read, wide) > reads.MAX_READ_SEGMENTS
+        with monkeypatch.context() as patch:
+            patch.setattr(reads, "queueread", None)
+            numpy_read = wide.get_messages("G", "W", 0, 0, 10_000, 1 << 30)
+        assert _facts(native_read) == _facts(numpy_read)
+        calls: list[object] = []
+        with monkeypatch.context() as patch:
+            patch.setattr(reads, "queueread", _spy(calls))
+            short = wide.get_messages("G", "W", 0, 0, 200, 1 << 30)
+        assert _segments_of(short, wide) > 2 and isinstance(calls[-1], tuple)  # up to 16 segments: native
+        with monkeypatch.context() as patch:
+            patch.setattr(reads, "queueread", None)
+            assert _facts(short) == _facts(wide.get_messages("G", "W", 0, 0, 200, 1 << 30))
+
+
+@pytest.mark.parametrize("reserve", [0, 64, 1 << 20])
+def test_frames_appended_to_one_buffer_are_the_frames_back_to_back(store: MessageStore, reserve: int) -> None:
+    """``read_frame`` into ``out`` (the pull lane's one buffer per call) appends each frame as
+    ``read_frame`` without it returns it, whatever the buffer's starting room."""
+    parts = pull_template()
+    assert parts is not None
+    reads_args = [(0, 0, 5, None), (1, 3, 40, None), (0, 30, 64, {TAG_CODES["TagA"]}), (1, 50, 200, None)]
+    out, frames = bytearray(), []
+    for opaque, (queue_id, offset, max_count, codes) in enumerate(reads_args):
+        alone = store.read_frame("Q", queue_id, offset, max_count, 1 << 20, codes, (parts, opaque, 0, 1, 0))
+        appended = store.read_frame(
+            "Q", queue_id, offset, max_count, 1 << 20, codes, (parts, opaque, 0, 1, 0), out, reserve
+        )
+        assert alone is not None and appended is not None and isinstance(alone[0], bytes)
+        frames.append(alone[0])
+        assert appended == (len(out), alone[1], alone[2])
+    assert bytes(out) == b"".join(frames)

@@ -123,10 +123,14 @@ class PullProcessor:
             return self._held(request, header, message_filter, timeout)
         return self._response(request, header, code, result)
 
-    def serve_frame(self, opaque: int, fields: LaneFields, parts: PullParts) -> bytes | None:
-        """A pull answered with records, as ``_serve`` would answer it, as its encoded SUCCESS frame
-        (header from ``parts``, pull_lane's template); None (nothing done but a repeatable offset
-        commit) when its answer would be anything else: the native pull lane leaves those to ``_serve``.
+    def serve_frame(
+        self, opaque: int, fields: LaneFields, parts: PullParts, out: bytearray, reserve: int
+    ) -> int | None:
+        """A pull answered with records, as ``_serve`` would answer it: its encoded SUCCESS frame
+        (header from ``parts``, pull_lane's template) appended to ``out`` (grown to at least
+        ``reserve`` bytes if it lacks room), and out's new length; None (nothing done but a
+        repeatable offset commit) when its answer would be anything else: the native pull lane
+        leaves those to ``_serve``.
 
         ``fields`` are ``PullMessageRequestHeader``'s. The checks that depend only on the group, the
         topic and the subscription are cached until the topics, groups or heartbeat change.
@@ -155,12 +159,15 @@ class PullProcessor:
             min(config.max_transfer_bytes_on_message_in_memory, MAX_PULL_BYTES),
             ready.tags_codes,
             (parts, opaque, MASTER_ID, WHICH_BROKER_WHEN_CONSUME_SLOWLY, slow_below),
+            out,
+            reserve,
         )
         if read is None:
             return None
-        frame, count, size = read
+        end, count, size = read
         ctx.stats.get(group, topic, count, size)
-        return frame
+        assert isinstance(end, int)
+        return end
 
     def _check(self, fields: LaneFields, key: _ReadyKey) -> _Ready | None:
         """``_serve``'s checks and filter for a lane pull, cached under ``key``; None if it would be

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
+from typing import cast
 
 from sparkmq.broker.processors.pull import PullParts, PullProcessor
 from sparkmq.broker.processors.send_lane import cut_around
@@ -23,6 +24,9 @@ from sparkmq.protocol.headers import PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.connection import MAX_IN_FLIGHT_REQUESTS, WRITE_HIGH_WATER_BYTES
 
+# A lane call's buffer starts at most this big (a heap block under the services' 16 MiB mmap
+# threshold, cli/service.keep_freed_memory); it grows past it when the frames need more.
+MAX_RESERVE_BYTES = 8 * 1024 * 1024
 # Values no real response holds, replaced by each pull's own when its response is encoded.
 _SENTINELS = (2147480017, 9007199254740019, 9007199254740021, 9007199254740023, 9007199254740027)
 
@@ -44,29 +48,32 @@ class PullLane:
         self.processor = processor
         self._scan = native.scan_pulls
         self._parts = parts
+        self._reserve = 0  # the last call's frames' bytes: the next call's buffer starts that big
 
     def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain pulls at ``buffer[position:]``; the position after the last one served."""
         start = time.perf_counter()
-        frames: list[bytes] = []
-        end, produced, parts = position, 0, self._parts
+        # One buffer for the call's frames (no join): C appends each, reserving the last call's size.
+        out, served, end, parts, reserve = bytearray(), 0, position, self._parts, self._reserve
         serve = self.processor.serve_frame
         for item in self._scan(buffer, position, MAX_IN_FLIGHT_REQUESTS, MAX_FRAME_BYTES):
-            if produced >= WRITE_HIGH_WATER_BYTES or connection.backlogged:
+            if len(out) >= WRITE_HIGH_WATER_BYTES or connection.backlogged:
                 break  # the rest wait for the peer to read, on the usual path
+            kept = len(out)
             try:
-                frame = serve(item[1], item[2:], parts)
+                written = serve(item[1], item[2:], parts, out, reserve)
             except Exception:  # noqa: BLE001 - the usual path serves it again and answers the failure
-                frame = None
-            if frame is None:
+                written = None
+            if written is None:
+                del out[kept:]  # a frame appended before a failure is not answered twice
                 break
-            frames.append(frame)
-            produced += len(frame)
+            served += 1
             end = item[0]
-        if frames:
-            connection.write_frame(frames[0] if len(frames) == 1 else b"".join(frames))
+        if served:
+            self._reserve = min(len(out), MAX_RESERVE_BYTES)
+            connection.write_frame(cast(bytes, out))  # any bytes-like goes; out is not changed after
             elapsed_ms = (time.perf_counter() - start) * 1000
-            self.processor.ctx.stats.rpc_many(RequestCode.PULL_MESSAGE, ResponseCode.SUCCESS, elapsed_ms, len(frames))
+            self.processor.ctx.stats.rpc_many(RequestCode.PULL_MESSAGE, ResponseCode.SUCCESS, elapsed_ms, served)
         return end
 
 
