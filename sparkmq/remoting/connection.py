@@ -84,7 +84,7 @@ class RemotingConnection(asyncio.Protocol):
         self._lean: dict[int, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # requests being served (Tasks or answer futures)
         self._opaques = itertools.count(1)
-        self._out: list[bytes] = []  # frames of this loop turn, written together by _flush_out
+        self._out: list[bytes | bytearray] = []  # frames of this loop turn, written together by _flush_out
         self._out_bytes = 0
         self._flush_scheduled = False
         self._receiving = False  # inside data_received: its responses go out in one write at its end
@@ -451,7 +451,7 @@ class RemotingConnection(asyncio.Protocol):
             ).encode_parts()
         self.write_frame(head, body)
 
-    def write_frame(self, head: bytes, body: bytes = b"", *, at_once: bool = False) -> None:
+    def write_frame(self, head: bytes | bytearray, body: bytes = b"", *, at_once: bool = False) -> None:
         """Write an encoded frame (``head`` as ``RemotingCommand.encode_parts`` gives it, then ``body``);
         dropped if the connection is closed.
 
