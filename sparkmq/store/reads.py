@@ -190,18 +190,26 @@ def _gather(
     find = commitlog.queue.find
     first = find(int.from_bytes(units[:8], "big", signed=True))
     mapped = [] if first is None else [first]
-    tail = units[-UNIT_BYTES:]
-    if tags_codes is None and first is not None and int.from_bytes(tail[8:12], "big") != BLANK_UNIT_SIZE:
-        last = find(int.from_bytes(tail[:8], "big", signed=True))
-        if last is not None and last is not first:  # a read across two segments: no second walk
-            mapped.append(last)
+    if tags_codes is None and first is not None:
+        # Without a tag filter the read takes every unit up to a limit: when the last one lies past the
+        # first segment (and is not a blank), give its segment too, so no second call is needed.
+        last_offset = int.from_bytes(units[-UNIT_BYTES : 8 - UNIT_BYTES], "big", signed=True)
+        if last_offset >= first.start_offset + first.file_bytes and (
+            int.from_bytes(units[8 - UNIT_BYTES : 12 - UNIT_BYTES], "big") != BLANK_UNIT_SIZE
+        ):
+            last = find(last_offset)
+            if last is not None:
+                mapped.append(last)
     views: list[memoryview] = []
     try:
         while len(mapped) <= MAX_READ_SEGMENTS:
-            views.extend(segment.view() for segment in mapped[len(views) :])
+            for segment in mapped[len(views) :]:
+                views.append(segment.view())
             segments = tuple(
-                (segment.start_offset, view, segment.write_position)
-                for segment, view in zip(mapped, views, strict=True)
+                [
+                    (segment.start_offset, view, segment.write_position)
+                    for segment, view in zip(mapped, views, strict=True)
+                ]
             )
             read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, *extra)
             if not isinstance(read, int):
