@@ -68,6 +68,18 @@ async def _raw_answers(port: int, frames: list[bytes]) -> dict[int, bytes]:
         await writer.wait_closed()
 
 
+async def _lane_and_python_answers(w: Wire, frames: list[bytes]) -> dict[str, Any]:
+    """The broker's answers to ``frames`` with its lane (counting what it took), then without it."""
+    server = w.broker.server
+    counted, taken = counted_lane(server.lane)
+    port = w.broker.config.listen_port
+    server.lane = counted
+    native = await _raw_answers(port, frames)
+    server.lane = None
+    python = await _raw_answers(port, frames)
+    return {"native": native, "python": python, "taken": sum(taken)}
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.lists(pulls(), min_size=1, max_size=30))
 def test_lane_answers_are_the_python_paths_bytes(tmp_path_factory: pytest.TempPathFactory, drawn: list[Any]) -> None:
@@ -80,19 +92,11 @@ def test_lane_answers_are_the_python_paths_bytes(tmp_path_factory: pytest.TempPa
     outcome: dict[str, Any] = {}
 
     async def scenario(w: Wire) -> None:
-        server = w.broker.server
-        counted, taken = counted_lane(server.lane)
-
         for i in range(60):
             tag = TAGS[i % 3]
             await w.send_ok(TOPIC, bytes([65 + i % 26]) * (10 + i), queue_id=i % 3, props={"TAGS": tag} if tag else {})
         assert (await w.heartbeat("hb-client", "CID_HB", {TOPIC: "TagA"})).code == ResponseCode.SUCCESS
-        port = w.broker.config.listen_port
-        server.lane = counted
-        outcome["native"] = await _raw_answers(port, frames)
-        server.lane = None
-        outcome["python"] = await _raw_answers(port, frames)
-        outcome["taken"] = sum(taken)
+        outcome.update(await _lane_and_python_answers(w, frames))
 
     run_broker(tmp_path_factory.mktemp("pull-lane"), scenario)
     assert outcome["native"] == outcome["python"]
@@ -161,16 +165,9 @@ def test_the_lane_serves_pulls_across_commitlog_segments(
     outcome: dict[str, Any] = {}
 
     async def scenario(w: Wire) -> None:
-        server = w.broker.server
-        counted, taken = counted_lane(server.lane)
         for i in range(240):
             await w.send_ok(TOPIC, bytes([65 + i % 26]) * 300, queue_id=i % 3, props={"TAGS": ("TagA", "TagB")[i % 2]})
-        port = w.broker.config.listen_port
-        server.lane = counted
-        outcome["native"] = await _raw_answers(port, frames)
-        server.lane = None
-        outcome["python"] = await _raw_answers(port, frames)
-        outcome["taken"] = sum(taken)
+        outcome.update(await _lane_and_python_answers(w, frames))
 
     run_broker(tmp_path_factory.mktemp("pull-lane-segments"), scenario, mapped_file_size_commit_log=16 * 1024)
     assert outcome["native"] == outcome["python"]
