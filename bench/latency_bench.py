@@ -11,7 +11,9 @@ small prelude that records every garbage collection of the broker process (start
 generation) and applies the A/B switches below; this process then runs, ``--rounds`` times each,
 interleaved: ``AsyncProducer.send`` one after another (100 B), ``GET_MAX_OFFSET`` one after
 another (the generic request path, without the store), sends to a queue a consumer long-polls
-(``--long-polls``: send → parked pull woken → ``poll`` returns it), a bare asyncio echo (the
+(``--long-polls``: send → parked pull woken → ``poll`` returns it), paced sends (``--paced-ms``:
+one ``AsyncProducer.send`` every N ms, as a service producing at a modest rate: what the spin after
+each read costs when the next read is farther away than its window), a bare asyncio echo (the
 loopback floor; its server's CPU is the echo process's), and the blocking ``Producer.send`` from
 this thread (the hand-off to the client's loop thread and back).
 
@@ -190,6 +192,19 @@ class Bench:
             ends[i] = time.monotonic_ns()
         self._end(name, pid, begun, starts, ends)
 
+    async def paced(self, name: str, one: Callable[[], Awaitable[object]], count: int, every_s: float) -> None:
+        """``count`` awaits of ``one()``, one started every ``every_s`` (the idle time between them is in the CPU)."""
+        pid, loop = self.dev.process.pid, asyncio.get_running_loop()
+        starts, ends, begun = [0] * count, [0] * count, self._begin(pid)
+        slot = loop.time()
+        for i in range(count):
+            slot += every_s
+            await asyncio.sleep(max(slot - loop.time(), 0.0))
+            starts[i] = time.monotonic_ns()
+            await one()
+            ends[i] = time.monotonic_ns()
+        self._end(name, pid, begun, starts, ends)
+
     def timed_blocking(self, name: str, one: Callable[[], object], count: int) -> None:
         pid = self.dev.process.pid
         starts, ends, begun = [0] * count, [0] * count, self._begin(pid)
@@ -267,6 +282,13 @@ async def async_round(
     await bench.timed("AsyncProducer.send, 1 in flight", lambda: producer.send(message), args.sends)
     await bench.timed("ping: GET_MAX_OFFSET, 1 in flight", lambda: consumer.max_offset(queue), args.sends)
     await send_to_long_poll(bench, producer, consumer, args.long_polls)
+    for every_ms in args.paced_ms:
+        await bench.paced(
+            f"AsyncProducer.send every {every_ms:g} ms",
+            lambda: producer.send(message),
+            args.paced_sends,
+            every_ms / 1000,
+        )
     if echo is not None:
         reader, writer, echo_pid = echo
         payload = bytes(100)
@@ -331,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sends", type=int, default=5000, help="requests per case per round (default 5000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, cases interleaved (default 3)")
     parser.add_argument("--long-polls", type=int, default=1000, help="sends to a long-polling consumer per round")
+    parser.add_argument(
+        "--paced-ms", type=float, nargs="*", default=[2.0], help="paced sends: one every N ms (default 2; none: skip)"
+    )
+    parser.add_argument("--paced-sends", type=int, default=500, help="paced sends per pace per round (default 500)")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop", help="this process's loop")
     parser.add_argument("--broker-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     parser.add_argument(

@@ -11,6 +11,12 @@ never blocks anyway and the spin is one callback per loop iteration; idle, it co
 window of CPU per read. The client and the broker both spin (every RemotingConnection touches
 its loop's spinner on each read).
 
+The spin adapts to the traffic: a window that ends with no read in it caught nothing, and after
+``DORMANT_AFTER_MISSES`` such windows in a row the spinner goes dormant (paced traffic, a consumer
+waiting on a long poll: reads farther apart than a window, where a spin only burns CPU). Dormant,
+a read starts a spin again only when it came within one window of the previous read: the
+request/answer ping-pong the spin is for.
+
 ``SPARKMQ_SPIN_US`` sets the window in µs (default 150; 0 turns it off), read once per loop,
 like ``SPARKMQ_NATIVE`` a process-wide switch of the library rather than a command-line option.
 """
@@ -18,10 +24,12 @@ like ``SPARKMQ_NATIVE`` a process-wide switch of the library rather than a comma
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import weakref
 
 DEFAULT_WINDOW_US = 150
+DORMANT_AFTER_MISSES = 8  # windows in a row with no read in them
 _yield = os.sched_yield
 
 _spinners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Spinner | None] = weakref.WeakKeyDictionary()
@@ -34,7 +42,7 @@ def window_s() -> float:
 
 
 class Spinner:
-    """Keeps ``loop`` polling for ``window`` seconds after the last :meth:`touch`."""
+    """Keeps ``loop`` polling for ``window`` seconds after the last :meth:`touch` (see the module)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, window: float) -> None:
         self._loop = loop
@@ -42,30 +50,52 @@ class Spinner:
         self._touched = False
         self._running = False
         self._until = 0.0
+        self._caught = False  # a read came while this chain of rounds was spinning
+        self.misses = 0  # windows in a row that ended with no read in them
+        self._last_read = 0.0  # dormant: when the last read came
         self.rounds = 0  # spin callbacks run, for tests and benches
 
     @property
     def running(self) -> bool:
         return self._running
 
+    @property
+    def dormant(self) -> bool:
+        return self.misses >= DORMANT_AFTER_MISSES
+
     def touch(self) -> None:
         """I/O happened: spin for another window from now (cheap: one flag on the hot path)."""
         self._touched = True
         if not self._running:
+            if self.misses >= DORMANT_AFTER_MISSES:
+                now = self._loop.time()
+                gap, self._last_read = now - self._last_read, now
+                if gap >= self._window:
+                    return  # reads still farther apart than a window: a spin would catch nothing
+                self.misses = 0
             self._running = True
+            self._caught = False
+            self._until = -math.inf  # the chain's first round opens its window: not a catch
             self._loop.call_soon(self._spin)
 
     def _spin(self) -> None:
         self.rounds += 1
         now = self._loop.time()
         if self._touched:
+            if now <= self._until:
+                self._caught = True
             self._touched = False
             self._until = now + self._window
         if now < self._until:
             _yield()  # runnable threads of other processes go first: a spin only fills idle time
             self._loop.call_soon(self._spin)
+            return
+        self._running = False
+        if self._caught:
+            self.misses = 0
         else:
-            self._running = False
+            self.misses += 1
+            self._last_read = self._until - self._window
 
 
 def spinner_for(loop: asyncio.AbstractEventLoop) -> Spinner | None:

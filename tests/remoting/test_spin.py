@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -100,3 +101,66 @@ def test_server_and_client_reads_spin_their_loop(monkeypatch: pytest.MonkeyPatch
         await until_stopped(spinner)
 
     asyncio.run(scenario())
+
+
+class ManualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose ``time()`` the test sets: a spinner's windows end when the test says."""
+
+    now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def run_on_manual_clock(test: Callable[[ManualClockLoop], Awaitable[None]]) -> None:
+    loop = ManualClockLoop()
+    try:
+        loop.run_until_complete(test(loop))
+    finally:
+        loop.close()
+
+
+async def window_passes(loop: ManualClockLoop, spinner: Spinner, seconds: float) -> None:
+    """Let the clock move on by ``seconds`` and the spin's rounds see it (it stops if that ends its window)."""
+    await asyncio.sleep(0)
+    loop.now += seconds
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def test_windows_that_catch_no_read_make_the_spinner_dormant_until_reads_come_close_again() -> None:
+    async def scenario(loop: ManualClockLoop) -> None:
+        spinner = Spinner(loop, 1.0)
+        for missed in range(1, spin.DORMANT_AFTER_MISSES + 1):
+            spinner.touch()  # a read, then nothing for longer than the window (paced traffic)
+            await window_passes(loop, spinner, 2.0)
+            assert not spinner.running and spinner.misses == missed
+        assert spinner.dormant
+        await window_passes(loop, spinner, 5.0)
+        spinner.touch()  # reads still far apart: no spin
+        assert not spinner.running
+        await window_passes(loop, spinner, 0.5)
+        spinner.touch()  # within one window of the previous read: ping-pong again, spin
+        assert spinner.running and not spinner.dormant
+        await window_passes(loop, spinner, 0.5)
+        spinner.touch()  # caught by the running spin
+        await window_passes(loop, spinner, 2.0)
+        assert not spinner.running and spinner.misses == 0
+
+    run_on_manual_clock(scenario)
+
+
+def test_a_window_that_catches_a_read_resets_the_misses() -> None:
+    async def scenario(loop: ManualClockLoop) -> None:
+        spinner = Spinner(loop, 1.0)
+        for _ in range(spin.DORMANT_AFTER_MISSES - 1):
+            spinner.touch()
+            await window_passes(loop, spinner, 2.0)
+        assert spinner.misses == spin.DORMANT_AFTER_MISSES - 1 and not spinner.dormant
+        spinner.touch()
+        await window_passes(loop, spinner, 0.9)
+        spinner.touch()  # the answer came inside the window: the spin paid off
+        await window_passes(loop, spinner, 2.0)
+        assert not spinner.running and spinner.misses == 0
+
+    run_on_manual_clock(scenario)
