@@ -26,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import time
 import weakref
+from collections.abc import Callable
 
 DEFAULT_WINDOW_US = 150
 DORMANT_AFTER_MISSES = 8  # windows in a row with no read in them
@@ -44,9 +46,14 @@ def window_s() -> float:
 class Spinner:
     """Keeps ``loop`` polling for ``window`` seconds after the last :meth:`touch` (see the module)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, window: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, window: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._loop = loop
         self._window = window
+        # Not loop.time(): uvloop's counts whole milliseconds, which made a 150 µs window last
+        # until the next millisecond tick (up to 1 ms of spinning per read).
+        self._clock = clock
         self._touched = False
         self._running = False
         self._until = 0.0
@@ -68,7 +75,7 @@ class Spinner:
         self._touched = True
         if not self._running:
             if self.misses >= DORMANT_AFTER_MISSES:
-                now = self._loop.time()
+                now = self._clock()
                 gap, self._last_read = now - self._last_read, now
                 if gap >= self._window:
                     return  # reads still farther apart than a window: a spin would catch nothing
@@ -80,7 +87,7 @@ class Spinner:
 
     def _spin(self) -> None:
         self.rounds += 1
-        now = self._loop.time()
+        now = self._clock()
         if self._touched:
             if now <= self._until:
                 self._caught = True

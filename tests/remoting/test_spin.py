@@ -104,7 +104,7 @@ def test_server_and_client_reads_spin_their_loop(monkeypatch: pytest.MonkeyPatch
 
 
 class ManualClockLoop(asyncio.SelectorEventLoop):
-    """An event loop whose ``time()`` the test sets: a spinner's windows end when the test says."""
+    """An event loop whose ``time()`` the test sets (the spinners' clock here): windows end when the test says."""
 
     now = 0.0
 
@@ -130,7 +130,7 @@ async def window_passes(loop: ManualClockLoop, spinner: Spinner, seconds: float)
 
 def test_windows_that_catch_no_read_make_the_spinner_dormant_until_reads_come_close_again() -> None:
     async def scenario(loop: ManualClockLoop) -> None:
-        spinner = Spinner(loop, 1.0)
+        spinner = Spinner(loop, 1.0, clock=loop.time)
         for missed in range(1, spin.DORMANT_AFTER_MISSES + 1):
             spinner.touch()  # a read, then nothing for longer than the window (paced traffic)
             await window_passes(loop, spinner, 2.0)
@@ -152,7 +152,7 @@ def test_windows_that_catch_no_read_make_the_spinner_dormant_until_reads_come_cl
 
 def test_a_window_that_catches_a_read_resets_the_misses() -> None:
     async def scenario(loop: ManualClockLoop) -> None:
-        spinner = Spinner(loop, 1.0)
+        spinner = Spinner(loop, 1.0, clock=loop.time)
         for _ in range(spin.DORMANT_AFTER_MISSES - 1):
             spinner.touch()
             await window_passes(loop, spinner, 2.0)
