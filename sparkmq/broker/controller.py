@@ -26,7 +26,6 @@ from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
-from sparkmq.broker.processors.lanes import Lanes
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.pull_lane import pull_lane
 from sparkmq.broker.processors.send import SendProcessor
@@ -41,6 +40,7 @@ from sparkmq.broker.transactions import TransactionService
 from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
+from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.remoting.server import Processor
 from sparkmq.store import MessageStore

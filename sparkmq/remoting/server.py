@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
 from sparkmq.remoting.connection import Answer, FrameLane, RemotingConnection, error_response
+from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
 from sparkmq.remoting.tls import ServerTls, create_server
 from sparkmq.remoting.turns import TurnGroups, TurnLane
@@ -63,11 +64,9 @@ class RemotingServer:
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
         self._server: Any = None  # an asyncio.Server, or a tls.SniffingServer in permissive TLS mode
-        self.authorize: Authorizer | None = None
-        #: Serves leading frames of a read before they are decoded (the broker's native send lane),
-        #: standing in for the processors of ``lane_codes``; never while ``authorize`` is set (a
-        #: lane does not authorize), and dropped when one of those codes gets another processor.
-        self.lane: FrameLane | None = None
+        self._authorize: Authorizer | None = None
+        self._lane: FrameLane | None = None
+        self._lanes: Lanes | None = None  # what connections call: ``lane`` while no authorizer is set
         self.lane_codes: frozenset[int] = frozenset()
         self._turn_lane: TurnLane | None = None
         self._turn_lane_beside: FrameLane | None = None  # the ``lane`` it was set beside
@@ -83,6 +82,38 @@ class RemotingServer:
             self._group_processors[int(code)] = processor  # type: ignore[assignment]  # has serve_group: checked above
         else:
             self._group_processors.pop(int(code), None)
+
+    @property
+    def authorize(self) -> Authorizer | None:
+        """Sees every request before its processor; while set, no lane serves frames (a lane does not authorize)."""
+        return self._authorize
+
+    @authorize.setter
+    def authorize(self, authorize: Authorizer | None) -> None:
+        self._authorize = authorize
+        self._relane()
+
+    @property
+    def lane(self) -> FrameLane | None:
+        """Serves leading frames of a read before they are decoded (the broker's native lanes, a
+        :class:`Lanes`), standing in for the processors of ``lane_codes``; never while
+        ``authorize`` is set, and dropped when one of those codes gets another processor."""
+        return self._lane
+
+    @lane.setter
+    def lane(self, lane: FrameLane | None) -> None:
+        self._lane = lane
+        self._relane()
+
+    def _relane(self) -> None:
+        """Give every connection the lanes it calls now (each read calls them with no server frame between)."""
+        lane = self._lane
+        if lane is None or self._authorize is not None:
+            self._lanes = None
+        else:  # a single lane gets Lanes' guard: its failure is logged and its frames decoded
+            self._lanes = lane if isinstance(lane, Lanes) else Lanes(lane)
+        for connection in self._connections:
+            connection.set_lanes(self._lanes)
 
     @property
     def turn_lane(self) -> TurnLane | None:
@@ -154,15 +185,6 @@ class RemotingServer:
         except Exception as exc:  # noqa: BLE001 - a processor bug: logged, every request of the run answered with it
             return [error_response(request, exc, connection.peer) for request in run]
 
-    def _serve_lane(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
-        if self.lane is None or self.authorize is not None:
-            return position
-        try:
-            return self.lane(buffer, position, connection)
-        except Exception:  # a lane bug: logged, and the frames go the decoded way instead
-            logger.exception("the frame lane failed; its frames are served by the processors")
-            return position
-
     def _prepare_turn(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[Any, int] | None:
         lane = self._turn_lane
         if lane is None or self.lane is None or self.lane is not self._turn_lane_beside or self.authorize is not None:
@@ -197,7 +219,7 @@ class RemotingServer:
             limits=self.limits,
             budget=self.frame_budget,
             group_handler=self._dispatch_group,
-            lane=self._serve_lane,
+            lanes=self._lanes,
             turns=self._turns if self.turn_lane is not None else None,
         )
         self._connections.add(connection)

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from sparkmq import native
-from sparkmq.broker.processors.lanes import Lanes
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfig
+from sparkmq.remoting.lanes import Lanes
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, counted_lane, one_write, run_broker
 from support.native_lane import cpp_fields, send_frame, v1_frame
@@ -303,6 +303,39 @@ def test_with_an_authorizer_every_cpp_send_is_checked_by_it(tmp_path: Path) -> N
         responses = await one_write(w.broker.config.listen_port, [v1_frame(61, cpp_fields("LaneA"))])
         assert (responses[61].code, responses[61].remark) == (ResponseCode.NO_PERMISSION, "refused by the test")
         assert seen == [61] and sum(taken) == 0
+
+    run_broker(tmp_path, scenario)
+
+
+def test_an_authorizer_set_later_sees_the_sends_of_connections_already_open(tmp_path: Path) -> None:
+    """Connections call their lanes directly (no server step per read): setting an authorizer
+    takes the lanes from the connections already open, so it sees their next send, and clearing
+    it gives the lanes back."""
+
+    async def scenario(w: Wire) -> None:
+        server = w.broker.server
+        counted, taken = counted_lane(server.lane)
+        server.lane = counted
+        await w.send_ok("LaneA", b"create", queue_id=0)
+        taken.clear()
+        await w.send_ok("LaneA", b"by the lane", queue_id=0)  # the same connection, open all along
+        assert sum(taken) > 0
+        seen: list[str] = []
+
+        def refuse(request: RemotingCommand, connection: Any) -> RemotingCommand:
+            seen.append(request.ext_fields["b"])
+            return request.make_response(ResponseCode.NO_PERMISSION, remark="refused by the test")
+
+        server.authorize = refuse
+        taken.clear()
+        response = await w.send("LaneA", b"refused", queue_id=0)
+        assert (response.code, response.remark) == (ResponseCode.NO_PERMISSION, "refused by the test")
+        assert seen == ["LaneA"] and sum(taken) == 0
+        server.authorize = None
+        await w.send_ok("LaneA", b"by the lane again", queue_id=0)
+        assert seen == ["LaneA"] and sum(taken) > 0
+        bodies = [r.body for r in await w.pull_records("G", "LaneA", 0)]
+        assert bodies == [b"create", b"by the lane", b"by the lane again"]
 
     run_broker(tmp_path, scenario)
 
