@@ -1,6 +1,7 @@
 """Types of the C extension sparkmq.native._sendlane (sendlane.c)."""
 
 import mmap
+from typing import Any
 
 from sparkmq.store.consume_queue import ConsumeQueue
 from sparkmq.store.native_bases import SegmentBase
@@ -58,6 +59,7 @@ class SendGroup:
         stop: int = -1,
     ) -> bytes: ...
     def first_refused(self, limits: list[int]) -> int: ...
+    def first_refused_known(self, configs: dict[str, Any], known: dict[str, tuple[Any, int]]) -> int | None: ...
 
 def scan(
     buffer: bytes | bytearray | memoryview,

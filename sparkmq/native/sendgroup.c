@@ -190,6 +190,43 @@ static PyObject *group_first_refused(SendGroup *g, PyObject *limits) {
     return PyLong_FromSsize_t(i);
 }
 
+/* first_refused with each topic's limit read from ``known`` (topic -> (its config, its limit), the
+ * lane's cache) where that entry's config is the one ``configs`` (topic -> config) holds now, by
+ * identity: the lane's _queue_limits without its Python steps. None (nothing read but the dicts)
+ * when a topic misses or either is not an exact dict: the caller works the limits out itself. */
+static PyObject *group_first_refused_known(SendGroup *g, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "first_refused_known(configs, known)");
+        return NULL;
+    }
+    PyObject *configs = args[0], *known = args[1];
+    if (!PyDict_CheckExact(configs) || !PyDict_CheckExact(known) || !PyList_Check(g->topics) ||
+        PyList_GET_SIZE(g->topics) != g->topic_count)
+        Py_RETURN_NONE;
+    long limit[MAX_TOPICS];
+    for (Py_ssize_t t = 0; t < g->topic_count; t++) {
+        PyObject *topic = PyList_GET_ITEM(g->topics, t);
+        PyObject *config = PyDict_GetItemWithError(configs, topic); /* borrowed */
+        if (config == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            config = Py_None;
+        }
+        PyObject *cached = PyDict_GetItemWithError(known, topic);
+        if (cached == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        if (!PyTuple_CheckExact(cached) || PyTuple_GET_SIZE(cached) != 2 || PyTuple_GET_ITEM(cached, 0) != config ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(cached, 1)))
+            Py_RETURN_NONE;
+        limit[t] = PyLong_AsLong(PyTuple_GET_ITEM(cached, 1));
+        if (limit[t] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t i = 0;
+    while (i < g->count && g->queue_id[i] < limit[g->topic_of[i]]) i++;
+    return PyLong_FromSsize_t(i);
+}
+
 /* [(opaque, physical offset, queue id, queue offset, waits for its flush)] after place() */
 static PyObject *group_answers(SendGroup *g, PyObject *unused) {
     if (!check_placed(g)) return NULL;
@@ -708,6 +745,9 @@ static PyMethodDef group_methods[] = {
      "answers() -> [(opaque, physical offset, queue id, queue offset, waits)] after place()"},
     {"first_refused", (PyCFunction)group_first_refused, METH_O,
      "first_refused(limits) -> int: the first request over its topic's queue limit (count: none)"},
+    {"first_refused_known", (PyCFunction)(void (*)(void))group_first_refused_known, METH_FASTCALL,
+     "first_refused_known(configs, known) -> int | None: first_refused with the limits the lane's cache"
+     " {topic: (config, limit)} holds for the configs in configs; None when a topic misses"},
     {NULL},
 };
 
