@@ -95,6 +95,7 @@ class RemotingConnection(asyncio.Protocol):
         self._read_blockers: set[str] = set()
         self._writable = asyncio.Event()
         self._writable.set()
+        self._paused = False  # not self._writable.is_set(), read per read without a call
         self._closing_when_served = False
         self._limits = limits
         self._budget = budget
@@ -143,7 +144,7 @@ class RemotingConnection(asyncio.Protocol):
         """At the end of a loop turn: what ``prepare`` (the server's turn lane) would take from the
         front of this connection's buffer, and the position after it; None when nothing, or when
         the lane may not serve this connection now (as ``data_received``'s own conditions)."""
-        if self._lanes is None or self._unstarted or not self._writable.is_set() or not self.is_open:
+        if self._lanes is None or self._unstarted or self._paused or not self.is_open:
             return None
         buffer, position = self._decoder.front()
         if len(buffer) - position < LENGTH_PREFIX_BYTES:
@@ -180,9 +181,10 @@ class RemotingConnection(asyncio.Protocol):
         requests: list[RemotingCommand] = []
         decoder = self._decoder
         self._receiving = True
+        whole = False  # the lanes took every byte read: nothing to decode, no unfinished frame
         try:
             lanes = self._lanes
-            if lanes is not None and not self._unstarted and self._writable.is_set():
+            if lanes is not None and not self._unstarted and not self._paused:
                 # requests are served in arrival order: the lanes take a leading run, the rest follow
                 buffer, position = decoder.front()
                 if len(buffer) - position >= LENGTH_PREFIX_BYTES:
@@ -196,8 +198,9 @@ class RemotingConnection(asyncio.Protocol):
                     else:
                         if taken != len(buffer):
                             taken = lanes.resume(buffer, position, taken, self)
+                    whole = taken == len(buffer) and taken > position
                     decoded = decoder.skip_to(taken) or decoded
-            if decoder.buffered_bytes:  # what the lane left (usually nothing)
+            if not whole and decoder.buffered_bytes:  # what the lane left (usually nothing)
                 while (command := decoder.next_command()) is not None:
                     decoded = True
                     self._dispatch(command, requests)
@@ -212,7 +215,11 @@ class RemotingConnection(asyncio.Protocol):
                 self._flush_out()
         if requests:
             self._serve_all(requests)
-        self._account_unfinished_frame(decoded)
+        if whole and not self._charged:  # _account_unfinished_frame of an empty buffer, without its steps
+            if self._watchdog is not None:
+                self._watchdog.frame_progress(0, True)
+        else:
+            self._account_unfinished_frame(decoded)
         if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
             self._block_reading("in-flight")
 
@@ -230,12 +237,14 @@ class RemotingConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         # The peer is not reading: stop reading its requests until it catches up.
         self._writable.clear()
+        self._paused = True
         self._block_reading("writes")
 
     def resume_writing(self) -> None:
         if self._watchdog is not None:
             self._watchdog.activity()  # the peer took our bytes: progress
         self._writable.set()
+        self._paused = False
         self._unblock_reading("writes")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -247,6 +256,7 @@ class RemotingConnection(asyncio.Protocol):
         self._pending.clear()
         self._lean.clear()
         self._writable.set()  # requests waiting to be served go on and find the connection closed
+        self._paused = False
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._release_budget()
@@ -479,16 +489,16 @@ class RemotingConnection(asyncio.Protocol):
         in its write): when no frame of this loop turn waits, write now instead of at the turn's
         (or the read's) end, saving a loop turn or the coalescing steps per request.
         """
-        if not self.is_open:
+        transport = self._transport
+        if transport is None or transport.is_closing():  # not self.is_open, without its call
             return
         if self._watchdog is not None and not self._receiving:  # a read (or resume_writing) just recorded it
             self._watchdog.activity()
         if at_once and not self._out:
-            assert self._transport is not None
             if body:
-                self._transport.writelines((head, body))
+                transport.writelines((head, body))
             else:
-                self._transport.write(head)
+                transport.write(head)
             return
         # Frames written in one loop turn leave in one writelines (one syscall, not one per frame):
         # under pipelining most of a server's and a client's CPU per request was these writes.
