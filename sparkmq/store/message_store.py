@@ -483,9 +483,7 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             try:
                 group.append_units(bases, targets)
-                finished = self.index.put_lane(group, start, store_timestamp)
-                if finished is not None and self.checkpoint is not None:
-                    self.checkpoint.index_msg_timestamp = finished
+                self._index_finished(self.index.put_lane(group, start, store_timestamp))
             except DiskError as exc:  # as put_lane_groups
                 self.flusher.fail_stop(exc)
                 for key, base, end in zip(group.keys, bases, ends, strict=True):
@@ -507,9 +505,8 @@ class MessageStore:
             queued[key] = base + count
         return bases, targets, ends
 
-    def _index_lane(self, hashes: list[int], offsets: list[int], store_timestamp: int) -> None:
-        """Index a lane put's keys (all stored at ``store_timestamp``)."""
-        finished = self.index.put(hashes, offsets, [store_timestamp] * len(hashes))
+    def _index_finished(self, finished: int | None) -> None:
+        """An index put's outcome: when it filled a file, that file's end timestamp goes to the checkpoint."""
         if finished is not None and self.checkpoint is not None:
             self.checkpoint.index_msg_timestamp = finished
 
@@ -553,7 +550,7 @@ class MessageStore:
                     hashes += index_hashes
                     offsets += index_offsets
                 if hashes:
-                    self._index_lane(hashes, offsets, store_timestamp)
+                    self._index_finished(self.index.put(hashes, offsets, [store_timestamp] * len(hashes)))
             except DiskError as exc:  # an index file's msync on its roll: the groups are undone, then refused
                 self.flusher.fail_stop(exc)
                 for group, (_at, bases, _targets, ends) in zip(reversed(groups), reversed(planned), strict=True):
@@ -649,11 +646,8 @@ class MessageStore:
         for request in group.queues:
             self._dispatch(request)
         if group.index_hashes:
-            finished = self.index.put(
-                group.index_hashes, group.index_offsets, [group.store_timestamp] * len(group.index_hashes)
-            )
-            if finished is not None and self.checkpoint is not None:
-                self.checkpoint.index_msg_timestamp = finished
+            timestamps = [group.store_timestamp] * len(group.index_hashes)
+            self._index_finished(self.index.put(group.index_hashes, group.index_offsets, timestamps))
 
     def _queue_for(self, key: tuple[str, int]) -> ConsumeQueue:
         """The ConsumeQueue of ``key``, created (and listed in the manifest) on first use; under the lock."""
@@ -678,9 +672,7 @@ class MessageStore:
                 else:
                     offsets = np.asarray(offsets)[rows]
                     timestamps = np.asarray(timestamps)[rows]
-                finished = self.index.put(request.index_hashes, offsets, timestamps)
-                if finished is not None and self.checkpoint is not None:
-                    self.checkpoint.index_msg_timestamp = finished
+                self._index_finished(self.index.put(request.index_hashes, offsets, timestamps))
             self._last_dispatched_timestamp = int(request.store_timestamps[-1])
             if self._listeners:
                 key = (request.topic, request.queue_id)
