@@ -15,15 +15,17 @@ after that cluster is gone), one client per consumer group ever read.
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from sparkmq.client.security import ClientSecurity
 
+logger = logging.getLogger(__name__)
 V = TypeVar("V")
 ViewKey = tuple[str, str, ClientSecurity | None]
 
@@ -33,14 +35,14 @@ class _Entry(Generic[V]):
     view: V
     leases: int = 0
     pinned: bool = False  # taken with get(): kept for the process's life
-    released_at: float = field(default_factory=time.monotonic)
+    released_at: float = 0.0  # set when a lease ends; a view taken by get() is pinned instead
 
 
 class ViewCache(Generic[V]):
     """Views made by ``make(namesrv_addr, group, security)``, one per key, thread-safe.
 
-    ``close_idle`` (with ``idle_s``) closes a leased view nobody has leased for ``idle_s`` seconds,
-    on a timer thread; the next lease of its key makes a new one.
+    ``close_idle`` (with ``idle_s``) closes a leased view nobody has leased for ``idle_s`` seconds
+    of ``clock``, on a timer thread; the next lease of its key makes a new one.
     """
 
     def __init__(
@@ -50,11 +52,13 @@ class ViewCache(Generic[V]):
         *,
         close_idle: Callable[[V], None] | None = None,
         idle_s: float = 20.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._make = make
         self._on_exit = on_exit
         self._close_idle = close_idle
         self.idle_s = idle_s
+        self._clock = clock
         self._entries: dict[ViewKey, _Entry[V]] = {}
         self._lock = threading.Lock()
         self._sweeper: threading.Timer | None = None
@@ -86,7 +90,7 @@ class ViewCache(Generic[V]):
         finally:
             with self._lock:
                 entry.leases -= 1
-                entry.released_at = time.monotonic()
+                entry.released_at = self._clock()
                 self._schedule_sweep(self.idle_s)
 
     def _schedule_sweep(self, delay_s: float) -> None:
@@ -97,7 +101,7 @@ class ViewCache(Generic[V]):
 
     def sweep(self) -> list[V]:
         """Close (and forget) the views idle for ``idle_s`` or more; the views closed."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             self._sweeper = None
             unused = {k: e for k, e in self._entries.items() if not e.leases and not e.pinned}
@@ -108,7 +112,10 @@ class ViewCache(Generic[V]):
                 self._schedule_sweep(max(min(waiting) + self.idle_s - now, 0.0))
         for view in closing:
             assert self._close_idle is not None
-            self._close_idle(view)
+            try:
+                self._close_idle(view)
+            except Exception:  # one view that fails to close must not keep the others open
+                logger.exception("closing an idle view failed; it is forgotten all the same")
         return closing
 
     def cached_keys(self) -> list[ViewKey]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -48,7 +49,20 @@ def test_at_exit_every_cached_view_is_handed_to_on_exit() -> None:
     assert all(view.closed for view in views)
 
 
-def _leasing_cache(idle_s: float, gone: threading.Event | None = None) -> tuple[ViewCache[_View], list[_View]]:
+class _Clock:
+    """A clock the test moves: sweeps see exactly the idle time it says (the timer thread, waiting
+    ``idle_s`` real seconds, never fires during the test)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _leasing_cache(
+    idle_s: float, gone: threading.Event | None = None, clock: _Clock | None = None
+) -> tuple[ViewCache[_View], list[_View]]:
     closed: list[_View] = []
 
     def close(view: _View) -> None:
@@ -57,17 +71,23 @@ def _leasing_cache(idle_s: float, gone: threading.Event | None = None) -> tuple[
         if gone is not None:
             gone.set()
 
-    return ViewCache(_View, _View.close, close_idle=close, idle_s=idle_s), closed
+    cache = ViewCache(_View, _View.close, close_idle=close, idle_s=idle_s, clock=clock or time.monotonic)
+    return cache, closed
 
 
 def test_a_leased_view_is_closed_only_when_no_lease_holds_it_and_a_pinned_one_never() -> None:
-    cache, closed = _leasing_cache(idle_s=0.0)
+    clock = _Clock()
+    cache, closed = _leasing_cache(idle_s=60.0, clock=clock)
     pinned = cache.get("ns:9876", "kept")
     with cache.lease("ns:9876", "g1") as first, cache.lease("ns:9876", "g1") as again:
         assert again is first
+        clock.now += 120
         assert cache.sweep() == [] and not first.closed  # leased: in use, whatever its age
     with cache.lease("ns:9876", "g1") as still:
         assert still is first  # released and taken again before any sweep: the same view
+    clock.now += 59
+    assert cache.sweep() == [] and not first.closed  # idle, but not for idle_s yet
+    clock.now += 1
     assert cache.sweep() == [first] and first.closed and closed == [first]
     assert not pinned.closed and cache.get("ns:9876", "kept") is pinned
     with cache.lease("ns:9876", "g1") as fresh:
@@ -87,3 +107,22 @@ def test_get_only_caches_refuse_leases() -> None:
     cache: ViewCache[_View] = ViewCache(_View, _View.close)
     with pytest.raises(TypeError, match="close_idle"), cache.lease("ns:9876", "g1"):
         pass
+
+
+def test_a_view_that_fails_to_close_does_not_keep_the_other_idle_ones_open(caplog: pytest.LogCaptureFixture) -> None:
+    closed: list[str] = []
+
+    def close(view: _View) -> None:
+        if view.key[1] == "broken":
+            raise OSError("its loop is gone")
+        closed.append(view.key[1])
+
+    clock = _Clock()
+    cache: ViewCache[_View] = ViewCache(_View, _View.close, close_idle=close, idle_s=60.0, clock=clock)
+    for group in ("broken", "fine"):
+        with cache.lease("ns:9876", group):
+            pass
+    clock.now += 60
+    assert len(cache.sweep()) == 2
+    assert closed == ["fine"] and cache.cached_keys() == []
+    assert "closing an idle view failed" in caplog.text
