@@ -1,0 +1,59 @@
+"""Spark's Python processes import the installed pyspark's compiled modules, not its ``pyspark.zip``.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's ``PYTHONPATH``
+(the streaming-source runner, the data source planners, the worker daemon). A zip holds no
+bytecode, so each of those fresh processes compiles every pyspark module it imports: 0.8–1.3 s
+of CPU per process here, against 0.25 s from the installed package's ``__pycache__``. Spark
+starts one such runner per streaming query of a Python data source, so the zip was most of the
+query's fixed start-up cost (bench/spark_source_bench.py; docs/benchmarks.md).
+
+When the zip is the one inside an installed ``pyspark`` package that is itself on ``sys.path``
+(a pip-installed pyspark: ``SPARK_HOME`` is that package), the zip and the package hold the
+same modules, so dropping the zip from ``sys.path`` changes nothing but the import's cost. A zip
+from any other Spark distribution is left where Spark put it.
+
+``sparkmq-compiled-pyspark.pth`` calls :func:`prefer_compiled_pyspark` at interpreter start,
+only when a ``pyspark.zip`` is on ``sys.path``. This module stays outside the ``sparkmq``
+package so that the call does not import the package.
+"""
+
+from __future__ import annotations
+
+import os
+
+ZIP_NAME = "pyspark.zip"
+
+
+def installed_zip_site(entry: str, path: list[str]) -> str | None:
+    """The site directory whose installed ``pyspark`` package holds ``entry`` (a pyspark.zip), else None."""
+    if os.path.basename(entry) != ZIP_NAME:
+        return None
+    package = os.path.dirname(os.path.dirname(os.path.dirname(entry)))  # <site>/pyspark/python/lib/pyspark.zip
+    site = os.path.dirname(package)
+    if os.path.basename(package) != "pyspark" or site not in path:
+        return None
+    if not os.path.isfile(os.path.join(package, "__init__.py")):
+        return None
+    return site
+
+
+def prefer_compiled_pyspark(path: list[str]) -> list[str]:
+    """Remove from ``path`` (in place) the zips that shadow an installed pyspark and py4j; return them.
+
+    The py4j source zip beside the pyspark zip goes too when the same site directory has ``py4j``
+    installed. Every other entry keeps its place.
+    """
+    removed: list[str] = []
+    for entry in list(path):
+        site = installed_zip_site(entry, path)
+        if site is None:
+            continue
+        path.remove(entry)
+        removed.append(entry)
+        lib = os.path.dirname(entry)
+        if os.path.isdir(os.path.join(site, "py4j")):
+            for other in list(path):
+                if os.path.dirname(other) == lib and os.path.basename(other).startswith("py4j-"):
+                    path.remove(other)
+                    removed.append(other)
+    return removed
