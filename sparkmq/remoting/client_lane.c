@@ -976,7 +976,11 @@ static int schedule_wakeups(Wakeups *wakeups) {
 
 /* run_wakeups([loop, waiter, callback, context, ...]): each callback(waiter) in its context, in order; if one
  * raises, the rest get a Handle each (as they would have had) and the error goes to this call's Handle, which
- * reports it (or re-raises SystemExit / KeyboardInterrupt) as it would have for that callback */
+ * reports it (or re-raises SystemExit / KeyboardInterrupt) as it would have for that callback. Each entry is
+ * let go (set to None) once its callback ran, as its Handle would have been: a Task that resumed and sent
+ * again frees its finished send's waiter (and the message and callback it holds) at once, not when the
+ * whole read's list goes, so a read answering thousands of sends does not keep thousands alive beside
+ * their successors (docs/benchmarks.md, "Branch connflat"). */
 static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
     (void)self;
     if (!PyList_CheckExact(wakeups)) {
@@ -990,6 +994,13 @@ static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
         Py_INCREF(w);
         Py_INCREF(callback);
         Py_INCREF(context);
+        for (Py_ssize_t k = i; k < i + 3; k++) /* the list's references go now: ours keep them for the call */
+            if (PyList_SetItem(wakeups, k, Py_NewRef(Py_None)) < 0) {
+                Py_DECREF(w);
+                Py_DECREF(callback);
+                Py_DECREF(context);
+                return NULL;
+            }
         PyObject *result = NULL;
         if (PyContext_Enter(context) == 0) {
             result = PyObject_CallOneArg(callback, w);

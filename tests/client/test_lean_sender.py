@@ -643,3 +643,52 @@ def test_a_raising_callback_is_reported_and_the_wakeups_after_it_still_run(clust
             assert results[0].status is SendStatus.SEND_OK
 
     _run(main)
+
+
+class NamingLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+    """A real selector loop that records the name of what each ``call_soon`` schedules (and holds nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any, context: Any = None) -> asyncio.Handle:
+        self.names.append(getattr(callback, "__name__", ""))
+        return super().call_soon(callback, *args, context=context)
+
+
+def test_a_burst_lets_each_answered_waiter_go_once_its_task_ran(cluster: UnconfirmingCluster) -> None:
+    """40 sends answered in one read: while the burst's wake-ups run, the waiter of a send whose Task already
+    resumed is held by nothing of the library's (its wake-up entry is let go as its own Handle would be), so
+    a Task that sends again frees its finished send at once instead of when the whole read's wake-ups are
+    done (thousands of answers in one read would otherwise keep thousands of finished sends alive beside
+    their successors: docs/benchmarks.md, "Branch connflat")."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("WakeupsLetGo", queues=1)
+    waiters: list[Any] = []
+    during: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, NamingLoop)
+        async with _scripted(cluster, topic, _burst_server(BURST)) as (producer, connection):
+
+            async def one(i: int) -> SendResult:
+                waiter = producer._sender.send(Message(topic, b"g%03d" % i))
+                waiters.append(waiter)
+                result: SendResult = await waiter
+                del waiter
+                if i > 0:  # the waiter of the Task that resumed just before this one (answers come in order)
+                    during.append(sys.getrefcount(waiters[i - 1]))
+                return result
+
+            loop.names.clear()
+            results = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(BURST))), WAIT_S)
+            assert all(r.status is SendStatus.SEND_OK for r in results) and not connection._lean
+            assert "run_wakeups" in loop.names  # the answers came in reads of several
+            after = [sys.getrefcount(waiters[k]) for k in range(len(during))]  # the burst's lists are gone
+            assert len(during) == BURST - 1 and during == after  # nothing more held them while the burst ran
+
+    with asyncio.Runner(loop_factory=NamingLoop) as runner:
+        runner.run(main())
