@@ -32,6 +32,13 @@ reported beside the others; docs/benchmarks.md, "Branch connload", says which me
   process's summed. One Python process holding all N connections and K × N sends in flight measures that
   one process as much as the broker.
 
+Every case also measures a **steady window**: each client process notes (time, sends taken, its own CPU, the
+broker's CPU) every 1 % of its sends; the window runs from when every process has taken its in-flight sends
+plus 10 % (all workers running, the ramp of creating K x N Tasks behind it) to when the first process has
+taken 90 % (none has started to drain yet), and gives msgs/s and CPU per message inside it (the broker's from
+``/proc/<pid>/task/*/schedstat``, ns). The whole-case columns stay as they were (comparable with older runs);
+"alone" is the share of a multi-process case's wall time in which some process had finished already.
+
 Each case prints msgs/s, its ratio to the 1-queue / 1-connection case of the same run, the broker's and
 the client's CPU µs per message (on a shared machine compare the CPU columns: throughput moves with the
 neighbours' load), and the client's garbage collections (generations 0 / 1 / 2) inside the timed case.
@@ -43,10 +50,13 @@ import argparse
 import asyncio
 import dataclasses
 import gc
+import itertools
 import multiprocessing
+import os
 import random
 import resource
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -81,6 +91,86 @@ ROUTE_WAIT_S = 30.0
 BODY = random.Random(42).randbytes(100)  # Recorder.messages' body
 #: the client's garbage collections (generations 0, 1, 2) inside each timed case, by id(row)
 COLLECTIONS: dict[int, tuple[int, int, int]] = {}
+#: each timed case's steady window, by id(row)
+WINDOWS: dict[int, Window] = {}
+MARKS_PER_CASE = 100  # progress marks per process and case (every 1 % of its sends)
+#: (monotonic s, sends taken so far, this process's CPU s, the broker's CPU s)
+Mark = tuple[float, int, float, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """A case's steady window: messages, seconds, client and broker CPU seconds inside it, and the share of
+    the case's wall time in which some client process had finished already (0 for one process)."""
+
+    messages: int
+    seconds: float
+    client_cpu: float
+    broker_cpu: float
+    alone: float
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.seconds
+
+
+def broker_cpu_s(pid: int) -> float:
+    """CPU seconds of every thread of ``pid`` so far, at ns resolution (``/proc/<pid>/task/*/schedstat``)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+        except FileNotFoundError:  # a thread that just ended
+            continue
+    return total / 1e9
+
+
+def marked(items: Sequence[object], marks: list[Mark], broker_pid: int) -> Iterator[object]:
+    """``items`` in order, a :data:`Mark` appended every 1 % of them (and once after the last): one
+    chunk of a plain iterator per mark, so taking an item costs what iterating the sequence does."""
+    step = max(1, len(items) // MARKS_PER_CASE)
+
+    def chunks() -> Iterator[Sequence[object]]:
+        for start in range(0, len(items), step):
+            marks.append((time.monotonic(), start, time.process_time(), broker_cpu_s(broker_pid)))
+            yield items[start : start + step]
+        marks.append((time.monotonic(), len(items), time.process_time(), broker_cpu_s(broker_pid)))
+
+    return itertools.chain.from_iterable(chunks())
+
+
+def _at(marks: list[Mark], x: float, by: int, field: int) -> float:
+    """``field`` of ``marks`` where field ``by`` equals ``x``, linearly between the marks around it."""
+    for before, after in itertools.pairwise(marks):
+        if before[by] <= x <= after[by]:
+            span = after[by] - before[by]
+            share = 0.0 if span == 0 else (x - before[by]) / span
+            return before[field] + share * (after[field] - before[field])
+    raise ValueError(f"{x} outside the marks")
+
+
+def steady_window(runs: list[tuple[list[Mark], int, int]]) -> Window | None:
+    """The steady window of processes' ``(marks, sends, in flight)``, or None when the case is too short
+    (fewer sends than in flight plus 20 %)."""
+    starts, ends = [], []
+    for marks, sends, inflight in runs:
+        first, last = inflight + sends // 10, sends * 9 // 10
+        if first >= last or len(marks) < 2:
+            return None
+        starts.append(_at(marks, first, 1, 0))
+        ends.append(_at(marks, last, 1, 0))
+    t0, t1 = max(starts), min(ends)
+    if t1 <= t0:
+        return None
+    messages = sum(_at(m, t1, 0, 1) - _at(m, t0, 0, 1) for m, _, _ in runs)
+    client = sum(_at(m, t1, 0, 2) - _at(m, t0, 0, 2) for m, _, _ in runs)
+    broker_marks = runs[0][0]
+    broker = _at(broker_marks, t1, 0, 3) - _at(broker_marks, t0, 0, 3)
+    finished = [m[-1][0] for m, _, _ in runs]
+    begun = min(m[0][0] for m, _, _ in runs)
+    alone = (max(finished) - min(finished)) / (max(finished) - begun) if len(runs) > 1 else 0.0
+    return Window(round(messages), t1 - t0, client, broker, alone)
 
 
 class Collections:
@@ -129,22 +219,30 @@ async def wait_for_queues(producer: AsyncProducer, topic: str, queues: int) -> N
 
 
 def sends_work(
-    producers: list[AsyncProducer], topic: str, sends: int, inflight: int, fresh: bool
+    producers: list[AsyncProducer],
+    topic: str,
+    sends: int,
+    inflight: int,
+    fresh: bool,
+    marks: list[Mark] | None = None,
+    broker_pid: int = 0,
 ) -> Callable[[], Awaitable[object]]:
     """``sends`` single sends of 100 B, ``inflight`` at a time, worker k on producer k mod len(producers);
-    with ``fresh`` each send builds its message, else they are all built now (before any clock starts).
+    with ``fresh`` each send builds its message, else they are all built now (before any clock starts);
+    with ``marks`` the sends taken are marked as :func:`marked` does.
 
     At least one worker per producer: with more producers than ``inflight`` each has one.
     """
     if fresh:
-        left: Iterator[object] = iter(range(sends))
+        left: Iterator[object] = iter(range(sends)) if marks is None else marked(range(sends), marks, broker_pid)
 
         async def worker(producer: AsyncProducer) -> None:
             for _ in left:  # one shared iterator: sends in all
                 await producer.send(Message(topic, BODY))
 
     else:
-        messages = iter([Message(topic, BODY) for _ in range(sends)])
+        built = [Message(topic, BODY) for _ in range(sends)]
+        messages = iter(built) if marks is None else marked(built, marks, broker_pid)
 
         async def worker(producer: AsyncProducer) -> None:
             for message in messages:  # one shared iterator: each message is sent once
@@ -181,10 +279,14 @@ async def timed_sends(
 ) -> Row:
     """Warm up, then time ``sends_work`` in this process."""
     await warm_up(producers, topic, inflight)
-    work = sends_work(producers, topic, sends, inflight, fresh)
+    marks: list[Mark] = []
+    work = sends_work(producers, topic, sends, inflight, fresh, marks, bench.dev.process.pid)
     with Collections() as collections:
         row = await bench.timed(case, 100, sends, work, note)
     COLLECTIONS[id(row)] = (collections.counts[0], collections.counts[1], collections.counts[2])
+    window = steady_window([(marks, sends, max(inflight, len(producers)))])
+    if window is not None:
+        WINDOWS[id(row)] = window
     return row
 
 
@@ -203,7 +305,8 @@ def client_process(
                 await producer.start()
             await wait_for_queues(producers[0], topic, 4)
             await warm_up(producers, topic, inflight)
-            work = sends_work(producers, topic, sends, inflight, options["fresh"])
+            marks: list[Mark] = []
+            work = sends_work(producers, topic, sends, inflight, options["fresh"], marks, options["broker_pid"])
             loop = asyncio.get_running_loop()
             pipe.send("ready")
             await loop.run_in_executor(None, pipe.recv)  # "go"
@@ -211,7 +314,9 @@ def client_process(
                 before = resource.getrusage(resource.RUSAGE_SELF)
                 await work()
                 after = resource.getrusage(resource.RUSAGE_SELF)
-            pipe.send(((after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime), collections.counts))
+            marks.append((time.monotonic(), sends, time.process_time(), broker_cpu_s(options["broker_pid"])))
+            cpu = (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+            pipe.send((cpu, collections.counts, (marks, sends, max(inflight, connections))))
         finally:
             await asyncio.gather(*(p.close() for p in producers))
 
@@ -251,7 +356,7 @@ async def timed_processes(
         for _, pipe in children:
             if await loop.run_in_executor(None, pipe.recv) != "ready":
                 raise RuntimeError("a client process did not get ready")
-        reports: list[tuple[tuple[float, float], list[int]]] = []
+        reports: list[tuple[tuple[float, float], list[int], tuple[list[Mark], int, int]]] = []
 
         async def go() -> None:
             for _, pipe in children:
@@ -265,14 +370,17 @@ async def timed_processes(
     finally:
         for child, _ in children:
             child.join(60)
-    user = row.client_cpu[0] + sum(cpu[0] for cpu, _ in reports)
-    system = row.client_cpu[1] + sum(cpu[1] for cpu, _ in reports)
+    user = row.client_cpu[0] + sum(cpu[0] for cpu, _, _ in reports)
+    system = row.client_cpu[1] + sum(cpu[1] for cpu, _, _ in reports)
     row = dataclasses.replace(row, client_cpu=(user, system))
     COLLECTIONS[id(row)] = (
-        sum(c[0] for _, c in reports),
-        sum(c[1] for _, c in reports),
-        sum(c[2] for _, c in reports),
+        sum(c[0] for _, c, _ in reports),
+        sum(c[1] for _, c, _ in reports),
+        sum(c[2] for _, c, _ in reports),
     )
+    window = steady_window([run for _, _, run in reports])  # the processes' CPU only: this one just waits
+    if window is not None:
+        WINDOWS[id(row)] = window
     return row
 
 
@@ -320,7 +428,7 @@ async def scale_cases(
                 min(processes, connections),
                 sends,
                 total,
-                {"fresh": fresh, "loop": loop},
+                {"fresh": fresh, "loop": loop, "broker_pid": bench.dev.process.pid},
             )
             results.append(("connections", connections, row))
             continue
@@ -363,6 +471,47 @@ def rounds_table(rounds: list[list[tuple[str, int, Row]]]) -> str:
     for i, (dimension, n, _) in enumerate(rounds[0]):
         cells = [f"{r[i][2].msgs_per_s:,.0f} ({r[i][2].msgs_per_s / r[0][2].msgs_per_s:.2f}×)" for r in rounds]
         lines.append(f"| {dimension} | {n:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def window_rounds_table(rounds: list[list[tuple[str, int, Row]]]) -> str:
+    """Every round's steady-window msgs/s per case, its ratio to the same round's first case, and its alone share."""
+    lines = ["| dimension | n | " + " | ".join(f"round {k + 1}" for k in range(len(rounds))) + " |"]
+    lines.append("|---|---:|" + "---:|" * len(rounds))
+    for i, (dimension, n, _) in enumerate(rounds[0]):
+        cells = []
+        for r in rounds:
+            window, first = WINDOWS.get(id(r[i][2])), WINDOWS.get(id(r[0][2]))
+            if window is None or first is None:
+                cells.append("–")
+                continue
+            alone = f", alone {window.alone:.0%}" if window.alone else ""
+            cells.append(f"{window.msgs_per_s:,.0f} ({window.msgs_per_s / first.msgs_per_s:.2f}×{alone})")
+        lines.append(f"| {dimension} | {n:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def window_table(rounds: list[list[tuple[str, int, Row]]]) -> str:
+    """Per case, the round whose steady-window msgs/s is the median: msgs/s, ratio, CPU per message."""
+    lines = [
+        "| dimension | n | window msgs/s | ratio to the first case's | window s | broker CPU µs/msg | "
+        "client CPU µs/msg | alone |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    chosen: list[Window | None] = []
+    for i in range(len(rounds[0])):
+        windows = sorted((w for r in rounds if (w := WINDOWS.get(id(r[i][2]))) is not None), key=lambda w: w.msgs_per_s)
+        chosen.append(windows[(len(windows) - 1) // 2] if windows else None)
+    base = chosen[0]
+    for (dimension, n, _), window in zip(rounds[0], chosen, strict=True):
+        if window is None or base is None:
+            lines.append(f"| {dimension} | {n:,} | – | – | – | – | – | – |")
+            continue
+        lines.append(
+            f"| {dimension} | {n:,} | {window.msgs_per_s:,.0f} | {window.msgs_per_s / base.msgs_per_s:.2f}× | "
+            f"{window.seconds:.2f} | {window.broker_cpu / window.messages * 1e6:.1f} | "
+            f"{window.client_cpu / window.messages * 1e6:.1f} | {window.alone:.0%} |"
+        )
     return "\n".join(lines)
 
 
@@ -473,7 +622,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.repeat > 1:
         title += f"; each row the median-msgs/s run of {args.repeat} rounds (cases interleaved)"
         print("\n## every round's msgs/s\n\n" + rounds_table(rounds))
+        print("\n## every round's steady window: msgs/s (ratio to the round's first case, alone share)\n")
+        print(window_rounds_table(rounds))
     print(f"\n## {title}\n\n" + scale_table(results))
+    print("\n## the steady window (each row the median-window-msgs/s round)\n\n" + window_table(rounds))
     if args.detail:
         print("\n## per message, each process (main thread for the schedstat split)\n\n" + detail_table(results))
     for profile in bench.profiles:
