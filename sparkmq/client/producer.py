@@ -17,7 +17,7 @@ import itertools
 import logging
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from typing import Any, cast
 
@@ -66,6 +66,7 @@ _SEND_OK = SendStatus.SEND_OK
 _START_BYTES = SendTemplate.START_BYTES
 _send_frame = client_native.send_frame  # None: the Python reference path (no C lane, or SPARKMQ_NATIVE=0)
 
+_ASK = object()  # AsyncProducer._send's made: not asked yet
 #: A failed attempt: the broker, the error, whether the broker answered (else the request failed).
 _Failed = tuple[str, SparkmqError, bool]
 
@@ -128,7 +129,7 @@ class AsyncProducer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def send(
+    def send(
         self,
         message: Message,
         *,
@@ -136,20 +137,39 @@ class AsyncProducer:
         arg: Any = None,
         queue: MessageQueue | None = None,
         oneway: bool = False,
-    ) -> SendResult:
+    ) -> Coroutine[Any, Any, SendResult]:
         """Send one message; with ``selector``/``arg`` (ordered messages) or ``queue`` the queue is fixed.
 
-        Returns a ``SEND_OK`` result once the broker stored the message as promised. Raises
+        A coroutine, as from an ``async def``: await it (or make it a Task); nothing is sent before its first
+        step. It returns a ``SEND_OK`` result once the broker stored the message as promised. Raises
         :class:`DurabilityNotConfirmedError` when every attempt was answered FLUSH_DISK_TIMEOUT,
         FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message may be stored; sending it again
         is safe for at-least-once), and the error tree's other exceptions for other failures.
         """
+        sender = self._sender
+        if sender is not None and selector is None and queue is None and not oneway:
+            # a plain send with the C lane: its coroutine in C (client_lane.c's SendCall), which hands an
+            # awaiting frame the request's Waiter and is gone: no Python coroutine in flight per send
+            return sender.coroutine(message)  # type: ignore[no-any-return]
+        return self._send(message, selector, arg, queue, oneway)
+
+    async def _send(
+        self,
+        message: Message,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        queue: MessageQueue | None = None,
+        oneway: bool = False,
+        made: Any = _ASK,
+    ) -> SendResult:
+        """:meth:`send`'s steps; ``made``: what the C lane's ``Sender.send`` returned for this message already
+        (None or False: its coroutine leaves the send to these steps)."""
         failed: _Failed | None = None
         unique_id: str | None = None
         if selector is None and queue is None and not oneway:
             # The common send: a cached route and an open connection, awaited without a coroutine below this one.
             sender = self._sender
-            waiter = None if sender is None else sender.send(message)
+            waiter = made if made is not _ASK else None if sender is None else sender.send(message)
             if waiter is None:  # the Python lean path: the reference, and the messages the C lane leaves to it
                 if (lean := self._lean_send(message)) is not None:
                     unique_id, frame, chosen, connection, opaque = lean
@@ -205,6 +225,32 @@ class AsyncProducer:
         return await self._send_prepared(
             message, body, sys_flag, unique_id, properties, selector, arg, queue, oneway, failed
         )
+
+    async def _lean_rest(self, waiter: Any, thrown: BaseException | None) -> SendResult:
+        """:meth:`send`'s steps after the C lane's lean attempt (its coroutine's ``Waiter``, done) came back
+        with anything but a SendResult, or ``thrown`` was thrown into its await: as ``_send`` handles them."""
+        message, unique_id, chosen = waiter.message, waiter.unique_id, waiter.queue
+        failed: _Failed
+        try:
+            if thrown is not None:
+                raise thrown
+            response = waiter.result()
+        except RemoteError as exc:
+            self.faults.record(chosen.broker_name, 0, failed=True)
+            failed = chosen.broker_name, exc, False
+        except BaseException:
+            waiter.connection.forget(waiter.opaque)  # cancelled: nobody waits for the answer
+            raise
+        else:
+            if type(response) is SendResult:
+                return response
+            outcome = answer_outcome(response, unique_id, chosen, message.topic)
+            if type(outcome) is SendResult:
+                return outcome
+            failed = chosen.broker_name, outcome, True
+        body, sys_flag = self._body_of(message)  # what the attempt sent: it passed these checks
+        properties = message.properties_text(unique_id)
+        return await self._send_prepared(message, body, sys_flag, unique_id, properties, failed=failed)
 
     async def _send_prepared(
         self,

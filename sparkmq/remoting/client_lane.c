@@ -671,7 +671,8 @@ enum {
     S_SEND_TIMEOUT_S, S_TIME, S_POPLEFT, S_APPEND, S_SWEEPER, S_SWEEPER_WHEN,
     S_ARM_SWEEPER, S_OUT, S_OUT_BYTES, S_WRITES_PAUSED, S_FLUSH_OUT, S_FLUSH_SCHEDULED, S_RECEIVING,
     S_CALL_SOON, S_PENDING, S_WRITE, S_SEND_LEAN, S_PAUSED, S_SUCCEEDED, S_DONE, S_SET_RESULT,
-    S_SET_EXCEPTION, S_LEAN_REFS, S_MIDDLE_HEAD, S_COUNT
+    S_SET_EXCEPTION, S_LEAN_REFS, S_MIDDLE_HEAD, S_LEAN_REST, S_SEND_REST, S_THROW, S_CLOSE, S_AWAIT, S_FORGET,
+    S_COUNT
 };
 static const char *const NAMES[] = {
     "topic", "body", "properties", "tags", "keys", "delay_level", "flag", "wait_store_ok", "lean", "route",
@@ -680,7 +681,7 @@ static const char *const NAMES[] = {
     "send_timeout_s", "time", "popleft", "append", "_sweeper", "_sweeper_when",
     "_arm_sweeper", "_out", "_out_bytes", "_writes_paused", "_flush_out", "_flush_scheduled", "_receiving",
     "call_soon", "_pending", "write", "send_lean", "paused", "succeeded", "done", "set_result",
-    "set_exception", "_lean_refs", "middle_head"};
+    "set_exception", "_lean_refs", "middle_head", "_lean_rest", "_send", "throw", "close", "__await__", "forget"};
 _Static_assert(sizeof NAMES / sizeof *NAMES == S_COUNT, "one name per S_ constant");
 static PyObject *S[S_COUNT];
 
@@ -837,9 +838,13 @@ struct Waiter {
     /* awaited: the loop, the outcome (result, exception or cancel message), the first done callback and its
      * context (a Task's wake-up), any further (callback, context) pairs */
     PyObject *loop, *value, *offset, *done_callback, *done_context, *more_callbacks;
+    /* coro: the waiter is iterated as send()'s coroutine (a SendCall's): an outcome other than a SendResult
+     * (or an exception thrown in) goes on in producer._lean_rest(waiter, thrown), inner, which it delegates to */
+    PyObject *inner;
     long long opaque;
     double started;
     int awaited; /* send(): the waiter gets the SendResult, the raw answer or the error; else CallbackSend's */
+    int coro;
     int state;
     char blocking; /* _asyncio_future_blocking */
 };
@@ -860,6 +865,7 @@ static int waiter_traverse(Waiter *w, visitproc visit, void *arg) {
     Py_VISIT(w->done_callback);
     Py_VISIT(w->done_context);
     Py_VISIT(w->more_callbacks);
+    Py_VISIT(w->inner);
     return 0;
 }
 
@@ -879,6 +885,7 @@ static int waiter_clear(Waiter *w) {
     Py_CLEAR(w->done_callback);
     Py_CLEAR(w->done_context);
     Py_CLEAR(w->more_callbacks);
+    Py_CLEAR(w->inner);
     return 0;
 }
 
@@ -1297,15 +1304,145 @@ static PyObject *waiter_await(Waiter *w) {
     return Py_NewRef(w);
 }
 
+/* the continuation's step: sent a value (thrown NULL) or thrown an exception; done, the waiter lets it go */
+static PySendResult delegate(Waiter *w, PyObject *value, PyObject *thrown, PyObject **presult) {
+    PyObject *inner = Py_NewRef(w->inner);
+    PySendResult r;
+    if (thrown == NULL) {
+        r = PyIter_Send(inner, value, presult);
+    } else {
+        *presult = PyObject_CallMethodOneArg(inner, S[S_THROW], thrown);
+        r = PYGEN_NEXT;
+        if (*presult == NULL) {
+            r = _PyGen_FetchStopIterationValue(presult) == 0 ? PYGEN_RETURN : PYGEN_ERROR;
+            if (r == PYGEN_ERROR)
+                *presult = NULL;
+        }
+    }
+    if (r != PYGEN_NEXT && w->inner == inner)
+        Py_CLEAR(w->inner);
+    Py_DECREF(inner);
+    return r;
+}
+
+/* send()'s steps after the lean attempt came back with anything but a SendResult, or an exception was thrown
+ * into the await: producer._lean_rest(waiter, thrown) (the retries, the forget on a cancel), then its steps */
+static PySendResult waiter_continue(Waiter *w, PyObject *thrown, PyObject **presult) {
+    PyObject *args[3] = {w->producer, (PyObject *)w, thrown == NULL ? Py_None : thrown};
+    PyObject *coro = PyObject_VectorcallMethod(S[S_LEAN_REST], args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (coro == NULL) {
+        *presult = NULL;
+        return PYGEN_ERROR;
+    }
+    Py_XSETREF(w->inner, coro);
+    return delegate(w, Py_None, NULL, presult);
+}
+
 static PySendResult waiter_send(Waiter *w, PyObject *value, PyObject **presult) {
-    (void)value; /* as FutureIter's send: the Task sends None */
+    if (w->inner != NULL)
+        return delegate(w, value, NULL, presult);
+    /* else as FutureIter's send: the Task sends None */
     if (w->state == W_PENDING) {
         w->blocking = 1;
         *presult = Py_NewRef(w);
         return PYGEN_NEXT;
     }
+    if (w->coro && w->state != W_SUCCESS &&
+        !(w->state == W_RESULT && Py_IS_TYPE(w->value, (PyTypeObject *)cfg.result_cls)))
+        return waiter_continue(w, NULL, presult);
     *presult = waiter_result(w, NULL);
     return *presult == NULL ? PYGEN_ERROR : PYGEN_RETURN;
+}
+
+/* throw(type[, value[, traceback]]) / throw(exception)'s exception instance, as a generator's throw makes it */
+static PyObject *exception_of(PyObject *args) {
+    PyObject *type, *value = Py_None, *traceback = Py_None, *exc;
+    if (!PyArg_UnpackTuple(args, "throw", 1, 3, &type, &value, &traceback))
+        return NULL;
+    if (PyExceptionInstance_Check(type)) {
+        if (value != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+            return NULL;
+        }
+        exc = Py_NewRef(type);
+    } else if (PyExceptionClass_Check(type)) {
+        if (PyObject_TypeCheck(value, (PyTypeObject *)type))
+            exc = Py_NewRef(value);
+        else if (value == Py_None)
+            exc = PyObject_CallNoArgs(type);
+        else
+            exc = PyObject_CallOneArg(type, value);
+        if (exc == NULL)
+            return NULL;
+        if (!PyExceptionInstance_Check(exc)) {
+            Py_DECREF(exc);
+            PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+            return NULL;
+        }
+    } else {
+        PyErr_SetString(PyExc_TypeError, "exceptions must be classes or instances deriving from BaseException");
+        return NULL;
+    }
+    if (traceback != Py_None && PyException_SetTraceback(exc, traceback) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    return exc;
+}
+
+/* a step's outcome as a generator method returns it: the yielded value, StopIteration(value), or the error */
+static PyObject *step_result(PySendResult r, PyObject *result) {
+    if (r == PYGEN_RETURN) {
+        _PyGen_SetStopIterationValue(result);
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+/* throw(): raised where the awaiting frame waits, as for a future; a coroutine's waiter (coro) goes on in
+ * producer._lean_rest, which handles it as send() handles an exception at its await (a RemoteError retries,
+ * anything else forgets the request and propagates) */
+static PyObject *waiter_throw(Waiter *w, PyObject *args) {
+    PyObject *exc = exception_of(args), *result = NULL;
+    if (exc == NULL)
+        return NULL;
+    PySendResult r;
+    if (w->inner != NULL) {
+        r = delegate(w, NULL, exc, &result);
+    } else if (w->coro) {
+        r = waiter_continue(w, exc, &result);
+    } else {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(exc);
+    return step_result(r, result);
+}
+
+/* close(): a coroutine's waiter closed at its await forgets the request, as send() did on GeneratorExit */
+static PyObject *waiter_close(Waiter *w, PyObject *unused) {
+    (void)unused;
+    if (w->inner != NULL) {
+        PyObject *inner = w->inner;
+        w->inner = NULL;
+        PyObject *ignored = PyObject_CallMethodNoArgs(inner, S[S_CLOSE]);
+        Py_DECREF(inner);
+        if (ignored == NULL)
+            return NULL;
+        Py_DECREF(ignored);
+    } else if (w->coro && w->state == W_PENDING && w->connection != NULL) {
+        PyObject *opaque = PyLong_FromLongLong(w->opaque);
+        if (opaque == NULL)
+            return NULL;
+        PyObject *ignored = PyObject_CallMethodOneArg(w->connection, S[S_FORGET], opaque);
+        Py_DECREF(opaque);
+        if (ignored == NULL)
+            return NULL;
+        Py_DECREF(ignored);
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *waiter_next(Waiter *w) {
@@ -1345,6 +1482,8 @@ static PyMethodDef waiter_methods[] = {
      "as Future.remove_done_callback"},
     {"cancel", (PyCFunction)(void (*)(void))waiter_cancel, METH_FASTCALL | METH_KEYWORDS,
      "awaited: as Future.cancel"},
+    {"throw", (PyCFunction)waiter_throw, METH_VARARGS, "as iterated by an awaiting frame (see waiter_throw)"},
+    {"close", (PyCFunction)waiter_close, METH_NOARGS, "as iterated by an awaiting frame (see waiter_close)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2068,7 +2207,8 @@ static PyObject *sender_go(Sender *s, PyObject *message, PyObject *future, PyObj
     }
     w->future = future; /* awaited: None, the waiter is the future */
     w->loop = Py_NewRef(p.loop);
-    w->value = w->offset = w->done_callback = w->done_context = w->more_callbacks = NULL;
+    w->value = w->offset = w->done_callback = w->done_context = w->more_callbacks = w->inner = NULL;
+    w->coro = 0;
     w->state = W_PENDING;
     w->blocking = 0;
     Py_INCREF(callback);
@@ -2109,6 +2249,173 @@ fail:
 
 static PyObject *sender_send(Sender *s, PyObject *message) { return sender_go(s, message, Py_None, Py_None, 1); }
 
+/* ---- SendCall: AsyncProducer.send()'s coroutine for a plain send ---------------------------------------
+ * The lean attempt starts where a coroutine's body would: at the first step (the await, or the Task's first
+ * send), not when send() is called. Awaited, it hands the awaiting frame the Waiter as its iterator and is
+ * gone: the send in flight is the Waiter alone, with no coroutine of ~480 bytes beside it (a Task resumes
+ * the caller's frame straight into the Waiter). A Task of its own (create_task, gather) drives it through
+ * send / throw / close. When the C lane leaves the send to the Python steps (None, False), they run as
+ * producer._send(message, ..., made) does, told what the lane found. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *sender, *message;
+    PyObject *it; /* once started: the Waiter, or the Python steps' await iterator; NULL again when done */
+    int started;
+} SendCall;
+
+static PyTypeObject SendCallType;
+
+static int sendcall_traverse(SendCall *c, visitproc visit, void *arg) {
+    Py_VISIT(c->sender);
+    Py_VISIT(c->message);
+    Py_VISIT(c->it);
+    return 0;
+}
+
+static int sendcall_clear(SendCall *c) {
+    Py_CLEAR(c->sender);
+    Py_CLEAR(c->message);
+    Py_CLEAR(c->it);
+    return 0;
+}
+
+static void sendcall_dealloc(SendCall *c) {
+    PyObject_GC_UnTrack(c);
+    sendcall_clear(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int sendcall_start(SendCall *c) {
+    c->started = 1;
+    Sender *s = (Sender *)c->sender;
+    PyObject *made = sender_go(s, c->message, Py_None, Py_None, 1);
+    if (made == NULL)
+        return -1;
+    if (Py_IS_TYPE(made, &WaiterType)) {
+        ((Waiter *)made)->coro = 1;
+        c->it = made;
+        return 0;
+    }
+    PyObject *args[7] = {s->producer, c->message, Py_None, Py_None, Py_None, Py_False, made};
+    PyObject *coro = PyObject_VectorcallMethod(S[S_SEND_REST], args, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(made);
+    if (coro == NULL)
+        return -1;
+    c->it = PyObject_CallMethodNoArgs(coro, S[S_AWAIT]);
+    Py_DECREF(coro);
+    return c->it == NULL ? -1 : 0;
+}
+
+static PyObject *sendcall_await(SendCall *c) {
+    if (c->started) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        return NULL;
+    }
+    if (sendcall_start(c) < 0)
+        return NULL;
+    PyObject *it = c->it;
+    c->it = NULL; /* the awaiting frame drives it now */
+    return it;
+}
+
+static PySendResult sendcall_send(SendCall *c, PyObject *value, PyObject **presult) {
+    if (!c->started) {
+        if (sendcall_start(c) < 0) {
+            *presult = NULL;
+            return PYGEN_ERROR;
+        }
+    } else if (c->it == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        *presult = NULL;
+        return PYGEN_ERROR;
+    }
+    PyObject *it = Py_NewRef(c->it);
+    PySendResult r = PyIter_Send(it, value, presult);
+    if (r != PYGEN_NEXT && c->it == it)
+        Py_CLEAR(c->it);
+    Py_DECREF(it);
+    return r;
+}
+
+static PyObject *sendcall_send_method(SendCall *c, PyObject *value) {
+    PyObject *result = NULL;
+    PySendResult r = sendcall_send(c, value, &result);
+    return step_result(r, result);
+}
+
+static PyObject *sendcall_throw(SendCall *c, PyObject *args) {
+    if (c->it == NULL) { /* not started (a coroutine's body never ran) or done: raised here */
+        c->started = 1;
+        PyObject *exc = exception_of(args);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        return NULL;
+    }
+    PyObject *it = Py_NewRef(c->it), *result = NULL;
+    PyObject *throw = PyObject_GetAttr(it, S[S_THROW]);
+    if (throw != NULL) {
+        result = PyObject_Call(throw, args, NULL);
+        Py_DECREF(throw);
+    }
+    if (result == NULL && c->it == it)
+        Py_CLEAR(c->it);
+    Py_DECREF(it);
+    return result;
+}
+
+static PyObject *sendcall_close(SendCall *c, PyObject *unused) {
+    (void)unused;
+    c->started = 1;
+    PyObject *it = c->it;
+    if (it == NULL)
+        Py_RETURN_NONE;
+    c->it = NULL;
+    PyObject *ignored = PyObject_CallMethodNoArgs(it, S[S_CLOSE]);
+    Py_DECREF(it);
+    if (ignored == NULL)
+        return NULL;
+    Py_DECREF(ignored);
+    Py_RETURN_NONE;
+}
+
+static PyAsyncMethods sendcall_async = {
+    .am_await = (unaryfunc)sendcall_await,
+    .am_send = (sendfunc)sendcall_send,
+};
+
+static PyMethodDef sendcall_methods[] = {
+    {"send", (PyCFunction)sendcall_send_method, METH_O, "as a coroutine's send"},
+    {"throw", (PyCFunction)sendcall_throw, METH_VARARGS, "as a coroutine's throw"},
+    {"close", (PyCFunction)sendcall_close, METH_NOARGS, "as a coroutine's close"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SendCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkmq.remoting._clientlane.SendCall",
+    .tp_basicsize = sizeof(SendCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "AsyncProducer.send()'s coroutine for a plain send (a collections.abc.Coroutine).",
+    .tp_dealloc = (destructor)sendcall_dealloc,
+    .tp_traverse = (traverseproc)sendcall_traverse,
+    .tp_clear = (inquiry)sendcall_clear,
+    .tp_methods = sendcall_methods,
+    .tp_as_async = &sendcall_async,
+};
+
+static PyObject *sender_coroutine(Sender *s, PyObject *message) {
+    SendCall *c = PyObject_GC_New(SendCall, &SendCallType);
+    if (c == NULL)
+        return NULL;
+    c->sender = Py_NewRef(s);
+    c->message = Py_NewRef(message);
+    c->it = NULL;
+    c->started = 0;
+    PyObject_GC_Track(c);
+    return (PyObject *)c;
+}
+
 static PyObject *sender_start(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "start(message, future, callback)");
@@ -2132,6 +2439,8 @@ static PyObject *sender_prepare(Sender *s, PyObject *message) {
 }
 
 static PyMethodDef sender_methods[] = {
+    {"coroutine", (PyCFunction)sender_coroutine, METH_O,
+     "coroutine(message) -> AsyncProducer.send()'s coroutine: the lean attempt at its first step (see SendCall)"},
     {"send", (PyCFunction)sender_send, METH_O,
      "send(message) -> Waiter (a future: await it for a SendResult, another answer, or the request's error) | None | "
      "False"},
@@ -2191,7 +2500,7 @@ PyMODINIT_FUNC PyInit__clientlane(void) {
     for (int i = 0; i < S_COUNT; i++)
         if ((S[i] = PyUnicode_InternFromString(NAMES[i])) == NULL)
             return NULL;
-    if (PyType_Ready(&WaiterType) < 0 || PyType_Ready(&SenderType) < 0)
+    if (PyType_Ready(&WaiterType) < 0 || PyType_Ready(&SenderType) < 0 || PyType_Ready(&SendCallType) < 0)
         return NULL;
     static PyMethodDef run_wakeups_def = {"run_wakeups", run_wakeups, METH_O,
                                           "run_wakeups([loop, waiter, callback, context, ...]): one read's wake-ups"};
@@ -2202,8 +2511,10 @@ PyMODINIT_FUNC PyInit__clientlane(void) {
         return NULL;
     Py_INCREF(&WaiterType);
     Py_INCREF(&SenderType);
+    Py_INCREF(&SendCallType);
     if (PyModule_AddObject(m, "Waiter", (PyObject *)&WaiterType) < 0 ||
-        PyModule_AddObject(m, "Sender", (PyObject *)&SenderType) < 0) {
+        PyModule_AddObject(m, "Sender", (PyObject *)&SenderType) < 0 ||
+        PyModule_AddObject(m, "SendCall", (PyObject *)&SendCallType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

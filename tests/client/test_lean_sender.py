@@ -692,3 +692,131 @@ def test_a_burst_lets_each_answered_waiter_go_once_its_task_ran(cluster: Unconfi
 
     with asyncio.Runner(loop_factory=NamingLoop) as runner:
         runner.run(main())
+
+
+# ---- send()'s coroutine: for a plain send with the C lane, client_lane.c's SendCall --------------------------
+# An awaited SendCall hands the awaiting frame the request's Waiter and is gone: no Python coroutine of ~480
+# bytes in flight beside each send (docs/benchmarks.md, "Branch connflat"). It must still be a coroutine in
+# every way callers use one: lazy, a Task's, gather's and wait_for's, cancellable, closable.
+
+
+def _answering(requests: list[Any]) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
+    """A server that answers each request as it reads it (SUCCESS), recording them in ``requests``."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder()
+        while data := await reader.read(65536):
+            read = decoder.feed(data)
+            requests.extend(read)
+            writer.write(b"".join(answer(r) for r in read))
+        writer.close()  # the client closed: so do we
+
+    return script
+
+
+def test_send_is_a_lazy_coroutine_that_await_a_task_gather_and_wait_for_drive(
+    cluster: UnconfirmingCluster, sender: bool
+) -> None:
+    """``send`` returns a coroutine (``asyncio.iscoroutine``) that sends nothing before its first step, and
+    gives the same SEND_OK awaited, as a Task, through gather and through wait_for; awaiting it twice is the
+    RuntimeError of a coroutine; one closed unstarted sends nothing."""
+    topic = cluster.topic(f"SendCoroutine{sender}", queues=1)
+    requests: list[Any] = []
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, _answering(requests)) as (producer, connection):
+            lazy = producer.send(Message(topic, b"lazy"))
+            assert asyncio.iscoroutine(lazy)
+            assert (type(lazy) is client_native._clientlane.SendCall) is sender
+            never = producer.send(Message(topic, b"never"))
+            never.close()
+            for _ in range(3):
+                await asyncio.sleep(0)
+            assert not connection._lean and not requests  # nothing sent before a first step
+            results = [await lazy]
+            results.append(await asyncio.create_task(producer.send(Message(topic, b"task"))))
+            results.extend(await asyncio.gather(*(producer.send(Message(topic, b"g%d" % i)) for i in range(5))))
+            results.append(await asyncio.wait_for(producer.send(Message(topic, b"wait_for")), WAIT_S))
+            assert all(type(r) is SendResult and r.status is SendStatus.SEND_OK for r in results)
+            bodies = [r.body for r in requests]
+            assert sorted(bodies) == sorted([b"lazy", b"task", b"wait_for", *(b"g%d" % i for i in range(5))])
+            with pytest.raises(RuntimeError, match="already awaited"):
+                await lazy
+            assert not connection._lean
+
+    asyncio.run(main())
+
+
+def test_a_send_closed_cancelled_or_thrown_into_in_flight_forgets_its_request(cluster: UnconfirmingCluster) -> None:
+    """Sends in flight to a server that never answers: a send's coroutine closed at its await, a Task of one
+    cancelled, and one an exception is thrown into each forget their request (their opaques leave the
+    connection's table at once) and end as a coroutine does (None; CancelledError; the exception)."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("SendCoroutineForget", queues=1)
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):
+            pass
+        writer.close()  # the client closed: so do we
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, silent) as (producer, connection):
+            closed = producer.send(Message(topic, b"closed"))
+            waiter = closed.send(None)
+            assert type(waiter) is client_native._clientlane.Waiter and list(connection._lean) == [waiter.opaque]
+            closed.close()
+            assert not connection._lean
+
+            task = asyncio.create_task(producer.send(Message(topic, b"cancelled")))
+            while not connection._lean:
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert not connection._lean
+
+            thrown = producer.send(Message(topic, b"thrown"))
+            thrown.send(None)
+            with pytest.raises(ValueError, match="stop"):
+                thrown.throw(ValueError("stop"))
+            assert not connection._lean
+
+    asyncio.run(main())
+
+
+def test_sends_awaited_in_flight_hold_no_coroutine_of_the_library(cluster: UnconfirmingCluster) -> None:
+    """40 Tasks each awaiting a plain send the server answers only once all 40 arrived: while they wait, no
+    coroutine of the producer's (nor a SendCall) is alive, only the 40 Waiters the connection's table holds."""
+    if client_native.Sender is None:
+        pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
+    topic = cluster.topic("SendCoroutineNone", queues=1)
+
+    def library_coroutines() -> list[Any]:
+        return [
+            o
+            for o in gc.get_objects()
+            if type(o) is client_native._clientlane.SendCall
+            or (
+                asyncio.iscoroutine(o)
+                and getattr(o, "cr_code", None) is not None
+                and "producer" in o.cr_code.co_filename
+            )
+        ]
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, _burst_server(BURST)) as (producer, connection):
+
+            async def one(i: int) -> SendResult:
+                return await producer.send(Message(topic, b"n%03d" % i))
+
+            gc.collect()
+            before = {id(o) for o in library_coroutines()}  # an earlier test's garbage, if any
+            tasks = [asyncio.create_task(one(i)) for i in range(BURST)]
+            while len(connection._lean) < BURST:
+                await asyncio.sleep(0)
+            assert [o for o in library_coroutines() if id(o) not in before] == []
+            results = await asyncio.wait_for(asyncio.gather(*tasks), WAIT_S)
+            assert all(r.status is SendStatus.SEND_OK for r in results) and not connection._lean
+
+    asyncio.run(main())
