@@ -2279,7 +2279,20 @@ static int sendcall_clear(SendCall *c) {
     return 0;
 }
 
+/* as a coroutine never awaited: nothing was sent, and the caller hears of it */
+static void sendcall_finalize(SendCall *c) {
+    if (c->started)
+        return;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, "coroutine 'AsyncProducer.send' was never awaited", 1) < 0)
+        PyErr_WriteUnraisable((PyObject *)c);
+    PyErr_Restore(type, value, traceback);
+}
+
 static void sendcall_dealloc(SendCall *c) {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)c) < 0)
+        return; /* the warning's handler kept it */
     PyObject_GC_UnTrack(c);
     sendcall_clear(c);
     Py_TYPE(c)->tp_free((PyObject *)c);
@@ -2398,6 +2411,7 @@ static PyTypeObject SendCallType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "AsyncProducer.send()'s coroutine for a plain send (a collections.abc.Coroutine).",
     .tp_dealloc = (destructor)sendcall_dealloc,
+    .tp_finalize = (destructor)sendcall_finalize,
     .tp_traverse = (traverseproc)sendcall_traverse,
     .tp_clear = (inquiry)sendcall_clear,
     .tp_methods = sendcall_methods,

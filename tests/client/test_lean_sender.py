@@ -719,7 +719,8 @@ def test_send_is_a_lazy_coroutine_that_await_a_task_gather_and_wait_for_drive(
 ) -> None:
     """``send`` returns a coroutine (``asyncio.iscoroutine``) that sends nothing before its first step, and
     gives the same SEND_OK awaited, as a Task, through gather and through wait_for; awaiting it twice is the
-    RuntimeError of a coroutine; one closed unstarted sends nothing."""
+    RuntimeError of a coroutine; one closed unstarted sends nothing, one dropped unstarted sends nothing and
+    warns that it was never awaited."""
     topic = cluster.topic(f"SendCoroutine{sender}", queues=1)
     requests: list[Any] = []
 
@@ -730,6 +731,9 @@ def test_send_is_a_lazy_coroutine_that_await_a_task_gather_and_wait_for_drive(
             assert (type(lazy) is client_native._clientlane.SendCall) is sender
             never = producer.send(Message(topic, b"never"))
             never.close()
+            with pytest.warns(RuntimeWarning, match="was never awaited"):
+                dropped = producer.send(Message(topic, b"dropped"))
+                del dropped
             for _ in range(3):
                 await asyncio.sleep(0)
             assert not connection._lean and not requests  # nothing sent before a first step
