@@ -1304,6 +1304,24 @@ static PyObject *waiter_await(Waiter *w) {
     return Py_NewRef(w);
 }
 
+/* a StopIteration being raised: its value (0, the error cleared); any other error: -1, left set (CPython's
+ * _PyGen_FetchStopIterationValue, which is private, with the public API) */
+static int fetch_stop_value(PyObject **pvalue) {
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration))
+        return -1;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject *result = value == NULL ? Py_NewRef(Py_None) : PyObject_GetAttrString(value, "value");
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    if (result == NULL)
+        return -1;
+    *pvalue = result;
+    return 0;
+}
+
 /* the continuation's step: sent a value (thrown NULL) or thrown an exception; done, the waiter lets it go */
 static PySendResult delegate(Waiter *w, PyObject *value, PyObject *thrown, PyObject **presult) {
     PyObject *inner = Py_NewRef(w->inner);
@@ -1314,7 +1332,7 @@ static PySendResult delegate(Waiter *w, PyObject *value, PyObject *thrown, PyObj
         *presult = PyObject_CallMethodOneArg(inner, S[S_THROW], thrown);
         r = PYGEN_NEXT;
         if (*presult == NULL) {
-            r = _PyGen_FetchStopIterationValue(presult) == 0 ? PYGEN_RETURN : PYGEN_ERROR;
+            r = fetch_stop_value(presult) == 0 ? PYGEN_RETURN : PYGEN_ERROR;
             if (r == PYGEN_ERROR)
                 *presult = NULL;
         }
@@ -1393,7 +1411,11 @@ static PyObject *exception_of(PyObject *args) {
 /* a step's outcome as a generator method returns it: the yielded value, StopIteration(value), or the error */
 static PyObject *step_result(PySendResult r, PyObject *result) {
     if (r == PYGEN_RETURN) {
-        _PyGen_SetStopIterationValue(result);
+        PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, result); /* a tuple result stays one value */
+        if (stop != NULL) {
+            PyErr_SetObject(PyExc_StopIteration, stop);
+            Py_DECREF(stop);
+        }
         Py_DECREF(result);
         return NULL;
     }

@@ -786,6 +786,19 @@ def test_a_send_closed_cancelled_or_thrown_into_in_flight_forgets_its_request(cl
                 thrown.throw(ValueError("stop"))
             assert not connection._lean
 
+            # a retriable error thrown in retries (the Python steps, awaiting their next step); what is thrown
+            # into that retry ends it as it ends a coroutine's await
+            retried = producer.send(Message(topic, b"retried"))
+            first = retried.send(None)
+            retry = retried.throw(RemoteError("injected", retriable=True))
+            assert isinstance(retry, asyncio.Future) and not retry.done()
+            with pytest.raises(ValueError, match="during the retry"):
+                retried.throw(ValueError("during the retry"))
+            # the first attempt's request stays until its timeout, as with the Python steps: a RemoteError
+            # normally comes from the request itself, which has left the table by then
+            assert list(connection._lean) == [first.opaque]
+            connection.forget(first.opaque)
+
     asyncio.run(main())
 
 
