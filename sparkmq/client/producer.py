@@ -162,61 +162,42 @@ class AsyncProducer:
         oneway: bool = False,
         made: Any = _ASK,
     ) -> SendResult:
-        """:meth:`send`'s steps; ``made``: what the C lane's ``Sender.send`` returned for this message already
-        (None or False: its coroutine leaves the send to these steps)."""
+        """:meth:`send`'s steps; ``made``: what the C lane's ``Sender.send`` returned for this message, when its
+        coroutine (SendCall) leaves the send to these steps (None or False), else ``_ASK``."""
         failed: _Failed | None = None
         unique_id: str | None = None
-        if selector is None and queue is None and not oneway:
-            # The common send: a cached route and an open connection, awaited without a coroutine below this one.
-            sender = self._sender
-            waiter = made if made is not _ASK else None if sender is None else sender.send(message)
-            if waiter is None:  # the Python lean path: the reference, and the messages the C lane leaves to it
-                if (lean := self._lean_send(message)) is not None:
-                    unique_id, frame, chosen, connection, opaque = lean
-                    started = time.monotonic()
-                    # request_lean without its second is_open check (_lean_send just made it, with no await since)
-                    answer: asyncio.Future[Any] = connection.create_future()
-                    connection.send_lean(opaque, _SEND_V2, frame, answer, self.send_timeout_s)
-                    try:
-                        response = await answer
-                    except RemoteError as exc:
-                        self.faults.record(chosen.broker_name, 0, failed=True)
-                        failed = chosen.broker_name, exc, False
-                    except BaseException:
-                        connection.forget(opaque)  # cancelled: nobody waits for the answer
-                        raise
-                    else:
-                        latency_ms = (time.monotonic() - started) * 1000
-                        if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
-                            self.faults.succeeded(chosen.broker_name, latency_ms)
-                        if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
-                            ok: SendResult = slotted(  # SendResult(...), in C: no cast() call per send
-                                SendResult, RESULT_FIELDS, _SEND_OK, unique_id, response[0], chosen, response[1]
-                            )
-                            return ok
-                        outcome = answer_outcome(response, unique_id, chosen, message.topic)
-                        if type(outcome) is SendResult:
-                            return outcome
-                        failed = chosen.broker_name, outcome, True
-            elif waiter is not False:  # the C lane's lean attempt (False: none, the general path's)
-                # its Waiter is the future (no asyncio Future, no FutureIter: fewer objects in flight for the
-                # collector): a SUCCESS's SendResult (latency noted), any other answer, or the request's error
-                unique_id = waiter.unique_id
-                try:
-                    response = await waiter
-                except RemoteError as exc:
-                    self.faults.record(waiter.queue.broker_name, 0, failed=True)
-                    failed = waiter.queue.broker_name, exc, False
-                except BaseException:
-                    waiter.connection.forget(waiter.opaque)  # cancelled: nobody waits for the answer
-                    raise
-                else:
-                    if type(response) is SendResult:
-                        return response
-                    outcome = answer_outcome(response, unique_id, waiter.queue, message.topic)
-                    if type(outcome) is SendResult:
-                        return outcome
-                    failed = waiter.queue.broker_name, outcome, True
+        # The common send: a cached route and an open connection, awaited without a coroutine below this one.
+        # The Python lean path: the reference (no C lane: made is _ASK), and the sends the C lane leaves to it
+        # (None); False: the C lane found no lean attempt possible (the general path's). The C lane's own
+        # attempts never come here: their coroutine (SendCall) awaits the Waiter and goes on in _lean_rest.
+        plain = selector is None and queue is None and not oneway and made is not False
+        if plain and (lean := self._lean_send(message)) is not None:
+            unique_id, frame, chosen, connection, opaque = lean
+            started = time.monotonic()
+            # request_lean without its second is_open check (_lean_send just made it, with no await since)
+            answer: asyncio.Future[Any] = connection.create_future()
+            connection.send_lean(opaque, _SEND_V2, frame, answer, self.send_timeout_s)
+            try:
+                response = await answer
+            except RemoteError as exc:
+                self.faults.record(chosen.broker_name, 0, failed=True)
+                failed = chosen.broker_name, exc, False
+            except BaseException:
+                connection.forget(opaque)  # cancelled: nobody waits for the answer
+                raise
+            else:
+                latency_ms = (time.monotonic() - started) * 1000
+                if latency_ms >= FIRST_PAUSING_MS or self.faults.paused:
+                    self.faults.succeeded(chosen.broker_name, latency_ms)
+                if type(response) is tuple:  # a SUCCESS the C lane read: (msgId, queueOffset)
+                    ok: SendResult = slotted(  # SendResult(...), in C: no cast() call per send
+                        SendResult, RESULT_FIELDS, _SEND_OK, unique_id, response[0], chosen, response[1]
+                    )
+                    return ok
+                outcome = answer_outcome(response, unique_id, chosen, message.topic)
+                if type(outcome) is SendResult:
+                    return outcome
+                failed = chosen.broker_name, outcome, True
         # the general path; after a lean attempt, the body it sent (it passed these checks) and its id
         body, sys_flag = self._body_of(message)
         if unique_id is None:
