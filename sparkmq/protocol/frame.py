@@ -108,8 +108,9 @@ class FrameDecoder:
     def front(self) -> tuple[bytearray, int]:
         """The buffer and the position of its first undecoded byte, for a native lane to look at:
         it must check every length it reads and keep no reference to the buffer; nothing is taken
-        until :meth:`skip_to`, and what is left :meth:`next_command` decodes as usual. Raises as
-        every call once the decoder failed."""
+        until :meth:`skip_to`, and what is left :meth:`next_command` decodes as usual. The buffer is
+        the same object for the decoder's life (changed in place), empty when nothing is buffered.
+        Raises as every call once the decoder failed."""
         if self._failure is not None:
             self._raise_if_failed()
         return self._buffer, self._position

@@ -47,8 +47,9 @@ Answer = RemotingCommand | None | Awaitable[RemotingCommand | None]
 GroupHandler = Callable[[list[RemotingCommand], "RemotingConnection"], list[Answer]]
 #: Serves whole frames at the front of a read's buffer before they are decoded (a native lane):
 #: ``lane(buffer, position, connection)`` answers them itself and returns the position after the
-#: last frame it took (``position``: none; the decoder then serves them as usual).
-FrameLane = Callable[[bytearray, int, "RemotingConnection"], int]
+#: last frame it took (``position``: none; the decoder then serves them as usual). ``buffer`` is
+#: the decoder's, or the read's own bytes when nothing was buffered before them.
+FrameLane = Callable[[bytes | bytearray, int, "RemotingConnection"], int]
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -79,6 +80,7 @@ class RemotingConnection(asyncio.Protocol):
         self._group_handler = group_handler
         self._on_close = on_close
         self._decoder = FrameDecoder()
+        self._inbox = self._decoder.front()[0]  # the decoder's one buffer: empty means nothing buffered
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         # Requests whose waiters take a LeanResponse (or, for a header of another shape, the command)
@@ -129,16 +131,46 @@ class RemotingConnection(asyncio.Protocol):
             return
         if self._watchdog is not None:
             self._watchdog.activity()
-        self._decoder.receive_data(data)  # raises only once failed, and a failed connection is closing
         if self._turn_waiting:
-            return  # its turn's end serves these bytes too
+            self._decoder.receive_data(data)  # its turn's end serves these bytes too
+            return
         turns = self._turns
         if (
             turns is not None and turns.lone is not self and turns.defer(self)
         ):  # served at the turn's end, with the others'
+            self._decoder.receive_data(data)
             self._turn_waiting = True
+        elif self._lanes is not None and not self._inbox and not self._unstarted and not self._paused:
+            self._serve_read(data, self._lanes)
         else:
+            self._decoder.receive_data(data)  # raises only once failed, and a failed connection is closing
             self._serve_buffer(False)
+
+    def _serve_read(self, data: bytes, lanes: Lanes) -> None:
+        """Serve a read that found nothing buffered: the lanes look at ``data`` itself, and only
+        what they leave goes into the decoder (a lone request: no copy, no decoder step)."""
+        self._receiving = True
+        try:
+            taken = lanes.first(data, 0, self)
+        except Exception:  # noqa: BLE001 - a lane bug: logged, the frames go the decoded way
+            logger.exception("the %s failed; its frames are served by the processors", type(lanes.first).__name__)
+            taken = 0
+        else:
+            if taken != len(data):
+                taken = lanes.resume(data, 0, taken, self)
+        if taken != len(data) or not taken:  # what the lanes left (usually nothing), decoded as usual
+            self._decoder.receive_data(memoryview(data)[taken:] if taken else data)
+            self._serve_buffer(taken > 0, lanes_done=True)
+            return
+        self._receiving = False
+        if self._out:
+            self._flush_out()
+        if self._charged:  # _account_unfinished_frame of an empty buffer, without its steps
+            self._account_unfinished_frame(True)
+        elif self._watchdog is not None:
+            self._watchdog.frame_progress(0, True)
+        if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
+            self._block_reading("in-flight")
 
     def prepare_turn(self, prepare: Prepare) -> tuple[Any, int] | None:
         """At the end of a loop turn: what ``prepare`` (the server's turn lane) would take from the
@@ -176,15 +208,16 @@ class RemotingConnection(asyncio.Protocol):
         if self._closing_when_served and not self._tasks:
             self.close()  # the peer half-closed in the same turn: its answers are out
 
-    def _serve_buffer(self, decoded: bool) -> None:
-        """Serve the whole frames buffered (``decoded``: frames before them were served already)."""
+    def _serve_buffer(self, decoded: bool, lanes_done: bool = False) -> None:
+        """Serve the whole frames buffered (``decoded``: frames before them were served already;
+        ``lanes_done``: the lanes already declined the first of them)."""
         requests: list[RemotingCommand] = []
         decoder = self._decoder
         self._receiving = True
         whole = False  # the lanes took every byte read: nothing to decode, no unfinished frame
         try:
             lanes = self._lanes
-            if lanes is not None and not self._unstarted and not self._paused:
+            if lanes is not None and not lanes_done and not self._unstarted and not self._paused:
                 # requests are served in arrival order: the lanes take a leading run, the rest follow
                 buffer, position = decoder.front()
                 if len(buffer) - position >= LENGTH_PREFIX_BYTES:

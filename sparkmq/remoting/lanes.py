@@ -26,7 +26,7 @@ class Lanes:
         self._lanes = lanes
         self.first = lanes[0]
 
-    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+    def __call__(self, buffer: bytes | bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve what the lanes take from ``buffer[position:]``; the position after it."""
         try:
             taken = self.first(buffer, position, connection)
@@ -35,7 +35,7 @@ class Lanes:
             return position
         return self.resume(buffer, position, taken, connection)
 
-    def resume(self, buffer: bytearray, start: int, position: int, connection: RemotingConnection) -> int:
+    def resume(self, buffer: bytes | bytearray, start: int, position: int, connection: RemotingConnection) -> int:
         """Where :meth:`__call__` from ``start`` ends, given that ``first`` took ``buffer[start:position]``."""
         end, lanes = len(buffer), self._lanes
         rest = lanes[1:]

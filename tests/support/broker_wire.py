@@ -280,7 +280,7 @@ def counted_lane(lane: FrameLane | None) -> tuple[FrameLane, list[int]]:
     assert lane is not None, "the lane was built"
     taken: list[int] = []
 
-    def counted(buffer: bytearray, position: int, connection: Any) -> int:
+    def counted(buffer: bytes | bytearray, position: int, connection: Any) -> int:
         end = lane(buffer, position, connection)
         taken.append(end - position)
         return end

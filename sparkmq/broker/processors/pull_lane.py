@@ -49,7 +49,7 @@ class PullLane:
         self._parts = parts
         self._reserve = 0  # the last call's frames' bytes: the next call's buffer starts that big
 
-    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+    def __call__(self, buffer: bytes | bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain pulls at ``buffer[position:]``; the position after the last one served."""
         start = time.perf_counter()
         # One buffer for the call's frames (no join): C appends each, reserving the last call's size.

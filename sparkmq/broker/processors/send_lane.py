@@ -99,7 +99,7 @@ class SendLane:
         self._async_flush = store.flush_disk_type is not FlushDiskType.SYNC_FLUSH
         self._limits: dict[str, tuple[TopicConfig | None, int]] = {}  # topic -> (its config, its limit)
 
-    def __call__(self, buffer: bytearray, position: int, connection: RemotingConnection) -> int:
+    def __call__(self, buffer: bytes | bytearray, position: int, connection: RemotingConnection) -> int:
         """Serve the plain sends at ``buffer[position:]``; the position after the last one served."""
         start = time.perf_counter()
         prepared = self.prepare(buffer, position, connection)
@@ -120,7 +120,9 @@ class SendLane:
             logger.exception("answering %d stored sends failed", group.count)
         return end
 
-    def prepare(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[SendGroup, int] | None:
+    def prepare(
+        self, buffer: bytes | bytearray, position: int, connection: RemotingConnection
+    ) -> tuple[SendGroup, int] | None:
         """The leading plain sends at ``buffer[position:]`` the lane would serve, encoded but not
         stored, and the position after them (None: none); ``serve`` stores and answers them."""
         ctx = self.ctx
