@@ -8,15 +8,16 @@
  * encoders (message/record.py, store/dispatch.py, protocol/command.py) are the reference; the
  * tests in tests/native/ compare both byte for byte. */
 #include "sendlane.h"
-static int find_property(const unsigned char *raw, Py_ssize_t n, const char *key, const unsigned char **value,
-                         Py_ssize_t *value_len) {
+static inline int find_property(const unsigned char *raw, Py_ssize_t n, const char *key, const unsigned char **value,
+                                Py_ssize_t *value_len) {
     size_t klen = strlen(key);
     int found = 0;
     Py_ssize_t item = 0;
     while (item <= n) {
         Py_ssize_t stop = item;
         while (stop < n && raw[stop] != 0x02) stop++;
-        if ((size_t)(stop - item) > klen && memcmp(raw + item, key, klen) == 0 && raw[item + klen] == 0x01) {
+        if ((size_t)(stop - item) > klen && raw[item] == (unsigned char)key[0] && memcmp(raw + item, key, klen) == 0 &&
+            raw[item + klen] == 0x01) {
             Py_ssize_t start = item + (Py_ssize_t)klen + 1;
             if (stop > start) {
                 *value = raw + start;
@@ -141,8 +142,8 @@ static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const uns
     props[-1] = (unsigned char)props_len;
 
     /* dispatch columns: tags code, then the index keys topic#UNIQ_KEY and topic#<each KEYS token> */
-    const unsigned char *value;
-    Py_ssize_t value_len;
+    const unsigned char *value = NULL;
+    Py_ssize_t value_len = 0;
     g->tags_code[i] = find_property(props, props_len, "TAGS", &value, &value_len)
                           ? (int32_t)sl_java_hash(0, value, value_len)
                           : 0;
@@ -181,6 +182,8 @@ nomem:
     return -1;
 }
 
+#define SCAN_LOCAL_REQUESTS 16
+
 static PyObject *scan(PyObject *module, PyObject *args) {
     Py_buffer view, born, store;
     Py_ssize_t start, limit, max_frame, max_message;
@@ -189,7 +192,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
                           &store, &store_port))
         return NULL;
     PyObject *result = NULL;
-    sl_request *requests = NULL;
+    sl_request local[SCAN_LOCAL_REQUESTS], *requests = local; /* a read's few requests: no allocation */
     SendGroup *g = NULL;
     if (born.len != 4 || store.len != 4) {
         PyErr_SetString(PyExc_ValueError, "hosts must be 4-byte IPv4 addresses");
@@ -200,7 +203,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
         goto done;
     }
     const unsigned char *buf = view.buf;
-    Py_ssize_t cap = 0, n = 0, record_bytes = 0, pos = start;
+    Py_ssize_t cap = SCAN_LOCAL_REQUESTS, n = 0, record_bytes = 0, pos = start;
     while (n < limit) {
         sl_request r;
         if (!sl_parse_frame(buf, pos, view.len, max_frame, &r)) break;
@@ -208,12 +211,13 @@ static PyObject *scan(PyObject *module, PyObject *args) {
         Py_ssize_t size = SL_RECORD_FIXED + r.body_len + r.topic.len + (r.props.present ? r.props.len : 0);
         if (size > max_message || size > INT32_MAX) break;
         if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            sl_request *grown = PyMem_Realloc(requests, (size_t)cap * sizeof(sl_request));
+            cap *= 4;
+            sl_request *grown = PyMem_Realloc(requests == local ? NULL : requests, (size_t)cap * sizeof(sl_request));
             if (grown == NULL) {
                 PyErr_NoMemory();
                 goto done;
             }
+            if (requests == local) memcpy(grown, local, sizeof(local));
             requests = grown;
         }
         requests[n++] = r;
@@ -269,7 +273,7 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     g = NULL;
 done:
     Py_XDECREF(g);
-    PyMem_Free(requests);
+    if (requests != local) PyMem_Free(requests);
     PyBuffer_Release(&view);
     PyBuffer_Release(&born);
     PyBuffer_Release(&store);

@@ -111,8 +111,13 @@ int sl_parse_command_ex(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len
                         const char *const *keys, int nkeys, sl_str *ext, int loose, int32_t *code, int *odd,
                         uint32_t *ext_seen, sl_command *out);
 
-/* Whether the unescaped string ``s`` is exactly ``text``. */
-int sl_is_literal(const sl_str *s, const char *text);
+/* Whether the unescaped string ``s`` is exactly ``text``. Inline, the first byte compared first: a
+ * header's keys are matched against lists of names, and most differ there (no strlen, no memcmp). */
+static inline int sl_is_literal(const sl_str *s, const char *text) {
+    if (s->escaped || (s->raw_len > 0 ? s->raw[0] != (unsigned char)text[0] : text[0] != 0)) return 0;
+    size_t n = strlen(text);
+    return (size_t)s->raw_len == n && memcmp(s->raw, text, n) == 0;
+}
 
 /* An extFields number as the Python path reads it: ASCII digits (leading zeros too) within int32
  * (``wide``: int64), no escape. */

@@ -163,10 +163,6 @@ static int parse_int32(cursor *c, int32_t *out) {
     return 1;
 }
 
-int sl_is_literal(const sl_str *s, const char *text) {
-    size_t n = strlen(text);
-    return !s->escaped && (size_t)s->raw_len == n && memcmp(s->raw, text, n) == 0;
-}
 
 /* A JSON integer as a value of the loose extFields: -?(0|[1-9][0-9]*), at most 19 digits, no fraction or exponent
  * (so the Python decoder's ``str(int)`` is its text, "-0" aside). */

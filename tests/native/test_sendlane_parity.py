@@ -127,6 +127,10 @@ def test_plain_sends_match_the_python_encoders(frames: list[bytes]) -> None:
         pytest.param(send_frame(9, properties="P" * 32768), id="header over 32767 bytes"),
         pytest.param(send_frame(9, extra={"x": "1"}), id="unknown extFields key"),
         pytest.param(send_frame(9, extra={"bname": "b"}), id="long extFields key"),
+        pytest.param(send_frame(9, extra={"": "1"}), id="empty extFields key"),
+        pytest.param(send_frame(9, extra={"aa": "1"}), id="extFields key with a known key's first byte"),
+        pytest.param(patched(send_frame(9), b'"flag":0', b'"flags":0'), id="header key with a known key's first byte"),
+        pytest.param(patched(send_frame(9), b'"flag":0', b'"":0'), id="empty header key"),
         pytest.param(
             RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, 9, ext_fields={"b": "T"}).encode(), id="missing keys"
         ),
@@ -148,6 +152,13 @@ def test_unusual_header_text_the_lane_reads_like_the_reference() -> None:
     reordered = patched(send_frame(1), b'"code":310,"flag":0', b' \r\n{"flag":0 ,\n "code":310'[4:])
     escaped = send_frame(2, properties='A\x01"q\\ \t/\u00e9\u4e2d\U0001f600')
     check_parity([reordered, escaped, send_frame(3, properties="")], 3)
+
+
+def test_property_names_that_only_begin_like_the_lanes_are_not_theirs() -> None:
+    """TAGS, UNIQ_KEY, KEYS and WAIT are whole names: a longer or shorter name with their first
+    bytes is another property (no tags code, no index key, WAIT unset), as the reference reads it."""
+    near = "TAGSX\x01a\x02TAG\x01b\x02UNIQ_KEYS\x01u\x02KEY\x01k1\x02KEYSS\x01k2\x02WAITS\x01false\x02W\x01false"
+    check_parity([send_frame(1, properties=near), send_frame(2, properties="T\x01\x02TAGS\x01t\x02WAIT\x01false")], 2)
 
 
 def test_oneway_and_response_frames_are_not_the_lanes() -> None:
