@@ -165,10 +165,10 @@ class RemotingConnection(asyncio.Protocol):
         self._receiving = False
         if self._out:
             self._flush_out()
-        if self._charged:  # _account_unfinished_frame of an empty buffer, without its steps
+        # No _account_unfinished_frame (nor the watchdog's frame_progress): the buffer was empty
+        # before this read and is again, and whatever emptied it last accounted for that then.
+        if self._charged:
             self._account_unfinished_frame(True)
-        elif self._watchdog is not None:
-            self._watchdog.frame_progress(0, True)
         if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
             self._block_reading("in-flight")
 
@@ -176,13 +176,14 @@ class RemotingConnection(asyncio.Protocol):
         """At the end of a loop turn: what ``prepare`` (the server's turn lane) would take from the
         front of this connection's buffer, and the position after it; None when nothing, or when
         the lane may not serve this connection now (as ``data_received``'s own conditions)."""
-        if self._lanes is None or self._unstarted or self._paused or not self.is_open:
+        transport = self._transport  # not self.is_open, without its call
+        if self._lanes is None or self._unstarted or self._paused or transport is None or transport.is_closing():
             return None
         buffer, position = self._decoder.front()
         if len(buffer) - position < LENGTH_PREFIX_BYTES:
             return None
         taken = prepare(buffer, position, self)  # taken only by finish_turn, once the whole group is served
-        if taken is not None:  # the group's answers wait in _out for finish_turn's one write
+        if taken is not None:  # frames the group's answers wait for (none usually) are finish_turn's to write
             self._receiving = True
         return taken
 
@@ -195,12 +196,15 @@ class RemotingConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return  # closed meanwhile: nothing was stored for it, nobody to answer
         decoded = taken is not None and self._decoder.skip_to(taken)
-        if decoded and not self._decoder.buffered_bytes:
+        if decoded and not self._inbox:
             # The common case with many connections: the group served all this connection read.
             # What _serve_buffer would do with an empty buffer, without its steps.
             if self._out:
                 self._flush_out()
-            self._account_unfinished_frame(True)
+            if self._charged:  # _account_unfinished_frame of an empty buffer, without its steps
+                self._account_unfinished_frame(True)
+            elif self._watchdog is not None:
+                self._watchdog.frame_progress(0, True)
             if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:  # a SYNC group's answers wait as a task
                 self._block_reading("in-flight")
         else:

@@ -166,7 +166,7 @@ class SendLane:
         for connection, group in prepared:
             stop = first + group.count
             try:  # stored: these frames are never served again, whatever happens next
-                connection.write_frame(merged.responses(parts, store_ip, store_port, first, stop))
+                connection.write_frame(merged.responses(parts, store_ip, store_port, first, stop), at_once=True)
             except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
                 logger.exception("answering %d stored sends failed", group.count)
             first = stop
