@@ -187,7 +187,8 @@ class RemotingServer:
 
     def _prepare_turn(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[Any, int] | None:
         lane = self._turn_lane
-        if lane is None or self.lane is None or self.lane is not self._turn_lane_beside or self.authorize is not None:
+        beside = self._lane  # the attributes, not the properties: this runs per connection per turn
+        if lane is None or beside is None or beside is not self._turn_lane_beside or self._authorize is not None:
             return None
         try:
             return lane.prepare(buffer, position, connection)
