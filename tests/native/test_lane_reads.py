@@ -89,15 +89,19 @@ def test_reads_mixing_lane_sends_other_requests_and_a_cut_frame(tmp_path: Path, 
                 assert [a.code for a in await _answers(reader, decoder, 1)] == [ResponseCode.SUCCESS]
             watched, calls = _watched(server.lane)
             server.lane = watched
+            budget, charged = server.frame_budget, []
             for data, opaques in writes:
                 writer.write(data)
                 for answer in await _answers(reader, decoder, len(opaques)):
                     assert answer.opaque not in answers, f"answered twice: {answer}"
                     answers[answer.opaque] = answer
                 assert set(opaques) <= set(answers)
+                charged.append(budget.used)  # the read was served before its answers came back
         finally:
             writer.close()
             await writer.wait_closed()
+        # the cut frame's head is charged to the shared budget until its rest arrives, then nothing is
+        assert charged == [9] + [0] * (len(writes) - 1), charged
         # writes 1, 3 and 5 arrive with nothing buffered (on loopback each write is one read)
         assert calls.count(("bytes", len(_send(3)))) >= 3, calls
         for opaque in sends:
