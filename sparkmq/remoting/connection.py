@@ -159,6 +159,8 @@ class RemotingConnection(asyncio.Protocol):
             if taken != len(data):
                 taken = lanes.resume(data, 0, taken, self)
         if taken != len(data) or not taken:  # what the lanes left (usually nothing), decoded as usual
+            if not 0 <= taken <= len(data):  # as FrameDecoder.skip_to checks a lane's position
+                raise ValueError(f"a frame lane returned position {taken} outside [0, {len(data)}]")
             self._decoder.receive_data(memoryview(data)[taken:] if taken else data)
             self._serve_buffer(taken > 0, lanes_done=True)
             return
