@@ -76,6 +76,9 @@ class RemotingConnection(asyncio.Protocol):
         self._lanes = lanes
         self._turns = turns if lanes is not None else None
         self._turn_waiting = False  # read bytes wait for the end of the loop turn (``turns``)
+        # The read waiting for the turn's end when nothing was buffered before it: not copied into
+        # the decoder unless the turn's lane leaves some of it (as _serve_read's lone read).
+        self._held: bytes | None = None
         self._handler = handler
         self._group_handler = group_handler
         self._on_close = on_close
@@ -131,14 +134,20 @@ class RemotingConnection(asyncio.Protocol):
             return
         if self._watchdog is not None:
             self._watchdog.activity()
-        if self._turn_waiting:
-            self._decoder.receive_data(data)  # its turn's end serves these bytes too
+        if self._turn_waiting:  # its turn's end serves these bytes too
+            if self._held is not None:  # a second read this turn: both go into the decoder
+                self._decoder.receive_data(self._held)
+                self._held = None
+            self._decoder.receive_data(data)
             return
         turns = self._turns
         if (
             turns is not None and turns.lone is not self and turns.defer(self)
         ):  # served at the turn's end, with the others'
-            self._decoder.receive_data(data)
+            if self._inbox:
+                self._decoder.receive_data(data)
+            else:
+                self._held = data
             self._turn_waiting = True
         elif self._lanes is not None and not self._inbox and not self._unstarted and not self._paused:
             self._serve_read(data, self._lanes)
@@ -181,7 +190,8 @@ class RemotingConnection(asyncio.Protocol):
         transport = self._transport  # not self.is_open, without its call
         if self._lanes is None or self._unstarted or self._paused or transport is None or transport.is_closing():
             return None
-        buffer, position = self._decoder.front()
+        held = self._held
+        buffer, position = (held, 0) if held is not None else self._decoder.front()
         if len(buffer) - position < LENGTH_PREFIX_BYTES:
             return None
         taken = prepare(buffer, position, self)  # taken only by finish_turn, once the whole group is served
@@ -194,11 +204,30 @@ class RemotingConnection(asyncio.Protocol):
         group (None: none were), the rest the usual way."""
         self._turn_waiting = False
         self._receiving = False
+        held, self._held = self._held, None
         transport = self._transport
         if transport is None or transport.is_closing():
             return  # closed meanwhile: nothing was stored for it, nobody to answer
-        decoded = taken is not None and self._decoder.skip_to(taken)
-        if decoded and not self._inbox:
+        if held is None:
+            decoded = taken is not None and self._decoder.skip_to(taken)
+            whole = decoded and not self._inbox
+        elif taken is None:  # the group took none of the held read: served as a lone read is
+            lanes = self._lanes
+            if lanes is not None and not self._unstarted and not self._paused:
+                self._serve_read(held, lanes)
+            else:
+                self._decoder.receive_data(held)
+                self._serve_buffer(False)
+            if self._closing_when_served and not self._tasks:
+                self.close()
+            return
+        else:
+            decoded, whole = True, taken == len(held)
+            if not whole:  # what the group left goes into the decoder
+                if not 0 < taken < len(held):  # as FrameDecoder.skip_to checks a lane's position
+                    raise ValueError(f"a turn lane returned position {taken} outside (0, {len(held)}]")
+                self._decoder.receive_data(memoryview(held)[taken:])
+        if whole:
             # The common case with many connections: the group served all this connection read.
             # What _serve_buffer would do with an empty buffer, without its steps.
             if self._out:

@@ -185,7 +185,9 @@ class RemotingServer:
         except Exception as exc:  # noqa: BLE001 - a processor bug: logged, every request of the run answered with it
             return [error_response(request, exc, connection.peer) for request in run]
 
-    def _prepare_turn(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[Any, int] | None:
+    def _prepare_turn(
+        self, buffer: bytes | bytearray, position: int, connection: RemotingConnection
+    ) -> tuple[Any, int] | None:
         lane = self._turn_lane
         beside = self._lane  # the attributes, not the properties: this runs per connection per turn
         if lane is None or beside is None or beside is not self._turn_lane_beside or self._authorize is not None:

@@ -29,7 +29,9 @@ SWITCHES = 4  # reads from another connection than the read before, before group
 class TurnLane(Protocol):
     """A frame lane that can serve the leading frames of several connections as one group."""
 
-    def prepare(self, buffer: bytearray, position: int, connection: RemotingConnection) -> tuple[Any, int] | None:
+    def prepare(
+        self, buffer: bytes | bytearray, position: int, connection: RemotingConnection
+    ) -> tuple[Any, int] | None:
         """What the lane would take from ``buffer[position:]`` (nothing stored or answered yet) and
         the position after it; None when it takes nothing. It must keep no reference to ``buffer``."""
 
@@ -39,7 +41,7 @@ class TurnLane(Protocol):
 
 
 #: ``prepare`` as a connection calls it: the server's, which checks the lane still applies.
-Prepare = Callable[[bytearray, int, "RemotingConnection"], "tuple[Any, int] | None"]
+Prepare = Callable[[bytes | bytearray, int, "RemotingConnection"], "tuple[Any, int] | None"]
 
 
 class TurnGroups:

@@ -21,7 +21,7 @@ from sparkmq import native
 from sparkmq.broker.controller import BrokerController
 from sparkmq.errors import DiskError
 from sparkmq.message.msgid import decode_offset_msg_id
-from sparkmq.protocol import ResponseCode
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
 from sparkmq.remoting import RemotingConnection
 from sparkmq.remoting.turns import LONE_TURNS, SWITCHES
@@ -161,6 +161,44 @@ def test_sends_of_many_connections_in_one_turn_are_one_put(
             _check_answers(connection, answers, stored)
 
     run_broker(tmp_path, scenario, flush_disk_type=flush)
+
+
+def test_reads_held_for_the_turn_with_a_cut_frame_or_another_request_first(tmp_path: Path) -> None:
+    """A turn's reads wait for its end as they came: connection 0's read ends with the head of its
+    last send (decoded once its rest arrives), connection 1's starts with a GET_MAX_OFFSET the lane
+    leaves (its sends are decoded behind it); the turn's group holds every other whole send. Every
+    request is answered once, in order, and every send is stored once."""
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok(TOPIC, b"create")
+        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+        puts = _record_puts(w.broker)
+        frames = [_frames(c) for c in range(CONNECTIONS)]
+        last = frames[0][-1]
+        ping = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, 1999, ext_fields={"topic": TOPIC, "queueId": "0"})
+        writes = [b"".join(f) for f in frames]
+        writes[0] = writes[0][: -len(last) // 2]
+        writes[1] = ping.encode() + writes[1]
+        _burst(connections, writes)
+        counts = [SENDS - 1, SENDS + 1] + [SENDS] * (CONNECTIONS - 2)
+        results = await asyncio.gather(*(_answers(r, n) for (r, _w), n in zip(connections, counts, strict=True)))
+        connections[0][1].write(last[-len(last) // 2 :])
+        rest, closed = await _answers(connections[0][0], 1)
+        await _close(connections)
+        assert puts[0] == (CONNECTIONS - 2) * SENDS + SENDS - 1, f"the turn's whole lane sends in one put: {puts}"
+        assert sum(puts) == (CONNECTIONS - 1) * SENDS, puts  # connection 1's were decoded
+        stored = await _stored(w)
+        assert len(stored) == CONNECTIONS * SENDS + 1
+        assert not closed and all(not c for _a, c in results)
+        _check_answers(0, results[0][0] + rest, stored)
+        answers = results[1][0]
+        assert sorted(a.opaque for a in answers) == [1999] + [2000 + send for send in range(SENDS)]
+        assert next(a for a in answers if a.opaque == 1999).code == ResponseCode.SUCCESS
+        _check_answers(1, [a for a in answers if a.opaque != 1999], stored)
+        for connection in range(2, CONNECTIONS):
+            _check_answers(connection, results[connection][0], stored)
+
+    run_broker(tmp_path, scenario)
 
 
 def test_a_malformed_frame_fails_only_its_connection(tmp_path: Path) -> None:
