@@ -163,7 +163,6 @@ static int parse_int32(cursor *c, int32_t *out) {
     return 1;
 }
 
-
 /* A JSON integer as a value of the loose extFields: -?(0|[1-9][0-9]*), at most 19 digits, no fraction or exponent
  * (so the Python decoder's ``str(int)`` is its text, "-0" aside). */
 static int parse_integer_token(cursor *c, sl_str *s) {

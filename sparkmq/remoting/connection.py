@@ -169,6 +169,7 @@ class RemotingConnection(asyncio.Protocol):
                 taken = lanes.resume(data, 0, taken, self)
         if taken != len(data) or not taken:  # what the lanes left (usually nothing), decoded as usual
             if not 0 <= taken <= len(data):  # as FrameDecoder.skip_to checks a lane's position
+                self._receiving = False
                 raise ValueError(f"a frame lane returned position {taken} outside [0, {len(data)}]")
             self._decoder.receive_data(memoryview(data)[taken:] if taken else data)
             self._serve_buffer(taken > 0, lanes_done=True)
@@ -225,7 +226,7 @@ class RemotingConnection(asyncio.Protocol):
             decoded, whole = True, taken == len(held)
             if not whole:  # what the group left goes into the decoder
                 if not 0 < taken < len(held):  # as FrameDecoder.skip_to checks a lane's position
-                    raise ValueError(f"a turn lane returned position {taken} outside (0, {len(held)}]")
+                    raise ValueError(f"a turn lane returned position {taken} outside (0, {len(held)})")
                 self._decoder.receive_data(memoryview(held)[taken:])
         if whole:
             # The common case with many connections: the group served all this connection read.
