@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sparkmq import native
 from sparkmq.broker.processors.pull_lane import pull_template
 from sparkmq.message import MessageBatch, encode_properties
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -262,6 +263,7 @@ def test_a_read_past_sixteen_segments_takes_the_numpy_path(tmp_path: Path, monke
             assert _facts(short) == _facts(wide.get_messages("G", "W", 0, 0, 200, 1 << 30))
 
 
+@pytest.mark.skipif(native.queueread is None, reason="the pull lane's buffer is C's alone (SPARKMQ_NATIVE=0)")
 @pytest.mark.parametrize("reserve", [0, 64, 1 << 20])
 def test_frames_appended_to_one_buffer_are_the_frames_back_to_back(store: MessageStore, reserve: int) -> None:
     """``read_frame`` into ``out`` (the pull lane's one buffer per call) appends each frame as
