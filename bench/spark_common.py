@@ -69,9 +69,10 @@ def descendants(root: int) -> set[int]:
     return tree
 
 
-def spark_cpu(jvm: int) -> tuple[float, float]:
-    """(JVM, Python) CPU seconds so far: the JVM's threads; every descendant process (the
-    PySpark daemon, its workers, planner and streaming-source workers) plus those already reaped."""
+def spark_cpu(jvm: int) -> tuple[float, float, float]:
+    """(JVM, Python, ended Python) CPU seconds so far: the JVM's threads; every descendant process (the
+    PySpark daemon, its workers, planner and streaming-source workers) plus those already reaped; and
+    of the Python, the reaped processes' alone."""
     python = 0.0
     for pid in descendants(jvm):
         try:
@@ -80,7 +81,8 @@ def spark_cpu(jvm: int) -> tuple[float, float]:
             continue
         python += sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
     root = _stat(jvm)
-    return (int(root[11]) + int(root[12])) / CLOCK_TICKS, python + (int(root[13]) + int(root[14])) / CLOCK_TICKS
+    ended = (int(root[13]) + int(root[14])) / CLOCK_TICKS
+    return (int(root[11]) + int(root[12])) / CLOCK_TICKS, python + ended, ended
 
 
 # -- producing -----------------------------------------------------------------------------
@@ -117,6 +119,9 @@ class Run:
     note: str = ""
     jvm_cpu: float = 0.0
     python_cpu: float = 0.0
+    # of python_cpu: processes that ended inside the query (Spark reaped them: the per-query streaming
+    # source runner, planners); the rest is the daemon's long-lived workers
+    ended_python_cpu: float = 0.0
 
     @property
     def cpu(self) -> float:
@@ -166,14 +171,17 @@ class Meter:
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
         now = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
-        self.broker_cpu, self.jvm_cpu, self.python_cpu = (b - a for a, b in zip(self.cpu, now, strict=True))
+        self.broker_cpu, self.jvm_cpu, self.python_cpu, self.ended_python_cpu = (
+            b - a for a, b in zip(self.cpu, now, strict=True)
+        )
 
     def fill(self, run: Run) -> Run:
-        run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu = (
+        run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu, run.ended_python_cpu = (
             self.seconds,
             self.broker_cpu,
             self.jvm_cpu,
             self.python_cpu,
+            self.ended_python_cpu,
         )
         return run
 
