@@ -26,6 +26,8 @@ FRAME_DEADLINE_S = 60.0
 #: Unfinished frames held across every connection of one server: eight maximum frames. Without
 #: it, 40 connections each holding an unfinished ~16 MiB frame cost +630 MB.
 MAX_BUFFERED_FRAME_BYTES = 8 * MAX_FRAME_BYTES
+#: Requests of one connection being served at once; reading pauses above it (bounded buffering).
+MAX_IN_FLIGHT_REQUESTS = 1024
 #: Share of the process's descriptor limit that connections may take when no limit is set:
 #: the rest stays for the store (one descriptor per mapped file) and persisted tables.
 CONNECTION_SHARE_OF_FDS = 0.5

@@ -21,7 +21,8 @@ from sparkmq.broker.processors.send_lane import cut_around
 from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
-from sparkmq.remoting.connection import MAX_IN_FLIGHT_REQUESTS, WRITE_HIGH_WATER_BYTES
+from sparkmq.remoting.connection import WRITE_HIGH_WATER_BYTES
+from sparkmq.remoting.limits import MAX_IN_FLIGHT_REQUESTS
 
 # A lane call's buffer starts at most this big (a heap block under the services' 16 MiB mmap
 # threshold, cli/service.keep_freed_memory); it grows past it when the frames need more.
