@@ -8,8 +8,9 @@ client both use this class; they differ in who connects.
 Bounded by design: reading pauses while too many requests are in flight or while the peer does
 not read its responses (asyncio's ``pause_writing``), so a peer that pipelines and never reads
 costs at most the write high-water mark plus the responses already being built. On a server,
-a :class:`Watchdog` closes the connection when it stays idle or a frame takes too long, and a
-shared :class:`FrameBudget` caps the unfinished frames all connections hold.
+a :class:`~sparkmq.remoting.watchdog.Watchdog` closes the connection when it stays idle or a
+frame takes too long, and a shared :class:`FrameBudget` caps the unfinished frames all
+connections hold.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.limits import MAX_IN_FLIGHT_REQUESTS, FrameBudget, ServerLimits
 from sparkmq.remoting.spin import spinner_for
 from sparkmq.remoting.turns import TurnGroups
+from sparkmq.remoting.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -593,78 +595,3 @@ def error_response(request: RemotingCommand, exc: BaseException, peer: tuple[str
         return request.make_response(exc.code, remark=exc.remark)
     logger.error("request code %d from %s:%d failed", request.code, *peer, exc_info=exc)
     return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
-
-
-class Watchdog:
-    """Closes a server connection idle for ``idle_s`` or stuck in one frame for ``frame_s``.
-
-    One timer per connection, re-armed lazily: activity only records the time, and the timer,
-    when it fires, either closes the connection or sleeps until the next deadline. A connection
-    serving a request (a parked long-poll PULL) is not idle, unless its peer has not taken a
-    byte of our responses for as long (a reader that never reads, as Netty's all-idle state).
-    """
-
-    def __init__(self, connection: RemotingConnection, idle_s: float | None, frame_s: float | None) -> None:
-        self._connection = connection
-        self._idle_s = idle_s
-        self._frame_s = frame_s
-        self._loop = asyncio.get_running_loop()
-        self._last_activity = self._loop.time()
-        self._frame_started: float | None = None
-        self._timer: asyncio.Handle | None = None
-        self._timer_when = 0.0
-        self._arm()
-
-    def activity(self) -> None:
-        self._last_activity = self._loop.time()
-
-    def frame_progress(self, buffered: int, decoded: bool) -> None:
-        """After a read: ``buffered`` bytes of an unfinished frame remain; ``decoded`` frames completed."""
-        if not buffered:
-            self._frame_started = None
-        elif decoded or self._frame_started is None:
-            self._frame_started = self._loop.time()
-            self._arm()
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _due(self) -> float | None:
-        dues = []
-        if self._idle_s is not None:
-            dues.append(self._last_activity + self._idle_s)
-        if self._frame_s is not None and self._frame_started is not None:
-            dues.append(self._frame_started + self._frame_s)
-        return min(dues) if dues else None
-
-    def _arm(self) -> None:
-        due = self._due()
-        if due is None or (self._timer is not None and self._timer_when <= due):
-            return
-        self.cancel()
-        self._timer, self._timer_when = self._loop.call_at(due, self._fire), due  # see _arm_sweeper
-
-    def _fire(self) -> None:
-        self._timer = None
-        now, connection = self._loop.time(), self._connection
-        if self._frame_s is not None and self._frame_started is not None and now >= self._frame_started + self._frame_s:
-            logger.warning(
-                "closing connection %s from %s:%d: a frame did not finish arriving within %.3g s",
-                connection.id,
-                *connection.peer,
-                self._frame_s,
-            )
-            connection.close()
-            return
-        if self._idle_s is not None and now >= self._last_activity + self._idle_s:
-            if connection.in_flight and not connection.writes_paused:
-                self._last_activity = now  # serving a parked request is not idleness
-            else:
-                logger.info(
-                    "closing connection %s from %s:%d: idle for %.3g s", connection.id, *connection.peer, self._idle_s
-                )
-                connection.close()
-                return
-        self._arm()
