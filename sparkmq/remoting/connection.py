@@ -11,6 +11,12 @@ costs at most the write high-water mark plus the responses already being built. 
 a :class:`~sparkmq.remoting.watchdog.Watchdog` closes the connection when it stays idle or a
 frame takes too long, and a shared :class:`FrameBudget` caps the unfinished frames all
 connections hold.
+
+This module holds the connection's state and its framing, writing, flow control, lifecycle and
+outgoing requests. How a read is served is in :mod:`sparkmq.remoting.read_paths`, how decoded
+requests are answered in :mod:`sparkmq.remoting.serving`: their functions are this class's
+methods, bound by name in its body (the same function objects in the class dict, so a read or a
+request costs no call, frame or lookup more than when they were written here).
 """
 
 from __future__ import annotations
@@ -19,13 +25,12 @@ import asyncio
 import heapq
 import itertools
 import logging
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
-from sparkmq.remoting import read_paths
+from sparkmq.remoting import read_paths, serving
 from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.limits import MAX_IN_FLIGHT_REQUESTS, FrameBudget, ServerLimits
 from sparkmq.remoting.spin import spinner_for
@@ -156,12 +161,20 @@ class RemotingConnection(asyncio.Protocol):
             self._decoder.receive_data(data)  # raises only once failed, and a failed connection is closing
             self._serve_buffer(False)
 
-    # What serves a read, in read_paths.py; methods here as if written here (no step more per read).
+    # -- reading (read_paths.py) and answering (serving.py): methods bound by name -----------
     _serve_read = read_paths._serve_read
     prepare_turn = read_paths.prepare_turn
     finish_turn = read_paths.finish_turn
     _serve_buffer = read_paths._serve_buffer
+    _dispatch = read_paths._dispatch
     set_lanes = read_paths.set_lanes
+    _serve_all = serving._serve_all
+    _serve_when_writable = serving._serve_when_writable
+    _deliver = serving._deliver
+    _step = serving._step
+    _answered = serving._answered
+    _serve = serving._serve
+    _finish = serving._finish
 
     def eof_received(self) -> bool:
         # The peer finished sending: answer what it asked, then close (True keeps writing open;
@@ -200,104 +213,7 @@ class RemotingConnection(asyncio.Protocol):
         if self._on_close is not None:
             self._on_close(self)
 
-    # -- reading ---------------------------------------------------------------------------
-    def _dispatch(self, command: RemotingCommand, requests: list[RemotingCommand]) -> None:
-        if command.is_response:
-            future: asyncio.Future[Any] | None = self._pending.pop(command.opaque, None) or self._lean.pop(
-                command.opaque, None
-            )
-            if future is not None and not future.done():
-                future.set_result(command)
-        elif command.defect is not None:
-            logger.info("refused request code %d from %s:%d: %s", command.code, *self.peer, command.defect.remark)
-            if not command.is_oneway:
-                self.send(command.make_response(command.defect.code, remark=command.defect.remark))
-        elif self._handler is not None or self._group_handler is not None:
-            requests.append(command)
-
-    def _serve_all(self, requests: list[RemotingCommand]) -> None:
-        """Serve the requests of one read: answered at once where the handler can, else later.
-
-        While the peer does not read our responses, nothing is served until it does (reading
-        is paused then too, so at most one read's requests wait here).
-        """
-        if not requests:
-            return
-        if self.writes_paused:
-            task = self._loop.create_task(self._serve_when_writable(requests))
-            self._unstarted += 1
-            task.add_done_callback(self._task_done)
-            self._tasks.add(task)
-            return
-        self._receiving = True
-        try:
-            if self._group_handler is not None and not self._unstarted:
-                answers = self._group_handler(requests, self)
-            else:
-                assert self._handler is not None
-                answers = [self._handler(request, self) for request in requests]
-            for request, answer in zip(requests, answers, strict=True):
-                self._deliver(request, answer)
-        finally:
-            self._receiving = False
-            if self._out:
-                self._flush_out()
-
-    async def _serve_when_writable(self, requests: list[RemotingCommand]) -> None:
-        self._unstarted -= 1
-        await self._writable.wait()
-        self._serve_all(requests)
-
-    def _deliver(self, request: RemotingCommand, answer: Answer) -> None:
-        if answer is None:
-            return
-        if isinstance(answer, RemotingCommand):
-            if not request.is_oneway:
-                self.send(answer)
-            return
-        if isinstance(answer, asyncio.Future):
-            future: asyncio.Future[Any] = answer
-            future.add_done_callback(lambda done: self._answered(request, done))
-        elif type(answer) is _COROUTINE and not self._unstarted and self._writable.is_set():
-            self._step(request, cast(Coroutine[Any, Any, RemotingCommand | None], answer))
-            return
-        else:
-            future = self._loop.create_task(self._serve(request, answer))
-            self._unstarted += 1
-            future.add_done_callback(self._task_done)
-        self._tasks.add(future)
-
-    def _step(self, request: RemotingCommand, answer: Coroutine[Any, Any, RemotingCommand | None]) -> None:
-        """Run a request's coroutine up to its first suspension now, in the read callback; one that
-        answers without suspending (most queries) costs no Task, no loop turn and no extra write.
-        One that suspends goes on in a Task from where it stopped. (Until it suspends, it runs
-        outside any Task: ``asyncio.current_task()`` is None there, so ``asyncio.timeout`` would fail.)
-        """
-        try:
-            yielded = answer.send(None)
-        except StopIteration as done:
-            response = done.value
-        except asyncio.CancelledError:
-            return  # as a Task cancelled before it answered: no answer
-        except Exception as exc:  # noqa: BLE001 - every failure becomes the request's answer
-            response = error_response(request, exc, self.peer)
-        else:
-            future = self._loop.create_task(self._finish(request, _resumed(answer, yielded)))
-            future.add_done_callback(self._task_done)
-            self._tasks.add(future)  # started already: later requests need not wait for it (_unstarted)
-            return
-        if response is not None and not request.is_oneway:
-            self.send(response)
-
-    def _answered(self, request: RemotingCommand, future: asyncio.Future[RemotingCommand | None]) -> None:
-        self._task_done(future)
-        if future.cancelled():
-            return
-        exc = future.exception()
-        response = future.result() if exc is None else error_response(request, exc, self.peer)
-        if response is not None and not request.is_oneway:
-            self.send(response)
-
+    # -- flow control ----------------------------------------------------------------------
     def _account_unfinished_frame(self, decoded: bool) -> None:
         buffered = self._decoder.buffered_bytes
         if self._watchdog is not None:
@@ -363,27 +279,13 @@ class RemotingConnection(asyncio.Protocol):
         """Bytes written but not yet taken by the kernel (bounded by the pause above)."""
         return 0 if self._transport is None else self._transport.get_write_buffer_size()
 
-    # -- serving ---------------------------------------------------------------------------
+    # -- requests in flight ----------------------------------------------------------------
     def _task_done(self, task: asyncio.Future[Any]) -> None:
         self._tasks.discard(task)
         if len(self._tasks) < MAX_IN_FLIGHT_REQUESTS // 2:
             self._unblock_reading("in-flight")
         if self._closing_when_served and not self._tasks and not self._turn_waiting:
             self.close()
-
-    async def _serve(self, request: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
-        self._unstarted -= 1
-        if not self._writable.is_set():
-            await self._writable.wait()  # build no response while the peer is not reading the last ones
-        await self._finish(request, answer)
-
-    async def _finish(self, request: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
-        try:
-            response = await answer
-        except Exception as exc:  # noqa: BLE001 - every failure becomes the request's answer
-            response = error_response(request, exc, self.peer)
-        if response is not None and not request.is_oneway:
-            self.send(response)
 
     # -- sending ---------------------------------------------------------------------------
     @property
@@ -561,37 +463,3 @@ class RemotingConnection(asyncio.Protocol):
 
     async def wait_closed(self) -> None:
         await self.closed
-
-
-_COROUTINE = types.CoroutineType
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
-    """The rest of ``coro``, which already ran to its first suspension and yielded ``yielded``
-    (what ``yield from`` does, started one step in): a Task drives it as it would ``coro``."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a cancellation (or any throw) goes into coro
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as done:
-                return done.value
-
-
-def error_response(request: RemotingCommand, exc: BaseException, peer: tuple[str, int]) -> RemotingCommand:
-    """The answer to a request whose serving raised: the error's code and remark, or SYSTEM_ERROR
-    (logged with its traceback) for anything that is not a :class:`SparkmqError`."""
-    if isinstance(exc, SparkmqError):
-        return request.make_response(exc.code, remark=exc.remark)
-    logger.error("request code %d from %s:%d failed", request.code, *peer, exc_info=exc)
-    return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")

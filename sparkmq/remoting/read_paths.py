@@ -9,7 +9,8 @@ Three paths, chosen per read by ``RemotingConnection.data_received``:
   leading frames of every connection that read in that turn together
   (:mod:`sparkmq.remoting.turns`), and each connection serves the rest;
 * the **buffer** (``_serve_buffer``): the lanes take a leading run of the buffered frames, the
-  decoder the rest (every read of a client's connection comes this way).
+  decoder the rest (every read of a client's connection comes this way); ``_dispatch`` sorts
+  what it decodes (responses, refused requests, requests for :mod:`sparkmq.remoting.serving`).
 
 The functions are ``RemotingConnection``'s methods (``self`` is the connection), bound by name in
 its class body: a read calls them as it did when they were written there, with no call, frame or
@@ -28,6 +29,8 @@ from sparkmq.protocol.codes import LENGTH_PREFIX_BYTES
 from sparkmq.remoting.limits import MAX_IN_FLIGHT_REQUESTS
 
 if TYPE_CHECKING:
+    import asyncio
+
     from sparkmq.protocol import RemotingCommand
     from sparkmq.remoting.connection import RemotingConnection
     from sparkmq.remoting.lanes import Lanes
@@ -176,6 +179,23 @@ def _serve_buffer(self: RemotingConnection, decoded: bool, lanes_done: bool = Fa
         self._account_unfinished_frame(decoded)
     if len(self._tasks) >= MAX_IN_FLIGHT_REQUESTS:
         self._block_reading("in-flight")
+
+
+def _dispatch(self: RemotingConnection, command: RemotingCommand, requests: list[RemotingCommand]) -> None:
+    """What a decoded frame is: a response completes its waiter, a request the decoder refused is
+    answered with its defect, any other request joins ``requests`` (this read's, served next)."""
+    if command.is_response:
+        future: asyncio.Future[Any] | None = self._pending.pop(command.opaque, None) or self._lean.pop(
+            command.opaque, None
+        )
+        if future is not None and not future.done():
+            future.set_result(command)
+    elif command.defect is not None:
+        logger.info("refused request code %d from %s:%d: %s", command.code, *self.peer, command.defect.remark)
+        if not command.is_oneway:
+            self.send(command.make_response(command.defect.code, remark=command.defect.remark))
+    elif self._handler is not None or self._group_handler is not None:
+        requests.append(command)
 
 
 def set_lanes(self: RemotingConnection, lanes: Lanes | None) -> None:

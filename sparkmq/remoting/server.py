@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from sparkmq.protocol import RemotingCommand, ResponseCode, code_name
-from sparkmq.remoting.connection import Answer, FrameLane, RemotingConnection, error_response
+from sparkmq.remoting.connection import Answer, FrameLane, RemotingConnection
 from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.limits import FrameBudget, ServerLimits, default_max_connections
+from sparkmq.remoting.serving import error_response
 from sparkmq.remoting.tls import ServerTls, create_server
 from sparkmq.remoting.turns import TurnGroups, TurnLane
 

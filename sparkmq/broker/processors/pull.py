@@ -18,7 +18,8 @@ from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol import PermName, PullSysFlag, RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.remoting import RemotingConnection
-from sparkmq.remoting.connection import WRITE_HIGH_WATER_BYTES, Answer, error_response
+from sparkmq.remoting.connection import WRITE_HIGH_WATER_BYTES, Answer
+from sparkmq.remoting.serving import error_response
 from sparkmq.store import GetMessageStatus, GetResult
 
 MAX_SUSPEND_S = 25.0  # clients give up at 30 s; answer well before

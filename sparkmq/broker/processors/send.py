@@ -33,7 +33,8 @@ from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCod
 from sparkmq.protocol.headers import SendMessageRequestHeader, parse_send_request_header, send_response_fields
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting import RemotingConnection
-from sparkmq.remoting.connection import Answer, error_response
+from sparkmq.remoting.connection import Answer
+from sparkmq.remoting.serving import error_response
 from sparkmq.store import PutResult
 
 _WAIT = WAIT_STORE_MSG_OK.encode()
