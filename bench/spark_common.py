@@ -70,19 +70,26 @@ def descendants(root: int) -> set[int]:
 
 
 def spark_cpu(jvm: int) -> tuple[float, float, float]:
-    """(JVM, Python, ended Python) CPU seconds so far: the JVM's threads; every descendant process (the
+    """(JVM, Python, workers) CPU seconds so far: the JVM's threads; every descendant process (the
     PySpark daemon, its workers, planner and streaming-source workers) plus those already reaped; and
-    of the Python, the reaped processes' alone."""
-    python = 0.0
+    of the Python, the PySpark daemon's and its workers' (forked from it, so named as it is; the
+    daemon's reaped children included) alone."""
+    python = workers = 0.0
     for pid in descendants(jvm):
         try:
             fields = _stat(pid)
         except OSError:
             continue
-        python += sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
+        cpu = sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
+        python += cpu
+        if _is_daemon(str(pid)):
+            workers += cpu
     root = _stat(jvm)
-    ended = (int(root[13]) + int(root[14])) / CLOCK_TICKS
-    return (int(root[11]) + int(root[12])) / CLOCK_TICKS, python + ended, ended
+    return (
+        (int(root[11]) + int(root[12])) / CLOCK_TICKS,
+        python + (int(root[13]) + int(root[14])) / CLOCK_TICKS,
+        workers,
+    )
 
 
 # -- producing -----------------------------------------------------------------------------
@@ -119,9 +126,9 @@ class Run:
     note: str = ""
     jvm_cpu: float = 0.0
     python_cpu: float = 0.0
-    # of python_cpu: processes that ended inside the query (Spark reaped them: the per-query streaming
-    # source runner, planners); the rest is the daemon's long-lived workers
-    ended_python_cpu: float = 0.0
+    # of python_cpu: the PySpark daemon's and its workers' (the rest: the per-query streaming-source
+    # runner, planners)
+    worker_python_cpu: float = 0.0
 
     @property
     def cpu(self) -> float:
@@ -171,17 +178,17 @@ class Meter:
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
         now = (cpu_seconds(self.broker), *spark_cpu(self.jvm))
-        self.broker_cpu, self.jvm_cpu, self.python_cpu, self.ended_python_cpu = (
+        self.broker_cpu, self.jvm_cpu, self.python_cpu, self.worker_python_cpu = (
             b - a for a, b in zip(self.cpu, now, strict=True)
         )
 
     def fill(self, run: Run) -> Run:
-        run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu, run.ended_python_cpu = (
+        run.seconds, run.broker_cpu, run.jvm_cpu, run.python_cpu, run.worker_python_cpu = (
             self.seconds,
             self.broker_cpu,
             self.jvm_cpu,
             self.python_cpu,
-            self.ended_python_cpu,
+            self.worker_python_cpu,
         )
         return run
 

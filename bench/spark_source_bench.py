@@ -436,12 +436,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         bench.notes.append(
             "every timed run, in order [wall s, Σ triggerExecution s, the first trigger's s, CPU s of JVM / "
-            "Spark's Python (of it, in processes that ended within the query: the per-query runner, planners) / "
+            "Spark's Python (of it, the daemon's workers'; the rest is the per-query runner's and planners') / "
             "broker]: "
             + "; ".join(
                 f"{r.case.split(' ')[0]}{_parts(r.case)} {r.seconds:.2f} {sum(b[1] for b in r.batches):.2f} "
                 f"{r.batches[0][1] if r.batches else 0:.2f} {r.jvm_cpu:.2f}/{r.python_cpu:.2f} "
-                f"({r.ended_python_cpu:.2f})/{r.broker_cpu:.2f}"
+                f"({r.worker_python_cpu:.2f})/{r.broker_cpu:.2f}"
                 for r in runs
             )
         )

@@ -5,9 +5,9 @@ client it paid, per pull, a hop to the client loop thread and back (run_coroutin
 concurrent future's condition), uvloop's reads plus two copies of the ~1 MiB answer (the frame
 buffer, then the body), and the loop thread's GIL contention with the decode: in py-spy of the
 workers the loop thread was about half of the busy samples. Here the task's thread writes its
-requests itself and reads each answer with ``recv_into`` straight into a buffer of exactly the
-frame's size; the body handed on is a view of that buffer (the C decode copies each field once,
-into Arrow). The GIL is released while the thread waits on the socket.
+requests itself and reads each answer with ``recv_into`` straight into one of the connection's
+kept buffers (a fresh one while every kept one is still looked at); the body handed on is a view of
+that buffer (the C decode copies each field once, into Arrow). The GIL is released while the thread waits on the socket.
 
 Answers are matched to requests by opaque, as the broker may answer out of order; an answer no
 longer wanted (a pull sent ahead at a mispredicted offset, or a read stopped early) is read and
@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import sys
 from typing import TYPE_CHECKING
 
 from sparkmq.errors import RemoteError
@@ -32,6 +33,9 @@ CONNECT_TIMEOUT_S = 3.0
 _LENGTHS = struct.Struct(">ii")  # frame length, serialize type << 24 | header length
 _HEADER_LENGTH_MASK = 0xFFFFFF
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # above the broker's largest pull answer; a bigger prefix is a bad frame
+KEPT_BUFFERS = 3  # per connection: the answer being read, the one still being decoded, one read ahead
+KEPT_BUFFER_BYTES = 8 * 1024 * 1024  # a bigger answer gets a buffer of its own, not kept
+_FREE = sys.getrefcount(bytearray())  # a buffer referred to by nothing but the call's argument
 
 
 class PullConnectionError(RemoteError):
@@ -70,6 +74,7 @@ class PullConnection:
         self._arrived: dict[int, tuple[RemotingCommand, memoryview]] = {}
         self._unwanted: set[int] = set()
         self._head = bytearray(_LENGTHS.size)
+        self._buffers: list[bytearray] = []
         self._busy = False  # inside a send or a read: stopped there, the stream's position is unknown
 
     @property
@@ -135,13 +140,33 @@ class PullConnection:
         header_end = 4 + (mixed & _HEADER_LENGTH_MASK)
         if not header_end <= length <= MAX_ANSWER_BYTES:
             raise PullConnectionError(f"bad frame from {self.address}: length {length}, header ends at {header_end}")
-        payload = bytearray(length)
-        payload[:4] = self._head[4:]
-        view = memoryview(payload)
+        view = memoryview(self._buffer(length))[:length]
+        view[:4] = self._head[4:]
         self._receive(view[4:])
         self._busy = False
         # The header alone: decode_payload copies no body from a view that ends where the header does.
         return decode_payload(view[:header_end]), view[header_end:]
+
+    def _buffer(self, length: int) -> bytearray:
+        """A buffer of at least ``length`` bytes that nothing else refers to.
+
+        A kept one when free: no view of the answer it last held is left anywhere (the C decode copies
+        every field out; the numpy path's Arrow columns are views, and keep theirs busy). Memory in use
+        already spares each ~1 MiB answer a zero fill and, when malloc has just given pages back, their
+        page faults (docs/benchmarks.md, Spark, "Lead, session 11")."""
+        if length > KEPT_BUFFER_BYTES:
+            return bytearray(length)
+        kept = self._buffers
+        for i in range(len(kept)):
+            # kept[i] alone, without a local name: the list's reference plus getrefcount's argument
+            if sys.getrefcount(kept[i]) == _FREE + 1:
+                if len(kept[i]) < length:
+                    kept[i] = bytearray(length)
+                return kept[i]
+        buffer = bytearray(length)
+        if len(kept) < KEPT_BUFFERS:
+            kept.append(buffer)
+        return buffer
 
     def _receive(self, view: memoryview) -> None:
         while view:

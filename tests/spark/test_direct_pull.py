@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sparkmq.connector.direct_pull import PullConnection, PullConnectionError
+from sparkmq.connector.direct_pull import KEPT_BUFFERS, PullConnection, PullConnectionError
+from sparkmq.protocol import RemotingCommand
 
 FIELDS = {"consumerGroup": "CID_direct", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1"}
 
@@ -75,3 +76,61 @@ def test_nobody_listening_is_a_connection_error() -> None:
     probe.close()
     with pytest.raises(PullConnectionError, match=f"cannot connect to {where}"):
         PullConnection(where, None, timeout_s=1.0)
+
+
+def _answers(peer: socket.socket, opaques: list[int], bodies: list[bytes]) -> None:
+    """The peer answers each request with its body (a PULL answer's shape: a response and a body)."""
+    for opaque, body in zip(opaques, bodies, strict=True):
+        request = RemotingCommand.request(11, opaque)
+        peer.sendall(request.make_response(ext_fields={"nextBeginOffset": "0"}, body=body).encode())
+
+
+def test_answers_whose_views_are_held_keep_their_bytes(listener: socket.socket) -> None:
+    """A kept buffer is reused only once no view of its last answer is left: bodies held across later
+    answers (as the numpy path's Arrow columns hold theirs) never see those answers' bytes."""
+    connection = PullConnection(address(listener), None, timeout_s=5.0)
+    peer, _ = listener.accept()
+    bodies = [bytes([65 + k]) * (3000 - k) for k in range(KEPT_BUFFERS * 3)]  # each fits an earlier buffer
+    try:
+        opaques = [connection.send(FIELDS) for _ in bodies]
+        _answers(peer, opaques, bodies)
+        held = [connection.answer(opaque)[1] for opaque in opaques]
+        assert [bytes(view) for view in held] == bodies
+        assert len({id(view.obj) for view in held}) == len(bodies)
+    finally:
+        connection.close()
+        peer.close()
+
+
+def test_an_answer_no_view_refers_to_any_more_lends_its_buffer_to_a_later_one(listener: socket.socket) -> None:
+    connection = PullConnection(address(listener), None, timeout_s=5.0)
+    peer, _ = listener.accept()
+    bodies = [bytes([97 + k]) * (2000 - k) for k in range(KEPT_BUFFERS * 4)]
+    kept = 0
+    try:
+        opaques = [connection.send(FIELDS) for _ in bodies]
+        _answers(peer, opaques, bodies)
+        for opaque, body in zip(opaques, bodies, strict=True):
+            _command, view = connection.answer(opaque)
+            assert bytes(view) == body
+            kept += any(view.obj is buffer for buffer in connection._buffers)
+            del view, _command  # a consumer done with the answer (the C decode copied what it needs)
+        assert kept == len(bodies)  # every answer in one of the connection's few buffers
+        assert len(connection._buffers) <= KEPT_BUFFERS
+    finally:
+        connection.close()
+        peer.close()
+
+
+def test_an_answer_bigger_than_a_kept_buffer_is_read_whole(listener: socket.socket) -> None:
+    connection = PullConnection(address(listener), None, timeout_s=5.0)
+    peer, _ = listener.accept()
+    bodies = [b"s" * 100, b"L" * 100_000, b"m" * 5_000, b"X" * 300_000]
+    try:
+        opaques = [connection.send(FIELDS) for _ in bodies]
+        _answers(peer, opaques, bodies)
+        for opaque, body in zip(opaques, bodies, strict=True):
+            assert bytes(connection.answer(opaque)[1]) == body
+    finally:
+        connection.close()
+        peer.close()
