@@ -1,5 +1,9 @@
 """MessageStore: the facade over CommitLog, ConsumeQueues, IndexFiles, flush and retention.
 
+It holds the parts and the lock, and runs the sequences: ``start`` (steps in ``startup``, then
+``recovery``), the puts (entry points here, their steps in ``put_steps``), the pull reads
+(``reads``), the lookups (``lookups``), replication (``replica``), ``close``.
+
 Example (small segments: a default CommitLog segment reserves 1 GiB of disk)::
 
     >>> import tempfile
@@ -15,67 +19,60 @@ Example (small segments: a default CommitLog segment reserves 1 GiB of disk)::
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
-import numpy as np
-
-from sparkmq.errors import (
-    DiskError,
-    MessageError,
-    PropertiesTooLargeError,
-    SegmentAllocationError,
-    StoreClosedError,
-    StoreError,
-    StoreIOError,
-    StoreLockedError,
-)
+from sparkmq.errors import DiskError, StoreClosedError, StoreError
 from sparkmq.message import layout as L
-from sparkmq.message.record import (
-    SMALL_BATCH_MAX,
-    MessageBatch,
-    StoredMessage,
-    decode_record,
-)
+from sparkmq.message.record import MessageBatch, StoredMessage
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
-from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, FlushDiskType, StoreConfig, delay_level_millis
-from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
+from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_level_millis
+from sparkmq.store.consume_queue import ConsumeQueue
 from sparkmq.store.disk import store_io
-from sparkmq.store.dispatch import (
-    DispatchListener,
-    DispatchRequest,
-    GroupDispatch,
-    GroupDispatchListener,
-    TagsCoder,
-    dispatch_for_group,
-    request_for_put,
-    requests_for_scan,
-)
+from sparkmq.store.dispatch import DispatchListener, GroupDispatchListener, TagsCoder, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.lane import EncodedGroup
+from sparkmq.store.lookups import (
+    decode_or_none,
+    earliest_message_time,
+    has_key,
+    offset_by_timestamp,
+    record_at,
+)
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
+from sparkmq.store.put_steps import (
+    dispatch,
+    index_finished,
+    put_batch,
+    put_group,
+    refused,
+    reserve_new,
+    roll_back,
+    write_refusal,
+)
 from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.reads import FrameAnswer, RecordFilter, read_frame, read_queue
-from sparkmq.store.recovery import (
-    Recovery,
-    RecoveryReport,
-    boot_id,
-    lost_queue_start,
-    read_abort_marker,
-    write_abort_marker,
-)
+from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
 from sparkmq.store.replica import append_run, read_run
 from sparkmq.store.retention import Retention
-from sparkmq.store.status import GetResult, PutMessageStatus, PutResult
+from sparkmq.store.startup import (
+    acquire_lock,
+    load_index,
+    load_queues,
+    recover_queue_table,
+    replay,
+    start_services,
+)
+from sparkmq.store.status import GetResult, PutResult
 
 logger = logging.getLogger(__name__)
 
@@ -114,24 +111,26 @@ class MessageStore:
         cfg = self.config
         with store_io(f"creating the store directory {cfg.root_dir}"):
             cfg.root_dir.mkdir(parents=True, exist_ok=True)
-        self._acquire_lock()
+        self._lock_fd = acquire_lock(cfg)
         last_exit_ok = not cfg.abort_path.exists()
         this_boot = boot_id()
         page_cache_intact = not last_exit_ok and bool(this_boot) and read_abort_marker(cfg.abort_path) == this_boot
         self.commitlog.queue.load()
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
-        replay_from = self._load_queues(zero_tails=not (last_exit_ok or page_cache_intact))
-        index_from = self._load_index(last_exit_ok or page_cache_intact)
-        replay_from = min((offset for offset in (replay_from, index_from) if offset is not None), default=None)
+        trusted = last_exit_ok or page_cache_intact
+        queues_from = load_queues(cfg, self.commitlog, self._manifest, self._map_pool, self._queues, not trusted)
+        index_from = load_index(self.index, self.checkpoint, self.commitlog, trusted)
+        replay_from = min((offset for offset in (queues_from, index_from) if offset is not None), default=None)
+        dispatch_here = partial(dispatch, self)
         if replay_from is not None:
-            self._replay(replay_from)
+            replay(cfg, self.commitlog, self.coder, dispatch_here, replay_from)
         recovery = Recovery(
             self.commitlog, self._queues, self.index, self.checkpoint, self.coder, cfg.check_crc_on_recover
         )
-        report = recovery.run(last_exit_ok, page_cache_intact, self._dispatch)
-        self._recover_queue_table()
+        report = recovery.run(last_exit_ok, page_cache_intact, dispatch_here)
+        recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
         write_abort_marker(cfg.abort_path, this_boot)
-        self._start_services()
+        self._group_commit, self._services = start_services(cfg, self.flusher, self.retention)
         self.running = True
         logger.info("store %s started: %s", cfg.root_dir, report)
         return report
@@ -176,126 +175,10 @@ class MessageStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _acquire_lock(self) -> None:
-        with store_io(f"opening the lock file {self.config.lock_path}"):
-            fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
-            raise StoreLockedError(f"store {self.config.root_dir} is in use by another process") from exc
-        try:
-            with store_io(f"writing the lock file {self.config.lock_path}"):
-                os.write(fd, b"lock")
-        except StoreIOError:
-            os.close(fd)
-            raise
-        self._lock_fd = fd
-
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-
-    def _load_queues(self, zero_tails: bool) -> int | None:
-        """Load and ``recover`` every ConsumeQueue, those listed in the manifest but lost included
-        (``zero_tails``: after a machine crash, zero whatever follows each queue's valid end).
-
-        Returns the CommitLog offset to replay from to rebuild what is missing (None: nothing).
-        """
-        root = self.config.consume_queue_dir
-        keys = self._manifest.load()
-        if root.exists():
-            keys.update(
-                (topic_dir.name, int(queue_dir.name))
-                for topic_dir in root.iterdir()
-                if topic_dir.is_dir()
-                for queue_dir in topic_dir.iterdir()
-                if queue_dir.is_dir() and queue_dir.name.isdigit()
-            )
-        cl_min = self.commitlog.min_offset
-        starts: list[int | None] = (
-            [cl_min] if not keys and self.commitlog.max_offset > cl_min else []
-        )  # every queue lost
-        for topic, queue_id in sorted(keys):
-            queue = ConsumeQueue(topic, queue_id, root, self.config.consume_queue_units_per_file, self._map_pool)
-            if queue.load():
-                queue.recover(zero_tails)
-            self._queues[(topic, queue_id)] = queue
-            starts.append(lost_queue_start(queue, cl_min))
-        return min((start for start in starts if start is not None), default=None)
-
-    def _load_index(self, trusted: bool) -> int | None:
-        """Load index files; return the CommitLog offset to replay from to complete them (None: nothing).
-
-        After a machine crash the unfinished files (newer than the checkpoint's index time) go.
-        With no file left, the index is rebuilt from the CommitLog's start if it ever had one.
-        """
-        assert self.checkpoint is not None
-        self.index.load()
-        untrusted = (
-            [] if trusted else [f for f in self.index.files if f.end_timestamp > self.checkpoint.index_msg_timestamp]
-        )
-        for index in untrusted:
-            self.index.files.remove(index)
-            index.destroy()
-        if self.index.files:
-            return self.index.end_phy_offset
-        if untrusted or self.checkpoint.index_msg_timestamp > 0:
-            return self.commitlog.min_offset
-        return None
-
-    def _replay(self, start: int) -> None:
-        """Dispatch the CommitLog from ``start`` again (idempotent: what is held is skipped)."""
-        start = max(start, self.commitlog.min_offset)
-        logger.info(
-            "store %s: dispatching the CommitLog again from %d (what ConsumeQueues or the index lack)",
-            self.config.root_dir,
-            start,
-        )
-        for request in requests_for_scan(self.coder, self.commitlog.scan(start, self.config.check_crc_on_recover)):
-            self._dispatch(request)
-
-    def _recover_queue_table(self) -> None:
-        """Minimum and next offset per queue; drop queues left without files; sync the manifest."""
-        cl_min = self.commitlog.min_offset
-        for key, queue in list(self._queues.items()):
-            if not queue.files.files:
-                queue.destroy()
-                del self._queues[key]
-                continue
-            if queue.files.files[-1].is_full:
-                queue.files.last_file()  # see ConsumeQueue._write: a full last file means a lost one
-            queue.correct_min_offset(cl_min)
-            self._next_queue_offset[key] = queue.max_offset
-        self._manifest.rewrite(self._queues)
-
-    def _start_services(self) -> None:
-        cfg = self.config
-        self.retention.check_disk_space()
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self._group_commit = GroupCommitService(self.flusher.flush_commitlog)
-            self._group_commit.start()
-        else:
-            self._services.append(
-                PeriodicService(
-                    self.flusher.flush_commitlog_if_due,
-                    cfg.flush_interval_commitlog_ms / 1000,
-                    "sparkmq-flush-commitlog",
-                )
-            )
-        self._services.append(
-            PeriodicService(
-                self.flusher.flush_indexes_if_due,
-                cfg.flush_interval_consume_queue_ms / 1000,
-                "sparkmq-flush-consumequeue",
-            )
-        )
-        self._services.append(
-            PeriodicService(self.retention.run, cfg.clean_resource_interval_ms / 1000, "sparkmq-clean")
-        )
-        for service in self._services:
-            service.start()
 
     # -- writes ----------------------------------------------------------------------------
     def submit_messages(self, batch: MessageBatch) -> tuple[PutResult, Future[int] | None]:
@@ -316,144 +199,23 @@ class MessageStore:
         flush; it covers every PUT_OK batch of the group). A batch refused (too large, the
         store read-only) gets its own status and does not affect the others.
         """
-        refusal = self._write_refusal()
-        results: list[PutResult | None] = [self._refused(batch, refusal) for batch in batches]
+        refusal, max_bytes = write_refusal(self), self.config.max_message_bytes
+        results: list[PutResult | None] = [refused(batch, refusal, max_bytes) for batch in batches]
         accepted = [i for i, result in enumerate(results) if result is None]
         end = -1
         if accepted:
             with self._lock:
                 store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
                 group = [batches[i] for i in accepted]
-                grouped = self._put_group_locked(group, store_timestamp) if len(group) > 1 else None
+                grouped = put_group(self, group, store_timestamp) if len(group) > 1 else None
                 if grouped is None:
-                    grouped = [self._put_locked(batch, store_timestamp) for batch in group]
+                    grouped = [put_batch(self, batch, store_timestamp) for batch in group]
                 for i, result in zip(accepted, grouped, strict=True):
                     results[i] = result
                     if result.ok:
                         end = max(end, int(result.physical_offsets[-1]) + int(result.sizes[-1]))
         flushed = self._group_commit.request(end) if self._group_commit is not None and end >= 0 else None
         return results, flushed  # type: ignore[return-value]  # every slot was filled above
-
-    def _refused(self, batch: MessageBatch, refusal: str | None) -> PutResult | None:
-        """The result of a batch refused before the lock (None: go on and store it)."""
-        try:
-            batch.check_sizes(self.config.max_message_bytes)
-        except PropertiesTooLargeError as exc:
-            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, exc.remark)
-        except MessageError as exc:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, exc.remark)
-        if refusal is not None:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal)
-        if len(batch) == 0:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
-        return None
-
-    def _put_locked(self, batch: MessageBatch, store_timestamp: int) -> PutResult:
-        """Append and dispatch one batch (under the store lock); a failure rolls it back."""
-        key = (batch.topic, batch.queue_id)
-        dispatched = L.transaction_type(batch.sys_flag) in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
-        queue_offset = self._next_queue_offset.get(key, 0) if dispatched else 0
-        start = self.commitlog.max_offset
-        queue = self._queues.get(key)
-        queue_end = queue.max_physical_offset if queue is not None else -1
-        try:
-            appended = self.commitlog.append(batch, queue_offset, store_timestamp)
-            self._last_store_timestamp = store_timestamp
-            if dispatched:
-                self._next_queue_offset[key] = queue_offset + len(batch)
-                self._dispatch(
-                    request_for_put(
-                        self.coder,
-                        batch.topic,
-                        batch.queue_id,
-                        queue_offset,
-                        batch.properties,
-                        appended.physical_offsets,
-                        appended.sizes,
-                        store_timestamp,
-                    )
-                )
-        except SegmentAllocationError as exc:
-            self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
-            logger.error("put to %s/%d refused: %s", batch.topic, batch.queue_id, exc.remark)
-            return PutResult(
-                PutMessageStatus.CREATE_MAPEDFILE_FAILED,
-                f"create mapped file failed, server is busy or broken: {exc.remark}",
-            )
-        except DiskError as exc:  # an index file's msync on its roll
-            self.flusher.fail_stop(exc)
-            self._roll_back(start, key if dispatched else None, queue_offset, queue_end)
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}")
-        return PutResult(
-            PutMessageStatus.PUT_OK,
-            "",
-            np.asarray(appended.physical_offsets, dtype=np.int64),
-            np.asarray(appended.sizes, dtype=np.int64),
-            queue_offset,
-            store_timestamp,
-            self.config.store_host,
-        )
-
-    def _put_group_locked(self, group: list[MessageBatch], store_timestamp: int) -> list[PutResult] | None:
-        """The group put's one copy and one dispatch; None (nothing done) when it does not apply:
-        a batch is not small, or the group does not fit the current CommitLog segment."""
-        if any(len(batch) > SMALL_BATCH_MAX for batch in group):
-            return None
-        planned: dict[tuple[str, int], int] = {}
-        queue_offsets = []
-        for batch in group:
-            key = (batch.topic, batch.queue_id)
-            if L.transaction_type(batch.sys_flag) in (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE):
-                queue_offset = planned.get(key)
-                if queue_offset is None:
-                    queue_offset = self._next_queue_offset.get(key, 0)
-                planned[key] = queue_offset + len(batch)
-                queue_offsets.append(queue_offset)
-            else:
-                queue_offsets.append(-1)  # a half or rolled-back transaction message: not dispatched
-        start = self.commitlog.max_offset
-        try:
-            physical = self.commitlog.append_group(group, [max(q, 0) for q in queue_offsets], store_timestamp)
-        except SegmentAllocationError:
-            return None  # batch by batch, each answered with the failure
-        if physical is None:
-            return None
-        self._last_store_timestamp = store_timestamp
-        saved = {key: self._next_queue_offset.get(key, 0) for key in planned}
-        queue_ends = {key: queue.max_physical_offset if (queue := self._queues.get(key)) else -1 for key in planned}
-        self._next_queue_offset.update(planned)
-        appended = [
-            (b.topic, b.queue_id, q, b.properties, p, b.size_list)
-            for b, q, p in zip(group, queue_offsets, physical, strict=True)
-            if q >= 0
-        ]
-        try:
-            self._dispatch_group(dispatch_for_group(self.coder, appended, store_timestamp))
-        except DiskError as exc:  # an index file's msync on its roll: the whole group is undone
-            self.flusher.fail_stop(exc)
-            for key, offset in saved.items():
-                self._roll_back(start, key, offset, queue_ends[key])
-            return [
-                PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not stored: {exc}") for _ in group
-            ]
-        flat = np.array([p for offsets in physical for p in offsets], dtype=np.int64)
-        sizes = np.array([s for batch in group for s in batch.size_list], dtype=np.int64)
-        results, first, host = [], 0, self.config.store_host
-        for batch, queue_offset in zip(group, queue_offsets, strict=True):
-            stop = first + len(batch)
-            results.append(
-                PutResult(
-                    PutMessageStatus.PUT_OK,
-                    "",
-                    flat[first:stop],
-                    sizes[first:stop],
-                    max(queue_offset, 0),
-                    store_timestamp,
-                    host,
-                )
-            )
-            first = stop
-        return results
 
     def put_lane_group(self, group: EncodedGroup) -> tuple[int, list[int], Future[int] | None] | None:
         """Append and dispatch a native lane's group of plain single sends, whose records come
@@ -465,7 +227,7 @@ class MessageStore:
         then serves the same requests the usual way, which answers each of these cases.
         """
         # put_lane_groups for one group (a lone send's read), without the steps that join groups
-        if self._write_refusal() is not None:
+        if write_refusal(self) is not None:
             return None
         with self._lock:
             files = self.commitlog.queue.files
@@ -475,7 +237,7 @@ class MessageStore:
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
             queued = self._next_queue_offset
             reserved = group.reserve(queued, self._queues)
-            bases, targets, ends = self._reserve_new(group) if reserved is None else reserved
+            bases, targets, ends = reserve_new(self, group) if reserved is None else reserved
             start = group.write_into(mapped, store_timestamp, bases)  # place + append in C
             if start is None:
                 start = mapped.start_offset + mapped.write_position
@@ -483,32 +245,17 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             try:
                 group.append_units(bases, targets)
-                self._index_finished(self.index.put_lane(group, start, store_timestamp))
+                index_finished(self, self.index.put_lane(group, start, store_timestamp))
             except DiskError as exc:  # as put_lane_groups
                 self.flusher.fail_stop(exc)
                 for key, base, end in zip(group.keys, bases, ends, strict=True):
-                    self._roll_back(start, key, base, end)
+                    roll_back(self, start, key, base, end)
                 return None
             self._last_dispatched_timestamp = store_timestamp
             for listener in self._listeners:
                 listener(group.keys, queued)
         commit = self._group_commit
         return start, bases, None if commit is None else commit.request(start + group.record_bytes)
-
-    def _reserve_new(self, group: EncodedGroup) -> tuple[list[int], list[ConsumeQueue], list[int]]:
-        """``group.reserve`` when one of its queues gets its first message: the queue is created here."""
-        queued, keys = self._next_queue_offset, group.keys
-        bases = [queued.get(key, 0) for key in keys]
-        targets = [self._queues.get(key) or self._queue_for(key) for key in keys]
-        ends = [queue.max_physical_offset for queue in targets]  # to roll back to
-        for key, base, count in zip(keys, bases, group.key_counts, strict=True):
-            queued[key] = base + count
-        return bases, targets, ends
-
-    def _index_finished(self, finished: int | None) -> None:
-        """An index put's outcome: when it filled a file, that file's end timestamp goes to the checkpoint."""
-        if finished is not None and self.checkpoint is not None:
-            self.checkpoint.index_msg_timestamp = finished
 
     def put_lane_groups(self, groups: Sequence[EncodedGroup]) -> list[tuple[int, list[int], Future[int] | None]] | None:
         """``put_lane_group`` of several groups (the sends of several connections read in one
@@ -522,7 +269,7 @@ class MessageStore:
         if len(groups) == 1:  # a turn's sends merged into one group (ASYNC flush), or one connection's
             placed = self.put_lane_group(groups[0])
             return None if placed is None else [placed]
-        if self._write_refusal() is not None:
+        if write_refusal(self) is not None:
             return None
         with self._lock:
             mapped = self.commitlog.queue.last_file()
@@ -535,13 +282,13 @@ class MessageStore:
             records, planned = [], []
             for group in groups:
                 reserved = group.reserve(queued, queues)
-                bases, targets, ends = self._reserve_new(group) if reserved is None else reserved
+                bases, targets, ends = reserve_new(self, group) if reserved is None else reserved
                 records.append(group.place(position, store_timestamp, bases))
                 planned.append((position, bases, targets, ends))
                 position += group.record_bytes
             mapped.append(b"".join(records))
             self._last_store_timestamp = store_timestamp
-            try:  # _dispatch's work, each queue's units written in one go
+            try:  # dispatch's work (put_steps), each queue's units written in one go
                 for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
                     group.append_units(bases, targets)
                 hashes, offsets = [], []
@@ -550,12 +297,12 @@ class MessageStore:
                     hashes += index_hashes
                     offsets += index_offsets
                 if hashes:
-                    self._index_finished(self.index.put(hashes, offsets, [store_timestamp] * len(hashes)))
+                    index_finished(self, self.index.put(hashes, offsets, [store_timestamp] * len(hashes)))
             except DiskError as exc:  # an index file's msync on its roll: the groups are undone, then refused
                 self.flusher.fail_stop(exc)
                 for group, (_at, bases, _targets, ends) in zip(reversed(groups), reversed(planned), strict=True):
                     for key, base, end in zip(group.keys, bases, ends, strict=True):  # the first group's last
-                        self._roll_back(start, key, base, end)
+                        roll_back(self, start, key, base, end)
                 return None
             self._last_dispatched_timestamp = store_timestamp
             if self._listeners:
@@ -589,7 +336,7 @@ class MessageStore:
 
         Raises :class:`StoreError` when ``offset`` does not continue this log or writes are refused.
         """
-        refusal = self._write_refusal(replica=True)
+        refusal = write_refusal(self, replica=True)
         if refusal is not None:
             raise StoreError(refusal)
         with self._lock:
@@ -602,83 +349,9 @@ class MessageStore:
                     self._next_queue_offset.get(key, 0), request.queue_offset + len(request.sizes)
                 )
                 self._last_store_timestamp = max(self._last_store_timestamp, int(request.store_timestamps[-1]))
-                self._dispatch(request)
+                dispatch(self, request)
             self._replica_dispatched = self.commitlog.scan_end
             return self.commitlog.max_offset
-
-    def _write_refusal(self, replica: bool = False) -> str | None:
-        """Why puts (``replica``: appends of replicated bytes) are refused now (None when they are not)."""
-        if self.slave_mode and not replica:
-            return "message store is slave mode, so putMessage is forbidden"
-        if not self.running:
-            return "the message store is not running"
-        disk_error = self.flusher.disk_error  # the disk_error property's value, one call less per put
-        if disk_error is not None:
-            return (
-                f"the message store is read-only after a disk error ({disk_error}); "
-                "restart the broker once the disk is repaired"
-            )
-        return self.retention.write_refusal
-
-    def _roll_back(self, start: int, key: tuple[str, int] | None, queue_offset: int, queue_end: int) -> None:
-        """Undo a put that failed midway: its ConsumeQueue units, then the CommitLog from ``start``.
-
-        Holds the flush lock too: a flush running meanwhile would otherwise record a flushed
-        position past the cut. Index entries left behind are harmless (queries re-check the record).
-        """
-        queue = self._queues.get(key) if key is not None else None
-        with self.flusher.lock:
-            if key is not None:
-                self._next_queue_offset[key] = queue_offset
-            try:
-                if queue is not None and queue.max_offset > queue_offset:
-                    queue.max_physical_offset = queue_end
-                    queue.files.truncate_dirty(queue_offset * UNIT_BYTES)
-            except DiskError as exc:
-                self.flusher.fail_stop(exc)
-            try:
-                self.commitlog.queue.truncate_dirty(start)
-            except DiskError as exc:
-                self.flusher.fail_stop(exc)
-
-    def _dispatch_group(self, group: GroupDispatch) -> None:
-        """``_dispatch`` of a group put: one ConsumeQueue write per queue, one index put."""
-        for request in group.queues:
-            self._dispatch(request)
-        if group.index_hashes:
-            timestamps = [group.store_timestamp] * len(group.index_hashes)
-            self._index_finished(self.index.put(group.index_hashes, group.index_offsets, timestamps))
-
-    def _queue_for(self, key: tuple[str, int]) -> ConsumeQueue:
-        """The ConsumeQueue of ``key``, created (and listed in the manifest) on first use; under the lock."""
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = ConsumeQueue(
-                key[0], key[1], self.config.consume_queue_dir, self.config.consume_queue_units_per_file, self._map_pool
-            )
-            self._queues[key] = queue
-            self._manifest.add(key)
-        return queue
-
-    def _dispatch(self, request: DispatchRequest) -> None:
-        with self._lock:
-            queue = self._queue_for((request.topic, request.queue_id))
-            queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
-            if len(request.index_hashes):
-                rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
-                if isinstance(rows, list):  # the plain path of a small batch
-                    offsets = [offsets[r] for r in rows]
-                    timestamps = [timestamps[r] for r in rows]
-                else:
-                    offsets = np.asarray(offsets)[rows]
-                    timestamps = np.asarray(timestamps)[rows]
-                self._index_finished(self.index.put(request.index_hashes, offsets, timestamps))
-            self._last_dispatched_timestamp = int(request.store_timestamps[-1])
-            if self._listeners:
-                key = (request.topic, request.queue_id)
-                keys, ends = (key,), {key: queue.max_offset}
-                for listener in self._listeners:
-                    listener(keys, ends)
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:
         """Call ``listener(topic, queue_id, max_offset)`` after every dispatch, once per queue."""
@@ -773,50 +446,21 @@ class MessageStore:
             topics.setdefault(topic, []).append(queue_id)
         return topics
 
-    def _store_timestamp_at_queue_offset(self, queue: ConsumeQueue, offset: int) -> int:
-        unit = queue.read_units(offset, 1)
-        if len(unit) == 0 or int(unit[0]["size"]) == BLANK_UNIT_SIZE:
-            return -1
-        head = self.commitlog.read(int(unit[0]["offset"]) + L.POS_STORE_TIMESTAMP, 8)
-        return -1 if head is None else int.from_bytes(head, "big", signed=True)
-
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the first live message of a queue, -1 when there is none."""
         with self._lock:
-            queue = self._queues.get((topic, queue_id))
-            if queue is None or queue.max_offset <= queue.min_offset:
-                return -1
-            return self._store_timestamp_at_queue_offset(queue, queue.min_offset)
+            return earliest_message_time(self.commitlog, self._queues.get((topic, queue_id)))
 
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
         """The first queue offset stored at or after ``timestamp`` (the max offset when none is)."""
         with self._lock:
-            queue = self._queues.get((topic, queue_id))
-            if queue is None:
-                return 0
-            lo, hi = queue.min_offset, queue.max_offset
-            while lo < hi:
-                mid = (lo + hi) // 2
-                stored = self._store_timestamp_at_queue_offset(queue, mid)
-                if 0 <= stored < timestamp:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            return lo
+            return offset_by_timestamp(self.commitlog, self._queues.get((topic, queue_id)), timestamp)
 
     def look_message_by_offset(self, physical_offset: int) -> StoredMessage | None:
         """The record at a physical offset, or None when there is none (or it was deleted)."""
         with self._lock:
-            size = self.commitlog.size_at(physical_offset)
-            if size < L.RECORD_FIXED_BYTES:
-                return None
-            data = self.commitlog.read(physical_offset, size)
-        if data is None:
-            return None
-        try:
-            return decode_record(data)
-        except MessageError:
-            return None
+            data = record_at(self.commitlog, physical_offset)
+        return decode_or_none(data)  # outside the lock
 
     def query_messages(
         self, topic: str, key: str, max_count: int, begin: int = 0, end: int = 2**62
@@ -824,15 +468,8 @@ class MessageStore:
         """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, newest first."""
         with self._lock:
             offsets = self.index.query(f"{topic}#{key}", max_count, begin, end)
-        found = []
-        for offset in offsets:
-            message = self.look_message_by_offset(offset)
-            if message is None or message.topic != topic:
-                continue
-            props = message.properties
-            if props.get("UNIQ_KEY") == key or key in props.get("KEYS", "").split(" "):
-                found.append(message)
-        return found
+        messages = [self.look_message_by_offset(offset) for offset in offsets]
+        return [message for message in messages if message is not None and has_key(message, topic, key)]
 
     def delete_topics(self, topics: Collection[str]) -> None:
         """Drop the ConsumeQueues of ``topics`` (their records age out of the CommitLog)."""
