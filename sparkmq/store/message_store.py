@@ -40,13 +40,7 @@ from sparkmq.store.dispatch import DispatchListener, GroupDispatchListener, Tags
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.lane import EncodedGroup
-from sparkmq.store.lookups import (
-    decode_or_none,
-    earliest_message_time,
-    has_key,
-    offset_by_timestamp,
-    record_at,
-)
+from sparkmq.store.lookups import decode_or_none, earliest_message_time, has_key, offset_by_timestamp, record_at
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.put_steps import (
@@ -64,14 +58,7 @@ from sparkmq.store.reads import FrameAnswer, RecordFilter, read_frame, read_queu
 from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
 from sparkmq.store.replica import append_run, read_run
 from sparkmq.store.retention import Retention
-from sparkmq.store.startup import (
-    acquire_lock,
-    load_index,
-    load_queues,
-    recover_queue_table,
-    replay,
-    start_services,
-)
+from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover_queue_table, replay, start_services
 from sparkmq.store.status import GetResult, PutResult
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ The work is bounded by the tail, not by what is stored:
 
 Either way the torn tail is cut and ConsumeQueue / index entries beyond it are dropped.
 What start-up finds missing (a lost ConsumeQueue file or directory, lost index files) is
-rebuilt from the CommitLog before this runs (``lost_queue_start``, ``MessageStore.start``).
+rebuilt from the CommitLog before this runs (``lost_queue_start``, ``startup.load_queues``).
 """
 
 from __future__ import annotations
