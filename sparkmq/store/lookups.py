@@ -6,7 +6,7 @@ change); the functions themselves take the parts they read.
 
 from __future__ import annotations
 
-from sparkmq.errors import MessageError
+from sparkmq.errors import CorruptRecordError, MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.store.commitlog import CommitLog
@@ -53,12 +53,13 @@ def record_at(commitlog: CommitLog, physical_offset: int) -> bytes | None:
 
 
 def decode_or_none(data: bytes | None) -> StoredMessage | None:
-    """``decode_record`` of what ``record_at`` found; None for nothing or bytes that are no record."""
+    """``decode_record`` of what ``record_at`` found; None for nothing or bytes that are no record
+    (an offset inside a record, as a client's message id may name, reads bytes that fail its checks)."""
     if data is None:
         return None
     try:
         return decode_record(data)
-    except MessageError:
+    except (MessageError, CorruptRecordError):
         return None
 
 

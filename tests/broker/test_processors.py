@@ -67,6 +67,9 @@ def test_send_message_v1_as_cpp_sends_it(tmp_path: Path) -> None:
         assert record.properties["myprop"] == "v1" and record.properties["KEYS"] == "KEY1 KEY2"
         missing = await w.call(B.VIEW_MESSAGE_BY_ID, {"offset": str(offset + 10_000)})
         assert missing.code == ResponseCode.SYSTEM_ERROR and "can not find message" in (missing.remark or "")
+        for inside in range(offset + 1, offset + len(viewed.body)):  # forged ids: every offset mid-record
+            answer = await w.call(B.VIEW_MESSAGE_BY_ID, {"offset": str(inside)})
+            assert answer.code == ResponseCode.SYSTEM_ERROR and "can not find message" in (answer.remark or ""), inside
 
     run_broker(tmp_path, scenario)
 

@@ -66,3 +66,15 @@ def test_has_key_matches_uniq_key_or_one_of_the_keys_of_its_topic(store: Message
     assert not has_key(message, "T", "gamma")
     assert not has_key(message, "Other", "beta")
     assert [m.physical_offset for m in store.query_messages("T", "beta", 4)] == [put.wrote_offset]
+
+
+def test_every_offset_inside_a_record_finds_no_message_and_raises_nothing(store: MessageStore) -> None:
+    """A message id names a physical offset the client chose: one inside a record is no message."""
+    starts = [store.put_messages(make_batch("T", 0, 1, start=k)).wrote_offset for k in range(3)]
+    end = store.commitlog.max_offset
+    for offset in range(starts[0], end + 8):
+        found = store.look_message_by_offset(offset)
+        if offset in starts:
+            assert found is not None and found.physical_offset == offset
+        else:
+            assert found is None, offset
