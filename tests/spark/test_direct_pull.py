@@ -4,6 +4,7 @@ client, ``test_broker_view``), and a connection stopped half-way is never lent a
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 from collections.abc import Iterator
@@ -28,46 +29,43 @@ def address(server: socket.socket) -> str:
     return f"{host}:{port}"
 
 
-def test_a_broker_that_never_answers_times_out_and_the_connection_is_not_reused(listener: socket.socket) -> None:
-    connection = PullConnection(address(listener), None, timeout_s=0.2)
-    peer, _ = listener.accept()  # accepts, reads nothing, answers nothing
+@contextlib.contextmanager
+def connected(listener: socket.socket, timeout_s: float = 5.0) -> Iterator[tuple[PullConnection, socket.socket]]:
+    """A pull connection to ``listener`` and the peer's end of it, both closed after."""
+    connection = PullConnection(address(listener), None, timeout_s=timeout_s)
+    peer, _ = listener.accept()
     try:
-        opaque = connection.send(FIELDS)
-        with pytest.raises(PullConnectionError, match=f"pull connection to {address(listener)} failed"):
-            connection.answer(opaque)
-        assert not connection.usable
+        yield connection, peer
     finally:
         connection.close()
         peer.close()
 
 
+def test_a_broker_that_never_answers_times_out_and_the_connection_is_not_reused(listener: socket.socket) -> None:
+    with connected(listener, timeout_s=0.2) as (connection, peer):  # accepts, reads nothing, answers nothing
+        opaque = connection.send(FIELDS)
+        with pytest.raises(PullConnectionError, match=f"pull connection to {address(listener)} failed"):
+            connection.answer(opaque)
+        assert not connection.usable
+
+
 def test_a_frame_announcing_an_impossible_length_is_refused(listener: socket.socket) -> None:
-    connection = PullConnection(address(listener), None, timeout_s=5.0)
-    peer, _ = listener.accept()
-    try:
+    with connected(listener) as (connection, peer):
         opaque = connection.send(FIELDS)
         peer.sendall(struct.pack(">II", 2**31 - 1, 16))  # ~2 GiB announced: never allocated
         with pytest.raises(PullConnectionError, match="bad frame"):
             connection.answer(opaque)
         assert not connection.usable
-    finally:
-        connection.close()
-        peer.close()
 
 
 def test_a_broker_closing_mid_frame_is_reported(listener: socket.socket) -> None:
-    connection = PullConnection(address(listener), None, timeout_s=5.0)
-    peer, _ = listener.accept()
-    try:
+    with connected(listener) as (connection, peer):
         opaque = connection.send(FIELDS)
         peer.sendall(struct.pack(">II", 100, 20) + b"{")  # a frame of 100 bytes, 5 of them sent
         peer.shutdown(socket.SHUT_WR)  # then an orderly close of its side
         with pytest.raises(PullConnectionError, match="closed the connection"):
             connection.answer(opaque)
         assert not connection.usable
-    finally:
-        connection.close()
-        peer.close()
 
 
 def test_nobody_listening_is_a_connection_error() -> None:
@@ -88,26 +86,19 @@ def _answers(peer: socket.socket, opaques: list[int], bodies: list[bytes]) -> No
 def test_answers_whose_views_are_held_keep_their_bytes(listener: socket.socket) -> None:
     """A kept buffer is reused only once no view of its last answer is left: bodies held across later
     answers (as the numpy path's Arrow columns hold theirs) never see those answers' bytes."""
-    connection = PullConnection(address(listener), None, timeout_s=5.0)
-    peer, _ = listener.accept()
     bodies = [bytes([65 + k]) * (3000 - k) for k in range(KEPT_BUFFERS * 3)]  # each fits an earlier buffer
-    try:
+    with connected(listener) as (connection, peer):
         opaques = [connection.send(FIELDS) for _ in bodies]
         _answers(peer, opaques, bodies)
         held = [connection.answer(opaque)[1] for opaque in opaques]
         assert [bytes(view) for view in held] == bodies
         assert len({id(view.obj) for view in held}) == len(bodies)
-    finally:
-        connection.close()
-        peer.close()
 
 
 def test_an_answer_no_view_refers_to_any_more_lends_its_buffer_to_a_later_one(listener: socket.socket) -> None:
-    connection = PullConnection(address(listener), None, timeout_s=5.0)
-    peer, _ = listener.accept()
     bodies = [bytes([97 + k]) * (2000 - k) for k in range(KEPT_BUFFERS * 4)]
     kept = 0
-    try:
+    with connected(listener) as (connection, peer):
         opaques = [connection.send(FIELDS) for _ in bodies]
         _answers(peer, opaques, bodies)
         for opaque, body in zip(opaques, bodies, strict=True):
@@ -117,20 +108,12 @@ def test_an_answer_no_view_refers_to_any_more_lends_its_buffer_to_a_later_one(li
             del view, _command  # a consumer done with the answer (the C decode copied what it needs)
         assert kept == len(bodies)  # every answer in one of the connection's few buffers
         assert len(connection._buffers) <= KEPT_BUFFERS
-    finally:
-        connection.close()
-        peer.close()
 
 
 def test_an_answer_bigger_than_a_kept_buffer_is_read_whole(listener: socket.socket) -> None:
-    connection = PullConnection(address(listener), None, timeout_s=5.0)
-    peer, _ = listener.accept()
     bodies = [b"s" * 100, b"L" * 100_000, b"m" * 5_000, b"X" * 300_000]
-    try:
+    with connected(listener) as (connection, peer):
         opaques = [connection.send(FIELDS) for _ in bodies]
         _answers(peer, opaques, bodies)
         for opaque, body in zip(opaques, bodies, strict=True):
             assert bytes(connection.answer(opaque)[1]) == body
-    finally:
-        connection.close()
-        peer.close()
