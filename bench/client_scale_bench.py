@@ -6,6 +6,8 @@ Run from the repo root::
     .venv/bin/python bench/client_scale_bench.py --sends 20000   # the lead's quiet-machine run
     .venv/bin/python bench/client_scale_bench.py --sends 100000 --loop uvloop   # the client on uvloop, as client_bench
     .venv/bin/python bench/client_scale_bench.py --sends 100000 --loop uvloop --repeat 5  # medians of 5 rounds
+    .venv/bin/python bench/client_scale_bench.py --sends 600000 --loop uvloop --queues 1 --connections 1 10 100 \
+        --inflight-per-connection 128 --fresh-messages --client-processes 2 --repeat 9   # the loaded shape (issue 10)
     .venv/bin/python bench/client_scale_bench.py --quick --profile DIR  # + py-spy per case
 
 Against one fresh ``sparkmq dev`` (ASYNC flush), 100 B bodies, ``--inflight`` (128) single
@@ -42,6 +44,9 @@ taken 90 % (none has started to drain yet), and gives msgs/s and CPU per message
 Each case prints msgs/s, its ratio to the 1-queue / 1-connection case of the same run, the broker's and
 the client's CPU µs per message (on a shared machine compare the CPU columns: throughput moves with the
 neighbours' load), and the client's garbage collections (generations 0 / 1 / 2) inside the timed case.
+The closing "flatness" table gives, per case, each round's ratio to the same round's first case of its
+dimension (1 queue, 1 connection), median and range over the rounds: rounds are interleaved, so a
+load change between rounds cancels; on 2 shared vCPUs single rounds scatter ±20 %, so take ≥ 9.
 """
 
 from __future__ import annotations
@@ -491,6 +496,34 @@ def window_rounds_table(rounds: list[list[tuple[str, int, Row]]]) -> str:
     return "\n".join(lines)
 
 
+def flatness_table(rounds: list[list[tuple[str, int, Row]]]) -> str:
+    """Per case, each round's ratio to the same round's first case of its own dimension (1 queue; 1
+    connection, run as the other connection cases are), whole case and steady window: the median over
+    rounds and the range, the figure for "flat within ±10 %" with its spread."""
+    lines = [
+        "| dimension | n | whole: median ratio [min–max] | window: median ratio [min–max] |",
+        "|---|---:|---:|---:|",
+    ]
+    first = {dimension: i for i, (dimension, _, _) in reversed(list(enumerate(rounds[0])))}
+    for i, (dimension, n, _) in enumerate(rounds[0]):
+        base = first[dimension]
+        whole = [r[i][2].msgs_per_s / r[base][2].msgs_per_s for r in rounds]
+        windows = [
+            w.msgs_per_s / b.msgs_per_s
+            for r in rounds
+            if (w := WINDOWS.get(id(r[i][2]))) is not None and (b := WINDOWS.get(id(r[base][2]))) is not None
+        ]
+        lines.append(f"| {dimension} | {n:,} | {_spread(whole)} | {_spread(windows)} |")
+    return "\n".join(lines)
+
+
+def _spread(ratios: list[float]) -> str:
+    if not ratios:
+        return "–"
+    ordered = sorted(ratios)
+    return f"{ordered[(len(ordered) - 1) // 2]:.2f}× [{ordered[0]:.2f}–{ordered[-1]:.2f}]"
+
+
 def window_table(rounds: list[list[tuple[str, int, Row]]]) -> str:
     """Per case, the round whose steady-window msgs/s is the median: msgs/s, ratio, CPU per message."""
     lines = [
@@ -626,6 +659,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(window_rounds_table(rounds))
     print(f"\n## {title}\n\n" + scale_table(results))
     print("\n## the steady window (each row the median-window-msgs/s round)\n\n" + window_table(rounds))
+    print(
+        "\n## flatness: each round's ratio to the same round's 1-queue / 1-connection case, median [range]\n\n"
+        + flatness_table(rounds)
+    )
     if args.detail:
         print("\n## per message, each process (main thread for the schedstat split)\n\n" + detail_table(results))
     for profile in bench.profiles:
