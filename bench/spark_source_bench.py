@@ -331,8 +331,20 @@ def ratios(runs: list[Run], chosen: list[str]) -> list[str]:
             f"{name}, per trigger only (steady state: rows / sum of triggerExecution, medians; leaves out "
             "the per-query start, NOT the headline): "
             + "; ".join(f"{c.split(' ')[0]}{_parts(c)} {steady / trigger_rate(runs, c):.0%}" for c in others),
+            f"{name} rows/s relative to the other case's run of the same repeat (interleaved pairs: a load change "
+            "between repeats cancels), median [min–max]: "
+            + "; ".join(f"{c.split(' ')[0]}{_parts(c)} {_pairs(runs, source, c)}" for c in others),
         ]
     return lines
+
+
+def _pairs(runs: list[Run], case: str, other: str) -> str:
+    """The median and range of ``case``'s rows/s over ``other``'s, repeat by repeat."""
+    mine, theirs = ([r.rate for r in runs if r.case == c] for c in (case, other))
+    ratios = sorted(a / b for a, b in zip(mine, theirs, strict=False))
+    if not ratios:
+        return "–"
+    return f"{ratios[(len(ratios) - 1) // 2]:.0%} [{ratios[0]:.0%}–{ratios[-1]:.0%}]"
 
 
 def _parts(label: str) -> str:
