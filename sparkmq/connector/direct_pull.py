@@ -7,7 +7,8 @@ buffer, then the body), and the loop thread's GIL contention with the decode: in
 workers the loop thread was about half of the busy samples. Here the task's thread writes its
 requests itself and reads each answer with ``recv_into`` straight into one of the connection's
 kept buffers (a fresh one while every kept one is still looked at); the body handed on is a view of
-that buffer (the C decode copies each field once, into Arrow). The GIL is released while the thread waits on the socket.
+that buffer (the C decode copies each field once, into Arrow). The GIL is released while the thread
+waits on the socket.
 
 Answers are matched to requests by opaque, as the broker may answer out of order; an answer no
 longer wanted (a pull sent ahead at a mispredicted offset, or a read stopped early) is read and
