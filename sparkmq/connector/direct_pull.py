@@ -36,7 +36,9 @@ _HEADER_LENGTH_MASK = 0xFFFFFF
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # above the broker's largest pull answer; a bigger prefix is a bad frame
 KEPT_BUFFERS = 3  # per connection: the answer being read, the one still being decoded, one read ahead
 KEPT_BUFFER_BYTES = 8 * 1024 * 1024  # a bigger answer gets a buffer of its own, not kept
-_FREE = sys.getrefcount(bytearray())  # a buffer referred to by nothing but the call's argument
+_PROBE = [bytearray()]
+_FREE = sys.getrefcount(_PROBE[0])  # a kept buffer nothing else refers to, read as _buffer reads it
+del _PROBE
 
 
 class PullConnectionError(RemoteError):
@@ -159,8 +161,7 @@ class PullConnection:
             return bytearray(length)
         kept = self._buffers
         for i in range(len(kept)):
-            # kept[i] alone, without a local name: the list's reference plus getrefcount's argument
-            if sys.getrefcount(kept[i]) == _FREE + 1:
+            if sys.getrefcount(kept[i]) == _FREE:  # not bound to a name first: that would count too
                 if len(kept[i]) < length:
                     kept[i] = bytearray(length)
                 return kept[i]
