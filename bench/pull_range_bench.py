@@ -4,6 +4,7 @@ Run from the repo root::
 
     PYTHONPATH=$PWD .venv/bin/python bench/pull_range_bench.py                 # ~30 s
     PYTHONPATH=$PWD .venv/bin/python bench/pull_range_bench.py --no-decode     # bodies only
+    PYTHONPATH=$PWD .venv/bin/python bench/pull_range_bench.py --local-reads   # from the store's files
 
 The cluster and the input are ``bench/spark_source_bench.py``'s (a namesrv + broker pair, 1M
 messages of 100 B over 4 queues); each "trigger" is 250,000 records planned as the source plans
@@ -129,6 +130,11 @@ def main() -> None:
         action="store_true",
         help="partitions without the driver's broker addresses: each group's first read starts a client (the old path)",
     )
+    parser.add_argument(
+        "--local-reads",
+        action="store_true",
+        help="read the broker's store files (the source's default beside the broker; off: pulls over sockets)",
+    )
     args = parser.parse_args()
     from tests.support.processes import BrokerProcess, NamesrvProcess
 
@@ -142,7 +148,10 @@ def main() -> None:
         asyncio.run(produce(namesrv.address, TOPIC, args.messages))
         from sparkmq.connector.broker_view import view_for
 
-        options = SourceOptions.parse({"namesrvAddr": namesrv.address, "topic": TOPIC, "consumerGroup": "g0"})
+        options = SourceOptions.parse(
+            {"namesrvAddr": namesrv.address, "topic": TOPIC, "consumerGroup": "g0"}
+            | {"localReads": str(args.local_reads).lower()}
+        )
         queues = view_for(namesrv.address, "bench-routes").queues([TOPIC], None)
         _BROKER.append(queues[0].broker_name)
         maxima = view_for(namesrv.address, "bench-routes").max_offsets(queues)

@@ -19,6 +19,9 @@ What it does (results in docs/benchmarks.md, Spark section):
 
    * **source**: ``readStream.format("sparkmq")`` (earliest, ``maxOffsetsPerTrigger`` 250,000, a
      fresh consumer group) → ``writeStream.format("noop")``, ``Trigger.AvailableNow``;
+   * **sourcenet**: the same with ``localReads=false``: every record pulled over the broker's sockets
+     (the source's path whenever it does not run on the broker's host; **source** reads the broker's
+     store files itself when it does, connector/local_reads.py);
    * **parquet4** / **parquetlean**: ``readStream.format("parquet")`` of the 4- / 10-column files,
      ``maxFilesPerTrigger`` sized to 250,000-row batches → noop, AvailableNow;
    * **arrowlean** / **arrow4**: a trivial Python streaming data source (defined here) yielding slices
@@ -133,9 +136,12 @@ class IpcDataSource(DataSource):
         return IpcStreamReader(self.options["path"], int(self.options["pertrigger"]), int(self.options["partitions"]))
 
 
-def source_frame(spark: Any, namesrv: str, topic: str, group: str, per_trigger: int, partitions: int) -> Any:
+def source_frame(
+    spark: Any, namesrv: str, topic: str, group: str, per_trigger: int, partitions: int, local: bool = True
+) -> Any:
     frame = (
         spark.readStream.format("sparkmq")
+        .option("localReads", str(local).lower())
         .option("namesrvAddr", namesrv)
         .option("topic", topic)
         .option("consumerGroup", group)
@@ -230,15 +236,24 @@ def write_ipc(table: pa.Table, path: Path) -> None:
         writer.write_table(table, max_chunksize=4096)
 
 
-SOURCE, P4, PLEAN, IPC, IPC4 = (
+SOURCE, SOURCE_NET, P4, PLEAN, IPC, IPC4 = (
     "source: sparkmq (lean default schema) → noop",
+    "source-net: sparkmq, pulled over sockets (localReads=false) → noop",
     "parquet-4col → noop",
     "parquet-lean (same 10 columns) → noop",
     "arrow-source-lean (Python, same 10 columns, no broker) → noop",
     "arrow-source-4col (Python, no broker) → noop",
 )
-CASES = {"source": SOURCE, "parquet4": P4, "parquetlean": PLEAN, "arrowlean": IPC, "arrow4": IPC4}
-PYTHON_CASES = (SOURCE, IPC, IPC4)
+CASES = {
+    "source": SOURCE,
+    "sourcenet": SOURCE_NET,
+    "parquet4": P4,
+    "parquetlean": PLEAN,
+    "arrowlean": IPC,
+    "arrow4": IPC4,
+}
+PYTHON_CASES = (SOURCE, SOURCE_NET, IPC, IPC4)
+SOURCES = (SOURCE, SOURCE_NET)
 
 
 def chosen_cases(spec: str, partitions: int) -> list[tuple[str, int]]:
@@ -284,9 +299,10 @@ class SourceCases:
         self.runs += 1
         case = label.split(" [")[0]
         d, files_per_trigger = self.directory, max(1, round(PARQUET_FILES * self.per_trigger / self.rows))
-        if case == SOURCE:
+        if case in SOURCES:
+            group = f"{self.topic}-source-{self.runs}"
             frame = source_frame(
-                self.spark, self.namesrv, self.topic, f"{self.topic}-source-{self.runs}", self.per_trigger, partitions
+                self.spark, self.namesrv, self.topic, group, self.per_trigger, partitions, local=case == SOURCE
             )
         elif case in (P4, PLEAN):
             frame = parquet_frame(self.spark, d / ("parquet4" if case == P4 else "parquetlean"), files_per_trigger)
@@ -316,8 +332,8 @@ def ratios(runs: list[Run], chosen: list[str]) -> list[str]:
     """Each source case against each baseline, by wall-clock rows/s, by CPU (the load-independent one)
     and, labelled apart, by the triggers alone."""
     lines = []
-    for source in [c for c in chosen if c.startswith(SOURCE)]:
-        others = [c for c in chosen if not c.startswith(SOURCE)]
+    for source in [c for c in chosen if c.startswith(SOURCES)]:
+        others = [c for c in chosen if not c.startswith(SOURCES)]
         if not others:
             continue
         rate, cpu, steady = median_rate(runs, source), median_cpu(runs, source), trigger_rate(runs, source)

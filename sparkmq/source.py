@@ -148,6 +148,7 @@ def _bodies(
             selector,
             options.fail_on_data_loss,
             options.security,
+            options.local_reads,
         )
         if rest is None:
             return

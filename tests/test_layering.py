@@ -70,7 +70,8 @@ CONTRACTS = (
     Contract("sparkmq.broker", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
     Contract("sparkmq.namesrv", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
     # The Spark side: connector/ holds what source and sink share (options, offsets, Arrow path).
-    Contract("sparkmq.connector", _names("client", "message", "protocol", "errors"), None),
+    # native: the store's C gather, for short-circuit reads of a broker's files (connector/local_reads.py)
+    Contract("sparkmq.connector", _names("client", "message", "protocol", "errors", "native"), None),
     Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
     # Operator tools (the dashboard) build on the client like any application would.

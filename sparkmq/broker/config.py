@@ -222,6 +222,8 @@ class BrokerConfig:
                 if isinstance(v, bool)
                 else v.value
                 if isinstance(v, FlushDiskType)
+                else str(v.absolute())  # the store as a reader on this host finds it, whatever its cwd
+                if isinstance(v, Path)
                 else str(v)
             )
             for key, v in values.items()

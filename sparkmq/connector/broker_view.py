@@ -29,6 +29,7 @@ from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.direct_pull import PullConnection, PullConnectionError
+from sparkmq.connector.local_reads import LocalQueueReads, LocalReadDeclined, StoreFiles, usable, verified_store
 from sparkmq.connector.view_cache import ViewCache
 from sparkmq.errors import DataLossError, OptionError, SparkmqError, TopicNotExistError
 from sparkmq.message.names import MASTER_ID, is_system_topic  # topicPattern never matches these
@@ -435,12 +436,15 @@ def read_planned(
     expression: str | MessageSelector = "*",
     fail_on_data_loss: bool = True,
     security: ClientSecurity | None = None,
+    local_reads: bool = True,
 ) -> Generator[bytes | memoryview, None, int | None]:
     """``BrokerView.read_range`` at the addresses the driver planned (master first, then slaves):
     no client, no NameServer. Returns None when the range is read (or stopped early as the view's
     read does), else the offset from which the caller reads the rest through ``view_for``: when no
     address connects, or the connection breaks (the broker moved, stopped, or closed it).
 
+    With ``local_reads`` the records come from the broker's store files when this process runs
+    beside it (``local_reads.py``); the rest of the range, from wherever those decline, is pulled.
     Sockets are kept per address for the process, shared by all groups (pull requests name the group).
     """
     connection = pull_sockets.lend(list(addresses), security)
@@ -450,7 +454,13 @@ def read_planned(
     position: int | None = start
     broken = False
     try:
-        for body, position in pipelined(pulls, queue, start, end, batch_size, fail_on_data_loss):  # noqa: B007
+        first = start
+        if local_reads and usable(expression) and (files := verified_store(connection, group, queue, start)):
+            rest = yield from _read_locally(files, queue, start, end, batch_size, fail_on_data_loss)
+            if rest is None:
+                return None
+            first = position = rest
+        for body, position in pipelined(pulls, queue, first, end, batch_size, fail_on_data_loss):  # noqa: B007
             if body is not None:
                 yield body
         return None
@@ -461,6 +471,45 @@ def read_planned(
     finally:
         pulls.drop_all()
         pull_sockets.give_back(connection, security, broken)
+
+
+def _read_locally(
+    files: StoreFiles, queue: MessageQueue, start: int, end: int, batch_size: int, fail_on_data_loss: bool
+) -> Generator[bytes | memoryview, None, int | None]:
+    """Bodies of [start, end) read from the store's files; returns None when all were read, else
+    the offset from which the files declined (the caller pulls the rest)."""
+    position: int | None = start
+    with LocalQueueReads(files, queue.topic, queue.queue_id) as reads:
+        reading = pipelined(_LocalPulls(reads, queue), queue, start, end, batch_size, fail_on_data_loss)
+        try:
+            for body, position in reading:  # noqa: B007
+                if body is not None:
+                    yield body
+            return None
+        except LocalReadDeclined as exc:
+            logger.info("%s of %s; pulling the rest from the broker", exc, queue)
+            return position
+
+
+class _LocalPulls(_Pulls):
+    """Reads of the store's files in the shape of pulls (each "sent" one is read when its result is asked)."""
+
+    def __init__(self, reads: LocalQueueReads, queue: MessageQueue) -> None:
+        super().__init__(queue, "*")
+        self.reads = reads
+
+    def send(self, offset: int, count: int) -> None:
+        self.pending.append((offset, count))
+
+    def result(self) -> tuple[PullResult, bytes | memoryview]:
+        offset, count = self.pending.popleft()
+        body, following = self.reads.read(offset, count)
+        if body is None:  # only blank units
+            return PullResult(ResponseCode.PULL_RETRY_IMMEDIATELY, b"", following, 0, following), b""
+        return PullResult(ResponseCode.SUCCESS, b"", following, 0, following), body  # the body apart, as a socket's
+
+    def drop_all(self) -> None:
+        self.pending.clear()
 
 
 #: At exit nothing per view: the idle pull sockets are the pool's (closed by its own at-exit hook),

@@ -21,6 +21,7 @@ import itertools
 import socket
 import struct
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sparkmq.errors import RemoteError
@@ -39,6 +40,40 @@ KEPT_BUFFER_BYTES = 8 * 1024 * 1024  # a bigger answer gets a buffer of its own,
 _PROBE = [bytearray()]
 _FREE = sys.getrefcount(_PROBE[0])  # a kept buffer nothing else refers to, read as _buffer reads it
 del _PROBE
+
+
+class KeptBuffers:
+    """Up to ``KEPT_BUFFERS`` buffers of at most ``KEPT_BUFFER_BYTES``, lent again once nothing refers to them.
+
+    Memory in use already spares each ~1 MiB answer (or body read from the files) a zero fill and,
+    when malloc has just given pages back, their page faults (docs/benchmarks.md, Spark, "Lead,
+    session 11"). The C decode copies every field out; the numpy path's Arrow columns are views,
+    and keep their buffer busy.
+    """
+
+    def __init__(self) -> None:
+        self._kept: list[bytearray] = []
+
+    def take(self, length: int) -> bytearray:
+        """A buffer of at least ``length`` bytes that nothing else refers to (a kept one when free)."""
+        if length > KEPT_BUFFER_BYTES:
+            return bytearray(length)
+        kept = self._kept
+        for i in range(len(kept)):
+            if sys.getrefcount(kept[i]) == _FREE:  # not bound to a name first: that would count too
+                if len(kept[i]) < length:
+                    kept[i] = bytearray(length)
+                return kept[i]
+        buffer = bytearray(length)
+        if len(kept) < KEPT_BUFFERS:
+            kept.append(buffer)
+        return buffer
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def __iter__(self) -> Iterator[bytearray]:
+        return iter(self._kept)
 
 
 class PullConnectionError(RemoteError):
@@ -77,8 +112,13 @@ class PullConnection:
         self._arrived: dict[int, tuple[RemotingCommand, memoryview]] = {}
         self._unwanted: set[int] = set()
         self._head = bytearray(_LENGTHS.size)
-        self._buffers: list[bytearray] = []
+        self._buffers = KeptBuffers()
         self._busy = False  # inside a send or a read: stopped there, the stream's position is unknown
+
+    @property
+    def signed(self) -> bool:
+        """Whether the requests carry ACL credentials (the broker checks the account's permissions)."""
+        return self._signer is not None
 
     @property
     def usable(self) -> bool:
@@ -143,32 +183,12 @@ class PullConnection:
         header_end = 4 + (mixed & _HEADER_LENGTH_MASK)
         if not header_end <= length <= MAX_ANSWER_BYTES:
             raise PullConnectionError(f"bad frame from {self.address}: length {length}, header ends at {header_end}")
-        view = memoryview(self._buffer(length))[:length]
+        view = memoryview(self._buffers.take(length))[:length]
         view[:4] = self._head[4:]
         self._receive(view[4:])
         self._busy = False
         # The header alone: decode_payload copies no body from a view that ends where the header does.
         return decode_payload(view[:header_end]), view[header_end:]
-
-    def _buffer(self, length: int) -> bytearray:
-        """A buffer of at least ``length`` bytes that nothing else refers to.
-
-        A kept one when free: no view of the answer it last held is left anywhere (the C decode copies
-        every field out; the numpy path's Arrow columns are views, and keep theirs busy). Memory in use
-        already spares each ~1 MiB answer a zero fill and, when malloc has just given pages back, their
-        page faults (docs/benchmarks.md, Spark, "Lead, session 11")."""
-        if length > KEPT_BUFFER_BYTES:
-            return bytearray(length)
-        kept = self._buffers
-        for i in range(len(kept)):
-            if sys.getrefcount(kept[i]) == _FREE:  # not bound to a name first: that would count too
-                if len(kept[i]) < length:
-                    kept[i] = bytearray(length)
-                return kept[i]
-        buffer = bytearray(length)
-        if len(kept) < KEPT_BUFFERS:
-            kept.append(buffer)
-        return buffer
 
     def _receive(self, view: memoryview) -> None:
         while view:

@@ -123,6 +123,7 @@ class SourceOptions:
     include_properties: bool = False
     wide_schema: bool = False
     filter_pushdown: bool = False
+    local_reads: bool = True
     security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
     KNOWN = SECURITY_OPTIONS | frozenset(
@@ -150,6 +151,7 @@ class SourceOptions:
             "includeproperties",
             "wideschema",
             "filterpushdown",
+            "localreads",
         }
     )
 
@@ -245,6 +247,7 @@ class SourceOptions:
             include_properties=_bool("includeProperties", opts.get("includeproperties"), False),
             wide_schema=_bool("wideSchema", opts.get("wideschema"), False),
             filter_pushdown=_bool("filterPushdown", opts.get("filterpushdown"), False),
+            local_reads=_bool("localReads", opts.get("localreads"), True),
             security=parse_security(opts),
         )
         if parsed.sql_filter is not None and parsed.sub_expression != "*":

@@ -17,6 +17,17 @@ def gather(
     max_bytes: int,
     segments: tuple[SegmentView, ...],
 ) -> Read | int | None: ...
+def gather_into(
+    units: bytes,
+    offset: int,
+    commitlog_min: int,
+    tags_codes: Iterable[int] | None,
+    max_count: int,
+    max_bytes: int,
+    segments: tuple[SegmentView, ...],
+    out: bytearray | memoryview,
+    queue_id: int,
+) -> tuple[int, int, int | bytes, int] | int | None: ...
 def index_put(
     mapping: object,
     slots: int,

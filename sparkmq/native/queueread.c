@@ -198,6 +198,58 @@ done:
     return result;
 }
 
+/* The first record of ``body`` whose head disagrees with its unit (total size, queue id, queue
+ * offset, physical offset), or -1: a reader of the files themselves (connector/local_reads.py) has
+ * no broker vouching that the units it read still name the records they did. */
+static Py_ssize_t walk_first_unlike(const walk_t *w, const char *body, int32_t queue_id) {
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < w->taken; k++) {
+        const unsigned char *head = (const unsigned char *)body + at;
+        if (w->sizes[k] < 36 || get32(head) != w->sizes[k] || get32(head + 12) != queue_id ||
+            get64(head + 20) != w->offset + w->rows[k] || get64(head + 28) != w->physical[k])
+            return k;
+        at += w->sizes[k];
+    }
+    return -1;
+}
+
+/* gather_into(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, out, queue_id)
+ *   out: a writable buffer the records are copied to (when they fit; else into a new bytes)
+ * -> (scanned, taken, written | body, first_unlike)  the read: the bytes written to ``out`` (or the
+ *    bytes holding the records), and the first record whose head disagrees with its unit (-1: none)
+ *  | int | None: as gather's */
+static PyObject *gather_into(PyObject *module, PyObject *args) {
+    walk_t w = {0};
+    Py_buffer out = {0};
+    int queue_id;
+    if (!PyArg_ParseTuple(args, WALK_FORMAT "w*i", WALK_ARGS(w), &out, &queue_id)) return NULL;
+    PyObject *result = NULL;
+    int walked = walk(&w);
+    if (walked <= 0) {
+        result = walked < 0 ? Py_NewRef(Py_None) : NULL;
+        goto done;
+    }
+    if (w.taken == 0) {
+        result = Py_BuildValue("(nnnn)", w.scanned, (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)-1);
+        goto done;
+    }
+    if ((result = walk_misplaced(&w)) != NULL) goto done;
+    if (w.total <= out.len) {
+        walk_copy(&w, out.buf);
+        result = Py_BuildValue("(nnLn)", w.scanned, w.taken, (long long)w.total,
+                               walk_first_unlike(&w, out.buf, queue_id));
+        goto done;
+    }
+    PyObject *body = PyBytes_FromStringAndSize(NULL, w.total); /* one record larger than ``out`` */
+    if (body == NULL) goto done;
+    walk_copy(&w, PyBytes_AS_STRING(body));
+    result = Py_BuildValue("(nnNn)", w.scanned, w.taken, body, walk_first_unlike(&w, PyBytes_AS_STRING(body), queue_id));
+done:
+    if (out.obj != NULL) PyBuffer_Release(&out);
+    walk_end(&w);
+    return result;
+}
+
 static void put32(char *p, uint32_t v) {
     for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (char)(v & 0xff);
 }
@@ -312,6 +364,8 @@ PyObject *sl_index_put(PyObject *self, PyObject *args); /* indexput.c */
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segments)"},
+    {"gather_into", gather_into, METH_VARARGS,
+     "gather_into(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, out, queue_id)"},
     {"index_put", sl_index_put, METH_VARARGS,
      "index_put(mapping, slots, index_count, begin_timestamp, hashes, phy_offsets, store_timestamps) -> new slots"},
     {"gather_frame", gather_frame, METH_VARARGS,

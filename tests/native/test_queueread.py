@@ -281,3 +281,43 @@ def test_frames_appended_to_one_buffer_are_the_frames_back_to_back(store: Messag
         frames.append(alone[0])
         assert appended == (len(out), alone[1], alone[2])
     assert bytes(out) == b"".join(frames)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    queue_id=st.sampled_from([0, 1]),
+    offset=st.integers(0, 130),
+    max_count=st.integers(1, 64),
+    room=st.integers(0, 30_000),
+)
+def test_gather_into_copies_what_gather_copies(
+    store: MessageStore, queue_id: int, offset: int, max_count: int, room: int
+) -> None:
+    """``gather_into`` (local reads of the files, connector/local_reads.py) takes the records ``gather``
+    takes, into ``out`` when they fit (else into a bytes of their own), and finds every head true."""
+    queue = store.consume_queue("Q", queue_id)
+    assert queue is not None
+    if offset >= queue.max_offset:
+        return
+    window = min(max_count, queue.max_offset - offset)
+    plain = reads._gather(queueread.gather, store.commitlog, queue, offset, window, max_count, 1 << 30, None)
+    out = bytearray(room)
+    into = reads._gather(
+        queueread.gather_into, store.commitlog, queue, offset, window, max_count, 1 << 30, None, out, queue_id
+    )
+    assert plain is not None and into is not None
+    scanned, _removed, taken, body, *_ = plain
+    assert into[:2] == (scanned, taken)
+    written = into[2]
+    assert (bytes(out[:written]) if isinstance(written, int) else written) == (body or b"")
+    assert isinstance(written, int) == (len(body or b"") <= room)
+    assert into[3] == -1
+
+
+def test_gather_into_names_the_first_record_unlike_its_unit(store: MessageStore) -> None:
+    """Asked as another queue's reader, every record disagrees with what it is read as: the first is named."""
+    queue = store.consume_queue("Q", 0)
+    assert queue is not None
+    out = bytearray(1 << 20)
+    read = reads._gather(queueread.gather_into, store.commitlog, queue, 0, 8, 8, 1 << 30, None, out, 1)
+    assert read is not None and read[1] == 8 and read[3] == 0

@@ -46,9 +46,11 @@ def closed_port_address() -> str:
 
 
 def planned(namesrv: str, topic: str, group: str) -> tuple[SourceOptions, list[source.QueueRanges]]:
-    """The batch reader's partitions (one per queue, whole queue), through pickle as Spark sends them."""
+    """The batch reader's partitions (one per queue, whole queue), through pickle as Spark sends them;
+    read over the sockets (reads from the broker's files beside it: test_local_reads.py)."""
     options = SourceOptions.parse(
-        {"namesrvAddr": namesrv, "topic": topic, "consumerGroup": group, "pullBatchSize": "8"}, streaming=False
+        {"namesrvAddr": namesrv, "topic": topic, "consumerGroup": group, "pullBatchSize": "8", "localReads": "false"},
+        streaming=False,
     )
     parts = source.SparkmqBatchReader(options).partitions()
     return options, pickle.loads(pickle.dumps(parts))

@@ -1,0 +1,241 @@
+"""Short-circuit local reads: a Spark task on the broker's own host reads a queue from the store's files.
+
+HDFS lets a reader beside the DataNode open a block's file itself ("short-circuit local reads");
+this is the same idea for a broker's store. A pull over loopback costs the broker a request, a
+gather and a kernel copy of every record into the socket, and the task a copy back out: in
+bench/spark_source_bench.py the broker's share alone was ~0.15 CPU-s per 1M records. Here the task
+maps the CommitLog segments read-only and gathers the records with the walk of the broker's own
+C gather (``_queueread.gather_into``: store/reads.py's rules, into a kept buffer, each record's head
+checked against its unit), so each body is byte for byte what a pull without a filter answers.
+
+Where it applies (everything else, and the rest of a range after any doubt, reads over the socket):
+
+* the broker's GET_BROKER_CONFIG names absolute store directories that this process can open;
+* a probe proves them to be that broker's store: one record pulled over the socket equals the same
+  record read from the files (its store timestamp, physical offset and body CRC make it unique).
+  Once per connection: a broker that restarts drops its connections;
+* the read has no filter (tags and SQL92 are the broker's to evaluate) and no ACL credentials (the
+  broker checks an account's permission on each topic; the files cannot);
+* every unit's segment exists, and every record read carries the queue id, queue offset and
+  physical offset its unit promises (a unit left from before a crash's truncation fails this).
+
+Files are opened per range and closed at its end: a mapping held on would keep a segment that
+retention deleted on the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from sparkmq.client.pull_consumer import decode_pull, pull_request_fields
+from sparkmq.client.selector import MessageSelector
+from sparkmq.connector.direct_pull import KeptBuffers, PullConnection
+from sparkmq.errors import SparkmqError
+from sparkmq.native import queueread
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.ops_bodies import parse_properties_text
+
+logger = logging.getLogger(__name__)
+UNIT_BYTES = 20  # a ConsumeQueue unit: physical offset i64, size i32, tags code i64
+MAX_SEGMENTS = 16  # what one gather may copy from (queueread.c MAX_SEGMENTS)
+READ_BYTES = 4 * 1024 * 1024  # a body at most (a kept buffer's size); one record always goes, however large
+
+
+class LocalReadDeclined(SparkmqError):
+    """The files cannot serve this read (gone, moved, or not what the units promise): pull it instead."""
+
+    def __init__(self, offset: int, why: str) -> None:
+        super().__init__(f"local read at offset {offset} declined: {why}")
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """Where a broker keeps its CommitLog and ConsumeQueues, and their segment sizes."""
+
+    commitlog_dir: str
+    consumequeue_dir: str
+    commitlog_file_bytes: int
+    consumequeue_file_bytes: int
+
+    @classmethod
+    def from_broker_config(cls, properties: Mapping[str, str]) -> StoreFiles | None:
+        """From GET_BROKER_CONFIG's keys (RocketMQ's); None unless both directories are absolute and here."""
+        root = properties.get("storePathRootDir", "")
+        commitlog = properties.get("storePathCommitLog") or os.path.join(root, "commitlog")
+        consumequeue = os.path.join(root, "consumequeue")
+        try:
+            commitlog_bytes = int(properties["mapedFileSizeCommitLog"])
+            consumequeue_bytes = int(properties["mapedFileSizeConsumeQueue"])
+        except (KeyError, ValueError):
+            return None
+        if commitlog_bytes <= 0 or consumequeue_bytes < UNIT_BYTES:
+            return None
+        if not (os.path.isabs(commitlog) and os.path.isabs(consumequeue)):
+            return None
+        if not (os.path.isdir(commitlog) and os.path.isdir(consumequeue)):
+            return None
+        return cls(commitlog, consumequeue, commitlog_bytes, consumequeue_bytes - consumequeue_bytes % UNIT_BYTES)
+
+
+class LocalQueueReads:
+    """Reads of one queue from the store's files; a context manager (closes what it opened)."""
+
+    def __init__(self, files: StoreFiles, topic: str, queue_id: int) -> None:
+        self.files = files
+        self.queue_id = queue_id
+        self._queue_dir = os.path.join(files.consumequeue_dir, topic, str(queue_id))
+        self._unit_files: dict[int, int] = {}  # file start (bytes) -> fd
+        self._segments: dict[int, tuple[mmap.mmap, memoryview]] = {}  # base -> mapping, its view
+
+    def __enter__(self) -> LocalQueueReads:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fd in self._unit_files.values():
+            os.close(fd)
+        self._unit_files.clear()
+        for mapping, view in self._segments.values():
+            view.release()
+            mapping.close()
+        self._segments.clear()
+
+    def read(self, offset: int, max_count: int) -> tuple[memoryview | bytes | None, int]:
+        """Records of queue offsets from ``offset`` (at most ``max_count``, never across a unit file):
+        their body (None when every unit read was blank) and the offset after the units read.
+        Raises LocalReadDeclined when the files cannot serve it.
+
+        The body is a view of one of this reader's kept buffers: it stays valid while it is referred
+        to (a buffer is lent again only once nothing refers to it)."""
+        assert queueread is not None
+        units = self._units(offset, max_count)
+        first = int.from_bytes(units[:8], "big", signed=True)
+        mapped = [self._segment(offset, first)]
+        out = _kept_buffers().take(READ_BYTES)
+        while True:
+            segments = tuple((base, view, len(view)) for base, view in mapped)
+            read = queueread.gather_into(units, offset, 0, None, max_count, len(out), segments, out, self.queue_id)
+            if not isinstance(read, int):
+                break
+            if len(mapped) == MAX_SEGMENTS:
+                raise LocalReadDeclined(offset, f"a read over more than {MAX_SEGMENTS} segments")
+            mapped.append(self._segment(offset, read))
+        if read is None:
+            raise LocalReadDeclined(offset, "a record runs past the end of its segment")
+        scanned, taken, written, unlike = read
+        if unlike >= 0:
+            raise LocalReadDeclined(offset, f"record {unlike} of the read is not the one its ConsumeQueue unit names")
+        if not taken:
+            return None, offset + scanned
+        return (memoryview(out)[:written] if isinstance(written, int) else written), offset + scanned
+
+    def _units(self, offset: int, max_count: int) -> bytes:
+        file_bytes = self.files.consumequeue_file_bytes
+        at = offset * UNIT_BYTES
+        start = at - at % file_bytes
+        fd = self._unit_files.get(start)
+        if fd is None:
+            try:
+                fd = os.open(os.path.join(self._queue_dir, f"{start:020d}"), os.O_RDONLY)
+            except OSError as exc:
+                raise LocalReadDeclined(offset, f"no ConsumeQueue file: {exc.strerror}") from exc
+            self._unit_files[start] = fd
+        count = min(max_count, (start + file_bytes - at) // UNIT_BYTES)
+        units = os.pread(fd, count * UNIT_BYTES, at - start)
+        if len(units) < UNIT_BYTES:
+            raise LocalReadDeclined(offset, "the ConsumeQueue file ends before the unit")
+        return units[: len(units) - len(units) % UNIT_BYTES]
+
+    def _segment(self, offset: int, physical: int) -> tuple[int, memoryview]:
+        file_bytes = self.files.commitlog_file_bytes
+        base = physical - physical % file_bytes
+        known = self._segments.get(base)
+        if known is None:
+            path = os.path.join(self.files.commitlog_dir, f"{base:020d}")
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError as exc:
+                raise LocalReadDeclined(offset, f"no CommitLog segment at {base}: {exc.strerror}") from exc
+            try:
+                size = os.fstat(fd).st_size
+                if size == 0:
+                    raise LocalReadDeclined(offset, f"the CommitLog segment at {base} is empty")
+                mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+            known = self._segments[base] = (mapping, memoryview(mapping))
+        return base, known[1]
+
+
+_per_thread = threading.local()
+
+
+def _kept_buffers() -> KeptBuffers:
+    """The calling thread's kept buffers (a Spark task is one thread; a buffer is never shared)."""
+    try:
+        buffers: KeptBuffers = _per_thread.buffers
+    except AttributeError:
+        buffers = _per_thread.buffers = KeptBuffers()
+    return buffers
+
+
+#: What each pull connection's broker store turned out to be here: its files, or None (read over it).
+_verified: weakref.WeakKeyDictionary[PullConnection, StoreFiles | None] = weakref.WeakKeyDictionary()
+
+
+def usable(expression: str | MessageSelector) -> bool:
+    """Whether reads with this selector may go to the files (no filter: the broker evaluates those)."""
+    return queueread is not None and MessageSelector.of(expression).expression in ("", "*")
+
+
+def verified_store(connection: PullConnection, group: str, queue: MessageQueue, offset: int) -> StoreFiles | None:
+    """The store files of ``connection``'s broker when they are readable here and proven its own.
+
+    Decided once per connection (GET_BROKER_CONFIG, then ``same_store``); undecided, and asked
+    again by the next read, when the record at ``offset`` cannot be pulled (it is gone).
+    """
+    if connection.signed:
+        return None  # the broker checks the account's permission on each topic; the files cannot
+    if connection in _verified:
+        return _verified[connection]
+    answer, body = connection.answer(connection.send_request(RequestCode.GET_BROKER_CONFIG, {}))
+    files = None
+    if answer.code == ResponseCode.SUCCESS:
+        files = StoreFiles.from_broker_config(parse_properties_text(bytes(body)))
+    if files is not None:
+        same = same_store(connection, files, group, queue, offset)
+        if same is None:
+            return None
+        if same:
+            logger.info("reading the store of broker %s from its files at %s", connection.address, files.commitlog_dir)
+        else:
+            files = None
+    _verified[connection] = files
+    return files
+
+
+def same_store(
+    connection: PullConnection, files: StoreFiles, group: str, queue: MessageQueue, offset: int
+) -> bool | None:
+    """Whether the record at ``offset`` pulled over ``connection`` equals the one read from ``files``
+    (None: the broker has no record there to compare)."""
+    command, pulled = connection.answer(connection.send(pull_request_fields(group, queue, offset, 1)))
+    if not decode_pull(queue, offset, command)[0].found:
+        return None
+    try:
+        with LocalQueueReads(files, queue.topic, queue.queue_id) as reads:
+            local, _ = reads.read(offset, 1)
+    except LocalReadDeclined:
+        return False
+    return local == bytes(pulled)
