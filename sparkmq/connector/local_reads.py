@@ -11,9 +11,9 @@ checked against its unit), so each body is byte for byte what a pull without a f
 Where it applies (everything else, and the rest of a range after any doubt, reads over the socket):
 
 * the broker's GET_BROKER_CONFIG names absolute store directories that this process can open;
-* a probe proves them to be that broker's store: one record pulled over the socket equals the same
-  record read from the files (its store timestamp, physical offset and body CRC make it unique).
-  Once per connection: a broker that restarts drops its connections;
+* a probe proves them to be that broker's store: the range's first record pulled over the socket
+  equals the same record read from the files (its store timestamp, physical offset and body CRC
+  make it unique). Every range: a broker that restarted on another store fails it;
 * the read has no filter (tags and SQL92 are the broker's to evaluate) and no ACL credentials (the
   broker checks an account's permission on each topic; the files cannot);
 * every unit's segment exists, and every record read carries the queue id, queue offset and
@@ -190,8 +190,8 @@ def _kept_buffers() -> KeptBuffers:
     return buffers
 
 
-#: What each pull connection's broker store turned out to be here: its files, or None (read over it).
-_verified: weakref.WeakKeyDictionary[PullConnection, StoreFiles | None] = weakref.WeakKeyDictionary()
+#: Where each pull connection's broker keeps its store, as readable here (None: not here, or not its own).
+_stores: weakref.WeakKeyDictionary[PullConnection, StoreFiles | None] = weakref.WeakKeyDictionary()
 
 
 def usable(expression: str | MessageSelector) -> bool:
@@ -200,29 +200,33 @@ def usable(expression: str | MessageSelector) -> bool:
 
 
 def verified_store(connection: PullConnection, group: str, queue: MessageQueue, offset: int) -> StoreFiles | None:
-    """The store files of ``connection``'s broker when they are readable here and proven its own.
+    """The store files of ``connection``'s broker when they are readable here and, for this read,
+    proven its own (``same_store`` at ``offset``: a range's first record, pulled and compared).
 
-    Decided once per connection (GET_BROKER_CONFIG, then ``same_store``); undecided, and asked
-    again by the next read, when the record at ``offset`` cannot be pulled (it is gone).
+    The store's location is asked once per connection (GET_BROKER_CONFIG); the probe runs for every
+    range, so a broker that restarted on another store is never read from the old one's files.
+    None when the record at ``offset`` cannot be pulled (it is gone: the pulls report that).
     """
     if connection.signed:
         return None  # the broker checks the account's permission on each topic; the files cannot
-    if connection in _verified:
-        return _verified[connection]
-    answer, body = connection.answer(connection.send_request(RequestCode.GET_BROKER_CONFIG, {}))
-    files = None
-    if answer.code == ResponseCode.SUCCESS:
-        files = StoreFiles.from_broker_config(parse_properties_text(bytes(body)))
-    if files is not None:
-        same = same_store(connection, files, group, queue, offset)
-        if same is None:
-            return None
-        if same:
-            logger.info("reading the store of broker %s from its files at %s", connection.address, files.commitlog_dir)
-        else:
-            files = None
-    _verified[connection] = files
-    return files
+    if connection not in _stores:
+        answer, body = connection.answer(connection.send_request(RequestCode.GET_BROKER_CONFIG, {}))
+        found = None
+        if answer.code == ResponseCode.SUCCESS:
+            found = StoreFiles.from_broker_config(parse_properties_text(bytes(body)))
+        _stores[connection] = found
+        if found is not None:
+            logger.info("broker %s keeps its store at %s, readable here", connection.address, found.commitlog_dir)
+    files = _stores[connection]
+    if files is None:
+        return None
+    same = same_store(connection, files, group, queue, offset)
+    if same is False:
+        logger.warning(
+            "the files at %s are not broker %s's store; pulling from it", files.commitlog_dir, connection.address
+        )
+        _stores[connection] = None
+    return files if same else None
 
 
 def same_store(

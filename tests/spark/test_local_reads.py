@@ -4,17 +4,15 @@ is pulled from the broker, from the offset where the files stopped.
 
 Real NameServer and broker processes over a store of small segments (64 KiB CommitLog segments,
 ConsumeQueue files of 50 units), so reads cross both kinds of file; the messages go one by one to
-the queues in turn, so each queue's records are scattered through the log. A broker stopped with
-SIGSTOP shows where records came from: nothing can be pulled from it then.
+the queues in turn, so each queue's records are scattered through the log. The broker's own count
+of messages it handed out to pulls shows where records came from.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import shutil
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +30,9 @@ from sparkmq.connector.options import SourceOptions
 from sparkmq.errors import OptionError
 from sparkmq.message import layout as L
 from sparkmq.native import queueread
-from sparkmq.protocol.bodies import MessageQueue
-from support.spark_harness import BROKER, Cluster, running_cluster
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.bodies import KVTable, MessageQueue
+from support.spark_harness import BROKER, Cluster, ask, running_cluster
 
 pytestmark = pytest.mark.skipif(queueread is None, reason="local reads use the native gather")
 
@@ -78,7 +77,7 @@ def broker_files(store: Path) -> StoreFiles:
 
 
 def verified_connections() -> dict[str, StoreFiles | None]:
-    return {connection.address: files for connection, files in local_reads._verified.items()}
+    return {connection.address: files for connection, files in local_reads._stores.items()}
 
 
 def test_local_reads_give_what_pulls_give(filled: tuple[Cluster, str, Path]) -> None:
@@ -93,27 +92,23 @@ def test_local_reads_give_what_pulls_give(filled: tuple[Cluster, str, Path]) -> 
     assert verified_connections()[cluster.broker.address] == broker_files(store)
 
 
-def test_a_stopped_broker_does_not_stop_local_reads(filled: tuple[Cluster, str, Path]) -> None:
-    """Once a connection's store is proven, the records come from the files: the broker, stopped, serves none."""
+def served(cluster: Cluster) -> int:
+    """Messages the broker has handed out in answers to pulls (its ``msgGetTotalTodayNow``)."""
+    code, remark, _, body = ask(cluster.broker.address, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+    assert code == ResponseCode.SUCCESS, remark
+    return int(KVTable.decode(body).table["msgGetTotalTodayNow"])
+
+
+def test_local_reads_pull_only_each_ranges_probe(filled: tuple[Cluster, str, Path]) -> None:
+    """Over sockets the broker hands out every record; reading its files, one per range (the probe)."""
     cluster, topic, _ = filled
-    expected = read(cluster, topic, "CID_local_stopped", local=True)  # proves the pooled connection's store
-    os.kill(cluster.broker.pid, signal.SIGSTOP)
-    try:
-        again = read_planned_only(cluster, topic, "CID_local_stopped")
-    finally:
-        os.kill(cluster.broker.pid, signal.SIGCONT)
-    assert again.equals(expected)
+    before = served(cluster)
+    read(cluster, topic, "CID_local_counted_pulls", local=False)
+    pulled = served(cluster) - before
+    read(cluster, topic, "CID_local_counted_files", local=True)
 
-
-def read_planned_only(cluster: Cluster, topic: str, group: str) -> pa.Table:
-    """``read``'s records, planned while the broker ran (partitions are planned before it stops)."""
-    options = SourceOptions.parse({"namesrvAddr": cluster.ns, "topic": topic, "consumerGroup": group}, streaming=False)
-    parts = [
-        source.QueueRanges(
-            tuple(source.QueueRange(topic, BROKER, q, 0, PER_QUEUE, (cluster.broker.address,)) for q in range(QUEUES))
-        )
-    ]
-    return pa.Table.from_batches([batch for part in parts for batch in source.read_ranges(options, group, part)])
+    assert pulled == QUEUES * PER_QUEUE
+    assert served(cluster) - before - pulled == QUEUES  # one range per queue
 
 
 def damaged_copy(store: Path, into: Path, topic: str, queue_offset: int) -> StoreFiles:
@@ -143,12 +138,12 @@ def test_a_record_its_unit_does_not_name_is_declined_and_the_rest_pulled(
 
     expected = read(cluster, topic, "CID_local_damaged", local=False)
     connection = pooled_connection(cluster)
-    local_reads._verified[connection] = files  # this connection's broker "has" the damaged files
+    local_reads._stores[connection] = files  # this connection's broker "has" the damaged files
     try:
         with caplog.at_level(logging.INFO, logger="sparkmq.connector.broker_view"):
             found = read(cluster, topic, "CID_local_damaged", local=True)
     finally:
-        local_reads._verified[connection] = broker_files(store)
+        local_reads._stores[connection] = broker_files(store)
     assert found.equals(expected)
     assert "local read at offset 50 declined" in caplog.text  # the read of units 50-99
 
@@ -170,6 +165,9 @@ def test_files_that_are_not_the_brokers_fail_the_probe(filled: tuple[Cluster, st
         assert local_reads.same_store(connection, other, "CID_probe", queue, 69) is True  # a copy, up to there
         assert local_reads.same_store(connection, broker_files(store), "CID_probe", queue, PER_QUEUE) is None
         assert local_reads.verified_store(connection, "CID_probe", queue, 0) == broker_files(store)
+        local_reads._stores[connection] = other  # as if the broker restarted on another store
+        assert local_reads.verified_store(connection, "CID_probe", queue, 70) is None
+        assert local_reads._stores[connection] is None  # never read from files over this connection again
     finally:
         connection.close()
 
@@ -180,7 +178,7 @@ def test_a_connection_with_acl_credentials_reads_through_the_broker(filled: tupl
     connection = PullConnection(cluster.broker.address, ClientSecurity.of("RocketMQ", "12345678"), timeout_s=5.0)
     try:
         assert local_reads.verified_store(connection, "CID_signed", MessageQueue(topic, BROKER, 0), 0) is None
-        assert connection not in local_reads._verified
+        assert connection not in local_reads._stores
     finally:
         connection.close()
 
@@ -205,7 +203,6 @@ def test_the_broker_names_its_store_by_absolute_path(filled: tuple[Cluster, str,
     cluster, _, store = filled
     connection = PullConnection(cluster.broker.address, None, timeout_s=5.0)
     try:
-        from sparkmq.protocol import RequestCode
         from sparkmq.protocol.ops_bodies import parse_properties_text
 
         _, body = connection.answer(connection.send_request(RequestCode.GET_BROKER_CONFIG, {}))
