@@ -76,6 +76,7 @@ from spark_common import (
 from bench_common import loadavg
 from sparkmq.connector import arrow as sm_arrow
 from sparkmq.connector.broker_view import view_for
+from sparkmq.connector.columns import SCHEMA_DDL
 from sparkmq.message.bulk import decode_columns
 
 PARQUET_FILES = 16
@@ -162,7 +163,7 @@ def ipc_frame(spark: Any, path: Path, per_trigger: int, partitions: int, ddl: st
         .option("path", str(path))
         .option("pertrigger", str(per_trigger))
         .option("partitions", str(partitions))
-        .option("ddl", ddl or sm_arrow.SCHEMA_DDL)
+        .option("ddl", ddl or SCHEMA_DDL)
         .load()
     )
 

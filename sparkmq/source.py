@@ -415,7 +415,7 @@ class SparkmqDataSource(DataSource):
 
     def schema(self) -> str:
         # Spark asks for the schema when a read is defined: reject bad options right here.
-        from sparkmq.connector.arrow import schema_ddl
+        from sparkmq.connector.columns import schema_ddl
 
         return schema_ddl(SourceOptions.parse(self.options).columns)
 

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from sparkmq.connector.columns import LEAN_COLUMNS, TIMESTAMP, WIDE_COLUMNS, arrow_schema
 from sparkmq.message import layout as L
 from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
 from sparkmq.message.property_scan import find_values
@@ -24,55 +25,6 @@ try:  # built by setup.py (optional); the numpy path below is the reference
 except ImportError:  # pragma: no cover - a source install without a compiler
     _leanrecords = None  # type: ignore[assignment]
 
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-_TYPES: dict[str, tuple[pa.DataType, str]] = {  # column → (Arrow type, Spark DDL type)
-    "topic": (pa.string(), "string"),
-    "brokerName": (pa.string(), "string"),
-    "queueId": (pa.int32(), "int"),
-    "queueOffset": (pa.int64(), "long"),
-    "commitLogOffset": (pa.int64(), "long"),
-    "msgId": (pa.string(), "string"),
-    "keys": (pa.string(), "string"),
-    "tags": (pa.string(), "string"),
-    "body": (pa.binary(), "binary"),
-    "properties": (pa.map_(pa.string(), pa.string()), "map<string,string>"),
-    "bornTimestamp": (TIMESTAMP, "timestamp"),
-    "storeTimestamp": (TIMESTAMP, "timestamp"),
-    "bornHost": (pa.string(), "string"),
-    "storeHost": (pa.string(), "string"),
-    "reconsumeTimes": (pa.int32(), "int"),
-}
-WIDE_COLUMNS = tuple(_TYPES)  # wideSchema=true: every stored field
-LEAN_COLUMNS = (
-    "topic",
-    "brokerName",
-    "queueId",
-    "queueOffset",
-    "msgId",
-    "keys",
-    "tags",
-    "body",
-    "bornTimestamp",
-    "storeTimestamp",
-)  # the default, like Kafka's source; includeProperties=true adds the map
-
-
-def source_columns(wide: bool = False, include_properties: bool = False) -> tuple[str, ...]:
-    """The source's columns: the lean default (+ ``properties`` when asked) or the wide schema."""
-    if wide:
-        return WIDE_COLUMNS
-    return LEAN_COLUMNS[:8] + ("properties",) + LEAN_COLUMNS[8:] if include_properties else LEAN_COLUMNS
-
-
-def arrow_schema(columns: tuple[str, ...]) -> pa.Schema:
-    return pa.schema([pa.field(name, _TYPES[name][0]) for name in columns])
-
-
-def schema_ddl(columns: tuple[str, ...]) -> str:
-    return ", ".join(f"{name} {_TYPES[name][1]}" for name in columns)
-
-
-SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
 _LEAN_SCHEMA = arrow_schema(LEAN_COLUMNS)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _INLINE = np.arange(12)[None, :]

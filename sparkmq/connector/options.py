@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
-from sparkmq.connector.arrow import source_columns
+from sparkmq.connector.columns import source_columns
 from sparkmq.errors import OptionError
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from sparkmq.errors import RemoteError, SparkmqError
-from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode
+from sparkmq.protocol import RESPONSE_FLAG, FrameDecoder, RemotingCommand, ResponseCode, command
 from sparkmq.remoting import read_paths, serving
 from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.limits import MAX_IN_FLIGHT_REQUESTS, FrameBudget, ServerLimits
@@ -38,6 +38,9 @@ from sparkmq.remoting.turns import TurnGroups
 from sparkmq.remoting.watchdog import Watchdog
 
 logger = logging.getLogger(__name__)
+
+# Servers and clients are long-lived and busy: the fast header codec from their first frame on.
+command.load_fast_path()
 
 WRITE_HIGH_WATER_BYTES = 8 * 1024 * 1024
 _REMARK_CHARS = 300  # of an encoding failure quoted back to the peer

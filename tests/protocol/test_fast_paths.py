@@ -18,10 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkmq.errors import InvalidFieldError, ProtocolError
+from sparkmq.protocol import command
 from sparkmq.protocol.command import (
+    FAST_PATH_AFTER_HEADERS,
     _decode_any_json_header,
     _decode_json_header,
     _dumps_string_map,
+    load_fast_path,
 )
 from sparkmq.protocol.headers import (
     SendMessageRequestHeaderV2,
@@ -30,6 +33,10 @@ from sparkmq.protocol.headers import (
     send_response_fields,
 )
 from sparkmq.protocol.plain_header import encode_string_map
+
+# The fast path loads after FAST_PATH_AFTER_HEADERS decodes, or with the remoting layer: load it now, so that
+# _decode_json_header below is the msgspec decode (and its fallback), compared with the reference.
+assert load_fast_path() and command.decode_plain_header is not None
 
 _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -138,11 +145,38 @@ def test_commands_decode_without_msgspec() -> None:
     code = (
         "import sys; sys.modules['msgspec'] = None\n"
         "from sparkmq.protocol import RemotingCommand, command\n"
-        "assert command.decode_plain_header is None\n"
+        "assert command.decode_plain_header is None and not command.load_fast_path()\n"
         "frame = RemotingCommand.request(310, 7, ext_fields={'a': 'P'}, body=b'x').encode()\n"
         "assert RemotingCommand.decode(frame[4:]).ext_fields == {'a': 'P'}\n"
         "response = RemotingCommand(10, ext_fields={'k': 'é'}).make_response(ext_fields={'k': 'é'})\n"
         "assert RemotingCommand.decode(response.encode()[4:]) == response\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2], timeout=60)
+
+
+def test_the_fast_path_loads_once_it_pays_for_its_import() -> None:
+    # Spark's per-query source runner exchanges ~100 headers: msgspec (and typing_extensions) stay unloaded.
+    code = (
+        "import sys\n"
+        "from sparkmq.protocol import RemotingCommand, command\n"
+        "frame = RemotingCommand(10, ext_fields={'k': 'v'}).make_response(ext_fields={'k': 'é'}).encode()[4:]\n"
+        "decoded = [RemotingCommand.decode(frame) for _ in range(FAST - 1)]\n"
+        "assert 'msgspec' not in sys.modules and command.decode_plain_header is None\n"
+        "decoded.append(RemotingCommand.decode(frame))\n"
+        "assert 'msgspec' in sys.modules and command.decode_plain_header is not None\n"
+        "decoded.append(RemotingCommand.decode(frame))\n"
+        "assert all(d == decoded[0] for d in decoded) and decoded[0].ext_fields == {'k': 'é'}\n"
+    ).replace("FAST", str(FAST_PATH_AFTER_HEADERS))
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2], timeout=60)
+
+
+def test_the_remoting_layer_loads_the_fast_path_at_once() -> None:
+    code = (
+        "import sys\n"
+        "from sparkmq.protocol import command\n"
+        "assert 'msgspec' not in sys.modules and command.decode_plain_header is None\n"
+        "import sparkmq.remoting\n"
+        "assert command.decode_plain_header is not None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2], timeout=60)
 

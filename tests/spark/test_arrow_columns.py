@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkmq.connector import arrow as arrow_module
-from sparkmq.connector.arrow import LEAN_COLUMNS, WIDE_COLUMNS, _slices, _view_slices, records_to_arrow, source_columns
+from sparkmq.connector.arrow import _slices, _view_slices, records_to_arrow
+from sparkmq.connector.columns import LEAN_COLUMNS, WIDE_COLUMNS, source_columns
 from sparkmq.errors import CorruptRecordError
 from sparkmq.message import Host, MessageBatch, encode_records, iter_records
 from sparkmq.message.layout import COMPRESSED_FLAG

@@ -3,8 +3,10 @@
 Spark starts a fresh Python process per streaming query for a Python source's driver side
 (``pyspark.sql.streaming.python_streaming_source_runner``), so every module the source imports is
 paid again by each query before its first batch. The driver side never decodes records nor serves
-admin requests: the Arrow compute kernels, the consumer running-info codecs and the admin bodies
-stay unloaded until something needs them. It asks routes and offsets over blocking sockets
+admin requests: the record codecs (``connector.arrow``, ``message.bulk`` and ``message.record``), the
+Arrow compute kernels, the consumer running-info codecs and the admin bodies stay unloaded until
+something needs them; so does msgspec, whose header decode pays for its import only after ~1,000
+headers (``protocol.command.FAST_PATH_AFTER_HEADERS``). It asks routes and offsets over blocking sockets
 (``connector.driver_view``), so neither asyncio nor the client instance, the remoting package or the
 executors' ``BrokerView`` are imported either.
 """
@@ -26,6 +28,10 @@ NOT_FOR_THE_RUNNER = (
     "sparkmq.protocol.headers",
     "sparkmq.protocol.admin_headers",
     "ssl",
+    "sparkmq.connector.arrow",
+    "sparkmq.message.bulk",
+    "sparkmq.message.record",
+    "msgspec",
 )
 
 

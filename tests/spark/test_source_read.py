@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 )
 
 from sparkmq.client import Message
-from sparkmq.connector.arrow import SCHEMA_DDL
+from sparkmq.connector.columns import SCHEMA_DDL
 from support.rocketmq_cpp import CppClientRun
 from support.spark_harness import BROKER, reader, run_available_now
 
