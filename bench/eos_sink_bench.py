@@ -95,7 +95,7 @@ def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str
     """The exactly-once writer's two steps outside Spark, on ``rows`` rows in Arrow batches of 1,000."""
     import pyarrow as pa
 
-    from sparkmq.connector.options import SinkOptions
+    from sparkmq.connector.sink_options import SinkOptions
     from sparkmq.connector.transactional_writer import close_clients, settle, write_halves
     from sparkmq.sink import place_runs
 

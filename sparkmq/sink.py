@@ -37,7 +37,7 @@ from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS
 from sparkmq.connector.batch_body import BulkIds, encode_rows
-from sparkmq.connector.options import SinkOptions
+from sparkmq.connector.sink_options import SinkOptions
 from sparkmq.connector.transactional_writer import TransactionalCommitMessage, TransactionalWriter
 from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY

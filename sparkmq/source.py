@@ -34,13 +34,14 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sparkmq.client import MessageQueue
-from sparkmq.connector.driver_view import DriverView, driver_view_for
 from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limit, to_json_offsets
-from sparkmq.connector.options import SinkOptions, SourceOptions
+from sparkmq.connector.options import SourceOptions
 from sparkmq.errors import DataLossError, OptionError
 
 if TYPE_CHECKING:
+    from sparkmq.client.security import ClientSecurity
     from sparkmq.client.selector import MessageSelector
+    from sparkmq.connector.driver_view import DriverView
 
 logger = logging.getLogger(__name__)
 BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch queries on the broker
@@ -167,6 +168,13 @@ def read_ranges(
         yield from read_range(options, group, part, selector)
 
 
+def _driver_view(namesrv_addr: str, group: str, security: ClientSecurity | None) -> DriverView:
+    # Imported here: Spark's Python workers unpickle the readers too, and never plan a batch.
+    from sparkmq.connector.driver_view import driver_view_for
+
+    return driver_view_for(namesrv_addr, group, security)
+
+
 class _Resolver:
     """Turns start/end options into offsets for a set of queues."""
 
@@ -232,7 +240,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @property
     def view(self) -> DriverView:
-        return driver_view_for(self.options.namesrv_addr, self.group, self.options.security)
+        return _driver_view(self.options.namesrv_addr, self.group, self.options.security)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         """Resolved once: the group's committed offsets where it has them, else the starting option.
@@ -381,7 +389,7 @@ class SparkmqBatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueueRanges]:
         o = self.options
-        view = driver_view_for(o.namesrv_addr, self.group, o.security)
+        view = _driver_view(o.namesrv_addr, self.group, o.security)
         resolver = _Resolver(o, view)
         queues = resolver.queues()
         start = resolver.by_mode(
@@ -427,6 +435,7 @@ class SparkmqDataSource(DataSource):
         return SparkmqStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from sparkmq.connector.sink_options import SinkOptions
         from sparkmq.sink import SparkmqBatchWriter
 
         options = SinkOptions.parse(self.options)
@@ -438,6 +447,7 @@ class SparkmqDataSource(DataSource):
         return SparkmqBatchWriter(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from sparkmq.connector.sink_options import SinkOptions
         from sparkmq.sink import SparkmqStreamWriter
 
         options = SinkOptions.parse(self.options)

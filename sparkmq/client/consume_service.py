@@ -24,7 +24,8 @@ from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.responses import check_response
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.protocol import RequestCode
-from sparkmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.group_bodies import LockBatchRequestBody, LockBatchResponseBody
 from sparkmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sparkmq.remoting.waits import done_within
 

@@ -24,9 +24,8 @@ from sparkmq.message.names import MASTER_ID
 from sparkmq.message.properties import PRODUCER_GROUP, find_property
 from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.admin_headers import GetRouteInfoRequestHeader
-from sparkmq.protocol.bodies import ConsumerListBody, MessageQueue, TopicRouteData
-from sparkmq.protocol.headers import (
+from sparkmq.protocol.bodies import MessageQueue, TopicRouteData
+from sparkmq.protocol.client_headers import (
     CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -34,7 +33,9 @@ from sparkmq.protocol.headers import (
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
+from sparkmq.protocol.group_bodies import ConsumerListBody
 from sparkmq.protocol.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from sparkmq.protocol.offset_headers import GetRouteInfoRequestHeader
 from sparkmq.remoting import RemotingClient, RemotingConnection
 from sparkmq.remoting.periodic import run_every, run_once, stop_tasks
 

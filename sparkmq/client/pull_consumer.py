@@ -25,15 +25,14 @@ from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.headers import (
+from sparkmq.protocol.client_headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from sparkmq.protocol.offset_headers import (
     OffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     TopicQueueRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from sparkmq.remoting.periodic import run_every, stop_tasks
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from sparkmq.errors import SparkmqError
 from sparkmq.message.names import is_retry_topic
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 from sparkmq.protocol.heartbeat import ConsumeFromWhere
+from sparkmq.protocol.offset_headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
 logger = logging.getLogger(__name__)
 PULL_SUSPEND_S = 15.0

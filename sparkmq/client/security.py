@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkmq.errors import ConfigError
-from sparkmq.protocol.acl_signing import SessionCredentials
 
 if TYPE_CHECKING:  # the remoting package loads asyncio: Spark's driver-side runner does without it
     from ssl import SSLContext
 
+    from sparkmq.protocol.acl_signing import SessionCredentials  # imported when there are credentials
     from sparkmq.remoting.client import Signer
 
 
@@ -48,7 +48,11 @@ class ClientSecurity:
         """From loose settings; one of ``access_key`` / ``secret_key`` without the other is a ConfigError."""
         if bool(access_key) != bool(secret_key):
             raise ConfigError("accessKey and secretKey must be given together")
-        credentials = SessionCredentials(access_key, secret_key) if access_key and secret_key else None
+        credentials = None
+        if access_key and secret_key:
+            from sparkmq.protocol.acl_signing import SessionCredentials
+
+            credentials = SessionCredentials(access_key, secret_key)
         return cls(credentials, tls, Path(trust_cert_path) if trust_cert_path else None)
 
     def signer(self) -> Signer | None:

@@ -37,7 +37,7 @@ from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector.exactly_once import TXN_PROPERTY, CommitLog, parse_tag, query_identity, txn_tag
-from sparkmq.connector.options import SinkOptions
+from sparkmq.connector.sink_options import SinkOptions
 from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES

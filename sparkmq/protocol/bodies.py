@@ -1,6 +1,7 @@
 """JSON bodies of the client-facing commands, with RocketMQ's field names.
 
-Heartbeats are in :mod:`~sparkmq.protocol.heartbeat`, registration and cluster bodies in
+Heartbeats are in :mod:`~sparkmq.protocol.heartbeat`, a group's member list and queue locks in
+:mod:`~sparkmq.protocol.group_bodies`, registration and cluster bodies in
 :mod:`~sparkmq.protocol.namesrv_bodies`, mqadmin statistics in :mod:`~sparkmq.protocol.admin_bodies`.
 
 ``encode()`` writes the shape both real clients parse: keys in fastjson's alphabetical order,
@@ -25,7 +26,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from sparkmq.errors import InvalidFieldError
 
@@ -39,6 +40,12 @@ from .fastjson import (
     loads,
 )
 from .scalars import is_java_integer, java_integer
+
+if TYPE_CHECKING:  # their old home: imported on first use (see __getattr__ at the end)
+    from .group_bodies import ConsumerListBody as ConsumerListBody
+    from .group_bodies import LockBatchRequestBody as LockBatchRequestBody
+    from .group_bodies import LockBatchResponseBody as LockBatchResponseBody
+    from .group_bodies import UnlockBatchRequestBody as UnlockBatchRequestBody
 
 
 def _encode(obj: object) -> bytes:
@@ -62,10 +69,6 @@ class MessageQueue:
         """Parse one MessageQueue object found at ``path``."""
         obj = as_object(value, path)
         return cls(get_str(obj, "topic", path), get_str(obj, "brokerName", path), get_int(obj, "queueId", path))
-
-
-def _queues(value: object, path: str) -> tuple[MessageQueue, ...]:
-    return tuple(MessageQueue.from_json(item, f"{path}[{i}]") for i, item in enumerate(as_list(value, path)))
 
 
 def broker_id_key(key: str, path: str) -> int:
@@ -186,65 +189,6 @@ class TopicRouteData:
 
 
 @dataclass(frozen=True, slots=True)
-class LockBatchRequestBody:
-    """Body of LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42); C++ leaves out an empty ``mqSet``."""
-
-    consumer_group: str
-    client_id: str
-    mq_set: tuple[MessageQueue, ...] = ()
-
-    def encode(self) -> bytes:
-        """The body bytes."""
-        mqs = [q.to_json() for q in self.mq_set]
-        return _encode({"clientId": self.client_id, "consumerGroup": self.consumer_group, "mqSet": mqs})
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
-        """Parse the body."""
-        path = cls.__name__
-        obj = as_object(loads(data, what=path), path)
-        group, client = get_str(obj, "consumerGroup", path), get_str(obj, "clientId", path)
-        return cls(group, client, _queues(obj.get("mqSet"), "mqSet"))
-
-
-UnlockBatchRequestBody = LockBatchRequestBody
-
-
-@dataclass(frozen=True, slots=True)
-class LockBatchResponseBody:
-    """Answer to LOCK_BATCH_MQ: the queues now held by the requesting client."""
-
-    lock_ok_mq_set: tuple[MessageQueue, ...] = ()
-
-    def encode(self) -> bytes:
-        """The body bytes."""
-        return _encode({"lockOKMQSet": [q.to_json() for q in self.lock_ok_mq_set]})
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
-        """Parse the body."""
-        obj = as_object(loads(data, what=cls.__name__), cls.__name__)
-        return cls(_queues(obj.get("lockOKMQSet"), "lockOKMQSet"))
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerListBody:
-    """``GetConsumerListByGroupResponseBody``: C++ throws on SUCCESS with an empty body."""
-
-    consumer_id_list: tuple[str, ...] = ()
-
-    def encode(self) -> bytes:
-        """The body bytes."""
-        return _encode({"consumerIdList": list(self.consumer_id_list)})
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
-        """Parse the body."""
-        obj = as_object(loads(data, what=cls.__name__), cls.__name__)
-        return cls(as_str_list(obj.get("consumerIdList"), "consumerIdList"))
-
-
-@dataclass(frozen=True, slots=True)
 class TopicList:
     """Body of GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) and GET_TOPICS_BY_CLUSTER (224)."""
 
@@ -280,6 +224,19 @@ class KVTable:
         obj = as_object(loads(data, what=cls.__name__), cls.__name__)
         table = as_object(obj.get("table") or {}, "table")
         return cls({k: get_str(table, k, "table") for k in table})
+
+
+_MOVED = frozenset({"ConsumerListBody", "LockBatchRequestBody", "LockBatchResponseBody", "UnlockBatchRequestBody"})
+
+
+def __getattr__(name: str) -> object:
+    # The group bodies moved to group_bodies (Spark's per-query source runner needs routes only); the
+    # names still resolve here, imported on first use.
+    if name in _MOVED:
+        from . import group_bodies
+
+        return getattr(group_bodies, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -22,6 +22,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .client_headers import (  # re-exported: they live apart, for the clients (see client_headers)
+    CheckTransactionStateRequestHeader,
+    ConsumerGroupRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    ResetOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from .codes import RequestCode
 from .offset_headers import (
     OffsetResponseHeader,
@@ -177,33 +189,6 @@ def send_response_fields(
 # --- pull and offsets ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PullMessageRequestHeader(CommandHeader):
-    """PULL_MESSAGE (11); ``sys_flag`` holds :class:`~sparkmq.protocol.codes.PullSysFlag` bits."""
-
-    consumer_group: str
-    topic: str
-    queue_id: Int32
-    queue_offset: Int64
-    max_msg_nums: Int32
-    sys_flag: Int32
-    commit_offset: Int64
-    suspend_timeout_millis: Int64
-    sub_version: Int64
-    subscription: str | None = None
-    expression_type: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PullMessageResponseHeader(CommandHeader):
-    """All four fields are required by both clients, as strings."""
-
-    suggest_which_broker_id: Int64
-    next_begin_offset: Int64
-    min_offset: Int64
-    max_offset: Int64
-
-
 GetMaxOffsetRequestHeader = TopicQueueRequestHeader
 GetMinOffsetRequestHeader = TopicQueueRequestHeader
 GetEarliestMsgStoretimeRequestHeader = TopicQueueRequestHeader
@@ -256,27 +241,6 @@ class QueryMessageResponseHeader(CommandHeader):
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerGroupRequestHeader(CommandHeader):
-    """GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY_CONSUMER_IDS_CHANGED (40), 203: ``consumerGroup``."""
-
-    consumer_group: str
-
-
-GetConsumerListByGroupRequestHeader = ConsumerGroupRequestHeader
-NotifyConsumerIdsChangedRequestHeader = ConsumerGroupRequestHeader
-GetConsumerConnectionListRequestHeader = ConsumerGroupRequestHeader
-
-
-@dataclass(frozen=True, slots=True)
-class UnregisterClientRequestHeader(CommandHeader):
-    """UNREGISTER_CLIENT (35); C++ sends ``""`` for the group it is not unregistering."""
-
-    client_id: str = wire_key("clientID")
-    producer_group: str | None = None
-    consumer_group: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class ConsumerSendMsgBackRequestHeader(CommandHeader):
     """CONSUMER_SEND_MSG_BACK (36); C++ 1.2.3 sends only offset, group and delayLevel."""
 
@@ -303,39 +267,6 @@ class EndTransactionRequestHeader(CommandHeader):
     msg_id: str
     from_transaction_check: bool | None = None
     transaction_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CheckTransactionStateRequestHeader(CommandHeader):
-    """CHECK_TRANSACTION_STATE (39), broker -> producer."""
-
-    tran_state_table_offset: Int64
-    commit_log_offset: Int64
-    msg_id: str | None = None
-    transaction_id: str | None = None
-    offset_msg_id: str | None = None
-
-
-# --- broker -> client ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GetConsumerRunningInfoRequestHeader(CommandHeader):
-    """GET_CONSUMER_RUNNING_INFO (307), broker -> consumer."""
-
-    consumer_group: str
-    client_id: str
-    jstack_enable: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ResetOffsetRequestHeader(CommandHeader):
-    """RESET_CONSUMER_CLIENT_OFFSET (220); C++ ``atoi``s ``isForce``, so "true" reads as false."""
-
-    topic: str
-    group: str
-    timestamp: Int64
-    is_force: bool
 
 
 __all__ = [

@@ -12,7 +12,8 @@ from pathlib import Path
 from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.group_bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
 from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
 from sparkmq.remoting import RemotingConnection
 from support.broker_wire import Wire, run_broker, serve, small_config

@@ -10,16 +10,14 @@ import pytest
 from sparkmq.errors import InvalidFieldError
 from sparkmq.protocol.bodies import (
     BrokerData,
-    ConsumerListBody,
     KVTable,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
     MessageQueue,
     QueueData,
     TopicList,
     TopicRouteData,
 )
 from sparkmq.protocol.fastjson import loads, quote_map_keys
+from sparkmq.protocol.group_bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
 from sparkmq.protocol.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -224,3 +222,12 @@ def test_json_bodies_refuse_lone_surrogates_and_nuls(raw: bytes, where: str) -> 
     with pytest.raises(InvalidFieldError, match=re.escape(where)):
         loads(raw, what="demo")
     assert loads(b'{"t":"caf\\u00e9 \\ud83d\\ude00"}', what="demo") == {"t": "caf\u00e9 \U0001f600"}
+
+
+def test_the_group_bodies_still_resolve_from_bodies() -> None:
+    from sparkmq.protocol import bodies, group_bodies
+
+    for name in group_bodies.__all__:
+        assert getattr(bodies, name) is getattr(group_bodies, name)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = bodies.Nothing  # type: ignore[attr-defined]

@@ -12,7 +12,8 @@ import struct
 import pytest
 
 from sparkmq.protocol import FrameDecoder, LanguageCode, RemotingCommand, RequestCode, ResponseCode, decode_frame
-from sparkmq.protocol.bodies import BrokerData, ConsumerListBody, QueueData, TopicRouteData
+from sparkmq.protocol.bodies import BrokerData, QueueData, TopicRouteData
+from sparkmq.protocol.group_bodies import ConsumerListBody
 from sparkmq.protocol.headers import (
     ConsumerGroupRequestHeader,
     OffsetResponseHeader,

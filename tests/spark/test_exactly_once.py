@@ -26,9 +26,9 @@ from sparkmq.client.message import Message
 from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
 from sparkmq.connector import transactional_writer
 from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
-from sparkmq.connector.options import OptionError, SinkOptions
+from sparkmq.connector.sink_options import SinkOptions
 from sparkmq.connector.transactional_writer import clients, close_clients, settle
-from sparkmq.errors import SparkmqError
+from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.properties import TRANSACTION_BATCH
 from sparkmq.protocol import ResponseCode

@@ -19,7 +19,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from sparkmq import sink
 from sparkmq.client import Message, ReceivedMessage, loop_thread
-from sparkmq.connector.options import SinkOptions
+from sparkmq.connector.sink_options import SinkOptions
 from sparkmq.errors import DurabilityNotConfirmedError, SparkmqError
 from sparkmq.protocol import ResponseCode
 from support.processes import BrokerProcess, NamesrvProcess

@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from sparkmq.client import loop_thread
-from sparkmq.connector.options import SinkOptions
+from sparkmq.connector.sink_options import SinkOptions
 from sparkmq.sink import SparkmqBatchWriter, _producer
 from support.spark_harness import Cluster
 

@@ -32,14 +32,32 @@ NOT_FOR_THE_RUNNER = (
     "sparkmq.message.bulk",
     "sparkmq.message.record",
     "msgspec",
+    "sparkmq.connector.sink_options",
+    "sparkmq.protocol.group_bodies",
+    "sparkmq.protocol.acl_signing",  # only a query with credentials signs
 )
 
 
+def _loaded_after(statements: str) -> set[str]:
+    probe = f"import json, sys\n{statements}\nprint(json.dumps(sorted(sys.modules)))"
+    return set(json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True).stdout))
+
+
 def test_the_driver_side_import_leaves_the_decoding_and_admin_modules_unloaded() -> None:
-    probe = (
-        "import json, sys; import pyspark.sql.streaming.python_streaming_source_runner; import sparkmq.source; "
-        "print(json.dumps(sorted(sys.modules)))"
+    # What the runner does before its first request: unpickle the source, make its stream reader and view.
+    loaded = _loaded_after(
+        "import pyspark.sql.streaming.python_streaming_source_runner\n"
+        "import sparkmq.source\n"
+        "options = {'namesrvaddr': '127.0.0.1:9', 'topic': 'T', 'consumergroup': 'g'}\n"
+        "sparkmq.source.SparkmqDataSource(options).streamReader(None).view  # connects on first use only"
     )
-    loaded = set(json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True).stdout))
-    assert "sparkmq.connector.driver_view" in loaded  # the probe did import the source
+    assert "sparkmq.connector.driver_view" in loaded  # the probe did make the driver side's view
     assert sorted(loaded & set(NOT_FOR_THE_RUNNER)) == []
+
+
+def test_a_worker_unpickling_a_reader_leaves_the_driver_side_unloaded() -> None:
+    # Spark's Python workers unpickle the reader for read(); every object they hold is walked by the
+    # gc.collect() a reused worker runs after each task.
+    loaded = _loaded_after("import pyspark.worker\nimport sparkmq.source")
+    assert "sparkmq.source" in loaded
+    assert sorted(loaded & {"sparkmq.connector.driver_view", "sparkmq.protocol.consume_stats"}) == []
