@@ -6,8 +6,9 @@ decodes here in C, with no dict of Python objects to walk. Anything else (a nume
 for ``code``, a number in extFields, a bad byte, deep nesting) raises one of
 :data:`PLAIN_HEADER_ERRORS`, and ``command._decode_any_json_header``, the pure reference,
 decodes it or names the fault. Both give the same command for every header this one accepts
-(tests/protocol/test_plain_header.py compares them). msgspec is optional: without it
-``command`` uses the reference alone.
+(tests/protocol/test_fast_paths.py compares them). msgspec is optional: without it
+``command`` uses the reference alone. ``command`` loads this module once it has decoded
+``FAST_PATH_AFTER_HEADERS`` headers, or at once in the remoting layer (``load_fast_path``).
 
 Example::
 
