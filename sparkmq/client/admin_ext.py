@@ -29,7 +29,7 @@ from sparkmq.protocol.admin_headers import (
     TopicRequestHeader,
     WritePermResponseHeader,
 )
-from sparkmq.protocol.bodies import KVTable, MessageQueue, TopicList, TopicRouteData
+from sparkmq.protocol.bodies import MessageQueue, TopicList, TopicRouteData
 from sparkmq.protocol.fastjson import as_object, as_str_list, loads
 from sparkmq.protocol.headers import (
     ConsumerGroupRequestHeader,
@@ -40,7 +40,7 @@ from sparkmq.protocol.headers import (
     ResetOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from sparkmq.protocol.namesrv_bodies import ClusterInfo, TopicConfig
+from sparkmq.protocol.namesrv_bodies import ClusterInfo, KVTable, TopicConfig
 from sparkmq.protocol.ops_bodies import (
     BrokerStatsData,
     DeleteSubscriptionGroupRequestHeader,

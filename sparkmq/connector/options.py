@@ -11,11 +11,14 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sparkmq.client.security import ClientSecurity
-from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.columns import source_columns
 from sparkmq.errors import OptionError
+
+if TYPE_CHECKING:  # the selector is for reading: Spark's per-query source runner never asks for it
+    from sparkmq.client.selector import MessageSelector
 
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "checkpointlocation"})
 #: ACL 1.0 credentials and TLS, the same options for the source and the sink.
@@ -164,6 +167,8 @@ class SourceOptions:
     @property
     def selector(self) -> MessageSelector:
         """What the broker filters on: ``sqlFilter`` (SQL92 over properties) or ``subExpression`` (tags)."""
+        from sparkmq.client.selector import MessageSelector
+
         return (
             MessageSelector.by_sql(self.sql_filter) if self.sql_filter else MessageSelector.by_tag(self.sub_expression)
         )

@@ -34,8 +34,8 @@ from sparkmq.protocol.admin_headers import (
     UnRegisterBrokerRequestHeader,
     WritePermResponseHeader,
 )
-from sparkmq.protocol.bodies import KVTable, TopicList
-from sparkmq.protocol.namesrv_bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
+from sparkmq.protocol.bodies import TopicList
+from sparkmq.protocol.namesrv_bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from sparkmq.remoting import Processor, RemotingConnection, RemotingServer
 
 from .routes import RouteInfoManager

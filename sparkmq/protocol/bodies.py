@@ -1,7 +1,7 @@
 """JSON bodies of the client-facing commands, with RocketMQ's field names.
 
 Heartbeats are in :mod:`~sparkmq.protocol.heartbeat`, a group's member list and queue locks in
-:mod:`~sparkmq.protocol.group_bodies`, registration and cluster bodies in
+:mod:`~sparkmq.protocol.group_bodies`, registration, cluster and KV bodies in
 :mod:`~sparkmq.protocol.namesrv_bodies`, mqadmin statistics in :mod:`~sparkmq.protocol.admin_bodies`.
 
 ``encode()`` writes the shape both real clients parse: keys in fastjson's alphabetical order,
@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, Self
 
 from sparkmq.errors import InvalidFieldError
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # their old home: imported on first use (see __getattr__ at t
     from .group_bodies import LockBatchRequestBody as LockBatchRequestBody
     from .group_bodies import LockBatchResponseBody as LockBatchResponseBody
     from .group_bodies import UnlockBatchRequestBody as UnlockBatchRequestBody
+    from .namesrv_bodies import KVTable as KVTable
 
 
 def _encode(obj: object) -> bytes:
@@ -208,35 +210,20 @@ class TopicList:
         return cls(as_str_list(obj.get("topicList"), "topicList"), get_str(obj, "brokerAddr", cls.__name__, None))
 
 
-@dataclass(frozen=True, slots=True)
-class KVTable:
-    """``{"table":{…}}``: REGISTER_BROKER's answer (ORDER_TOPIC_CONFIG) and KV listings."""
-
-    table: dict[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        """The body bytes."""
-        return _encode({"table": self.table})
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
-        """Parse the body."""
-        obj = as_object(loads(data, what=cls.__name__), cls.__name__)
-        table = as_object(obj.get("table") or {}, "table")
-        return cls({k: get_str(table, k, "table") for k in table})
-
-
-_MOVED = frozenset({"ConsumerListBody", "LockBatchRequestBody", "LockBatchResponseBody", "UnlockBatchRequestBody"})
+_MOVED = {  # name → its module now (Spark's per-query source runner needs routes and queues only)
+    **dict.fromkeys(
+        ("ConsumerListBody", "LockBatchRequestBody", "LockBatchResponseBody", "UnlockBatchRequestBody"), "group_bodies"
+    ),
+    "KVTable": "namesrv_bodies",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The group bodies moved to group_bodies (Spark's per-query source runner needs routes only); the
-    # names still resolve here, imported on first use.
-    if name in _MOVED:
-        from . import group_bodies
-
-        return getattr(group_bodies, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # The moved names still resolve here, imported on first use.
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__package__}.{home}"), name)
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""JSON bodies of broker registration and cluster listing (NameServer side).
+"""JSON bodies of broker registration, cluster listing and KV tables (NameServer side).
 
 REGISTER_BROKER (103) bodies come plain or, with header ``compressed=true``, as a zlib stream;
 inflating is bounded so a small body cannot expand without limit.
@@ -238,9 +238,28 @@ class ClusterInfo:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class KVTable:
+    """``{"table":{…}}``: REGISTER_BROKER's answer (ORDER_TOPIC_CONFIG) and KV listings."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        """The body bytes."""
+        return dumps({"table": self.table}).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
+        """Parse the body."""
+        obj = as_object(loads(data, what=cls.__name__), cls.__name__)
+        table = as_object(obj.get("table") or {}, "table")
+        return cls({k: get_str(table, k, "table") for k in table})
+
+
 __all__ = [
     "ClusterInfo",
     "DataVersion",
+    "KVTable",
     "RegisterBrokerBody",
     "TopicConfig",
     "TopicConfigSerializeWrapper",

@@ -224,10 +224,11 @@ def test_json_bodies_refuse_lone_surrogates_and_nuls(raw: bytes, where: str) -> 
     assert loads(b'{"t":"caf\\u00e9 \\ud83d\\ude00"}', what="demo") == {"t": "caf\u00e9 \U0001f600"}
 
 
-def test_the_group_bodies_still_resolve_from_bodies() -> None:
-    from sparkmq.protocol import bodies, group_bodies
+def test_the_moved_bodies_still_resolve_from_bodies() -> None:
+    from sparkmq.protocol import bodies, group_bodies, namesrv_bodies
 
     for name in group_bodies.__all__:
         assert getattr(bodies, name) is getattr(group_bodies, name)
+    assert bodies.KVTable is namesrv_bodies.KVTable
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         _ = bodies.Nothing  # type: ignore[attr-defined]

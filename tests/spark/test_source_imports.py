@@ -35,6 +35,8 @@ NOT_FOR_THE_RUNNER = (
     "sparkmq.connector.sink_options",
     "sparkmq.protocol.group_bodies",
     "sparkmq.protocol.acl_signing",  # only a query with credentials signs
+    "sparkmq.protocol.namesrv_bodies",
+    "sparkmq.client.selector",  # the executors' reads filter, the driver side does not
 )
 
 
