@@ -135,7 +135,7 @@ def _bodies(
     options: SourceOptions, group: str, part: QueueRange, selector: str | MessageSelector
 ) -> Iterator[bytes | memoryview]:
     """Pull bodies of ``part``: at the planned addresses, the rest (or all) through the process's client."""
-    from sparkmq.connector.broker_view import leased_view, read_planned
+    from sparkmq.connector.planned_reads import read_planned  # the client itself only when a read needs it
 
     position = part.start
     if part.addresses:
@@ -154,6 +154,8 @@ def _bodies(
         if rest is None:
             return
         position = rest
+    from sparkmq.connector.broker_view import leased_view
+
     with leased_view(options.namesrv_addr, group, options.security) as view:
         yield from view.read_range(
             part.queue, position, part.end, options.pull_batch_size, selector, options.fail_on_data_loss

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from sparkmq.client.consume_service import ConsumeResult
     from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
     from sparkmq.client.producer import AsyncProducer, Producer
-    from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
+    from sparkmq.client.pull_consumer import AsyncPullConsumer, PullConsumer
+    from sparkmq.client.pull_wire import PullResult
     from sparkmq.client.push_consumer import AsyncPushConsumer, PushConsumer
     from sparkmq.client.queue_select import select_by_hash
     from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
@@ -35,7 +36,8 @@ _HOMES = {  # public name → the module defining it
     **dict.fromkeys(("Message", "ReceivedMessage", "SendResult", "SendStatus"), "sparkmq.client.message"),
     **dict.fromkeys(("AsyncProducer", "Producer"), "sparkmq.client.producer"),
     "select_by_hash": "sparkmq.client.queue_select",
-    **dict.fromkeys(("AsyncPullConsumer", "PullConsumer", "PullResult"), "sparkmq.client.pull_consumer"),
+    **dict.fromkeys(("AsyncPullConsumer", "PullConsumer"), "sparkmq.client.pull_consumer"),
+    "PullResult": "sparkmq.client.pull_wire",
     **dict.fromkeys(("AsyncPushConsumer", "PushConsumer"), "sparkmq.client.push_consumer"),
     **dict.fromkeys(("allocate_averagely", "allocate_averagely_by_circle"), "sparkmq.client.rebalance"),
     "ClientSecurity": "sparkmq.client.security",

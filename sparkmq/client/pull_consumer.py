@@ -12,20 +12,19 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.pull_wire import PULL_TIMEOUT_MARGIN_S, PullResult, decode_pull, pull_request_fields
 from sparkmq.client.rebalance import allocate_averagely
 from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import SparkmqError
-from sparkmq.protocol import PullSysFlag, RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.client_headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from sparkmq.protocol.offset_headers import (
     OffsetResponseHeader,
@@ -36,23 +35,7 @@ from sparkmq.protocol.offset_headers import (
 from sparkmq.remoting.periodic import run_every, stop_tasks
 
 logger = logging.getLogger(__name__)
-PULL_TIMEOUT_MARGIN_S = 5.0
 REBALANCE_INTERVAL_S = 20.0
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    """One pull of one queue: a body of whole stored records and the offsets around it."""
-
-    status: ResponseCode
-    body: bytes
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-
-    @property
-    def found(self) -> bool:
-        return self.status == ResponseCode.SUCCESS
 
 
 class AsyncPullConsumer:
@@ -363,46 +346,3 @@ class PullConsumer:
     def commit_async(self, offsets: dict[MessageQueue, int] | None = None) -> Future[None]:
         """Commit without waiting; a concurrent future."""
         return loop_thread.submit(self._async.commit(offsets))
-
-
-def pull_request_fields(
-    group: str,
-    queue: MessageQueue,
-    offset: int,
-    max_messages: int,
-    suspend_s: float = 0.0,
-    expression: str | MessageSelector = "*",
-) -> dict[str, str]:
-    """The extFields of ``group``'s PULL_MESSAGE of ``queue`` at ``offset`` (needs no started client)."""
-    flags = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_s > 0 else 0)
-    selector = MessageSelector.of(expression)
-    return PullMessageRequestHeader(
-        group,
-        queue.topic,
-        queue.queue_id,
-        offset,
-        max_messages,
-        int(flags),
-        0,
-        int(suspend_s * 1000),
-        0,
-        selector.expression,
-        selector.expression_type,
-    ).to_fields()
-
-
-def decode_pull(queue: MessageQueue, offset: int, response: RemotingCommand) -> tuple[PullResult, int]:
-    """A PULL_MESSAGE response as a PullResult and the broker id it suggests for the queue's next pull;
-    an error code other than the pull's own raises."""
-    if response.code not in (
-        ResponseCode.SUCCESS,
-        ResponseCode.PULL_NOT_FOUND,
-        ResponseCode.PULL_RETRY_IMMEDIATELY,
-        ResponseCode.PULL_OFFSET_MOVED,
-    ):
-        check_response(response, f"pull {queue} at {offset}")
-    fields = PullMessageResponseHeader.from_fields(response.ext_fields)
-    result = PullResult(
-        ResponseCode(response.code), response.body, fields.next_begin_offset, fields.min_offset, fields.max_offset
-    )
-    return result, fields.suggest_which_broker_id

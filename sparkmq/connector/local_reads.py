@@ -34,14 +34,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from sparkmq.client.pull_consumer import decode_pull, pull_request_fields
+from sparkmq.client.pull_wire import decode_pull, pull_request_fields
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.direct_pull import KeptBuffers, PullConnection
 from sparkmq.errors import SparkmqError
 from sparkmq.native import queueread
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.ops_bodies import parse_properties_text
 
 logger = logging.getLogger(__name__)
 UNIT_BYTES = 20  # a ConsumeQueue unit: physical offset i64, size i32, tags code i64
@@ -210,6 +209,8 @@ def verified_store(connection: PullConnection, group: str, queue: MessageQueue, 
     if connection.signed:
         return None  # the broker checks the account's permission on each topic; the files cannot
     if connection not in _stores:
+        from sparkmq.protocol.ops_bodies import parse_properties_text  # once per connection: kept out of workers' heaps
+
         answer, body = connection.answer(connection.send_request(RequestCode.GET_BROKER_CONFIG, {}))
         found = None
         if answer.code == ResponseCode.SUCCESS:

@@ -15,9 +15,10 @@ import pytest
 
 from sparkmq import source
 from sparkmq.client import Message
-from sparkmq.connector import broker_view
-from sparkmq.connector.broker_view import PULLS_AHEAD, BrokerView
+from sparkmq.connector import planned_reads
+from sparkmq.connector.broker_view import BrokerView
 from sparkmq.connector.options import SourceOptions
+from sparkmq.connector.planned_reads import PULLS_AHEAD
 from sparkmq.connector.view_cache import ViewCache
 from sparkmq.message.bulk import decode_columns
 from support.spark_harness import Cluster, running_cluster
@@ -89,9 +90,9 @@ def test_a_broken_pull_socket_goes_on_through_the_client(
     first or a later body: the rest of the range comes through the client, every offset once, in order."""
     view, topic = filled
     queue = next(q for q in view.queues([topic]) if q.queue_id == QUEUE_ID)
-    broker_view.pull_sockets.close_idle()
+    planned_reads.pull_sockets.close_idle()
     assert offsets_read(view, topic, 0, 8, 4) == list(range(8))  # leaves one idle pull socket
-    (connection,) = broker_view.pull_sockets.idle()
+    (connection,) = planned_reads.pull_sockets.idle()
     found: list[int] = []
     bodies = view.read_range(queue, 0, MESSAGES, 4)
     for index, body in enumerate(bodies):
@@ -100,7 +101,7 @@ def test_a_broken_pull_socket_goes_on_through_the_client(
         found += decode_columns(body).heads["queue_offset"].tolist()
     assert [o for o in found if o < MESSAGES] == list(range(MESSAGES))
     assert "through the client" in caplog.text
-    assert connection not in broker_view.pull_sockets.idle()  # closed, not lent again
+    assert connection not in planned_reads.pull_sockets.idle()  # closed, not lent again
 
 
 def test_an_idle_pull_socket_closed_meanwhile_is_replaced(
@@ -109,14 +110,14 @@ def test_an_idle_pull_socket_closed_meanwhile_is_replaced(
     """A pooled pull socket that was closed while idle (as a broker closes idle connections) is not
     lent again: the next read opens a new one and stays on the direct path."""
     view, topic = filled
-    broker_view.pull_sockets.close_idle()
+    planned_reads.pull_sockets.close_idle()
     assert offsets_read(view, topic, 0, 8, 4) == list(range(8))
-    (stale,) = broker_view.pull_sockets.idle()
+    (stale,) = planned_reads.pull_sockets.idle()
     stale._sock.shutdown(socket.SHUT_RDWR)
 
     assert offsets_read(view, topic, 0, MESSAGES, 4) == list(range(MESSAGES))
     assert "through the client" not in caplog.text
-    (fresh,) = broker_view.pull_sockets.idle()
+    (fresh,) = planned_reads.pull_sockets.idle()
     assert fresh is not stale
 
 

@@ -23,7 +23,7 @@ from sparkmq import source
 from sparkmq.client import Message
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
-from sparkmq.connector import broker_view, local_reads
+from sparkmq.connector import broker_view, local_reads, planned_reads
 from sparkmq.connector.direct_pull import PullConnection
 from sparkmq.connector.local_reads import LocalQueueReads, LocalReadDeclined, StoreFiles
 from sparkmq.connector.options import SourceOptions
@@ -140,7 +140,7 @@ def test_a_record_its_unit_does_not_name_is_declined_and_the_rest_pulled(
     connection = pooled_connection(cluster)
     local_reads._stores[connection] = files  # this connection's broker "has" the damaged files
     try:
-        with caplog.at_level(logging.INFO, logger="sparkmq.connector.broker_view"):
+        with caplog.at_level(logging.INFO, logger="sparkmq.connector.planned_reads"):
             found = read(cluster, topic, "CID_local_damaged", local=True)
     finally:
         local_reads._stores[connection] = broker_files(store)
@@ -149,7 +149,7 @@ def test_a_record_its_unit_does_not_name_is_declined_and_the_rest_pulled(
 
 
 def pooled_connection(cluster: Cluster) -> PullConnection:
-    (connection,) = [c for c in broker_view.pull_sockets.idle() if c.address == cluster.broker.address]
+    (connection,) = [c for c in planned_reads.pull_sockets.idle() if c.address == cluster.broker.address]
     return connection
 
 

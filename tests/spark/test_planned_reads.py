@@ -19,7 +19,7 @@ import pytest
 
 from sparkmq import source
 from sparkmq.client import Message
-from sparkmq.connector import broker_view
+from sparkmq.connector import broker_view, planned_reads
 from sparkmq.connector.options import SourceOptions
 from support.processes import BrokerProcess, NamesrvProcess
 from support.spark_harness import Cluster, running_cluster
@@ -106,9 +106,9 @@ def test_a_broken_planned_socket_goes_on_through_the_client(
     cluster, topic = filled
     group = f"CID_planned_broken_{break_after}"
     options, parts = planned(cluster.ns, topic, group)
-    broker_view.pull_sockets.close_idle()
+    planned_reads.pull_sockets.close_idle()
     assert positions(options, group, parts[:1]) == [(0, o) for o in range(PER_QUEUE)]  # leaves one idle socket
-    (connection,) = broker_view.pull_sockets.idle()
+    (connection,) = planned_reads.pull_sockets.idle()
     found: list[int] = []
     for index, batch in enumerate(source.read_ranges(options, group, parts[0])):
         if index == break_after:
@@ -118,7 +118,7 @@ def test_a_broken_planned_socket_goes_on_through_the_client(
     assert found == list(range(PER_QUEUE))
     assert "through the client" in caplog.text
     assert group in started_views()
-    assert connection not in broker_view.pull_sockets.idle()
+    assert connection not in planned_reads.pull_sockets.idle()
 
 
 def test_a_broker_that_moved_after_planning_is_read_through_the_client_once(tmp_path: Path) -> None:

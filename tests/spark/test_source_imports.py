@@ -63,3 +63,15 @@ def test_a_worker_unpickling_a_reader_leaves_the_driver_side_unloaded() -> None:
     loaded = _loaded_after("import pyspark.worker\nimport sparkmq.source")
     assert "sparkmq.source" in loaded
     assert sorted(loaded & {"sparkmq.connector.driver_view", "sparkmq.protocol.consume_stats"}) == []
+
+
+def test_a_worker_reading_at_planned_addresses_leaves_the_client_unloaded() -> None:
+    # A read task pulls over its own socket or reads the broker's files (connector/planned_reads.py):
+    # the client, asyncio and the remoting package load only when a read falls back to the client.
+    loaded = _loaded_after(
+        "import pyspark.worker\nimport sparkmq.source\n"
+        "import sparkmq.connector.arrow, sparkmq.connector.planned_reads  # what read_range imports"
+    )
+    assert "sparkmq.connector.planned_reads" in loaded
+    client = {"asyncio", "sparkmq.client.instance", "sparkmq.client.pull_consumer", "sparkmq.remoting"}
+    assert sorted(loaded & (client | {"sparkmq.connector.broker_view"})) == []
