@@ -30,9 +30,9 @@ from sparkmq.connector.options import SourceOptions
 from sparkmq.errors import OptionError
 from sparkmq.message import layout as L
 from sparkmq.native import queueread
-from sparkmq.protocol import RequestCode, ResponseCode
-from sparkmq.protocol.bodies import KVTable, MessageQueue
-from support.spark_harness import BROKER, Cluster, ask, running_cluster
+from sparkmq.protocol import RequestCode
+from sparkmq.protocol.bodies import MessageQueue
+from support.spark_harness import BROKER, Cluster, running_cluster
 
 pytestmark = pytest.mark.skipif(queueread is None, reason="local reads use the native gather")
 
@@ -92,23 +92,16 @@ def test_local_reads_give_what_pulls_give(filled: tuple[Cluster, str, Path]) -> 
     assert verified_connections()[cluster.broker.address] == broker_files(store)
 
 
-def served(cluster: Cluster) -> int:
-    """Messages the broker has handed out in answers to pulls (its ``msgGetTotalTodayNow``)."""
-    code, remark, _, body = ask(cluster.broker.address, RequestCode.GET_BROKER_RUNTIME_INFO, {})
-    assert code == ResponseCode.SUCCESS, remark
-    return int(KVTable.decode(body).table["msgGetTotalTodayNow"])
-
-
 def test_local_reads_pull_only_each_ranges_probe(filled: tuple[Cluster, str, Path]) -> None:
     """Over sockets the broker hands out every record; reading its files, one per range (the probe)."""
     cluster, topic, _ = filled
-    before = served(cluster)
+    before = cluster.served()
     read(cluster, topic, "CID_local_counted_pulls", local=False)
-    pulled = served(cluster) - before
+    pulled = cluster.served() - before
     read(cluster, topic, "CID_local_counted_files", local=True)
 
     assert pulled == QUEUES * PER_QUEUE
-    assert served(cluster) - before - pulled == QUEUES  # one range per queue
+    assert cluster.served() - before - pulled == QUEUES  # one range per queue
 
 
 def damaged_copy(store: Path, into: Path, topic: str, queue_offset: int) -> StoreFiles:

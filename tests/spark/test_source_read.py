@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -94,7 +95,9 @@ def python_messages(topic: str, count: int) -> list[Message]:
     return messages
 
 
-def test_python_client_messages_read_with_available_now(spark, cluster, names) -> None:
+@pytest.mark.parametrize("local_reads", ["true", "false"], ids=["from-the-store-files", "pulled-over-sockets"])
+def test_python_client_messages_read_with_available_now(spark, cluster, names, local_reads) -> None:
+    """Every field of every record, read from the broker's files beside it (the default) and over sockets."""
     topic = cluster.topic(queues=4)
     count = 40
     messages = python_messages(topic, count)
@@ -111,10 +114,19 @@ def test_python_client_messages_read_with_available_now(spark, cluster, names) -
     with_map = reader(spark, cluster, topic=topic, consumerGroup=names.group, includeProperties="true").load()
     assert with_map.schema.names == LEAN[:8] + ["properties"] + LEAN[8:]
     df = reader(
-        spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest", wideSchema="true"
+        spark,
+        cluster,
+        topic=topic,
+        consumerGroup=names.group,
+        startingOffsets="earliest",
+        wideSchema="true",
+        localReads=local_reads,
     ).load()
     assert df.schema == DOCUMENTED_SCHEMA
+    served = cluster.served()
     collected, query = run_available_now(df, names.checkpoint())
+    # Over sockets the broker hands out every record; from its files, one per range read (the probes).
+    assert cluster.served() - served == (count if local_reads == "false" else len({r.queue.queue_id for r in results}))
 
     rows = collected.rows
     assert len(rows) == count

@@ -41,7 +41,7 @@ from sparkmq.client.message import decode_pull_body
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_bodies import ConsumeStats
 from sparkmq.protocol.admin_headers import GetConsumeStatsRequestHeader
-from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.bodies import KVTable, MessageQueue
 from sparkmq.protocol.headers import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -195,6 +195,12 @@ class Cluster:
         )
         assert code == ResponseCode.SUCCESS, remark
         return ConsumeStats.decode(body)
+
+    def served(self) -> int:
+        """Messages the broker handed out in answers to pulls (GET_BROKER_RUNTIME_INFO's ``msgGetTotalTodayNow``)."""
+        code, remark, _, body = ask(self.broker.address, RequestCode.GET_BROKER_RUNTIME_INFO, {})
+        assert code == ResponseCode.SUCCESS, remark
+        return int(KVTable.decode(body).table["msgGetTotalTodayNow"])
 
     def group_topics(self, group: str) -> set[str]:
         """Topics for which the broker holds offsets of ``group``."""
