@@ -115,8 +115,8 @@ class LocalQueueReads:
         their body (None when every unit read was blank) and the offset after the units read.
         Raises LocalReadDeclined when the files cannot serve it.
 
-        The body is a view of one of this reader's kept buffers: it stays valid while it is referred
-        to (a buffer is lent again only once nothing refers to it)."""
+        The body is a view of one of the calling thread's kept buffers: it stays valid while it is
+        referred to (a buffer is lent again only once nothing refers to it)."""
         assert queueread is not None
         units = self._units(offset, max_count)
         first = int.from_bytes(units[:8], "big", signed=True)
