@@ -34,8 +34,9 @@ from spark_common import produce
 
 from sparkmq.connector.arrow import records_to_arrow
 from sparkmq.connector.columns import LEAN_COLUMNS
+from sparkmq.connector.direct_pull import PullConnection
 from sparkmq.connector.driver_view import driver_view_for
-from sparkmq.connector.local_reads import LocalQueueReads, StoreFiles
+from sparkmq.connector.local_reads import LocalQueueReads, StoreFiles, store_files
 
 TOPIC = "LocalReadBench"
 SEGMENT_BYTES = 16 * 1024 * 1024
@@ -60,13 +61,9 @@ def main() -> None:
             view = driver_view_for(namesrv.address, "bench-local-read")
             queues = sorted(view.queues([TOPIC]), key=lambda q: q.queue_id)
             maxima = view.max_offsets(queues)
-            files = StoreFiles.from_broker_config(
-                {
-                    "storePathRootDir": str((root / "store").absolute()),
-                    "mapedFileSizeCommitLog": str(SEGMENT_BYTES),
-                    "mapedFileSizeConsumeQueue": "300000",  # the test harness's broker (tests/support/processes.py)
-                }
-            )
+            asker = PullConnection(view.known_read_addresses(queues[0].broker_name)[0], None, timeout_s=10.0)
+            files = store_files(asker)  # where the broker says its store is, as a read task asks
+            asker.close()
             assert files is not None
             kept = [LocalQueueReads(files, TOPIC, q.queue_id) for q in queues]
             for round_ in range(args.rounds):

@@ -19,8 +19,8 @@ Where it applies (everything else, and the rest of a range after any doubt, read
 * every unit's segment exists, and every record read carries the queue id, queue offset and
   physical offset its unit promises (a unit left from before a crash's truncation fails this).
 
-Files are opened per range and closed at its end: a mapping held on would keep a segment that
-retention deleted on the disk.
+Files are opened per range (the probe and the reads share them) and closed at its end: a mapping
+held on would keep a segment that retention deleted on the disk.
 """
 
 from __future__ import annotations
@@ -198,16 +198,12 @@ def usable(expression: str | MessageSelector) -> bool:
     return queueread is not None and MessageSelector.of(expression).expression in ("", "*")
 
 
-def verified_store(connection: PullConnection, group: str, queue: MessageQueue, offset: int) -> StoreFiles | None:
-    """The store files of ``connection``'s broker when they are readable here and, for this read,
-    proven its own (``same_store`` at ``offset``: a range's first record, pulled and compared).
-
-    The store's location is asked once per connection (GET_BROKER_CONFIG); the probe runs for every
-    range, so a broker that restarted on another store is never read from the old one's files.
-    None when the record at ``offset`` cannot be pulled (it is gone: the pulls report that).
-    """
+def store_files(connection: PullConnection) -> StoreFiles | None:
+    """Where ``connection``'s broker keeps its store, when it is readable here: asked once per
+    connection (GET_BROKER_CONFIG). None for a connection with ACL credentials: the broker checks the
+    account's permission on each topic, the files cannot."""
     if connection.signed:
-        return None  # the broker checks the account's permission on each topic; the files cannot
+        return None
     if connection not in _stores:
         from sparkmq.protocol.ops_bodies import parse_properties_text  # once per connection: kept out of workers' heaps
 
@@ -218,29 +214,32 @@ def verified_store(connection: PullConnection, group: str, queue: MessageQueue, 
         _stores[connection] = found
         if found is not None:
             logger.info("broker %s keeps its store at %s, readable here", connection.address, found.commitlog_dir)
-    files = _stores[connection]
-    if files is None:
-        return None
-    same = same_store(connection, files, group, queue, offset)
+    return _stores[connection]
+
+
+def proven(connection: PullConnection, reads: LocalQueueReads, group: str, queue: MessageQueue, offset: int) -> bool:
+    """Whether ``reads`` may serve this range: its first record, pulled and read from the files, is
+    the same (``same_store``). Run for every range, so a broker that restarted on another store is
+    never read from the old one's files; files found foreign are not asked again over ``connection``."""
+    same = same_store(connection, reads, group, queue, offset)
     if same is False:
         logger.warning(
-            "the files at %s are not broker %s's store; pulling from it", files.commitlog_dir, connection.address
+            "the files at %s are not broker %s's store; pulling from it", reads.files.commitlog_dir, connection.address
         )
         _stores[connection] = None
-    return files if same else None
+    return same is True
 
 
 def same_store(
-    connection: PullConnection, files: StoreFiles, group: str, queue: MessageQueue, offset: int
+    connection: PullConnection, reads: LocalQueueReads, group: str, queue: MessageQueue, offset: int
 ) -> bool | None:
-    """Whether the record at ``offset`` pulled over ``connection`` equals the one read from ``files``
-    (None: the broker has no record there to compare)."""
+    """Whether the record at ``offset`` pulled over ``connection`` equals the one ``reads`` reads from
+    its files (None: the broker has no record there to compare)."""
     command, pulled = connection.answer(connection.send(pull_request_fields(group, queue, offset, 1)))
     if not decode_pull(queue, offset, command)[0].found:
         return None
     try:
-        with LocalQueueReads(files, queue.topic, queue.queue_id) as reads:
-            local, _ = reads.read(offset, 1)
+        local, _ = reads.read(offset, 1)
     except LocalReadDeclined:
         return False
     return local == bytes(pulled)

@@ -20,7 +20,7 @@ from sparkmq.client.pull_wire import PULL_TIMEOUT_MARGIN_S, PullResult, decode_p
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.connector.direct_pull import PullConnection, PullConnectionError
-from sparkmq.connector.local_reads import LocalQueueReads, LocalReadDeclined, StoreFiles, usable, verified_store
+from sparkmq.connector.local_reads import LocalQueueReads, LocalReadDeclined, proven, store_files, usable
 from sparkmq.errors import DataLossError
 from sparkmq.protocol import ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -232,11 +232,13 @@ def read_planned(
     broken = False
     try:
         first = start
-        if local_reads and usable(expression) and (files := verified_store(connection, group, queue, start)):
-            rest = yield from _read_locally(files, queue, start, end, batch_size, fail_on_data_loss)
-            if rest is None:
-                return None
-            first = position = rest
+        if local_reads and usable(expression) and (files := store_files(connection)):
+            with LocalQueueReads(files, queue.topic, queue.queue_id) as reads:
+                if proven(connection, reads, group, queue, start):
+                    rest = yield from _read_locally(reads, queue, start, end, batch_size)
+                    if rest is None:
+                        return None
+                    first = position = rest
         for body, position in pipelined(pulls, queue, first, end, batch_size, fail_on_data_loss):  # noqa: B007
             if body is not None:
                 yield body
@@ -251,39 +253,18 @@ def read_planned(
 
 
 def _read_locally(
-    files: StoreFiles, queue: MessageQueue, start: int, end: int, batch_size: int, fail_on_data_loss: bool
+    reads: LocalQueueReads, queue: MessageQueue, start: int, end: int, batch_size: int
 ) -> Generator[bytes | memoryview, None, int | None]:
     """Bodies of [start, end) read from the store's files; returns None when all were read, else
-    the offset from which the files declined (the caller pulls the rest)."""
-    position: int | None = start
-    with LocalQueueReads(files, queue.topic, queue.queue_id) as reads:
-        reading = pipelined(_LocalPulls(reads, queue), queue, start, end, batch_size, fail_on_data_loss)
-        try:
-            for body, position in reading:  # noqa: B007
-                if body is not None:
-                    yield body
-            return None
-        except LocalReadDeclined as exc:
-            logger.info("%s of %s; pulling the rest from the broker", exc, queue)
-            return position
-
-
-class _LocalPulls(Pulls):
-    """Reads of the store's files in the shape of pulls (each "sent" one is read when its result is asked)."""
-
-    def __init__(self, reads: LocalQueueReads, queue: MessageQueue) -> None:
-        super().__init__(queue, "*")
-        self.reads = reads
-
-    def send(self, offset: int, count: int) -> None:
-        self.pending.append((offset, count))
-
-    def result(self) -> tuple[PullResult, bytes | memoryview]:
-        offset, count = self.pending.popleft()
-        body, following = self.reads.read(offset, count)
-        if body is None:  # only blank units
-            return PullResult(ResponseCode.PULL_RETRY_IMMEDIATELY, b"", following, 0, following), b""
-        return PullResult(ResponseCode.SUCCESS, b"", following, 0, following), body  # the body apart, as a socket's
-
-    def drop_all(self) -> None:
-        self.pending.clear()
+    the offset from which the files declined (the caller pulls the rest, with the pulls' data-loss rules)."""
+    offset = start
+    try:
+        while offset < end:
+            body, following = reads.read(offset, min(batch_size, end - offset))
+            if body is not None:  # None: only blank units
+                yield body
+            offset = following
+        return None
+    except LocalReadDeclined as exc:
+        logger.info("%s of %s; pulling the rest from the broker", exc, queue)
+        return offset

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import pickle
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,6 +93,31 @@ def test_local_reads_give_what_pulls_give(filled: tuple[Cluster, str, Path]) -> 
     assert verified_connections()[cluster.broker.address] == broker_files(store)
 
 
+def test_a_broken_socket_at_the_probe_reads_through_the_client(
+    filled: tuple[Cluster, str, Path], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pooled socket is broken when a range starts (a broker restart broke it; under TLS the pool
+    cannot peek at it, modelled by its ``alive`` answering yes): the probe fails, nothing is read from
+    the files on its word, and the client reads that range; every offset once, in order."""
+    cluster, topic, _ = filled
+    expected = read(cluster, topic, "CID_local_broken", local=False)
+    planned_reads.pull_sockets.close_idle()
+    read(cluster, topic, "CID_local_broken_first", local=True)  # leaves one idle socket, its store known
+    (connection,) = planned_reads.pull_sockets.idle()
+    connection._sock.shutdown(socket.SHUT_RDWR)
+    monkeypatch.setattr(connection, "alive", lambda: True)
+    before = cluster.served()
+
+    found = read(cluster, topic, "CID_local_broken", local=True)
+
+    assert found.equals(expected)
+    assert "through the client" in caplog.text
+    # The first range (queue 0) whole from the broker; the broken socket is dropped, and the next ranges
+    # go over a new one whose probe (one record each) proves the files again.
+    assert cluster.served() - before == PER_QUEUE + (QUEUES - 1)
+    assert connection not in planned_reads.pull_sockets.idle()
+
+
 def test_local_reads_pull_only_each_ranges_probe(filled: tuple[Cluster, str, Path]) -> None:
     """Over sockets the broker hands out every record; reading its files, one per range (the probe)."""
     cluster, topic, _ = filled
@@ -151,26 +177,29 @@ def test_files_that_are_not_the_brokers_fail_the_probe(filled: tuple[Cluster, st
     cluster, topic, store = filled
     queue = MessageQueue(topic, BROKER, 0)
     connection = PullConnection(cluster.broker.address, None, timeout_s=5.0)
+    other = damaged_copy(store, tmp_path / "other", topic, 70)
     try:
-        assert local_reads.same_store(connection, broker_files(store), "CID_probe", queue, 70) is True
-        other = damaged_copy(store, tmp_path / "other", topic, 70)
-        assert local_reads.same_store(connection, other, "CID_probe", queue, 70) is False
-        assert local_reads.same_store(connection, other, "CID_probe", queue, 69) is True  # a copy, up to there
-        assert local_reads.same_store(connection, broker_files(store), "CID_probe", queue, PER_QUEUE) is None
-        assert local_reads.verified_store(connection, "CID_probe", queue, 0) == broker_files(store)
-        local_reads._stores[connection] = other  # as if the broker restarted on another store
-        assert local_reads.verified_store(connection, "CID_probe", queue, 70) is None
-        assert local_reads._stores[connection] is None  # never read from files over this connection again
+        with LocalQueueReads(broker_files(store), topic, 0) as own, LocalQueueReads(other, topic, 0) as foreign:
+            assert local_reads.same_store(connection, own, "CID_probe", queue, 70) is True
+            assert local_reads.same_store(connection, foreign, "CID_probe", queue, 70) is False
+            assert local_reads.same_store(connection, foreign, "CID_probe", queue, 69) is True  # a copy, up to there
+            assert local_reads.same_store(connection, own, "CID_probe", queue, PER_QUEUE) is None
+            assert local_reads.store_files(connection) == broker_files(store)
+            assert local_reads.proven(connection, own, "CID_probe", queue, 0)
+            # as if the broker restarted on another store: the probe fails, and the files are not asked again
+            assert not local_reads.proven(connection, foreign, "CID_probe", queue, 70)
+            assert local_reads._stores[connection] is None
+            assert local_reads.store_files(connection) is None
     finally:
         connection.close()
 
 
 def test_a_connection_with_acl_credentials_reads_through_the_broker(filled: tuple[Cluster, str, Path]) -> None:
     """The broker checks an account's permission on each topic; the files cannot: never asked, never read."""
-    cluster, topic, _ = filled
+    cluster, _, _ = filled
     connection = PullConnection(cluster.broker.address, ClientSecurity.of("RocketMQ", "12345678"), timeout_s=5.0)
     try:
-        assert local_reads.verified_store(connection, "CID_signed", MessageQueue(topic, BROKER, 0), 0) is None
+        assert local_reads.store_files(connection) is None
         assert connection not in local_reads._stores
     finally:
         connection.close()
