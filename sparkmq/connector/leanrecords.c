@@ -1,4 +1,5 @@
-/* The source's lean columns straight from a PULL body: one walk of the records, one copy of each field.
+/* The source's lean columns straight from a PULL body: one walk of the records (filling the fixed-width
+ * columns while each head is in cache), then one pass copying the four string columns side by side.
  *
  * decode(buffer) -> tuple of bytes (Arrow buffers, little-endian) or None.
  * The reference is records_to_arrow's numpy path (sparkmq/connector/arrow.py); tests compare both.
@@ -11,6 +12,9 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAGIC ((int32_t)0xDAA320A7)
 #define FIXED_BYTES 91 /* 88-byte head + topic length byte + properties length (2 bytes) */
@@ -34,38 +38,77 @@ typedef struct {
 } Span;
 
 typedef struct {
-    Py_ssize_t start, props;
-    int32_t props_length;
+    Py_ssize_t start;
     Span body, keys, tags, uniq;
 } Record;
 
-static int32_t be32(const uint8_t *p) { return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]); }
+/* The fixed-width columns, filled by the walk while each record's head is in cache. */
+typedef struct {
+    int32_t *queue_ids;
+    int64_t *offsets, *born, *stored;
+} Fixed;
 
-static int64_t be64(const uint8_t *p) { return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint32_t)be32(p + 4)); }
+static int32_t be32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return (int32_t)__builtin_bswap32(v);
+}
 
-/* The values of KEYS, TAGS and UNIQ_KEY in name\1value\2name\1value...: the last non-empty one wins. */
-static void scan_properties(const uint8_t *buf, Record *r) {
-    const uint8_t *p = buf + r->props, *end = p + r->props_length;
-    r->keys.length = r->tags.length = r->uniq.length = -1;
-    while (p < end) {
-        const uint8_t *stop = memchr(p, 2, (size_t)(end - p));
-        if (stop == NULL) stop = end;
-        Py_ssize_t n = stop - p;
-        Span *hit = NULL;
-        Py_ssize_t skip = 0;
-        if (n > 5 && memcmp(p, "KEYS\1", 5) == 0) hit = &r->keys, skip = 5;
-        else if (n > 5 && memcmp(p, "TAGS\1", 5) == 0) hit = &r->tags, skip = 5;
-        else if (n > 9 && memcmp(p, "UNIQ_KEY\1", 9) == 0) hit = &r->uniq, skip = 9;
-        if (hit != NULL) {
-            hit->at = (p - buf) + skip;
-            hit->length = (int32_t)(n - skip);
-        }
-        p = stop + 1;
+static int64_t be64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return (int64_t)__builtin_bswap64(v);
+}
+
+/* The property name\1value in [p, stop) when it is KEYS, TAGS or UNIQ_KEY: its value's span. */
+static inline void property(const uint8_t *buf, const uint8_t *p, const uint8_t *stop, Record *r) {
+    Py_ssize_t n = stop - p;
+    Span *hit = NULL;
+    Py_ssize_t skip = 0;
+    if (n > 5 && memcmp(p, "KEYS\1", 5) == 0) hit = &r->keys, skip = 5;
+    else if (n > 5 && memcmp(p, "TAGS\1", 5) == 0) hit = &r->tags, skip = 5;
+    else if (n > 9 && memcmp(p, "UNIQ_KEY\1", 9) == 0) hit = &r->uniq, skip = 9;
+    if (hit != NULL) {
+        hit->at = (p - buf) + skip;
+        hit->length = (int32_t)(n - skip);
     }
 }
 
-/* Walk the TOTALSIZE chain with decode_columns' checks; the number of records, or -1 (not ours). */
-static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssize_t capacity) {
+/* The values of KEYS, TAGS and UNIQ_KEY in name\1value\2name\1value... (``length`` bytes at ``props``
+ * of the ``size`` bytes of ``buf``): the last non-empty one wins. The \2 separators are found 16
+ * bytes at a time where SSE2 is there (never reading past ``buf``'s end). */
+static void scan_properties(const uint8_t *buf, Py_ssize_t size, Py_ssize_t props, int32_t length, Record *r) {
+    const uint8_t *item = buf + props, *end = item + length;
+    r->keys.length = r->tags.length = r->uniq.length = -1;
+#ifdef __SSE2__
+    const __m128i twos = _mm_set1_epi8(2);
+    const uint8_t *chunk = item;
+    for (; chunk + 16 <= end || (chunk < end && chunk + 16 <= buf + size); chunk += 16) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)chunk), twos));
+        if (chunk + 16 > end) mask &= (1u << (end - chunk)) - 1;
+        while (mask) {
+            const uint8_t *stop = chunk + __builtin_ctz(mask);
+            mask &= mask - 1;
+            property(buf, item, stop, r);
+            item = stop + 1;
+        }
+    }
+    for (; chunk < end; chunk++) /* the last bytes of the buffer */
+        if (*chunk == 2) property(buf, item, chunk, r), item = chunk + 1;
+#else
+    while (item < end) {
+        const uint8_t *stop = memchr(item, 2, (size_t)(end - item));
+        if (stop == NULL) break;
+        property(buf, item, stop, r);
+        item = stop + 1;
+    }
+#endif
+    if (item < end) property(buf, item, end, r);
+}
+
+/* Walk the TOTALSIZE chain with decode_columns' checks, filling ``out`` and ``fixed``; the number of
+ * records, or -1 (not ours). */
+static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssize_t capacity, const Fixed *fixed) {
     Py_ssize_t pos = 0, count = 0;
     while (pos < size) {
         if (size - pos < FIXED_BYTES || count == capacity) return -1;
@@ -79,102 +122,107 @@ static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssiz
         if (props_at + 2 > total) return -1;
         int32_t props_length = (int32_t)r[props_at] << 8 | r[props_at + 1];
         if (props_length > 0x7FFF || FIXED_BYTES + body_length + topic_length + props_length != total) return -1;
+        fixed->queue_ids[count] = be32(r + POS_QUEUE_ID);
+        fixed->offsets[count] = be64(r + POS_QUEUE_OFFSET);
+        fixed->born[count] = be64(r + POS_BORN_TIMESTAMP) * 1000; /* ms → Arrow µs */
+        fixed->stored[count] = be64(r + POS_STORE_TIMESTAMP) * 1000;
         Record *rec = &out[count++];
         rec->start = pos;
         rec->body.at = pos + POS_BODY;
         rec->body.length = body_length;
-        rec->props = pos + props_at + 2;
-        rec->props_length = props_length;
-        scan_properties(buf, rec);
+        scan_properties(buf, size, pos + props_at + 2, props_length, rec);
         pos += total;
     }
     return count;
 }
 
-/* An Arrow string/binary column of the Span at ``field`` of each record: int32 offsets and the data copied
- * from buf; with ``valid_out`` a validity bitmap where length -1 (absent) is null. Empty spans stay valid. */
-static int strings(const uint8_t *buf, const Record *recs, Py_ssize_t n, size_t field, PyObject **offsets_out,
-                   PyObject **data_out, PyObject **valid_out) {
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Span *s = (const Span *)((const char *)&recs[i] + field);
-        if (s->length > 0) total += s->length;
-    }
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
-    PyObject *data = PyBytes_FromStringAndSize(NULL, total);
-    PyObject *valid = valid_out ? PyBytes_FromStringAndSize(NULL, (n + 7) / 8) : NULL;
-    if (offsets == NULL || data == NULL || (valid_out && valid == NULL)) {
-        Py_XDECREF(offsets), Py_XDECREF(data), Py_XDECREF(valid);
-        return -1;
-    }
-    int32_t *off = (int32_t *)PyBytes_AS_STRING(offsets);
-    uint8_t *dst = (uint8_t *)PyBytes_AS_STRING(data), *bits = valid ? (uint8_t *)PyBytes_AS_STRING(valid) : NULL;
-    if (bits) memset(bits, 0, (size_t)((n + 7) / 8));
-    int32_t at = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const Span *s = (const Span *)((const char *)&recs[i] + field);
-        off[i] = at;
-        if (s->length > 0) {
-            memcpy(dst + at, buf + s->at, (size_t)s->length);
-            at += s->length;
-        }
-        if (bits && s->length >= 0) bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-    }
-    off[n] = at;
-    *offsets_out = offsets, *data_out = data;
-    if (valid_out) *valid_out = valid;
+/* An Arrow string/binary column under construction: int32 offsets, the data, an optional validity bitmap. */
+typedef struct {
+    PyObject *offsets, *data, *valid;
+    int32_t *off;
+    uint8_t *dst, *bits;
+    int32_t at;
+} Column;
+
+#define SHORT_VALUE 32 /* values up to this long are copied as a fixed 32 bytes (the data has that slack) */
+
+static int column_new(Column *c, Py_ssize_t n, Py_ssize_t data_bytes, int with_validity) {
+    c->offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    c->data = PyBytes_FromStringAndSize(NULL, data_bytes + SHORT_VALUE);
+    c->valid = with_validity ? PyBytes_FromStringAndSize(NULL, (n + 7) / 8) : NULL;
+    if (c->offsets == NULL || c->data == NULL || (with_validity && c->valid == NULL)) return -1;
+    c->off = (int32_t *)PyBytes_AS_STRING(c->offsets);
+    c->dst = (uint8_t *)PyBytes_AS_STRING(c->data);
+    c->bits = c->valid ? (uint8_t *)PyBytes_AS_STRING(c->valid) : NULL;
+    if (c->bits) memset(c->bits, 0, (size_t)((n + 7) / 8));
+    c->at = 0;
     return 0;
 }
 
-/* msgId: UNIQ_KEY where present, else RocketMQ's offset message id (hex of store host and physical offset). */
-static int msg_ids(const uint8_t *buf, const Record *recs, Py_ssize_t n, PyObject **offsets_out, PyObject **data_out) {
+/* Row ``i``'s value: the span's bytes of ``buf`` (``size`` bytes; null when absent and the column
+ * has validity). A short value is copied as a fixed SHORT_VALUE bytes (no call) where ``buf`` has them:
+ * the bytes past it land in the slack and are overwritten by the next value. */
+static inline void column_put(Column *c, Py_ssize_t i, const uint8_t *buf, Py_ssize_t size, const Span *s) {
+    c->off[i] = c->at;
+    if (s->length > 0) {
+        if (s->length <= SHORT_VALUE && s->at + SHORT_VALUE <= size)
+            memcpy(c->dst + c->at, buf + s->at, SHORT_VALUE);
+        else
+            memcpy(c->dst + c->at, buf + s->at, (size_t)s->length);
+        c->at += s->length;
+    }
+    if (c->bits && s->length >= 0) c->bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+}
+
+/* msgId of row ``i`` without UNIQ_KEY: RocketMQ's offset message id (hex of store host and physical offset). */
+static inline void column_put_offset_id(Column *c, Py_ssize_t i, const uint8_t *record) {
     static const char hex[] = "0123456789ABCDEF";
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) total += recs[i].uniq.length > 0 ? recs[i].uniq.length : MSG_ID_CHARS;
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4), *data = PyBytes_FromStringAndSize(NULL, total);
-    if (offsets == NULL || data == NULL) {
-        Py_XDECREF(offsets), Py_XDECREF(data);
-        return -1;
+    uint8_t raw[16];
+    memcpy(raw, record + POS_STORE_HOST, 8); /* IPv4 address, then the port as a big-endian int */
+    memcpy(raw + 8, record + POS_PHYSICAL_OFFSET, 8);
+    c->off[i] = c->at;
+    for (int k = 0; k < 16; k++) {
+        c->dst[c->at++] = (uint8_t)hex[raw[k] >> 4];
+        c->dst[c->at++] = (uint8_t)hex[raw[k] & 15];
     }
-    int32_t *off = (int32_t *)PyBytes_AS_STRING(offsets);
-    uint8_t *dst = (uint8_t *)PyBytes_AS_STRING(data);
-    int32_t at = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        off[i] = at;
-        if (recs[i].uniq.length > 0) {
-            memcpy(dst + at, buf + recs[i].uniq.at, (size_t)recs[i].uniq.length);
-            at += recs[i].uniq.length;
-            continue;
-        }
-        const uint8_t *r = buf + recs[i].start;
-        uint8_t raw[16];
-        memcpy(raw, r + POS_STORE_HOST, 8); /* IPv4 address, then the port as a big-endian int */
-        memcpy(raw + 8, r + POS_PHYSICAL_OFFSET, 8);
-        for (int k = 0; k < 16; k++) {
-            dst[at++] = (uint8_t)hex[raw[k] >> 4];
-            dst[at++] = (uint8_t)hex[raw[k] & 15];
-        }
-    }
-    off[n] = at;
-    *offsets_out = offsets, *data_out = data;
-    return 0;
 }
 
-static PyObject *fixed(const uint8_t *buf, const Record *recs, Py_ssize_t n, int pos, int width, int64_t scale) {
-    PyObject *out = PyBytes_FromStringAndSize(NULL, n * width);
-    if (out == NULL) return NULL;
-    char *dst = PyBytes_AS_STRING(out);
+/* body, keys, tags and msgId (UNIQ_KEY where present, else the offset message id) in one pass over
+ * the records; items[5..14] as decode returns them, or -1 (an error set, nothing left to release). */
+static int string_columns(const uint8_t *buf, Py_ssize_t size, const Record *recs, Py_ssize_t n, PyObject **items) {
+    Py_ssize_t totals[4] = {0};
     for (Py_ssize_t i = 0; i < n; i++) {
-        const uint8_t *p = buf + recs[i].start + pos;
-        if (width == 4) {
-            int32_t v = be32(p);
-            memcpy(dst + i * 4, &v, 4);
-        } else {
-            int64_t v = be64(p) * scale;
-            memcpy(dst + i * 8, &v, 8);
-        }
+        totals[0] += recs[i].body.length;
+        totals[1] += recs[i].keys.length > 0 ? recs[i].keys.length : 0;
+        totals[2] += recs[i].tags.length > 0 ? recs[i].tags.length : 0;
+        totals[3] += recs[i].uniq.length > 0 ? recs[i].uniq.length : MSG_ID_CHARS;
     }
-    return out;
+    Column body = {0}, keys = {0}, tags = {0}, ids = {0};
+    if (column_new(&body, n, totals[0], 0) < 0 || column_new(&keys, n, totals[1], 1) < 0 ||
+        column_new(&tags, n, totals[2], 1) < 0 || column_new(&ids, n, totals[3], 0) < 0) {
+        Column *all[4] = {&body, &keys, &tags, &ids};
+        for (int k = 0; k < 4; k++) Py_XDECREF(all[k]->offsets), Py_XDECREF(all[k]->data), Py_XDECREF(all[k]->valid);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Record *r = &recs[i];
+        column_put(&body, i, buf, size, &r->body);
+        column_put(&keys, i, buf, size, &r->keys);
+        column_put(&tags, i, buf, size, &r->tags);
+        if (r->uniq.length > 0) column_put(&ids, i, buf, size, &r->uniq);
+        else column_put_offset_id(&ids, i, buf + r->start);
+    }
+    body.off[n] = body.at, keys.off[n] = keys.at, tags.off[n] = tags.at, ids.off[n] = ids.at;
+    Column *all[4] = {&body, &keys, &tags, &ids};
+    for (int k = 0; k < 4; k++)
+        if (_PyBytes_Resize(&all[k]->data, all[k]->at) < 0) { /* drops the slack; frees data on failure */
+            for (int j = 0; j < 4; j++) Py_XDECREF(all[j]->offsets), Py_XDECREF(all[j]->data), Py_XDECREF(all[j]->valid);
+            return -1;
+        }
+    PyObject *out[10] = {body.offsets, body.data, keys.offsets, keys.data, keys.valid,
+                         tags.offsets, tags.data, tags.valid,  ids.offsets,  ids.data};
+    memcpy(items + 5, out, sizeof(out));
+    return 0;
 }
 
 static PyObject *decode(PyObject *module, PyObject *arg) {
@@ -182,41 +230,32 @@ static PyObject *decode(PyObject *module, PyObject *arg) {
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *buf = view.buf;
     Py_ssize_t size = view.len, capacity = size / FIXED_BYTES;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *items[15] = {NULL};
     Record *recs = NULL;
     if (size == 0 || size >= INT32_MAX) goto not_ours;
     recs = PyMem_Malloc((size_t)capacity * sizeof(Record));
-    if (recs == NULL) {
-        PyErr_NoMemory();
+    items[1] = PyBytes_FromStringAndSize(NULL, capacity * 4);
+    for (int k = 2; k <= 4; k++) items[k] = PyBytes_FromStringAndSize(NULL, capacity * 8);
+    if (recs == NULL || items[1] == NULL || items[2] == NULL || items[3] == NULL || items[4] == NULL) {
+        if (recs == NULL) PyErr_NoMemory();
         goto done;
     }
+    Fixed fixed = {(int32_t *)PyBytes_AS_STRING(items[1]), (int64_t *)PyBytes_AS_STRING(items[2]),
+                   (int64_t *)PyBytes_AS_STRING(items[3]), (int64_t *)PyBytes_AS_STRING(items[4])};
     Py_ssize_t n;
-    Py_BEGIN_ALLOW_THREADS n = walk(buf, size, recs, capacity);
+    Py_BEGIN_ALLOW_THREADS n = walk(buf, size, recs, capacity, &fixed);
     Py_END_ALLOW_THREADS if (n <= 0) goto not_ours;
-    PyObject *items[15] = {NULL};
-    items[0] = PyLong_FromSsize_t(n);
-    items[1] = fixed(buf, recs, n, POS_QUEUE_ID, 4, 1);
-    items[2] = fixed(buf, recs, n, POS_QUEUE_OFFSET, 8, 1);
-    items[3] = fixed(buf, recs, n, POS_BORN_TIMESTAMP, 8, 1000); /* ms → Arrow µs */
-    items[4] = fixed(buf, recs, n, POS_STORE_TIMESTAMP, 8, 1000);
-    int failed = items[0] == NULL || items[1] == NULL || items[2] == NULL || items[3] == NULL || items[4] == NULL;
-    failed = failed || strings(buf, recs, n, offsetof(Record, body), &items[5], &items[6], NULL) < 0;
-    failed = failed || strings(buf, recs, n, offsetof(Record, keys), &items[7], &items[8], &items[9]) < 0;
-    failed = failed || strings(buf, recs, n, offsetof(Record, tags), &items[10], &items[11], &items[12]) < 0;
-    failed = failed || msg_ids(buf, recs, n, &items[13], &items[14]) < 0;
-    if (failed) {
-        for (int i = 0; i < 15; i++) Py_XDECREF(items[i]);
-        goto done;
-    }
-    result = PyTuple_New(15);
-    if (result != NULL)
-        for (int i = 0; i < 15; i++) PyTuple_SET_ITEM(result, i, items[i]);
-    else
-        for (int i = 0; i < 15; i++) Py_XDECREF(items[i]);
+    if ((items[0] = PyLong_FromSsize_t(n)) == NULL || _PyBytes_Resize(&items[1], n * 4) < 0) goto done;
+    for (int k = 2; k <= 4; k++)
+        if (_PyBytes_Resize(&items[k], n * 8) < 0) goto done;
+    if (string_columns(buf, size, recs, n, items) < 0) goto done;
+    if ((result = PyTuple_New(15)) == NULL) goto done;
+    for (int i = 0; i < 15; i++) PyTuple_SET_ITEM(result, i, items[i]), items[i] = NULL;
     goto done;
 not_ours:
     result = Py_NewRef(Py_None);
 done:
+    for (int i = 0; i < 15; i++) Py_XDECREF(items[i]);
     PyMem_Free(recs);
     PyBuffer_Release(&view);
     return result;
