@@ -16,14 +16,17 @@
 #define BLANK_UNIT_SIZE 2147483647
 #define MAX_SEGMENTS 16 /* reads.MAX_READ_SEGMENTS: a read over more takes the numpy path */
 
+/* Big-endian loads (GCC left the byte loop a loop: 10 % of a local read's copy in perf). */
 static int64_t get64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return (int64_t)__builtin_bswap64(v);
 }
 
 static int32_t get32(const unsigned char *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return (int32_t)__builtin_bswap32(v);
 }
 
 static PyObject *int64_bytes(const int64_t *values, Py_ssize_t n) {
