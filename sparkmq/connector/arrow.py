@@ -136,6 +136,7 @@ def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.
 
     count = len(columns)
     strings = _slices(raw, columns.properties_starts, columns.properties_lengths, pa.string())
+    strings = _valid(strings)  # the string kernels below need UTF-8
     items = pc.split_pattern(strings, "\x02")
     flat = pc.list_flatten(items)
     parents = pc.list_parent_indices(items).to_numpy()
@@ -309,4 +310,40 @@ def records_to_arrow(
         "storeHost": lambda: _hosts(heads["store_ip"], heads["store_port"].astype(np.int32)),
         "reconsumeTimes": lambda: pa.array(heads["reconsume_times"].astype(np.int32)),
     }
-    return pa.RecordBatch.from_arrays([build[name]() for name in columns], schema=schema)
+    return _with_valid_utf8(pa.RecordBatch.from_arrays([build[name]() for name in columns], schema=schema))
+
+
+def _with_valid_utf8(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with every string valid UTF-8. Property names and values are the sender's bytes, and a
+    broken or hostile sender can store any; RocketMQ's broker reads them with Java's UTF-8 decoder,
+    and ``decode_properties`` with ``errors="replace"``: their invalid bytes become U+FFFD, here too
+    (an Arrow string column must hold UTF-8: Spark and pyarrow may fail on anything else)."""
+    try:
+        batch.validate(full=True)
+        return batch
+    except pa.ArrowInvalid:
+        return pa.RecordBatch.from_arrays([_valid(column) for column in batch.columns], schema=batch.schema)
+
+
+def _valid(array: pa.Array) -> pa.Array:
+    """``array``, or when it holds invalid UTF-8, its values decoded with those bytes replaced."""
+    try:
+        array.validate(full=True)
+        return array
+    except pa.ArrowInvalid:
+        return _decoded(array)
+
+
+def _decoded(array: pa.Array) -> pa.Array:
+    """A string or string map ``array`` decoded from its bytes with invalid UTF-8 replaced (U+FFFD)."""
+
+    def text(value: bytes | None) -> str | None:
+        return None if value is None else value.decode("utf-8", "replace")
+
+    kind = array.type
+    if pa.types.is_string(kind):
+        return pa.array([text(v) for v in array.cast(pa.binary()).to_pylist()], kind)
+    if pa.types.is_map(kind):
+        rows = array.cast(pa.map_(pa.binary(), pa.binary())).to_pylist()
+        return pa.array([None if row is None else [(text(k), text(v)) for k, v in row] for row in rows], kind)
+    return array

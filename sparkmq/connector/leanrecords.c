@@ -4,7 +4,8 @@
  * decode(buffer) -> tuple of bytes (Arrow buffers, little-endian) or None.
  * The reference is records_to_arrow's numpy path (sparkmq/connector/arrow.py); tests compare both.
  * None means "not for this path": an empty buffer, a record chain that does not parse exactly (the
- * numpy path then raises its precise CorruptRecordError), a compressed body or IPv6 hosts.
+ * numpy path then raises its precise CorruptRecordError), a compressed body, IPv6 hosts, or a KEYS,
+ * TAGS or UNIQ_KEY value that is not valid UTF-8 (the numpy path replaces its bad bytes).
  * Record layout: sparkmq/message/layout.py (v1 records, IPv4 hosts, big-endian integers).
  */
 #define PY_SSIZE_T_CLEAN
@@ -76,16 +77,24 @@ static inline void property(const uint8_t *buf, const uint8_t *p, const uint8_t 
 
 /* The values of KEYS, TAGS and UNIQ_KEY in name\1value\2name\1value... (``length`` bytes at ``props``
  * of the ``size`` bytes of ``buf``): the last non-empty one wins. The \2 separators are found 16
- * bytes at a time where SSE2 is there (never reading past ``buf``'s end). */
-static void scan_properties(const uint8_t *buf, Py_ssize_t size, Py_ssize_t props, int32_t length, Record *r) {
+ * bytes at a time where SSE2 is there (never reading past ``buf``'s end). Returns nonzero when the
+ * properties hold a byte past ASCII (their values then need a UTF-8 check). */
+static int scan_properties(const uint8_t *buf, Py_ssize_t size, Py_ssize_t props, int32_t length, Record *r) {
     const uint8_t *item = buf + props, *end = item + length;
+    unsigned high = 0;
     r->keys.length = r->tags.length = r->uniq.length = -1;
 #ifdef __SSE2__
     const __m128i twos = _mm_set1_epi8(2);
     const uint8_t *chunk = item;
     for (; chunk + 16 <= end || (chunk < end && chunk + 16 <= buf + size); chunk += 16) {
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)chunk), twos));
-        if (chunk + 16 > end) mask &= (1u << (end - chunk)) - 1;
+        __m128i bytes = _mm_loadu_si128((const __m128i *)chunk);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, twos));
+        unsigned top = (unsigned)_mm_movemask_epi8(bytes);
+        if (chunk + 16 > end) {
+            unsigned inside = (1u << (end - chunk)) - 1;
+            mask &= inside, top &= inside;
+        }
+        high |= top;
         while (mask) {
             const uint8_t *stop = chunk + __builtin_ctz(mask);
             mask &= mask - 1;
@@ -93,9 +102,12 @@ static void scan_properties(const uint8_t *buf, Py_ssize_t size, Py_ssize_t prop
             item = stop + 1;
         }
     }
-    for (; chunk < end; chunk++) /* the last bytes of the buffer */
+    for (; chunk < end; chunk++) { /* the last bytes of the buffer */
+        high |= *chunk & 0x80;
         if (*chunk == 2) property(buf, item, chunk, r), item = chunk + 1;
+    }
 #else
+    for (const uint8_t *p = item; p < end; p++) high |= *p & 0x80;
     while (item < end) {
         const uint8_t *stop = memchr(item, 2, (size_t)(end - item));
         if (stop == NULL) break;
@@ -104,11 +116,13 @@ static void scan_properties(const uint8_t *buf, Py_ssize_t size, Py_ssize_t prop
     }
 #endif
     if (item < end) property(buf, item, end, r);
+    return high != 0;
 }
 
-/* Walk the TOTALSIZE chain with decode_columns' checks, filling ``out`` and ``fixed``; the number of
- * records, or -1 (not ours). */
-static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssize_t capacity, const Fixed *fixed) {
+/* Walk the TOTALSIZE chain with decode_columns' checks, filling ``out`` and ``fixed`` (and setting
+ * ``non_ascii`` when a record's properties hold a byte past ASCII); the number of records, or -1 (not ours). */
+static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssize_t capacity, const Fixed *fixed,
+                       int *non_ascii) {
     Py_ssize_t pos = 0, count = 0;
     while (pos < size) {
         if (size - pos < FIXED_BYTES || count == capacity) return -1;
@@ -130,7 +144,7 @@ static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssiz
         rec->start = pos;
         rec->body.at = pos + POS_BODY;
         rec->body.length = body_length;
-        scan_properties(buf, size, pos + props_at + 2, props_length, rec);
+        *non_ascii |= scan_properties(buf, size, pos + props_at + 2, props_length, rec);
         pos += total;
     }
     return count;
@@ -187,9 +201,46 @@ static inline void column_put_offset_id(Column *c, Py_ssize_t i, const uint8_t *
     }
 }
 
+/* Whether each of the ``n`` values of ``c`` is valid UTF-8 (as Arrow's full validation of a string
+ * column judges: no overlong forms, surrogates or code points past U+10FFFF), value by value. */
+static int column_utf8(const Column *c, Py_ssize_t n) {
+    for (Py_ssize_t v = 0; v < n; v++) {
+        const uint8_t *s = c->dst + c->off[v], *end = c->dst + c->off[v + 1];
+        while (s < end) {
+            uint64_t word;
+            if (end - s >= 8 && (memcpy(&word, s, 8), !(word & 0x8080808080808080ULL))) {
+                s += 8; /* eight ASCII bytes */
+                continue;
+            }
+            uint8_t lead = *s;
+            if (lead < 0x80) {
+                s++;
+                continue;
+            }
+            int length;
+            uint32_t point;
+            if (lead >= 0xC2 && lead <= 0xDF) length = 2, point = lead & 0x1F;
+            else if (lead >= 0xE0 && lead <= 0xEF) length = 3, point = lead & 0x0F;
+            else if (lead >= 0xF0 && lead <= 0xF4) length = 4, point = lead & 0x07;
+            else return 0;
+            if (end - s < length) return 0;
+            for (int k = 1; k < length; k++) {
+                if ((s[k] & 0xC0) != 0x80) return 0;
+                point = point << 6 | (s[k] & 0x3F);
+            }
+            if (length == 3 && (point < 0x800 || (point >= 0xD800 && point <= 0xDFFF))) return 0;
+            if (length == 4 && (point < 0x10000 || point > 0x10FFFF)) return 0;
+            s += length;
+        }
+    }
+    return 1;
+}
+
 /* body, keys, tags and msgId (UNIQ_KEY where present, else the offset message id) in one pass over
- * the records; items[5..14] as decode returns them, or -1 (an error set, nothing left to release). */
-static int string_columns(const uint8_t *buf, Py_ssize_t size, const Record *recs, Py_ssize_t n, PyObject **items) {
+ * the records; 1 with items[5..14] as decode returns them, 0 when a property value is not valid UTF-8
+ * (not for this path: checked only when ``non_ascii``, the walk having seen a byte past ASCII), or -1 (an error set); nothing is left to release unless 1. */
+static int string_columns(const uint8_t *buf, Py_ssize_t size, const Record *recs, Py_ssize_t n, int non_ascii,
+                          PyObject **items) {
     Py_ssize_t totals[4] = {0};
     for (Py_ssize_t i = 0; i < n; i++) {
         totals[0] += recs[i].body.length;
@@ -214,15 +265,16 @@ static int string_columns(const uint8_t *buf, Py_ssize_t size, const Record *rec
     }
     body.off[n] = body.at, keys.off[n] = keys.at, tags.off[n] = tags.at, ids.off[n] = ids.at;
     Column *all[4] = {&body, &keys, &tags, &ids};
+    int valid = !non_ascii || (column_utf8(&keys, n) && column_utf8(&tags, n) && column_utf8(&ids, n));
     for (int k = 0; k < 4; k++)
-        if (_PyBytes_Resize(&all[k]->data, all[k]->at) < 0) { /* drops the slack; frees data on failure */
+        if (!valid || _PyBytes_Resize(&all[k]->data, all[k]->at) < 0) { /* drops the slack; frees data on failure */
             for (int j = 0; j < 4; j++) Py_XDECREF(all[j]->offsets), Py_XDECREF(all[j]->data), Py_XDECREF(all[j]->valid);
-            return -1;
+            return valid ? -1 : 0;
         }
     PyObject *out[10] = {body.offsets, body.data, keys.offsets, keys.data, keys.valid,
                          tags.offsets, tags.data, tags.valid,  ids.offsets,  ids.data};
     memcpy(items + 5, out, sizeof(out));
-    return 0;
+    return 1;
 }
 
 static PyObject *decode(PyObject *module, PyObject *arg) {
@@ -243,12 +295,15 @@ static PyObject *decode(PyObject *module, PyObject *arg) {
     Fixed fixed = {(int32_t *)PyBytes_AS_STRING(items[1]), (int64_t *)PyBytes_AS_STRING(items[2]),
                    (int64_t *)PyBytes_AS_STRING(items[3]), (int64_t *)PyBytes_AS_STRING(items[4])};
     Py_ssize_t n;
-    Py_BEGIN_ALLOW_THREADS n = walk(buf, size, recs, capacity, &fixed);
+    int non_ascii = 0;
+    Py_BEGIN_ALLOW_THREADS n = walk(buf, size, recs, capacity, &fixed, &non_ascii);
     Py_END_ALLOW_THREADS if (n <= 0) goto not_ours;
     if ((items[0] = PyLong_FromSsize_t(n)) == NULL || _PyBytes_Resize(&items[1], n * 4) < 0) goto done;
     for (int k = 2; k <= 4; k++)
         if (_PyBytes_Resize(&items[k], n * 8) < 0) goto done;
-    if (string_columns(buf, size, recs, n, items) < 0) goto done;
+    int strings_made = string_columns(buf, size, recs, n, non_ascii, items);
+    if (strings_made < 0) goto done;
+    if (strings_made == 0) goto not_ours;
     if ((result = PyTuple_New(15)) == NULL) goto done;
     for (int i = 0; i < 15; i++) PyTuple_SET_ITEM(result, i, items[i]), items[i] = NULL;
     goto done;

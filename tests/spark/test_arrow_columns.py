@@ -87,6 +87,7 @@ def lean_both(buffer: bytes) -> tuple[pa.RecordBatch, pa.RecordBatch]:
     native = records_to_arrow(buffer, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
     reference = records_to_arrow(buffer, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT", native=False)
     native.validate(full=True)
+    reference.validate(full=True)
     return native, reference
 
 
@@ -137,3 +138,50 @@ def test_native_path_declines_compressed_bodies_and_corrupt_buffers(stored: byte
         assert arrow_module._leanrecords.decode(bad) is None
         with pytest.raises(CorruptRecordError):
             records_to_arrow(bad, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_native_path_on_damaged_buffers_declines_or_agrees(stored: bytes, data: st.DataObject) -> None:
+    """Bytes overwritten anywhere (sizes, lengths, separators) and the tail cut at any point: the C
+    decode either declines (None) or gives exactly the numpy reference's columns; it never reads what
+    the buffer does not hold as if it did (a length past the end, a property running off the buffer)."""
+    damaged = bytearray(stored)
+    for _ in range(data.draw(st.integers(1, 4))):
+        damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.sampled_from([0, 1, 2, 0x7F, 0xFF]))
+    cut = bytes(damaged[: data.draw(st.one_of(st.just(len(damaged)), st.integers(1, len(damaged))))])
+    if arrow_module._leanrecords.decode(cut) is None:
+        return
+    native, reference = lean_both(cut)
+    assert native.equals(reference)
+
+
+def test_property_bytes_that_are_not_utf8_become_replacement_characters() -> None:
+    """A sender can store any bytes as properties; the string columns stay valid UTF-8, bad bytes
+    read as U+FFFD (as Java's decoder and decode_properties read them), good non-ASCII text unchanged."""
+    properties = [
+        b"KEYS\x01k\xff\x02TAGS\x01" + "标签".encode() + b"\x02",
+        b"X\xfe\x01v\x02UNIQ_KEY\x01U\xc0\x80",  # a bad name byte; an overlong NUL
+        ("TAGS\x01标签\x02KEYS\x01ключ").encode(),
+    ]
+    batch = MessageBatch("ArrowT", 3, [b"a", b"b", b"c"], properties, born_timestamp=1_700_000_000_000)
+    stored = encode_records(batch, 0, 3, 10, 4096, 1_700_000_000_123, Host(b"\x7f\x00\x00\x01", 10911))
+    if arrow_module._leanrecords is not None:
+        assert arrow_module._leanrecords.decode(stored) is None  # the C path leaves these to the numpy path
+        assert (
+            arrow_module._leanrecords.decode(
+                encode_records(
+                    MessageBatch("ArrowT", 3, [b"c"], properties[2:]), 0, 1, 10, 4096, 1, Host(b"\x7f\x00\x00\x01", 1)
+                )
+            )
+            is not None
+        )  # valid non-ASCII text stays on the C path
+    lean = records_to_arrow(stored, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
+    wide = records_to_arrow(stored, "broker-a", columns=WIDE_COLUMNS)
+    for columns in (lean, wide):
+        columns.validate(full=True)
+        assert columns.column("keys").to_pylist() == ["k\ufffd", None, "ключ"]
+        assert columns.column("tags").to_pylist() == ["标签", None, "标签"]
+        assert columns.column("msgId").to_pylist()[1] == "U\ufffd\ufffd"
+    assert dict(wide.column("properties").to_pylist()[1]) == {"X\ufffd": "v", "UNIQ_KEY": "U\ufffd\ufffd"}

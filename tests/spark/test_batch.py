@@ -12,7 +12,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, In
 
 from sparkmq.client import Message
+from sparkmq.message import encode_batch_items
+from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.source import SparkmqDataSource
+from tests.support.spark_harness import ask
 
 QUEUES = 4
 POSITIONS = "queueId int, queueOffset long"
@@ -127,3 +130,21 @@ def test_tag_filters_are_pushed_to_the_broker(spark, cluster) -> None:
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
     assert got == sorted(f"m{i}" for i in range(1, 30, 3))
+
+
+def test_property_bytes_that_are_not_utf8_read_as_replacement_characters(spark, cluster) -> None:
+    """A sender can store any property bytes (here a raw SEND_BATCH_MESSAGE to the real broker): the
+    source's string columns stay UTF-8, bad bytes read as U+FFFD (as Java's decoder reads them), good
+    non-ASCII text unchanged, in the lean and the wide schema."""
+    topic = cluster.topic(1)
+    properties = [b"KEYS\x01k\xff\x02X\xfe\x01v\x02TAGS\x01t\xc0\x80", "KEYS\x01ключ\x02TAGS\x01标签".encode()]
+    fields = {"a": "PID_utf8", "b": topic, "c": "TBW102", "d": "1", "e": "0", "f": "0", "h": "0", "m": "true"}
+    fields |= {"g": str(int(time.time() * 1000)), "i": ""}
+    items = encode_batch_items([b"bad", b"good"], properties)
+    code, remark, _, _ = ask(cluster.broker.address, RequestCode.SEND_BATCH_MESSAGE, fields, items)
+    assert code == ResponseCode.SUCCESS, remark
+    for options in ({}, {"includeProperties": "true"}, {"localReads": "false"}):
+        rows = batch_reader(spark, cluster, topic=topic, **options).orderBy("queueOffset").collect()
+        assert [(r.keys, r.tags) for r in rows] == [("k\ufffd", "t\ufffd\ufffd"), ("ключ", "标签")], options
+    wide = batch_reader(spark, cluster, topic=topic, includeProperties="true").orderBy("queueOffset").collect()
+    assert dict(wide[0].properties) == {"KEYS": "k\ufffd", "X\ufffd": "v", "TAGS": "t\ufffd\ufffd"}
