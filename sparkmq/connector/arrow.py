@@ -310,23 +310,14 @@ def records_to_arrow(
         "storeHost": lambda: _hosts(heads["store_ip"], heads["store_port"].astype(np.int32)),
         "reconsumeTimes": lambda: pa.array(heads["reconsume_times"].astype(np.int32)),
     }
-    return _with_valid_utf8(pa.RecordBatch.from_arrays([build[name]() for name in columns], schema=schema))
-
-
-def _with_valid_utf8(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with every string valid UTF-8. Property names and values are the sender's bytes, and a
-    broken or hostile sender can store any; RocketMQ's broker reads them with Java's UTF-8 decoder,
-    and ``decode_properties`` with ``errors="replace"``: their invalid bytes become U+FFFD, here too
-    (an Arrow string column must hold UTF-8: Spark and pyarrow may fail on anything else)."""
-    try:
-        batch.validate(full=True)
-        return batch
-    except pa.ArrowInvalid:
-        return pa.RecordBatch.from_arrays([_valid(column) for column in batch.columns], schema=batch.schema)
+    # Property bytes are the sender's (any bytes, from a broken or hostile one): see _valid.
+    return pa.RecordBatch.from_arrays([_valid(build[name]()) for name in columns], schema=schema)
 
 
 def _valid(array: pa.Array) -> pa.Array:
-    """``array``, or when it holds invalid UTF-8, its values decoded with those bytes replaced."""
+    """``array``, or when it holds invalid UTF-8, its values decoded with those bytes replaced by
+    U+FFFD, as RocketMQ's broker (Java's UTF-8 decoder) and ``decode_properties`` read them: an Arrow
+    string column must hold UTF-8 (Spark and pyarrow may fail on anything else)."""
     try:
         array.validate(full=True)
         return array
