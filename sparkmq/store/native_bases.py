@@ -4,7 +4,7 @@ classes when the native code is off (``SPARKMQ_NATIVE=0``) or not built.
 
 A queue a group put touches then costs a few cache lines (the queue, its file list, the last
 segment and the page) instead of a chain of dicts and int objects: at 1,000 queues that chain
-was most of the broker's extra CPU per message (docs/benchmarks.md, "Branch queues1k3").
+was most of the broker's extra CPU per message (docs/design-notes.md, "Per-queue state in C").
 Either way the attributes behave as plain ints (and ``_mmap`` as the mapping or None).
 """
 
