@@ -4,9 +4,6 @@ Each entry is ``optional``: without a compiler the package installs and runs on 
 reference paths (see docs/native.md).
 """
 
-import os
-import sysconfig
-
 from setuptools import Extension, setup
 
 
@@ -42,8 +39,4 @@ EXTENSIONS = [
     optional_c("sparkmq.connector._leanrecords", "sparkmq/connector/leanrecords.c"),
 ]
 
-# sparkmq_compiled_pyspark.py says why; a .pth must sit in site-packages itself, which wheels reach
-# only through data files (relative to the install prefix) — the same for editable installs.
-SITE_PACKAGES = os.path.relpath(sysconfig.get_path("purelib"), sysconfig.get_path("data"))
-
-setup(ext_modules=EXTENSIONS, data_files=[(SITE_PACKAGES, ["sparkmq-compiled-pyspark.pth"])])
+setup(ext_modules=EXTENSIONS)
