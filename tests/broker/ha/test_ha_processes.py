@@ -1,7 +1,8 @@
 """Master/slave pairs as real processes: a NameServer, ``sparkmq broker`` master and slave, SIGKILLs.
 
 The slave learns its master's HA address from the NameServer's register result (no
-``haMasterAddress``), as a RocketMQ 4.x slave does.
+``haMasterAddress``), as a RocketMQ 4.x slave does. Slaves run with RocketMQ's defaults (no
+``slaveReadEnable``: they serve reads all the same) unless a test says otherwise.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ FAST = (
     "--set",
     "slaveSynchronizeInterval=200",
 )
-SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1", "--set", "slaveReadEnable=true")
+SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1")  # RocketMQ's defaults: no slaveReadEnable
+READ_ENABLE = ("--set", "slaveReadEnable=true")
 UNTIL_S = 30.0
 CLIENT_TIMEOUT_S = 90.0
 
@@ -127,57 +129,43 @@ def test_late_slave_catches_up_and_routes_list_it(tmp_path: Path, namesrv: Names
 
 
 def test_sigkill_of_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, namesrv: NamesrvProcess) -> None:
-    """The real C++ client sends to a SYNC_MASTER, the master dies by SIGKILL, and the C++ pull
-    consumer reads every acknowledged message from the slave."""
+    """Default configs: the real C++ client sends to a SYNC_MASTER, the master dies by SIGKILL, and new
+    C++ consumer groups (a push and a pull consumer) read every acknowledged message from the slave."""
     topic, count = "HaCpp", 200
     with (
         start_master(tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER") as master,
         start_slave(tmp_path, namesrv.address) as slave,
     ):
         wait_for_sync_link(master)
-        producer = CppClientRun.start(
-            tmp_path / "home",
-            "produce",
-            "--namesrv",
-            namesrv.address,
-            "--topic",
-            topic,
-            "--group",
-            "PID_HA",
-            "--count",
-            str(count),
-        )
-        try:
-            records = producer.finish(CLIENT_TIMEOUT_S)
-        finally:
-            producer.kill()
-        acknowledged = {r["index"] for r in records if r.get("event") == "sent" and r["status"] == 0}
+        producer = cpp_run(tmp_path, "produce", namesrv.address, topic, "PID_HA", "--count", str(count))
+        acknowledged = {r["index"] for r in producer.events("sent") if r["status"] == 0}
         assert len(acknowledged) == count  # the slave was up: every send was confirmed
-        assert wait_until(lambda: sum(max_offsets(slave.address, topic)) == count, UNTIL_S)  # topics synced too
+        assert wait_until(lambda: sum(max_offsets(slave.address, topic)) == count, UNTIL_S)
+        assert wait_until(lambda: topic in known_topics(slave.address), UNTIL_S)
         master.kill()
         assert wait_until(lambda: route_ids(namesrv.address, topic) == {1}, UNTIL_S)
-        consumer = CppClientRun.start(
-            tmp_path / "home",
-            "pull-consume",
-            "--namesrv",
-            namesrv.address,
-            "--topic",
-            topic,
-            "--group",
-            "CID_HA",
-            "--count",
-            str(count),
-            "--deadline",
-            "60",
-        )
-        try:
-            received = [r for r in consumer.finish(CLIENT_TIMEOUT_S) if r.get("event") == "received"]
-        finally:
-            consumer.kill()
+        reads = {
+            "push": cpp_run(tmp_path, "push-consume", namesrv.address, topic, "CID_HA_PUSH", "--count", str(count)),
+            "pull": cpp_run(tmp_path, "pull-consume", namesrv.address, topic, "CID_HA_PULL", "--count", str(count)),
+        }
         assert slave.process.poll() is None
-    indexes = [int(r["properties"]["seq"]) for r in received]
-    assert acknowledged <= set(indexes)
-    assert len(indexes) == len(set(indexes)) == count
+    for kind, run in reads.items():
+        indexes = [int(r["properties"]["seq"]) for r in run.events("received")]
+        assert acknowledged <= set(indexes), kind
+        assert len(set(indexes)) == count, kind
+
+
+def cpp_run(tmp_path: Path, command: str, namesrv: str, topic: str, group: str, *extra: str) -> CppClientRun:
+    """One C++ client run to its clean exit (``--deadline 60`` for consumers)."""
+    deadline = ("--deadline", "60") if command.endswith("consume") else ()
+    run = CppClientRun.start(
+        tmp_path / "home", command, "--namesrv", namesrv, "--topic", topic, "--group", group, *extra, *deadline
+    )
+    try:
+        run.finish(CLIENT_TIMEOUT_S)
+    finally:
+        run.kill()
+    return run
 
 
 def test_sigkill_of_the_slave_gives_clean_errors_then_recovery(tmp_path: Path, namesrv: NamesrvProcess) -> None:
@@ -245,10 +233,8 @@ def test_sparkmq_consumer_follows_the_suggestion_to_the_slave(tmp_path: Path, na
     master frozen (SIGSTOP, its connections open but silent) the following pulls still succeed."""
     topic = "HaSuggest"
     with (
-        start_master(
-            tmp_path, namesrv.address, "--set", "slaveReadEnable=true", "--set", "accessMessageInMemoryMaxRatio=0"
-        ) as master,
-        start_slave(tmp_path, namesrv.address) as slave,
+        start_master(tmp_path, namesrv.address, *READ_ENABLE, "--set", "accessMessageInMemoryMaxRatio=0") as master,
+        start_slave(tmp_path, namesrv.address, *READ_ENABLE) as slave,
     ):
         for i in range(8):
             assert send(master.address, topic, b"s%d" % i, 0).code == ResponseCode.SUCCESS
