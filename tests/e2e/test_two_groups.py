@@ -4,8 +4,8 @@ directories overridden on the command line, replication intervals shortened).
 
 The sparkmq producer and the real C++ producer send over both groups while a sparkmq push consumer
 group reads; broker-a's master dies by SIGKILL mid-run. Every acknowledged message is consumed by
-that group, by a new C++ consumer group and by a Spark batch query, the broker-a half of them from
-its slave, which runs with RocketMQ's defaults (no ``slaveReadEnable``).
+that group, by new C++ and sparkmq consumer groups and by a Spark batch query, the last three
+reading broker-a's half from its slave, which runs with RocketMQ's defaults (no ``slaveReadEnable``).
 """
 
 from __future__ import annotations
@@ -159,10 +159,16 @@ def test_a_master_killed_mid_run_loses_nothing_acknowledged(tmp_path: Path, spar
         )
         assert received.groups["cpp"] == received.groups["py"] == set(GROUPS)  # both producers used both groups
 
+        # New groups, C++ and sparkmq, read broker-a's half from its slave alone.
+        late = Received()
+        newcomer = PushConsumer("CID_E2E_LATE", namesrvs)
+        newcomer.subscribe(TOPIC, "*", late)
+        newcomer.start()
+        stack.callback(newcomer.close)
         reader = CppClientRun.start(
             tmp_path / "home",
             *("push-consume", "--namesrv", namesrvs, "--topic", TOPIC, "--group", "CID_E2E_CPP"),
-            *("--until-stdin", "--deadline", "80"),
+            *("--until-stdin", "--deadline", "150"),
         )
         stack.callback(reader.kill)
         spark_bodies = {
@@ -175,6 +181,7 @@ def test_a_master_killed_mid_run_loses_nothing_acknowledged(tmp_path: Path, spar
             .collect()
         }
         reader.wait_for(lambda run: acknowledged <= bodies(run), CLIENT_TIMEOUT_S, "the C++ group to read them all")
+        assert wait_until(lambda: late.has(acknowledged), CLIENT_TIMEOUT_S), "the new sparkmq group missed some"
         reader.request_stop()
         reader.finish(CLIENT_TIMEOUT_S)
     assert acknowledged <= spark_bodies, sorted(acknowledged - spark_bodies)[:20]
