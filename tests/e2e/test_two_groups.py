@@ -23,22 +23,13 @@ from sparkmq.cli.main import main
 from sparkmq.client import ConsumeResult, Message, Producer, PushConsumer, ReceivedMessage, SendStatus
 from sparkmq.errors import SparkmqError
 from support.client_harness import wait_for_route
-from support.ha_checks import UNTIL_S, known_topics, wait_for_sync_link
+from support.ha_checks import FAST_HA, UNTIL_S, known_topics, wait_for_sync_link
 from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
 from support.spark_harness import build_session
 
 DEPLOY = REPO_ROOT / "deploy" / "2m-2s-sync"
 GROUPS = {"broker-a": ("broker-a.conf", "broker-a-s.conf"), "broker-b": ("broker-b.conf", "broker-b-s.conf")}
-# Shorter than the defaults so the slaves link up and copy the topic table within the test's waits.
-FAST = (
-    "--set",
-    "haSendHeartbeatInterval=200",
-    "--set",
-    "registerNameServerPeriod=500",
-    "--set",
-    "slaveSynchronizeInterval=200",
-)
 TOPIC, PER_PRODUCER = "orders", 300
 CREATE_TOPIC = ("updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")  # as the README does
 CLIENT_TIMEOUT_S = 90.0
@@ -58,12 +49,22 @@ def start_brokers(stack: ExitStack, root: Path, namesrvs: str) -> dict[str, Brok
     confs = [conf for pair in GROUPS.values() for conf in pair]
 
     def start(conf: str) -> BrokerProcess:
-        broker = BrokerProcess.start(root / conf.removesuffix(".conf"), namesrvs, "-c", str(DEPLOY / conf), *FAST)
+        broker = BrokerProcess.start(root / conf.removesuffix(".conf"), namesrvs, "-c", str(DEPLOY / conf), *FAST_HA)
         stack.callback(broker.stop)
         return broker
 
     with ThreadPoolExecutor(len(confs)) as pool:
         return dict(zip(confs, pool.map(start, confs), strict=True))
+
+
+def cpp_client(stack: ExitStack, root: Path, command: str, group: str, namesrvs: str, *extra: str) -> CppClientRun:
+    """A C++ client run (killed by ``stack`` if still running): ``cpp-body-<i>`` sends, or a consumer."""
+    options = ("--prefix", "cpp", "--keep-going") if command == "produce" else ("--deadline", "150")
+    run = CppClientRun.start(
+        root / "home", command, "--namesrv", namesrvs, "--topic", TOPIC, "--group", group, *options, *extra
+    )
+    stack.callback(run.kill)
+    return run
 
 
 def bodies(run: CppClientRun) -> set[str]:
@@ -112,6 +113,16 @@ class Received:
             return expected <= self.bodies
 
 
+def push_group(stack: ExitStack, group: str, namesrvs: str) -> Received:
+    """A started sparkmq push consumer of ``group`` (closed by ``stack``); what it receives."""
+    received = Received()
+    consumer = PushConsumer(group, namesrvs)
+    consumer.subscribe(TOPIC, "*", received)
+    consumer.start()
+    stack.callback(consumer.close)
+    return received
+
+
 def test_a_master_killed_mid_run_loses_nothing_acknowledged(tmp_path: Path, spark) -> None:
     with ExitStack() as stack:
         namesrvs = ";".join(stack.enter_context(NamesrvProcess.start()).address for _ in range(2))
@@ -126,17 +137,8 @@ def test_a_master_killed_mid_run_loses_nothing_acknowledged(tmp_path: Path, spar
         for conf in (GROUPS["broker-a"][1], GROUPS["broker-b"][1]):
             assert wait_until(lambda conf=conf: TOPIC in known_topics(brokers[conf].address), UNTIL_S)
 
-        received = Received()
-        consumer = PushConsumer("CID_E2E", namesrvs)
-        consumer.subscribe(TOPIC, "*", received)
-        consumer.start()
-        stack.callback(consumer.close)
-        cpp = CppClientRun.start(
-            tmp_path / "home",
-            *("produce", "--namesrv", namesrvs, "--topic", TOPIC, "--group", "PID_E2E_CPP"),
-            *("--count", str(PER_PRODUCER), "--prefix", "cpp", "--keep-going"),
-        )
-        stack.callback(cpp.kill)
+        received = push_group(stack, "CID_E2E", namesrvs)
+        cpp = cpp_client(stack, tmp_path, "produce", "PID_E2E_CPP", namesrvs, "--count", str(PER_PRODUCER))
         python = PythonSends(namesrvs)
         python.start()
 
@@ -160,17 +162,8 @@ def test_a_master_killed_mid_run_loses_nothing_acknowledged(tmp_path: Path, spar
         assert received.groups["cpp"] == received.groups["py"] == set(GROUPS)  # both producers used both groups
 
         # New groups, C++ and sparkmq, read broker-a's half from its slave alone.
-        late = Received()
-        newcomer = PushConsumer("CID_E2E_LATE", namesrvs)
-        newcomer.subscribe(TOPIC, "*", late)
-        newcomer.start()
-        stack.callback(newcomer.close)
-        reader = CppClientRun.start(
-            tmp_path / "home",
-            *("push-consume", "--namesrv", namesrvs, "--topic", TOPIC, "--group", "CID_E2E_CPP"),
-            *("--until-stdin", "--deadline", "150"),
-        )
-        stack.callback(reader.kill)
+        late = push_group(stack, "CID_E2E_LATE", namesrvs)
+        reader = cpp_client(stack, tmp_path, "push-consume", "CID_E2E_CPP", namesrvs, "--until-stdin")
         spark_bodies = {
             bytes(row.body).decode()
             for row in spark.read.format("sparkmq")

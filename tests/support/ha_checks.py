@@ -16,6 +16,15 @@ from sparkmq.remoting import RemotingClient
 from support.processes import wait_until
 
 UNTIL_S = 30.0
+# broker flags shorter than the defaults: slaves link up and copy the topic table within a test's waits
+FAST_HA = (
+    "--set",
+    "haSendHeartbeatInterval=200",
+    "--set",
+    "registerNameServerPeriod=500",
+    "--set",
+    "slaveSynchronizeInterval=200",
+)
 
 
 def ask(address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"") -> RemotingCommand:

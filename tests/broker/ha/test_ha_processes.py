@@ -16,21 +16,12 @@ import pytest
 
 from sparkmq.client import AsyncPullConsumer, PullConsumer
 from sparkmq.protocol import RequestCode, ResponseCode
-from support.ha_checks import UNTIL_S, ask, known_topics, max_offsets, route_ids, send, wait_for_sync_link
+from support.ha_checks import FAST_HA, UNTIL_S, ask, known_topics, max_offsets, route_ids, send, wait_for_sync_link
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
 
 BROKER = "broker-ha"
-FAST = (
-    "--set",
-    f"brokerName={BROKER}",
-    "--set",
-    "haSendHeartbeatInterval=200",
-    "--set",
-    "registerNameServerPeriod=500",
-    "--set",
-    "slaveSynchronizeInterval=200",
-)
+FAST = ("--set", f"brokerName={BROKER}", *FAST_HA)
 SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1")  # RocketMQ's defaults: no slaveReadEnable
 READ_ENABLE = ("--set", "slaveReadEnable=true")
 CLIENT_TIMEOUT_S = 90.0
