@@ -296,24 +296,43 @@ class ConsumeQueue(QueueBase):
 
 def _valid_prefix(mapped: MappedFile) -> tuple[int, int, bool]:
     """(valid units from the file start, end of the last real one or -1, whether the first
-    invalid unit is all zeros), reading from one page's units up to ``_RECOVER_CHUNK`` at a time."""
+    invalid unit is all zeros), reading from one page's units up to ``_RECOVER_CHUNK`` at a time.
+
+    An invalid unit that is not all zeros ends the queue only when zeros follow it (a torn write);
+    followed by a valid unit, or by the file's end, it is damage inside the queue: kept, so the units
+    after it stay, and repaired from the CommitLog by the read that meets it (``queue_repair``)."""
     total = mapped.file_bytes // UNIT_BYTES
     valid, last_end, zero_after = total, -1, True
     chunk = bad = last = None
     with mapped.view() as view:
         units = np.frombuffer(view, dtype=UNIT_DTYPE)
         start, step = 0, _RECOVER_FIRST_CHUNK
-        while start < total:
+        while start < total and valid == total:
             chunk = units[start : start + step]
             bad = np.flatnonzero((chunk["offset"] < 0) | (chunk["size"] <= 0))
-            if len(bad):
-                valid = start + int(bad[0])
-                zero_after = not chunk[int(bad[0]) : int(bad[0]) + 1].tobytes().strip(b"\0")
-                break
+            for index in (start + int(b) for b in bad):
+                after = _damage_run_end(units, index)
+                if after < 0:
+                    valid = index
+                    zero_after = not units[index : index + 1].tobytes().strip(b"\0")
+                    break
             start, step = start + len(chunk), min(step * 4, _RECOVER_CHUNK)
-        if valid:
-            last = units[valid - 1]
-            if int(last["size"]) != BLANK_UNIT_SIZE:
+        for index in range(valid - 1, -1, -1):
+            last = units[index]
+            if int(last["offset"]) >= 0 and 0 < int(last["size"]) != BLANK_UNIT_SIZE:
                 last_end = int(last["offset"]) + int(last["size"])
+                break
         del units, chunk, bad, last
     return valid, last_end, zero_after
+
+
+def _damage_run_end(units: npt.NDArray[np.void], index: int) -> int:
+    """Past the run of invalid non-zero units from ``index``: the next valid unit's index (or the
+    file's end), or -1 when the run ends in a zero unit (or ``index`` is zero itself): a torn tail."""
+    for at in range(index, len(units)):
+        unit = units[at]
+        if not units[at : at + 1].tobytes().strip(b"\0"):
+            return -1
+        if int(unit["offset"]) >= 0 and int(unit["size"]) > 0:
+            return at
+    return len(units)

@@ -23,10 +23,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from sparkmq.errors import DiskError, StoreClosedError, StoreError
 from sparkmq.message import layout as L
@@ -35,6 +36,7 @@ from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import ConsumeQueue
+from sparkmq.store.damage import DamageReport
 from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchListener, GroupDispatchListener, TagsCoder, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
@@ -54,6 +56,7 @@ from sparkmq.store.put_steps import (
     write_refusal,
 )
 from sparkmq.store.queue_manifest import QueueManifest
+from sparkmq.store.queue_repair import QueueDamage, repair
 from sparkmq.store.reads import FrameAnswer, RecordFilter, read_frame, read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
 from sparkmq.store.replica import append_run, read_run
@@ -62,6 +65,8 @@ from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover
 from sparkmq.store.status import GetResult, PutResult
 
 logger = logging.getLogger(__name__)
+_Read = TypeVar("_Read")
+MAX_REPAIRS_PER_READ = 64  # each repair fixes or blanks a unit: a read meets at most this many
 
 
 class MessageStore:
@@ -90,6 +95,7 @@ class MessageStore:
         self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
+        self.damage = DamageReport()
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -387,14 +393,9 @@ class MessageStore:
         if not self.running:
             raise StoreClosedError("the message store is not running")
         with self._lock:
-            return read_queue(
-                self.commitlog,
-                self._queues.get((topic, queue_id)),
-                offset,
-                max_count,
-                max_bytes,
-                tags_codes,
-                record_filter,
+            queue = self._queues.get((topic, queue_id))
+            return self._repairing(
+                partial(read_queue, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, record_filter)
             )
 
     def read_frame(
@@ -416,7 +417,17 @@ class MessageStore:
             return None
         with self._lock:
             queue = self._queues.get((topic, queue_id))
-            return read_frame(self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer, out, reserve)
+            frame = partial(read_frame, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer)
+            return self._repairing(partial(frame, out, reserve))
+
+    def _repairing(self, read: Callable[[], _Read]) -> _Read:
+        """``read()``, after repairing each damaged ConsumeQueue unit it meets (``queue_repair``)."""
+        for _ in range(MAX_REPAIRS_PER_READ):
+            try:
+                return read()
+            except QueueDamage as damage:
+                repair(self.commitlog, damage.queue, self.coder, damage.queue_offset, self.damage)
+        return read()
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
