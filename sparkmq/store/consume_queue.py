@@ -195,6 +195,17 @@ class ConsumeQueue(QueueBase):
             offset += take
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def blank_unit_of(self, queue_offset: int, physical: int, size: int) -> bool:
+        """Blank the unit at ``queue_offset`` if it names the record at ``physical`` of ``size`` bytes."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return False
+        if _UNIT.unpack(self.read_unit_bytes(queue_offset, 1))[:2] != (physical, size):
+            return False
+        mapped = self.files.find(queue_offset * UNIT_BYTES)
+        assert mapped is not None
+        mapped.rewrite(queue_offset * UNIT_BYTES - mapped.start_offset, _BLANK_UNIT)
+        return True
+
     def last_unit(self) -> np.void | None:
         if self.max_offset <= self.min_offset:
             return None
@@ -317,9 +328,11 @@ def _valid_prefix(mapped: MappedFile) -> tuple[int, int, bool]:
                     zero_after = not units[index : index + 1].tobytes().strip(b"\0")
                     break
             start, step = start + len(chunk), min(step * 4, _RECOVER_CHUNK)
-        for index in range(valid - 1, -1, -1):
+        for index in range(valid - 1, -1, -1):  # the last real unit: back over damaged ones, not blanks
             last = units[index]
-            if int(last["offset"]) >= 0 and 0 < int(last["size"]) != BLANK_UNIT_SIZE:
+            if int(last["size"]) == BLANK_UNIT_SIZE:
+                break
+            if int(last["offset"]) >= 0 and int(last["size"]) > 0:
                 last_end = int(last["offset"]) + int(last["size"])
                 break
         del units, chunk, bad, last

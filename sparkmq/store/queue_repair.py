@@ -14,7 +14,7 @@ import struct
 
 from sparkmq.errors import StoreError
 from sparkmq.message import layout as L
-from sparkmq.store.commitlog import CommitLog
+from sparkmq.store.commitlog import CommitLog, Resync, ScannedRecord
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
 from sparkmq.store.damage import CONSUME_QUEUE, DamageReport
 from sparkmq.store.dispatch import TagsCoder, dispatch_columns_plain
@@ -88,7 +88,7 @@ def repair(commitlog: CommitLog, queue: ConsumeQueue, coder: TagsCoder, damaged:
     before, start = _anchor(commitlog, queue, damaged, -1)
     after, end = _anchor(commitlog, queue, damaged, 1)
     found: dict[int, tuple[int, int, int]] = {}
-    for record in commitlog.scan(start, False):
+    for record in commitlog.scan(start, False, Resync(2**63 - 1, reported_elsewhere)):
         if record.physical_offset >= end:
             break
         if record.topic == queue.topic and record.queue_id == queue.queue_id and before < record.queue_offset < after:
@@ -109,6 +109,10 @@ def repair(commitlog: CommitLog, queue: ConsumeQueue, coder: TagsCoder, damaged:
             report.found(CONSUME_QUEUE, "lost", where, f"{fault}; no record of it in the CommitLog [{start}, {end})")
         else:
             report.found(CONSUME_QUEUE, "repaired", where, f"{fault}; rebuilt from the record at {unit[0]}")
+
+
+def reported_elsewhere(_offset: int, _count: int, _record: ScannedRecord | None) -> None:
+    """A repair's scan steps over damaged records (recovery, or the units naming them, report those)."""
 
 
 def _anchor(commitlog: CommitLog, queue: ConsumeQueue, damaged: int, step: int) -> tuple[int, int]:
