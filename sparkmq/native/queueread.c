@@ -75,8 +75,8 @@ static int walk_segments(walk_t *w) {
 
 /* Walk the units (arguments already parsed into ``w``). 1: walked; 0: an exception is set; -1:
  * nothing can be taken (max_count or units 0): read_queue's own path says what that means; 2: the
- * unit at w->scanned is damaged (reads.unit_fault's first rule: a size no record has, or a negative
- * offset), nothing taken. */
+ * unit at w->scanned is damaged (queue_repair.field_fault: a size no record has, a negative offset;
+ * or an offset below the CommitLog's minimum after a unit above it), nothing taken. */
 static int walk(walk_t *w) {
     if (!walk_segments(w)) return 0;
     if (w->tags != Py_None) {
@@ -107,6 +107,7 @@ static int walk(walk_t *w) {
     w->held_by = w->columns + 3 * (limit + 1);
     Py_ssize_t taken = 0, matched_more = 0, scanned = count;
     int64_t total = 0;
+    int live = 0; /* a unit of a record still in the log was met */
     for (Py_ssize_t i = 0; i < count; i++) {
         const unsigned char *unit = u + i * UNIT;
         int32_t size = get32(unit + 8);
@@ -117,9 +118,14 @@ static int walk(walk_t *w) {
             return 2;
         }
         if (at < w->cl_min) {
+            if (live) { /* records go up the log with the queue: one below a live one is no removed record */
+                w->scanned = i;
+                return 2;
+            }
             w->removed = 1;
             continue;
         }
+        live = 1;
         if (w->tag_values != NULL) {
             int64_t code = get64(unit + 12);
             Py_ssize_t t = 0;

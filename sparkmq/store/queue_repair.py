@@ -78,7 +78,18 @@ def unit_fault(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int) -> 
     fault = field_fault(physical, size)
     if fault is None and physical >= commitlog.min_offset:
         fault = record_fault(commitlog, queue.queue_id, queue_offset, physical, size)
+    elif fault is None and _live_before(commitlog, queue, queue_offset):
+        fault = f"offset {physical} below the CommitLog's minimum after a unit above it"
     return fault
+
+
+def _live_before(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int) -> bool:
+    """Whether the nearest non-blank unit before ``queue_offset`` names a record still in the log."""
+    for before in range(queue_offset - 1, max(queue.min_offset, queue_offset - ANCHOR_WINDOW) - 1, -1):
+        physical, size, _tags = _UNIT.unpack(queue.read_unit_bytes(before, 1))
+        if size != BLANK_UNIT_SIZE:
+            return physical >= commitlog.min_offset
+    return False
 
 
 def repair(commitlog: CommitLog, queue: ConsumeQueue, coder: TagsCoder, damaged: int, report: DamageReport) -> None:

@@ -67,11 +67,14 @@ def read_queue(
     physical = units["offset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
     wanted = sizes != BLANK_UNIT_SIZE
-    damaged = np.flatnonzero(wanted & ((sizes < L.RECORD_FIXED_BYTES) | (physical < 0)))
-    if len(damaged):
-        raise QueueDamage(queue, offset + int(damaged[0]))
     cl_min = commitlog.min_offset
     removed = wanted & (physical < cl_min)
+    damaged = wanted & ((sizes < L.RECORD_FIXED_BYTES) | (physical < 0))
+    live = np.flatnonzero(wanted & ~removed)
+    if len(live):  # records go up the log with the queue: one below a live one is no removed record
+        damaged[live[0] :] |= removed[live[0] :]
+    if damaged.any():
+        raise QueueDamage(queue, offset + int(np.argmax(damaged)))
     wanted &= ~removed
     if tags_codes is not None:
         wanted &= np.isin(units["tags_code"].astype(np.int64), np.fromiter(tags_codes, dtype=np.int64))

@@ -104,3 +104,39 @@ def test_a_damaged_unit_survives_a_restart_as_damage_not_as_the_queue_end(tmp_pa
         assert store.max_offset_in_queue("T", 0) == 100
         assert _read_all(store) == before
         assert store.put_messages(make_batch("T", 0, 1, start=100)).queue_offset == 100
+
+
+@pytest.mark.parametrize("path", ["native", "numpy"])
+def test_a_unit_pointing_below_the_commitlog_minimum_after_live_ones_is_repaired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """After retention deleted old segments, a live unit damaged to name a deleted offset is no
+    removed record (records go up the log with the queue): it is repaired, not skipped."""
+    import time
+
+    from support.store_data import age_segments, fill
+
+    if path == "numpy":
+        monkeypatch.setattr(reads, "queueread", None)
+    elif reads.queueread is None:
+        pytest.skip("the native extensions are off or not built")
+    hour = time.strftime("%H")
+    config = tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
+    with MessageStore(config) as store:
+        fill(store, 600)
+        age_segments(store, 2)
+        assert store.retention.run().deleted_segments > 0
+        low = store.min_offset_in_queue("T", 0)
+        assert store.commitlog.min_offset > 0
+        target = low + 40
+        before = store.get_messages("G", "T", 0, target, 1).body()
+        mapped = store.consume_queue("T", 0).files.find(target * 20)  # type: ignore[union-attr]
+        assert mapped is not None
+        at = target * 20 - mapped.start_offset
+        intact = mapped.read(at, 20)
+        mapped.rewrite(at, (0).to_bytes(8, "big") + intact[8:])
+        result = store.get_messages("G", "T", 0, target - 3, 8)
+        assert result.queue_offsets.tolist() == list(range(target - 3, target + 5))
+        assert store.get_messages("G", "T", 0, target, 1).body() == before
+        assert mapped.read(at, 20) == intact
+        assert store.damage.counts() == {("consumequeue", "repaired"): 1}
