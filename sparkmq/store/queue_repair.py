@@ -88,7 +88,7 @@ def _live_before(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int) -
     for before in range(queue_offset - 1, max(queue.min_offset, queue_offset - ANCHOR_WINDOW) - 1, -1):
         physical, size, _tags = _UNIT.unpack(queue.read_unit_bytes(before, 1))
         if size != BLANK_UNIT_SIZE:
-            return physical >= commitlog.min_offset
+            return bool(physical >= commitlog.min_offset)
     return False
 
 
