@@ -22,7 +22,7 @@ from sparkmq.protocol.headers import PullMessageResponseHeader
 from sparkmq.store import GetMessageStatus, GetResult, MessageStore, reads
 from sparkmq.store.dispatch import TagsCoder
 from sparkmq.store.queue_repair import QueueDamage
-from support.store_data import tiny_config
+from support.store_data import retained_store, tiny_config
 
 queueread = pytest.importorskip("sparkmq.native._queueread")
 TAG_CODES = {tag: TagsCoder([]).code(tag.encode()) for tag in ("TagA", "TagB", "TagC")}
@@ -98,16 +98,7 @@ def test_the_native_read_serves_a_plain_read(store: MessageStore, monkeypatch: p
 def test_reads_of_removed_records_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After retention deleted old segments (their units still in the ConsumeQueue), both paths
     answer MESSAGE_WAS_REMOVING or the records that remain, alike."""
-    import time
-
-    from support.store_data import age_segments, fill
-
-    hour = time.strftime("%H")
-    config = tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
-    with MessageStore(config) as store:
-        fill(store, 600)
-        age_segments(store, 2)
-        assert store.retention.run().deleted_segments > 0
+    with retained_store(tmp_path / "s") as store:
         for offset in range(0, 600, 23):
             for max_count in (1, 32):
                 with monkeypatch.context() as patch:

@@ -11,7 +11,7 @@ import pytest
 from sparkmq.message import layout as L
 from sparkmq.store import GetMessageStatus, MessageStore, reads
 from support.store_damage import UNIT_KINDS, damage_bytes, damage_unit, read_unit, unit_path
-from support.store_data import make_batch, tiny_config
+from support.store_data import make_batch, retained_store, tiny_config
 
 UNITS_PER_FILE = 32
 
@@ -112,20 +112,11 @@ def test_a_unit_pointing_below_the_commitlog_minimum_after_live_ones_is_repaired
 ) -> None:
     """After retention deleted old segments, a live unit damaged to name a deleted offset is no
     removed record (records go up the log with the queue): it is repaired, not skipped."""
-    import time
-
-    from support.store_data import age_segments, fill
-
     if path == "numpy":
         monkeypatch.setattr(reads, "queueread", None)
     elif reads.queueread is None:
         pytest.skip("the native extensions are off or not built")
-    hour = time.strftime("%H")
-    config = tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
-    with MessageStore(config) as store:
-        fill(store, 600)
-        age_segments(store, 2)
-        assert store.retention.run().deleted_segments > 0
+    with retained_store(tmp_path / "s") as store:
         low = store.min_offset_in_queue("T", 0)
         assert store.commitlog.min_offset > 0
         target = low + 40
