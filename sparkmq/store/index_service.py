@@ -49,7 +49,7 @@ class IndexService:
             fault = self.files[-1].header_fault()
             if fault is not None:
                 self.damaged.append(IndexDamage(self.files[-1], 0, fault))
-        if self.files and (repaired := self.files[-1].repair_heads()):
+        if self.files and self.files[-1].header_fault() is None and (repaired := self.files[-1].repair_heads()):
             logger.warning(
                 "index file %s: %d slot heads named entries a killed put never counted; repaired",
                 self.files[-1].path.name,

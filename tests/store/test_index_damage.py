@@ -69,11 +69,12 @@ def test_a_damaged_slot_or_entry_is_rebuilt_and_queries_answer(tmp_path: Path, d
         store.close()
 
 
-def test_a_damaged_header_is_found_at_start_and_the_index_rebuilt(tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", [1, -1], ids=["an older file", "the newest file"])
+def test_a_damaged_header_is_found_at_start_and_the_index_rebuilt(tmp_path: Path, which: int) -> None:
     root = tmp_path / "store"
     store = _filled(root)
     before = _answers(store)
-    path = store.index.files[1].path
+    path = store.index.files[which].path
     store.close()
     damage_bytes(path, 36, (10**6).to_bytes(4, "big"))  # the entry count
     with MessageStore(tiny_config(root)) as store:
