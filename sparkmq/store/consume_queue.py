@@ -246,7 +246,18 @@ class ConsumeQueue(QueueBase):
         real, offset, size = self._next_real_unit(lo, hi)
         if real >= hi or holds(offset, size):  # the usual answer at start-up: the first unit
             return real
-        lo, found = real + 1, hi
+        while True:
+            found = self._search(real + 1, hi, holds)
+            if found >= hi:
+                return found
+            # A damaged unit (a wild offset) breaks the order: the answer holds for the unit after it too.
+            real, offset, size = self._next_real_unit(found + 1, hi)
+            if real >= hi or holds(offset, size):
+                return found
+
+    def _search(self, lo: int, hi: int, holds: Callable[[int, int], bool]) -> int:
+        """``_first_real_unit_where``'s binary search over [lo, hi) (``hi`` if no unit holds)."""
+        found = hi
         while lo < hi:
             mid = (lo + hi) // 2
             real, offset, size = self._next_real_unit(mid, hi)
@@ -264,7 +275,8 @@ class ConsumeQueue(QueueBase):
             units = self.read_units(start, min(stop - start, _BLANK_RUN_READ))
             if len(units) == 0:
                 break
-            real = np.flatnonzero(units["size"] != BLANK_UNIT_SIZE)
+            sizes = units["size"]  # a unit of a negative size or offset is damage, stepped over as a blank
+            real = np.flatnonzero((sizes != BLANK_UNIT_SIZE) & (sizes > 0) & (units["offset"] >= 0))
             if len(real):
                 unit = units[int(real[0])]
                 return start + int(real[0]), int(unit["offset"]), int(unit["size"])

@@ -91,15 +91,17 @@ def test_a_unit_whose_record_cannot_be_found_is_reported_lost_and_skipped(damage
     assert damaged_store.damage.counts() == {("consumequeue", "lost"): 1}
 
 
-def test_a_damaged_unit_survives_a_restart_as_damage_not_as_the_queue_end(tmp_path: Path) -> None:
-    """Recovery keeps the units after a damaged one (only a torn tail ends a queue); the read repairs it."""
+@pytest.mark.parametrize("kind", UNIT_KINDS)
+def test_a_damaged_unit_survives_a_restart_as_damage_not_as_the_queue_end(tmp_path: Path, kind: str) -> None:
+    """Recovery keeps the units after a damaged one (only a torn tail ends a queue, and its searches
+    step over a unit out of order); the read repairs it."""
     config = tiny_config(tmp_path / "store", consume_queue_units_per_file=UNITS_PER_FILE)
     with MessageStore(config) as store:
         for start in range(0, 100, 10):
             assert store.put_messages(make_batch("T", 0, 10, start=start)).ok
         before = _read_all(store)
-    path, position = unit_path(config.root_dir, "T", 0, 41, UNITS_PER_FILE * 20)
-    damage_unit(path, position, "negative_size")
+    for unit in (41, 50, 75):  # 50 and 75: where a binary search over the queue looks first
+        damage_unit(*unit_path(config.root_dir, "T", 0, unit, UNITS_PER_FILE * 20), kind)
     with MessageStore(config) as store:
         assert store.max_offset_in_queue("T", 0) == 100
         assert _read_all(store) == before
