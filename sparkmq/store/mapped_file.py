@@ -234,6 +234,19 @@ class MappedFile(SegmentBase):
         self.write_position = end
         return pos
 
+    def rewrite(self, pos: int, data: bytes) -> None:
+        """Overwrite ``data`` at ``pos`` (below the write position: a repair) and sync it now."""
+        if pos < 0 or pos + len(data) > self.write_position:
+            raise StoreError(f"rewrite of {len(data)} bytes at {pos} outside {self.path.name}'s written bytes")
+        mapping = self._mapped()
+        mapping[pos : pos + len(data)] = data
+        start = pos - pos % PAGE_BYTES
+        try:
+            with self._io:
+                disk.msync(mapping, start, pos + len(data) - start)
+        except OSError as exc:
+            raise DiskError(f"flush of {self.path} failed: {exc}") from exc
+
     def mark_full(self) -> None:
         """Treat the rest of the file as used (after an END_OF_FILE filler)."""
         self.write_position = self.file_bytes
@@ -246,6 +259,10 @@ class MappedFile(SegmentBase):
         """The bytes of every ``[start, stop)`` (within this file), back to back, in one copy each."""
         mapping = self._mapped()
         return b"".join([mapping[start:stop] for start, stop in zip(starts, stops, strict=True)])
+
+    def find(self, sub: bytes, start: int, end: int) -> int:
+        """The lowest position of ``sub`` within [start, end), -1 if none (no copy: ``mmap.find``)."""
+        return self._mapped().find(sub, start, end)
 
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""

@@ -227,20 +227,25 @@ def queue_for(store: MessageStore, key: tuple[str, int]) -> ConsumeQueue:
     return queue
 
 
+def index_request(store: MessageStore, request: DispatchRequest) -> None:
+    """Put ``request``'s index entries (what the index already holds is skipped)."""
+    if len(request.index_hashes):
+        rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
+        if isinstance(rows, list):  # the plain path of a small batch
+            offsets = [offsets[r] for r in rows]
+            timestamps = [timestamps[r] for r in rows]
+        else:
+            offsets = np.asarray(offsets)[rows]
+            timestamps = np.asarray(timestamps)[rows]
+        index_finished(store, store.index.put(request.index_hashes, offsets, timestamps))
+
+
 def dispatch(store: MessageStore, request: DispatchRequest) -> None:
     """Write ``request``'s ConsumeQueue units and index entries, then tell the dispatch listeners."""
     with store._lock:
         queue = queue_for(store, (request.topic, request.queue_id))
         queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
-        if len(request.index_hashes):
-            rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
-            if isinstance(rows, list):  # the plain path of a small batch
-                offsets = [offsets[r] for r in rows]
-                timestamps = [timestamps[r] for r in rows]
-            else:
-                offsets = np.asarray(offsets)[rows]
-                timestamps = np.asarray(timestamps)[rows]
-            index_finished(store, store.index.put(request.index_hashes, offsets, timestamps))
+        index_request(store, request)
         store._last_dispatched_timestamp = int(request.store_timestamps[-1])
         if store._listeners:
             key = (request.topic, request.queue_id)
