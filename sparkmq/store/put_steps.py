@@ -170,11 +170,13 @@ def reserve_keys(store: MessageStore, group: EncodedGroup) -> tuple[list[int], l
     """A lane group's queues, planned: per key its first queue offset, its ConsumeQueue (created
     on first use) and that queue's end to roll back to; the store's next offsets move past the group."""
     queued, queues, keys = store._next_queue_offset, store._queues, group.keys
-    bases = [queued.get(key, 0) for key in keys]
-    targets = [queues.get(key) or queue_for(store, key) for key in keys]
-    ends = [queue.max_physical_offset for queue in targets]
-    for key, base, count in zip(keys, bases, group.key_counts, strict=True):
+    targets = [queues.get(key) or queue_for(store, key) for key in keys]  # all of them before an offset moves
+    bases, ends = [], []
+    for key, count, queue in zip(keys, group.key_counts, targets, strict=True):
+        base = queued.get(key, 0)
         queued[key] = base + count
+        bases.append(base)
+        ends.append(queue.max_physical_offset)
     return bases, targets, ends
 
 
