@@ -22,14 +22,13 @@ EXTENSIONS = [
         "sparkmq/native/sendlane_parse.c",
         "sparkmq/native/sendlane_fields.c",
         "sparkmq/native/pulllane.c",
-        depends=("sparkmq/native/sendlane.h", "sparkmq/native/segment.h", "sparkmq/native/indexput.h"),
+        depends=("sparkmq/native/sendlane.h", "sparkmq/native/indexput.h"),
     ),
     optional_c(
         "sparkmq.native._queueread",
         "sparkmq/native/queueread.c",
         "sparkmq/native/indexput.c",
-        "sparkmq/native/segment.c",
-        depends=("sparkmq/native/segment.h", "sparkmq/native/indexput.h"),
+        depends=("sparkmq/native/indexput.h",),
     ),
     # SEND_BATCH_MESSAGE bodies encoded and decoded in one call (reference: sparkmq/message/batch.py).
     optional_c("sparkmq.native._batchitems", "sparkmq/native/batchitems.c"),

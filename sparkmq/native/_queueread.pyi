@@ -55,21 +55,3 @@ def gather_frame(
     min_offset: int,
     max_offset: int,
 ) -> tuple[bytes, int, int] | int | None: ...
-
-# segment.c: the native bases of MappedFile, MappedFileQueue and ConsumeQueue (store/native_bases.py)
-class Segment:
-    write_position: int
-    flushed_position: int
-    file_bytes: int
-    start_offset: int
-    tick: int
-    _mmap: object | None
-
-class FileList:
-    files: list[object]
-
-class QueueBase:
-    max_physical_offset: int
-    files: object
-
-def next_tick() -> int: ...

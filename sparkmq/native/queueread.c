@@ -10,7 +10,6 @@
  * reference; tests/native/test_queueread.py compares both, on damaged units too. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include "segment.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -394,7 +393,6 @@ static PyMethodDef methods[] = {
     {"gather_frame", gather_frame, METH_VARARGS,
      "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, "
      "parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)"},
-    {"next_tick", segment_next_tick, METH_NOARGS, "next_tick() -> int: MapPool's clock (the send lane's touches too)"},
     {NULL},
 };
 
@@ -404,7 +402,5 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_queueread",
                                         -1, methods};
 
 PyMODINIT_FUNC PyInit__queueread(void) {
-    PyObject *module = PyModule_Create(&module_def);
-    if (module != NULL && segment_add_types(module) < 0) Py_CLEAR(module);
-    return module;
+    return PyModule_Create(&module_def);
 }

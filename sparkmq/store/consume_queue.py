@@ -16,7 +16,6 @@ from sparkmq.message.record import IntColumn
 from sparkmq.store.disk import store_io
 from sparkmq.store.mapped_file import MappedFile, MapPool, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
-from sparkmq.store.native_bases import QueueBase
 
 UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
@@ -47,10 +46,8 @@ def encode_units_bulk(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColum
     return units.tobytes()
 
 
-class ConsumeQueue(QueueBase):
+class ConsumeQueue:
     """The units of ``topic``/``queue_id``; logical offset k lives at byte ``20*k``."""
-
-    files: MappedFileQueue
 
     def __init__(self, topic: str, queue_id: int, root: Path, units_per_file: int, pool: MapPool | None = None) -> None:
         self.topic = topic

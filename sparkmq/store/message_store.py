@@ -47,13 +47,14 @@ from sparkmq.store.lookups import decode_or_none, earliest_message_time, has_key
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.put_steps import (
+    append_lane_units,
     dispatch,
     index_finished,
     index_request,
     put_batch,
     put_group,
     refused,
-    reserve_new,
+    reserve_keys,
     roll_back,
     write_refusal,
 )
@@ -231,15 +232,12 @@ class MessageStore:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
             queued = self._next_queue_offset
-            reserved = group.reserve(queued, self._queues)
-            bases, targets, ends = reserve_new(self, group) if reserved is None else reserved
-            start = group.write_into(mapped, store_timestamp, bases)  # place + append in C
-            if start is None:
-                start = mapped.start_offset + mapped.write_position
-                mapped.append(group.place(start, store_timestamp, bases))
+            bases, targets, ends = reserve_keys(self, group)
+            start = mapped.start_offset + mapped.write_position
+            mapped.append(group.place(start, store_timestamp, bases))
             self._last_store_timestamp = store_timestamp
             try:
-                group.append_units(bases, targets)
+                append_lane_units(group, bases, targets)
                 index_finished(self, self.index.put_lane(group, start, store_timestamp))
             except DiskError as exc:  # as put_lane_groups
                 self.flusher.fail_stop(exc)
@@ -272,12 +270,11 @@ class MessageStore:
             if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            queued, queues = self._next_queue_offset, self._queues
+            queued = self._next_queue_offset
             start = position = mapped.start_offset + mapped.write_position
             records, planned = [], []
             for group in groups:
-                reserved = group.reserve(queued, queues)
-                bases, targets, ends = reserve_new(self, group) if reserved is None else reserved
+                bases, targets, ends = reserve_keys(self, group)
                 records.append(group.place(position, store_timestamp, bases))
                 planned.append((position, bases, targets, ends))
                 position += group.record_bytes
@@ -285,7 +282,7 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             try:  # dispatch's work (put_steps), each queue's units written in one go
                 for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
-                    group.append_units(bases, targets)
+                    append_lane_units(group, bases, targets)
                 hashes, offsets = [], []
                 for group in groups:
                     index_hashes, index_offsets = group.index_entries()
