@@ -86,7 +86,8 @@ def _step(
         if fail_on_data_loss:
             raise DataLossError(lost + "; set failOnDataLoss=false to skip them")
         return None, max(result.min_offset, offset + 1) if result.min_offset > offset else result.next_begin_offset
-    if result.status == ResponseCode.PULL_NOT_FOUND:
+    stalled = result.status == ResponseCode.PULL_RETRY_IMMEDIATELY and result.next_begin_offset <= offset
+    if result.status == ResponseCode.PULL_NOT_FOUND or stalled:  # a slave answers past its end with a retry
         if fail_on_data_loss:
             raise DataLossError(
                 f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id} ends at "
