@@ -17,9 +17,23 @@ import sys
 from collections.abc import Sequence
 
 import sparkmq
-from sparkmq.cli import admin_command, broker_command, dashboard_command, dev_command, namesrv_command
+from sparkmq.cli import (
+    admin_command,
+    broker_command,
+    controller_command,
+    dashboard_command,
+    dev_command,
+    namesrv_command,
+)
 
-SUBCOMMAND_MODULES = (namesrv_command, broker_command, dev_command, admin_command, dashboard_command)
+SUBCOMMAND_MODULES = (
+    namesrv_command,
+    broker_command,
+    controller_command,
+    dev_command,
+    admin_command,
+    dashboard_command,
+)
 
 
 def run_version(args: argparse.Namespace) -> int:
