@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,3 +208,43 @@ def test_a_replica_outside_the_sync_state_set_is_not_elected(tmp_path: Path) -> 
         group.start_broker(master)
         assert wait_until(group.all_in_sync, UNTIL_S)
         assert group.replica_info()[0] == master_id and group.replica_info()[2] == epoch + 1
+
+
+def admin(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparkmq", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=UNTIL_S,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3])),
+    )
+
+
+def test_admin_commands_show_the_group_and_elect_a_designated_replica(group: ControllerGroup) -> None:
+    assert group.namesrv is not None
+    namesrv = group.namesrv.address
+    master_id, master_address, epoch, sync = group.replica_info()
+
+    meta = admin("getControllerMetaData", "-a", namesrv)
+    assert meta.returncode == 0, meta.stderr
+    assert f"#ControllerLeaderAddress\t{namesrv}" in meta.stdout and "#Peer:\tn0-" in meta.stdout
+
+    states = admin("getSyncStateSet", "-a", namesrv, "-b", GROUP)
+    assert states.returncode == 0, states.stderr
+    assert f"#MasterBrokerId\t{master_id}\n#MasterAddr\t{master_address}\n#MasterEpoch\t{epoch}\n" in states.stdout
+    assert states.stdout.count("InSyncReplica:\tReplicaIdentity{brokerName='broker-ctl'") == 3
+    assert "alive=true}" in states.stdout
+
+    epochs = admin("getBrokerEpoch", "-n", namesrv, "-b", GROUP)
+    assert epochs.returncode == 0, epochs.stderr
+    assert epochs.stdout.count(f"#Epoch: EpochEntry{{epoch={epoch}, startOffset=0, endOffset=") == 3
+
+    other = min(sync.members - {master_id})
+    elected = admin("electMaster", "-a", namesrv, "-b", str(other), "-bn", GROUP, "-c", "DefaultCluster")
+    assert elected.returncode == 0, elected.stderr
+    assert f"#MasterEpoch\t{epoch + 1}" in elected.stdout
+    assert wait_until(lambda: group.replica_info()[0] == other and group.all_in_sync(), UNTIL_S)
+
+    absent = admin("electMaster", "-a", namesrv, "-b", "9", "-bn", GROUP, "-c", "DefaultCluster")
+    assert absent.returncode == 1 and "CONTROLLER_ELECT_MASTER_FAILED" not in absent.stdout
+    assert "no replica of broker-ctl can be elected" in absent.stderr
