@@ -9,7 +9,11 @@ store (it rejoins as a replica, truncating what it held that the group did not).
 every acknowledged message must be readable, and the three CommitLogs byte-identical over the
 master's whole length.
 
-    .venv/bin/python bench/failover_bench.py --rounds 20
+    .venv/bin/python bench/failover_bench.py --rounds 20 [--cpp]
+
+``--cpp`` also runs the real C++ producer (``tests/interop/cpp_client.py produce-through``, needs
+``.venv-rocketmq``: ``make venv``) through the same rounds and records its failover times; a round
+then also waits for the C++ producer's first SEND_OK after the kill.
 
 Prints one JSON line per round and a summary (median and max failover time); exits 1 if an
 acknowledged message is lost or the CommitLogs differ.
@@ -24,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,8 +39,10 @@ import sparkmq
 from bench_common import bench_root, machine
 from support.controller_group import ControllerGroup, commitlog_bytes
 from support.processes import wait_until
+from support.rocketmq_cpp import CppClientRun
 
 TOPIC = "FailoverTopic"
+CPP_TOPIC = "FailoverCppTopic"
 UNTIL_S = 120.0
 RETRY_PAUSE_S = 0.005  # between failed sends while no master answers
 
@@ -78,16 +85,34 @@ class Sender(threading.Thread):
         return None
 
 
-def read_back(namesrv: str, count: int) -> set[int]:
+def seq_index(body: bytes) -> int:
+    return int(body.split()[1])
+
+
+def cpp_index(body: bytes) -> int:
+    return int(body.split(b"-body-")[1])
+
+
+def cpp_first_ok_after(cpp: CppClientRun, killed_at_wall: float) -> float:
+    """Seconds from the kill to the C++ producer's first SEND_OK after it."""
+    cpp.wait_for(
+        lambda run: any(r["status"] == 0 and r["at"] > killed_at_wall for r in run.events("sent")),
+        UNTIL_S,
+        "a C++ send acknowledged after the kill",
+    )
+    return min(r["at"] for r in cpp.events("sent") if r["status"] == 0 and r["at"] > killed_at_wall) - killed_at_wall
+
+
+def read_back(namesrv: str, count: int, topic: str = TOPIC, index: Callable[[bytes], int] = seq_index) -> set[int]:
     got: set[int] = set()
     with sparkmq.PullConsumer("CID_FAILOVER", namesrv) as consumer:
-        queues = consumer.queues_of(TOPIC)
+        queues = consumer.queues_of(topic)
         consumer.assign(queues)
         for queue in queues:
             consumer.seek(queue, 0)
         deadline = time.monotonic() + UNTIL_S
         while len(got) < count and time.monotonic() < deadline:
-            got.update(int(m.body.split()[1]) for m in consumer.poll(0.5))
+            got.update(index(m.body) for m in consumer.poll(0.5))
     return got
 
 
@@ -103,6 +128,7 @@ def explain(group: ControllerGroup) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--cpp", action="store_true", help="the real C++ producer sends too")
     parser.add_argument("--explain-over", type=float, default=5.0, help="log tails of a round slower than this (s)")
     args = parser.parse_args()
     print(json.dumps({"machine": machine(), "rounds": args.rounds}), flush=True)
@@ -113,6 +139,13 @@ def main() -> int:
             raise SystemExit("the group never had a master with every replica in sync")
         sender = Sender(group.namesrv.address)
         sender.start()
+        cpp = cpp_times = None
+        if args.cpp:
+            cpp_times = []
+            cpp = CppClientRun.start(
+                Path(tmp) / "home", "produce-through", "--namesrv", group.namesrv.address, "--topic", CPP_TOPIC,
+                "--group", "PID_FAILOVER_CPP", "--count", "100000000", "--deadline", "100000",
+            )  # fmt: skip
         for number in range(args.rounds):
             if not wait_until(group.all_in_sync, UNTIL_S, interval_s=0.05):
                 raise SystemExit(f"round {number}: the group did not get back in sync")
@@ -124,6 +157,8 @@ def main() -> int:
             if first_ok is None:
                 raise SystemExit(f"round {number}: no send succeeded within {UNTIL_S} s of the kill")
             times.append(first_ok - killed_at)
+            if cpp is not None and cpp_times is not None:
+                cpp_times.append(cpp_first_ok_after(cpp, time.time() - (time.monotonic() - killed_at)))
             new_master = group.master_index()
             if times[-1] > args.explain_over:
                 explain(group)
@@ -131,6 +166,12 @@ def main() -> int:
             group.start_broker(master)
         sender.stop.set()
         sender.join()
+        cpp_lost = None
+        if cpp is not None:
+            cpp.kill()
+            cpp_acked = {r["index"] for r in cpp.events("sent") if r["status"] == 0}
+            cpp_got = read_back(group.namesrv.address, len(cpp_acked), CPP_TOPIC, cpp_index)
+            cpp_lost = len(cpp_acked - cpp_got)
         if not wait_until(group.all_in_sync, UNTIL_S):
             raise SystemExit("the group did not get back in sync at the end")
         acknowledged = set(sender.acknowledged)
@@ -153,8 +194,15 @@ def main() -> int:
         "commitlog_bytes_compared": end,
         "commitlogs_identical": identical,
     }
+    if cpp_times:
+        summary |= {
+            "cpp_failover_median_s": round(statistics.median(cpp_times), 3),
+            "cpp_failover_max_s": round(max(cpp_times), 3),
+            "cpp_acknowledged": len(cpp_acked),
+            "cpp_lost": cpp_lost,
+        }
     print(json.dumps({"summary": summary}), flush=True)
-    return 0 if not lost and identical else 1
+    return 0 if not lost and not cpp_lost and identical else 1
 
 
 if __name__ == "__main__":

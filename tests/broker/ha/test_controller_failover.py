@@ -25,6 +25,7 @@ from sparkmq.protocol.controller_bodies import BrokerReplicasInfo
 from sparkmq.protocol.frame import FrameDecoder
 from support.controller_group import GROUP, ControllerGroup, ask, commitlog_bytes
 from support.processes import wait_until
+from support.rocketmq_cpp import CppClientRun
 
 UNTIL_S = 60.0
 
@@ -248,3 +249,28 @@ def test_admin_commands_show_the_group_and_elect_a_designated_replica(group: Con
     absent = admin("electMaster", "-a", namesrv, "-b", "9", "-bn", GROUP, "-c", "DefaultCluster")
     assert absent.returncode == 1 and "CONTROLLER_ELECT_MASTER_FAILED" not in absent.stdout
     assert "no replica of broker-ctl can be elected" in absent.stderr
+
+
+def test_the_cpp_producer_finds_the_new_master_by_itself(group: ControllerGroup, tmp_path: Path) -> None:
+    """The real C++ producer (rocketmq-client-cpp) sends through a SIGKILL of the master: its failed
+    sends are reported, and once it polls the NameServer again (every 30 s) it sends to the new
+    master; every message it was told SEND_OK is readable."""
+    assert group.namesrv is not None
+    namesrv, topic = group.namesrv.address, "CtlCpp"
+    producer = CppClientRun.start(
+        tmp_path / "home", "produce-through", "--namesrv", namesrv, "--topic", topic, "--group", "PID_CPP",
+        "--count", "400", "--deadline", "150",
+    )  # fmt: skip
+    try:
+        producer.wait_for(lambda run: len(run.events("sent")) >= 100, UNTIL_S, "100 sends before the kill")
+        old = group.master_index()
+        assert old is not None
+        group.kill(old)
+        records = producer.finish(180.0)
+    finally:
+        producer.kill()
+    acknowledged = {r["index"] for r in records if r.get("event") == "sent" and r["status"] == 0}
+    failed = [r for r in records if r.get("event") == "failed"]
+    assert len(acknowledged) == 400, failed[-3:]
+    got = {int(m.split(b"-body-")[1]) for m in read_all(namesrv, topic, len(acknowledged))}
+    assert acknowledged <= got
