@@ -103,7 +103,11 @@ def cpp_first_ok_after(cpp: CppClientRun, killed_at_wall: float) -> float:
     return min(r["at"] for r in cpp.events("sent") if r["status"] == 0 and r["at"] > killed_at_wall) - killed_at_wall
 
 
-def read_back(namesrv: str, count: int, topic: str = TOPIC, index: Callable[[bytes], int] = seq_index) -> set[int]:
+def read_back(
+    namesrv: str, wanted: set[int], topic: str = TOPIC, index: Callable[[bytes], int] = seq_index
+) -> set[int]:
+    """Read the topic from the start until every index of ``wanted`` arrived (or the deadline):
+    unacknowledged sends may be stored too, so a count would stop too early."""
     got: set[int] = set()
     with sparkmq.PullConsumer("CID_FAILOVER", namesrv) as consumer:
         queues = consumer.queues_of(topic)
@@ -111,7 +115,7 @@ def read_back(namesrv: str, count: int, topic: str = TOPIC, index: Callable[[byt
         for queue in queues:
             consumer.seek(queue, 0)
         deadline = time.monotonic() + UNTIL_S
-        while len(got) < count and time.monotonic() < deadline:
+        while not wanted <= got and time.monotonic() < deadline:
             got.update(index(m.body) for m in consumer.poll(0.5))
     return got
 
@@ -170,12 +174,12 @@ def main() -> int:
         if cpp is not None:
             cpp.kill()
             cpp_acked = {r["index"] for r in cpp.events("sent") if r["status"] == 0}
-            cpp_got = read_back(group.namesrv.address, len(cpp_acked), CPP_TOPIC, cpp_index)
-            cpp_lost = len(cpp_acked - cpp_got)
+            cpp_got = read_back(group.namesrv.address, cpp_acked, CPP_TOPIC, cpp_index)
+            cpp_lost = sorted(cpp_acked - cpp_got)
         if not wait_until(group.all_in_sync, UNTIL_S):
             raise SystemExit("the group did not get back in sync at the end")
         acknowledged = set(sender.acknowledged)
-        got = read_back(group.namesrv.address, len(acknowledged))
+        got = read_back(group.namesrv.address, acknowledged)
         lost = sorted(acknowledged - got)
         master = group.master_index()
         assert master is not None
@@ -191,6 +195,7 @@ def main() -> int:
         "failed_sends": sender.failures,
         "failures_by_kind": dict(sorted(sender.errors.items(), key=lambda kv: -kv[1])[:5]),
         "lost": len(lost),
+        "lost_indexes": lost[:10],
         "commitlog_bytes_compared": end,
         "commitlogs_identical": identical,
     }
@@ -199,7 +204,8 @@ def main() -> int:
             "cpp_failover_median_s": round(statistics.median(cpp_times), 3),
             "cpp_failover_max_s": round(max(cpp_times), 3),
             "cpp_acknowledged": len(cpp_acked),
-            "cpp_lost": cpp_lost,
+            "cpp_lost": len(cpp_lost or ()),
+            "cpp_lost_indexes": (cpp_lost or [])[:10],
         }
     print(json.dumps({"summary": summary}), flush=True)
     return 0 if not lost and not cpp_lost and identical else 1

@@ -119,8 +119,12 @@ class ControllerManager:
             await self._persist_if_changed(outcome)
             if outcome.code == ResponseCode.SUCCESS:
                 self.elections += 1
+                fields = outcome.fields
                 logger.warning(
-                    "controller: elected %s as master of %s (epoch %s)", group.master, name, group.master_epoch
+                    "controller: elected %s as master of %s (epoch %s)",
+                    fields["masterBrokerId"],
+                    name,
+                    fields["masterEpoch"],
                 )
                 await self._notify_role_changed(name)
             else:

@@ -17,17 +17,14 @@ Example::
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from sparkmq.config_file import ConfigFile
 from sparkmq.errors import ConfigError
-from sparkmq.protocol.controller_bodies import JAVA_LONG_MAX, EpochEntry
+from sparkmq.protocol.controller_bodies import EpochEntry
 
-logger = logging.getLogger(__name__)
 FILE_NAME = "epochFileCheckpoint"
-MAX_FILE_BYTES = 1 << 20  # thousands of failovers' worth; a bigger file is not ours
 
 
 def with_ends(entries: Sequence[EpochEntry], max_offset: int) -> list[EpochEntry]:
@@ -51,30 +48,34 @@ def consistent_point(
     return None
 
 
+def encode_entries(entries: Sequence[EpochEntry]) -> str:
+    return "".join(f"{e.epoch}-{e.start_offset}\n" for e in entries)
+
+
+def decode_entries(text: str) -> list[EpochEntry]:
+    """``epoch-startOffset`` lines; :class:`ConfigError` naming the first line that is not one."""
+    entries = []
+    for n, line in enumerate(text.splitlines(), 1):
+        epoch, sep, start = line.strip().partition("-")
+        if not line.strip():
+            continue
+        if not sep or not epoch.isdigit() or not start.isdigit():
+            raise ConfigError(f"line {n} is not epoch-startOffset: {line[:60]!r}")
+        entries.append(EpochEntry(int(epoch), int(start)))
+    return entries
+
+
 class EpochFile:
-    """The persisted epoch entries of one broker."""
+    """The persisted epoch entries of one broker (written tmp → fsync → rename, with a .bak)."""
 
     def __init__(self, root: Path) -> None:
-        self.path = root / FILE_NAME
+        self.file: ConfigFile[list[EpochEntry]] = ConfigFile(
+            root / FILE_NAME, decode_entries, encode_entries, ConfigError
+        )
         self.entries: list[EpochEntry] = []
 
     def load(self) -> None:
-        try:
-            with self.path.open("rb") as f:
-                data = f.read(MAX_FILE_BYTES + 1)
-        except FileNotFoundError:
-            return
-        if len(data) > MAX_FILE_BYTES:
-            raise ConfigError(f"{self.path} is larger than {MAX_FILE_BYTES} bytes: not an epoch file")
-        entries = []
-        for n, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
-            epoch, sep, start = line.strip().partition("-")
-            if not line.strip():
-                continue
-            if not sep or not epoch.isdigit() or not start.isdigit():
-                raise ConfigError(f"{self.path} line {n} is not epoch-startOffset: {line[:60]!r}")
-            entries.append(EpochEntry(int(epoch), int(start), JAVA_LONG_MAX))
-        self.entries = entries
+        self.entries = self.file.load() or []
 
     @property
     def last_epoch(self) -> int:
@@ -86,34 +87,17 @@ class EpochFile:
             if epoch == self.entries[-1].epoch and start_offset == self.entries[-1].start_offset:
                 return
             raise ValueError(f"epoch {epoch} at {start_offset} does not follow {self.entries[-1]}")
-        self.entries.append(EpochEntry(epoch, start_offset))
-        self._persist()
+        self._set([*self.entries, EpochEntry(epoch, start_offset)])
 
     def truncate_after(self, offset: int) -> None:
         """Forget the terms that start after ``offset`` (the log ends there now)."""
-        kept = [e for e in self.entries if e.start_offset <= offset]
-        if kept != self.entries:
-            self.entries = kept
-            self._persist()
+        self._set([e for e in self.entries if e.start_offset <= offset])
 
     def replace(self, entries: Sequence[EpochEntry]) -> None:
         """Take a master's entries (a replica after its truncation to the consistent point)."""
-        new = [EpochEntry(e.epoch, e.start_offset) for e in entries]
-        if new != self.entries:
-            self.entries = new
-            self._persist()
+        self._set([EpochEntry(e.epoch, e.start_offset) for e in entries])
 
-    def _persist(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        text = "".join(f"{e.epoch}-{e.start_offset}\n" for e in self.entries).encode("ascii")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def _set(self, entries: list[EpochEntry]) -> None:
+        if entries != self.entries:
+            self.file.persist(entries)
+            self.entries = entries

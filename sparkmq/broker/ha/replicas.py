@@ -112,10 +112,12 @@ class ReplicasManager:
     def _names(self) -> dict[str, str]:
         return {"clusterName": self.config.broker_cluster_name, "brokerName": self.config.broker_name}
 
-    async def _apply_broker_id(self) -> int:
-        response = await self._invoke(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, self._names())
-        _check(response, "GET_NEXT_BROKER_ID")
-        broker_id = int(response.ext_fields["nextBrokerId"])
+    async def _apply_broker_id(self, broker_id: int | None = None) -> int:
+        """A new id from the controller, or ``broker_id`` (this broker's) again for a controller that lost it."""
+        if broker_id is None:
+            response = await self._invoke(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, self._names())
+            _check(response, "GET_NEXT_BROKER_ID")
+            broker_id = int(response.ext_fields["nextBrokerId"])
         check_code = f"{self.config.address};{int(time.time() * 1000)}"
         fields = self._names() | {"appliedBrokerId": str(broker_id), "registerCheckCode": check_code}
         _check(await self._invoke(RequestCode.CONTROLLER_APPLY_BROKER_ID, fields), "APPLY_BROKER_ID")
@@ -133,6 +135,9 @@ class ReplicasManager:
             "invokeTime": str(int(time.time() * 1000)),
         }
         response = await self._invoke(RequestCode.CONTROLLER_REGISTER_BROKER, fields)
+        if response.code == ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED:  # a controller without our id
+            await self._apply_broker_id(self.broker_id)
+            response = await self._invoke(RequestCode.CONTROLLER_REGISTER_BROKER, fields)
         _check(response, "CONTROLLER_REGISTER_BROKER")
         self.registered = True
         await self.heartbeat()  # alive before any election counts on it
