@@ -23,8 +23,8 @@ from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import TopicRouteData
 from sparkmq.protocol.controller_bodies import BrokerReplicasInfo
 from sparkmq.protocol.frame import FrameDecoder
-from support.controller_group import GROUP, ControllerGroup, ask, commitlog_bytes
-from support.processes import wait_until
+from support.controller_group import FAST, GROUP, ControllerGroup, ask, commitlog_bytes
+from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
 
 UNTIL_S = 60.0
@@ -275,3 +275,29 @@ def test_the_cpp_producer_finds_the_new_master_by_itself(group: ControllerGroup,
     assert len(acknowledged) == 400, failed[-3:]
     bodies = {b"m-body-%d" % i for i in acknowledged}
     assert bodies <= read_all(namesrv, topic, bodies)
+
+
+def test_a_standalone_controller_serves_a_group_and_keeps_its_epochs_across_a_restart(tmp_path: Path) -> None:
+    """``sparkmq controller`` beside a plain NameServer; restarted, it still knows the group's epoch."""
+    store = tmp_path / "controller"
+    with NamesrvProcess.start() as namesrv:
+        controller = ServiceProcess.launch(
+            ["controller", "--port", "0", "--store-dir", str(store)], "controller listening on"
+        )
+        address = controller.ready_line.rsplit(" ", 1)[-1]
+        settings = dict(FAST, enableControllerMode="true", controllerAddr=address)
+        pairs = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+        try:
+            with BrokerProcess.start(tmp_path / "broker", namesrv.address, *pairs) as broker:
+                assert wait_until(lambda: route_master(namesrv.address, "TBW102") == broker.address, UNTIL_S)
+                info = ask(address, RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP})
+                assert info.ext_fields["masterAddress"] == broker.address and info.ext_fields["masterEpoch"] == "1"
+                controller.stop()
+                controller = ServiceProcess.launch(
+                    ["controller", "--port", address.rsplit(":", 1)[1], "--store-dir", str(store)],
+                    "controller listening on",
+                )
+                again = ask(address, RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP})
+                assert again.ext_fields["masterEpoch"] == "1" and again.ext_fields["masterBrokerId"] == "1"
+        finally:
+            controller.stop()
