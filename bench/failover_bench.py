@@ -54,7 +54,7 @@ class Sender(threading.Thread):
         super().__init__(daemon=True)
         self.namesrv = namesrv
         self.acknowledged: list[int] = []
-        self.last_ok = 0.0
+        self.last_ok = (0.0, 0.0)  # (when the newest acknowledged send started, when it was answered)
         self.failures = 0
         self.errors: dict[str, int] = {}  # failures by exception type and the start of its remark
         self.stop = threading.Event()
@@ -64,6 +64,7 @@ class Sender(threading.Thread):
         seq = 0
         with sparkmq.Producer("PID_FAILOVER", self.namesrv, send_timeout_s=3.0) as producer:
             while not self.stop.is_set():
+                started = time.monotonic()
                 try:
                     producer.send(sparkmq.Message(TOPIC, b"seq %d" % seq))
                 except sparkmq.SparkmqError as exc:
@@ -74,14 +75,16 @@ class Sender(threading.Thread):
                     continue
                 with self.ok:
                     self.acknowledged.append(seq)
-                    self.last_ok = time.monotonic()
+                    self.last_ok = (started, time.monotonic())
                     self.ok.notify_all()
                 seq += 1
 
     def first_ok_after(self, moment: float, timeout_s: float) -> float | None:
+        """When the first send that started after ``moment`` was acknowledged (one in flight at the kill
+        may have been answered before it)."""
         with self.ok:
-            if self.ok.wait_for(lambda: self.last_ok > moment, timeout_s):
-                return self.last_ok
+            if self.ok.wait_for(lambda: self.last_ok[0] > moment, timeout_s):
+                return self.last_ok[1]
         return None
 
 
@@ -94,13 +97,14 @@ def cpp_index(body: bytes) -> int:
 
 
 def cpp_first_ok_after(cpp: CppClientRun, killed_at_wall: float) -> float:
-    """Seconds from the kill to the C++ producer's first SEND_OK after it."""
+    """Seconds from the kill to the SEND_OK of the C++ producer's first send started after it."""
     cpp.wait_for(
-        lambda run: any(r["status"] == 0 and r["at"] > killed_at_wall for r in run.events("sent")),
+        lambda run: any(r["status"] == 0 and r["started"] > killed_at_wall for r in run.events("sent")),
         UNTIL_S,
         "a C++ send acknowledged after the kill",
     )
-    return min(r["at"] for r in cpp.events("sent") if r["status"] == 0 and r["at"] > killed_at_wall) - killed_at_wall
+    after = [r["at"] for r in cpp.events("sent") if r["status"] == 0 and r["started"] > killed_at_wall]
+    return min(after) - killed_at_wall
 
 
 def read_back(

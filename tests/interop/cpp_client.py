@@ -103,13 +103,14 @@ def run_produce_through(args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.deadline
     try:
         while acknowledged < args.count and time.monotonic() < deadline:
+            started = time.time()
             try:
                 result = producer.send_sync(build_message(args.topic, index, args))
             except Exception as exc:  # the wrapper raises its own exception classes for every failure
                 emit({"event": "failed", "index": index, "error": str(exc)[:200], "at": time.time()})
                 time.sleep(0.05)
             else:
-                emit({**sent_record("sync", index, result), "at": time.time()})
+                emit({**sent_record("sync", index, result), "started": started, "at": time.time()})
                 acknowledged += int(result.status) == 0
             index += 1
     finally:
