@@ -20,7 +20,7 @@ class ControllerConfig:
 
     Example::
 
-        >>> ControllerConfig(Path("/tmp/c"), scan_not_active_broker_interval=0)
+        >>> ControllerConfig(Path("controller"), scan_not_active_broker_interval=0)
         Traceback (most recent call last):
         ...
         sparkmq.errors.ConfigError: scanNotActiveBrokerInterval must be positive, got 0
