@@ -74,6 +74,14 @@ CONTRACTS = (
     Contract("sparkmq.connector", _names("client", "message", "protocol", "errors", "native"), None),
     Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
+    # RocketMQ 5's controller: composed by the NameServer (embedded) or the CLI (standalone); talks to
+    # brokers over the wire only, so it never imports broker, namesrv or client code.
+    Contract(
+        "sparkmq.controller",
+        _names("protocol", "remoting", "errors", "config_file"),
+        frozenset(),
+        _names("broker", "namesrv", "client", "store") | SPARK_MODULES,
+    ),
     # Operator tools (the dashboard) build on the client like any application would.
     Contract("sparkmq.ops", _names("client", "protocol", "message", "errors"), None, SPARK_MODULES),
 )

@@ -118,6 +118,16 @@ class BrokerConfig:
     tls_server_mode: str = "permissive"  # tls.server.mode: permissive (TLS and plain) | enforcing | disabled
     tls_server_cert_path: Path | None = None  # tls.server.certPath (PEM)
     tls_server_key_path: Path | None = None  # tls.server.keyPath (PEM, unencrypted)
+    # RocketMQ 5's controller mode (automatic failover): the controller decides the role and brokerId.
+    enable_controller_mode: bool = False  # enableControllerMode
+    controller_addr: str = ""  # controllerAddr, "host:port;host:port"
+    controller_heart_beat_timeout_mills: int = 10_000  # controllerHeartBeatTimeoutMills
+    broker_heartbeat_interval: int = 1000  # brokerHeartbeatInterval (ms)
+    sync_broker_metadata_period: int = 5000  # syncBrokerMetadataPeriod (ms): ask the controller for the master
+    check_sync_state_set_period: int = 5000  # checkSyncStateSetPeriod (ms): a master reviews its SyncStateSet
+    ha_max_time_slave_not_catchup: int = 15_000  # haMaxTimeSlaveNotCatchup (ms): lagging longer leaves the set
+    all_ack_in_sync_state_set: bool = False  # allAckInSyncStateSet: a SYNC send waits for every member
+    in_sync_replicas: int = 1  # inSyncReplicas: replicas (master included) a SYNC send waits for
     config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
 
     def __post_init__(self) -> None:
@@ -140,6 +150,8 @@ class BrokerConfig:
                 f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
                 f"1..maxTopicQueueNums ({self.max_topic_queue_nums})"
             )
+        if self.enable_controller_mode and not self.controller_addresses():
+            raise ConfigError("enableControllerMode=true needs controllerAddr")
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
             raise ConfigError(
                 f"metricsExporterType {self.metrics_exporter_type!r} is not one sparkmq serves (DISABLE or PROM)"
@@ -153,7 +165,7 @@ class BrokerConfig:
             raise ConfigError("tlsEnable=true needs tls.server.certPath and tls.server.keyPath (PEM files)")
         if self.broker_role not in BROKER_ROLES:
             raise ConfigError(f"brokerRole {self.broker_role!r} is not one of {', '.join(BROKER_ROLES)}")
-        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+        if not self.enable_controller_mode and (self.broker_role == "SLAVE") != (self.broker_id > 0):
             raise ConfigError(
                 f"brokerId {self.broker_id} does not fit brokerRole {self.broker_role}: "
                 "a master has brokerId 0, a slave brokerId >= 1"
@@ -172,6 +184,12 @@ class BrokerConfig:
             "mapedFileSizeConsumeQueue",
             "cleanResourceInterval",
             "aclReloadIntervalMs",
+            "controllerHeartBeatTimeoutMills",
+            "brokerHeartbeatInterval",
+            "syncBrokerMetadataPeriod",
+            "checkSyncStateSetPeriod",
+            "haMaxTimeSlaveNotCatchup",
+            "inSyncReplicas",
         ):
             if getattr(self, _field_of(key)) <= 0:
                 raise ConfigError(f"{key} {getattr(self, _field_of(key))} must be positive")
@@ -231,6 +249,9 @@ class BrokerConfig:
 
     def namesrv_addresses(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def controller_addresses(self) -> list[str]:
+        return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
 
     def server_limits(self) -> ServerLimits:
         """What the remoting server allows each peer (and all of them together)."""
@@ -374,6 +395,15 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "tls.server.keyPath": ConfKey("tls_server_key_path"),
     "tls.server.mode": ConfKey("tls_server_mode"),
     "tlsEnable": ConfKey("tls_enable"),
+    "allAckInSyncStateSet": ConfKey("all_ack_in_sync_state_set"),
+    "brokerHeartbeatInterval": ConfKey("broker_heartbeat_interval"),
+    "checkSyncStateSetPeriod": ConfKey("check_sync_state_set_period"),
+    "controllerAddr": ConfKey("controller_addr"),
+    "controllerHeartBeatTimeoutMills": ConfKey("controller_heart_beat_timeout_mills"),
+    "enableControllerMode": ConfKey("enable_controller_mode"),
+    "haMaxTimeSlaveNotCatchup": ConfKey("ha_max_time_slave_not_catchup"),
+    "inSyncReplicas": ConfKey("in_sync_replicas"),
+    "syncBrokerMetadataPeriod": ConfKey("sync_broker_metadata_period"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 

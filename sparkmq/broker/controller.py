@@ -19,6 +19,7 @@ from sparkmq.broker.clients import ClientManager
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.ha import HAService, SlaveSynchronize, TableSyncProcessors
+from sparkmq.broker.ha.replicas import ReplicasManager
 from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.metrics import PromExporter
@@ -70,6 +71,8 @@ class BrokerController:
         self._schedule: ScheduleMessageService | None = None
         self.ha: HAService | None = None
         self.slave_sync: SlaveSynchronize | None = None
+        self.replicas: ReplicasManager | None = None  # controller mode (enableControllerMode)
+        self._transactions_started = False
         self.persister = TablePersister(f"broker {config.broker_name}")
         self.metrics: PromExporter | None = None
         # A malformed accounts file refuses the start here, before anything binds.
@@ -120,8 +123,10 @@ class BrokerController:
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)
-        if not cfg.is_slave:  # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
+        if not cfg.is_slave and not cfg.enable_controller_mode:
+            # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
             await self.transactions.start()
+            self._transactions_started = True
         self.server.on_connection_closed(self._connection_closed)
         self._schedule = schedule = ScheduleMessageService(
             store, config_dir / "delayOffset.json", len(cfg.message_delay_level.split())
@@ -143,7 +148,7 @@ class BrokerController:
         self._start_table_sync(ctx, schedule)
         self._every(min(PERSIST_TICK_S, offsets_interval_s), self.persister.persist_changed, "persist-tables")
         self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients, "expire-clients")
-        if not cfg.is_slave:
+        if not cfg.is_slave or cfg.enable_controller_mode:
             self._every(SCHEDULE_INTERVAL_S, self._deliver_delayed, "deliver-delayed")
         self._every(SAMPLE_INTERVAL_S, ctx.stats.sample, "stats-sample")
         if cfg.metrics_exporter_type == "PROM":
@@ -153,8 +158,15 @@ class BrokerController:
             await self.metrics.start()
         if self.acl is not None:
             self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
+        if cfg.enable_controller_mode:
+            self.replicas = ReplicasManager(cfg, self.ha, self.namesrv_client, self._apply_role)
+            self.server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.replicas.role_changed)
+            self.server.register(RequestCode.GET_BROKER_EPOCH_CACHE, self.replicas.epoch_cache)
+            self._registration.paused = True  # until the controller gives this broker its role
         await self.server.start_serving()
         await self._registration.start()
+        if self.replicas is not None:
+            await self.replicas.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)
 
     def _register_processors(self, ctx: BrokerContext) -> None:
@@ -204,10 +216,13 @@ class BrokerController:
         tables = TableSyncProcessors(ctx, schedule)
         for code, processor in tables.table().items():
             self.server.register(code, processor)
-        if not self.config.is_slave:
+        if not self.config.is_slave and not self.config.enable_controller_mode:
             return
         assert self.ha is not None and self._registration is not None
         self.slave_sync = sync = SlaveSynchronize(ctx, schedule, self.namesrv_client)
+        self._every(self.config.slave_synchronize_interval / 1000, sync.sync_all, "slave-synchronize")
+        if self.config.enable_controller_mode:
+            return  # the controller names the master, not the NameServers
         ha = self.ha
 
         def learn(ha_server_addr: str | None, master_addr: str | None) -> None:
@@ -215,7 +230,6 @@ class BrokerController:
             sync.learn_master(master_addr)
 
         self._registration.on_result = learn
-        self._every(self.config.slave_synchronize_interval / 1000, sync.sync_all, "slave-synchronize")
 
     def _every(self, interval_s: float, action: Callable[[], object], name: str) -> None:
         loop = run_every(interval_s, action, f"broker {self.config.broker_name} {name}")
@@ -229,8 +243,24 @@ class BrokerController:
         assert self.context is not None
         self.context.notify_consumer_ids_changed(self.context.clients.expire_silent())
 
+    async def _apply_role(self, master: bool, broker_id: int, master_addr: str) -> None:
+        """The controller made this broker master (registered as brokerId 0) or a replica of ``master_addr``."""
+        assert self.context is not None and self.ha is not None and self._registration is not None
+        assert self.transactions is not None
+        cfg = dataclasses.replace(self.config, broker_role="SYNC_MASTER" if master else "SLAVE", broker_id=broker_id)
+        self.config = self.context.config = self.ha.config = self._registration.config = cfg
+        if self.slave_sync is not None:
+            self.slave_sync.master_addr = "" if master else master_addr
+        if master and not self._transactions_started:
+            await self.transactions.start()
+            self._transactions_started = True
+        self._registration.paused = False
+        await self._registration.register_all()
+
     def _deliver_delayed(self) -> None:
         assert self._schedule is not None
+        if self.config.is_slave:
+            return
         self._schedule.deliver_due()
 
     async def close(self) -> None:
@@ -242,6 +272,8 @@ class BrokerController:
         self.server.stop_accepting()
         if self.transactions is not None:  # its scan thread must be done before the store closes
             await self.transactions.close()
+        if self.replicas is not None:
+            await self._close_step("stop the controller tasks", self.replicas.close)
         if self._registration is not None:
             await self._close_step("unregister from NameServers", self._registration.close)
         if self.context is not None:

@@ -34,6 +34,7 @@ class NamesrvRegistration:
         self.client = client
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self.paused = False  # controller mode: no registration before the controller gave the role
         # A slave learns its master from the result: (haServerAddr, masterAddr), either may be None.
         self.on_result: Callable[[str | None, str | None], None] | None = None
 
@@ -64,6 +65,8 @@ class NamesrvRegistration:
 
     async def register_all(self) -> int:
         """Register with each NameServer; return how many accepted (failures are logged, retried next period)."""
+        if self.paused:
+            return 0
         body = RegisterBrokerBody(self.topics.wrapper()).encode()
         accepted = 0
         for address in self.config.namesrv_addresses():

@@ -23,13 +23,15 @@ import os
 import sys
 from typing import Any
 
-from sparkmq.cli.admin_commands import COMMANDS
+from sparkmq.cli.admin_commands import COMMANDS as BROKER_COMMANDS
+from sparkmq.cli.admin_controller_commands import CONTROLLER_COMMANDS
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.security import ClientSecurity
 from sparkmq.errors import SparkmqError
 
 NAMESRV_ENV = "NAMESRV_ADDR"  # mqadmin's default for -n
 ACCESS_KEY_ENV, SECRET_KEY_ENV = "SPARKMQ_ACCESS_KEY", "SPARKMQ_SECRET_KEY"
+COMMANDS = {**BROKER_COMMANDS, **CONTROLLER_COMMANDS}
 
 
 def register(subcommands: Any) -> None:
@@ -56,7 +58,9 @@ def register(subcommands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the controller commands need no NameServer: -a names where to ask
     namesrv = getattr(args, "namesrvAddr", None) or os.environ.get(NAMESRV_ENV)
+    namesrv = namesrv or getattr(args, "controllerAddress", None)
     if not namesrv:
         sys.stderr.write(f"sparkmq admin {args.admin_command}: no NameServer: give -n host:port or set {NAMESRV_ENV}\n")
         return 1

@@ -21,6 +21,7 @@ from sparkmq.cli import (
     admin_command,
     broker_command,
     completion_command,
+    controller_command,
     dashboard_command,
     dev_command,
     doctor_command,
@@ -31,6 +32,7 @@ from sparkmq.cli import (
 SUBCOMMAND_MODULES = (
     namesrv_command,
     broker_command,
+    controller_command,
     dev_command,
     admin_command,
     dashboard_command,

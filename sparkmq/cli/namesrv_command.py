@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkmq.cli.controller_command import controller_config, read_properties
 from sparkmq.cli.service import run_service
 from sparkmq.errors import ConfigError
 from sparkmq.namesrv import NameServer, NamesrvConfig
@@ -31,6 +32,10 @@ def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
     NamesrvConfig(host='0.0.0.0', port=0, scan_interval_s=1.0, broker_expired_s=5.0)
     """
     limits = ServerLimits(max_connections=args.max_connections, idle_timeout_s=args.idle_timeout)
+    properties = read_properties(getattr(args, "config", None), getattr(args, "set", None) or [])
+    controller = None
+    if properties.get("enableControllerInNamesrv", "false").strip().lower() == "true":
+        controller = controller_config(properties, getattr(args, "controller_store_dir", None))
     return NamesrvConfig(
         args.host,
         args.port,
@@ -39,6 +44,7 @@ def config_from_args(args: argparse.Namespace) -> NamesrvConfig:
         limits=limits,
         guard_registrations=not args.allow_takeover,
         tls=_tls(args),
+        controller=controller,
     )
 
 
@@ -107,6 +113,15 @@ def register(subcommands: Any) -> None:
         action="store_true",
         help="let a REGISTER_BROKER from another connection replace a live broker's address",
     )
+    parser.add_argument("-c", "--config", type=Path, help="namesrv.conf (RocketMQ key=value properties)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a namesrv.conf key, e.g. --set enableControllerInNamesrv=true (repeatable)",
+    )
+    parser.add_argument("--controller-store-dir", type=Path, help="controllerStorePath of the embedded controller")
     parser.add_argument("--tls-cert", type=Path, help="serve TLS with this PEM certificate (and --tls-key)")
     parser.add_argument("--tls-key", type=Path, help="the certificate's unencrypted PEM key")
     parser.add_argument(

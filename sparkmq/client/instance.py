@@ -84,6 +84,7 @@ class ClientInstance:
         self._hook_tasks: set[asyncio.Task[Any]] = set()
         self.suggested_broker: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable: a pull's suggestWhichBrokerId
         self._heartbeat_failures: dict[str, int] = {}  # by broker address: failed rounds in a row
+        self._unreachable: set[str] = set()  # broker names whose first read address failed: route looked up again
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -296,6 +297,7 @@ class ClientInstance:
             try:
                 return await self.remoting.invoke(address, code, ext_fields, body, timeout)
             except RemoteError as exc:  # unreachable (or gone mid-request): the next broker of the name
+                self._unreachable.add(broker_name)  # its master may have moved (a controller's failover)
                 logger.info(
                     "broker %s at %s failed (%s); trying the next of %s", broker_name, address, exc.remark, addresses
                 )
@@ -308,6 +310,12 @@ class ClientInstance:
         topic's route is looked up first when no cached route names that broker."""
         if not self.read_addresses(queue.broker_name):
             await self.route(queue.topic, refresh=True)
+        elif queue.broker_name in self._unreachable:
+            self._unreachable.discard(queue.broker_name)
+            try:
+                await self.route(queue.topic, refresh=True)
+            except SparkmqError as exc:  # the cached route still serves, through the addresses that answer
+                logger.info("route of %s not refreshed: %s", queue.topic, exc.remark)
         preferred = self.suggested_broker.get(queue, MASTER_ID)
         return await self.invoke_read_broker(queue.broker_name, code, ext_fields, body, timeout, preferred)
 

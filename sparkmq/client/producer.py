@@ -432,8 +432,10 @@ class AsyncProducer:
             lane = self._lanes.get(topic)  # cached (no await) until the route changes
             if lane is None or self.instance.routes.get(topic) is not lane.route:
                 lane = await self._new_lane(topic)
-            if not lane.queues:
-                raise RemoteError(f"topic {topic} has no writable queue", retriable=True)
+            if not lane.queues:  # e.g. between a master's death and its successor's registration
+                self.instance.routes.pop(topic, None)  # the next attempt (or send) asks the NameServers again
+                last_error = RemoteError(f"topic {topic} has no writable queue", retriable=True)
+                continue
             if fixed is not None:
                 queue = fixed
             elif selector is not None:

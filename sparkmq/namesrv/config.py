@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from sparkmq.controller import ControllerConfig
 from sparkmq.errors import ConfigError
 from sparkmq.remoting import ServerLimits
 from sparkmq.remoting.tls import ServerTls
@@ -42,6 +43,7 @@ class NamesrvConfig:
     limits: ServerLimits = field(default_factory=ServerLimits, repr=False)
     guard_registrations: bool = field(default=True, repr=False)
     tls: ServerTls | None = field(default=None, repr=False)  # TLS in permissive or enforcing mode
+    controller: ControllerConfig | None = field(default=None, repr=False)  # enableControllerInNamesrv
 
     def __post_init__(self) -> None:
         if not self.host:

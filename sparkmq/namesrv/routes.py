@@ -172,10 +172,13 @@ class RouteInfoManager(Generic[C]):
         A broker id (and an address) registered from another connection that is still open and
         not expired belongs to that connection: anyone else would take over or drop its routes.
         A restarted broker registers again once its old connection closed (the server evicts it
-        at once) or its registration expired.
+        at once) or its registration expired. A replica of the group registered from ``channel``
+        may take the master's id (a controller promoted it while the old master is cut off).
         """
         group = self._broker_addr_table.get(broker_name)
         slot_addr = None if group is None else group.addrs.get(broker_id)
+        if broker_id == MASTER_ID and group is not None and self._member_on(group, broker_addr, channel):
+            slot_addr = None
         for addr, what in (
             (slot_addr, f"broker {broker_name} id {broker_id}"),
             (broker_addr, f"address {broker_addr}"),
@@ -193,6 +196,16 @@ class RouteInfoManager(Generic[C]):
                     f"({self.broker_channel_expired_ms} ms after its last one)"
                 )
         return None
+
+    def _member_on(self, group: _BrokerGroup, broker_addr: str, channel: C | None) -> bool:
+        """``broker_addr`` holds a replica id of ``group``, registered from ``channel``."""
+        live = self._broker_live_table.get(broker_addr)
+        return (
+            channel is not None
+            and live is not None
+            and live.channel is channel
+            and any(addr == broker_addr for i, addr in group.addrs.items() if i != MASTER_ID)
+        )
 
     def _expired(self, info: BrokerLiveInfo[C]) -> bool:
         return info.last_update_ms < self._clock() - self.broker_channel_expired_ms

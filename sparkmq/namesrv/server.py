@@ -15,6 +15,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
+from sparkmq.controller import ControllerManager
 from sparkmq.remoting import RemotingConnection, RemotingServer
 from sparkmq.remoting.periodic import run_every
 
@@ -45,6 +46,8 @@ class NameServer:
         self._remoting = RemotingServer(config.host, config.port, config.limits, tls=config.tls)
         NamesrvProcessors(self.routes, guard_registrations=config.guard_registrations).register_with(self._remoting)
         self._remoting.on_connection_closed(self._connection_closed)
+        # RocketMQ 5's controller on the same port (enableControllerInNamesrv=true)
+        self.controller = None if config.controller is None else ControllerManager(config.controller, self._remoting)
         self._scan_task: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
@@ -75,6 +78,9 @@ class NameServer:
         scan = run_every(self.config.scan_interval_s, self.scan_not_active_brokers, "namesrv-broker-scan")
         self._scan_task = asyncio.get_running_loop().create_task(scan, name="namesrv-broker-scan")
         self._scan_task.add_done_callback(_report_scan_failure)
+        if self.controller is not None:
+            self.controller.address = self.address
+            await self.controller.start()
         logger.info(
             "name server listening on %s (brokers expire after %.3g s)", self.address, self.config.broker_expired_s
         )
@@ -89,6 +95,8 @@ class NameServer:
             # A failure of the scan was already logged by its done callback; a cancellation of
             # close() itself still propagates out of gather().
             await asyncio.gather(self._scan_task, return_exceptions=True)
+        if self.controller is not None:
+            await self.controller.close()
         await self._remoting.close()
 
     async def __aenter__(self) -> Self:

@@ -345,6 +345,33 @@ class MessageStore:
             self._replica_dispatched = self.commitlog.scan_end
             return self.commitlog.max_offset
 
+    @property
+    def replica_records_end(self) -> int:
+        """Where a replica's last whole record ends (the link may have stopped inside one)."""
+        with self._lock:
+            end = self._replica_dispatched
+            return self.commitlog.max_offset if end is None else min(end, self.commitlog.max_offset)
+
+    def truncate_replica(self, offset: int) -> int:
+        """A replica's divergent tail goes: the CommitLog ends at ``offset``, and the ConsumeQueues,
+        the index and the queue offsets derived from it follow. Only while writes are refused
+        (``slave_mode``); returns the new max offset."""
+        if not self.slave_mode:
+            raise StoreError("only a replica's CommitLog is truncated to its master's")
+        with self._lock:
+            if offset >= self.commitlog.max_offset:
+                return self.commitlog.max_offset
+            logger.warning(
+                "store %s: CommitLog cut from %d to %d", self.config.root_dir, self.commitlog.max_offset, offset
+            )
+            self.commitlog.queue.truncate_dirty(offset)
+            for queue in self._queues.values():
+                queue.truncate_after_physical(offset)
+            self.index.truncate_after(offset)
+            recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
+            self._replica_dispatched = self.commitlog.max_offset
+            return self.commitlog.max_offset
+
     def add_dispatch_listener(self, listener: DispatchListener) -> None:
         """Call ``listener(topic, queue_id, max_offset)`` after every dispatch, once per queue."""
 

@@ -5,6 +5,8 @@ Runs under ``.venv-rocketmq/bin/python`` (never the project venv: it imports the
 on stdout, then ``{"event": "done", ...}``, and exits. The test harness parses those lines.
 
     produce           send_sync COUNT messages (tags, keys, user properties); --keep-going past failures
+    produce-through   send_sync until COUNT messages were acknowledged or the deadline: a failed send
+                      is recorded ({"event": "failed"}) and the next message is sent (a failover)
     produce-orderly   send_orderly COUNT messages, key i % KEYS, selector arg = key number
     produce-batch     send_batch BATCHES batches of SIZE messages
     push-consume      PushConsumer until COUNT distinct messages arrived, a line on stdin, or the deadline
@@ -99,6 +101,27 @@ def run_produce(args: argparse.Namespace) -> None:
             emit(sent_record("sync", index, result))
     finally:
         shut_down(producer)
+
+
+def run_produce_through(args: argparse.Namespace) -> None:
+    producer = start_producer(args)
+    acknowledged, index = 0, 0
+    deadline = time.monotonic() + args.deadline
+    try:
+        while acknowledged < args.count and time.monotonic() < deadline:
+            started = time.time()
+            try:
+                result = producer.send_sync(build_message(args.topic, index, args))
+            except Exception as exc:  # the wrapper raises its own exception classes for every failure
+                emit({"event": "failed", "index": index, "error": str(exc)[:200], "at": time.time()})
+                time.sleep(0.05)
+            else:
+                emit({**sent_record("sync", index, result), "started": started, "at": time.time()})
+                acknowledged += int(result.status) == 0
+            index += 1
+    finally:
+        shut_down(producer)
+    emit({"event": "done", "acknowledged": acknowledged})
 
 
 def run_produce_orderly(args: argparse.Namespace) -> None:
@@ -217,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--pad", type=int, default=0, help="append this many dots to each body")
         if name == "produce":
             sub.add_argument("--keep-going", action="store_true", help="record a failed send and go on")
+    through = command("produce-through", run_produce_through)
+    through.add_argument("--count", type=int, required=True)
+    through.add_argument("--deadline", type=float, default=120.0)
+    through.add_argument("--prefix", default="m")
+    through.add_argument("--pad", type=int, default=0)
     batch = command("produce-batch", run_produce_batch)
     batch.add_argument("--batches", type=int, required=True)
     batch.add_argument("--size", type=int, required=True)

@@ -125,3 +125,23 @@ def test_the_guard_can_be_turned_off_for_java_behaviour() -> None:
         assert await master_of(intruder, address) == EVIL
 
     run(body, guard=False)
+
+
+def test_a_registered_replica_of_the_group_may_take_the_master_id() -> None:
+    """A controller promoted the replica while the old master's connection is still open; a broker
+    outside the group still may not take the id."""
+
+    async def body(
+        namesrv: NameServer, broker: RemotingClient, intruder: RemotingClient, address: str, clock: Clock
+    ) -> None:
+        replica = RemotingClient()
+        try:
+            assert (await register(broker, address, REAL)).code == ResponseCode.SUCCESS
+            assert (await register(intruder, address, EVIL)).code == ResponseCode.NO_PERMISSION
+            assert (await register(replica, address, "127.0.0.1:10921", broker_id=2)).code == ResponseCode.SUCCESS
+            assert (await register(replica, address, "127.0.0.1:10921")).code == ResponseCode.SUCCESS
+            assert await master_of(intruder, address) == "127.0.0.1:10921"
+        finally:
+            await replica.close()
+
+    run(body)

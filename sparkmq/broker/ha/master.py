@@ -14,8 +14,8 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from sparkmq.broker.ha.acks import SlaveAcks
-from sparkmq.broker.ha.wire import REPORT, encode_transfer_header
+from sparkmq.broker.ha.acks import ReplicaAck, SlaveAcks, now_ms
+from sparkmq.broker.ha.wire import HANDSHAKE_MARK, REPORT, encode_transfer_header
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ReplicationSource:
         acks: SlaveAcks,
     ) -> None:
         self._host, self._port = host, port
-        self.read_run, self._max_offset, self._segment_bytes = read_run, max_offset, segment_bytes
+        self.read_run, self.max_offset, self._segment_bytes = read_run, max_offset, segment_bytes
         self.batch_bytes, self.heartbeat_s = batch_bytes, heartbeat_s
         self.acks = acks
         self._server: asyncio.Server | None = None
@@ -77,18 +77,19 @@ class ReplicationSource:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         link = _SlaveLink(self, reader, writer)
         self._links.add(link)
-        self.acks.connections += 1
         try:
             await link.run()
         finally:
-            self.acks.connections -= 1
+            if link.replica is not None:
+                self.acks.unlink(link.key, link.replica)
+                self.acks.settle()
             self._links.discard(link)
 
     def first_offset(self, requested: int) -> int:
         """Where a slave that reported ``requested`` starts (``WriteSocketService``'s choice)."""
         if requested != 0:
             return requested
-        end = self._max_offset()
+        end = self.max_offset()
         return end - end % self._segment_bytes
 
     def disconnect_all(self) -> int:
@@ -115,6 +116,8 @@ class _SlaveLink:
         self.peer = writer.get_extra_info("peername")
         self.new_data = asyncio.Event()
         self.requested: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.key: object = self  # the slave's brokerId once a controller-mode handshake names it
+        self.replica: ReplicaAck | None = None
 
     async def run(self) -> None:
         logger.info("HA slave %s connected", self.peer)
@@ -140,12 +143,23 @@ class _SlaveLink:
     def abort(self) -> None:
         self.writer.transport.abort()
 
+    def _sent(self) -> None:
+        """A transfer went out: once the slave reports the master's end as of now, it was caught up now
+        (``lastMasterMaxOffset`` / ``lastTransferTimeMs`` of Java's HAConnection)."""
+        if self.replica is not None:
+            self.replica.transferred(self.source.max_offset(), now_ms())
+
     async def _read_reports(self) -> None:
-        while True:
+        (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
+        if offset == HANDSHAKE_MARK:
+            (self.key,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
             (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
-            if not self.requested.done():
-                self.requested.set_result(offset)
-            self.source.acks.ack(offset)
+            logger.info("HA slave %s is broker %s", self.peer, self.key)
+        self.replica = replica = self.source.acks.link(self.key)
+        self.requested.set_result(offset)
+        while True:
+            self.source.acks.ack(replica, offset)
+            (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
 
     async def _transfer(self) -> None:
         source = self.source
@@ -161,6 +175,7 @@ class _SlaveLink:
                 self.writer.write(data)
                 await self.writer.drain()
                 offset += len(data)
+                self._sent()
                 last_write = loop.time()
                 continue
             if data is None:
@@ -168,6 +183,7 @@ class _SlaveLink:
             if loop.time() - last_write >= source.heartbeat_s:
                 self.writer.write(encode_transfer_header(offset, 0))
                 await self.writer.drain()
+                self._sent()
                 last_write = loop.time()
             try:  # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a close()'s cancel
                 async with asyncio.timeout(source.heartbeat_s):

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 
 from sparkmq.broker.config import BrokerConfig
-from sparkmq.broker.ha.acks import SlaveAcks
+from sparkmq.broker.ha.acks import ALL, SlaveAcks
 from sparkmq.broker.ha.master import ReplicationSource
 from sparkmq.broker.ha.slave import ReplicationSink
 from sparkmq.store import MessageStore, PutMessageStatus, PutResult
@@ -36,6 +37,9 @@ class HAService:
         self.config = config
         self.store = store
         self.acks = SlaveAcks()
+        if config.enable_controller_mode:
+            self.acks.any_slave = False
+            self.acks.need = ALL if config.all_ack_in_sync_state_set else config.in_sync_replicas
         self.master_ha_address = config.ha_master_address
         self.source: ReplicationSource | None = None
         self.sink: ReplicationSink | None = None
@@ -62,7 +66,9 @@ class HAService:
             port = await self._bind(0)
         assert self.source is not None  # _bind set it, for good
         self.store.add_group_dispatch_listener(self.source.on_put)
-        if cfg.is_slave:
+        if cfg.enable_controller_mode:
+            self.store.slave_mode = True  # until the controller names this broker master
+        elif cfg.is_slave:
             self.become_slave()
         return port
 
@@ -80,19 +86,29 @@ class HAService:
         )
         return await self.source.start()
 
-    def become_slave(self) -> None:
-        """Refuse puts and follow ``master_ha_address`` (reconnecting every ``haSendHeartbeatInterval``)."""
+    def become_slave(
+        self, broker_id: int | None = None, prepare_link: Callable[[], Awaitable[str]] | None = None
+    ) -> None:
+        """Refuse puts and follow ``master_ha_address`` (reconnecting every ``haSendHeartbeatInterval``).
+
+        Controller mode: ``prepare_link`` is awaited before each link (it truncates a divergent tail
+        and returns the master's HA address) and the link opens with ``broker_id``.
+        """
         self.store.slave_mode = True
         if self.sink is None:
             interval_s = self.config.ha_send_heartbeat_interval / 1000
             self.sink = ReplicationSink(
-                lambda: self.master_ha_address,
+                prepare_link or self._configured_master,
                 lambda: self.store.commitlog.max_offset,
                 self.store.append_replica,
                 interval_s,
                 interval_s,
+                broker_id,
             )
             self.sink.start()
+
+    async def _configured_master(self) -> str:
+        return self.master_ha_address
 
     async def become_master(self) -> None:
         """Stop following and accept puts (queue offsets continue from the replicated ones).
@@ -100,10 +116,14 @@ class HAService:
         The hook a failover controller calls on the slave it promotes; the broker's master-only
         services (delayed delivery, transaction checks) are the controller's to start.
         """
+        await self.stop_following()
+        self.store.slave_mode = False
+
+    async def stop_following(self) -> None:
+        """End the link to the master (a new one starts with the next ``become_slave``)."""
         if self.sink is not None:
             await self.sink.close()
             self.sink = None
-        self.store.slave_mode = False
 
     def learn_master(self, ha_server_addr: str | None) -> None:
         """A register result named the master's HA address (used unless ``haMasterAddress`` is set)."""
@@ -117,7 +137,7 @@ class HAService:
         A group put's results are confirmed together: one check of the slave's lag and one wait
         for the highest end among those that wait, not one waiter per request.
         """
-        if not self.sync_master:
+        if not self.sync_master and not self.config.enable_controller_mode:
             return results
         waiting = [
             i
@@ -133,6 +153,7 @@ class HAService:
             if self.source is not None:
                 self.source.wake()
             if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
+                self.acks.confirmed = max(self.acks.confirmed, end)
                 return results
             status, remark = (
                 PutMessageStatus.FLUSH_SLAVE_TIMEOUT,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from sparkmq.broker.ha.wire import TRANSFER_HEADER, decode_transfer_header, encode_report
+from sparkmq.broker.ha.wire import TRANSFER_HEADER, decode_transfer_header, encode_handshake, encode_report
 from sparkmq.errors import SparkmqError
 
 logger = logging.getLogger(__name__)
@@ -30,13 +30,17 @@ class ReplicationSink:
 
     def __init__(
         self,
-        master_address: Callable[[], str],
+        master_address: Callable[[], Awaitable[str]],
         max_offset: Callable[[], int],
         append_run: AppendRun,
         heartbeat_s: float,
         retry_s: float,
+        broker_id: int | None = None,
     ) -> None:
+        """``master_address`` is awaited before each link (a controller-mode replica first truncates its
+        log to the consistent point there); ``broker_id`` (controller mode) opens the link with a handshake."""
         self._master_address = master_address
+        self._broker_id = broker_id
         self._max_offset = max_offset
         self._append_run = append_run
         self._heartbeat_s = heartbeat_s
@@ -54,16 +58,17 @@ class ReplicationSink:
 
     async def _run(self) -> None:
         while True:
-            address = self._master_address()
-            if address:
-                try:
+            address = ""
+            try:
+                address = await self._master_address()
+                if address:
                     await self._link(address)
-                except (OSError, asyncio.IncompleteReadError, TimeoutError, SparkmqError) as exc:
-                    logger.warning("HA link to master %s ended: %r; retrying in %.1f s", address, exc, self._retry_s)
-                except Exception:  # the link loop must outlive any one failure
-                    logger.exception("HA link to master %s failed; retrying in %.1f s", address, self._retry_s)
-                finally:
-                    self.connected.clear()
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, SparkmqError) as exc:
+                logger.warning("HA link to master %s ended: %r; retrying in %.1f s", address, exc, self._retry_s)
+            except Exception:  # the link loop must outlive any one failure
+                logger.exception("HA link to master %s failed; retrying in %.1f s", address, self._retry_s)
+            finally:
+                self.connected.clear()
             await asyncio.sleep(self._retry_s)
 
     async def _link(self, address: str) -> None:
@@ -73,6 +78,8 @@ class ReplicationSink:
             reader, writer = await asyncio.open_connection(host, int(port))
         heartbeat = asyncio.get_running_loop().create_task(self._report_every(writer))
         try:
+            if self._broker_id is not None:
+                writer.write(encode_handshake(self._broker_id))
             writer.write(encode_report(self._max_offset()))
             await writer.drain()
             self.connected.set()

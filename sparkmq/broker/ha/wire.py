@@ -2,6 +2,9 @@
 
 * slave → master: its CommitLog max offset, 8 bytes, at start, after each receipt and every
   ``haSendHeartbeatInterval``;
+* controller mode only, slave → master first: ``HANDSHAKE_MARK`` (8 bytes, a negative "offset" no
+  4.x slave sends) and the slave's brokerId (8 bytes), so the master knows whose acks keep whom
+  in the SyncStateSet (RocketMQ 5's AutoSwitchHAConnection handshake carries the same id);
 * master → slave: ``phyOffset`` (8 bytes) + ``bodySize`` (4 bytes), then ``bodySize`` bytes of
   the CommitLog from ``phyOffset``. ``bodySize`` 0 is a heartbeat.
 
@@ -18,6 +21,8 @@ import struct
 from sparkmq.errors import ProtocolError
 
 REPORT = struct.Struct(">q")
+HANDSHAKE_MARK = -0x5350524B  # "SPRK"
+HANDSHAKE = struct.Struct(">qq")
 TRANSFER_HEADER = struct.Struct(">qi")
 # A transfer body is at most haTransferBatchSize (32 KiB by default); bound what a peer may announce.
 MAX_TRANSFER_BODY_BYTES = 64 * 1024 * 1024
@@ -26,6 +31,11 @@ MAX_TRANSFER_BODY_BYTES = 64 * 1024 * 1024
 def encode_report(max_offset: int) -> bytes:
     """The slave's report of its CommitLog max offset."""
     return REPORT.pack(max_offset)
+
+
+def encode_handshake(broker_id: int) -> bytes:
+    """A controller-mode slave's first bytes on the link."""
+    return HANDSHAKE.pack(HANDSHAKE_MARK, broker_id)
 
 
 def encode_transfer_header(offset: int, size: int) -> bytes:

@@ -433,7 +433,7 @@ def test_a_wait_for_a_slave_ack_runs_its_first_step_outside_a_task() -> None:
         await first_step_ran.wait()
         (future,) = stepped
         assert isinstance(future, asyncio.Future), future
-        acks.ack(100)
+        acks.ack(acks.link("slave"), 100)
         assert future.done()
         with pytest.raises(StopIteration) as done:
             waiting.send(None)

@@ -1,0 +1,167 @@
+"""One broker group in controller mode as real processes: a NameServer with the controller embedded
+and N ``sparkmq broker`` processes (``enableControllerMode=true``), with what tests and the
+failover bench ask of them (who is master, kill it, restart it, compare CommitLogs)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.controller_bodies import EpochEntryCache, SyncStateSet
+from sparkmq.remoting import RemotingClient
+from support.processes import BrokerProcess, NamesrvProcess
+
+GROUP = "broker-ctl"
+# Fast periods so a test waits seconds, not RocketMQ's defaults (heartbeat timeout 10 s, sync 5 s).
+FAST = {
+    "brokerName": GROUP,
+    "brokerRole": "SYNC_MASTER",
+    "flushDiskType": "SYNC_FLUSH",
+    "allAckInSyncStateSet": "true",
+    "haSendHeartbeatInterval": "200",
+    "registerNameServerPeriod": "1000",
+    "slaveSynchronizeInterval": "200",
+    "brokerHeartbeatInterval": "200",
+    "controllerHeartBeatTimeoutMills": "2000",
+    "syncBrokerMetadataPeriod": "500",
+    "checkSyncStateSetPeriod": "200",
+    "haMaxTimeSlaveNotCatchup": "3000",
+    "syncFlushTimeout": "3000",
+}
+
+
+def ask(address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"") -> RemotingCommand:
+    """One request over a fresh RemotingClient."""
+
+    async def call() -> RemotingCommand:
+        client = RemotingClient()
+        try:
+            return await client.invoke(address, code, fields or {}, body, timeout=5.0)
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
+
+
+def commitlog_bytes(store_dir: Path, end: int) -> bytes:
+    """The first ``end`` bytes of a store's CommitLog, read from its segment files."""
+    data = bytearray()
+    for segment in sorted((store_dir / "commitlog").iterdir()):
+        if len(data) >= end:
+            break
+        data += segment.read_bytes()
+    return bytes(data[:end])
+
+
+@dataclass
+class ControllerGroup:
+    """``namesrv`` (controller embedded) + ``size`` brokers sharing ``brokerName``."""
+
+    root: Path
+    size: int = 3
+    extra: tuple[str, ...] = ()
+    namesrv: NamesrvProcess | None = None
+    brokers: list[BrokerProcess | None] = field(default_factory=list)
+
+    def start(self) -> ControllerGroup:
+        self.namesrv = NamesrvProcess.start(
+            "--set",
+            "enableControllerInNamesrv=true",
+            "--set",
+            "scanNotActiveBrokerInterval=200",
+            "--controller-store-dir",
+            str(self.root / "controller"),
+        )
+        self.brokers = [None] * self.size
+        for i in range(self.size):
+            self.start_broker(i)
+        return self
+
+    def broker_args(self) -> tuple[str, ...]:
+        assert self.namesrv is not None
+        settings = dict(FAST, enableControllerMode="true", controllerAddr=self.namesrv.address)
+        pairs = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+        return (*pairs, *self.extra)
+
+    def store_dir(self, i: int) -> Path:
+        return self.root / f"broker{i}"
+
+    def start_broker(self, i: int, port: int = 0) -> BrokerProcess:
+        assert self.namesrv is not None
+        broker = BrokerProcess.start(self.store_dir(i), self.namesrv.address, *self.broker_args(), port=port)
+        self.brokers[i] = broker
+        return broker
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            if broker is not None:
+                broker.stop()
+        if self.namesrv is not None:
+            self.namesrv.stop()
+
+    def __enter__(self) -> ControllerGroup:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- what the controller says ---------------------------------------------------------
+    def replica_info(self) -> tuple[int | None, str, int, SyncStateSet]:
+        """(masterBrokerId, masterAddress, masterEpoch, SyncStateSet) from CONTROLLER_GET_REPLICA_INFO."""
+        assert self.namesrv is not None
+        response = ask(self.namesrv.address, RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP})
+        if response.code != ResponseCode.SUCCESS:
+            return None, "", 0, SyncStateSet(frozenset(), 0)
+        fields = response.ext_fields
+        master = fields.get("masterBrokerId")
+        return (
+            int(master) if master else None,
+            fields.get("masterAddress", ""),
+            int(fields.get("masterEpoch", "0")),
+            SyncStateSet.decode(response.body),
+        )
+
+    def index_of(self, address: str) -> int | None:
+        for i, broker in enumerate(self.brokers):
+            if broker is not None and broker.address == address and broker.process.poll() is None:
+                return i
+        return None
+
+    def master_index(self) -> int | None:
+        """The live broker the controller names master, once its SyncStateSet holds every live broker."""
+        _master, address, _epoch, _sync = self.replica_info()
+        return self.index_of(address)
+
+    def live(self) -> list[int]:
+        return [i for i, b in enumerate(self.brokers) if b is not None and b.process.poll() is None]
+
+    def epoch_cache(self, i: int) -> EpochEntryCache | None:
+        broker = self.brokers[i]
+        assert broker is not None
+        response = ask(broker.address, RequestCode.GET_BROKER_EPOCH_CACHE)
+        return EpochEntryCache.decode(response.body) if response.code == ResponseCode.SUCCESS else None
+
+    def max_offset(self, i: int) -> int:
+        cache = self.epoch_cache(i)
+        return -1 if cache is None else cache.max_offset
+
+    def all_in_sync(self) -> bool:
+        """Every live broker is in the SyncStateSet and holds the master's whole CommitLog."""
+        master_id, address, _epoch, sync = self.replica_info()
+        master = self.index_of(address)
+        if master is None or master_id is None:
+            return False
+        live = self.live()
+        if len(sync.members) != len(live):
+            return False
+        end = self.max_offset(master)
+        return all(self.max_offset(i) == end for i in live)
+
+    def kill(self, i: int) -> BrokerProcess:
+        broker = self.brokers[i]
+        assert broker is not None
+        broker.kill()
+        self.brokers[i] = None
+        return broker
