@@ -5,6 +5,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
@@ -22,6 +23,8 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.MQClientManager;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -98,7 +101,8 @@ public final class ScenarioRunner {
             }
             emit("done");
         } catch (Throwable e) {
-            emit("error", "error", e.toString());
+            e.printStackTrace();
+            emit("error", "error", e.toString(), "cause", String.valueOf(e.getCause()));
         }
     }
 
@@ -155,6 +159,10 @@ public final class ScenarioRunner {
         DefaultMQPullConsumer consumer = pullConsumer("sql");
         try {
             MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
+            // The client refuses SQL92 until a heartbeat has told it the broker's version.
+            MQClientInstance factory = MQClientManager.getInstance().getOrCreateMQClientInstance(consumer);
+            factory.updateTopicRouteInfoFromNameServer(topic);
+            factory.sendHeartbeatToAllBrokerWithLock();
             for (int i = 0; i < 10; i++) {
                 Message msg = new Message(topic, i % 2 == 0 ? "even" : "odd", ("sql-" + i).getBytes(StandardCharsets.UTF_8));
                 msg.putUserProperty("a", Integer.toString(i));
@@ -181,7 +189,7 @@ public final class ScenarioRunner {
         DefaultMQProducer producer = producer("orderly");
         int orders = 3;
         int steps = 5;
-        Map<Integer, List<String>> seen = new ConcurrentHashMap<>();
+        Map<String, List<String>> seen = new ConcurrentHashMap<>();
         AtomicInteger count = new AtomicInteger();
         DefaultMQPushConsumer consumer = pushConsumer("orderly");
         try {
@@ -197,7 +205,7 @@ public final class ScenarioRunner {
             consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
                 for (MessageExt msg : msgs) {
                     String body = body(msg);
-                    int order = Integer.parseInt(body.split("-")[1]);
+                    String order = body.substring(0, body.indexOf("-step"));
                     seen.computeIfAbsent(order, k -> new CopyOnWriteArrayList<>()).add(body + "@q" + msg.getQueueId());
                     count.incrementAndGet();
                 }
@@ -226,7 +234,7 @@ public final class ScenarioRunner {
             PullResult[] last = new PullResult[1];
             waitFor("the delayed message", () -> {
                 last[0] = pullQuietly(consumer, mq, "*", 0);
-                return last[0] != null && !last[0].getMsgFoundList().isEmpty();
+                return last[0] != null && last[0].getMsgFoundList() != null && !last[0].getMsgFoundList().isEmpty();
             });
             pulled("*", last[0]);
         } finally {
@@ -265,7 +273,7 @@ public final class ScenarioRunner {
             emit("dlq", "max", maxOffsetQuietly(dlq), "route", queueCounts(dlq));
             DefaultMQPullConsumer reader = pullConsumer("dlqreader");
             try {
-                pulled("dlq", reader.pull(new MessageQueue(dlq, brokerName(), 0), "*", 0, 32));
+                pulled("dlq", reader.pull(new MessageQueue(dlq, brokerName(), 0), "*", 0, 32), true);
             } catch (MQBrokerException | MQClientException e) {
                 failed("dlq", e);
             } finally {
@@ -337,12 +345,14 @@ public final class ScenarioRunner {
                 sent(producer.send(new Message(topic, "O", ("offsets-" + i).getBytes(StandardCharsets.UTF_8)), mq));
             }
             emit("unknown group", "offset", stranger.fetchConsumeOffset(mq, true));
+            MessageQueue empty = new MessageQueue(topic, brokerName(), 1);
             consumer.updateConsumeOffset(mq, 3);
-            consumer.getOffsetStore().persist(mq);
+            consumer.updateConsumeOffset(empty, 0);
+            consumer.getOffsetStore().persistAll(Set.of(mq, empty));  // oneway requests: poll for their effect
+            waitFor("the committed offset", () -> fetchQuietly(consumer, mq) == 3 && fetchQuietly(consumer, empty) == 0);
             emit("committed", "offset", consumer.fetchConsumeOffset(mq, true));
             emit("bounds", "min", consumer.minOffset(mq), "max", consumer.maxOffset(mq),
                 "search0", consumer.searchOffset(mq, 0), "searchFuture", consumer.searchOffset(mq, Long.MAX_VALUE / 2));
-            MessageQueue empty = new MessageQueue(topic, brokerName(), 1);
             emit("empty queue", "min", consumer.minOffset(empty), "max", consumer.maxOffset(empty),
                 "search0", consumer.searchOffset(empty, 0));
             try {
@@ -494,6 +504,14 @@ public final class ScenarioRunner {
         }
     }
 
+    private static long fetchQuietly(DefaultMQPullConsumer consumer, MessageQueue mq) {
+        try {
+            return consumer.fetchConsumeOffset(mq, true);
+        } catch (Exception e) {
+            return Long.MIN_VALUE;
+        }
+    }
+
     private static void waitFor(String what, BooleanSupplier condition) throws InterruptedException {
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
         while (!condition.getAsBoolean()) {
@@ -523,6 +541,11 @@ public final class ScenarioRunner {
     }
 
     private void pulled(String expr, PullResult result) {
+        pulled(expr, result, false);
+    }
+
+    /** A pull's outcome; {@code unordered} for a queue concurrent consumers filled: sorted, no queue offsets. */
+    private void pulled(String expr, PullResult result, boolean unordered) {
         List<Map<String, Object>> msgs = new ArrayList<>();
         if (result.getMsgFoundList() != null) {
             for (MessageExt msg : result.getMsgFoundList()) {
@@ -532,7 +555,9 @@ public final class ScenarioRunner {
                 m.put("tags", msg.getTags());
                 m.put("keys", msg.getKeys());
                 m.put("queueId", msg.getQueueId());
-                m.put("queueOffset", msg.getQueueOffset());
+                if (!unordered) {
+                    m.put("queueOffset", msg.getQueueOffset());
+                }
                 m.put("reconsumeTimes", msg.getReconsumeTimes());
                 m.put("sysFlag", msg.getSysFlag());
                 m.put("flag", msg.getFlag());
@@ -540,6 +565,9 @@ public final class ScenarioRunner {
                 m.put("properties", properties(msg));
                 msgs.add(m);
             }
+        }
+        if (unordered) {
+            msgs.sort((a, b) -> ((String) a.get("body")).compareTo((String) b.get("body")));
         }
         emit("pulled", "expr", expr, "status", result.getPullStatus().name(), "next", result.getNextBeginOffset(),
             "min", result.getMinOffset(), "max", result.getMaxOffset(), "msgs", msgs);

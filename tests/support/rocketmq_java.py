@@ -69,7 +69,9 @@ def require_references(*names: str) -> Path:
         message = f"{missing} is missing: run `{MAKE_TARGET}` (it fetches Apache RocketMQ/Kafka with Maven)"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
-        warnings.warn(message, stacklevel=2)
+        with warnings.catch_warnings():  # shown in the run's warnings summary, not raised (filterwarnings=error)
+            warnings.simplefilter("always")
+            warnings.warn(f"SKIPPED: {message}", UserWarning, stacklevel=2)
         pytest.skip(message)
     return references_dir()
 
@@ -303,6 +305,8 @@ def run_scenarios(
     log_dir.mkdir(parents=True, exist_ok=True)
     args = [*client_jvm(log_dir), "-cp", classpath("runner", "rocketmq"), "ScenarioRunner", namesrv, prefix, *scenarios]
     done = subprocess.run(["java", *args], capture_output=True, text=True, timeout=timeout_s, cwd=log_dir)
+    (log_dir / "runner.out").write_text(done.stdout)
+    (log_dir / "runner.err").write_text(done.stderr)  # stack traces of the scenarios that failed
     records: list[Record] = []
     for line in done.stdout.splitlines():
         if line.startswith("{"):
