@@ -12,6 +12,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -38,6 +40,7 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.body.ClusterInfo;
 import org.apache.rocketmq.common.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
@@ -46,7 +49,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * <p>Usage: {@code ScenarioRunner NAMESRV PREFIX SCENARIO...}. The lines hold only what must be the same on any
  * broker that speaks RocketMQ's protocol (statuses, codes, offsets, bodies, properties), so the output of a run
  * against one broker can be compared with a run against another. Each scenario ends with a {@code done} or an
- * {@code error} line.
+ * {@code error} line. With {@code -Drunner.accessKey=AK -Drunner.secretKey=SK} every client signs its requests
+ * (ACL); the {@code acl} scenario then also tries the accounts {@code readonly} and {@code stranger}.
  */
 public final class ScenarioRunner {
     private static final long DEADLINE_MS = 40_000;
@@ -57,12 +61,13 @@ public final class ScenarioRunner {
     private final String namesrv;
     private final String prefix;
     private final DefaultMQAdminExt admin;
+    private final RPCHook signer = hook(System.getProperty("runner.accessKey"), System.getProperty("runner.secretKey"));
     private String scenario = "";
 
     private ScenarioRunner(String namesrv, String prefix) throws MQClientException {
         this.namesrv = namesrv;
         this.prefix = prefix;
-        this.admin = new DefaultMQAdminExt();
+        this.admin = new DefaultMQAdminExt(signer);
         admin.setNamesrvAddr(namesrv);
         admin.setInstanceName(instance());
         admin.start();
@@ -97,6 +102,7 @@ public final class ScenarioRunner {
                 case "offsets": offsets(); break;
                 case "query": query(); break;
                 case "batch": batch(); break;
+                case "acl": acl(); break;
                 default: throw new IllegalArgumentException("no scenario " + name);
             }
             emit("done");
@@ -288,7 +294,7 @@ public final class ScenarioRunner {
     /** Half messages committed, rolled back, and left unknown until the broker checks back. */
     private void transaction() throws Exception {
         String topic = topic("tx", 1);
-        TransactionMQProducer producer = new TransactionMQProducer(prefix + "_tx_pg");
+        TransactionMQProducer producer = new TransactionMQProducer(prefix + "_tx_pg", signer);
         configure(producer);
         List<String> checked = new CopyOnWriteArrayList<>();
         producer.setTransactionListener(new TransactionListener() {
@@ -415,6 +421,44 @@ public final class ScenarioRunner {
         }
     }
 
+    /** Sends and pulls as the signing account, a read-only one, a wrong secret and an unknown key. */
+    private void acl() throws Exception {
+        String topic = topic("acl", 1);
+        String denied = topic("aclDenied", 1);
+        MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
+        DefaultMQProducer producer = producer("acl");
+        try {
+            sent(producer.send(new Message(topic, "A", "acl-0".getBytes(StandardCharsets.UTF_8)), mq));
+            sent(producer.send(new Message(denied, "A", "acl-1".getBytes(StandardCharsets.UTF_8))));
+        } finally {
+            producer.shutdown();
+        }
+        String[][] accounts = {{"readonly", "12345678"}, {"readonly", "wrong-secret"}, {"stranger", "12345678"}};
+        for (String[] account : accounts) {
+            String who = account[0] + "/" + (account[1].equals("12345678") ? "right" : "wrong");
+            DefaultMQProducer p = producer("acl_" + account[0], hook(account[0], account[1]));
+            DefaultMQPullConsumer c = pullConsumer("acl_" + account[0], hook(account[0], account[1]));
+            try {
+                try {
+                    p.setRetryTimesWhenSendFailed(0);
+                    sent(p.send(new Message(topic, "A", "acl-x".getBytes(StandardCharsets.UTF_8)), mq));
+                } catch (MQBrokerException | MQClientException e) {
+                    failed(who + " send", e);
+                }
+                for (String t : new String[] {topic, denied}) {
+                    try {
+                        pulled(who + " pull " + t.substring(prefix.length()), c.pull(new MessageQueue(t, brokerName(), 0), "*", 0, 32));
+                    } catch (MQBrokerException | MQClientException e) {
+                        failed(who + " pull " + t.substring(prefix.length()), e);
+                    }
+                }
+            } finally {
+                p.shutdown();
+                c.shutdown();
+            }
+        }
+    }
+
     // -- clients and topics -------------------------------------------------------------------------------
 
     private String topic(String name, int queues) throws Exception {
@@ -474,8 +518,16 @@ public final class ScenarioRunner {
         client.setInstanceName(instance());
     }
 
+    private static RPCHook hook(String accessKey, String secretKey) {
+        return accessKey == null ? null : new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
+    }
+
     private DefaultMQProducer producer(String name) throws MQClientException {
-        DefaultMQProducer producer = new DefaultMQProducer(prefix + "_" + name + "_pg");
+        return producer(name, signer);
+    }
+
+    private DefaultMQProducer producer(String name, RPCHook hook) throws MQClientException {
+        DefaultMQProducer producer = new DefaultMQProducer(prefix + "_" + name + "_pg", hook);
         configure(producer);
         producer.setSendMsgTimeout(10_000);
         producer.start();
@@ -483,14 +535,19 @@ public final class ScenarioRunner {
     }
 
     private DefaultMQPullConsumer pullConsumer(String name) throws MQClientException {
-        DefaultMQPullConsumer consumer = new DefaultMQPullConsumer(prefix + "_" + name + "_cg");
+        return pullConsumer(name, signer);
+    }
+
+    private DefaultMQPullConsumer pullConsumer(String name, RPCHook hook) throws MQClientException {
+        DefaultMQPullConsumer consumer = new DefaultMQPullConsumer(prefix + "_" + name + "_cg", hook);
         configure(consumer);
         consumer.start();
         return consumer;
     }
 
     private DefaultMQPushConsumer pushConsumer(String name) {
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(prefix + "_" + name + "_cg");
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(prefix + "_" + name + "_cg", signer,
+            new org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely());
         configure(consumer);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         return consumer;

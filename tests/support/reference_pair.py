@@ -35,11 +35,15 @@ class BrokerPair:
     brokers: dict[str, str]
     root: Path
 
-    def run(self, prefix: str, scenarios: Sequence[str]) -> dict[str, dict[str, list[Record]]]:
+    def run(
+        self, prefix: str, scenarios: Sequence[str], credentials: tuple[str, str] | None = None
+    ) -> dict[str, dict[str, list[Record]]]:
         """ScenarioRunner against both sides at once: side -> scenario -> its records."""
         with ThreadPoolExecutor(2) as pool:
             futures = {
-                side: pool.submit(run_scenarios, self.namesrvs[side], prefix, scenarios, self.root / f"client-{side}")
+                side: pool.submit(
+                    run_scenarios, self.namesrvs[side], prefix, scenarios, self.root / f"client-{side}", credentials
+                )
                 for side in SIDES
             }
             results = {side: future.result() for side, future in futures.items()}
@@ -54,15 +58,23 @@ def by_scenario(records: list[Record]) -> dict[str, list[Record]]:
 
 
 @contextlib.contextmanager
-def broker_pair(root: Path, conf: Mapping[str, str] | None = None) -> Iterator[BrokerPair]:
-    """Both clusters with ``COMMON_BROKER_CONF`` plus ``conf``, started concurrently, stopped at exit."""
+def broker_pair(root: Path, conf: Mapping[str, str] | None = None, acl: str | None = None) -> Iterator[BrokerPair]:
+    """Both clusters with ``COMMON_BROKER_CONF`` plus ``conf``, started concurrently, stopped at exit.
+
+    ``acl``: the plain_acl.yml both brokers enforce.
+    """
     require_references("rocketmq", "runner")
     settings = {**COMMON_BROKER_CONF, **(conf or {})}
+    if acl is not None:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "plain_acl.yml").write_text(acl)
+        settings.update(aclEnable="true", aclFile=str(root / "plain_acl.yml"))
+        conf = {**(conf or {}), "aclEnable": "true"}
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(1) as pool:
 
         def apache() -> tuple[ApacheNamesrv, ApacheBroker]:
             namesrv = stack.enter_context(ApacheNamesrv.start(root))
-            return namesrv, stack.enter_context(ApacheBroker.start(root, namesrv.address, conf=conf))
+            return namesrv, stack.enter_context(ApacheBroker.start(root, namesrv.address, conf=conf, acl=acl))
 
         started = pool.submit(apache)
         flags = [flag for key, value in settings.items() for flag in ("--set", f"{key}={value}")]

@@ -259,9 +259,18 @@ class ApacheBroker(JavaProcess):
 
     @classmethod
     def start(
-        cls, root: Path, namesrv: str, *, flush: str = "SYNC_FLUSH", conf: Mapping[str, str] | None = None
+        cls,
+        root: Path,
+        namesrv: str,
+        *,
+        flush: str = "SYNC_FLUSH",
+        conf: Mapping[str, str] | None = None,
+        acl: str | None = None,
     ) -> ApacheBroker:
+        """``acl``: the text of ``conf/plain_acl.yml`` (with ``aclEnable=true`` in ``conf``)."""
         home = _home(root, "apache-broker")
+        if acl is not None:
+            (home / "conf" / "plain_acl.yml").write_text(acl)
         port = free_port(below=2)  # listenPort - 2 is the VIP channel (fastListenPort), + 1 the HA port
         store = home / "store"
         settings = {
@@ -299,11 +308,29 @@ def client_jvm(log_dir: Path) -> list[str]:
 
 
 def run_scenarios(
-    namesrv: str, prefix: str, scenarios: Sequence[str], log_dir: Path, timeout_s: float = RUNNER_TIMEOUT_S
+    namesrv: str,
+    prefix: str,
+    scenarios: Sequence[str],
+    log_dir: Path,
+    credentials: tuple[str, str] | None = None,
+    timeout_s: float = RUNNER_TIMEOUT_S,
 ) -> list[Record]:
-    """ScenarioRunner's JSON lines for ``scenarios`` (in order) against the cluster of ``namesrv``."""
+    """ScenarioRunner's JSON lines for ``scenarios`` (in order) against the cluster of ``namesrv``.
+
+    ``credentials`` (access key, secret key): every client the runner makes signs with them (ACL).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
-    args = [*client_jvm(log_dir), "-cp", classpath("runner", "rocketmq"), "ScenarioRunner", namesrv, prefix, *scenarios]
+    signing = [f"-Drunner.accessKey={credentials[0]}", f"-Drunner.secretKey={credentials[1]}"] if credentials else []
+    args = [
+        *client_jvm(log_dir),
+        *signing,
+        "-cp",
+        classpath("runner", "rocketmq"),
+        "ScenarioRunner",
+        namesrv,
+        prefix,
+        *scenarios,
+    ]
     done = subprocess.run(["java", *args], capture_output=True, text=True, timeout=timeout_s, cwd=log_dir)
     (log_dir / "runner.out").write_text(done.stdout)
     (log_dir / "runner.err").write_text(done.stderr)  # stack traces of the scenarios that failed
