@@ -343,17 +343,22 @@ def run_scenarios(
     return records
 
 
-def mqadmin(namesrv: str, log_dir: Path, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """RocketMQ's own ``mqadmin`` (rocketmq-tools' MQAdminStartup) with ``-n namesrv``."""
+def mqadmin(namesrv: str, log_dir: Path, commands: Sequence[str], timeout_s: float = RUNNER_TIMEOUT_S) -> list[Record]:
+    """RocketMQ's own mqadmin (rocketmq-tools' MQAdminStartup) ``commands`` with ``-n namesrv``, in one JVM.
+
+    One record per command: ``command``, ``output`` (what it printed), ``error`` (what escaped it, or None).
+    """
     home = _home(log_dir, "mqadmin")
-    command = [
-        "java",
-        *client_jvm(home),
-        "-cp",
-        classpath("rocketmq"),
-        "org.apache.rocketmq.tools.command.MQAdminStartup",
-    ]
-    env = dict(os.environ, ROCKETMQ_HOME=str(home), NAMESRV_ADDR=namesrv)
-    return subprocess.run(
-        [*command, *args, "-n", namesrv], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=home
+    args = [*client_jvm(home), "-cp", classpath("runner", "rocketmq"), "AdminBatch", namesrv, *commands]
+    done = subprocess.run(
+        ["java", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=home,
+        env=dict(os.environ, ROCKETMQ_HOME=str(home)),
     )
+    (home / "admin.out").write_text(done.stdout)
+    if done.returncode != 0:
+        raise RuntimeError(f"AdminBatch exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
