@@ -34,6 +34,7 @@ class BrokerPair:
     namesrvs: dict[str, str]
     brokers: dict[str, str]
     root: Path
+    broker_pids: dict[str, int]
 
     def run(
         self, prefix: str, scenarios: Sequence[str], credentials: tuple[str, str] | None = None
@@ -85,6 +86,7 @@ def broker_pair(root: Path, conf: Mapping[str, str] | None = None, acl: str | No
             {"apache": apache_namesrv.address, "sparkmq": namesrv.address},
             {"apache": apache_broker.address, "sparkmq": broker.address},
             root,
+            {"apache": apache_broker.pid, "sparkmq": broker.pid},
         )
 
 
