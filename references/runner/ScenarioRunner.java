@@ -117,75 +117,60 @@ public final class ScenarioRunner {
     /** Sends with tags to one queue, then pulls with a tag expression, past the end and far past it. */
     private void tags() throws Exception {
         String topic = topic("tags", 4);
-        DefaultMQProducer producer = producer("tags");
-        DefaultMQPullConsumer consumer = pullConsumer("tags");
-        try {
+        try (Clients c = new Clients("tags")) {
             MessageQueue mq = new MessageQueue(topic, brokerName(), 1);
             String[] tags = {"A", "B", "C", "A", "B", "C"};
             for (int i = 0; i < tags.length; i++) {
                 Message msg = new Message(topic, tags[i], "k" + i, ("tags-" + i).getBytes(StandardCharsets.UTF_8));
                 msg.putUserProperty("color", i % 2 == 0 ? "red" : "blue");
-                sent(producer.send(msg, mq));
+                sent(c.producer.send(msg, mq));
             }
-            pulled("A || C", consumer.pull(mq, "A || C", 0, 32));
-            pulled("*", consumer.pull(mq, "*", 2, 2));
-            pulled("at end", consumer.pull(mq, "*", 6, 32));
-            pulled("past end", consumer.pull(mq, "*", 100, 32));
-            emit("offsets", "min", consumer.minOffset(mq), "max", consumer.maxOffset(mq));
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
+            pulled("A || C", c.consumer.pull(mq, "A || C", 0, 32));
+            pulled("*", c.consumer.pull(mq, "*", 2, 2));
+            pulled("at end", c.consumer.pull(mq, "*", 6, 32));
+            pulled("past end", c.consumer.pull(mq, "*", 100, 32));
+            emit("offsets", "min", c.consumer.minOffset(mq), "max", c.consumer.maxOffset(mq));
         }
     }
 
     /** Batch sends: one request, consecutive offsets. */
     private void batch() throws Exception {
         String topic = topic("batch", 2);
-        DefaultMQProducer producer = producer("batch");
-        DefaultMQPullConsumer consumer = pullConsumer("batch");
-        try {
+        try (Clients c = new Clients("batch")) {
             MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
             List<Message> msgs = new ArrayList<>();
             for (int i = 0; i < 5; i++) {
                 msgs.add(new Message(topic, "T", ("batch-" + i).getBytes(StandardCharsets.UTF_8)));
             }
-            sent(producer.send(msgs, mq));
-            sent(producer.send(msgs, mq));
-            pulled("*", consumer.pull(mq, "*", 0, 32));
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
+            sent(c.producer.send(msgs, mq));
+            sent(c.producer.send(msgs, mq));
+            pulled("*", c.consumer.pull(mq, "*", 0, 32));
         }
     }
 
     /** SQL92 property filters on pull, and a filter that does not parse. */
     private void sql92() throws Exception {
         String topic = topic("sql", 1);
-        DefaultMQProducer producer = producer("sql");
-        DefaultMQPullConsumer consumer = pullConsumer("sql");
-        try {
+        try (Clients c = new Clients("sql")) {
             MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
             // The client refuses SQL92 until a heartbeat has told it the broker's version.
-            MQClientInstance factory = MQClientManager.getInstance().getOrCreateMQClientInstance(consumer);
+            MQClientInstance factory = MQClientManager.getInstance().getOrCreateMQClientInstance(c.consumer);
             factory.updateTopicRouteInfoFromNameServer(topic);
             factory.sendHeartbeatToAllBrokerWithLock();
             for (int i = 0; i < 10; i++) {
                 Message msg = new Message(topic, i % 2 == 0 ? "even" : "odd", ("sql-" + i).getBytes(StandardCharsets.UTF_8));
                 msg.putUserProperty("a", Integer.toString(i));
                 msg.putUserProperty("s", i < 5 ? "low" : "high");
-                sent(producer.send(msg, mq));
+                sent(c.producer.send(msg, mq));
             }
             for (String expr : new String[] {"a BETWEEN 3 AND 6", "s = 'high' AND TAGS = 'odd'", "b IS NULL", "a > 100"}) {
-                pulled(expr, consumer.pull(mq, MessageSelector.bySql(expr), 0, 32));
+                pulled(expr, c.consumer.pull(mq, MessageSelector.bySql(expr), 0, 32));
             }
             try {
-                pulled("a >", consumer.pull(mq, MessageSelector.bySql("a >"), 0, 32));
+                pulled("a >", c.consumer.pull(mq, MessageSelector.bySql("a >"), 0, 32));
             } catch (MQBrokerException | MQClientException e) {
                 failed("a >", e);
             }
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
         }
     }
 
@@ -198,7 +183,7 @@ public final class ScenarioRunner {
         Map<String, List<String>> seen = new ConcurrentHashMap<>();
         AtomicInteger count = new AtomicInteger();
         DefaultMQPushConsumer consumer = pushConsumer("orderly");
-        try {
+        try (Closing closing = closing(producer::shutdown, consumer::shutdown)) {
             for (int step = 0; step < steps; step++) {
                 for (int order = 0; order < orders; order++) {
                     Message msg = new Message(topic, "O", ("order-" + order + "-step-" + step).getBytes(StandardCharsets.UTF_8));
@@ -220,32 +205,24 @@ public final class ScenarioRunner {
             consumer.start();
             waitFor("all ordered messages", () -> count.get() >= orders * steps);
             emit("consumed", "orders", new TreeMap<>(seen), "count", count.get());
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
         }
     }
 
     /** A message at delay level 1 arrives in its topic, with the properties the schedule leaves on it. */
     private void delayed() throws Exception {
         String topic = topic("delayed", 1);
-        DefaultMQProducer producer = producer("delayed");
-        DefaultMQPullConsumer consumer = pullConsumer("delayed");
-        try {
+        try (Clients c = new Clients("delayed")) {
             MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
             Message msg = new Message(topic, "D", "dk", "delayed-0".getBytes(StandardCharsets.UTF_8));
             msg.setDelayTimeLevel(1);
-            SendResult result = producer.send(msg);
+            SendResult result = c.producer.send(msg);
             emit("sent", "status", result.getSendStatus().name(), "queue", result.getMessageQueue().getQueueId());
             PullResult[] last = new PullResult[1];
             waitFor("the delayed message", () -> {
-                last[0] = pullQuietly(consumer, mq, "*", 0);
+                last[0] = pullQuietly(c.consumer, mq, "*", 0);
                 return last[0] != null && last[0].getMsgFoundList() != null && !last[0].getMsgFoundList().isEmpty();
             });
             pulled("*", last[0]);
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
         }
     }
 
@@ -256,7 +233,7 @@ public final class ScenarioRunner {
         DefaultMQProducer producer = producer("retry");
         List<String> deliveries = new CopyOnWriteArrayList<>();
         DefaultMQPushConsumer consumer = pushConsumer("retry");
-        try {
+        try (Closing closing = closing(producer::shutdown, consumer::shutdown)) {
             consumer.setMaxReconsumeTimes(1);
             consumer.subscribe(topic, "*");
             consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
@@ -285,9 +262,6 @@ public final class ScenarioRunner {
             } finally {
                 reader.shutdown();
             }
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
         }
     }
 
@@ -312,7 +286,7 @@ public final class ScenarioRunner {
         });
         producer.start();
         DefaultMQPullConsumer consumer = pullConsumer("tx");
-        try {
+        try (Closing closing = closing(producer::shutdown, consumer::shutdown)) {
             String[][] cases = {
                 {"commit", "COMMIT_MESSAGE"}, {"rollback", "ROLLBACK_MESSAGE"},
                 {"check-commit", "UNKNOW"}, {"check-rollback", "UNKNOW"},
@@ -333,9 +307,6 @@ public final class ScenarioRunner {
             Collections.sort(bodies);
             TreeSet<String> checks = new TreeSet<>(checked);
             emit("visible", "status", result.getPullStatus().name(), "bodies", bodies, "checked", checks);
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
         }
     }
 
@@ -345,7 +316,7 @@ public final class ScenarioRunner {
         DefaultMQProducer producer = producer("offsets");
         DefaultMQPullConsumer consumer = pullConsumer("offsets");
         DefaultMQPullConsumer stranger = pullConsumer("stranger");
-        try {
+        try (Closing closing = closing(producer::shutdown, consumer::shutdown, stranger::shutdown)) {
             MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
             for (int i = 0; i < 5; i++) {
                 sent(producer.send(new Message(topic, "O", ("offsets-" + i).getBytes(StandardCharsets.UTF_8)), mq));
@@ -367,29 +338,23 @@ public final class ScenarioRunner {
             } catch (MQBrokerException | MQClientException e) {
                 failed("reset", e);
             }
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
-            stranger.shutdown();
         }
     }
 
     /** Messages found by key (the index) and by id (the CommitLog offset in the id). */
     private void query() throws Exception {
         String topic = topic("query", 2);
-        DefaultMQProducer producer = producer("query");
-        DefaultMQPullConsumer consumer = pullConsumer("query");
-        try {
+        try (Clients c = new Clients("query")) {
             List<String> offsetIds = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
                 Message msg = new Message(topic, "Q", "qk-shared", ("query-" + i).getBytes(StandardCharsets.UTF_8));
-                SendResult result = producer.send(msg);
+                SendResult result = c.producer.send(msg);
                 offsetIds.add(result.getOffsetMsgId());
             }
             QueryResult[] found = new QueryResult[1];
             waitFor("three messages by key", () -> {
                 try {
-                    found[0] = consumer.queryMessage(topic, "qk-shared", 32, 0, Long.MAX_VALUE);
+                    found[0] = c.consumer.queryMessage(topic, "qk-shared", 32, 0, Long.MAX_VALUE);
                     return found[0].getMessageList().size() >= 3;
                 } catch (Exception e) {
                     return false;
@@ -403,21 +368,18 @@ public final class ScenarioRunner {
             emit("by key", "bodies", bodies);
             try {
                 emit("by unknown key", "count",
-                    consumer.queryMessage(topic, "qk-nobody", 32, 0, Long.MAX_VALUE).getMessageList().size());
+                    c.consumer.queryMessage(topic, "qk-nobody", 32, 0, Long.MAX_VALUE).getMessageList().size());
             } catch (MQClientException e) {
                 failed("by unknown key", e);
             }
-            MessageExt byId = consumer.viewMessage(offsetIds.get(1));
+            MessageExt byId = c.consumer.viewMessage(offsetIds.get(1));
             emit("by id", "body", body(byId), "properties", properties(byId), "queueOffset", byId.getQueueOffset());
             String bogus = offsetIds.get(0).substring(0, 16) + "00000000FFFFFF00";
             try {
-                emit("by bogus id", "body", body(consumer.viewMessage(bogus)));
+                emit("by bogus id", "body", body(c.consumer.viewMessage(bogus)));
             } catch (MQBrokerException | MQClientException e) {
                 failed("by bogus id", e);
             }
-        } finally {
-            producer.shutdown();
-            consumer.shutdown();
         }
     }
 
@@ -460,6 +422,37 @@ public final class ScenarioRunner {
     }
 
     // -- clients and topics -------------------------------------------------------------------------------
+
+    /** What a try-with-resources shuts down at its end. */
+    private interface Closing extends AutoCloseable {
+        @Override
+        void close();
+    }
+
+    private static Closing closing(Runnable... shutdowns) {
+        return () -> {
+            for (Runnable shutdown : shutdowns) {
+                shutdown.run();
+            }
+        };
+    }
+
+    /** A producer and a pull consumer of one scenario, shut down together. */
+    private final class Clients implements AutoCloseable {
+        final DefaultMQProducer producer;
+        final DefaultMQPullConsumer consumer;
+
+        Clients(String name) throws MQClientException {
+            producer = producer(name);
+            consumer = pullConsumer(name);
+        }
+
+        @Override
+        public void close() {
+            producer.shutdown();
+            consumer.shutdown();
+        }
+    }
 
     private String topic(String name, int queues) throws Exception {
         String topic = prefix + "_" + name;

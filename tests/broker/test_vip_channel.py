@@ -12,7 +12,8 @@ from pathlib import Path
 
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.remoting import RemotingClient
-from support.processes import BrokerProcess, NamesrvProcess, wait_until
+from support.broker_wire import Wire, run_broker
+from support.processes import BrokerProcess, wait_until
 
 
 def _runtime_info(address: str) -> tuple[int, bytes]:
@@ -27,41 +28,22 @@ def _runtime_info(address: str) -> tuple[int, bytes]:
     return asyncio.run(call())
 
 
-def _send(address: str, topic: str, body: bytes) -> tuple[int, dict[str, str]]:
-    async def call() -> tuple[int, dict[str, str]]:
-        client = RemotingClient()
-        header = {
-            "producerGroup": "vip_pg",
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": "4",
-            "queueId": "0",
-            "sysFlag": "0",
-            "bornTimestamp": "0",
-            "flag": "0",
-            "properties": "",
-            "reconsumeTimes": "0",
-            "unitMode": "false",
-            "batch": "false",
-        }
-        try:
-            response = await client.invoke(address, RequestCode.SEND_MESSAGE, header, body)
-        finally:
-            await client.close()
-        return response.code, response.ext_fields
-
-    return asyncio.run(call())
-
-
 def test_a_broker_on_a_free_port_serves_the_same_requests_on_port_minus_two(tmp_path: Path) -> None:
-    with NamesrvProcess.start() as namesrv, BrokerProcess.start(tmp_path / "store", namesrv.address) as broker:
-        vip = f"127.0.0.1:{broker.port - 2}"
-        code, body = _runtime_info(vip)
-        assert code == ResponseCode.SUCCESS and b"brokerVersion" in body
-        sent, fields = _send(vip, "VipTopic", b"through the VIP channel")
-        assert sent == ResponseCode.SUCCESS, fields
+    async def scenario(wire: Wire) -> None:
+        port = wire.broker.config.listen_port
+        assert wire.broker.server.companion_port == port - 2
+        vip = Wire(wire.broker)
+        vip.address = f"127.0.0.1:{port - 2}"
+        try:
+            info = await vip.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+            assert info.code == ResponseCode.SUCCESS and b"brokerVersion" in info.body
+            assert (await vip.send_ok("VipTopic", b"through the VIP channel"))["queueOffset"] == "0"
+        finally:
+            await vip.close()
         # One store behind both ports: the main port sees what the VIP port wrote.
-        assert _send(broker.address, "VipTopic", b"through the main port")[1]["queueOffset"] == "1"
+        assert (await wire.send_ok("VipTopic", b"through the main port"))["queueOffset"] == "1"
+
+    run_broker(tmp_path, scenario)
 
 
 def test_a_fixed_port_whose_vip_port_is_taken_still_serves_its_own(tmp_path: Path) -> None:

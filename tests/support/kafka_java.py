@@ -68,10 +68,9 @@ class KafkaProcess(JavaProcess):
             text=True,
             timeout=120,
         )
-        launched = JavaProcess.launch([*jvm, "kafka.Kafka", str(properties)], home)
-        kafka = cls(launched.process, launched.output, launched.pump, port)
-        kafka.wait_ready("Kafka Server started", port, "Kafka")
-        return kafka
+        return cls.launch(
+            [*jvm, "kafka.Kafka", str(properties)], home, ("Kafka Server started", port, "Kafka"), port=port
+        )
 
     @property
     def bootstrap(self) -> str:

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 MAKE_TARGET = "make references"
 READY_TIMEOUT_S = 60.0
@@ -128,7 +128,15 @@ class JavaProcess:
     pump: threading.Thread | None = None
 
     @classmethod
-    def launch(cls, args: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None) -> JavaProcess:
+    def launch(
+        cls,
+        args: Sequence[str],
+        cwd: Path,
+        ready: tuple[str, int, str],
+        env: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> Self:
+        """``java ARGS`` in ``cwd``, then ``wait_ready(*ready)``; ``fields``: the subclass's own."""
         process = subprocess.Popen(
             ["java", *args],
             stdout=subprocess.PIPE,
@@ -137,9 +145,10 @@ class JavaProcess:
             cwd=cwd,
             env=dict(os.environ, **(env or {})),
         )
-        started = cls(process)
+        started = cls(process, **fields)
         started.pump = threading.Thread(target=started._read, daemon=True)
         started.pump.start()
+        started.wait_ready(*ready)
         return started
 
     def _read(self) -> None:
@@ -222,10 +231,9 @@ class ApacheNamesrv(JavaProcess):
             "-c",
             str(conf),
         ]
-        launched = JavaProcess.launch(args, home, {"ROCKETMQ_HOME": str(home)})
-        namesrv = cls(launched.process, launched.output, launched.pump, port)
-        namesrv.wait_ready("boot success", port, "Apache NameServer")
-        return namesrv
+        return cls.launch(
+            args, home, ("boot success", port, "Apache NameServer"), {"ROCKETMQ_HOME": str(home)}, port=port
+        )
 
     @property
     def address(self) -> str:
@@ -292,10 +300,8 @@ class ApacheBroker(JavaProcess):
             "-c",
             str(conf_file),
         ]
-        launched = JavaProcess.launch(args, home, {"ROCKETMQ_HOME": str(home)})
-        broker = cls(launched.process, launched.output, launched.pump, port, home)
-        broker.wait_ready("boot success", port, "Apache broker")
-        return broker
+        env = {"ROCKETMQ_HOME": str(home)}
+        return cls.launch(args, home, ("boot success", port, "Apache broker"), env, port=port, home=home)
 
     @property
     def address(self) -> str:
