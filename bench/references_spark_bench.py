@@ -42,7 +42,7 @@ from support.rocketmq_java import MAKE_TARGET, missing_references, references_di
 PER_TRIGGER = 100_000
 
 
-def session(jars: list[Path]) -> Any:
+def spark_with_kafka(jars: list[Path]) -> Any:
     from pyspark.sql import SparkSession
 
     spark = (
@@ -133,7 +133,7 @@ def main() -> int:
     ):
         target = {"kafka": kafka.bootstrap, "sparkmq": namesrv.address}
         pids = {"kafka": kafka.pid, "sparkmq": broker.pid}
-        spark = session(jars)
+        spark = spark_with_kafka(jars)
         try:
             warm = bodies(spark, max(1, args.rows // 10), args.body)
             for kind in ("kafka", "sparkmq"):
