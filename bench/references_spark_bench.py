@@ -133,6 +133,8 @@ def main() -> int:
     ):
         target = {"kafka": kafka.bootstrap, "sparkmq": namesrv.address}
         pids = {"kafka": kafka.pid, "sparkmq": broker.pid}
+        for topic in ("Warm", *(f"Bench{n}" for n in range(args.repeat))):
+            kafka.create_topic(topic)
         spark = spark_with_kafka(jars)
         try:
             warm = bodies(spark, max(1, args.rows // 10), args.body)
@@ -146,6 +148,9 @@ def main() -> int:
                     topic = f"Bench{n}"
                     runs.append(sink(kind, frame, target, topic, pids[kind], args.rows))
                     runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+        except Exception:
+            print("Kafka's output:", *kafka.output[-30:], sep="\n", file=sys.stderr)
+            raise
         finally:
             spark.stop()
     print(f"{facts}; load average {load_start} at the start, {loadavg()} at the end")

@@ -20,7 +20,7 @@ log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka.server.KafkaRaftServer=INFO
 """
-HEAP = ("-Xms256m", "-Xmx512m")
+HEAP = ("-Xms512m", "-Xmx1g")
 
 
 @dataclass
@@ -71,6 +71,19 @@ class KafkaProcess(JavaProcess):
         return cls.launch(
             [*jvm, "kafka.Kafka", str(properties)], home, ("Kafka Server started", port, "Kafka"), port=port
         )
+
+    def create_topic(self, topic: str, partitions: int = 4) -> None:
+        """``kafka-topics.sh --create`` (TopicCommand): the topic exists, its leaders elected, before a write."""
+        command = ["java", "-Xmx256m", "-cp", classpath("kafka"), "org.apache.kafka.tools.TopicCommand"]
+        done = subprocess.run(
+            [*command, "--bootstrap-server", self.bootstrap, "--create", "--topic", topic]
+            + ["--partitions", str(partitions), "--replication-factor", "1"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"creating Kafka topic {topic} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
     @property
     def bootstrap(self) -> str:
