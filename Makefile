@@ -14,7 +14,13 @@ ROCKETMQ_STAMP := $(ROCKETMQ_VENV)/.installed-rocketmq-0.4.4
 ROCKETMQ_TX_VENV := .venv-rocketmq-tx
 ROCKETMQ_TX_STAMP := $(ROCKETMQ_TX_VENV)/.installed-rocketmq-client-python-0.5.0rc2
 
-.PHONY: venv run test clean
+# The real references (Apache RocketMQ 4.9.x, Kafka, Spark's Kafka connector; poms under references/) and
+# the Java scenario runner, fetched and compiled into a cache outside the repo. Nothing here is committed.
+REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
+REFERENCE_NAMES := rocketmq kafka spark-kafka
+RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
+
+.PHONY: venv run test clean references
 
 venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
@@ -47,8 +53,25 @@ $(ROCKETMQ_TX_STAMP):
 run: venv
 	$(VENV_PYTHON) -m jobs.main
 
-test: venv
-	$(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
+test: venv references
+	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP)
+
+$(REFERENCES_DIR)/%/.fetched-from-pom: references/%/pom.xml
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+		echo "mvn or javac not found: installing Debian's maven and openjdk-17-jdk-headless"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; \
+	}
+	rm -rf $(@D)
+	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(@D))
+	touch $@
+
+$(RUNNER_STAMP): $(wildcard references/runner/*.java) $(REFERENCES_DIR)/rocketmq/.fetched-from-pom
+	rm -rf $(@D)
+	mkdir -p $(@D)/classes
+	javac -nowarn -d $(@D)/classes -cp '$(REFERENCES_DIR)/rocketmq/*' $(filter %.java,$^)
+	touch $@
 
 clean:
 	rm -rf $(VENV) $(ROCKETMQ_VENV) $(ROCKETMQ_TX_VENV) build dist *.egg-info .hypothesis

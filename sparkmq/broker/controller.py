@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 CLIENT_SCAN_INTERVAL_S = 10.0
 SCHEDULE_INTERVAL_S = 0.1  # DELAY_FOR_A_WHILE
 IN_FLIGHT_GRACE_S = 2.0
+VIP_PORT_BELOW = 2  # the VIP channel (fastListenPort) listens on listenPort - 2, where 4.x clients send most requests
 PERSIST_TICK_S = 1.0  # changed topics, groups and delay progress reach disk within this
 
 
@@ -80,7 +81,7 @@ class BrokerController:
         self.server.authorize = None if self.acl is None else self.acl.authorize
 
     async def start(self) -> None:
-        port = await self.server.start(serve=False)
+        port = await self.server.start(serve=False, companion_below=VIP_PORT_BELOW)
         free_ports = self.config.listen_port == 0 and self.config.ha_listen_port < 0  # the HA port is free too
         self.config = cfg = dataclasses.replace(
             self.config, listen_port=port, ha_listen_port=0 if free_ports else self.config.ha_listen_port

@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 REFUSAL_LOG_INTERVAL_S = 1.0
 #: ``NettyServerConfig.serverSocketBacklog``: 1024 (asyncio's 100 drops SYNs in a burst: 1 s retries).
 ACCEPT_BACKLOG = 1024
+COMPANION_TRIES = 32  # free-port picks before a server on port 0 gives up on a free companion port
 
 Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand | None]]
 #: Runs before a request's processor: None serves it, a response refuses it (the broker's ACL check).
@@ -65,6 +66,8 @@ class RemotingServer:
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
         self._server: Any = None  # an asyncio.Server, or a tls.SniffingServer in permissive TLS mode
+        self._companion: Any = None  # the same, on ``companion_port``
+        self.companion_port: int | None = None
         self._authorize: Authorizer | None = None
         self._lane: FrameLane | None = None
         self._lanes: Lanes | None = None  # what connections call: ``lane`` while no authorizer is set
@@ -243,25 +246,60 @@ class RemotingServer:
                 self.refused_connections,
             )
 
-    async def start(self, serve: bool = True) -> int:
-        """Bind (and with ``serve`` accept connections); return the bound port."""
-        self._server = await create_server(
-            self._new_connection, self.host, self.port, backlog=ACCEPT_BACKLOG, start_serving=serve, tls=self.tls
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+    async def start(self, serve: bool = True, *, companion_below: int = 0) -> int:
+        """Bind (and with ``serve`` accept connections); return the bound port.
+
+        ``companion_below`` > 0 also listens on ``port - companion_below``, the same server behind both
+        sockets (a broker's VIP channel: RocketMQ's ``fastListenPort``, listenPort - 2). On port 0 a port
+        whose companion is free too is picked; a fixed port whose companion is taken serves without it.
+        """
+        requested = self.port
+        tries = COMPANION_TRIES if requested == 0 and companion_below > 0 else 1
+        for attempt in range(tries):
+            self._server = await self._listen(requested, serve)
+            self.port = self._server.sockets[0].getsockname()[1]
+            if companion_below <= 0:
+                break
+            try:
+                if self.port - companion_below < 1:
+                    raise OSError(f"{self.port - companion_below} is not a TCP port")
+                self._companion = await self._listen(self.port - companion_below, serve)
+                self.companion_port = self.port - companion_below
+                break
+            except OSError as exc:
+                if attempt + 1 == tries:
+                    logger.warning(
+                        "port %d - %d is unavailable (%s): serving without it", self.port, companion_below, exc
+                    )
+                    break
+                self._server.close()
+                await self._server.wait_closed()
         logger.info(
-            "remoting server bound to %s:%d (at most %d connections)", self.host, self.port, self.max_connections
+            "remoting server bound to %s:%d%s (at most %d connections)",
+            self.host,
+            self.port,
+            "" if self.companion_port is None else f" and :{self.companion_port}",
+            self.max_connections,
         )
         return self.port
+
+    async def _listen(self, port: int, serve: bool) -> Any:
+        return await create_server(
+            self._new_connection, self.host, port, backlog=ACCEPT_BACKLOG, start_serving=serve, tls=self.tls
+        )
+
+    def _listeners(self) -> list[Any]:
+        return [server for server in (self._server, self._companion) if server is not None]
 
     async def start_serving(self) -> None:
         """Accept connections on a server bound with ``start(serve=False)``."""
         assert self._server is not None
-        await self._server.start_serving()
+        for server in self._listeners():
+            await server.start_serving()
 
     def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._listeners():
+            server.close()
 
     async def close(self) -> None:
         """Stop accepting and close every connection."""
@@ -270,8 +308,8 @@ class RemotingServer:
             connection.close()
         for connection in list(self._connections):
             await connection.wait_closed()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._listeners():
+            await server.wait_closed()
 
 
 class _Refused(asyncio.Protocol):

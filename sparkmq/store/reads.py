@@ -54,7 +54,7 @@ def read_queue(
     if offset == high:
         return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
     if offset > high:
-        return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
+        return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, high, low, high)
     if record_filter is not None:
         window = max(max_count, MAX_RECORD_FILTER_SCAN_UNITS)
     else:

@@ -72,7 +72,7 @@ def test_get_messages_statuses_and_next_offsets(store: MessageStore) -> None:
     one = store.get_messages("g", "T", 0, 5, 10)
     assert (one.status, one.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 5)
     bad = store.get_messages("g", "T", 0, 99, 10)
-    assert (bad.status, bad.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 0)
+    assert (bad.status, bad.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 5)
     size = int(got.sizes[0])
     limited = store.get_messages("g", "T", 0, 0, 10, max_bytes=2 * size + 1)
     assert (limited.message_count, limited.next_begin_offset) == (2, 2)
