@@ -70,3 +70,26 @@ def test_index_put_refuses_what_does_not_fit() -> None:
         _queueread.index_put(mapping, SLOTS, 1, 0, [5], [1, 2], [0])
     with pytest.raises(OverflowError):
         _queueread.index_put(mapping, SLOTS, 1, 0, [2**31], [1], [0])
+
+
+class _Shrinks:
+    """An index column item whose ``__index__`` cuts every column down to its first item."""
+
+    def __init__(self, *columns: list[object]) -> None:
+        self.columns = columns
+
+    def __index__(self) -> int:
+        for column in self.columns:
+            del column[1:]
+        return 5
+
+
+@pytest.mark.parametrize("column", [0, 1, 2])
+def test_index_put_refuses_columns_that_shrink_while_read(column: int) -> None:
+    """Python run by an item's ``__index__`` may shrink the lists: a clear error, nothing written."""
+    mapping = bytearray(HEADER_BYTES + SLOTS * SLOT_BYTES + 8 * 20)
+    columns: list[list[object]] = [[5, 6, 7, 8], [1, 2, 3, 4], [0, 0, 0, 0]]
+    columns[column][0] = _Shrinks(*columns)
+    with pytest.raises(ValueError, match="changed while it was read"):
+        _queueread.index_put(mapping, SLOTS, 1, 0, *columns)
+    assert not any(mapping)
