@@ -87,8 +87,9 @@ class _Shrinks:
 @pytest.mark.parametrize("column", [0, 1, 2])
 def test_index_put_refuses_columns_that_shrink_while_read(column: int) -> None:
     """Python run by an item's ``__index__`` may shrink the lists: a clear error, nothing written."""
-    mapping = bytearray(HEADER_BYTES + SLOTS * SLOT_BYTES + 8 * 20)
-    columns: list[list[object]] = [[5, 6, 7, 8], [1, 2, 3, 4], [0, 0, 0, 0]]
+    count = 40  # the lists' storage shrinks too, and their items are ints of their own, freed when dropped
+    mapping = bytearray(HEADER_BYTES + SLOTS * SLOT_BYTES + (count + 1) * 20)
+    columns: list[list[object]] = [[100_000 + k * base for k in range(count)] for base in (1, 7, 11)]
     columns[column][0] = _Shrinks(*columns)
     with pytest.raises(ValueError, match="changed while it was read"):
         _queueread.index_put(mapping, SLOTS, 1, 0, *columns)
