@@ -27,11 +27,11 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	}
 
 # setup.py builds the C extensions in place (docs/native.md): a changed C source (any folder setup.py builds from) reinstalls.
-$(VENV_STAMP): pyproject.toml setup.py sparkmq-compiled-pyspark.pth $(wildcard sparkmq/native/*.c sparkmq/native/*.h sparkmq/connector/*.c sparkmq/remoting/*.c)
+$(VENV_STAMP): pyproject.toml setup.py sparkmq_compiled_pyspark.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h sparkmq/connector/*.c sparkmq/remoting/*.c)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
-	# Editable installs skip setup.py's data files, and the .pth is one (sparkmq_compiled_pyspark.py).
-	$(VENV_PYTHON) -c "import shutil, sysconfig; shutil.copy('sparkmq-compiled-pyspark.pth', sysconfig.get_path('purelib'))"
+	# The project's venv opts in to Spark workers importing pyspark's bytecode (sparkmq_compiled_pyspark.py).
+	$(VENV)/bin/sparkmq pyspark-bytecode enable
 	touch $@
 
 $(ROCKETMQ_STAMP):

@@ -4,9 +4,6 @@ Each entry is ``optional``: without a compiler the package installs and runs on 
 reference paths (see docs/native.md).
 """
 
-import os
-import sysconfig
-
 from setuptools import Extension, setup
 
 
@@ -25,14 +22,13 @@ EXTENSIONS = [
         "sparkmq/native/sendlane_parse.c",
         "sparkmq/native/sendlane_fields.c",
         "sparkmq/native/pulllane.c",
-        depends=("sparkmq/native/sendlane.h", "sparkmq/native/segment.h", "sparkmq/native/indexput.h"),
+        depends=("sparkmq/native/sendlane.h", "sparkmq/native/indexput.h"),
     ),
     optional_c(
         "sparkmq.native._queueread",
         "sparkmq/native/queueread.c",
         "sparkmq/native/indexput.c",
-        "sparkmq/native/segment.c",
-        depends=("sparkmq/native/segment.h", "sparkmq/native/indexput.h"),
+        depends=("sparkmq/native/indexput.h",),
     ),
     # SEND_BATCH_MESSAGE bodies encoded and decoded in one call (reference: sparkmq/message/batch.py).
     optional_c("sparkmq.native._batchitems", "sparkmq/native/batchitems.c"),
@@ -42,8 +38,4 @@ EXTENSIONS = [
     optional_c("sparkmq.connector._leanrecords", "sparkmq/connector/leanrecords.c"),
 ]
 
-# sparkmq_compiled_pyspark.py says why; a .pth must sit in site-packages itself, which wheels reach
-# only through data files (relative to the install prefix) — the same for editable installs.
-SITE_PACKAGES = os.path.relpath(sysconfig.get_path("purelib"), sysconfig.get_path("data"))
-
-setup(ext_modules=EXTENSIONS, data_files=[(SITE_PACKAGES, ["sparkmq-compiled-pyspark.pth"])])
+setup(ext_modules=EXTENSIONS)

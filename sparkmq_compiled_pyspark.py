@@ -12,8 +12,11 @@ When the zip is the one inside an installed ``pyspark`` package that is itself o
 same modules, so dropping the zip from ``sys.path`` changes nothing but the import's cost. A zip
 from any other Spark distribution is left where Spark put it.
 
-``sparkmq-compiled-pyspark.pth`` calls :func:`prefer_compiled_pyspark` at interpreter start,
-only when a ``pyspark.zip`` is on ``sys.path``. This module stays outside the ``sparkmq``
+A ``.pth`` file in site-packages (:data:`PTH_NAME`, :data:`PTH_TEXT`) calls
+:func:`prefer_compiled_pyspark` at interpreter start, only when a ``pyspark.zip`` is on ``sys.path``.
+Installing sparkmq never writes it: a ``.pth`` runs in every interpreter of the environment, so it
+is opt-in, with ``sparkmq pyspark-bytecode enable`` (``disable`` removes it, ``status`` tells). The
+project's own virtualenv (``make venv``) enables it. This module stays outside the ``sparkmq``
 package so that the call does not import the package.
 """
 
@@ -22,6 +25,13 @@ from __future__ import annotations
 import os
 
 ZIP_NAME = "pyspark.zip"
+PTH_NAME = "sparkmq-compiled-pyspark.pth"
+PTH_TEXT = (
+    "# sparkmq: Spark's Python workers import the installed pyspark's bytecode, not pyspark.zip"
+    " (sparkmq_compiled_pyspark.py; `sparkmq pyspark-bytecode disable` removes this file)\n"
+    'import sys; any(p.endswith("pyspark.zip") for p in sys.path) and exec("try:\\n from sparkmq_compiled_pyspark'
+    ' import prefer_compiled_pyspark\\nexcept ImportError:\\n pass\\nelse:\\n prefer_compiled_pyspark(sys.path)")\n'
+)
 
 
 def installed_zip_site(entry: str, path: list[str]) -> str | None:
@@ -57,3 +67,29 @@ def prefer_compiled_pyspark(path: list[str]) -> list[str]:
                     path.remove(other)
                     removed.append(other)
     return removed
+
+
+def enable(site: str) -> str:
+    """Write the ``.pth`` into the site directory ``site``; return its path."""
+    path = os.path.join(site, PTH_NAME)
+    with open(path, "w", encoding="utf-8") as pth:
+        pth.write(PTH_TEXT)
+    return path
+
+
+def disable(site: str) -> bool:
+    """Remove the ``.pth`` from ``site``; whether there was one."""
+    try:
+        os.remove(os.path.join(site, PTH_NAME))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def enabled(site: str) -> bool:
+    """Whether ``site`` holds this module's ``.pth``, as this module writes it."""
+    try:
+        with open(os.path.join(site, PTH_NAME), encoding="utf-8") as pth:
+            return pth.read() == PTH_TEXT
+    except FileNotFoundError:
+        return False

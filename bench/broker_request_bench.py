@@ -20,7 +20,7 @@ response codes, so it costs little next to the broker.
 The figure that matters on a shared machine is the broker's CPU per request: user + system
 time of the broker process (``/proc/<pid>/stat``, 10 ms ticks) over the case, divided by the
 requests. Throughput is printed too but moves with whatever else runs. Results are in
-docs/benchmarks.md (Clients section, issue 10).
+docs/benchmarks.md (Broker section).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Run from the repo root::
 
     .venv/bin/python bench/client_scale_bench.py --quick         # 2,000 sends a case, ~1 min
-    .venv/bin/python bench/client_scale_bench.py --sends 20000   # the lead's quiet-machine run
+    .venv/bin/python bench/client_scale_bench.py --sends 20000   # full counts, for a quiet machine
     .venv/bin/python bench/client_scale_bench.py --sends 100000 --loop uvloop   # the client on uvloop, as client_bench
     .venv/bin/python bench/client_scale_bench.py --sends 100000 --loop uvloop --repeat 5  # medians of 5 rounds
     .venv/bin/python bench/client_scale_bench.py --sends 600000 --loop uvloop --queues 1 --connections 1 10 100 \
@@ -19,12 +19,12 @@ sends in flight in this one process:
 * **connections**: 1, 10 and 100 producers (each its own ClientInstance, so its own broker
   connection) on one 4-queue topic, the in-flight sends spread evenly over them (the thin shape:
   at 100 connections ~1.3 sends per connection per round trip, so every send is a read, a write
-  and a wake-up on each side, the syscall floor of "Branch conn100" in docs/benchmarks.md);
+  and a wake-up on each side, the syscall floor of "Many connections" in docs/design-notes.md);
   with ``--inflight-per-connection K`` every connection carries K sends in flight instead (the
   loaded shape: N producers each pushing as hard as one does alone, K × N in flight in all).
 
 Two options make the connections cases look more like a real many-connection load (every shape is
-reported beside the others; docs/benchmarks.md, "Branch connload", says which measures what):
+reported beside the others; docs/design-notes.md, "Which shape measures what", says what each measures):
 
 * ``--fresh-messages``: each send builds its ``Message`` (as applications do) instead of taking it from
   ``--sends`` messages built before the clock starts; 100,000 pre-built messages are 100,000 objects every

@@ -1,6 +1,6 @@
 """Client send benchmark: ``AsyncProducer`` / ``Producer`` single sends and batches against one ``sparkmq dev``.
 
-Run from the repo root (``--quick``: a tenth of the messages; the lead reruns full counts on a quiet machine)::
+Run from the repo root (``--quick``: a tenth of the messages; full counts are for a quiet machine)::
 
     .venv/bin/python bench/client_send_bench.py --quick
     .venv/bin/python bench/client_send_bench.py --profile DIR --latency-sends 10000   # + py-spy, broker and client

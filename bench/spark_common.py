@@ -366,8 +366,8 @@ class SparkBench:
 def compile_package() -> None:
     """Write sparkmq's bytecode once, as installing the package would: Spark starts a fresh Python
     process per query (and per worker), and with PYTHONDONTWRITEBYTECODE set (this machine's
-    sessions set it) each one would otherwise compile every module it imports (~0.1 CPU-s a query;
-    docs/benchmarks.md, branch sparkstart)."""
+    checkouts set it) each one would otherwise compile every module it imports (~0.1 CPU-s a query;
+    docs/design-notes.md, "Spark's per-query runner")."""
     import compileall
 
     compileall.compile_dir(str(REPO / "sparkmq"), quiet=1)

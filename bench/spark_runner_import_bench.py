@@ -4,11 +4,11 @@ Spark starts ``python -m pyspark.sql.streaming.python_streaming_source_runner`` 
 streaming query of a Python data source, with ``$SPARK_HOME/python/lib/pyspark.zip`` first on its
 path; unpickling the data source then imports ``sparkmq.source``. This runs exactly that in fresh
 interpreters (pyspark from the zip, the repo after it) and times the source's import alone
-(the importing thread's CPU, and wall), interleaving the repos given, so a base checkout and a
-branch are measured in the same minutes. Two conditions: ``cached`` (the package's bytecode compiled once, as a pip
+(the importing thread's CPU, and wall), interleaving the repos given, so a base checkout and another
+are measured in the same minutes. Two conditions: ``cached`` (the package's bytecode compiled once, as a pip
 install leaves it; kept under a temporary PYTHONPYCACHEPREFIX, the repos are not written) and
-``source`` (no bytecode: an editable install run with PYTHONDONTWRITEBYTECODE=1, as this machine's
-sessions are, compiles every module in every runner).
+``source`` (no bytecode: an editable install run with PYTHONDONTWRITEBYTECODE=1, as development
+checkouts often are, compiles every module in every runner).
 
 With ``--driver-calls`` it also starts a NameServer and broker (``sparkmq dev``), fills a 4-queue
 topic, and times what the runner then does for a 4-trigger query of a fresh consumer group:
@@ -16,7 +16,7 @@ topic, and times what the runner then does for a 4-trigger query of a fresh cons
 
 CPU is the main thread's (``time.thread_time``): the runner's numpy starts an OpenBLAS thread that
 spins for some 30-50 ms of CPU after its import (gone with ``OPENBLAS_NUM_THREADS=1``), and the
-process's CPU counted it with whatever sparkmq imported meanwhile (until session 12).
+process's CPU would count it with whatever sparkmq imported meanwhile.
 
     python bench/spark_runner_import_bench.py                        # this repo, 9 rounds
     python bench/spark_runner_import_bench.py --repo /path/to/base --repo . --rounds 9 --driver-calls

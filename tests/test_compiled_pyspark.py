@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import sparkmq_compiled_pyspark as compiled
 from sparkmq_compiled_pyspark import prefer_compiled_pyspark
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -81,9 +82,7 @@ def test_the_pth_file_in_this_environment_makes_a_spark_worker_import_the_compil
     lib = Path(pyspark.__file__).parent / "python" / "lib"
     zips = sorted(str(entry) for entry in lib.glob("*.zip"))
     assert any(entry.endswith("pyspark.zip") for entry in zips)
-    assert (Path(sysconfig.get_path("purelib")) / "sparkmq-compiled-pyspark.pth").read_text() == (
-        REPO_ROOT / "sparkmq-compiled-pyspark.pth"
-    ).read_text()
+    assert compiled.enabled(sysconfig.get_path("purelib")), "make venv runs `sparkmq pyspark-bytecode enable`"
 
     probe = "import pyspark, sys; print(pyspark.__file__); print(any('pyspark.zip' in entry for entry in sys.path))"
     env = {"PYTHONPATH": ":".join(zips), "PATH": "/usr/bin:/bin"}
@@ -91,3 +90,49 @@ def test_the_pth_file_in_this_environment_makes_a_spark_worker_import_the_compil
 
     assert shown.stderr == ""
     assert shown.stdout.split() == [pyspark.__file__, "False"]
+
+
+def test_installing_sparkmq_writes_no_pth_file() -> None:
+    """pip's record of what it installed: the .pth comes only from the opt-in command."""
+    records = list(Path(sysconfig.get_path("purelib")).glob("sparkmq-*.dist-info/RECORD"))
+    assert records, "sparkmq is not pip-installed in this environment"
+    installed = [line.split(",")[0] for record in records for line in record.read_text().splitlines()]
+    assert installed and not any(entry.endswith(compiled.PTH_NAME) for entry in installed)
+
+
+def test_enable_disable_and_status_of_the_pth(tmp_path: Path) -> None:
+    assert not compiled.enabled(str(tmp_path))
+    path = Path(compiled.enable(str(tmp_path)))
+    assert path == tmp_path / compiled.PTH_NAME and compiled.enabled(str(tmp_path))
+    assert compiled.disable(str(tmp_path)) and not path.exists()
+    assert not compiled.disable(str(tmp_path))
+
+
+def test_the_pth_that_enable_writes_drops_the_zip_at_interpreter_start(tmp_path: Path) -> None:
+    """A site directory read by ``site.addsitedir``, as Python reads site-packages: the .pth runs."""
+    site = tmp_path / "site"
+    pyspark_zip, py4j_zip = installed_pyspark(site)
+    compiled.enable(str(site))
+    probe = (
+        "import sys, site; sys.path[:0] = [sys.argv[1], sys.argv[2]]; site.addsitedir(sys.argv[3]); "
+        "print(any(entry.endswith('pyspark.zip') for entry in sys.path))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe, pyspark_zip, py4j_zip, str(site)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert shown.stdout.split() == ["False"]
+
+
+def test_the_command_reports_this_environment() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "sparkmq", "pyspark-bytecode", "status"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    assert shown.stdout.startswith("enabled: ") and shown.stdout.rstrip().endswith(compiled.PTH_NAME)

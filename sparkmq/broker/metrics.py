@@ -9,7 +9,9 @@ Names and labels follow RocketMQ 5's ``BrokerMetricsConstant`` (``cluster``, ``n
 ``node_id``, ``topic``, ``consumer_group``): rocketmq_messages_in_total, rocketmq_messages_out_total,
 rocketmq_throughput_in_total, rocketmq_throughput_out_total, rocketmq_consumer_lag_messages,
 rocketmq_consumer_connections, rocketmq_producer_connections, rocketmq_topic_number,
-rocketmq_consumer_group_number, rocketmq_storage_size, rocketmq_processor_watermark.
+rocketmq_consumer_group_number, rocketmq_storage_size, rocketmq_processor_watermark. One of our own:
+sparkmq_store_damaged_total (damaged store items found, by ``kind`` of file and ``outcome``:
+store/damage.py).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class BrokerCollector(Collector):
             families["messages_out"].add_metric([*values, topic, group], count)
             families["throughput_out"].add_metric([*values, topic, group], stats.group_get_bytes.get((topic, group), 0))
         yield from families.values()
+        yield self._damage(names, values)
         yield self._lag(names, values)
         yield self._rpc_latency(names, values)
         yield from self._gauges(names, values)
@@ -92,6 +95,16 @@ class BrokerCollector(Collector):
             ]
             family.add_metric(labels, buckets, row[-1])
         return family
+
+    def _damage(self, names: list[str], values: list[str]) -> Metric:
+        damaged = CounterMetricFamily(
+            "sparkmq_store_damaged",
+            "Damaged store items found (ConsumeQueue units, IndexFile entries, CommitLog records), by outcome",
+            labels=[*names, "kind", "outcome"],
+        )
+        for (kind, outcome), count in sorted(self.ctx.store.damage.counts().items()):
+            damaged.add_metric([*values, kind, outcome], count)
+        return damaged
 
     def _lag(self, names: list[str], values: list[str]) -> Metric:
         lag = GaugeMetricFamily(

@@ -5,8 +5,8 @@ parser and sets ``run`` (``args -> exit code``) as the parser default.
 
 Example::
 
-    $ sparkmq version
-    0.1.0
+    $ sparkmq --version
+    sparkmq 0.1.0
 """
 
 from __future__ import annotations
@@ -17,9 +17,27 @@ import sys
 from collections.abc import Sequence
 
 import sparkmq
-from sparkmq.cli import admin_command, broker_command, dashboard_command, dev_command, namesrv_command
+from sparkmq.cli import (
+    admin_command,
+    broker_command,
+    completion_command,
+    dashboard_command,
+    dev_command,
+    doctor_command,
+    namesrv_command,
+    pyspark_bytecode_command,
+)
 
-SUBCOMMAND_MODULES = (namesrv_command, broker_command, dev_command, admin_command, dashboard_command)
+SUBCOMMAND_MODULES = (
+    namesrv_command,
+    broker_command,
+    dev_command,
+    admin_command,
+    dashboard_command,
+    doctor_command,
+    completion_command,
+    pyspark_bytecode_command,
+)
 
 
 def run_version(args: argparse.Namespace) -> int:
@@ -34,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sparkmq", description="RocketMQ's design rebuilt in Python, native to Spark."
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING, ...)")
+    parser.add_argument("--version", action="version", version=f"sparkmq {sparkmq.__version__}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     subcommands.add_parser("version", help="print the sparkmq version and exit").set_defaults(run=run_version)
     for module in SUBCOMMAND_MODULES:

@@ -53,8 +53,8 @@ def settle_gc() -> None:
     store's tables, the processors) and afterwards allocates few that survive: a lone send makes
     no cyclic garbage, and ``sparkmq dev`` saw one generation-0 collection in 5 s of them. But every
     generation-2 collection traversed all of the start-up's objects: 17-50 ms with the event loop
-    stopped, every request in flight waiting (``bench/latency_bench.py``; docs/benchmarks.md,
-    Clients, branch latency). Frozen, they are never traversed again, so that collection takes
+    stopped, every request in flight waiting (``bench/latency_bench.py``; docs/design-notes.md,
+    "Frozen start-up heap"). Frozen, they are never traversed again, so that collection takes
     microseconds. They are still freed by reference counting; only a reference cycle among them
     that the service drops later would never be (a service keeps its start-up objects for life).
     """
@@ -78,7 +78,7 @@ def keep_freed_memory() -> bool:
     (128 KiB, raised only as far as the largest block freed so far) with a new mapping each, and
     trims the heap's top once more than twice that is free: every answer then faulted in fresh
     zeroed pages, up to 256 page faults per MiB. Measured on pipelined 4096-record pulls
-    (docs/benchmarks.md, branch sparkpull) that was most of the broker's system time.
+    (docs/design-notes.md, "Services keep freed memory") that was most of the broker's system time.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -97,8 +97,8 @@ EVENT_LOOP_ENV = "SPARKMQ_EVENT_LOOP"
 def loop_factory(choice: str | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
     """The event loop a service runs on: uvloop when importable (``auto``), unless told otherwise.
 
-    uvloop runs the loop, the transports and their callbacks in C (docs/benchmarks.md, Clients:
-    what it saves per request). ``choice`` defaults to ``$SPARKMQ_EVENT_LOOP`` or ``auto``.
+    uvloop runs the loop, the transports and their callbacks in C (docs/design-notes.md,
+    "uvloop"). ``choice`` defaults to ``$SPARKMQ_EVENT_LOOP`` or ``auto``.
     """
     choice = (choice or os.environ.get(EVENT_LOOP_ENV) or "auto").lower()
     if choice not in ("auto", "uvloop", "asyncio"):

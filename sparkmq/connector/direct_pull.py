@@ -46,8 +46,8 @@ class KeptBuffers:
     """Up to ``KEPT_BUFFERS`` buffers of at most ``KEPT_BUFFER_BYTES``, lent again once nothing refers to them.
 
     Memory in use already spares each ~1 MiB answer (or body read from the files) a zero fill and,
-    when malloc has just given pages back, their page faults (docs/benchmarks.md, Spark, "Lead,
-    session 11"). The C decode copies every field out; the numpy path's Arrow columns are views,
+    when malloc has just given pages back, their page faults (docs/design-notes.md,
+    "Kept answer buffers"). The C decode copies every field out; the numpy path's Arrow columns are views,
     and keep their buffer busy.
     """
 

@@ -5,8 +5,8 @@ this is the same idea for a broker's store. A pull over loopback costs the broke
 gather and a kernel copy of every record into the socket, and the task a copy back out: in
 bench/spark_source_bench.py the broker's share alone was ~0.15 CPU-s per 1M records. Here the task
 maps the CommitLog segments read-only and gathers the records with the walk of the broker's own
-C gather (``_queueread.gather_into``: store/reads.py's rules, into a kept buffer, each record's head
-checked against its unit), so each body is byte for byte what a pull without a filter answers.
+C gather (``_queueread.gather_into``: store/reads.py's rules, into a kept buffer, each unit and each
+record's head checked before a byte is copied), so each body is byte for byte what a pull without a filter answers.
 
 Where it applies (everything else, and the rest of a range after any doubt, reads over the socket):
 
@@ -16,8 +16,11 @@ Where it applies (everything else, and the rest of a range after any doubt, read
   make it unique). Every range: a broker that restarted on another store fails it;
 * the read has no filter (tags and SQL92 are the broker's to evaluate) and no ACL credentials (the
   broker checks an account's permission on each topic; the files cannot);
-* every unit's segment exists, and every record read carries the queue id, queue offset and
-  physical offset its unit promises (a unit left from before a crash's truncation fails this).
+* every unit's segment exists, every unit's size and offset are ones a record can have, and every
+  record read carries the total size, magic, queue id, queue offset and physical offset its unit
+  promises (a unit left from before a crash's truncation, or damaged on the disk, fails this).
+  Nothing read from the files is trusted for a length: a damaged unit declines the read and the
+  broker, which repairs such units from its CommitLog, serves the rest.
 
 Files are opened per range (the probe and the reads share them) and closed at its end: a mapping
 held on would keep a segment that retention deleted on the disk.
@@ -124,17 +127,17 @@ class LocalQueueReads:
         out = _kept_buffers().take(READ_BYTES)
         while True:
             segments = tuple((base, view, len(view)) for base, view in mapped)
-            read = queueread.gather_into(units, offset, 0, None, max_count, len(out), segments, out, self.queue_id)
+            read = queueread.gather_into(units, offset, 0, None, max_count, len(out), segments, self.queue_id, out)
             if not isinstance(read, int):
                 break
+            if read < 0:  # the broker repairs it when the read is pulled
+                raise LocalReadDeclined(offset, f"ConsumeQueue unit {offset - 1 - read} is damaged")
             if len(mapped) == MAX_SEGMENTS:
                 raise LocalReadDeclined(offset, f"a read over more than {MAX_SEGMENTS} segments")
             mapped.append(self._segment(offset, read))
         if read is None:
             raise LocalReadDeclined(offset, "a record runs past the end of its segment")
-        scanned, taken, written, unlike = read
-        if unlike >= 0:
-            raise LocalReadDeclined(offset, f"record {unlike} of the read is not the one its ConsumeQueue unit names")
+        scanned, taken, written = read
         if not taken:
             return None, offset + scanned
         return (memoryview(out)[:written] if isinstance(written, int) else written), offset + scanned

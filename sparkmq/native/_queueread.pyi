@@ -16,6 +16,7 @@ def gather(
     max_count: int,
     max_bytes: int,
     segments: tuple[SegmentView, ...],
+    queue_id: int,
 ) -> Read | int | None: ...
 def gather_into(
     units: bytes,
@@ -25,9 +26,9 @@ def gather_into(
     max_count: int,
     max_bytes: int,
     segments: tuple[SegmentView, ...],
-    out: bytearray | memoryview,
     queue_id: int,
-) -> tuple[int, int, int | bytes, int] | int | None: ...
+    out: bytearray | memoryview,
+) -> tuple[int, int, int | bytes] | int | None: ...
 def index_put(
     mapping: object,
     slots: int,
@@ -45,6 +46,7 @@ def gather_frame(
     max_count: int,
     max_bytes: int,
     segments: tuple[SegmentView, ...],
+    queue_id: int,
     parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
     opaque: int,
     suggest: int,
@@ -53,21 +55,3 @@ def gather_frame(
     min_offset: int,
     max_offset: int,
 ) -> tuple[bytes, int, int] | int | None: ...
-
-# segment.c: the native bases of MappedFile, MappedFileQueue and ConsumeQueue (store/native_bases.py)
-class Segment:
-    write_position: int
-    flushed_position: int
-    file_bytes: int
-    start_offset: int
-    tick: int
-    _mmap: object | None
-
-class FileList:
-    files: list[object]
-
-class QueueBase:
-    max_physical_offset: int
-    files: object
-
-def next_tick() -> int: ...

@@ -4,17 +4,20 @@
  * endian), applies read_queue's rules (blank units skipped, units below the CommitLog's minimum
  * counted as removed, the tags filter, the count and byte limits, one record always) and copies
  * the records it takes, run by run, from the CommitLog segments given into one bytes (a run never
- * crosses a segment). read_queue's numpy path is the reference; tests/native/test_queueread.py
- * compares both. */
+ * crosses a segment). Nothing read from the units is trusted: a unit whose size no record has or
+ * whose offset is negative, or whose record's head is not the one it names, stops the read with
+ * that unit's index (the store repairs it from the CommitLog). read_queue's numpy path is the
+ * reference; tests/native/test_queueread.py compares both, on damaged units too. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include "segment.h"
 #include <stdint.h>
 #include <string.h>
 
 #define UNIT 20
 #define BLANK_UNIT_SIZE 2147483647
 #define MAX_SEGMENTS 16 /* reads.MAX_READ_SEGMENTS: a read over more takes the numpy path */
+#define MIN_RECORD_BYTES 91 /* layout.RECORD_FIXED_BYTES: no record is shorter */
+#define MESSAGE_MAGIC ((int32_t)0xDAA320A7)
 
 /* Big-endian loads (GCC left the byte loop a loop: 10 % of a local read's copy in perf). */
 static int64_t get64(const unsigned char *p) {
@@ -42,7 +45,7 @@ typedef struct {
     PyObject *tags, *segments, *tag_list;
     int64_t *columns, *tag_values, *rows, *physical, *sizes, *held_by;
     Py_ssize_t tag_count, taken, scanned;
-    int removed;
+    int removed, queue_id;
     int64_t total;
 } walk_t;
 
@@ -70,20 +73,23 @@ static int walk_segments(walk_t *w) {
 }
 
 /* Walk the units (arguments already parsed into ``w``). 1: walked; 0: an exception is set; -1:
- * nothing can be taken (max_count or units 0): read_queue's own path says what that means. */
+ * nothing can be taken (max_count or units 0): read_queue's own path says what that means; 2: the
+ * unit at w->scanned is damaged (queue_repair.field_fault: a size no record has, a negative offset;
+ * or an offset below the CommitLog's minimum after a unit above it), nothing taken. */
 static int walk(walk_t *w) {
     if (!walk_segments(w)) return 0;
     if (w->tags != Py_None) {
-        w->tag_list = PySequence_Fast(w->tags, "tags_codes must be iterable");
+        /* a tuple of our own: converting an item may run Python (__index__), which cannot change it */
+        w->tag_list = PySequence_Tuple(w->tags);
         if (w->tag_list == NULL) return 0;
-        w->tag_count = PySequence_Fast_GET_SIZE(w->tag_list);
+        w->tag_count = PyTuple_GET_SIZE(w->tag_list);
         w->tag_values = PyMem_Malloc((size_t)(w->tag_count + 1) * sizeof(int64_t));
         if (w->tag_values == NULL) {
             PyErr_NoMemory();
             return 0;
         }
         for (Py_ssize_t t = 0; t < w->tag_count; t++) {
-            w->tag_values[t] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(w->tag_list, t));
+            w->tag_values[t] = PyLong_AsLongLong(PyTuple_GET_ITEM(w->tag_list, t));
             if (w->tag_values[t] == -1 && PyErr_Occurred()) return 0;
         }
     }
@@ -100,15 +106,25 @@ static int walk(walk_t *w) {
     w->held_by = w->columns + 3 * (limit + 1);
     Py_ssize_t taken = 0, matched_more = 0, scanned = count;
     int64_t total = 0;
+    int live = 0; /* a unit of a record still in the log was met */
     for (Py_ssize_t i = 0; i < count; i++) {
         const unsigned char *unit = u + i * UNIT;
         int32_t size = get32(unit + 8);
         if (size == BLANK_UNIT_SIZE) continue;
         int64_t at = get64(unit);
+        if (size < MIN_RECORD_BYTES || at < 0) {
+            w->scanned = i;
+            return 2;
+        }
         if (at < w->cl_min) {
+            if (live) { /* records go up the log with the queue: one below a live one is no removed record */
+                w->scanned = i;
+                return 2;
+            }
             w->removed = 1;
             continue;
         }
+        live = 1;
         if (w->tag_values != NULL) {
             int64_t code = get64(unit + 12);
             Py_ssize_t t = 0;
@@ -133,9 +149,17 @@ static int walk(walk_t *w) {
     return 1;
 }
 
+/* Whether the record head at ``head`` is the one unit k names: total size, magic, queue id, queue
+ * offset and physical offset (reads.unit_fault's second rule). */
+static int head_matches(const walk_t *w, Py_ssize_t k, const unsigned char *head) {
+    return get32(head) == w->sizes[k] && get32(head + 4) == MESSAGE_MAGIC && get32(head + 12) == w->queue_id &&
+           get64(head + 20) == w->offset + w->rows[k] && get64(head + 28) == w->physical[k];
+}
+
 /* NULL when the segments hold every record taken (an error is never set; w->held_by says which);
- * else what to return: the physical offset of the first record no segment given holds, or None
- * (a record past its segment's write position or end: read_queue's numpy path serves that read). */
+ * else what to return: the physical offset of the first record no segment given holds, None (a
+ * record past its segment's write position or end: read_queue's numpy path serves that read), or
+ * -1 - i when the record of unit i is not the one its unit names (a damaged unit). */
 static PyObject *walk_misplaced(walk_t *w) {
     Py_ssize_t s = 0;
     for (Py_ssize_t k = 0; k < w->taken; k++) {
@@ -147,6 +171,8 @@ static PyObject *walk_misplaced(walk_t *w) {
         }
         int64_t end = at + w->sizes[k] - w->segment_base[s];
         if (end > w->write_position[s] || end > w->segment[s].len) return Py_NewRef(Py_None);
+        if (!head_matches(w, k, (const unsigned char *)w->segment[s].buf + (at - w->segment_base[s])))
+            return PyLong_FromSsize_t(-1 - (Py_ssize_t)w->rows[k]);
         w->held_by[k] = s;
     }
     return NULL;
@@ -168,21 +194,31 @@ static void walk_copy(const walk_t *w, char *out) {
     }
 }
 
-#define WALK_FORMAT "y*LLOnnO!"
-#define WALK_ARGS(w) &(w).units, &(w).offset, &(w).cl_min, &(w).tags, &(w).max_count, &(w).max_bytes, &PyTuple_Type, &(w).segments
+/* What a gather returns when walk() did not walk: NULL (the error it set), None (nothing can be
+ * taken) or -1 - i (unit i is damaged). */
+static PyObject *walk_stopped(const walk_t *w, int walked) {
+    if (walked == 0) return NULL;
+    return walked == 2 ? PyLong_FromSsize_t(-1 - w->scanned) : Py_NewRef(Py_None);
+}
 
-/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments)
+#define WALK_FORMAT "y*LLOnnO!i"
+#define WALK_ARGS(w)                                                                                           \
+    &(w).units, &(w).offset, &(w).cl_min, &(w).tags, &(w).max_count, &(w).max_bytes, &PyTuple_Type, &(w).segments, \
+        &(w).queue_id
+
+/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id)
  *   segments: ((base, buffer, write_position), ...) the CommitLog segments the read may take from
  * -> (scanned, removed, taken, body | None, queue_offsets, physical_offsets, sizes)  the read
- *  | int: the physical offset of the first record taken that no segment given holds
+ *  | int >= 0: the physical offset of the first record taken that no segment given holds
+ *  | int < 0: -1 - i, unit i of ``units`` is damaged (reads.unit_fault), nothing taken
  *  | None: a record lies past its segment's write position (read_queue's numpy path serves that) */
 static PyObject *gather(PyObject *module, PyObject *args) {
     walk_t w = {0};
     if (!PyArg_ParseTuple(args, WALK_FORMAT, WALK_ARGS(w))) return NULL;
     PyObject *result = NULL;
     int walked = walk(&w);
-    if (walked <= 0) {
-        result = walked < 0 ? Py_NewRef(Py_None) : NULL;
+    if (walked != 1) {
+        result = walk_stopped(&w, walked);
         goto done;
     }
     if (w.taken == 0) {
@@ -201,52 +237,35 @@ done:
     return result;
 }
 
-/* The first record of ``body`` whose head disagrees with its unit (total size, queue id, queue
- * offset, physical offset), or -1: a reader of the files themselves (connector/local_reads.py) has
- * no broker vouching that the units it read still name the records they did. */
-static Py_ssize_t walk_first_unlike(const walk_t *w, const char *body, int32_t queue_id) {
-    Py_ssize_t at = 0;
-    for (Py_ssize_t k = 0; k < w->taken; k++) {
-        const unsigned char *head = (const unsigned char *)body + at;
-        if (w->sizes[k] < 36 || get32(head) != w->sizes[k] || get32(head + 12) != queue_id ||
-            get64(head + 20) != w->offset + w->rows[k] || get64(head + 28) != w->physical[k])
-            return k;
-        at += w->sizes[k];
-    }
-    return -1;
-}
-
-/* gather_into(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, out, queue_id)
+/* gather_into(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id, out)
  *   out: a writable buffer the records are copied to (when they fit; else into a new bytes)
- * -> (scanned, taken, written | body, first_unlike)  the read: the bytes written to ``out`` (or the
- *    bytes holding the records), and the first record whose head disagrees with its unit (-1: none)
+ * -> (scanned, taken, written | body)  the read: the bytes written to ``out`` (or the bytes holding
+ *    the records)
  *  | int | None: as gather's */
 static PyObject *gather_into(PyObject *module, PyObject *args) {
     walk_t w = {0};
     Py_buffer out = {0};
-    int queue_id;
-    if (!PyArg_ParseTuple(args, WALK_FORMAT "w*i", WALK_ARGS(w), &out, &queue_id)) return NULL;
+    if (!PyArg_ParseTuple(args, WALK_FORMAT "w*", WALK_ARGS(w), &out)) return NULL;
     PyObject *result = NULL;
     int walked = walk(&w);
-    if (walked <= 0) {
-        result = walked < 0 ? Py_NewRef(Py_None) : NULL;
+    if (walked != 1) {
+        result = walk_stopped(&w, walked);
         goto done;
     }
     if (w.taken == 0) {
-        result = Py_BuildValue("(nnnn)", w.scanned, (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)-1);
+        result = Py_BuildValue("(nnn)", w.scanned, (Py_ssize_t)0, (Py_ssize_t)0);
         goto done;
     }
     if ((result = walk_misplaced(&w)) != NULL) goto done;
     if (w.total <= out.len) {
         walk_copy(&w, out.buf);
-        result = Py_BuildValue("(nnLn)", w.scanned, w.taken, (long long)w.total,
-                               walk_first_unlike(&w, out.buf, queue_id));
+        result = Py_BuildValue("(nnL)", w.scanned, w.taken, (long long)w.total);
         goto done;
     }
     PyObject *body = PyBytes_FromStringAndSize(NULL, w.total); /* one record larger than ``out`` */
     if (body == NULL) goto done;
     walk_copy(&w, PyBytes_AS_STRING(body));
-    result = Py_BuildValue("(nnNn)", w.scanned, w.taken, body, walk_first_unlike(&w, PyBytes_AS_STRING(body), queue_id));
+    result = Py_BuildValue("(nnN)", w.scanned, w.taken, body);
 done:
     if (out.obj != NULL) PyBuffer_Release(&out);
     walk_end(&w);
@@ -288,7 +307,7 @@ static char *frame_room(PyObject *out, Py_ssize_t most, Py_ssize_t reserve) {
     return array->ob_start; /* not PyByteArray_AS_STRING: an empty one's is a shared static string */
 }
 
-/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments,
+/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id,
  *              parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)
               [, out, reserve]
  * -> (frame, taken, body bytes): gather's read with records, as the whole response frame whose
@@ -311,8 +330,8 @@ static PyObject *gather_frame(PyObject *module, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     int walked = walk(&w);
-    if (walked <= 0 || w.taken == 0) {
-        result = walked == 0 ? NULL : Py_NewRef(Py_None);
+    if (walked != 1 || w.taken == 0) {
+        result = walked == 1 ? Py_NewRef(Py_None) : walk_stopped(&w, walked);
         goto done;
     }
     if ((result = walk_misplaced(&w)) != NULL) goto done;
@@ -366,15 +385,14 @@ PyObject *sl_index_put(PyObject *self, PyObject *args); /* indexput.c */
 
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
-     "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segments)"},
+     "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id)"},
     {"gather_into", gather_into, METH_VARARGS,
-     "gather_into(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, out, queue_id)"},
+     "gather_into(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, out)"},
     {"index_put", sl_index_put, METH_VARARGS,
      "index_put(mapping, slots, index_count, begin_timestamp, hashes, phy_offsets, store_timestamps) -> new slots"},
     {"gather_frame", gather_frame, METH_VARARGS,
-     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, "
+     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, "
      "parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)"},
-    {"next_tick", segment_next_tick, METH_NOARGS, "next_tick() -> int: MapPool's clock (the send lane's touches too)"},
     {NULL},
 };
 
@@ -384,7 +402,5 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_queueread",
                                         -1, methods};
 
 PyMODINIT_FUNC PyInit__queueread(void) {
-    PyObject *module = PyModule_Create(&module_def);
-    if (module != NULL && segment_add_types(module) < 0) Py_CLEAR(module);
-    return module;
+    return PyModule_Create(&module_def);
 }

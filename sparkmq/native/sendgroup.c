@@ -2,7 +2,6 @@
  * placed in the log (place), their ConsumeQueue units and index entries (queue_units, index_entries) and
  * their responses (responses). */
 #include "sendlane.h"
-#include "segment.h"
 #include "indexput.h"
 
 static void group_dealloc(SendGroup *g) {
@@ -15,17 +14,29 @@ static void group_dealloc(SendGroup *g) {
     Py_XDECREF(g->keys);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
-/* The records' queue offsets, log positions and store time patched in (place()'s work); -1 with an exception. */
-static int place_records(SendGroup *g, long long physical_start, long long store_timestamp, PyObject *bases) {
-    if (PyList_GET_SIZE(bases) != g->key_count) {
-        PyErr_SetString(PyExc_ValueError, "one base queue offset per key");
+/* ``values``' n ints into ``out``: a list of exactly n ints (no __index__ is called: no Python runs
+ * while the list's items are read). -1 with an exception. */
+static int int64_values(PyObject *values, Py_ssize_t n, int64_t *out, const char *what) {
+    if (!PyList_Check(values) || PyList_GET_SIZE(values) != n) {
+        PyErr_Format(PyExc_ValueError, "one %s per %s", what, n == 0 ? "item" : "entry");
         return -1;
     }
-    int64_t next[MAX_KEYS];
-    for (Py_ssize_t k = 0; k < g->key_count; k++) {
-        next[k] = PyLong_AsLongLong(PyList_GET_ITEM(bases, k));
-        if (next[k] == -1 && PyErr_Occurred()) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PyList_GET_ITEM(values, k);
+        if (!PyLong_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s must be ints", what);
+            return -1;
+        }
+        out[k] = PyLong_AsLongLong(v);
+        if (out[k] == -1 && PyErr_Occurred()) return -1;
     }
+    return 0;
+}
+
+/* The records' queue offsets, log positions and store time patched in (place()'s work); -1 with an exception. */
+static int place_records(SendGroup *g, long long physical_start, long long store_timestamp, PyObject *bases) {
+    int64_t next[MAX_KEYS];
+    if (int64_values(bases, g->key_count, next, "base queue offset") < 0) return -1;
     int64_t position = physical_start;
     for (Py_ssize_t i = 0; i < g->count; i++) {
         unsigned char *rec = g->records + g->record_at[i];
@@ -176,52 +187,8 @@ done:
 
 /* The first request whose topic is refused (limit < 0) or whose queue id is at or over its topic's limit. */
 static PyObject *group_first_refused(SendGroup *g, PyObject *limits) {
-    if (!PyList_Check(limits) || PyList_GET_SIZE(limits) != g->topic_count) {
-        PyErr_SetString(PyExc_ValueError, "one limit per topic");
-        return NULL;
-    }
-    long limit[MAX_TOPICS];
-    for (Py_ssize_t t = 0; t < g->topic_count; t++) {
-        limit[t] = PyLong_AsLong(PyList_GET_ITEM(limits, t));
-        if (limit[t] == -1 && PyErr_Occurred()) return NULL;
-    }
-    Py_ssize_t i = 0;
-    while (i < g->count && g->queue_id[i] < limit[g->topic_of[i]]) i++;
-    return PyLong_FromSsize_t(i);
-}
-
-/* first_refused with each topic's limit read from ``known`` (topic -> (its config, its limit), the
- * lane's cache) where that entry's config is the one ``configs`` (topic -> config) holds now, by
- * identity: the lane's _queue_limits without its Python steps. None (nothing read but the dicts)
- * when a topic misses or either is not an exact dict: the caller works the limits out itself. */
-static PyObject *group_first_refused_known(SendGroup *g, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "first_refused_known(configs, known)");
-        return NULL;
-    }
-    PyObject *configs = args[0], *known = args[1];
-    if (!PyDict_CheckExact(configs) || !PyDict_CheckExact(known) || !PyList_Check(g->topics) ||
-        PyList_GET_SIZE(g->topics) != g->topic_count)
-        Py_RETURN_NONE;
-    long limit[MAX_TOPICS];
-    for (Py_ssize_t t = 0; t < g->topic_count; t++) {
-        PyObject *topic = PyList_GET_ITEM(g->topics, t);
-        PyObject *config = PyDict_GetItemWithError(configs, topic); /* borrowed */
-        if (config == NULL) {
-            if (PyErr_Occurred()) return NULL;
-            config = Py_None;
-        }
-        PyObject *cached = PyDict_GetItemWithError(known, topic);
-        if (cached == NULL) {
-            if (PyErr_Occurred()) return NULL;
-            Py_RETURN_NONE;
-        }
-        if (!PyTuple_CheckExact(cached) || PyTuple_GET_SIZE(cached) != 2 || PyTuple_GET_ITEM(cached, 0) != config ||
-            !PyLong_CheckExact(PyTuple_GET_ITEM(cached, 1)))
-            Py_RETURN_NONE;
-        limit[t] = PyLong_AsLong(PyTuple_GET_ITEM(cached, 1));
-        if (limit[t] == -1 && PyErr_Occurred()) return NULL;
-    }
+    int64_t limit[MAX_TOPICS];
+    if (int64_values(limits, g->topic_count, limit, "queue limit") < 0) return NULL;
     Py_ssize_t i = 0;
     while (i < g->count && g->queue_id[i] < limit[g->topic_of[i]]) i++;
     return PyLong_FromSsize_t(i);
@@ -250,7 +217,8 @@ static PyObject *get_waits(SendGroup *g, void *closure) {
     Py_RETURN_FALSE;
 }
 
-static PyObject *get_topics(SendGroup *g, void *closure) { return Py_NewRef(g->topics); }
+/* a copy: the group's own list stays out of Python's reach (C reads its items between calls that allocate) */
+static PyObject *get_topics(SendGroup *g, void *closure) { return PyList_GetSlice(g->topics, 0, g->topic_count); }
 
 /* Canonical key tuples: topic -> list of (topic, queue id) by queue id, the same tuple object for
  * every group. The store's dicts keep the key object first inserted, which for queues the lane
@@ -360,180 +328,6 @@ static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsi
 static PyObject *get_index_count(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->index_count); }
 
 
-static SegmentAPI *segment_api;
-
-/* The native bases of the store's objects (segment.h), imported once. */
-static int load_segment_api(void) {
-    if (segment_api == NULL) segment_api = PyCapsule_Import(SEGMENT_API_CAPSULE, 0);
-    return segment_api != NULL ? 0 : -1;
-}
-
-/* Each key is hashed once for reserve's three dict operations (a tuple's hash is not cached, and at 1,000
- * queues ~128 keys a read each hashed three times showed in profiles); 3.11 and 3.12 export the known-hash
- * calls, later versions hash per call. */
-#if PY_VERSION_HEX < 0x030D0000
-#define DICT_GET(d, key, hash) _PyDict_GetItem_KnownHash((d), (key), (hash))
-#define DICT_SET(d, key, value, hash) _PyDict_SetItem_KnownHash((d), (key), (value), (hash))
-#else
-#define DICT_GET(d, key, hash) PyDict_GetItemWithError((d), (key))
-#define DICT_SET(d, key, value, hash) PyDict_SetItem((d), (key), (value))
-#endif
-
-/* queue's max_physical_offset: its native field (any other object: the attribute) */
-static PyObject *queue_end(PyObject *queue) {
-    if (PyObject_TypeCheck(queue, segment_api->queue_base))
-        return PyLong_FromLongLong(((QueueBaseObject *)queue)->max_physical_offset);
-    return PyObject_GetAttrString(queue, "max_physical_offset");
-}
-
-/* reserve(queued, queues) -> (bases, targets, ends) | None: MessageStore.put_lane_groups' per-key
- * planning in one call: each key's base queue offset (queued.get(key, 0)), its ConsumeQueue
- * (queues[key]) and that queue's max_physical_offset; queued[key] moves on by the key's count.
- * None, with nothing changed, when a key has no ConsumeQueue yet (the caller's Python path). */
-static PyObject *group_reserve(SendGroup *g, PyObject *args) {
-    PyObject *queued, *queues;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &queued, &PyDict_Type, &queues)) return NULL;
-    if (load_segment_api() < 0) return NULL;
-    PyObject *keys = get_keys(g, NULL);
-    if (keys == NULL) return NULL;
-    PyObject *bases = PyList_New(g->key_count), *targets = PyList_New(g->key_count), *ends = PyList_New(g->key_count);
-    PyObject *result = NULL;
-    Py_hash_t hashes[MAX_KEYS];
-    if (bases == NULL || targets == NULL || ends == NULL) goto done;
-    for (Py_ssize_t k = 0; k < g->key_count; k++) {
-        PyObject *key = PyList_GET_ITEM(keys, k);
-        if ((hashes[k] = PyObject_Hash(key)) == -1) goto done;
-        PyObject *queue = DICT_GET(queues, key, hashes[k]);
-        if (queue == NULL || queue == Py_None) {
-            if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-            goto done;
-        }
-        PyList_SET_ITEM(targets, k, Py_NewRef(queue));
-        PyObject *end = queue_end(queue);
-        if (end == NULL) goto done;
-        PyList_SET_ITEM(ends, k, end);
-        PyObject *base = DICT_GET(queued, key, hashes[k]);
-        if (base == NULL) {
-            if (PyErr_Occurred()) goto done;
-            base = PyLong_FromLong(0);
-        } else
-            Py_INCREF(base);
-        if (base == NULL) goto done;
-        PyList_SET_ITEM(bases, k, base);
-    }
-    for (Py_ssize_t k = 0; k < g->key_count; k++) { /* all found: now move the offsets on */
-        long long base = PyLong_AsLongLong(PyList_GET_ITEM(bases, k));
-        if (base == -1 && PyErr_Occurred()) goto done;
-        PyObject *next = PyLong_FromLongLong(base + g->key_messages[k]);
-        if (next == NULL) goto done;
-        int rc = DICT_SET(queued, PyList_GET_ITEM(keys, k), next, hashes[k]);
-        Py_DECREF(next);
-        if (rc < 0) goto done;
-    }
-    result = Py_BuildValue("(OOO)", bases, targets, ends);
-done:
-    Py_DECREF(keys);
-    Py_XDECREF(bases);
-    Py_XDECREF(targets);
-    Py_XDECREF(ends);
-    return result;
-}
-
-/* 1: the units went into the queue's last file as ConsumeQueue.append_units' first branch would
- * put them (MappedFile.append included: the pool touch, the copy, the write position), reading and
- * writing only the native fields of the queue, its file list and the segment (segment.h); 0: not
- * the common case (or not those native objects), nothing done. A mapped segment of a pool is in
- * the pool (MapPool.touch), so the touch is its tick. */
-static int append_fast(PyObject *queue, int64_t base, const unsigned char *units, Py_ssize_t len, int64_t end) {
-    if (!PyObject_TypeCheck(queue, segment_api->queue_base)) return 0;
-    PyObject *mfq = ((QueueBaseObject *)queue)->files;
-    if (mfq == NULL || !PyObject_TypeCheck(mfq, segment_api->file_list)) return 0;
-    PyObject *files = ((FileListObject *)mfq)->files;
-    if (files == NULL || !PyList_CheckExact(files) || PyList_GET_SIZE(files) == 0) return 0;
-    PyObject *last = PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1);
-    if (!PyObject_TypeCheck(last, segment_api->segment)) return 0;
-    SegmentObject *s = (SegmentObject *)last;
-    long long at = s->write_position;
-    if (s->start_offset + at != base * 20 || at == 0 || at + len >= s->file_bytes) return 0;
-    if (s->addr == NULL || s->addr_len < at + len) return 0; /* unmapped by the pool: append_units maps it again */
-    s->tick = ++*segment_api->ticks;
-    memcpy(s->addr + at, units, (size_t)len);
-    s->write_position = at + len;
-    ((QueueBaseObject *)queue)->max_physical_offset = end;
-    return 1;
-}
-
-/* append_units(bases, targets): queue_units() written to each key's ConsumeQueue as
- * ``targets[k].append_units(bases[k], units, end)`` would, the common case (the units continue
- * the queue inside its mapped last file) without a Python call per key; any other case calls
- * append_units itself. */
-static PyObject *group_append_units(SendGroup *g, PyObject *args) {
-    PyObject *bases, *targets;
-    if (!check_placed(g)) return NULL;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &bases, &PyList_Type, &targets)) return NULL;
-    if (PyList_GET_SIZE(bases) != g->key_count || PyList_GET_SIZE(targets) != g->key_count) {
-        PyErr_SetString(PyExc_ValueError, "one base and one target per key");
-        return NULL;
-    }
-    if (load_segment_api() < 0) return NULL;
-    Py_ssize_t offset[MAX_KEYS + 1];
-    int64_t end[MAX_KEYS];
-    offset[0] = 0;
-    for (Py_ssize_t k = 0; k < g->key_count; k++) offset[k + 1] = offset[k] + (Py_ssize_t)g->key_messages[k] * 20;
-    unsigned char *units = PyMem_Malloc((size_t)offset[g->key_count] + 1);
-    if (units == NULL) return PyErr_NoMemory();
-    Py_ssize_t cursor[MAX_KEYS];
-    memcpy(cursor, offset, sizeof(Py_ssize_t) * (size_t)g->key_count);
-    for (Py_ssize_t i = 0; i < g->count; i++) {
-        int32_t k = g->key_of[i];
-        unsigned char *u = units + cursor[k];
-        int64_t physical = g->physical_start + g->record_at[i];
-        sl_put64(u, (uint64_t)physical);
-        sl_put32(u + 8, (uint32_t)g->record_size[i]);
-        sl_put64(u + 12, (uint64_t)(int64_t)g->tags_code[i]);
-        cursor[k] += 20;
-        end[k] = physical + g->record_size[i];
-    }
-    for (Py_ssize_t k = 0; k < g->key_count; k++) {
-        PyObject *queue = PyList_GET_ITEM(targets, k), *base_obj = PyList_GET_ITEM(bases, k);
-        long long base = PyLong_AsLongLong(base_obj);
-        if (base == -1 && PyErr_Occurred()) goto fail;
-        Py_ssize_t len = offset[k + 1] - offset[k];
-        if (!append_fast(queue, base, units + offset[k], len, end[k])) {
-            PyObject *r = PyObject_CallMethod(queue, "append_units", "Oy#L", base_obj, (const char *)units + offset[k],
-                                              len, (long long)end[k]);
-            if (r == NULL) goto fail;
-            Py_DECREF(r);
-        }
-    }
-    PyMem_Free(units);
-    Py_RETURN_NONE;
-fail:
-    PyMem_Free(units);
-    return NULL;
-}
-
-/* write_into(segment, store_timestamp, bases) -> physical start | None: place() at the segment's write
- * position, the records copied into its mapping as ``segment.append(place(...))`` would (the pool touch,
- * the copy, the write position), without the records' bytes object or a Python call. None, nothing done,
- * when the segment is not a mapped native one with room for them (the caller places and appends). */
-static PyObject *group_write_into(SendGroup *g, PyObject *args) {
-    PyObject *segment, *bases;
-    long long store_timestamp;
-    if (!PyArg_ParseTuple(args, "OLO!", &segment, &store_timestamp, &PyList_Type, &bases)) return NULL;
-    if (load_segment_api() < 0) return NULL;
-    if (!PyObject_TypeCheck(segment, segment_api->segment)) Py_RETURN_NONE;
-    SegmentObject *s = (SegmentObject *)segment;
-    long long at = s->write_position;
-    if (s->addr == NULL || at < 0 || at + g->records_len > s->file_bytes || at + g->records_len > s->addr_len)
-        Py_RETURN_NONE;
-    if (place_records(g, s->start_offset + at, store_timestamp, bases) < 0) return NULL;
-    s->tick = ++*segment_api->ticks;
-    memcpy(s->addr + at, g->records, (size_t)g->records_len);
-    s->write_position = at + g->records_len;
-    return PyLong_FromLongLong(s->start_offset + at);
-}
-
 /* index_into(mapping, slots, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, store_timestamp)
  * -> (hash slot count, index count, first offset, last offset) | None: after place(), index_entries() written
  * into an index file's mapping as IndexFile.put_plain writes them (every entry stored at store_timestamp;
@@ -555,7 +349,7 @@ static PyObject *group_index_into(SendGroup *g, PyObject *args) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (!ix_fits(mm.len, slots, before, n)) {
+    if (slots > mm.len / IX_SLOT_BYTES || !ix_fits(mm.len, slots, before, n)) { /* the first: no overflow in ix_fits */
         PyErr_SetString(PyExc_ValueError, "the entries do not fit the mapping");
         goto done;
     }
@@ -588,15 +382,11 @@ done:
  * queue offsets, ConsumeQueue units and index entries as placing them one after the other. None when they do not
  * fit one group (another code, over MAX_TOPICS topics or MAX_KEYS keys) or one is placed already. Each group's
  * requests stay a contiguous range (responses(..., first, stop)). */
-PyObject *sl_merge_groups(PyObject *module, PyObject *groups) {
-    if (!PyList_Check(groups) || PyList_GET_SIZE(groups) == 0) {
-        PyErr_SetString(PyExc_TypeError, "merge takes a non-empty list of SendGroups");
-        return NULL;
-    }
-    Py_ssize_t ngroups = PyList_GET_SIZE(groups), n = 0, record_bytes = 0, index_count = 0;
+static PyObject *merge_groups(PyObject *groups) {
+    Py_ssize_t ngroups = PyTuple_GET_SIZE(groups), n = 0, record_bytes = 0, index_count = 0;
     SendGroup *first = NULL;
     for (Py_ssize_t j = 0; j < ngroups; j++) {
-        PyObject *item = PyList_GET_ITEM(groups, j);
+        PyObject *item = PyTuple_GET_ITEM(groups, j);
         if (Py_TYPE(item) != &SendGroupType) {
             PyErr_SetString(PyExc_TypeError, "merge takes a non-empty list of SendGroups");
             return NULL;
@@ -636,7 +426,7 @@ PyObject *sl_merge_groups(PyObject *module, PyObject *groups) {
     m->key_messages = (int64_t *)(m->key_queue + MAX_KEYS);
     Py_ssize_t at = 0; /* requests so far */
     for (Py_ssize_t j = 0; j < ngroups; j++) {
-        SendGroup *g = (SendGroup *)PyList_GET_ITEM(groups, j);
+        SendGroup *g = (SendGroup *)PyTuple_GET_ITEM(groups, j);
         int32_t topic_map[MAX_TOPICS], key_map[MAX_KEYS];
         for (Py_ssize_t t = 0; t < g->topic_count; t++) {
             PyObject *name = PyList_GET_ITEM(g->topics, t);
@@ -706,6 +496,18 @@ fail:
     return NULL;
 }
 
+PyObject *sl_merge_groups(PyObject *module, PyObject *groups) {
+    if (!PyList_Check(groups) || PyList_GET_SIZE(groups) == 0) {
+        PyErr_SetString(PyExc_TypeError, "merge takes a non-empty list of SendGroups");
+        return NULL;
+    }
+    PyObject *held = PyList_AsTuple(groups); /* the groups stay alive whatever runs while the merge allocates */
+    if (held == NULL) return NULL;
+    PyObject *merged = merge_groups(held);
+    Py_DECREF(held);
+    return merged;
+}
+
 static PyGetSetDef group_getset[] = {
     {"count", (getter)get_count, NULL, "requests in the group", NULL},
     {"code", (getter)get_code, NULL, "the request code of the group's requests (10 or 310)", NULL},
@@ -728,12 +530,6 @@ static PyMethodDef group_methods[] = {
      "index_entries() -> (index key hashes, their records' physical offsets) after place()"},
     {"queue_units", (PyCFunction)group_queue_units, METH_NOARGS,
      "queue_units() -> [(ConsumeQueue units, end of the last record) per key] after place()"},
-    {"reserve", (PyCFunction)group_reserve, METH_VARARGS,
-     "reserve(queued, queues) -> (bases, targets, ends) | None: each key's base offset, queue and its end"},
-    {"append_units", (PyCFunction)group_append_units, METH_VARARGS,
-     "append_units(bases, targets): queue_units() appended to each key's ConsumeQueue (after place())"},
-    {"write_into", (PyCFunction)group_write_into, METH_VARARGS,
-     "write_into(segment, store_timestamp, bases) -> physical start | None: placed and copied into the segment"},
     {"index_into", (PyCFunction)group_index_into, METH_VARARGS,
      "index_into(mapping, slots, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, store_timestamp)"
      " -> (hash slot count, index count, first offset, last offset) | None: the index entries and header written"
@@ -745,9 +541,6 @@ static PyMethodDef group_methods[] = {
      "answers() -> [(opaque, physical offset, queue id, queue offset, waits)] after place()"},
     {"first_refused", (PyCFunction)group_first_refused, METH_O,
      "first_refused(limits) -> int: the first request over its topic's queue limit (count: none)"},
-    {"first_refused_known", (PyCFunction)(void (*)(void))group_first_refused_known, METH_FASTCALL,
-     "first_refused_known(configs, known) -> int | None: first_refused with the limits the lane's cache"
-     " {topic: (config, limit)} holds for the configs in configs; None when a topic misses"},
     {NULL},
 };
 

@@ -14,7 +14,7 @@ queue per timeout and request code (a producer's sends share one, so deadlines a
 append and, once answered, a pop, instead of a heap push and pop per request; the connection's one
 sweeper timer serves both. The queue is two parallel deques (deadlines, opaques) of floats and ints,
 which the garbage collector does not track: with thousands of sends in flight a tuple per send was
-one more object each collection traversed (docs/benchmarks.md, "Branch deepflight").
+one more object each collection traversed (docs/design-notes.md, "The client's collector").
 
 With the C lane built (``client_lane.c``, :mod:`sparkmq.remoting.client_native`), the SUCCESS answers
 of a strict compact shape (the broker's own) are walked in C first and their waiters get a
@@ -65,8 +65,8 @@ _LENGTH_BYTES = _LENGTH.size
 _LEAN_LENGTHS = (MIN_FRAME_LENGTH, MAX_TAIL_BYTES)  # a length prefix outside goes to the reference decoder
 #: Lean requests of one loop turn are written in chunks of this many frames, not all at the turn's end: the
 #: broker starts on the first chunk while the rest are being built, and its answers are waiting when the
-#: turn ends, so client and broker work at once instead of taking turns (docs/benchmarks.md, "Branch
-#: sendoverlap"). 128 in flight make two such groups; a smaller chunk costs each side a write or read more.
+#: turn ends, so client and broker work at once instead of taking turns (docs/design-notes.md, "Chunked
+#: writes"). 128 in flight make two such groups; a smaller chunk costs each side a write or read more.
 LEAN_CHUNK_FRAMES = 64
 #: ... unless this many written requests are still unanswered: the broker has work, a chunk more would only
 #: cost it a read more (and the turn's tail a write of its own); the turn's frames then go out at its end.

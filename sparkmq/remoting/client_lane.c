@@ -926,8 +926,8 @@ static int schedule(Waiter *w, PyObject *callback, PyObject *context) {
 
 /* Wake-ups of one read. asyncio schedules every done callback of a future with a Handle of its own (a Handle
  * and an argument tuple, two GC-tracked objects per answer): a read delivering hundreds of answers made
- * hundreds of them before any Task ran and freed anything, and tripped the collector (docs/benchmarks.md,
- * "Branch connload"). deliver() instead collects [loop, waiter, callback, context, waiter, callback, ...]
+ * hundreds of them before any Task ran and freed anything, and tripped the collector (docs/design-notes.md,
+ * "The client's collector"). deliver() instead collects [loop, waiter, callback, context, waiter, callback, ...]
  * and schedules one loop callback, run_wakeups, which calls each in its context in order, as the Handles
  * would have. */
 static PyObject *run_wakeups_fn;
@@ -987,7 +987,7 @@ static int schedule_wakeups(Wakeups *wakeups) {
  * let go (set to None) once its callback ran, as its Handle would have been: a Task that resumed and sent
  * again frees its finished send's waiter (and the message and callback it holds) at once, not when the
  * whole read's list goes, so a read answering thousands of sends does not keep thousands alive beside
- * their successors (docs/benchmarks.md, "Branch connflat"). */
+ * their successors (docs/design-notes.md, "The client's collector"). */
 static PyObject *run_wakeups(PyObject *self, PyObject *wakeups) {
     (void)self;
     if (!PyList_CheckExact(wakeups)) {

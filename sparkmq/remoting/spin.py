@@ -1,7 +1,7 @@
 """A bounded spin: keep an event loop polling, not sleeping, for a short window after it read.
 
 On a VM an idle vCPU halts, and waking it goes through the hypervisor: tens of µs per wake-up,
-paid by each side of every request/answer round trip (docs/benchmarks.md, "Branch latency").
+paid by each side of every request/answer round trip (docs/design-notes.md, "Idle vCPUs and the spin").
 The Go runtime avoids most of them by spinning before it parks a thread. This is the event-loop
 version: after a connection read, the loop keeps a callback scheduled for the window, so it
 polls its sockets with a zero timeout instead of blocking, and an answer or the next request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,18 @@ from sparkmq.store.mapped_file_queue import MappedFileQueue
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _INT16 = struct.Struct(">h")
+_MAGIC = struct.pack(">i", L.MESSAGE_MAGIC_CODE)
+
+
+@dataclass(frozen=True, slots=True)
+class Resync:
+    """How a scan goes on past bytes that hold no valid record: to the next record proven intact
+    (magic, its own offset in its head, sizes, body CRC) stored at or before ``until`` (a store
+    timestamp: what was flushed before a crash; a torn put's later records are not), calling
+    ``skipped(offset, byte count, the record there when only its body CRC fails, else None)``."""
+
+    until: int
+    skipped: Callable[[int, int, ScannedRecord | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +211,11 @@ class CommitLog:
     def flush(self) -> int:
         return self.queue.flush()
 
-    def scan(self, start_offset: int, check_crc: bool) -> Generator[ScannedRecord, None, None]:
-        """Valid records from ``start_offset`` on, stopping at the first invalid or empty one.
+    def scan(
+        self, start_offset: int, check_crc: bool, resync: Resync | None = None
+    ) -> Generator[ScannedRecord, None, None]:
+        """Valid records from ``start_offset`` on, stopping at the first invalid or empty one;
+        with ``resync``, going on past invalid bytes to the next record proven intact (``Resync``).
 
         After exhausting it, ``self.scan_end`` is the offset just past the last valid record
         (``processOffset`` of RocketMQ's recovery).
@@ -218,7 +233,18 @@ class CommitLog:
                         break
                     record = _check_record(view, pos, limit, mapped.start_offset, check_crc)
                     if record is None:
-                        return
+                        resumed = None if resync is None else _next_intact(mapped, view, pos, limit, resync.until)
+                        if resumed is None and resync is not None and self._starts_intact(mapped, resync.until):
+                            resumed = limit  # the damage runs to this segment's end; the next one is intact
+                        if resumed is None:
+                            return
+                        assert resync is not None
+                        damaged = _check_record(view, pos, limit, mapped.start_offset, False)
+                        if damaged is not None and damaged.size != resumed - pos:
+                            damaged = None
+                        resync.skipped(mapped.start_offset + pos, resumed - pos, damaged)
+                        pos = resumed
+                        continue
                     yield record
                     pos += record.size
                     self.scan_end = mapped.start_offset + pos
@@ -232,6 +258,16 @@ class CommitLog:
             start_offset = mapped.start_offset
             self.scan_end = start_offset
 
+    def _starts_intact(self, mapped: MappedFile, until: int) -> bool:
+        """Whether the segment after ``mapped`` begins with a record proven intact, stored at or before ``until``."""
+        index = self.queue.files.index(mapped)
+        if index + 1 >= len(self.queue.files):
+            return False
+        following = self.queue.files[index + 1]
+        with following.view() as view:
+            record = _check_record(view, 0, following.write_position, following.start_offset, True)
+        return record is not None and record.store_timestamp <= until
+
     def first_store_timestamp(self, mapped: MappedFile) -> int:
         """STORETIMESTAMP of a segment's first record, 0 if it does not begin with a message."""
         with mapped.view() as view:
@@ -239,6 +275,21 @@ class CommitLog:
             if magic != L.MESSAGE_MAGIC_CODE or size < L.RECORD_FIXED_BYTES:
                 return 0
             return int.from_bytes(view[L.POS_STORE_TIMESTAMP : L.POS_STORE_TIMESTAMP + 8], "big", signed=True)
+
+
+def _next_intact(mapped: MappedFile, view: memoryview, pos: int, limit: int, until: int) -> int | None:
+    """The position after ``pos`` of the first record proven intact and stored at or before ``until``
+    (its magic found by ``mmap.find``, then every check and its CRC), None when there is none."""
+    at = pos + 1
+    while True:
+        found = mapped.find(_MAGIC, at + L.POS_MAGIC, limit)
+        if found < 0:
+            return None
+        candidate = found - L.POS_MAGIC
+        record = _check_record(view, candidate, limit, mapped.start_offset, True)
+        if record is not None and record.store_timestamp <= until:
+            return candidate
+        at = candidate + 1
 
 
 def _check_record(view: memoryview, pos: int, limit: int, file_start: int, check_crc: bool) -> ScannedRecord | None:

@@ -16,7 +16,6 @@ from sparkmq.message.record import IntColumn
 from sparkmq.store.disk import store_io
 from sparkmq.store.mapped_file import MappedFile, MapPool, offset_to_file_name
 from sparkmq.store.mapped_file_queue import MappedFileQueue
-from sparkmq.store.native_bases import QueueBase
 
 UNIT_BYTES = 20  # CQ_STORE_UNIT_SIZE
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
@@ -47,10 +46,8 @@ def encode_units_bulk(offsets: IntColumn, sizes: IntColumn, tags_codes: IntColum
     return units.tobytes()
 
 
-class ConsumeQueue(QueueBase):
+class ConsumeQueue:
     """The units of ``topic``/``queue_id``; logical offset k lives at byte ``20*k``."""
-
-    files: MappedFileQueue
 
     def __init__(self, topic: str, queue_id: int, root: Path, units_per_file: int, pool: MapPool | None = None) -> None:
         self.topic = topic
@@ -195,6 +192,17 @@ class ConsumeQueue(QueueBase):
             offset += take
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def blank_unit_of(self, queue_offset: int, physical: int, size: int) -> bool:
+        """Blank the unit at ``queue_offset`` if it names the record at ``physical`` of ``size`` bytes."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return False
+        if _UNIT.unpack(self.read_unit_bytes(queue_offset, 1))[:2] != (physical, size):
+            return False
+        mapped = self.files.find(queue_offset * UNIT_BYTES)
+        assert mapped is not None
+        mapped.rewrite(queue_offset * UNIT_BYTES - mapped.start_offset, _BLANK_UNIT)
+        return True
+
     def last_unit(self) -> np.void | None:
         if self.max_offset <= self.min_offset:
             return None
@@ -235,7 +243,18 @@ class ConsumeQueue(QueueBase):
         real, offset, size = self._next_real_unit(lo, hi)
         if real >= hi or holds(offset, size):  # the usual answer at start-up: the first unit
             return real
-        lo, found = real + 1, hi
+        while True:
+            found = self._search(real + 1, hi, holds)
+            if found >= hi:
+                return found
+            # A damaged unit (a wild offset) breaks the order: the answer holds for the unit after it too.
+            real, offset, size = self._next_real_unit(found + 1, hi)
+            if real >= hi or holds(offset, size):
+                return found
+
+    def _search(self, lo: int, hi: int, holds: Callable[[int, int], bool]) -> int:
+        """``_first_real_unit_where``'s binary search over [lo, hi) (``hi`` if no unit holds)."""
+        found = hi
         while lo < hi:
             mid = (lo + hi) // 2
             real, offset, size = self._next_real_unit(mid, hi)
@@ -253,7 +272,8 @@ class ConsumeQueue(QueueBase):
             units = self.read_units(start, min(stop - start, _BLANK_RUN_READ))
             if len(units) == 0:
                 break
-            real = np.flatnonzero(units["size"] != BLANK_UNIT_SIZE)
+            sizes = units["size"]  # a unit of a negative size or offset is damage, stepped over as a blank
+            real = np.flatnonzero((sizes != BLANK_UNIT_SIZE) & (sizes > 0) & (units["offset"] >= 0))
             if len(real):
                 unit = units[int(real[0])]
                 return start + int(real[0]), int(unit["offset"]), int(unit["size"])
@@ -296,24 +316,45 @@ class ConsumeQueue(QueueBase):
 
 def _valid_prefix(mapped: MappedFile) -> tuple[int, int, bool]:
     """(valid units from the file start, end of the last real one or -1, whether the first
-    invalid unit is all zeros), reading from one page's units up to ``_RECOVER_CHUNK`` at a time."""
+    invalid unit is all zeros), reading from one page's units up to ``_RECOVER_CHUNK`` at a time.
+
+    An invalid unit that is not all zeros ends the queue only when zeros follow it (a torn write);
+    followed by a valid unit, or by the file's end, it is damage inside the queue: kept, so the units
+    after it stay, and repaired from the CommitLog by the read that meets it (``queue_repair``)."""
     total = mapped.file_bytes // UNIT_BYTES
     valid, last_end, zero_after = total, -1, True
     chunk = bad = last = None
     with mapped.view() as view:
         units = np.frombuffer(view, dtype=UNIT_DTYPE)
         start, step = 0, _RECOVER_FIRST_CHUNK
-        while start < total:
+        while start < total and valid == total:
             chunk = units[start : start + step]
             bad = np.flatnonzero((chunk["offset"] < 0) | (chunk["size"] <= 0))
-            if len(bad):
-                valid = start + int(bad[0])
-                zero_after = not chunk[int(bad[0]) : int(bad[0]) + 1].tobytes().strip(b"\0")
-                break
+            for index in (start + int(b) for b in bad):
+                after = _damage_run_end(units, index)
+                if after < 0:
+                    valid = index
+                    zero_after = not units[index : index + 1].tobytes().strip(b"\0")
+                    break
             start, step = start + len(chunk), min(step * 4, _RECOVER_CHUNK)
-        if valid:
-            last = units[valid - 1]
-            if int(last["size"]) != BLANK_UNIT_SIZE:
+        for index in range(valid - 1, -1, -1):  # the last real unit: back over damaged ones, not blanks
+            last = units[index]
+            if int(last["size"]) == BLANK_UNIT_SIZE:
+                break
+            if int(last["offset"]) >= 0 and int(last["size"]) > 0:
                 last_end = int(last["offset"]) + int(last["size"])
+                break
         del units, chunk, bad, last
     return valid, last_end, zero_after
+
+
+def _damage_run_end(units: npt.NDArray[np.void], index: int) -> int:
+    """Past the run of invalid non-zero units from ``index``: the next valid unit's index (or the
+    file's end), or -1 when the run ends in a zero unit (or ``index`` is zero itself): a torn tail."""
+    for at in range(index, len(units)):
+        unit = units[at]
+        if not units[at : at + 1].tobytes().strip(b"\0"):
+            return -1
+        if int(unit["offset"]) >= 0 and int(unit["size"]) > 0:
+            return at
+    return len(units)

@@ -31,7 +31,7 @@ def msync(mapping: mmap.mmap, start: int = 0, size: int | None = None) -> None:
 
     Through libc by ctypes where it is found, which releases the GIL for the disk wait:
     ``mmap.flush`` holds it, and an index or ConsumeQueue flush then stalled the event loop
-    for milliseconds (docs/benchmarks.md, Clients). Whoever closes a mapping waits for the
+    for milliseconds (docs/design-notes.md, "Flushes and the GIL"). Whoever closes a mapping waits for the
     flush lock first (``StoreFlush``), so the buffer export below never blocks a close.
     """
     if size is None:

@@ -57,6 +57,16 @@ def index_hash_value(prefix: str, value: bytes) -> int:
     return 0 if h > _INT_MAX else h
 
 
+class IndexDamage(StoreError):
+    """A damaged header, slot or entry of ``index``: the store rebuilds that file from the CommitLog."""
+
+    def __init__(self, index: IndexFile, position: int, detail: str) -> None:
+        super().__init__(f"index file {index.path} position {position}: {detail}")
+        self.index = index
+        self.position = position
+        self.detail = detail
+
+
 class IndexFile:
     """One index file of ``slots`` hash slots and ``entries`` entries."""
 
@@ -286,20 +296,36 @@ class IndexFile:
         last_of_slot = np.append(sorted_slots[1:] != sorted_slots[:-1], True)
         self._slots[sorted_slots[last_of_slot]] = numbers[last_of_slot]
 
+    def header_fault(self) -> str | None:
+        """What is wrong with the header's counts and bounds, or None."""
+        if not 1 <= self.index_count <= self.entries or not 0 <= self.hash_slot_count <= self.slots:
+            return f"header counts {self.index_count} entries, {self.hash_slot_count} slots"
+        if not 0 <= self.begin_phy_offset <= self.end_phy_offset or self.begin_timestamp > self.end_timestamp:
+            return f"header bounds [{self.begin_phy_offset}, {self.end_phy_offset}]"
+        return None
+
     def select(self, key_hash: int, max_count: int, begin: int, end: int) -> list[int]:
-        """Physical offsets of entries with ``key_hash`` stored in [begin, end] ms, newest first."""
+        """Physical offsets of entries with ``key_hash`` stored in [begin, end] ms, newest first.
+
+        Raises :class:`IndexDamage` at a link out of range (a slot head past the count, a previous
+        entry not before its entry) or an entry naming a record outside the file's bounds."""
         found: list[int] = []
-        number = int(self._slots[key_hash % self.slots])
-        while 0 < number < self.index_count and len(found) < max_count:
-            entry = self._entries[number]
-            stored_at = self.begin_timestamp + int(entry["time_diff"]) * 1000
+        slot = key_hash % self.slots
+        number = int(self._slots[slot])
+        if not 0 <= number < self.index_count:
+            raise IndexDamage(self, HEADER_BYTES + slot * SLOT_BYTES, f"slot head {number} of {self.index_count}")
+        while number > 0 and len(found) < max_count:
+            entry = self._entries[number]  # a view of the mapping: not kept past this line (destroy closes it)
+            entry_hash, offset, diff, previous = (int(entry[field]) for field in ENTRY_DTYPE.names or ())
+            del entry
+            if not self.begin_phy_offset <= offset <= self.end_phy_offset or not 0 <= previous < number:
+                at = HEADER_BYTES + self.slots * SLOT_BYTES + number * ENTRY_BYTES
+                raise IndexDamage(self, at, f"entry {number}: offset {offset}, previous entry {previous}")
+            stored_at = self.begin_timestamp + diff * 1000
             if stored_at < begin:
                 break
-            if int(entry["key_hash"]) == key_hash and stored_at <= end:
-                found.append(int(entry["phy_offset"]))
-            previous = int(entry["prev_index"])
-            if previous >= number:
-                break
+            if entry_hash == key_hash and stored_at <= end:
+                found.append(offset)
             number = previous
         return found
 

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sparkmq.message.record import IntColumn
-from sparkmq.store.index_file import IndexFile, index_key_hashes
+from sparkmq.store.index_file import IndexDamage, IndexFile, index_key_hashes
 
 if TYPE_CHECKING:
     from sparkmq.store.lane import EncodedGroup
@@ -35,6 +35,7 @@ class IndexService:
         self.slots = slots
         self.entries = entries
         self.files: list[IndexFile] = []
+        self.damaged: list[IndexDamage] = []  # files ``load`` found damaged: the store rebuilds them
 
     def load(self) -> None:
         """Open the existing files, oldest first; repair the newest one's slot heads after a kill.
@@ -45,7 +46,10 @@ class IndexService:
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
             self.files.append(IndexFile(path, self.slots, self.entries))
-        if self.files and (repaired := self.files[-1].repair_heads()):
+            fault = self.files[-1].header_fault()
+            if fault is not None:
+                self.damaged.append(IndexDamage(self.files[-1], 0, fault))
+        if self.files and self.files[-1].header_fault() is None and (repaired := self.files[-1].repair_heads()):
             logger.warning(
                 "index file %s: %d slot heads named entries a killed put never counted; repaired",
                 self.files[-1].path.name,
@@ -147,6 +151,17 @@ class IndexService:
                     if len(found) == max_count:
                         break
         return list(found)
+
+    def drop_from(self, damaged: IndexFile) -> int:
+        """Destroy ``damaged`` and every newer file; the CommitLog offset to index again from."""
+        at = self.files.index(damaged)
+        start = damaged.begin_phy_offset if damaged.header_fault() is None else -1
+        if start < 0:
+            start = self.files[at - 1].end_phy_offset if at else 0
+        for index in self.files[at:]:
+            index.destroy()
+        del self.files[at:]
+        return start
 
     def detach_below(self, commitlog_min: int) -> list[IndexFile]:
         """Take out files whose entries all point below the CommitLog minimum (never the newest).

@@ -2,7 +2,8 @@
 CommitLog records are already encoded, waiting for their place in the log.
 
 The store never imports the extension that builds such a group (``sparkmq.native``); it calls
-these methods only. ``MessageStore.put_lane_group`` is the one user (with ``IndexService.put_lane``).
+these methods only, with plain values and its own buffers, and keeps every piece of its state
+itself. ``MessageStore.put_lane_group(s)`` is the one user (with ``IndexService.put_lane``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import mmap
-
-    from sparkmq.store.consume_queue import ConsumeQueue
-    from sparkmq.store.native_bases import SegmentBase
 
 
 class EncodedGroup(Protocol):
@@ -43,11 +41,6 @@ class EncodedGroup(Protocol):
         """The records as stored from ``physical_start``: each key's queue offsets count up from
         its base, every record gets ``store_timestamp``."""
 
-    def write_into(self, segment: SegmentBase, store_timestamp: int, bases: list[int]) -> int | None:
-        """``place`` at ``segment``'s write position and the records copied in as ``segment.append``
-        would; the physical start, or None with nothing done when the segment is not the C type,
-        mapped, with room (the caller places and appends)."""
-
     def index_into(
         self,
         mapping: mmap.mmap,
@@ -66,16 +59,6 @@ class EncodedGroup(Protocol):
     def queue_units(self) -> list[tuple[bytes, int]]:
         """After ``place``: per key its ConsumeQueue units (``encode_units_plain`` of its records'
         physical offsets, sizes and tags codes) and the end (physical offset + size) of its last record."""
-
-    def reserve(
-        self, queued: dict[tuple[str, int], int], queues: dict[tuple[str, int], ConsumeQueue]
-    ) -> tuple[list[int], list[ConsumeQueue], list[int]] | None:
-        """Per key its base queue offset (``queued.get(key, 0)``), its ConsumeQueue
-        (``queues[key]``) and that queue's ``max_physical_offset``; ``queued[key]`` moves on by the
-        key's count. None, with nothing changed, when a key has no ConsumeQueue yet."""
-
-    def append_units(self, bases: list[int], targets: list[ConsumeQueue]) -> None:
-        """After ``place``: ``targets[k].append_units(bases[k], *queue_units()[k])`` for every key k."""
 
     def index_entries(self) -> tuple[list[int], list[int]]:
         """After ``place``: the group's index key hashes and their records' physical offsets, in log order."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import mmap
 import os
 import sys
@@ -14,7 +15,6 @@ import numpy as np
 
 from sparkmq.errors import ConfigError, DiskError, SegmentAllocationError, StoreError
 from sparkmq.store import disk
-from sparkmq.store.native_bases import SegmentBase, next_tick
 
 PAGE_BYTES = mmap.PAGESIZE
 # On Linux, msync(MS_SYNC) is vfs_fsync_range(datasync=1) on the file: fdatasync on a
@@ -77,17 +77,17 @@ class MapPool:
             raise ConfigError(f"max_mapped must be at least 1, not {max_mapped}")
         self.max_mapped = max_mapped
         self._used: set[MappedFile] = set()  # the mapped segments; each one's ``tick`` is its last use
+        self._clock = itertools.count(1).__next__
         self._lock = threading.Lock()
 
     def touch(self, used: MappedFile) -> None:
         """``used`` is mapped and in use now: remember that, and unmap the idlest beyond the cap.
 
         A segment already mapped costs one store into its ``tick`` (a group put touches every
-        queue it writes, ~130 at 1,000 queues; the send lane does the same in C: a mapped segment
-        of a pool is always in it); the least recently used are found only when one is mapped
-        again over the cap, and a few more than needed go then, so a scan is not paid per map.
+        queue it writes, ~130 at 1,000 queues); the least recently used are found only when one
+        is mapped again over the cap, and a few more than needed go then, so a scan is not paid per map.
         """
-        used.tick = next_tick()
+        used.tick = self._clock()
         pooled = self._used
         if used in pooled:
             return
@@ -112,7 +112,7 @@ class MapPool:
         return len(self._used)
 
 
-class MappedFile(SegmentBase):
+class MappedFile:
     """A segment of ``file_bytes`` mapped into memory; appends go to ``write_position``.
 
     With ``sync_by_fd`` (CommitLog segments), ``flush`` calls ``os.fdatasync`` on a
@@ -137,9 +137,9 @@ class MappedFile(SegmentBase):
         self._fd: int | None = None
         self._pool = pool
         self._io = threading.Lock()  # a sync in progress vs. an eviction of the mapping
-        self._mmap = None  # set to None before the mapping is closed: the C base keeps its address
+        self._mmap: mmap.mmap | None = None
         self._closed = False
-        self.tick = 0
+        self.tick = 0  # MapPool: the last use
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
         exists = path.exists()
@@ -234,6 +234,19 @@ class MappedFile(SegmentBase):
         self.write_position = end
         return pos
 
+    def rewrite(self, pos: int, data: bytes) -> None:
+        """Overwrite ``data`` at ``pos`` (below the write position: a repair) and sync it now."""
+        if pos < 0 or pos + len(data) > self.write_position:
+            raise StoreError(f"rewrite of {len(data)} bytes at {pos} outside {self.path.name}'s written bytes")
+        mapping = self._mapped()
+        mapping[pos : pos + len(data)] = data
+        start = pos - pos % PAGE_BYTES
+        try:
+            with self._io:
+                disk.msync(mapping, start, pos + len(data) - start)
+        except OSError as exc:
+            raise DiskError(f"flush of {self.path} failed: {exc}") from exc
+
     def mark_full(self) -> None:
         """Treat the rest of the file as used (after an END_OF_FILE filler)."""
         self.write_position = self.file_bytes
@@ -246,6 +259,10 @@ class MappedFile(SegmentBase):
         """The bytes of every ``[start, stop)`` (within this file), back to back, in one copy each."""
         mapping = self._mapped()
         return b"".join([mapping[start:stop] for start, stop in zip(starts, stops, strict=True)])
+
+    def find(self, sub: bytes, start: int, end: int) -> int:
+        """The lowest position of ``sub`` within [start, end), -1 if none (no copy: ``mmap.find``)."""
+        return self._mapped().find(sub, start, end)
 
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""

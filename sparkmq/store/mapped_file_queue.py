@@ -9,23 +9,20 @@ from pathlib import Path
 from sparkmq.errors import StoreError
 from sparkmq.store.disk import store_io
 from sparkmq.store.mapped_file import MappedFile, MapPool, offset_to_file_name
-from sparkmq.store.native_bases import FileListBase
 
 
-class MappedFileQueue(FileListBase):
+class MappedFileQueue:
     """Segments of ``file_bytes`` in ``directory``, each named by its start offset.
 
     Offsets are global: segment ``k`` covers ``[start, start + file_bytes)``.
     """
-
-    files: list[MappedFile]
 
     def __init__(self, directory: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
         self.sync_by_fd = sync_by_fd  # see MappedFile: fdatasync instead of msync (CommitLog)
         self.pool = pool  # see MapPool: mappings of idle segments come and go (ConsumeQueues)
-        self.files = []
+        self.files: list[MappedFile] = []
         self.retired: list[MappedFile] = []  # taken out of ``files``, not yet closed and unlinked
 
     def load(self) -> None:

@@ -23,37 +23,43 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from sparkmq.errors import DiskError, StoreClosedError, StoreError
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage
 from sparkmq.store.checkpoint import StoreCheckpoint
-from sparkmq.store.commitlog import CommitLog
+from sparkmq.store.commitlog import CommitLog, Resync
 from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import ConsumeQueue
+from sparkmq.store.damage import INDEX_FILE, DamageReport
 from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchListener, GroupDispatchListener, TagsCoder, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
+from sparkmq.store.index_file import IndexDamage
 from sparkmq.store.index_service import IndexService
 from sparkmq.store.lane import EncodedGroup
 from sparkmq.store.lookups import decode_or_none, earliest_message_time, has_key, offset_by_timestamp, record_at
 from sparkmq.store.mapped_file import MapPool
 from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.put_steps import (
+    append_lane_units,
     dispatch,
     index_finished,
+    index_request,
     put_batch,
     put_group,
     refused,
-    reserve_new,
+    reserve_keys,
     roll_back,
     write_refusal,
 )
 from sparkmq.store.queue_manifest import QueueManifest
+from sparkmq.store.queue_repair import QueueDamage, repair, reported_elsewhere
 from sparkmq.store.reads import FrameAnswer, RecordFilter, read_frame, read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
 from sparkmq.store.replica import append_run, read_run
@@ -62,6 +68,8 @@ from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover
 from sparkmq.store.status import GetResult, PutResult
 
 logger = logging.getLogger(__name__)
+_Read = TypeVar("_Read")
+MAX_REPAIRS_PER_READ = 64  # each repair fixes or blanks a unit: a read meets at most this many
 
 
 class MessageStore:
@@ -90,6 +98,7 @@ class MessageStore:
         self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
+        self.damage = DamageReport()
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -106,13 +115,13 @@ class MessageStore:
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
         trusted = last_exit_ok or page_cache_intact
         queues_from = load_queues(cfg, self.commitlog, self._manifest, self._map_pool, self._queues, not trusted)
-        index_from = load_index(self.index, self.checkpoint, self.commitlog, trusted)
+        index_from = load_index(self.index, self.checkpoint, self.commitlog, trusted, self.damage)
         replay_from = min((offset for offset in (queues_from, index_from) if offset is not None), default=None)
         dispatch_here = partial(dispatch, self)
         if replay_from is not None:
             replay(cfg, self.commitlog, self.coder, dispatch_here, replay_from)
         recovery = Recovery(
-            self.commitlog, self._queues, self.index, self.checkpoint, self.coder, cfg.check_crc_on_recover
+            self.commitlog, self._queues, self.index, self.checkpoint, self.coder, cfg.check_crc_on_recover, self.damage
         )
         report = recovery.run(last_exit_ok, page_cache_intact, dispatch_here)
         recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
@@ -223,15 +232,12 @@ class MessageStore:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
             queued = self._next_queue_offset
-            reserved = group.reserve(queued, self._queues)
-            bases, targets, ends = reserve_new(self, group) if reserved is None else reserved
-            start = group.write_into(mapped, store_timestamp, bases)  # place + append in C
-            if start is None:
-                start = mapped.start_offset + mapped.write_position
-                mapped.append(group.place(start, store_timestamp, bases))
+            bases, targets, ends = reserve_keys(self, group)
+            start = mapped.start_offset + mapped.write_position
+            mapped.append(group.place(start, store_timestamp, bases))
             self._last_store_timestamp = store_timestamp
             try:
-                group.append_units(bases, targets)
+                append_lane_units(group, bases, targets)
                 index_finished(self, self.index.put_lane(group, start, store_timestamp))
             except DiskError as exc:  # as put_lane_groups
                 self.flusher.fail_stop(exc)
@@ -264,12 +270,11 @@ class MessageStore:
             if total + L.END_FILE_MIN_BLANK_LENGTH > mapped.remaining:
                 return None
             store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
-            queued, queues = self._next_queue_offset, self._queues
+            queued = self._next_queue_offset
             start = position = mapped.start_offset + mapped.write_position
             records, planned = [], []
             for group in groups:
-                reserved = group.reserve(queued, queues)
-                bases, targets, ends = reserve_new(self, group) if reserved is None else reserved
+                bases, targets, ends = reserve_keys(self, group)
                 records.append(group.place(position, store_timestamp, bases))
                 planned.append((position, bases, targets, ends))
                 position += group.record_bytes
@@ -277,7 +282,7 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             try:  # dispatch's work (put_steps), each queue's units written in one go
                 for group, (_at, bases, targets, _ends) in zip(groups, planned, strict=True):
-                    group.append_units(bases, targets)
+                    append_lane_units(group, bases, targets)
                 hashes, offsets = [], []
                 for group in groups:
                     index_hashes, index_offsets = group.index_entries()
@@ -387,14 +392,9 @@ class MessageStore:
         if not self.running:
             raise StoreClosedError("the message store is not running")
         with self._lock:
-            return read_queue(
-                self.commitlog,
-                self._queues.get((topic, queue_id)),
-                offset,
-                max_count,
-                max_bytes,
-                tags_codes,
-                record_filter,
+            queue = self._queues.get((topic, queue_id))
+            return self._repairing(
+                partial(read_queue, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, record_filter)
             )
 
     def read_frame(
@@ -416,7 +416,17 @@ class MessageStore:
             return None
         with self._lock:
             queue = self._queues.get((topic, queue_id))
-            return read_frame(self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer, out, reserve)
+            frame = partial(read_frame, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer)
+            return self._repairing(partial(frame, out, reserve))
+
+    def _repairing(self, read: Callable[[], _Read]) -> _Read:
+        """``read()``, after repairing each damaged ConsumeQueue unit it meets (``queue_repair``)."""
+        for _ in range(MAX_REPAIRS_PER_READ):
+            try:
+                return read()
+            except QueueDamage as damage:
+                repair(self.commitlog, damage.queue, self.coder, damage.queue_offset, self.damage)
+        return read()
 
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
@@ -454,9 +464,26 @@ class MessageStore:
     ) -> list[StoredMessage]:
         """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, newest first."""
         with self._lock:
-            offsets = self.index.query(f"{topic}#{key}", max_count, begin, end)
+            offsets = self._index_query(f"{topic}#{key}", max_count, begin, end)
         messages = [self.look_message_by_offset(offset) for offset in offsets]
         return [message for message in messages if message is not None and has_key(message, topic, key)]
+
+    def _index_query(self, key: str, max_count: int, begin: int, end: int) -> list[int]:
+        """``index.query``, rebuilding each damaged index file it meets from the CommitLog first."""
+        for _ in range(len(self.index.files)):
+            try:
+                return self.index.query(key, max_count, begin, end)
+            except IndexDamage as damage:
+                self.rebuild_index(damage)
+        return self.index.query(key, max_count, begin, end)
+
+    def rebuild_index(self, damage: IndexDamage) -> None:
+        """Report ``damage``, drop its file and the newer ones, and index the CommitLog again from there."""
+        self.damage.found(INDEX_FILE, "rebuilt", f"{damage.index.path} position {damage.position}", damage.detail)
+        start = max(self.index.drop_from(damage.index), self.commitlog.min_offset)
+        records = self.commitlog.scan(start, False, Resync(2**63 - 1, reported_elsewhere))
+        for request in requests_for_scan(self.coder, records):
+            index_request(self, request)
 
     def delete_topics(self, topics: Collection[str]) -> None:
         """Drop the ConsumeQueues of ``topics`` (their records age out of the CommitLog)."""

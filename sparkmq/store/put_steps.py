@@ -166,15 +166,24 @@ def put_group(store: MessageStore, group: list[MessageBatch], store_timestamp: i
     return results
 
 
-def reserve_new(store: MessageStore, group: EncodedGroup) -> tuple[list[int], list[ConsumeQueue], list[int]]:
-    """``group.reserve`` when one of its queues gets its first message: the queue is created here."""
-    queued, keys = store._next_queue_offset, group.keys
-    bases = [queued.get(key, 0) for key in keys]
-    targets = [store._queues.get(key) or queue_for(store, key) for key in keys]
-    ends = [queue.max_physical_offset for queue in targets]  # to roll back to
-    for key, base, count in zip(keys, bases, group.key_counts, strict=True):
+def reserve_keys(store: MessageStore, group: EncodedGroup) -> tuple[list[int], list[ConsumeQueue], list[int]]:
+    """A lane group's queues, planned: per key its first queue offset, its ConsumeQueue (created
+    on first use) and that queue's end to roll back to; the store's next offsets move past the group."""
+    queued, queues, keys = store._next_queue_offset, store._queues, group.keys
+    targets = [queues.get(key) or queue_for(store, key) for key in keys]  # all of them before an offset moves
+    bases, ends = [], []
+    for key, count, queue in zip(keys, group.key_counts, targets, strict=True):
+        base = queued.get(key, 0)
         queued[key] = base + count
+        bases.append(base)
+        ends.append(queue.max_physical_offset)
     return bases, targets, ends
+
+
+def append_lane_units(group: EncodedGroup, bases: list[int], targets: list[ConsumeQueue]) -> None:
+    """A placed lane group's ConsumeQueue units, each key's written in one go (``reserve_keys``' plan)."""
+    for queue, base, (units, end) in zip(targets, bases, group.queue_units(), strict=True):
+        queue.append_units(base, units, end)
 
 
 def index_finished(store: MessageStore, finished: int | None) -> None:
@@ -227,20 +236,25 @@ def queue_for(store: MessageStore, key: tuple[str, int]) -> ConsumeQueue:
     return queue
 
 
+def index_request(store: MessageStore, request: DispatchRequest) -> None:
+    """Put ``request``'s index entries (what the index already holds is skipped)."""
+    if len(request.index_hashes):
+        rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
+        if isinstance(rows, list):  # the plain path of a small batch
+            offsets = [offsets[r] for r in rows]
+            timestamps = [timestamps[r] for r in rows]
+        else:
+            offsets = np.asarray(offsets)[rows]
+            timestamps = np.asarray(timestamps)[rows]
+        index_finished(store, store.index.put(request.index_hashes, offsets, timestamps))
+
+
 def dispatch(store: MessageStore, request: DispatchRequest) -> None:
     """Write ``request``'s ConsumeQueue units and index entries, then tell the dispatch listeners."""
     with store._lock:
         queue = queue_for(store, (request.topic, request.queue_id))
         queue.append(request.queue_offset, request.physical_offsets, request.sizes, request.tags_codes)
-        if len(request.index_hashes):
-            rows, offsets, timestamps = request.index_rows, request.physical_offsets, request.store_timestamps
-            if isinstance(rows, list):  # the plain path of a small batch
-                offsets = [offsets[r] for r in rows]
-                timestamps = [timestamps[r] for r in rows]
-            else:
-                offsets = np.asarray(offsets)[rows]
-                timestamps = np.asarray(timestamps)[rows]
-            index_finished(store, store.index.put(request.index_hashes, offsets, timestamps))
+        index_request(store, request)
         store._last_dispatched_timestamp = int(request.store_timestamps[-1])
         if store._listeners:
             key = (request.topic, request.queue_id)

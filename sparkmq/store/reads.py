@@ -12,6 +12,7 @@ from sparkmq.message import layout as L
 from sparkmq.native import queueread
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, UNIT_BYTES, ConsumeQueue
+from sparkmq.store.queue_repair import QueueDamage, record_fault
 from sparkmq.store.status import GetMessageStatus, GetResult
 
 MAX_FILTER_SCAN_UNITS = 16_000  # maxFilterMessageCount: units scanned per read when filtering
@@ -40,7 +41,8 @@ def read_queue(
     """``DefaultMessageStore.getMessage`` for one queue, moving records as whole runs.
 
     ``tags_codes`` filters on ConsumeQueue units; ``record_filter`` (SQL92) then sees each
-    remaining candidate's properties, read from the CommitLog.
+    remaining candidate's properties, read from the CommitLog. Raises :class:`QueueDamage` at the
+    first damaged unit met (``queue_repair``'s rules: every unit read, then each record taken).
     """
     if queue is None:
         return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -67,6 +69,12 @@ def read_queue(
     wanted = sizes != BLANK_UNIT_SIZE
     cl_min = commitlog.min_offset
     removed = wanted & (physical < cl_min)
+    damaged = wanted & ((sizes < L.RECORD_FIXED_BYTES) | (physical < 0))
+    live = np.flatnonzero(wanted & ~removed)
+    if len(live):  # records go up the log with the queue: one below a live one is no removed record
+        damaged[live[0] :] |= removed[live[0] :]
+    if damaged.any():
+        raise QueueDamage(queue, offset + int(np.argmax(damaged)))
     wanted &= ~removed
     if tags_codes is not None:
         wanted &= np.isin(units["tags_code"].astype(np.int64), np.fromiter(tags_codes, dtype=np.int64))
@@ -85,6 +93,9 @@ def read_queue(
     if len(rows) == 0:
         status = GetMessageStatus.MESSAGE_WAS_REMOVING if removed.any() else GetMessageStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, low, high)
+    for row in rows.tolist():
+        if record_fault(commitlog, queue.queue_id, offset + row, int(physical[row]), int(sizes[row])) is not None:
+            raise QueueDamage(queue, offset + row)
     buffers = commitlog.read_runs(physical[rows], sizes[rows])
     if buffers is None:
         return GetResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, low, high)
@@ -182,7 +193,7 @@ def _gather(
     """``function`` (a ``_queueread`` gather) over the units from ``offset``, given the CommitLog
     segments of the first unit (and of the last, without a tag filter: it takes every unit up to a
     limit), then of each record taken that those do not hold; None when such a segment is gone or
-    a read would need more than ``MAX_READ_SEGMENTS``."""
+    a read would need more than ``MAX_READ_SEGMENTS``. Raises :class:`QueueDamage` as ``read_queue``."""
     units = queue.read_unit_bytes(offset, min(window, queue.max_offset - offset))
     if not units:
         return None
@@ -211,9 +222,11 @@ def _gather(
                     for segment, view in zip(mapped, views, strict=True)
                 ]
             )
-            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, *extra)
+            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue.queue_id, *extra)
             if not isinstance(read, int):
                 return read
+            if read < 0:
+                raise QueueDamage(queue, offset - 1 - read)
             holder = find(read)
             if holder is None:
                 return None

@@ -12,6 +12,16 @@ The work is bounded by the tail, not by what is stored:
   proves safe (``recoverAbnormally``), checking magic, size, position and body CRC.
 
 Either way the torn tail is cut and ConsumeQueue / index entries beyond it are dropped.
+
+Bytes that hold no valid record do not end the log when an intact record follows them: the scan
+resynchronises on the next record proven intact (its magic, its own offset in its head, its sizes
+and its body CRC: a false match needs all of them) that was stored before what the checkpoint says
+was flushed (after a clean exit: anywhere). A torn put can leave a later record of its batch whole
+after an earlier one torn (memcpy does not store in order), and such a record was never
+acknowledged: stopping there, as RocketMQ does, is right for it. Damage below the flushed point is
+the disk's, and the intact records after it were acknowledged: they are kept, and what was skipped
+is reported (a record whose body fails its CRC has its ConsumeQueue unit blanked, so consumers move
+past it).
 What start-up finds missing (a lost ConsumeQueue file or directory, lost index files) is
 rebuilt from the CommitLog before this runs (``lost_queue_start``, ``startup.load_queues``).
 """
@@ -28,8 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from sparkmq.store.checkpoint import StoreCheckpoint
-from sparkmq.store.commitlog import CommitLog
+from sparkmq.store.commitlog import CommitLog, Resync, ScannedRecord
 from sparkmq.store.consume_queue import UNIT_BYTES, ConsumeQueue
+from sparkmq.store.damage import COMMIT_LOG, DamageReport
 from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchRequest, TagsCoder, requests_for_scan
 from sparkmq.store.index_service import IndexService
@@ -133,7 +144,9 @@ class Recovery:
         checkpoint: StoreCheckpoint,
         coder: TagsCoder,
         check_crc: bool,
+        damage: DamageReport,
     ) -> None:
+        self.damage = damage
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
@@ -160,7 +173,9 @@ class Recovery:
             start = files[max(len(files) - 3, 0)].start_offset
         else:
             start = self._safe_start()
-        for request in requests_for_scan(self.coder, self.commitlog.scan(start, self.check_crc)):
+        flushed = 2**63 - 1 if last_exit_ok else self.checkpoint.physic_msg_timestamp
+        records = self.commitlog.scan(start, self.check_crc, Resync(flushed, self._skipped))
+        for request in requests_for_scan(self.coder, records):
             dispatch(request)
         process_offset = self.commitlog.scan_end
         torn_tail = self._has_bytes_at(process_offset)
@@ -174,6 +189,26 @@ class Recovery:
             queue.truncate_after_physical(process_offset)
         self.index.truncate_after(process_offset)
         return RecoveryReport(last_exit_ok, process_offset, torn_tail, start, anchored)
+
+    def _skipped(self, physical: int, count: int, damaged: ScannedRecord | None) -> None:
+        """Report bytes the scan skipped (``Resync``). When they are one record whose head still names
+        its queue (queue id, queue offset, total size), the unit naming that record is blanked, so
+        reads move past it."""
+        mapped = self.commitlog.queue.find(physical)
+        assert mapped is not None  # the scan is reading it
+        where = f"{mapped.path} position {physical - mapped.start_offset}"
+        detail = f"{count} bytes hold no valid record"
+        if damaged is not None:
+            name = f"{damaged.topic}/{damaged.queue_id} queue offset {damaged.queue_offset}"
+            detail = f"the record of {name} fails its body CRC"
+        head = self.commitlog.read(physical, 28)
+        if head is not None and int.from_bytes(head[:4], "big", signed=True) == count:
+            queue_id = int.from_bytes(head[12:16], "big", signed=True)
+            queue_offset = int.from_bytes(head[20:28], "big", signed=True)
+            for (_topic, each_id), queue in self.queues.items():
+                if each_id == queue_id and queue.blank_unit_of(queue_offset, physical, count):
+                    detail += "; its ConsumeQueue unit blanked"
+        self.damage.found(COMMIT_LOG, "skipped", where, detail + "; the scan goes on at the next intact record")
 
     def _anchor(self) -> int | None:
         """Start of the newest record some ConsumeQueue's last unit points at, if it is intact."""

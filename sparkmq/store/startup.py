@@ -18,6 +18,7 @@ from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog
 from sparkmq.store.config import FlushDiskType, StoreConfig
 from sparkmq.store.consume_queue import ConsumeQueue
+from sparkmq.store.damage import INDEX_FILE, DamageReport
 from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchRequest, TagsCoder, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush
@@ -86,10 +87,13 @@ def load_queues(
     return min((start for start in starts if start is not None), default=None)
 
 
-def load_index(index: IndexService, checkpoint: StoreCheckpoint, commitlog: CommitLog, trusted: bool) -> int | None:
+def load_index(
+    index: IndexService, checkpoint: StoreCheckpoint, commitlog: CommitLog, trusted: bool, damage: DamageReport
+) -> int | None:
     """Load index files; return the CommitLog offset to replay from to complete them (None: nothing).
 
-    After a machine crash the unfinished files (newer than the checkpoint's index time) go.
+    After a machine crash the unfinished files (newer than the checkpoint's index time) go, and so
+    do a file whose header is damaged and the newer ones (reported to ``damage``).
     With no file left, the index is rebuilt from the CommitLog's start if it ever had one.
     """
     index.load()
@@ -97,9 +101,15 @@ def load_index(index: IndexService, checkpoint: StoreCheckpoint, commitlog: Comm
     for index_file in untrusted:
         index.files.remove(index_file)
         index_file.destroy()
+    rebuilt = False
+    for found in [d for d in index.damaged if d.index in index.files][:1]:  # the newer files go with it
+        damage.found(INDEX_FILE, "rebuilt", f"{found.index.path} position {found.position}", found.detail)
+        index.drop_from(found.index)
+        rebuilt = True
+    index.damaged.clear()
     if index.files:
         return index.end_phy_offset
-    if untrusted or checkpoint.index_msg_timestamp > 0:
+    if untrusted or rebuilt or checkpoint.index_msg_timestamp > 0:
         return commitlog.min_offset
     return None
 

@@ -518,7 +518,7 @@ def test_c_and_python_lean_sends_share_one_deadline_queue_and_the_sweeper_fails_
 # asyncio gives every done callback of a future a Handle of its own (a Handle and an argument tuple: two
 # GC-tracked objects per answer, all made in the read before any Task runs); the C lane's deliver collects
 # the wake-ups of the awaited sends a read answers and schedules one callback that runs them in order, each in
-# its own context (docs/benchmarks.md, "Branch connload").
+# its own context (docs/design-notes.md, "The client's collector").
 
 BURST = 40
 CALLER: contextvars.ContextVar[int] = contextvars.ContextVar("caller")
@@ -662,7 +662,7 @@ def test_a_burst_lets_each_answered_waiter_go_once_its_task_ran(cluster: Unconfi
     resumed is held by nothing of the library's (its wake-up entry is let go as its own Handle would be), so
     a Task that sends again frees its finished send at once instead of when the whole read's wake-ups are
     done (thousands of answers in one read would otherwise keep thousands of finished sends alive beside
-    their successors: docs/benchmarks.md, "Branch connflat")."""
+    their successors: docs/design-notes.md, "The client's collector")."""
     if client_native.Sender is None:
         pytest.skip("the C lane is not built (or SPARKMQ_NATIVE=0)")
     topic = cluster.topic("WakeupsLetGo", queues=1)
@@ -696,7 +696,7 @@ def test_a_burst_lets_each_answered_waiter_go_once_its_task_ran(cluster: Unconfi
 
 # ---- send()'s coroutine: for a plain send with the C lane, client_lane.c's SendCall --------------------------
 # An awaited SendCall hands the awaiting frame the request's Waiter and is gone: no Python coroutine of ~480
-# bytes in flight beside each send (docs/benchmarks.md, "Branch connflat"). It must still be a coroutine in
+# bytes in flight beside each send (docs/design-notes.md, "The client's collector"). It must still be a coroutine in
 # every way callers use one: lazy, a Task's, gather's and wait_for's, cancellable, closable.
 
 

@@ -4,7 +4,7 @@ Runs under ``.venv-rocketmq/bin/python`` (never the project venv: it imports the
 ``rocketmq`` package). Each subcommand prints one JSON line per send result or received message
 on stdout, then ``{"event": "done", ...}``, and exits. The test harness parses those lines.
 
-    produce           send_sync COUNT messages (tags, keys, user properties)
+    produce           send_sync COUNT messages (tags, keys, user properties); --keep-going past failures
     produce-orderly   send_orderly COUNT messages, key i % KEYS, selector arg = key number
     produce-batch     send_batch BATCHES batches of SIZE messages
     push-consume      PushConsumer until COUNT distinct messages arrived, a line on stdin, or the deadline
@@ -89,7 +89,13 @@ def run_produce(args: argparse.Namespace) -> None:
     producer = start_producer(args)
     try:
         for index in range(args.count):
-            result = producer.send_sync(build_message(args.topic, index, args))
+            try:
+                result = producer.send_sync(build_message(args.topic, index, args))
+            except Exception as exc:  # the library's MQClientException: no broker took it
+                if not args.keep_going:
+                    raise
+                emit({"event": "failed", "index": index, "error": str(exc)})
+                continue
             emit(sent_record("sync", index, result))
     finally:
         shut_down(producer)
@@ -209,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--keys", type=int, default=4)
         sub.add_argument("--prefix", default="m")
         sub.add_argument("--pad", type=int, default=0, help="append this many dots to each body")
+        if name == "produce":
+            sub.add_argument("--keep-going", action="store_true", help="record a failed send and go on")
     batch = command("produce-batch", run_produce_batch)
     batch.add_argument("--batches", type=int, required=True)
     batch.add_argument("--size", type=int, required=True)

@@ -210,12 +210,7 @@ def _damaged_copy(healthy: Path, scratch: str, folder: str, data: st.DataObject)
     return root
 
 
-_INDEX_DAMAGE = "a damaged IndexFile header stops the store's start (issue 29: IndexFile damage repaired)"
-
-
-@pytest.mark.parametrize(
-    "folder", ["commitlog", "consumequeue", pytest.param("index", marks=pytest.mark.skip(reason=_INDEX_DAMAGE))]
-)
+@pytest.mark.parametrize("folder", ["commitlog", "consumequeue", "index"])
 @settings(deadline=None, max_examples=25)
 @given(st.data())
 def test_a_store_with_damaged_files_is_read_and_written_within_its_mappings(
@@ -243,7 +238,6 @@ def test_a_store_with_damaged_files_is_read_and_written_within_its_mappings(
             store.close()
 
 
-@pytest.mark.skip(reason="queueread.c copies a ConsumeQueue unit's negative size (issue 29: the size checks)")
 @settings(deadline=None, max_examples=25)
 @given(st.data())
 def test_local_reads_of_damaged_files_stay_within_their_mappings(healthy_store: Path, data: st.DataObject) -> None:

@@ -1,15 +1,15 @@
-"""The lone put's C steps against the Python steps they replace, byte for byte on real files.
+"""The lone put's C step against the Python steps it replaces, byte for byte on real files.
 
-``SendGroup.write_into`` (place the records at a CommitLog segment's write position and copy them
-in) against ``segment.append(group.place(...))``, and ``IndexService.put_lane`` (the group writes
-its index entries into the newest file) against ``IndexService.put`` of ``index_entries()``: the
-files, the segment's and index file's fields, and what each returns must agree, from the same
-starting state (an empty or partly written segment, one without room, one unmapped by its pool;
-an index file empty, partly full, about to fill, replayed past the group).
+``IndexService.put_lane`` (the group writes its index entries into the newest file's mapping,
+handed over per call) against ``IndexService.put`` of ``index_entries()``: the files, the index
+files' fields and what each returns must agree, from the same starting state (an index file
+empty, partly full, about to fill, replayed past the group). A mapping closed behind the store's
+back is an error, never a write.
 """
 
 from __future__ import annotations
 
+import mmap
 import tempfile
 from pathlib import Path
 
@@ -19,13 +19,12 @@ from hypothesis import strategies as st
 
 from sparkmq import native
 from sparkmq.store.index_service import IndexService
-from sparkmq.store.mapped_file import MappedFile, MapPool
+from sparkmq.store.mapped_file import MappedFile
 from support.native_lane import scan, send_frame
 
 if native.sendlane is None:
     pytest.skip("the C send lane is not in use (not built, or SPARKMQ_NATIVE=0)", allow_module_level=True)
 
-SEGMENT_BYTES = 64 * 1024
 STAMP = 1_700_000_000_123
 SLOTS = 5
 
@@ -46,59 +45,6 @@ sends_strategy = st.lists(
     min_size=1,
     max_size=12,
 )
-
-
-def segment_state(segment: MappedFile) -> tuple[object, ...]:
-    return segment.write_position, segment.flushed_position, segment.read(0, SEGMENT_BYTES)
-
-
-@settings(max_examples=150, deadline=None)
-@given(sends=sends_strategy, written=st.integers(0, SEGMENT_BYTES), start_offset=st.sampled_from([0, 1 << 30]))
-def test_write_into_writes_what_place_and_append_write(
-    sends: list[tuple[str, int, str | None]], written: int, start_offset: int
-) -> None:
-    with tempfile.TemporaryDirectory() as root:
-        results = []
-        for native in (True, False):
-            directory = Path(root) / str(native)
-            directory.mkdir()
-            segment = MappedFile(directory / f"{start_offset:020d}", SEGMENT_BYTES)
-            segment.write_position = written
-            group = group_of(sends)
-            bases = [3 * k for k in range(len(group.keys))]
-            fits = written + group.record_bytes <= SEGMENT_BYTES
-            if native:
-                start = group.write_into(segment, STAMP, bases)
-                assert (start is None) == (not fits)
-                if start is None:  # declined: nothing placed or written
-                    with pytest.raises(RuntimeError, match="not placed"):
-                        group.index_entries()
-            elif fits:
-                start = start_offset + written
-                assert segment.append(group.place(start, STAMP, bases)) == written
-            else:
-                start = None
-            placed = (group.index_entries(), group.queue_units(), group.answers()) if start is not None else None
-            results.append((start, placed, segment_state(segment)))
-            segment.close()
-        assert results[0] == results[1]
-
-
-def test_write_into_declines_an_unmapped_segment_and_touches_a_pooled_one(tmp_path: Path) -> None:
-    pool = MapPool(1)
-    first = MappedFile(tmp_path / "00000000000000000000", SEGMENT_BYTES, pool=pool)
-    second = MappedFile(tmp_path / f"{SEGMENT_BYTES:020d}", SEGMENT_BYTES, pool=pool)
-    first.append(b"x")
-    second.append(b"y")  # the pool holds one mapping: the first segment's is gone
-    assert first._mmap is None
-    group = group_of([("TopicA", 0, None)])
-    assert group.write_into(first, STAMP, [0]) is None
-    assert first.write_position == 1 and first._mmap is None
-    assert group.write_into(second, STAMP, [0]) == SEGMENT_BYTES + 1
-    assert second.tick > first.tick  # the write is a use: the pool keeps the segment it went to
-    assert second.read(1, group.record_bytes) == group.place(SEGMENT_BYTES + 1, STAMP, [0])
-    first.close()
-    second.close()
 
 
 def index_state(service: IndexService) -> list[tuple[object, ...]]:
@@ -147,3 +93,26 @@ def test_put_lane_indexes_what_put_of_the_entries_indexes(
             results.append((finished, [row[1:] for row in index_state(service)]))
             service.close()
         assert results[0] == results[1]
+
+
+def test_a_mapping_closed_behind_the_stores_back_is_an_error_not_a_write(tmp_path: Path) -> None:
+    """The group's C holds a mapping only while the call holds its buffer export: a mapping closed
+    without its owner's reset (the forgotten ``_mmap = None``) fails the write (the index entries:
+    the buffer argument is refused; the CommitLog copy: ValueError), and nothing is written."""
+    group = group_of([("TopicA", 0, "k1")])
+    group.place(200, STAMP, [0])
+    path = tmp_path / "index"
+    path.write_bytes(bytes(40 + 4 * SLOTS + 20 * 16))
+    with path.open("r+b") as file:
+        mapping = mmap.mmap(file.fileno(), 0)
+    mapping.close()
+    with pytest.raises(TypeError, match="read-write bytes-like"):
+        group.index_into(mapping, SLOTS, 1, STAMP, None, 0, STAMP)
+    assert path.read_bytes() == bytes(40 + 4 * SLOTS + 20 * 16)
+    segment = MappedFile(tmp_path / f"{0:020d}", 4096)
+    closed = segment._mmap
+    assert closed is not None
+    closed.close()
+    with pytest.raises(ValueError, match="closed"):
+        segment.append(group.place(0, STAMP, [0]))
+    assert segment.write_position == 0

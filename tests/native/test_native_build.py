@@ -6,11 +6,13 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 from sparkmq import native
+from sparkmq.message.layout import MESSAGE_MAGIC_CODE
 from support.native_lane import BORN, MAX_FRAME, MAX_MESSAGE, STORE, send_frame
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,22 +122,23 @@ def test_repeated_calls_keep_memory_flat() -> None:
     pull_parts = pull_template()
     assert pull_parts is not None
 
-    segment = memoryview(bytes(range(256)) * 8)
-    segments = ((0, segment[:640], 640), (640, segment[640:], 1408))  # the records span both
-    units = b"".join(
-        (40 * k).to_bytes(8) + (40).to_bytes(4) + (k % 3).to_bytes(8) for k in range(32)
-    )  # 32 units of 40-byte records back to back, tags codes 0..2
+    # 32 records of 100 bytes back to back (heads as their units name them), over two segments
+    segment = memoryview(
+        b"".join(struct.pack(">iiiiiqq", 100, MESSAGE_MAGIC_CODE, 0, 0, 0, k, 100 * k).ljust(100) for k in range(32))
+    )
+    segments = ((0, segment[:1600], 1600), (1600, segment[1600:], 1600))
+    units = b"".join((100 * k).to_bytes(8) + (100).to_bytes(4) + (k % 3).to_bytes(8) for k in range(32))
 
     def run(times: int) -> None:
         for i in range(times):
-            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, segments)
+            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, segments, 0)
             assert isinstance(read, tuple) and read[2] in (32, 21)
-            framed = _queueread.gather_frame(units, 0, 0, None, 32, 1 << 20, segments, pull_parts, i, 0, 1, 9, 0, 32)
+            framed = _queueread.gather_frame(units, 0, 0, None, 32, 1 << 20, segments, 0, pull_parts, i, 0, 1, 9, 0, 32)
             assert isinstance(framed, tuple) and framed[1] == 32
             out = bytearray()
             for _frame in range(3):  # the pull lane's one buffer per call, grown from empty
                 appended = _queueread.gather_frame(
-                    units, 0, 0, None, 32, 1 << 20, segments, pull_parts, i, 0, 1, 9, 0, 32, out, i % 3000
+                    units, 0, 0, None, 32, 1 << 20, segments, 0, pull_parts, i, 0, 1, 9, 0, 32, out, i % 3000
                 )
                 assert appended[0] == len(out)
             group = _sendlane.scan(buffer, 0, 1024, *args)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sparkmq import native
@@ -21,7 +21,8 @@ from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import PullMessageResponseHeader
 from sparkmq.store import GetMessageStatus, GetResult, MessageStore, reads
 from sparkmq.store.dispatch import TagsCoder
-from support.store_data import tiny_config
+from sparkmq.store.queue_repair import QueueDamage
+from support.store_data import retained_store, tiny_config
 
 queueread = pytest.importorskip("sparkmq.native._queueread")
 TAG_CODES = {tag: TagsCoder([]).code(tag.encode()) for tag in ("TagA", "TagB", "TagC")}
@@ -97,16 +98,7 @@ def test_the_native_read_serves_a_plain_read(store: MessageStore, monkeypatch: p
 def test_reads_of_removed_records_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After retention deleted old segments (their units still in the ConsumeQueue), both paths
     answer MESSAGE_WAS_REMOVING or the records that remain, alike."""
-    import time
-
-    from support.store_data import age_segments, fill
-
-    hour = time.strftime("%H")
-    config = tiny_config(tmp_path / "s", file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
-    with MessageStore(config) as store:
-        fill(store, 600)
-        age_segments(store, 2)
-        assert store.retention.run().deleted_segments > 0
+    with retained_store(tmp_path / "s") as store:
         for offset in range(0, 600, 23):
             for max_count in (1, 32):
                 with monkeypatch.context() as patch:
@@ -302,22 +294,120 @@ def test_gather_into_copies_what_gather_copies(
     window = min(max_count, queue.max_offset - offset)
     plain = reads._gather(queueread.gather, store.commitlog, queue, offset, window, max_count, 1 << 30, None)
     out = bytearray(room)
-    into = reads._gather(
-        queueread.gather_into, store.commitlog, queue, offset, window, max_count, 1 << 30, None, out, queue_id
-    )
+    into = reads._gather(queueread.gather_into, store.commitlog, queue, offset, window, max_count, 1 << 30, None, out)
     assert plain is not None and into is not None
     scanned, _removed, taken, body, *_ = plain
     assert into[:2] == (scanned, taken)
     written = into[2]
     assert (bytes(out[:written]) if isinstance(written, int) else written) == (body or b"")
     assert isinstance(written, int) == (len(body or b"") <= room)
-    assert into[3] == -1
 
 
 def test_gather_into_names_the_first_record_unlike_its_unit(store: MessageStore) -> None:
-    """Asked as another queue's reader, every record disagrees with what it is read as: the first is named."""
+    """Asked as another queue's reader, every record disagrees with what it is read as: the first
+    unit is named damaged (-1 - its index) and nothing is copied."""
     queue = store.consume_queue("Q", 0)
     assert queue is not None
-    out = bytearray(1 << 20)
-    read = reads._gather(queueread.gather_into, store.commitlog, queue, 0, 8, 8, 1 << 30, None, out, 1)
-    assert read is not None and read[1] == 8 and read[3] == 0
+    mapped = store.commitlog.queue.files[0]
+    with mapped.view() as view:
+        segments = ((mapped.start_offset, view, mapped.write_position),)
+        out = bytearray(1 << 20)
+        read = queueread.gather_into(queue.read_unit_bytes(0, 8), 0, 0, None, 8, 1 << 30, segments, 1, out)
+        del view, segments
+    assert read == -1 and not any(out)
+
+
+def _outcome(
+    store: MessageStore, queue_id: int, offset: int, max_count: int, codes: set[int] | None, native_read: bool
+) -> tuple[object, ...]:
+    """``read_queue``'s answer, or the damaged unit it names (no repair: the store's retry does that)."""
+    saved = reads.queueread
+    reads.queueread = queueread if native_read else None
+    try:
+        result = reads.read_queue(
+            store.commitlog, store.consume_queue("Q", queue_id), offset, max_count, 1 << 20, codes
+        )
+    except QueueDamage as damage:
+        return ("damaged", damage.queue_offset)
+    finally:
+        reads.queueread = saved
+    return _facts(result)
+
+
+_UNIT_DAMAGE = st.one_of(
+    st.tuples(st.just("size"), st.integers(-(2**31), 2**31 - 1)),
+    st.tuples(st.just("offset"), st.integers(-(2**40), 2**40)),
+    st.tuples(st.just("near"), st.integers(-400, 400)),  # into another record, or the middle of one
+    st.tuples(st.just("bytes"), st.binary(min_size=20, max_size=20)),
+    st.tuples(st.just("head"), st.tuples(st.integers(0, 35), st.integers(1, 255))),  # a byte of its record's head
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    queue_id=st.sampled_from([0, 1]),
+    damage=st.lists(st.tuples(st.integers(0, 90), _UNIT_DAMAGE), min_size=1, max_size=3),
+    offset=st.integers(0, 100),
+    max_count=st.integers(1, 64),
+    tags=st.one_of(st.none(), st.sets(st.sampled_from(sorted(TAG_CODES)), max_size=2)),
+)
+def test_native_and_numpy_reads_agree_on_damaged_units(
+    store: MessageStore,
+    queue_id: int,
+    damage: list[tuple[int, tuple[str, object]]],
+    offset: int,
+    max_count: int,
+    tags: set[str] | None,
+) -> None:
+    """Units and record heads damaged on the files: the C walk and the numpy path answer the same read
+    or name the same first damaged unit, and the C never copies with what it read unchecked (a
+    crash here would be the worker's death in a Spark local read)."""
+    queue = store.consume_queue("Q", queue_id)
+    assert queue is not None
+    codes = None if tags is None else {TAG_CODES[t] for t in tags}
+    restore: list[tuple[object, int, bytes]] = []
+    try:
+        for unit, (kind, value) in damage:
+            if unit >= queue.max_offset:
+                continue
+            mapped = queue.files.find(unit * 20)
+            assert mapped is not None
+            at = unit * 20 - mapped.start_offset
+            old = mapped.read(at, 20)
+            physical = int.from_bytes(old[:8], "big", signed=True)
+            if kind == "head":
+                assert isinstance(value, tuple)
+                segment = store.commitlog.queue.find(physical)
+                where = physical - (segment.start_offset if segment else 0) + value[0]
+                if segment is None or where + 1 > segment.write_position:
+                    continue  # a unit damaged before: no record to damage
+                restore.append((segment, where, segment.read(where, 1)))
+                segment.rewrite(where, bytes([segment.read(where, 1)[0] ^ value[1]]))
+                continue
+            if kind == "size":
+                new = old[:8] + int(value).to_bytes(4, "big", signed=True) + old[12:]  # type: ignore[call-overload]
+            elif kind == "offset":
+                new = int(value).to_bytes(8, "big", signed=True) + old[8:]  # type: ignore[call-overload]
+            elif kind == "near":
+                new = (physical + int(value)).to_bytes(8, "big", signed=True) + old[8:]  # type: ignore[call-overload]
+            else:
+                assert isinstance(value, bytes)
+                new = value
+            restore.append((mapped, at, old))
+            mapped.rewrite(at, new)
+        native_outcome = _outcome(store, queue_id, offset, max_count, codes, True)
+        numpy_outcome = _outcome(store, queue_id, offset, max_count, codes, False)
+        assert native_outcome == numpy_outcome
+        event(f"outcome: {numpy_outcome[0]}")
+        if offset < queue.max_offset:
+            try:
+                framed = reads.read_frame(
+                    store.commitlog, queue, offset, max_count, 1 << 20, codes, (pull_template(), 1, 0, 1, -1)
+                )
+            except QueueDamage as met:
+                assert numpy_outcome == ("damaged", met.queue_offset)
+            else:  # None: read_queue answers it (and names the damaged unit as above)
+                assert framed is None or numpy_outcome[0] != "damaged"
+    finally:
+        for mapped, at, old in reversed(restore):
+            mapped.rewrite(at, old)  # type: ignore[attr-defined]

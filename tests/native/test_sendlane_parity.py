@@ -9,7 +9,6 @@ then answers it (malformed input gets the reference's precise error, tests/nativ
 from __future__ import annotations
 
 import re
-from types import MappingProxyType
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -183,40 +182,6 @@ def test_limit_and_refused_queues() -> None:
     assert group.first_refused([8, 8]) == 6
     assert group.first_refused([8, 3]) == 3
     assert group.first_refused([-1, 8]) == 0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.data())
-def test_first_refused_known_reads_the_lanes_cache_as_first_refused(data: st.DataObject) -> None:
-    """``first_refused_known(configs, known)`` is ``first_refused`` of the limits ``known`` holds for
-    the configs ``configs`` holds now (by identity, an absent topic's config being None), and None,
-    touching nothing, when a topic of the group is not cached for its current config."""
-    topics = ["A", "B", "C"]
-    queue_ids = data.draw(st.lists(st.integers(0, 9), min_size=1, max_size=12))
-    names = data.draw(st.lists(st.sampled_from(topics), min_size=len(queue_ids), max_size=len(queue_ids)))
-    group = scan(
-        b"".join(send_frame(i, topic=t, queue_id=str(q)) for i, (t, q) in enumerate(zip(names, queue_ids, strict=True)))
-    )
-    assert group is not None and group.count == len(queue_ids)
-    objects = {topic: object() for topic in topics}
-    configs = {topic: objects[topic] for topic in topics if data.draw(st.booleans(), label=f"{topic} exists")}
-    known: dict[str, tuple[object, int]] = {}
-    for topic in topics:
-        kind = data.draw(st.sampled_from(["current", "stale", "absent"]), label=f"{topic} cached")
-        limit = data.draw(st.integers(-1, 10), label=f"{topic} limit")
-        if kind == "current":
-            known[topic] = (configs.get(topic), limit)
-        elif kind == "stale":
-            known[topic] = (object(), limit)
-    before = (dict(configs), dict(known))
-    answer = group.first_refused_known(configs, known)
-    assert (dict(configs), dict(known)) == before
-    hit = all(topic in known and known[topic][0] is configs.get(topic) for topic in group.topics)
-    if hit:
-        assert answer == group.first_refused([known[topic][1] for topic in group.topics])
-    else:
-        assert answer is None
-    assert group.first_refused_known(MappingProxyType(configs), known) is None  # not a dict: declined
 
 
 @settings(max_examples=200, deadline=None)

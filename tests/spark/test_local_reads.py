@@ -34,6 +34,7 @@ from sparkmq.native import queueread
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
 from support.spark_harness import BROKER, Cluster, running_cluster
+from support.store_damage import UNIT_KINDS, damage_unit, read_unit, unit_path
 
 pytestmark = pytest.mark.skipif(queueread is None, reason="local reads use the native gather")
 
@@ -151,7 +152,7 @@ def test_a_record_its_unit_does_not_name_is_declined_and_the_rest_pulled(
     cluster, topic, store = filled
     files = damaged_copy(store, tmp_path / "copy", topic, 70)
     with LocalQueueReads(files, topic, 0) as reads:
-        with pytest.raises(LocalReadDeclined, match="not the one its ConsumeQueue unit names"):
+        with pytest.raises(LocalReadDeclined, match="ConsumeQueue unit 70 is damaged"):
             reads.read(64, 16)
         assert reads.read(0, 64)[1] == 50  # the records before it are served (to the end of the units' file)
 
@@ -165,6 +166,41 @@ def test_a_record_its_unit_does_not_name_is_declined_and_the_rest_pulled(
         local_reads._stores[connection] = broker_files(store)
     assert found.equals(expected)
     assert "local read at offset 50 declined" in caplog.text  # the read of units 50-99
+
+
+def test_units_damaged_under_the_broker_are_declined_and_a_spark_batch_read_has_every_message(
+    filled: tuple[Cluster, str, Path], spark: object
+) -> None:
+    """A unit of each queue damaged in the live store's files (negative size, wild offset, a record
+    of another queue offset): the C gather copies nothing on their word, each task's read declines
+    there and pulls the rest, the broker repairs the units from its CommitLog, and the batch read by
+    Spark (local reads on, the default) completes with every message."""
+    cluster, topic, store = filled
+    expected = read(cluster, topic, "CID_local_damage_expected", local=False)
+    files = broker_files(store)
+    intact = {}
+    for queue_id, kind in enumerate(UNIT_KINDS):
+        at = unit_path(store, topic, queue_id, 71 + queue_id, files.consumequeue_file_bytes)
+        intact[at] = damage_unit(*at, kind)
+        with LocalQueueReads(files, topic, queue_id) as reads, pytest.raises(LocalReadDeclined):
+            reads.read(64, 16)
+
+    frame = (
+        spark.read.format("sparkmq")  # type: ignore[attr-defined]
+        .option("namesrvAddr", cluster.ns)
+        .option("topic", topic)
+        .option("consumerGroup", "CID_local_damage_spark")
+        .load()
+    )
+    rows = frame.select("queueId", "queueOffset", "body").collect()
+
+    def keyed(table: pa.Table) -> list[tuple[int, int, bytes]]:
+        columns = table.select(["queueId", "queueOffset", "body"]).to_pydict()
+        return sorted(zip(columns["queueId"], columns["queueOffset"], columns["body"], strict=True))
+
+    assert sorted((r.queueId, r.queueOffset, bytes(r.body)) for r in rows) == keyed(expected)
+    assert len(rows) == QUEUES * PER_QUEUE
+    assert {at: read_unit(*at) for at in intact} == intact  # repaired on the disk
 
 
 def pooled_connection(cluster: Cluster) -> PullConnection:

@@ -222,11 +222,13 @@ def test_torn_record_in_the_middle_of_the_last_segment_followed_by_zeros(tmp_pat
     reopen_and_check(root, written)
 
 
-def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_path: Path) -> None:
-    """After a machine crash (an abort marker naming no boot) the replay starts at a segment
-    the checkpoint proves safe and catches a tear before the newest record. After a clean exit
-    or a crash of the process alone, start-up trusts what precedes the newest intact record
-    (bounded start-up): a tear there is a disk fault that start-up does not look for."""
+def test_torn_record_below_the_flushed_point_is_skipped_and_the_records_after_it_kept(tmp_path: Path) -> None:
+    """After a machine crash (an abort marker naming no boot) the replay starts at a segment the
+    checkpoint proves safe and meets a record torn before the newest one. Everything after it was
+    flushed before the crash (the checkpoint says so), so the tear is the disk's, not a put's: the
+    record is skipped and reported, its unit blanked, and the intact records after it are kept (no
+    segment is dropped). After a clean exit or a crash of the process alone, start-up trusts what
+    precedes the newest intact record (bounded start-up): reads meet such damage instead."""
     crashed = True
     root = tmp_path / "store"
     written = fill(root, 60)
@@ -240,16 +242,21 @@ def test_torn_record_in_the_previous_segment_drops_the_segments_after_it(tmp_pat
     start, size = victim[2], victim[3]
     torn_at = start + L.POS_BODY + len(victim[4]) // 2  # the second half of the body never made it
     write_bytes(root, torn_at, bytes(start + size - torn_at))  # the rest of the segment is intact
-    store, report = open_store(root, crashed)
-    try:
-        assert (report.process_offset, report.torn_tail) == (start, True)
-        assert_holds(store, written, start)
-        assert [f.start_offset for f in store.commitlog.queue.files] == segments[:-1]
-        assert not (root / "commitlog" / f"{segments[-1]:020d}").exists()
-        append_continues(store, written, victim[0], start)
-    finally:
-        store.close()
-    reopen_and_check(root, written)
+    end = written.last[2] + written.last[3]
+    kept = Written()
+    kept.rows = [row for row in written.rows if row[2] != start]
+    for crash in (crashed, False):  # and a clean reopen after it
+        store, report = open_store(root, crash)
+        try:
+            assert (report.process_offset, report.torn_tail) == (end, False)
+            assert [f.start_offset for f in store.commitlog.queue.files] == segments
+            for queue_id in {row[0] for row in written.rows}:
+                messages = sc.read_queue_all(store, TOPIC, queue_id)
+                got = [(m.queue_offset, m.physical_offset, bytes(m.body)) for m in messages]
+                assert got == sorted((row[1], row[2], row[4]) for row in kept.rows if row[0] == queue_id)
+            assert store.damage.counts() == ({("commitlog", "skipped"): 1} if crash else {})
+        finally:
+            store.close()
 
 
 @CRASHED
@@ -511,7 +518,7 @@ def test_crash_while_recovery_deletes_segments_leaves_no_hole(tmp_path: Path, mo
         key=lambda row: row[2],
     )
     start = victim[2]
-    write_bytes(root, start + L.POS_BODY, b"\xff" * 8)  # CRC mismatch: everything from here goes
+    zero_from(root, start)  # no intact record after it: everything from here goes
     real_destroy = MappedFile.destroy
     calls = []
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,3 +56,18 @@ def age_segments(store: MessageStore, hours: float) -> None:
     past = time.time() - hours * 3600
     for mapped in store.commitlog.queue.files:
         os.utime(mapped.path, (past, past))
+
+
+@contextmanager
+def retained_store(root: Path, count: int = 600) -> Iterator[MessageStore]:
+    """A running store of ``count`` messages in T/0 whose oldest segments retention deleted (their
+    units still in the ConsumeQueue)."""
+    from sparkmq.store import MessageStore
+
+    hour = time.strftime("%H")
+    config = tiny_config(root, file_reserved_time_hours=1, delete_when=f"{hour};{(int(hour) + 1) % 24:02d}")
+    with MessageStore(config) as store:
+        fill(store, count)
+        age_segments(store, 2)
+        assert store.retention.run().deleted_segments > 0
+        yield store

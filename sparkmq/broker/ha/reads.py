@@ -1,13 +1,15 @@
-"""Which broker a consumer should pull from next (``suggestWhichBrokerId``), as RocketMQ 4.x decides it.
+"""What a pull answers besides its records, as RocketMQ 4.x's ``PullMessageProcessor`` decides it.
 
 ``DefaultMessageStore.getMessage`` flags a read whose data lies further behind the CommitLog's end
 than ``accessMessageInMemoryMaxRatio`` percent of the machine's RAM (no longer in the page cache);
-``PullMessageProcessor`` then suggests ``whichBrokerWhenConsumeSlowly`` (1, a slave) when
-``slaveReadEnable`` is on, the group's ``brokerId`` (0, the master) otherwise.
+the pull then suggests ``whichBrokerWhenConsumeSlowly`` (1, a slave) when ``slaveReadEnable`` is
+on, the group's ``brokerId`` (0, the master) otherwise, and always the master without it.
 
-A slave without ``slaveReadEnable`` answers PULL_RETRY_IMMEDIATELY and suggests the master, as
-Java does; unlike Java it keeps ``nextBeginOffset`` at the requested offset, so a client that
-follows it does not skip the messages it was not given.
+A slave serves reads whatever ``slaveReadEnable`` says: Java's role check sets
+PULL_RETRY_IMMEDIATELY, but the status switch that follows overrides it (FOUND is SUCCESS), so the
+flag only decides which broker the answer suggests. A slave never moves a consumer's offset
+(``offsetCheckInSlave`` is off): the store's correction keeps the requested offset, and an answer
+that would be PULL_OFFSET_MOVED is PULL_RETRY_IMMEDIATELY suggesting the group's broker.
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ from sparkmq.protocol import ResponseCode
 from sparkmq.store import GetMessageStatus, GetResult
 
 WHICH_BROKER_WHEN_CONSUME_SLOWLY = 1  # SubscriptionGroupConfig.whichBrokerWhenConsumeSlowly's default
+GROUP_BROKER_ID = MASTER_ID  # SubscriptionGroupConfig.brokerId's default
+# The reads whose nextBeginOffset the store corrects (DefaultMessageStore.nextOffsetCorrection): a
+# slave keeps the requested offset instead.
+_CORRECTED = frozenset(
+    {
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.OFFSET_TOO_SMALL,
+        GetMessageStatus.OFFSET_OVERFLOW_ONE,
+        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+    }
+)
 
 
 def total_physical_memory() -> int:
@@ -53,12 +68,15 @@ class PullAdvice:
 def advise(
     config: BrokerConfig, commitlog_max: int, result: GetResult, code: ResponseCode, requested_offset: int
 ) -> PullAdvice:
-    """``PullMessageProcessor``'s role and ``slaveReadEnable`` rules applied to one read."""
-    if config.is_slave and not config.slave_read_enable:
-        if code is ResponseCode.SUCCESS:
-            return PullAdvice(ResponseCode.PULL_RETRY_IMMEDIATELY, requested_offset, MASTER_ID)
-        return PullAdvice(code, result.next_begin_offset, MASTER_ID)
-    if not config.slave_read_enable:
-        return PullAdvice(code, result.next_begin_offset, MASTER_ID)
-    slow = data_out_of_memory(config, commitlog_max, result)
-    return PullAdvice(code, result.next_begin_offset, WHICH_BROKER_WHEN_CONSUME_SLOWLY if slow else MASTER_ID)
+    """``PullMessageProcessor``'s role and ``slaveReadEnable`` rules applied to one read whose status
+    maps to ``code``."""
+    suggest = MASTER_ID
+    if config.slave_read_enable:
+        slow = data_out_of_memory(config, commitlog_max, result)
+        suggest = WHICH_BROKER_WHEN_CONSUME_SLOWLY if slow else GROUP_BROKER_ID
+    if not config.is_slave:
+        return PullAdvice(code, result.next_begin_offset, suggest)
+    next_begin = requested_offset if result.status in _CORRECTED else result.next_begin_offset
+    if code is ResponseCode.PULL_OFFSET_MOVED:
+        return PullAdvice(ResponseCode.PULL_RETRY_IMMEDIATELY, next_begin, GROUP_BROKER_ID)
+    return PullAdvice(code, next_begin, suggest)

@@ -138,8 +138,6 @@ class PullProcessor:
         """
         group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, _, _, sub, expr_type = fields
         ctx, config = self.ctx, self.ctx.config
-        if config.is_slave and not config.slave_read_enable:
-            return None  # PULL_RETRY_IMMEDIATELY
         key = (group, topic, sys_flag & _SUBSCRIPTION, sub, expr_type)
         ready = self._ready.get(key)
         if ready is None or not ready.holds(ctx, group, topic):

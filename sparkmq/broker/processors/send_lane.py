@@ -135,9 +135,7 @@ class SendLane:
         group = scan(buffer, position, LANE_MAX_REQUESTS, *args)
         if group is None:
             return None
-        stop = group.first_refused_known(ctx.topics.topics, self._limits)  # the cache read in C
-        if stop is None:  # a topic new to the cache or changed: its checks in Python, then cached
-            stop = group.first_refused(self._queue_limits(group.topics))
+        stop = group.first_refused(self._queue_limits(group.topics))
         if stop < group.count:  # the refused request and all after it go the usual way
             if stop == 0:
                 return None

@@ -1,13 +1,13 @@
 """Master/slave pairs as real processes: a NameServer, ``sparkmq broker`` master and slave, SIGKILLs.
 
 The slave learns its master's HA address from the NameServer's register result (no
-``haMasterAddress``), as a RocketMQ 4.x slave does.
+``haMasterAddress``), as a RocketMQ 4.x slave does. Slaves run with RocketMQ's defaults (no
+``slaveReadEnable``: they serve reads all the same) unless a test says otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,80 +15,16 @@ from pathlib import Path
 import pytest
 
 from sparkmq.client import AsyncPullConsumer, PullConsumer
-from sparkmq.message.properties import encode_properties
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.bodies import TopicRouteData
-from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
-from sparkmq.remoting import RemotingClient
+from sparkmq.protocol import RequestCode, ResponseCode
+from support.ha_checks import FAST_HA, UNTIL_S, ask, known_topics, max_offsets, route_ids, send, wait_for_sync_link
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
 
 BROKER = "broker-ha"
-FAST = (
-    "--set",
-    f"brokerName={BROKER}",
-    "--set",
-    "haSendHeartbeatInterval=200",
-    "--set",
-    "registerNameServerPeriod=500",
-    "--set",
-    "slaveSynchronizeInterval=200",
-)
-SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1", "--set", "slaveReadEnable=true")
-UNTIL_S = 30.0
+FAST = ("--set", f"brokerName={BROKER}", *FAST_HA)
+SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1")  # RocketMQ's defaults: no slaveReadEnable
+READ_ENABLE = ("--set", "slaveReadEnable=true")
 CLIENT_TIMEOUT_S = 90.0
-
-
-def ask(address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"") -> RemotingCommand:
-    """One request over a fresh RemotingClient."""
-
-    async def call() -> RemotingCommand:
-        client = RemotingClient()
-        try:
-            return await client.invoke(address, code, fields or {}, body, timeout=10.0)
-        finally:
-            await client.close()
-
-    return asyncio.run(call())
-
-
-def send(address: str, topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
-    """SEND_MESSAGE_V2 as the Java client sends it."""
-    fields = {
-        "a": "PID_HA",
-        "b": topic,
-        "c": "TBW102",
-        "d": "4",
-        "e": str(queue_id),
-        "f": "0",
-        "g": "1700000000000",
-        "h": "0",
-        "i": encode_properties({"WAIT": "true"}).decode(),
-    }
-    return ask(address, RequestCode.SEND_MESSAGE_V2, fields, body)
-
-
-def max_offsets(address: str, topic: str, queues: int = 4) -> list[int]:
-    answers = [ask(address, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)}) for q in range(queues)]
-    return [int(a.ext_fields["offset"]) if a.code == ResponseCode.SUCCESS else -1 for a in answers]
-
-
-def known_topics(address: str) -> set[str]:
-    """The topics in a broker's own table (GET_ALL_TOPIC_CONFIG). A slave copies its master's every
-    slaveSynchronizeInterval and answers a topic's pulls TOPIC_NOT_EXIST until then, as Java's does."""
-    response = ask(address, RequestCode.GET_ALL_TOPIC_CONFIG)
-    if response.code != ResponseCode.SUCCESS:
-        return set()
-    return set(TopicConfigSerializeWrapper.decode(response.body).topic_config_table)
-
-
-def route_ids(namesrv: str, topic: str) -> set[int]:
-    response = ask(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-    if response.code != ResponseCode.SUCCESS:
-        return set()
-    return {
-        i for b in TopicRouteData.decode(response.body).broker_datas if b.broker_name == BROKER for i in b.broker_addrs
-    }
 
 
 def start_master(root: Path, namesrv: str, *extra: str, port: int = 0) -> BrokerProcess:
@@ -97,14 +33,6 @@ def start_master(root: Path, namesrv: str, *extra: str, port: int = 0) -> Broker
 
 def start_slave(root: Path, namesrv: str, *extra: str) -> BrokerProcess:
     return BrokerProcess.start(root / "slave", namesrv, *FAST, *SLAVE, *extra)
-
-
-def wait_for_sync_link(master: BrokerProcess) -> None:
-    """Probe sends until the SYNC_MASTER answers SUCCESS (the slave's link is up)."""
-    probes = itertools.count()
-    assert wait_until(
-        lambda: send(master.address, "HaProbe", b"probe %d" % next(probes)).code == ResponseCode.SUCCESS, UNTIL_S
-    ), "the slave never connected to the SYNC_MASTER"
 
 
 @pytest.fixture
@@ -117,9 +45,9 @@ def test_late_slave_catches_up_and_routes_list_it(tmp_path: Path, namesrv: Names
     with start_master(tmp_path, namesrv.address) as master:
         for i in range(60):
             assert send(master.address, "HaLate", b"late %d" % i, i % 4).code == ResponseCode.SUCCESS
-        assert route_ids(namesrv.address, "HaLate") == {0}
+        assert route_ids(namesrv.address, "HaLate", BROKER) == {0}
         with start_slave(tmp_path, namesrv.address) as slave:
-            assert wait_until(lambda: route_ids(namesrv.address, "HaLate") == {0, 1}, UNTIL_S)
+            assert wait_until(lambda: route_ids(namesrv.address, "HaLate", BROKER) == {0, 1}, UNTIL_S)
             # the topic config arrives by SlaveSynchronize, the data by HA
             assert wait_until(lambda: max_offsets(slave.address, "HaLate") == [15, 15, 15, 15], UNTIL_S)
             refused = send(slave.address, "HaLate", b"to the slave")
@@ -127,57 +55,43 @@ def test_late_slave_catches_up_and_routes_list_it(tmp_path: Path, namesrv: Names
 
 
 def test_sigkill_of_a_sync_master_loses_no_acknowledged_message(tmp_path: Path, namesrv: NamesrvProcess) -> None:
-    """The real C++ client sends to a SYNC_MASTER, the master dies by SIGKILL, and the C++ pull
-    consumer reads every acknowledged message from the slave."""
+    """Default configs: the real C++ client sends to a SYNC_MASTER, the master dies by SIGKILL, and new
+    C++ consumer groups (a push and a pull consumer) read every acknowledged message from the slave."""
     topic, count = "HaCpp", 200
     with (
         start_master(tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER") as master,
         start_slave(tmp_path, namesrv.address) as slave,
     ):
-        wait_for_sync_link(master)
-        producer = CppClientRun.start(
-            tmp_path / "home",
-            "produce",
-            "--namesrv",
-            namesrv.address,
-            "--topic",
-            topic,
-            "--group",
-            "PID_HA",
-            "--count",
-            str(count),
-        )
-        try:
-            records = producer.finish(CLIENT_TIMEOUT_S)
-        finally:
-            producer.kill()
-        acknowledged = {r["index"] for r in records if r.get("event") == "sent" and r["status"] == 0}
+        wait_for_sync_link(master.address)
+        producer = cpp_run(tmp_path, "produce", namesrv.address, topic, "PID_HA", "--count", str(count))
+        acknowledged = {r["index"] for r in producer.events("sent") if r["status"] == 0}
         assert len(acknowledged) == count  # the slave was up: every send was confirmed
-        assert wait_until(lambda: sum(max_offsets(slave.address, topic)) == count, UNTIL_S)  # topics synced too
+        assert wait_until(lambda: sum(max_offsets(slave.address, topic)) == count, UNTIL_S)
+        assert wait_until(lambda: topic in known_topics(slave.address), UNTIL_S)
         master.kill()
-        assert wait_until(lambda: route_ids(namesrv.address, topic) == {1}, UNTIL_S)
-        consumer = CppClientRun.start(
-            tmp_path / "home",
-            "pull-consume",
-            "--namesrv",
-            namesrv.address,
-            "--topic",
-            topic,
-            "--group",
-            "CID_HA",
-            "--count",
-            str(count),
-            "--deadline",
-            "60",
-        )
-        try:
-            received = [r for r in consumer.finish(CLIENT_TIMEOUT_S) if r.get("event") == "received"]
-        finally:
-            consumer.kill()
+        assert wait_until(lambda: route_ids(namesrv.address, topic, BROKER) == {1}, UNTIL_S)
+        reads = {
+            "push": cpp_run(tmp_path, "push-consume", namesrv.address, topic, "CID_HA_PUSH", "--count", str(count)),
+            "pull": cpp_run(tmp_path, "pull-consume", namesrv.address, topic, "CID_HA_PULL", "--count", str(count)),
+        }
         assert slave.process.poll() is None
-    indexes = [int(r["properties"]["seq"]) for r in received]
-    assert acknowledged <= set(indexes)
-    assert len(indexes) == len(set(indexes)) == count
+    for kind, run in reads.items():
+        indexes = [int(r["properties"]["seq"]) for r in run.events("received")]
+        assert acknowledged <= set(indexes), kind
+        assert len(set(indexes)) == count, kind
+
+
+def cpp_run(tmp_path: Path, command: str, namesrv: str, topic: str, group: str, *extra: str) -> CppClientRun:
+    """One C++ client run to its clean exit (``--deadline 60`` for consumers)."""
+    deadline = ("--deadline", "60") if command.endswith("consume") else ()
+    run = CppClientRun.start(
+        tmp_path / "home", command, "--namesrv", namesrv, "--topic", topic, "--group", group, *extra, *deadline
+    )
+    try:
+        run.finish(CLIENT_TIMEOUT_S)
+    finally:
+        run.kill()
+    return run
 
 
 def test_sigkill_of_the_slave_gives_clean_errors_then_recovery(tmp_path: Path, namesrv: NamesrvProcess) -> None:
@@ -190,7 +104,7 @@ def test_sigkill_of_the_slave_gives_clean_errors_then_recovery(tmp_path: Path, n
         tmp_path, namesrv.address, "--set", "brokerRole=SYNC_MASTER", "--set", "syncFlushTimeout=1000"
     ) as master:
         with start_slave(tmp_path, namesrv.address) as slave:
-            wait_for_sync_link(master)
+            wait_for_sync_link(master.address)
             codes = [send(master.address, topic, b"before %d" % i, i % 4).code for i in range(20)]
             assert set(codes) == {ResponseCode.SUCCESS}
             slave.kill()
@@ -199,7 +113,7 @@ def test_sigkill_of_the_slave_gives_clean_errors_then_recovery(tmp_path: Path, n
         assert during[-1].code == ResponseCode.SLAVE_NOT_AVAILABLE
         assert all(r.ext_fields.get("msgId") for r in during)  # stored on the master all the same
         with start_slave(tmp_path, namesrv.address) as slave:
-            wait_for_sync_link(master)
+            wait_for_sync_link(master.address)
             assert send(master.address, topic, b"after", 0).code == ResponseCode.SUCCESS
             assert wait_until(lambda: max_offsets(slave.address, topic) == max_offsets(master.address, topic), UNTIL_S)
             assert max_offsets(master.address, topic) == [11, 10, 10, 10]
@@ -217,7 +131,7 @@ def test_offsets_committed_to_the_slave_survive_the_master_return(tmp_path: Path
             assert wait_until(lambda: max_offsets(slave.address, topic)[0] == 8, UNTIL_S)
             port = master.port
             master.kill()
-            assert wait_until(lambda: route_ids(namesrv.address, topic) == {1}, UNTIL_S)
+            assert wait_until(lambda: route_ids(namesrv.address, topic, BROKER) == {1}, UNTIL_S)
             with PullConsumer("CID_HA_OFFSETS", namesrv.address) as consumer:
                 queue = next(q for q in consumer.queues_of(topic) if q.queue_id == 0)
                 consumer.assign([queue])
@@ -245,15 +159,13 @@ def test_sparkmq_consumer_follows_the_suggestion_to_the_slave(tmp_path: Path, na
     master frozen (SIGSTOP, its connections open but silent) the following pulls still succeed."""
     topic = "HaSuggest"
     with (
-        start_master(
-            tmp_path, namesrv.address, "--set", "slaveReadEnable=true", "--set", "accessMessageInMemoryMaxRatio=0"
-        ) as master,
-        start_slave(tmp_path, namesrv.address) as slave,
+        start_master(tmp_path, namesrv.address, *READ_ENABLE, "--set", "accessMessageInMemoryMaxRatio=0") as master,
+        start_slave(tmp_path, namesrv.address, *READ_ENABLE) as slave,
     ):
         for i in range(8):
             assert send(master.address, topic, b"s%d" % i, 0).code == ResponseCode.SUCCESS
         assert wait_until(lambda: max_offsets(slave.address, topic)[0] == 8, UNTIL_S)
-        assert wait_until(lambda: route_ids(namesrv.address, topic) == {0, 1}, UNTIL_S)
+        assert wait_until(lambda: route_ids(namesrv.address, topic, BROKER) == {0, 1}, UNTIL_S)
         # The records reach the slave by replication, the topic by its next table sync: wait for both
         # (a pull the master suggests to the slave before then is TOPIC_NOT_EXIST; seen once in CI).
         assert wait_until(lambda: topic in known_topics(slave.address), UNTIL_S)

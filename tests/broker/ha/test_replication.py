@@ -20,7 +20,7 @@ from sparkmq.broker.ha.acks import SlaveAcks
 from sparkmq.broker.ha.wire import decode_transfer_header, encode_report, encode_transfer_header
 from sparkmq.errors import ProtocolError
 from sparkmq.message.record import iter_records
-from sparkmq.protocol import ResponseCode
+from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
 from support.broker_wire import Wire, small_config
 
 UNTIL_S = 10.0
@@ -256,24 +256,78 @@ def test_pull_suggestions_follow_slave_read_enable_and_the_in_memory_window(tmp_
                     finally:
                         await reader.close()
                     assert (served.code, served.ext_fields["suggestWhichBrokerId"]) == (ResponseCode.SUCCESS, "0")
-                closed = slave_config(tmp_path, master, slave_read_enable=False)
-                async with BrokerController(closed) as slave:
-                    await until(in_sync(master, slave), "the slave to copy the master")
-                    assert slave.slave_sync is not None
-                    slave.slave_sync.learn_master(master.config.address)
-                    await slave.slave_sync.sync_all()
-                    reader = Wire(slave)
-                    try:
-                        refused = await reader.pull("G", "HaTopic", 0, 1)
-                    finally:
-                        await reader.close()
-                    assert refused.code == ResponseCode.PULL_RETRY_IMMEDIATELY and not refused.body
-                    assert refused.ext_fields["suggestWhichBrokerId"] == "0"
-                    assert refused.ext_fields["nextBeginOffset"] == "1"  # nothing skipped
             finally:
                 await wire.close()
 
     run(scenario())
+
+
+def test_a_slave_with_default_config_serves_reads_as_java_does(tmp_path: Path) -> None:
+    """No slaveReadEnable: the slave still answers a FOUND read SUCCESS with the records (suggesting the
+    master), parks a pull at the queue's end until replication brings more, never moves an offset
+    (PULL_RETRY_IMMEDIATELY at the requested offset) and never stores a pull's commitOffset."""
+
+    async def scenario() -> None:
+        async with BrokerController(master_config(tmp_path)) as master:
+            wire = Wire(master)
+            try:
+                for i in range(3):
+                    await wire.send_ok("HaTopic", b"m%d" % i, queue_id=0)
+                async with BrokerController(slave_config(tmp_path, master, slave_read_enable=False)) as slave:
+                    await until(in_sync(master, slave), "the slave to copy the master")
+                    assert slave.slave_sync is not None and slave.context is not None
+                    assert master.context is not None
+                    slave.slave_sync.learn_master(master.config.address)
+                    await slave.slave_sync.sync_all()
+                    reader, holds = Wire(slave), slave.context.holds
+                    try:
+                        served = await reader.pull("G", "HaTopic", 0, 1)
+                        beyond = await reader.pull("G", "HaTopic", 0, 9)
+                        parked = asyncio.ensure_future(reader.pull("G", "HaTopic", 0, 3, suspend_ms=15000))
+                        await until(lambda: ("HaTopic", 0) in holds._waiting, "the pull to park on the slave")
+                        await wire.send_ok("HaTopic", b"m3", queue_id=0)
+                        woken = await parked
+                        committing = await reader.call(RequestCode.PULL_MESSAGE, pull_fields("GC", 0, 0, 2))
+                    finally:
+                        await reader.close()
+                    fields = served.ext_fields
+                    assert (served.code, fields["suggestWhichBrokerId"], fields["nextBeginOffset"]) == (
+                        ResponseCode.SUCCESS,
+                        "0",
+                        "3",
+                    )
+                    assert [r.body for r in iter_records(served.body, check_crc=True)] == [b"m1", b"m2"]
+                    assert (beyond.code, beyond.ext_fields["nextBeginOffset"]) == (
+                        ResponseCode.PULL_RETRY_IMMEDIATELY,
+                        "9",
+                    )
+                    assert beyond.ext_fields["suggestWhichBrokerId"] == "0" and not beyond.body
+                    assert woken.code == ResponseCode.SUCCESS
+                    assert [r.body for r in iter_records(woken.body, check_crc=True)] == [b"m3"]
+                    assert committing.code == ResponseCode.SUCCESS
+                    assert slave.context.offsets.query("GC", "HaTopic", 0) == -1
+                    assert master.context.offsets.query("GC", "HaTopic", 0) == -1
+            finally:
+                await wire.close()
+
+    run(scenario())
+
+
+def pull_fields(group: str, queue_id: int, offset: int, commit_offset: int) -> dict[str, str]:
+    """A PULL_MESSAGE header as the Java push consumer sends it: its subscription and a commitOffset."""
+    flags = PullSysFlag.COMMIT_OFFSET | PullSysFlag.SUBSCRIPTION
+    return {
+        "consumerGroup": group,
+        "topic": "HaTopic",
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+        "sysFlag": str(int(flags)),
+        "commitOffset": str(commit_offset),
+        "suspendTimeoutMillis": "0",
+        "subscription": "*",
+        "subVersion": "0",
+    }
 
 
 def test_a_promoted_slave_continues_the_queue_offsets(tmp_path: Path) -> None:

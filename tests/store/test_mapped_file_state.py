@@ -1,7 +1,6 @@
-"""The bases of MappedFile, MappedFileQueue and ConsumeQueue (store/native_bases.py): the C types
-of sparkmq.native._queueread when built and switched on, else plain classes. Either way the
-fields behave as plain int attributes and ``_mmap`` as the mapping or None; the map pool's
-order of eviction follows each segment's ``tick``."""
+"""MappedFile, ConsumeQueue and MapPool's state: positions take any int (numpy's too), ``_mmap`` is
+the mapping or None (a held view keeps it, a closed segment refuses to map again), and the map
+pool's order of eviction follows each segment's ``tick``."""
 
 from __future__ import annotations
 
@@ -10,18 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sparkmq import native
 from sparkmq.errors import StoreError
 from sparkmq.store.consume_queue import ConsumeQueue
 from sparkmq.store.mapped_file import MappedFile, MapPool
-from sparkmq.store.native_bases import QueueBase, SegmentBase
-
-
-def test_the_native_bases_are_in_use_when_the_native_code_is() -> None:
-    if native.queueread is None:
-        pytest.skip("native code off or not built: the plain bases serve")
-    assert SegmentBase is native.queueread.Segment
-    assert QueueBase is native.queueread.QueueBase
 
 
 def test_fields_take_any_int(tmp_path: Path) -> None:
@@ -30,8 +20,6 @@ def test_fields_take_any_int(tmp_path: Path) -> None:
     segment.write_position = np.int64(40)  # numpy's ints, as the store's columns hand out
     segment.flushed_position = 20
     assert (segment.write_position, segment.flushed_position, segment.remaining) == (40, 20, 4056)
-    if native.queueread is not None:  # the C field holds a C integer
-        assert type(segment.write_position) is int
     segment.append(b"abc")
     assert segment.read(40, 3) == b"abc" and segment.write_position == 43
     segment.close()

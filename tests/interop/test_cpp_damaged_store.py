@@ -1,0 +1,110 @@
+"""Damaged ConsumeQueue units under a live broker (its files written to beside it, as a disk or a stray
+tool would): the real C++ push consumer and the sparkmq pull consumer read every message past them,
+the broker repairs each unit from its CommitLog, logs it with the file and position, and counts it
+in its Prometheus metrics (``sparkmq_store_damaged_total``)."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from support.client_harness import Clients
+from support.processes import BrokerProcess, NamesrvProcess, wait_until
+from support.rocketmq_cpp import CppClientRun, require_cpp_python
+from support.store_damage import UNIT_KINDS, damage_unit, read_unit, unit_path
+
+pytestmark = pytest.mark.timeout(240)
+UNITS_FILE_BYTES = 300_000  # SMALL_STORE's mapedFileSizeConsumeQueue
+COUNT = 400  # the C++ producer spreads them over 4 queues (defaultTopicQueueNums), 100 each
+CLIENT_TIMEOUT_S = 120.0
+Damaged = tuple[NamesrvProcess, BrokerProcess, Path, int]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def damaged_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Damaged]:
+    """A NameServer and a broker with Prometheus metrics on; the broker's store directory and metrics port."""
+    require_cpp_python()
+    store, port = tmp_path_factory.mktemp("damaged-store"), _free_port()
+    prom = ("metricsExporterType=PROM", "metricsPromExporterHost=127.0.0.1", f"metricsPromExporterPort={port}")
+    settings = [arg for setting in prom for arg in ("--set", setting)]
+    with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address, *settings) as broker:
+        yield namesrv, broker, store, port
+
+
+def _cpp(home: Path, command: str, namesrv: str, topic: str, group: str, *args: str) -> list[dict[str, Any]]:
+    run = CppClientRun.start(home, command, "--namesrv", namesrv, "--topic", topic, "--group", group, *args)
+    try:
+        return run.finish(CLIENT_TIMEOUT_S)
+    finally:
+        run.kill()
+
+
+def _damaged_units(port: int) -> dict[str, float]:
+    """sparkmq_store_damaged_total of the ConsumeQueues, by outcome."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "sparkmq_store_damaged_total" and sample.labels["kind"] == "consumequeue"
+    }
+
+
+def _damage(store_dir: Path, topic: str, positions: list[tuple[int, int, str]]) -> dict[tuple[Path, int], bytes]:
+    """Damage unit (queue, offset) of ``topic`` as ``kind`` for each position; what each held."""
+    intact = {}
+    for queue_id, offset, kind in positions:
+        at = unit_path(store_dir, topic, queue_id, offset, UNITS_FILE_BYTES)
+        intact[at] = damage_unit(*at, kind)
+    return intact
+
+
+def test_consumers_read_every_message_past_damaged_units_which_are_repaired_and_counted(
+    damaged_cluster: Damaged, tmp_path: Path
+) -> None:
+    namesrv, broker, store, port = damaged_cluster
+    topic = f"Damaged_{uuid.uuid4().hex[:12]}"
+    sent = _cpp(tmp_path, "produce", namesrv.address, topic, f"PID_{topic}", "--count", str(COUNT))
+    assert [r["status"] for r in sent if r["event"] == "sent"] == [0] * COUNT
+
+    # (a) the real C++ push consumer, over one damaged unit of each kind in the first three queues
+    first = _damage(store, topic, [(q, 32 + 5 * q, kind) for q, kind in enumerate(UNIT_KINDS)])
+    records = _cpp(tmp_path, "push-consume", namesrv.address, topic, f"CID_{topic}", "--count", str(COUNT))
+    messages = [r for r in records if r["event"] == "received"]
+    assert sorted(int(m["properties"]["seq"]) for m in messages) == list(range(COUNT))
+    assert all(m["body"] == f"m-body-{m['properties']['seq']}" for m in messages)
+    positions = sorted((m["queue_id"], m["queue_offset"]) for m in messages)
+    assert {(0, 32), (1, 37), (2, 42), (3, 20), (0, 50), (1, 60)} <= set(positions)
+    # (b) repaired on the disk, (c) counted, and logged with the file and position
+    assert {at: read_unit(*at) for at in first} == first
+    assert _damaged_units(port) == {"repaired": 3}
+    logged = " ".join(line for line in broker.output if "damaged consumequeue at" in line)
+    assert all(f"{at[0]} position {at[1]}" in logged for at in first), logged
+
+    # (a) the sparkmq pull consumer, over three more (the last queue's too)
+    second = _damage(store, topic, [(3, 20, "negative_size"), (0, 50, "wild_offset"), (1, 60, "mismatching_head")])
+    clients = Clients()
+    try:
+        consumer = clients.pull(f"CID_{topic}_pull", namesrv.address)
+        consumer.assign(consumer.queues_of(topic))
+        got: list[Any] = []
+        assert wait_until(lambda: bool(got.extend(consumer.poll(1.0))) or len(got) >= COUNT, 60)
+    finally:
+        clients.close_all()
+    assert sorted((m.queue.queue_id, m.queue_offset) for m in got) == positions
+    assert {at: read_unit(*at) for at in second} == second
+    assert _damaged_units(port) == {"repaired": 6}
