@@ -20,7 +20,7 @@ REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
 REFERENCE_NAMES := rocketmq kafka spark-kafka
 RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
 
-.PHONY: venv run test clean references
+.PHONY: venv run test test-python native-check clean references
 
 venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
@@ -72,6 +72,37 @@ $(RUNNER_STAMP): $(wildcard references/runner/*.java) $(REFERENCES_DIR)/rocketmq
 	mkdir -p $(@D)/classes
 	javac -nowarn -d $(@D)/classes -cp '$(REFERENCES_DIR)/rocketmq/*' $(filter %.java,$^)
 	touch $@
+
+# The parts of the suite the C extensions serve, with SPARKMQ_NATIVE=0: their Python references alone.
+PYTHON_PATHS := tests/broker tests/client tests/store tests/remoting tests/message \
+	$(patsubst %,tests/spark/test_%.py,source_read batch sink sink_flow source_data_loss arrow_columns local_reads \
+	direct_pull planned_reads batch_body)
+test-python: venv
+	SPARKMQ_NATIVE=0 $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS) $(PYTHON_PATHS)
+
+# The C extensions setup.py lists, built with AddressSanitizer and UBSan into $(SANITIZED) (the in-place
+# .so's stay as they are), then tests/native (parity with the Python references, damaged-input fuzzing)
+# run on that build; test_native_build.py (the build and the switch, RSS) is the ordinary suite's.
+# A sanitizer report fails the target: UBSan's stops the process (on stderr, which pytest leaves alone),
+# ASan's go to $(SANITIZED)/reports from any process the tests start.
+SANITIZED := build/sanitized
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
+native-check: venv
+	rm -rf $(SANITIZED)
+	CFLAGS="$(SANITIZE) -g" LDFLAGS="$(SANITIZE)" $(VENV_PYTHON) setup.py -q build \
+		--build-base $(SANITIZED) --build-lib $(SANITIZED)/lib
+	@libasan=$$(gcc -print-file-name=libasan.so) && test -f "$$libasan" \
+		|| { echo "native-check: gcc's AddressSanitizer runtime (libasan.so) is missing"; exit 1; }; \
+	mkdir -p $(SANITIZED)/reports; status=0; \
+	export SPARKMQ_NATIVE=1 PYTHONPATH=$(SANITIZED)/lib PYTHONMALLOC=malloc LD_PRELOAD=$$libasan \
+		ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/$(SANITIZED)/reports/asan \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1; \
+	$(VENV_PYTHON) -P -c "import sparkmq.native as n, sys; sys.exit(not n.sendlane.__file__.startswith('$(CURDIR)/$(SANITIZED)/'))" \
+		|| { echo "native-check: the tests would not import the sanitized build"; exit 1; }; \
+	$(VENV_PYTHON) -P -m pytest -q --capture=sys --hypothesis-profile=native-check $(PYTEST_ARGS) \
+		--ignore=tests/native/test_native_build.py tests/native || status=$$?; \
+	if [ -n "$$(ls $(SANITIZED)/reports)" ]; then cat $(SANITIZED)/reports/*; echo "native-check: sanitizer reports above"; exit 1; fi; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) $(ROCKETMQ_VENV) $(ROCKETMQ_TX_VENV) build dist *.egg-info .hypothesis

@@ -15,15 +15,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from sparkmq import native
 from sparkmq.connector.columns import LEAN_COLUMNS, TIMESTAMP, WIDE_COLUMNS, arrow_schema
 from sparkmq.message import layout as L
 from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
 from sparkmq.message.property_scan import find_values
 
-try:  # built by setup.py (optional); the numpy path below is the reference
-    from sparkmq.connector import _leanrecords
-except ImportError:  # pragma: no cover - a source install without a compiler
-    _leanrecords = None  # type: ignore[assignment]
+# the lean columns in C (setup.py builds it, optional; None under SPARKMQ_NATIVE=0): the numpy path is the reference
+_leanrecords = native.extension("sparkmq.connector._leanrecords")
 
 _LEAN_SCHEMA = arrow_schema(LEAN_COLUMNS)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)

@@ -9,29 +9,41 @@
 
 Each is the compiled module, or None when it was not built or ``SPARKMQ_NATIVE=0`` is set in the
 environment (the one switch that forces the Python paths everywhere; read once, at import).
-``BUILT`` says whether every extension is importable, whatever the switch says.
+:func:`extension` is the one way in for every extension setup.py builds, these and those of other
+packages, so that with the switch off none of them is even loaded.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from types import ModuleType
 
+#: Whether the native paths are in use (not switched off by ``SPARKMQ_NATIVE=0``).
+ENABLED: bool = os.environ.get("SPARKMQ_NATIVE", "1") != "0"
 
-def _built(name: str) -> ModuleType | None:
+
+def extension(name: str) -> ModuleType | None:
+    """The compiled module ``name`` (a dotted name setup.py builds), or None when the switch is off or it
+    was not built (no compiler at install time: the Python paths serve everything)."""
+    if not ENABLED:
+        return None
     try:
-        return importlib.import_module(f"sparkmq.native.{name}")
-    except ImportError:  # no compiler at install time: the Python paths serve everything
+        return importlib.import_module(name)
+    except ImportError:
         return None
 
 
-_SENDLANE, _QUEUEREAD, _BATCHITEMS = _built("_sendlane"), _built("_queueread"), _built("_batchitems")
-BUILT: bool = _SENDLANE is not None and _QUEUEREAD is not None and _BATCHITEMS is not None
-#: Whether the native paths are in use (not switched off by ``SPARKMQ_NATIVE=0``).
-ENABLED: bool = os.environ.get("SPARKMQ_NATIVE", "1") != "0"
-sendlane: ModuleType | None = _SENDLANE if ENABLED else None
-queueread: ModuleType | None = _QUEUEREAD if ENABLED else None
-batchitems: ModuleType | None = _BATCHITEMS if ENABLED else None
+def built(name: str) -> bool:
+    """Whether the compiled module ``name`` exists, whatever the switch says (it is not loaded)."""
+    return importlib.util.find_spec(name) is not None
 
-__all__ = ["BUILT", "ENABLED", "batchitems", "queueread", "sendlane"]
+
+sendlane: ModuleType | None = extension("sparkmq.native._sendlane")
+queueread: ModuleType | None = extension("sparkmq.native._queueread")
+batchitems: ModuleType | None = extension("sparkmq.native._batchitems")
+#: Whether this package's extensions all exist, whatever the switch says.
+BUILT: bool = all(built(f"sparkmq.native.{name}") for name in ("_sendlane", "_queueread", "_batchitems"))
+
+__all__ = ["BUILT", "ENABLED", "batchitems", "built", "extension", "queueread", "sendlane"]

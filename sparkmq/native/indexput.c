@@ -10,8 +10,17 @@
 
 #include "indexput.h"
 
+/* Item i of a list as a long long. A non-int item's __index__ may run Python that shrinks the list, so
+ * the size is checked on every call and the item held while it converts. */
 static int item_ll(PyObject *list, Py_ssize_t i, long long *out) {
-    *out = PyLong_AsLongLong(PyList_GET_ITEM(list, i));
+    if (i >= PyList_GET_SIZE(list)) {
+        PyErr_SetString(PyExc_ValueError, "an index column changed while it was read");
+        return -1;
+    }
+    PyObject *item = PyList_GET_ITEM(list, i);
+    Py_INCREF(item);
+    *out = PyLong_AsLongLong(item);
+    Py_DECREF(item);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkmq.native import ENABLED
+from sparkmq.native import built, extension
 
 frame: Callable[[bytes, bytes, int, int, int, int, str, bytes], bytes | None] | None = None
 send_frame: Callable[[bytes, bytes, int, int, int, int, str, str, int, bytes], tuple[str, bytes] | None] | None = None
@@ -24,16 +24,12 @@ set_never_done: Callable[[type], None] | None = None
 #: ``configure`` has been given the Python constants and hooks (``sparkmq.client.lean_send`` does it)
 Sender: Any = None
 configure: Callable[..., None] | None = None
-BUILT = False
-try:
-    from sparkmq.remoting import _clientlane  # type: ignore[attr-defined]
-except ImportError:  # no compiler at install time: the Python paths serve everything
-    pass
-else:
-    BUILT = True
-    if ENABLED:
-        frame, send_frame, deliver = _clientlane.frame, _clientlane.send_frame, _clientlane.deliver
-        slotted, set_never_done = _clientlane.slotted, _clientlane.set_never_done
-        Sender, configure = _clientlane.Sender, _clientlane.configure
+#: Whether the extension exists, whatever the switch says.
+BUILT = built("sparkmq.remoting._clientlane")
+_clientlane = extension("sparkmq.remoting._clientlane")
+if _clientlane is not None:
+    frame, send_frame, deliver = _clientlane.frame, _clientlane.send_frame, _clientlane.deliver
+    slotted, set_never_done = _clientlane.slotted, _clientlane.set_never_done
+    Sender, configure = _clientlane.Sender, _clientlane.configure
 
 __all__ = ["BUILT", "Sender", "configure", "deliver", "frame", "send_frame", "set_never_done", "slotted"]

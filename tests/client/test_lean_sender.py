@@ -728,7 +728,7 @@ def test_send_is_a_lazy_coroutine_that_await_a_task_gather_and_wait_for_drive(
         async with _scripted(cluster, topic, _answering(requests)) as (producer, connection):
             lazy = producer.send(Message(topic, b"lazy"))
             assert asyncio.iscoroutine(lazy)
-            assert (type(lazy) is client_native._clientlane.SendCall) is sender
+            assert (type(lazy) is getattr(client_native._clientlane, "SendCall", None)) is sender
             never = producer.send(Message(topic, b"never"))
             never.close()
             with pytest.warns(RuntimeWarning, match="was never awaited"):

@@ -70,3 +70,27 @@ def test_index_put_refuses_what_does_not_fit() -> None:
         _queueread.index_put(mapping, SLOTS, 1, 0, [5], [1, 2], [0])
     with pytest.raises(OverflowError):
         _queueread.index_put(mapping, SLOTS, 1, 0, [2**31], [1], [0])
+
+
+class _Shrinks:
+    """An index column item whose ``__index__`` cuts every column down to its first item."""
+
+    def __init__(self, *columns: list[object]) -> None:
+        self.columns = columns
+
+    def __index__(self) -> int:
+        for column in self.columns:
+            del column[1:]
+        return 5
+
+
+@pytest.mark.parametrize("column", [0, 1, 2])
+def test_index_put_refuses_columns_that_shrink_while_read(column: int) -> None:
+    """Python run by an item's ``__index__`` may shrink the lists: a clear error, nothing written."""
+    count = 40  # the lists' storage shrinks too, and their items are ints of their own, freed when dropped
+    mapping = bytearray(HEADER_BYTES + SLOTS * SLOT_BYTES + (count + 1) * 20)
+    columns: list[list[object]] = [[100_000 + k * base for k in range(count)] for base in (1, 7, 11)]
+    columns[column][0] = _Shrinks(*columns)
+    with pytest.raises(ValueError, match="changed while it was read"):
+        _queueread.index_put(mapping, SLOTS, 1, 0, *columns)
+    assert not any(mapping)

@@ -1,8 +1,10 @@
-"""The C extension is built where the tests run (so CI cannot silently fall back to Python),
-the ``SPARKMQ_NATIVE=0`` switch turns it off, and it keeps no memory it was given."""
+"""The C extensions are built where the tests run (so CI cannot silently fall back to Python),
+the ``SPARKMQ_NATIVE=0`` switch turns every one off, and they keep no memory they were given."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import struct
 import subprocess
@@ -16,10 +18,73 @@ from support.native_lane import BORN, MAX_FRAME, MAX_MESSAGE, STORE, send_frame
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_extension_is_built_here() -> None:
-    assert native.BUILT, (
-        "sparkmq.native._sendlane is missing: run `pip install -e .` or `python setup.py build_ext --inplace`"
+def setup_extensions() -> list[str]:
+    """The dotted names of the extensions setup.py builds (the first argument of each ``optional_c``)."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+    names = [call.args[0].value for call in calls if call.func.id == "optional_c"]  # type: ignore[attr-defined]
+    assert names and all(isinstance(name, str) for name in names)
+    return sorted(names)
+
+
+# Imports every Python module of the package (the CLI's __main__ aside) and prints the extensions then loaded.
+_LOADED_PROBE = """
+import importlib, pkgutil, sys, sparkmq
+for module in pkgutil.walk_packages(sparkmq.__path__, "sparkmq."):
+    if not module.name.endswith("__main__") and module.name not in sys.argv[1:]:
+        importlib.import_module(module.name)
+print(" ".join(sorted(name for name in sys.argv[1:] if name in sys.modules)))
+"""
+
+
+def _loaded_with(switch: str, names: list[str]) -> list[str]:
+    env = {**os.environ, "SPARKMQ_NATIVE": switch, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED_PROBE, *names], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
     )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_every_extension_is_built_here() -> None:
+    for name in setup_extensions():
+        assert native.built(name), f"{name} is missing: run `pip install -e .` or `python setup.py build_ext --inplace`"
+        importlib.import_module(name)
+
+
+def test_sparkmq_native_0_keeps_every_extension_unloaded() -> None:
+    """With the switch off, importing the whole package loads none of the extensions setup.py builds
+    (each goes through ``sparkmq.native.extension``); with it on, the same imports load every one."""
+    names = setup_extensions()
+    assert _loaded_with("0", names) == []
+    assert _loaded_with("1", names) == names
+
+
+def test_no_module_imports_an_extension_but_through_the_switch() -> None:
+    """Outside ``TYPE_CHECKING``, no module of the package names an extension in an import statement
+    (a lazy import in a function would bypass the switch unseen by the probe above)."""
+    names = set(setup_extensions())
+    offenders = []
+    for path in sorted((REPO / "sparkmq").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+            for statement in block.body
+            for node in ast.walk(statement)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                imported = {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported = {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+            else:
+                continue
+            offenders += [f"{path.relative_to(REPO)}:{node.lineno} {name}" for name in sorted(imported & names)]
+    assert offenders == [], "import these through sparkmq.native.extension:\n" + "\n".join(offenders)
 
 
 def test_sparkmq_native_0_forces_the_python_paths() -> None:
