@@ -20,7 +20,7 @@ REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
 REFERENCE_NAMES := rocketmq kafka spark-kafka
 RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
 
-.PHONY: venv run test test-python native-check clean references
+.PHONY: venv run test test-suite test-python native-check clean references
 
 venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
@@ -53,7 +53,10 @@ $(ROCKETMQ_TX_STAMP):
 run: venv
 	$(VENV_PYTHON) -m jobs.main
 
-test: venv references
+# The whole suite: every test with the C extensions, then the C under sanitizers, then the Python references alone.
+test: test-suite native-check test-python
+
+test-suite: venv references
 	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP)
