@@ -19,6 +19,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from json.encoder import encode_basestring
 from typing import Any, cast
 
 from sparkmq.client import loop_thread
@@ -28,7 +29,7 @@ from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message,
 from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_call import Lane, SendCall, SendIds
-from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS, SendTemplate
+from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS, SendTemplate, properties_json
 from sparkmq.client.send_outcome import SendCallback, SendFuture, complete
 from sparkmq.errors import MessageError, MessageTooLargeError
 from sparkmq.message import layout as L
@@ -83,8 +84,11 @@ class AsyncProducer:
         self._lanes: dict[str, Lane] = {}
         self._routes = self.instance.routes  # read per send: the same dict for the instance's life
         self._plain_below = min(compress_over_bytes, max_message_bytes + 1)  # a bytes body this short goes as is
+        # the loop start() ran on, read per send: asyncio.get_running_loop() costs a getpid() per call
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.instance.producer_groups.add(self.group)
         await self.instance.start()
 
@@ -138,7 +142,7 @@ class AsyncProducer:
                 await window.acquire()
                 producer.send_async(message, lambda done: window.release())
         """
-        future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[SendResult] = (self._loop or asyncio.get_running_loop()).create_future()
         self._start(message, future, callback)
         return future
 
@@ -172,7 +176,7 @@ class AsyncProducer:
                 message.topic,
                 _SEND_V2,
                 body,
-                message.properties_text(unique_id),
+                properties_json(message, unique_id),
                 unique_id,
                 sys_flag,
                 message.flag,
@@ -204,7 +208,8 @@ class AsyncProducer:
         to ``queue`` when given (then once, never retried elsewhere); errors as :meth:`send`."""
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         born_ms = int(_time() * 1000)
-        call = SendCall(self, topic, code, body, properties, unique_id, sys_flag, flag, born_ms, future, None)
+        escaped = encode_basestring(properties)
+        call = SendCall(self, topic, code, body, escaped, unique_id, sys_flag, flag, born_ms, future, None)
         if queue is not None:
             call.route_to(None, None, Message(topic, b""), queue)
         call.go()
@@ -261,7 +266,8 @@ class AsyncProducer:
         """The topic's send state, built anew (the first send, or the client instance holds a new route)."""
         validate_topic(topic)
         route = await self.instance.publish_route(topic, AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS)
-        lane = self._lanes[topic] = Lane(route, route.publish_queues(), SendTemplate(self.group, topic))
+        template = SendTemplate(self.group, topic)
+        lane = self._lanes[topic] = Lane(route, route.publish_queues(), template, self.instance.remoting.signer)
         return lane
 
     async def _connect(self, lane: Lane, broker_name: str) -> ClientConnection:

@@ -11,7 +11,8 @@ fetch or a connection to open is awaited in a Task, then the attempt goes on.
 
 The retry policy is RocketMQ's ``sendDefaultImpl``: ``1 + retry_times_when_send_failed`` attempts
 (one for a selector or a fixed queue), each after a failure going to another broker when there is
-one; a failed request pauses its broker (``LatencyFaultTolerance``), an answer's latency is noted.
+one; a failed request or a retriable refusal pauses its broker (``LatencyFaultTolerance``), an answer's
+latency is noted.
 A non-retriable answer is raised at once. FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
 SLAVE_NOT_AVAILABLE are retried on another broker (``retryAnotherBrokerWhenNotStoreOK``, always on
 here) and, when every attempt got one, raised as ``DurabilityNotConfirmedError``.
@@ -33,6 +34,7 @@ from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.remoting.client import Signer
 from sparkmq.remoting.client_connection import ClientConnection
 
 if TYPE_CHECKING:
@@ -47,11 +49,13 @@ _monotonic = time.monotonic
 
 @dataclass(slots=True)
 class Lane:
-    """A topic's route as last seen, its writable queues, header template and broker connections."""
+    """A topic's route as last seen, its writable queues, header template, the client's ACL signer (None:
+    it does not sign) and broker connections."""
 
     route: TopicRoute
     queues: list[MessageQueue]
     template: SendTemplate
+    signer: Signer | None
     connections: dict[str, ClientConnection] = field(default_factory=dict)
 
 
@@ -86,31 +90,16 @@ class SendCall:
     ``set_exception``, as an asyncio future has them).
     """
 
-    __slots__ = (
-        "arg",
-        "attempt",
-        "attempts",
-        "body",
-        "born_ms",
-        "callback",
-        "code",
-        "connection",
-        "fixed",
-        "flag",
-        "future",
-        "last_broker",
-        "message",
-        "oneway",
-        "opaque",
-        "producer",
-        "properties",
-        "queue",
-        "selector",
-        "started",
-        "sys_flag",
-        "topic",
-        "unique_id",
-    )
+    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields).
+    attempt = 0
+    #: ``(selector, arg, message, fixed queue)`` of a send to a chosen queue (one attempt), else None
+    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
+    last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
+    oneway = False
+    connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
+    opaque = 0
+    queue: MessageQueue
+    started = 0.0
 
     def __init__(
         self,
@@ -118,7 +107,7 @@ class SendCall:
         topic: str,
         code: int,
         body: bytes,
-        properties: str,
+        properties_json: str,
         unique_id: str,
         sys_flag: int,
         flag: int,
@@ -126,34 +115,36 @@ class SendCall:
         future: SendFuture,
         callback: SendCallback | None,
     ) -> None:
-        self.producer, self.topic, self.code, self.body, self.properties = producer, topic, code, body, properties
-        self.unique_id, self.sys_flag, self.flag, self.born_ms = unique_id, sys_flag, flag, born_ms
-        self.future, self.callback = future, callback
-        self.attempt, self.attempts = 0, 1 + producer.retry_times
-        self.last_broker: str | None = None
-        self.fixed: MessageQueue | None = None
-        self.selector: QueueSelector | None = None
-        self.arg: Any = None
-        self.message: Message | None = None  # the selector's argument
-        self.oneway = False
-        self.connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
-        self.opaque = 0
+        self.producer = producer
+        self.topic = topic
+        self.code = code
+        self.body = body
+        self.properties_json = properties_json
+        self.unique_id = unique_id
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.born_ms = born_ms
+        self.future = future
+        self.callback = callback
 
     def route_to(self, selector: QueueSelector | None, arg: Any, message: Message, fixed: MessageQueue | None) -> None:
         """Send to ``fixed``, or the queue ``selector(queues, message, arg)`` picks: one attempt, no retry."""
-        self.selector, self.arg, self.message, self.fixed = selector, arg, message, fixed
-        self.attempts = 1
+        self.pick = selector, arg, message, fixed
 
     # -- attempts ---------------------------------------------------------------------------------------
     def go(self) -> None:
         """Make the next attempt now if the topic's route and the queue's connection are ready, else in a Task."""
         try:
-            producer = self.producer
-            lane = producer._lanes.get(self.topic)
-            if lane is None or producer._routes.get(self.topic) is not lane.route:
+            producer, topic = self.producer, self.topic
+            lane = producer._lanes.get(topic)
+            if lane is None or producer._routes.get(topic) is not lane.route:
                 self._later(None)
                 return
-            queue = self._choose(lane)
+            queues = lane.queues
+            if self.pick is None and self.last_broker is None and queues and not producer.faults.paused:
+                queue = queues[next(producer._counter) % len(queues)]
+            else:
+                queue = self._choose(lane)
             connection = lane.connections.get(queue.broker_name)
             if connection is None or not connection.is_open:
                 self._later(queue)
@@ -192,29 +183,23 @@ class SendCall:
         queues = lane.queues
         if not queues:
             raise RemoteError(f"topic {self.topic} has no writable queue", retriable=True)
-        if self.fixed is not None:
-            return self.fixed
-        if self.selector is not None:
-            return self.selector(queues, self.message, self.arg)  # type: ignore[arg-type]
-        producer = self.producer
-        if self.last_broker is None and not producer.faults.paused:
-            return queues[next(producer._counter) % len(queues)]
-        return producer._pick(queues, self.last_broker)
+        if self.pick is not None:
+            selector, arg, message, fixed = self.pick
+            return fixed if fixed is not None else selector(queues, message, arg)  # type: ignore[misc]
+        return self.producer._pick(queues, self.last_broker)
 
     def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection) -> None:
-        producer = self.producer
         self.queue = queue
         opaque = connection.next_opaque()
-        signer = producer.instance.remoting.signer
-        if signer is None:
+        if lane.signer is None:
             frame = lane.template.frame(
-                self.code, queue.queue_id, opaque, self.born_ms, self.properties, self.body, self.sys_flag,
+                self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
                 self.flag, self.oneway,
             )  # fmt: skip
         else:
             frame = lane.template.signed_frame(
-                self.code, queue.queue_id, opaque, self.born_ms, self.properties, self.body, self.sys_flag,
-                self.flag, self.oneway, signer,
+                self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
+                self.flag, self.oneway, lane.signer,
             )  # fmt: skip
         if self.oneway:
             connection.write_frame(frame)
@@ -222,7 +207,7 @@ class SendCall:
             return
         self.started = _monotonic()
         self.connection, self.opaque = connection, opaque
-        connection.send_lean(opaque, self.code, frame, self, producer.send_timeout_s)
+        connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
 
     def forget(self) -> None:
         """Its caller stopped waiting (cancelled): the attempt in flight leaves the connection's table."""
@@ -235,8 +220,24 @@ class SendCall:
 
     def set_result(self, response: Any) -> None:
         """The broker answered the attempt: complete, raise a non-retriable answer, or retry."""
-        faults, broker = self.producer.faults, self.queue.broker_name
         latency_ms = (_monotonic() - self.started) * 1000
+        if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
+            fields = response.ext_fields
+            try:
+                result = SendResult(_SEND_OK, self.unique_id, fields["msgId"], self.queue, int(fields["queueOffset"]))
+            except (KeyError, TypeError, ValueError):
+                pass  # answer_outcome raises the precise error
+            else:
+                faults = self.producer.faults
+                if latency_ms >= FIRST_PAUSING_MS or faults.paused:
+                    faults.succeeded(self.queue.broker_name, latency_ms)
+                future = self.future
+                if not future.done():
+                    future.set_result(result)
+                if self.callback is not None:
+                    complete(future, self.callback)
+                return
+        faults, broker = self.producer.faults, self.queue.broker_name
         try:
             outcome = answer_outcome(response, self.unique_id, self.queue, self.topic)
         except SparkmqError as exc:  # not retriable: the broker works, the request is refused
@@ -244,13 +245,12 @@ class SendCall:
             self._finish(None, exc)
             return
         if type(outcome) is SendResult:
-            if latency_ms >= FIRST_PAUSING_MS or faults.paused:
-                faults.succeeded(broker, latency_ms)
+            faults.succeeded(broker, latency_ms)
             self._finish(outcome, None)
         elif type(outcome) is DurabilityNotConfirmedError:  # stored, not as promised: another broker next
             faults.succeeded(broker, latency_ms)
             self._retry(outcome, True)
-        else:  # a retriable refusal (busy, not available, ...): the broker is paused, as a failure
+        else:  # a retriable refusal (busy, not available, ...): the broker is paused, as after a failure
             faults.record(broker, 0, failed=True)
             self._retry(outcome, True)
 
@@ -264,9 +264,10 @@ class SendCall:
 
     def _retry(self, error: SparkmqError, answered: bool) -> None:
         broker = self.queue.broker_name
-        log_failed(broker, self.attempt, self.attempts, error, answered)
+        attempts = 1 if self.pick is not None else 1 + self.producer.retry_times
+        log_failed(broker, self.attempt, attempts, error, answered)
         self.attempt += 1
-        if self.attempt >= self.attempts:
+        if self.attempt >= attempts:
             self._finish(None, error)
         elif not self.future.done():  # else cancelled: nobody waits for the outcome
             self.last_broker = broker
@@ -274,16 +275,14 @@ class SendCall:
             self.go()
 
     def _finish(self, result: SendResult | None, error: BaseException | None) -> None:
-        future, callback = self.future, self.callback
+        future = self.future
         if future.done():  # cancelled by its caller: the callback still hears of it
-            if callback is not None:
-                complete(future, callback)
-            return
-        if error is None:
+            pass
+        elif error is None:
             future.set_result(result)  # type: ignore[arg-type]
         elif isinstance(error, asyncio.CancelledError) and isinstance(future, asyncio.Future):
             future.cancel()
         else:
             future.set_exception(error)
-        if callback is not None:
-            complete(future, callback)
+        if self.callback is not None:
+            complete(future, self.callback)

@@ -10,11 +10,13 @@ could have encoded (JSON header, language JAVA, version 4.9.7, ``extFields`` in
 
 from __future__ import annotations
 
+import json
 import struct
 from json.encoder import (
     encode_basestring,  # C-accelerated; non-ASCII kept, as RemotingCommand encodes
 )
 
+from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message
 from sparkmq.errors import FrameTooLargeError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.protocol import ONEWAY_FLAG, RequestCode
@@ -33,12 +35,27 @@ _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 |
 _BATCH = RequestCode.SEND_BATCH_MESSAGE
 _LANGUAGE = DEFAULT_LANGUAGE.name
 DEFAULT_TOPIC_QUEUE_NUMS = 4
+# WAIT then UNIQ_KEY as a JSON string up to the id: a plain message's properties, escaped once
+_PLAIN_JSON = {
+    wait: encode_basestring(prefix)[:-1] for wait, prefix in ((True, WAIT_TRUE_PREFIX), (False, WAIT_FALSE_PREFIX))
+}
+
+
+def properties_json(message: Message, unique_id: str) -> str:
+    """``message``'s properties text with ``unique_id`` (``Message.properties_text``) as a JSON string.
+
+    >>> properties_json(Message("T", b""), "ID")
+    '"WAIT\\\\u0001true\\\\u0002UNIQ_KEY\\\\u0001ID"'
+    """
+    if not (message.properties or message.tags or message.keys or message.delay_level > 0):
+        return f'{_PLAIN_JSON[message.wait_store_ok]}{unique_id}"'  # an id is hex: nothing to escape
+    return encode_basestring(message.properties_text(unique_id))
 
 
 class SendTemplate:
     """The fixed text of one producer group's and topic's send headers, one middle part per queue id.
 
-    >>> frame = SendTemplate("PID", "T").frame(310, 3, 7, 1700000000000, "WAIT\x01true", b"hi", 0, 0)
+    >>> frame = SendTemplate("PID", "T").frame(310, 3, 7, 1700000000000, '"WAIT"', b"hi", 0, 0)
     >>> frame[8:57]
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
@@ -66,18 +83,19 @@ class SendTemplate:
         queue_id: int,
         opaque: int,
         born_ms: int,
-        properties: str,
+        properties_json: str,
         body: bytes,
         sys_flag: int,
         flag: int,
         oneway: bool = False,
     ) -> bytes:
-        """A whole SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE (``code``) request frame; raises
-        :class:`FrameTooLargeError` over the protocol's maximum."""
+        """A whole SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE (``code``) request frame; ``properties_json`` is the
+        properties text as a JSON string (:func:`properties_json`). Raises :class:`FrameTooLargeError` over
+        the protocol's maximum."""
         header = (
             f'{{"code":{code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{_LANGUAGE}","opaque":{opaque}'
             f'{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}","g":"{born_ms}","h":"{flag}",'
-            f'"i":{encode_basestring(properties)},"j":"0","k":"false","m":"{"true" if code == _BATCH else "false"}"}}}}'
+            f'"i":{properties_json},"j":"0","k":"false","m":"{"true" if code == _BATCH else "false"}"}}}}'
         ).encode()
         length = HEADER_LENGTH_FIELD_BYTES + len(header) + len(body)
         if length + LENGTH_PREFIX_BYTES > MAX_FRAME_BYTES:
@@ -90,7 +108,7 @@ class SendTemplate:
         queue_id: int,
         opaque: int,
         born_ms: int,
-        properties: str,
+        properties_json: str,
         body: bytes,
         sys_flag: int,
         flag: int,
@@ -98,6 +116,7 @@ class SendTemplate:
         signer: Signer,
     ) -> bytes:
         """:meth:`frame` for a client that signs (ACL): the same fields, signed, through ``RemotingCommand``."""
+        properties: str = json.loads(properties_json)
         fields = {
             "a": self._group,
             "b": self._topic,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from json.encoder import encode_basestring
 
 import pytest
 
@@ -39,7 +40,9 @@ def test_send_template_frame_equals_remoting_command(
     body = b"\x00body\xff"
     template = SendTemplate('P"ID\\é', "Topic_1")
     for queue_id in (3, 3, 0):  # the second use of a queue comes from the cache
-        frame = template.frame(code, queue_id, 41, 1_700_000_000_123, props, body, sys_flag, flag, oneway)
+        frame = template.frame(
+            code, queue_id, 41, 1_700_000_000_123, encode_basestring(props), body, sys_flag, flag, oneway
+        )
         header = SendMessageRequestHeaderV2(
             'P"ID\\é',
             "Topic_1",
@@ -62,7 +65,7 @@ def test_send_template_frame_equals_remoting_command(
 
 def test_send_template_refuses_a_frame_over_the_maximum() -> None:
     with pytest.raises(FrameTooLargeError):
-        SendTemplate("P", "T").frame(RequestCode.SEND_MESSAGE_V2, 0, 1, 0, "", bytes(16 * 1024 * 1024), 0, 0)
+        SendTemplate("P", "T").frame(RequestCode.SEND_MESSAGE_V2, 0, 1, 0, '""', bytes(16 * 1024 * 1024), 0, 0)
 
 
 @pytest.mark.parametrize(

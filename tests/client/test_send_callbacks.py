@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator
+from json.encoder import encode_basestring
 from typing import Any, cast
 
 import pytest
@@ -226,7 +227,7 @@ def test_every_message_shape_is_sent_as_the_template_renders_it(cluster: Unconfi
                     result.queue.queue_id,
                     command.opaque,
                     int(fields["g"]),
-                    message.properties_text(result.msg_id),
+                    encode_basestring(message.properties_text(result.msg_id)),  # the reference text, escaped
                     body,
                     sys_flag,
                     message.flag,

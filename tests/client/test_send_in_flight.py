@@ -16,6 +16,7 @@ import logging
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from json.encoder import encode_basestring
 from typing import Any, cast
 
 import pytest
@@ -74,7 +75,7 @@ def _expected_frame(producer: AsyncProducer, message: Message, request: bytes) -
         int(fields["e"]),
         command.opaque,
         int(fields["g"]),
-        message.properties_text(unique_id),
+        encode_basestring(message.properties_text(unique_id)),
         message.body,
         0,
         message.flag,
@@ -181,7 +182,7 @@ def test_every_queue_id_of_a_wide_topic_is_rendered_in_its_frame(cluster: Unconf
             ids = set()
             for queue in lane.queues:
                 frame = lane.template.frame(
-                    RequestCode.SEND_MESSAGE_V2, queue.queue_id, 9, 1_700_000_000_000, "p", b"b", 0, 0
+                    RequestCode.SEND_MESSAGE_V2, queue.queue_id, 9, 1_700_000_000_000, '"p"', b"b", 0, 0
                 )
                 command = decode_frame(frame)
                 assert cast(dict[str, str], command.ext_fields)["e"] == str(queue.queue_id) and command.body == b"b"
