@@ -191,16 +191,10 @@ class SendCall:
     def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection) -> None:
         self.queue = queue
         opaque = connection.next_opaque()
-        if lane.signer is None:
-            frame = lane.template.frame(
-                self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
-                self.flag, self.oneway,
-            )  # fmt: skip
-        else:
-            frame = lane.template.signed_frame(
-                self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
-                self.flag, self.oneway, lane.signer,
-            )  # fmt: skip
+        frame = lane.template.frame(
+            self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
+            self.flag, self.oneway, lane.signer,
+        )  # fmt: skip
         if self.oneway:
             connection.write_frame(frame)
             self._finish(SendResult(_SEND_OK, self.unique_id, "", queue, -1), None)

@@ -88,10 +88,29 @@ class SendTemplate:
         sys_flag: int,
         flag: int,
         oneway: bool = False,
+        signer: Signer | None = None,
     ) -> bytes:
         """A whole SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE (``code``) request frame; ``properties_json`` is the
-        properties text as a JSON string (:func:`properties_json`). Raises :class:`FrameTooLargeError` over
-        the protocol's maximum."""
+        properties text as a JSON string (:func:`properties_json`); with ``signer`` (ACL), the same fields
+        signed, through ``RemotingCommand``. Raises :class:`FrameTooLargeError` over the protocol's maximum."""
+        if signer is not None:
+            fields = {
+                "a": self._group,
+                "b": self._topic,
+                "c": AUTO_CREATE_TOPIC_KEY,
+                "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
+                "e": str(queue_id),
+                "f": str(sys_flag),
+                "g": str(born_ms),
+                "h": str(flag),
+                "i": json.loads(properties_json),
+                "j": "0",
+                "k": "false",
+                "m": "true" if code == _BATCH else "false",
+            }
+            command = RemotingCommand.request(code, opaque, ext_fields=signer(fields, body), body=body, oneway=oneway)
+            head, body = command.encode_parts()
+            return head + body
         header = (
             f'{{"code":{code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{_LANGUAGE}","opaque":{opaque}'
             f'{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}","g":"{born_ms}","h":"{flag}",'
@@ -101,36 +120,3 @@ class SendTemplate:
         if length + LENGTH_PREFIX_BYTES > MAX_FRAME_BYTES:
             raise FrameTooLargeError(f"frame of {length + LENGTH_PREFIX_BYTES} bytes exceeds {MAX_FRAME_BYTES}")
         return b"".join((_PREFIX.pack(length, len(header)), header, body))
-
-    def signed_frame(
-        self,
-        code: int,
-        queue_id: int,
-        opaque: int,
-        born_ms: int,
-        properties_json: str,
-        body: bytes,
-        sys_flag: int,
-        flag: int,
-        oneway: bool,
-        signer: Signer,
-    ) -> bytes:
-        """:meth:`frame` for a client that signs (ACL): the same fields, signed, through ``RemotingCommand``."""
-        properties: str = json.loads(properties_json)
-        fields = {
-            "a": self._group,
-            "b": self._topic,
-            "c": AUTO_CREATE_TOPIC_KEY,
-            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
-            "e": str(queue_id),
-            "f": str(sys_flag),
-            "g": str(born_ms),
-            "h": str(flag),
-            "i": properties,
-            "j": "0",
-            "k": "false",
-            "m": "true" if code == _BATCH else "false",
-        }
-        command = RemotingCommand.request(code, opaque, ext_fields=signer(fields, body), body=body, oneway=oneway)
-        head, body = command.encode_parts()
-        return head + body
