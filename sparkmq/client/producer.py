@@ -86,6 +86,7 @@ class AsyncProducer:
         self._plain_below = min(compress_over_bytes, max_message_bytes + 1)  # a bytes body this short goes as is
         # the loop start() ran on, read per send: asyncio.get_running_loop() costs a getpid() per call
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._preparing: set[asyncio.Task[None]] = set()  # sends waiting for a route or a connection
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -118,7 +119,7 @@ class AsyncProducer:
         FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message may be stored; sending it again
         is safe for at-least-once), and the error tree's other exceptions for other failures.
         """
-        future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[SendResult] = (self._loop or asyncio.get_running_loop()).create_future()
         call = self._start(message, future, None, selector, arg, queue, oneway)
         try:
             return await future

@@ -154,7 +154,10 @@ class SendCall:
             self._finish(None, exc)
 
     def _later(self, queue: MessageQueue | None) -> None:
-        asyncio.get_running_loop().create_task(self._prepare(queue))
+        preparing = self.producer._preparing  # held until done: the loop keeps only a weak reference to a Task
+        task = asyncio.get_running_loop().create_task(self._prepare(queue))
+        preparing.add(task)
+        task.add_done_callback(preparing.discard)
 
     async def _prepare(self, queue: MessageQueue | None) -> None:
         """The attempt whose route (``queue`` None) or connection is not ready: fetch or open it, then write."""
