@@ -141,7 +141,10 @@ class SendCall:
                 self._later(None)
                 return
             queues = lane.queues
-            if self.pick is None and self.last_broker is None and queues and not producer.faults.paused:
+            if not queues:
+                self._unwritable()
+                return
+            if self.pick is None and self.last_broker is None and not producer.faults.paused:
                 queue = queues[next(producer._counter) % len(queues)]
             else:
                 queue = self._choose(lane)
@@ -165,6 +168,9 @@ class SendCall:
         try:
             if queue is None:
                 lane = await producer._new_lane(self.topic)
+                if not lane.queues:
+                    self._unwritable()
+                    return
                 queue = self._choose(lane)
             else:  # the queue the attempt chose (a selector is asked once per attempt), its lane as it is now
                 lane = producer._lanes.get(self.topic) or await producer._new_lane(self.topic)
@@ -182,10 +188,13 @@ class SendCall:
             if not isinstance(exc, Exception):
                 raise
 
+    def _unwritable(self) -> None:
+        """The route has no writable queue (e.g. between a master's death and its successor's registration):
+        a failed attempt; the next one asks the NameServers again."""
+        self._retry(RemoteError(f"topic {self.topic} has no writable queue", retriable=True), False, None)
+
     def _choose(self, lane: Lane) -> MessageQueue:
         queues = lane.queues
-        if not queues:
-            raise RemoteError(f"topic {self.topic} has no writable queue", retriable=True)
         if self.pick is not None:
             selector, arg, message, fixed = self.pick
             return fixed if fixed is not None else selector(queues, message, arg)  # type: ignore[misc]
@@ -246,28 +255,29 @@ class SendCall:
             self._finish(outcome, None)
         elif type(outcome) is DurabilityNotConfirmedError:  # stored, not as promised: another broker next
             faults.succeeded(broker, latency_ms)
-            self._retry(outcome, True)
+            self._retry(outcome, True, broker)
         else:  # a retriable refusal (busy, not available, ...): the broker is paused, as after a failure
             faults.record(broker, 0, failed=True)
-            self._retry(outcome, True)
+            self._retry(outcome, True, broker)
 
     def set_exception(self, error: BaseException) -> None:
         """The attempt's request failed (deadline passed, connection lost or refused): retry."""
         self.producer.faults.record(self.queue.broker_name, 0, failed=True)
         if isinstance(error, SparkmqError):
-            self._retry(error, False)
+            self._retry(error, False, self.queue.broker_name)
         else:
             self._finish(None, error)
 
-    def _retry(self, error: SparkmqError, answered: bool) -> None:
-        broker = self.queue.broker_name
+    def _retry(self, error: SparkmqError, answered: bool, broker: str | None) -> None:
+        """The attempt to ``broker`` (None: no queue to send to) failed: the next one, or ``error`` raised."""
         attempts = 1 if self.pick is not None else 1 + self.producer.retry_times
-        log_failed(broker, self.attempt, attempts, error, answered)
+        if broker is not None:
+            log_failed(broker, self.attempt, attempts, error, answered)
         self.attempt += 1
         if self.attempt >= attempts:
             self._finish(None, error)
         elif not self.future.done():  # else cancelled: nobody waits for the outcome
-            self.last_broker = broker
+            self.last_broker = broker or self.last_broker
             self.producer._routes.pop(self.topic, None)  # the next attempt reads the route anew
             self.go()
 

@@ -20,10 +20,14 @@ import pytest
 from sparkmq import DurabilityNotConfirmedError
 from sparkmq.client import AsyncProducer, Message, Producer, SendResult, SendStatus, loop_thread
 from sparkmq.client.send_call import SendIds
+from sparkmq.errors import RemoteError
 from sparkmq.message.msgid import UniqueIdGenerator
-from sparkmq.protocol import ResponseCode
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
+from sparkmq.protocol.codes import PermName
 from sparkmq.protocol.frame import decode_frame
 from sparkmq.remoting.client_connection import ClientConnection
+from support.client_harness import _call, wait_for_route
 from support.unconfirming_broker import UnconfirmingCluster
 
 
@@ -264,3 +268,34 @@ def test_an_awaited_lean_send_answered_unconfirmed_is_retried_and_its_retry_retu
     assert [r.queue_offset for r in results] == [2, 4]  # each stored twice: the unconfirmed attempt and the retry
     assert all(r.status is SendStatus.SEND_OK and len(r.msg_id) == 32 for r in results)
     assert cluster.stored(topic, 0) == 8  # warm-up, 2 x 2, 3 unconfirmed attempts
+
+
+@pytest.mark.parametrize("style", ["send", "send_async"])
+def test_a_route_without_a_writable_queue_is_looked_up_again_each_attempt_then_refused(
+    cluster: UnconfirmingCluster, style: str
+) -> None:
+    """A read-only topic (as a route fetched between a master's death and its successor's registration):
+    each attempt asks the NameServer for the route again, and the last one's retriable error is raised."""
+    topic = f"SendReadOnly{style}"
+    header = CreateTopicRequestHeader(topic, "TBW102", 1, 1, PermName.PERM_READ, "SINGLE_TAG", False).to_fields()
+    code, remark, _ = asyncio.run(_call(cluster.broker.config.address, RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+    assert code == ResponseCode.SUCCESS, remark
+    wait_for_route(cluster.ns, topic, {cluster.broker.config.broker_name})
+
+    async def scenario() -> list[str]:
+        async with AsyncProducer("PID_read_only", cluster.ns, retry_times_when_send_failed=2) as producer:
+            looked_up: list[str] = []
+            publish_route = producer.instance.publish_route
+
+            async def counted(name: str, *rest: Any) -> Any:
+                looked_up.append(name)
+                return await publish_route(name, *rest)
+
+            producer.instance.publish_route = counted  # type: ignore[method-assign]
+            message = Message(topic, b"refused")
+            with pytest.raises(RemoteError, match="no writable queue") as refused:
+                await (producer.send(message) if style == "send" else producer.send_async(message))
+            assert refused.value.retriable
+            return looked_up
+
+    assert asyncio.run(scenario()) == [topic] * 3
