@@ -32,8 +32,6 @@ EXTENSIONS = [
     ),
     # SEND_BATCH_MESSAGE bodies encoded and decoded in one call (reference: sparkmq/message/batch.py).
     optional_c("sparkmq.native._batchitems", "sparkmq/native/batchitems.c"),
-    # The producer's lean sends: frames from templates, SUCCESS answers delivered (reference: the Python they replace).
-    optional_c("sparkmq.remoting._clientlane", "sparkmq/remoting/client_lane.c"),
     # The Spark source's lean columns from a PULL body (reference: records_to_arrow's numpy path).
     optional_c("sparkmq.connector._leanrecords", "sparkmq/connector/leanrecords.c"),
 ]

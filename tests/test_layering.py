@@ -64,8 +64,7 @@ CONTRACTS = (
     # Optional C accelerators (docs/native.md): the standard library and their own package only.
     Contract("sparkmq.native", _names(), frozenset(), NETWORK_MODULES),
     # Packages still to come; their contracts apply as soon as their folder or file exists.
-    # native: only its SPARKMQ_NATIVE switch, for the client's optional C lane (remoting/client_native.py)
-    Contract("sparkmq.remoting", _names("protocol", "errors", "native"), None, SPARK_MODULES),
+    Contract("sparkmq.remoting", _names("protocol", "errors"), None, SPARK_MODULES),
     Contract("sparkmq.client", _names("protocol", "remoting", "message", "errors"), None, SPARK_MODULES),
     Contract("sparkmq.broker", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
     Contract("sparkmq.namesrv", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),

@@ -8,7 +8,7 @@ check fails, else 0. Example::
     $ sparkmq doctor
     ok    python   3.11.7
     ok    java     openjdk 17.0.15 (Spark's connector needs 17 or newer)
-    ok    native   5 extensions built, in use (SPARKMQ_NATIVE=0 turns them off)
+    ok    native   4 extensions built, in use (SPARKMQ_NATIVE=0 turns them off)
     ok    port     9876 (NameServer) free
     ...
 """

@@ -10,12 +10,13 @@ could have encoded (JSON header, language JAVA, version 4.9.7, ``extFields`` in
 
 from __future__ import annotations
 
+import json
 import struct
-from dataclasses import dataclass
 from json.encoder import (
     encode_basestring,  # C-accelerated; non-ASCII kept, as RemotingCommand encodes
 )
 
+from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message
 from sparkmq.errors import FrameTooLargeError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.protocol import ONEWAY_FLAG, RequestCode
@@ -28,43 +29,38 @@ from sparkmq.protocol.codes import (
 )
 from sparkmq.protocol.command import RemotingCommand
 from sparkmq.protocol.wire_text import encodable
-from sparkmq.remoting import client_native
 from sparkmq.remoting.client import Signer
 
 _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 | header length
-_native_frame = client_native.frame
+_BATCH = RequestCode.SEND_BATCH_MESSAGE
+_LANGUAGE = DEFAULT_LANGUAGE.name
 DEFAULT_TOPIC_QUEUE_NUMS = 4
+# WAIT then UNIQ_KEY as a JSON string up to the id: a plain message's properties, escaped once
+_PLAIN_JSON = {
+    wait: encode_basestring(prefix)[:-1] for wait, prefix in ((True, WAIT_TRUE_PREFIX), (False, WAIT_FALSE_PREFIX))
+}
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """What one send request carries besides its queue: ``properties`` is the decoded properties text."""
+def properties_json(message: Message, unique_id: str) -> str:
+    """``message``'s properties text with ``unique_id`` (``Message.properties_text``) as a JSON string.
 
-    code: int
-    body: bytes
-    properties: str
-    unique_id: str
-    sys_flag: int = 0
-    flag: int = 0
-
-    @property
-    def batch(self) -> bool:
-        return self.code == RequestCode.SEND_BATCH_MESSAGE
+    >>> properties_json(Message("T", b""), "ID")
+    '"WAIT\\\\u0001true\\\\u0002UNIQ_KEY\\\\u0001ID"'
+    """
+    if not (message.properties or message.tags or message.keys or message.delay_level > 0):
+        return f'{_PLAIN_JSON[message.wait_store_ok]}{unique_id}"'  # an id is hex: nothing to escape
+    return encode_basestring(message.properties_text(unique_id))
 
 
 class SendTemplate:
     """The fixed text of one producer group's and topic's send headers, one middle part per queue id.
 
-    >>> head = SendTemplate("PID", "T").head(Outgoing(310, b"hi", "WAIT\\x01true", "ID"), 3, 7, 1700000000000)
-    >>> head[8:57]
+    >>> frame = SendTemplate("PID", "T").frame(310, 3, 7, 1700000000000, '"WAIT"', b"hi", 0, 0)
+    >>> frame[8:57]
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
 
-    __slots__ = ("_fields", "_group", "_middles", "_topic", "middle_bytes", "middle_head")
-
-    _START = f'{{"code":{RequestCode.SEND_MESSAGE_V2},"flag":0,"language":"{DEFAULT_LANGUAGE.name}","opaque":'
-    #: a frame's text up to the opaque, then (``middle_of``) from the opaque to the sysFlag: the C lane's pieces
-    START_BYTES = _START.encode()
+    __slots__ = ("_fields", "_group", "_middles", "_topic")
 
     def __init__(self, group: str, topic: str) -> None:
         self._group, self._topic = group, topic
@@ -73,10 +69,7 @@ class SendTemplate:
             f'"a":{encode_basestring(encodable(group))},"b":{encode_basestring(topic)},'
             f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"'
         )
-        #: middle_of(queue id) is middle_head + the id's digits + ``","f":"``: the C lane writes those per send
-        self.middle_head = self._fields.encode()
-        self._middles: dict[int, str] = {}
-        self.middle_bytes: dict[int, bytes] = {}  # queue id → middle_of(queue id), read per send
+        self._middles: dict[int, str] = {}  # queue id → the header's text from the opaque to the sysFlag
 
     def _middle(self, queue_id: int) -> str:
         middle = self._middles.get(queue_id)
@@ -84,76 +77,46 @@ class SendTemplate:
             middle = self._middles[queue_id] = f'{self._fields}{int(queue_id)}","f":"'
         return middle
 
-    def middle_of(self, queue_id: int) -> bytes:
-        """The header's text from the opaque to the sysFlag's value for ``queue_id``, encoded (and kept)."""
-        middle = self.middle_bytes.get(queue_id)
-        if middle is None:
-            middle = self.middle_bytes[queue_id] = self._middle(queue_id).encode()
-        return middle
-
     def frame(
-        self, queue_id: int, opaque: int, born_ms: int, properties: str, body: bytes, sys_flag: int, flag: int
+        self,
+        code: int,
+        queue_id: int,
+        opaque: int,
+        born_ms: int,
+        properties_json: str,
+        body: bytes,
+        sys_flag: int,
+        flag: int,
+        oneway: bool = False,
+        signer: Signer | None = None,
     ) -> bytes:
-        """A whole SEND_MESSAGE_V2 frame (a two-way single send): the same bytes as :meth:`head` + body.
-
-        >>> out = Outgoing(310, b"hi", "WAIT\\x01true", "ID")
-        >>> t = SendTemplate("PID", "T")
-        >>> t.frame(3, 7, 1700000000000, out.properties, out.body, 0, 0) == t.head(out, 3, 7, 1700000000000) + b"hi"
-        True
-        """
-        if _native_frame is not None:  # the same bytes from C (client_lane.c), in one allocation
-            middle = self.middle_bytes.get(queue_id) or self.middle_of(queue_id)
-            whole = _native_frame(self.START_BYTES, middle, opaque, sys_flag, born_ms, flag, properties, body)
-            if whole is not None and len(whole) <= MAX_FRAME_BYTES:
-                return whole
-        return self.frame_python(queue_id, opaque, born_ms, properties, body, sys_flag, flag)
-
-    def frame_python(
-        self, queue_id: int, opaque: int, born_ms: int, properties: str, body: bytes, sys_flag: int, flag: int
-    ) -> bytes:
-        """:meth:`frame` in Python: the reference of the C one (and what raises for a frame too large)."""
+        """A whole SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE (``code``) request frame; ``properties_json`` is the
+        properties text as a JSON string (:func:`properties_json`); with ``signer`` (ACL), the same fields
+        signed, through ``RemotingCommand``. Raises :class:`FrameTooLargeError` over the protocol's maximum."""
+        if signer is not None:
+            fields = {
+                "a": self._group,
+                "b": self._topic,
+                "c": AUTO_CREATE_TOPIC_KEY,
+                "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
+                "e": str(queue_id),
+                "f": str(sys_flag),
+                "g": str(born_ms),
+                "h": str(flag),
+                "i": json.loads(properties_json),
+                "j": "0",
+                "k": "false",
+                "m": "true" if code == _BATCH else "false",
+            }
+            command = RemotingCommand.request(code, opaque, ext_fields=signer(fields, body), body=body, oneway=oneway)
+            head, body = command.encode_parts()
+            return head + body
         header = (
-            f'{self._START}{opaque}{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}",'
-            f'"g":"{born_ms}","h":"{flag}","i":{encode_basestring(properties)},"j":"0","k":"false","m":"false"}}}}'
+            f'{{"code":{code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{_LANGUAGE}","opaque":{opaque}'
+            f'{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}","g":"{born_ms}","h":"{flag}",'
+            f'"i":{properties_json},"j":"0","k":"false","m":"{"true" if code == _BATCH else "false"}"}}}}'
         ).encode()
         length = HEADER_LENGTH_FIELD_BYTES + len(header) + len(body)
         if length + LENGTH_PREFIX_BYTES > MAX_FRAME_BYTES:
             raise FrameTooLargeError(f"frame of {length + LENGTH_PREFIX_BYTES} bytes exceeds {MAX_FRAME_BYTES}")
-        return _PREFIX.pack(length, len(header)) + header + body
-
-    def head(self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool = False) -> bytes:
-        """The frame's length prefix and JSON header; the body follows it on the wire."""
-        middle = self._middle(queue_id)
-        text = (
-            f'{{"code":{out.code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{DEFAULT_LANGUAGE.name}",'
-            f'"opaque":{opaque}{middle}{out.sys_flag}","g":"{born_ms}","h":"{out.flag}",'
-            f'"i":{encode_basestring(out.properties)},"j":"0","k":"false","m":"{"true" if out.batch else "false"}"}}}}'
-        )
-        header = text.encode("utf-8")
-        length = HEADER_LENGTH_FIELD_BYTES + len(header) + len(out.body)
-        if length + LENGTH_PREFIX_BYTES > MAX_FRAME_BYTES:
-            raise FrameTooLargeError(f"frame of {length + LENGTH_PREFIX_BYTES} bytes exceeds {MAX_FRAME_BYTES}")
-        return _PREFIX.pack(length, len(header)) + header
-
-    def signed_head(
-        self, out: Outgoing, queue_id: int, opaque: int, born_ms: int, oneway: bool, signer: Signer
-    ) -> bytes:
-        """:meth:`head` for a client that signs (ACL): the same fields, signed, through ``RemotingCommand``."""
-        fields = {
-            "a": self._group,
-            "b": self._topic,
-            "c": AUTO_CREATE_TOPIC_KEY,
-            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
-            "e": str(queue_id),
-            "f": str(out.sys_flag),
-            "g": str(born_ms),
-            "h": str(out.flag),
-            "i": out.properties,
-            "j": "0",
-            "k": "false",
-            "m": "true" if out.batch else "false",
-        }
-        command = RemotingCommand.request(
-            out.code, opaque, ext_fields=signer(fields, out.body), body=out.body, oneway=oneway
-        )
-        return command.encode_parts()[0]
+        return b"".join((_PREFIX.pack(length, len(header)), header, body))

@@ -1,14 +1,14 @@
 """What a send attempt's answer means: a SendResult, an error to retry, or one to raise.
 
-Shared by ``AsyncProducer``'s general path (a ``RemotingCommand`` answer) and its lean one (a
-``LeanResponse`` of the same fields), so both check every answer the same way.
+An answer is a ``LeanResponse`` (the connection's typed decode of a plain header) or, for a
+header of another shape, the ``RemotingCommand``: both have the same fields, checked the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, cast
 
@@ -19,7 +19,7 @@ from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqErro
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.protocol.headers import SendMessageResponseHeader
-from sparkmq.remoting.client_connection import LeanResponse, SendOk
+from sparkmq.remoting.client_connection import LeanResponse
 
 logger = logging.getLogger("sparkmq.client.producer")
 
@@ -42,13 +42,8 @@ def log_failed(broker: str, attempt: int, attempts: int, error: SparkmqError, an
     logger.warning("send to %s %s (attempt %d/%d): %s", broker, what, attempt + 1, attempts, error.remark)
 
 
-def answer_outcome(
-    response: RemotingCommand | LeanResponse | SendOk, unique_id: str, queue: MessageQueue, topic: str
-) -> Any:
+def answer_outcome(response: RemotingCommand | LeanResponse, unique_id: str, queue: MessageQueue, topic: str) -> Any:
     """The SendResult of a SUCCESS answer, or the retriable error of another; raises a non-retriable one."""
-    if type(response) is tuple:  # a SUCCESS answer the C lane read: (msgId, queueOffset)
-        return SendResult(SendStatus.SEND_OK, unique_id, response[0], queue, response[1])
-    response = cast(RemotingCommand | LeanResponse, response)
     if response.code != ResponseCode.SUCCESS:
         error = _send_error(response, topic)
         if not error.retriable:
@@ -99,23 +94,3 @@ def complete(
             callback(future)
         except Exception:
             logger.exception("send callback %r raised", callback)
-
-
-def settle_from(coro: Coroutine[Any, Any, SendResult], done: SendFuture, callback: SendCallback | None = None) -> None:
-    """Run ``coro`` as a Task of the running loop; its outcome completes ``done`` (an asyncio future or a
-    running concurrent one), then ``callback`` is called with it."""
-
-    def copy(task: asyncio.Task[SendResult]) -> None:
-        if task.cancelled():
-            if isinstance(done, asyncio.Future):
-                done.cancel()
-                if callback is not None:
-                    complete(done, callback)
-            else:
-                complete(done, callback, error=asyncio.CancelledError())
-        elif (error := task.exception()) is not None:
-            complete(done, callback, error=error)
-        else:
-            complete(done, callback, task.result())
-
-    asyncio.get_running_loop().create_task(coro).add_done_callback(copy)

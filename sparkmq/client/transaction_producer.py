@@ -25,7 +25,6 @@ from typing import Any, NamedTuple
 from sparkmq.client import loop_thread
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
-from sparkmq.client.send_frames import Outgoing
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
@@ -142,15 +141,16 @@ class AsyncTransactionProducer(AsyncProducer):
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
         body, sys_flag = self._body_of(half)
         unique_id = self._ids.next_id()
-        out = Outgoing(
+        return await self.send_prepared(
+            half.topic,
             RequestCode.SEND_MESSAGE_V2,
             body,
             half.properties_text(unique_id),
             unique_id,
             sys_flag | L.TRANSACTION_PREPARED_TYPE,
             half.flag,
+            queue,
         )
-        return await self._send_with_retries(half.topic, out, None, None, half, queue, False)
 
     async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back

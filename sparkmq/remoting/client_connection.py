@@ -16,10 +16,6 @@ sweeper timer serves both. The queue is two parallel deques (deadlines, opaques)
 which the garbage collector does not track: with thousands of sends in flight a tuple per send was
 one more object each collection traversed (docs/design-notes.md, "The client's collector").
 
-With the C lane built (``client_lane.c``, :mod:`sparkmq.remoting.client_native`), the SUCCESS answers
-of a strict compact shape (the broker's own) are walked in C first and their waiters get a
-``(msgId, queueOffset)`` tuple (:data:`SendOk`) instead: no header object, no field dict.
-
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
 ``request_lean``.
@@ -39,7 +35,6 @@ from typing import Any, Protocol
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import HEADER_LENGTH_FIELD_BYTES, MIN_FRAME_LENGTH
-from sparkmq.remoting.client_native import deliver as _deliver
 from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, RemotingConnection
 
 try:
@@ -49,10 +44,8 @@ except ImportError:  # msgspec is missing: every response takes the reference pa
     decode_plain_header = None  # type: ignore[assignment]
     LeanResponse = None  # type: ignore[assignment,misc]
 
-__all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter", "SendOk"]
+__all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter"]
 
-#: A SUCCESS answer's ``msgId`` and ``queueOffset`` (``int(...)`` of its text), as the C lane delivers it.
-SendOk = tuple[str, int]
 #: The lean requests of one timeout and request code, oldest first: their deadlines and opaques, in step.
 LeanDeadlines = tuple[deque[float], deque[int]]
 
@@ -93,9 +86,6 @@ class ClientConnection(RemotingConnection):
         # timeout → request code → the deadlines and opaques of lean requests, oldest first (deadlines in order)
         self._lean_deadlines: dict[float, dict[int, LeanDeadlines]] = {}
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
-        # what the C lane's Sender reads of a connection per send, in one attribute read (none is ever replaced);
-        # through vars(self) it reads the connection's plain attributes as getattr would, without its lookup
-        self._lean_refs = (self._opaques, self._loop, self._lean, self._lean_deadlines, vars(self))
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -110,9 +100,8 @@ class ClientConnection(RemotingConnection):
         super().connection_lost(exc)
 
     def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
-        """Send a whole encoded request frame; the future gets its response as a :data:`SendOk` (a SUCCESS
-        answer read by the C lane), a :class:`LeanResponse`, or the :class:`~sparkmq.protocol.RemotingCommand`
-        of a header that is not of the plain shape;
+        """Send a whole encoded request frame; the future gets its response as a :class:`LeanResponse`, or the
+        :class:`~sparkmq.protocol.RemotingCommand` of a header that is not of the plain shape;
         fails with :class:`RemoteError` at the deadline or when the connection closes. No coroutine,
         no Task: the caller awaits the future itself and, if it stops waiting early, calls :meth:`forget`.
         """
@@ -196,8 +185,6 @@ class ClientConnection(RemotingConnection):
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
         while True:
-            if _deliver is not None and type(data) is bytes:  # SUCCESS answers of the strict shape, in C
-                position = _deliver(data, position, lean)
             if size - position < _PREFIX_BYTES:
                 if (
                     size - position >= _LENGTH_BYTES

@@ -4,7 +4,6 @@ A chunk goes on the wire while the turn is still producing requests (so the peer
 unless the peer has a part of a chunk (``LEAN_BUSY_FRAMES``) unanswered already;
 the requests keep their order across chunks, every answer reaches its own waiter whatever order the
 answers come in, and a connection lost after some answers fails exactly the unanswered requests.
-Every test runs with the C lane and without it.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import socket
 import threading
 from collections.abc import AsyncIterator
 
-import pytest
-
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
 from sparkmq.remoting import RemotingClient, client_connection
@@ -27,9 +24,6 @@ from support.chunk_peer import ChunkWatchingPeer, answer
 WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
 
 
-pytestmark = pytest.mark.usefixtures("lane")  # each test with the C lane and with Python (conftest)
-
-
 def send(connection: ClientConnection) -> tuple[int, asyncio.Future[object]]:
     opaque = connection.next_opaque()
     frame = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, ext_fields={"b": "T"}, body=b"x").encode()
@@ -37,9 +31,7 @@ def send(connection: ClientConnection) -> tuple[int, asyncio.Future[object]]:
 
 
 def offset_of(result: object) -> int:
-    """The queueOffset of an answer as the C lane (a tuple) or the Python walk (a LeanResponse) delivers it."""
-    if type(result) is tuple:
-        return int(result[1])
+    """The queueOffset of an answer (a LeanResponse)."""
     return int(result.ext_fields["queueOffset"])  # type: ignore[attr-defined]
 
 
@@ -176,9 +168,7 @@ def test_lean_sends_to_a_peer_that_stops_reading_go_out_at_once_and_resume_when_
             sent += [send(connection)[1] for _ in range(3)]
             assert connection._out == [] and connection.write_buffer_bytes > before  # not held for the turn
             may_read.set()
-            assert all(
-                type(result) in (tuple, client_connection.LeanResponse) for result in await asyncio.gather(*sent)
-            )
+            assert all(type(result) is client_connection.LeanResponse for result in await asyncio.gather(*sent))
             assert not connection.writes_paused and not connection._writes_paused
             last = [send(connection) for _ in range(3)]
             assert len(connection._out) == 2  # the first went alone (nothing in flight), the rest wait for the turn

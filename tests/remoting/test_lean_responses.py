@@ -1,10 +1,8 @@
 """ClientConnection's lean responses (``request_lean``) against a scripted server over real sockets.
 
 Every answer must reach its waiter as the reference decoder reads it: plain headers as a
-``LeanResponse`` with the same fields (or, SUCCESS answers the C lane reads, their ``(msgId,
-queueOffset)``), anything else as the reference's ``RemotingCommand``, whatever the chunking and
-whatever is interleaved; bad frames still close the connection. Every test runs with the C lane
-and without it (the Python walk alone).
+``LeanResponse`` with the same fields, anything else as the reference's ``RemotingCommand``,
+whatever the chunking and whatever is interleaved; bad frames still close the connection.
 """
 
 from __future__ import annotations
@@ -23,16 +21,13 @@ from sparkmq.remoting.client_connection import ClientConnection, LeanResponse
 Script = Callable[[list[RemotingCommand], asyncio.StreamWriter], Awaitable[None]]
 
 
-pytestmark = pytest.mark.usefixtures("lane")  # each test with the C lane and with Python (conftest)
-
-
 def lean(result: object) -> bool:
-    """An answer read without the reference decoder: a LeanResponse, or the C lane's (msgId, queueOffset)."""
-    return isinstance(result, LeanResponse) or type(result) is tuple
+    """An answer read without the reference decoder: a LeanResponse."""
+    return isinstance(result, LeanResponse)
 
 
 def code_of(result: object) -> int:
-    return 0 if type(result) is tuple else result.code  # type: ignore[attr-defined]
+    return result.code  # type: ignore[attr-defined]
 
 
 async def scripted(script: Script, count: int, test: Callable[[ClientConnection], Awaitable[None]]) -> None:
@@ -102,10 +97,7 @@ def _with_header(request: RemotingCommand, extra: bytes) -> bytes:
 
 def assert_same_as_reference(result: object, frame: bytes) -> None:
     reference = decode_frame(frame)
-    if type(result) is tuple:
-        assert reference.code == 0 and reference.body == b"" and reference.ext_fields is not None
-        assert result == (reference.ext_fields["msgId"], int(reference.ext_fields["queueOffset"]))
-    elif isinstance(result, LeanResponse):
+    if isinstance(result, LeanResponse):
         assert reference.body == b""
         fields = result.ext_fields or {}
         assert (result.code, result.opaque, result.remark, fields) == (
@@ -134,8 +126,7 @@ def test_every_answer_reaches_its_waiter_as_the_reference_reads_it(chunking: str
         sent = [send(connection) for _ in range(count)]
         results = [await future for _, future in sent]
         for (opaque, _), result, frame in zip(sent, results, frames, strict=True):
-            if type(result) is not tuple:  # the C lane's answer carries no opaque: its waiter was the opaque's
-                assert result.opaque == opaque  # type: ignore[attr-defined]
+            assert result.opaque == opaque  # type: ignore[attr-defined]
             assert_same_as_reference(result, frame)
         if chunking == "whole":  # the two plain answers before the first with a body are lean
             assert [lean(result) for result in results[:3]] == [True, True, False]
@@ -156,7 +147,7 @@ def test_plain_answers_in_any_chunks_are_all_lean() -> None:
         sent = [send(connection) for _ in range(count)]
         results = [await future for _, future in sent]
         assert all(lean(result) for result in results)
-        offsets = [r[1] if type(r) is tuple else int(r.ext_fields["queueOffset"]) for r in results]  # type: ignore[union-attr]
+        offsets = [int(r.ext_fields["queueOffset"]) for r in results]  # type: ignore[attr-defined]
         assert offsets == list(range(count))
 
     asyncio.run(scripted(script, count, test))

@@ -1,4 +1,4 @@
-"""A loopback peer for the lean-send chunk tests (tests/remoting/test_lean_chunks, tests/client/test_lean_sender).
+"""A loopback peer for the lean-send chunk tests (tests/remoting/test_lean_chunks, tests/client/test_send_in_flight).
 
 :class:`ChunkWatchingPeer` reads until ``count`` requests arrived (setting ``got_chunk``, which
 a client still inside one loop turn can only see if it wrote them during that turn), then answers

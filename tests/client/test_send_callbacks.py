@@ -1,8 +1,8 @@
-"""The producer's lean single sends (``sparkmq.client.lean_send``) against a real NameServer and broker.
+"""The producer's sends (``sparkmq.client.send_call``) against a real NameServer and broker.
 
 ``AsyncProducer.send_async`` completes its asyncio future, then calls the callback, from inside the
 connection's read; an unconfirmed answer, a request that times out (a broker that stops answering)
-and a connection lost go on through the general retry path, as ``send``'s do.
+and a connection lost are retried by the one retry policy, for ``send`` and ``send_async`` alike.
 """
 
 from __future__ import annotations
@@ -12,27 +12,22 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator
-from typing import cast
+from json.encoder import encode_basestring
+from typing import Any, cast
 
 import pytest
 
 from sparkmq import DurabilityNotConfirmedError
 from sparkmq.client import AsyncProducer, Message, Producer, SendResult, SendStatus, loop_thread
-from sparkmq.client import producer as producer_module
-from sparkmq.client.lean_send import (
-    RESULT_FIELDS,
-    WAITER_FIELDS,
-    CallbackSend,
-    SendIds,
-    _slotted_python,
-    slotted,
-)
+from sparkmq.client.send_call import SendIds
+from sparkmq.errors import RemoteError
 from sparkmq.message.msgid import UniqueIdGenerator
-from sparkmq.protocol import ResponseCode
-from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
+from sparkmq.protocol.codes import PermName
 from sparkmq.protocol.frame import decode_frame
-from sparkmq.remoting import client_native
 from sparkmq.remoting.client_connection import ClientConnection
+from support.client_harness import _call, wait_for_route
 from support.unconfirming_broker import UnconfirmingCluster
 
 
@@ -205,76 +200,50 @@ _SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_lean_frames_equal_the_python_reference_for_every_message_shape(
-    cluster: UnconfirmingCluster, monkeypatch: pytest.MonkeyPatch, native: bool
-) -> None:
-    """Each first attempt's id and frame, from the C lane's send_frame (plain messages) or the Python path,
-    are the bytes SendTemplate.frame_python renders of the message's properties text with that id."""
-    topic = cluster.topic("LeanFrames", queues=2)
-    c_calls: list[bytes] = []
-    if not native:
-        monkeypatch.setattr(producer_module, "_send_frame", None)
-        monkeypatch.setattr(client_native, "Sender", None)  # the producer below makes no C Sender
-    elif producer_module._send_frame is not None:
-        real = producer_module._send_frame
-
-        def counted(*args: object) -> object:
-            c_calls.append(args[-1])  # type: ignore[arg-type]
-            return real(*args)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(producer_module, "_send_frame", counted)
+def test_every_message_shape_is_sent_as_the_template_renders_it(cluster: UnconfirmingCluster) -> None:
+    """Each message shape's frame, as the connection gets it, is the template's frame of the message's
+    properties text with the send's id, queue, opaque and born time, and the result names that id."""
+    topic = cluster.topic("SendFrames", queues=2)
+    written: list[tuple[int, bytes]] = []
 
     async def scenario() -> None:
-        async with AsyncProducer("PID_lean_frames", cluster.ns) as producer:
+        async with AsyncProducer("PID_send_frames", cluster.ns) as producer:
             await producer.send(Message(topic, b"warm-up"))
-            ids, template = producer._ids, producer._lanes[topic].template
+            lane = producer._lanes[topic]
+            for connection in lane.connections.values():
+                send_lean = connection.send_lean
+
+                def recording(opaque: int, code: int, frame: bytes, *rest: Any, _send: Any = send_lean) -> None:
+                    written.append((code, frame))
+                    _send(opaque, code, frame, *rest)
+
+                connection.send_lean = recording  # type: ignore[method-assign]
             seen: set[str] = set()
             for shape in _SHAPES:
                 message = dataclasses.replace(shape, topic=topic)
-                lean = producer._lean_send(message)  # made ready, not sent: nothing is left in flight
-                assert lean is not None
-                unique_id, frame, queue, _connection, opaque = lean
-                born_ms = int(decode_frame(frame).ext_fields["g"])  # type: ignore[index]
+                result = await producer.send(message)
+                code, frame = written[-1]
+                command = decode_frame(frame)
+                fields = cast(dict[str, str], command.ext_fields)
                 body, sys_flag = producer._body_of(message)
-                properties = message.properties_text(unique_id)
-                assert frame == template.frame_python(
-                    queue.queue_id, opaque, born_ms, properties, body, sys_flag, message.flag
+                assert frame == lane.template.frame(
+                    code,
+                    result.queue.queue_id,
+                    command.opaque,
+                    int(fields["g"]),
+                    encode_basestring(message.properties_text(result.msg_id)),  # the reference text, escaped
+                    body,
+                    sys_flag,
+                    message.flag,
                 )
-                assert unique_id[:28] == f"{ids._prefix}{(born_ms - ids._month_start_ms) & 0xFFFFFFFF:08X}"
-                assert unique_id not in seen and len(unique_id) == 32
-                seen.add(unique_id)
-                # the C Sender's whole lean attempt (prepared, not sent) renders the same bytes for the messages
-                # it takes (plain, a bytes body sent as is) and leaves the others to this Python path (None)
-                if producer._sender is not None:
-                    made = producer._sender.prepare(message)
-                    if type(message.body) is bytes and len(message.body) < 4096 and shape in plain:
-                        unique_id, frame, queue, _connection, opaque = made
-                        born_ms = int(decode_frame(frame).ext_fields["g"])  # type: ignore[index]
-                        assert frame == template.frame_python(
-                            queue.queue_id,
-                            opaque,
-                            born_ms,
-                            message.properties_text(unique_id),
-                            message.body,
-                            0,
-                            message.flag,
-                        )
-                        assert unique_id not in seen and len(unique_id) == 32
-                        seen.add(unique_id)
-                        sender_made.append(message.body)
-                    else:
-                        assert made is None
-            # and a plain send goes through (the C Sender's, or the Python lean path's) and returns its id
-            result = await producer.send(Message(topic, b"after"))
-            assert result.msg_id not in seen and result.status is SendStatus.SEND_OK
+                ids = producer._ids
+                born_ms = int(fields["g"])
+                assert result.msg_id[:28] == f"{ids._prefix}{(born_ms - ids._month_start_ms) & 0xFFFFFFFF:08X}"
+                assert result.msg_id not in seen and len(result.msg_id) == 32
+                seen.add(result.msg_id)
 
-    plain = [m for m in _SHAPES if not (m.tags or m.keys or m.properties or m.delay_level)]
-    sender_made: list[bytes] = []
     asyncio.run(scenario())
-    with_sender = native and client_native.Sender is not None
-    assert len(c_calls) == (len(plain) + (0 if with_sender else 1) if native and client_native.send_frame else 0)
-    assert sender_made == ([b"", b"plain body", b"x" * 4095, b"no wait"] if with_sender else [])
+    assert len(written) == len(_SHAPES)
 
 
 def test_an_awaited_lean_send_answered_unconfirmed_is_retried_and_its_retry_returned(
@@ -301,25 +270,32 @@ def test_an_awaited_lean_send_answered_unconfirmed_is_retried_and_its_retry_retu
     assert cluster.stored(topic, 0) == 8  # warm-up, 2 x 2, 3 unconfirmed attempts
 
 
-def test_the_c_lanes_slotted_objects_equal_the_python_constructors() -> None:
-    queue = MessageQueue("T", "broker-a", 3)
-    expected = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
-    waiter_values = (object(), Message("T", b""), "ID", queue, object(), print, 12.5)
-    for make in {slotted, _slotted_python}:
-        made = make(SendResult, RESULT_FIELDS, SendStatus.SEND_OK, "ID", "OFFSET", queue, 2**40)
-        assert type(made) is SendResult and made == expected and hash(made) == hash(expected)
-        assert repr(made) == repr(expected) and made.queue is queue and made.queue_offset == 2**40
-        with pytest.raises(AttributeError):
-            made.queue_offset = 8  # type: ignore[misc]
-        waiter = make(CallbackSend, WAITER_FIELDS, *waiter_values)
-        reference = CallbackSend(*waiter_values)  # type: ignore[arg-type]
-        assert type(waiter) is CallbackSend and not waiter.done()
-        assert [getattr(waiter, name) for name in WAITER_FIELDS] == [getattr(reference, n) for n in WAITER_FIELDS]
-        assert [getattr(waiter, name) for name in WAITER_FIELDS] == list(waiter_values)
-    if client_native.slotted is not None:
-        with pytest.raises(TypeError):
-            client_native.slotted("not a type", (), 1)
-        with pytest.raises(TypeError):
-            client_native.slotted(SendResult, ("status",), 1, 2)  # a value per name
-        with pytest.raises(AttributeError):
-            client_native.slotted(SendResult, ("no_such_slot",), 1)
+@pytest.mark.parametrize("style", ["send", "send_async"])
+def test_a_route_without_a_writable_queue_is_looked_up_again_each_attempt_then_refused(
+    cluster: UnconfirmingCluster, style: str
+) -> None:
+    """A read-only topic (as a route fetched between a master's death and its successor's registration):
+    each attempt asks the NameServer for the route again, and the last one's retriable error is raised."""
+    topic = f"SendReadOnly{style}"
+    header = CreateTopicRequestHeader(topic, "TBW102", 1, 1, PermName.PERM_READ, "SINGLE_TAG", False).to_fields()
+    code, remark, _ = asyncio.run(_call(cluster.broker.config.address, RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+    assert code == ResponseCode.SUCCESS, remark
+    wait_for_route(cluster.ns, topic, {cluster.broker.config.broker_name})
+
+    async def scenario() -> list[str]:
+        async with AsyncProducer("PID_read_only", cluster.ns, retry_times_when_send_failed=2) as producer:
+            looked_up: list[str] = []
+            publish_route = producer.instance.publish_route
+
+            async def counted(name: str, *rest: Any) -> Any:
+                looked_up.append(name)
+                return await publish_route(name, *rest)
+
+            producer.instance.publish_route = counted  # type: ignore[method-assign]
+            message = Message(topic, b"refused")
+            with pytest.raises(RemoteError, match="no writable queue") as refused:
+                await (producer.send(message) if style == "send" else producer.send_async(message))
+            assert refused.value.retriable
+            return looked_up
+
+    assert asyncio.run(scenario()) == [topic] * 3

@@ -1,0 +1,295 @@
+"""One send in flight: its request, its attempts and its retry policy, and what it completes.
+
+Every send of a producer (``send``, ``send_async``, oneway, batch, a transaction's half message,
+the blocking ``Producer``) is one :class:`SendCall`. An attempt picks a queue (fault avoidance:
+brokers that failed or were slow, and the one that just failed, are skipped while another is
+usable), renders the frame from the topic's template and hands it to the broker's connection
+with the call itself as the waiter: the connection calls ``set_result`` with the answer inside
+its read, or ``set_exception`` when the deadline passed or the connection closed. No Task and no
+coroutine per send while the topic's route and the broker's connection are ready; a route to
+fetch or a connection to open is awaited in a Task, then the attempt goes on.
+
+The retry policy is RocketMQ's ``sendDefaultImpl``: ``1 + retry_times_when_send_failed`` attempts
+(one for a selector or a fixed queue), each after a failure going to another broker when there is
+one; a failed request or a retriable refusal pauses its broker (``LatencyFaultTolerance``), an answer's
+latency is noted.
+A non-retriable answer is raised at once. FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
+SLAVE_NOT_AVAILABLE are retried on another broker (``retryAnotherBrokerWhenNotStoreOK``, always on
+here) and, when every attempt got one, raised as ``DurabilityNotConfirmedError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkmq.client.fault import FIRST_PAUSING_MS
+from sparkmq.client.message import Message, SendResult, SendStatus
+from sparkmq.client.queue_select import QueueSelector
+from sparkmq.client.routes import TopicRoute
+from sparkmq.client.send_frames import SendTemplate
+from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed
+from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
+from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.remoting.client import Signer
+from sparkmq.remoting.client_connection import ClientConnection
+
+if TYPE_CHECKING:
+    from sparkmq.client.producer import AsyncProducer
+
+__all__ = ["Lane", "SendCall", "SendIds"]
+
+_SEND_OK = SendStatus.SEND_OK
+_HEX2 = tuple(f"{byte:02X}" for byte in range(256))
+_monotonic = time.monotonic
+
+
+@dataclass(slots=True)
+class Lane:
+    """A topic's route as last seen, its writable queues, header template, the client's ACL signer (None:
+    it does not sign) and broker connections."""
+
+    route: TopicRoute
+    queues: list[MessageQueue]
+    template: SendTemplate
+    signer: Signer | None
+    connections: dict[str, ClientConnection] = field(default_factory=dict)
+
+
+class SendIds(UniqueIdGenerator):
+    """:meth:`UniqueIdGenerator.next_id` for a clock read the sender made already (its born timestamp),
+    the id's text up to the counter rendered once per millisecond.
+
+    >>> ids = SendIds()
+    >>> a, b = ids.at(1_700_000_000_000), ids.at(1_700_000_000_000)
+    >>> len(a), a[:28] == b[:28], a != b
+    (32, True, True)
+    """
+
+    head_ms = -1
+    head = ""
+
+    def at(self, now_ms: int) -> str:
+        """A new id for the time ``now_ms`` (ms since the epoch, from ``time.time``)."""
+        if now_ms != self.head_ms:
+            if now_ms >= self._next_month_ms:
+                self._new_month(now_ms)
+            self.head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
+            self.head_ms = now_ms
+        counter = next(self._counter) & 0xFFFF
+        return f"{self.head}{_HEX2[counter >> 8]}{_HEX2[counter & 0xFF]}"  # a third faster than :04X
+
+
+class SendCall:
+    """One send: the request's fields, its attempts so far and the future (and callback) it completes.
+
+    Also the waiter of its attempt's request on the connection (``done``, ``set_result``,
+    ``set_exception``, as an asyncio future has them).
+    """
+
+    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields).
+    attempt = 0
+    #: ``(selector, arg, message, fixed queue)`` of a send to a chosen queue (one attempt), else None
+    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
+    last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
+    oneway = False
+    connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
+    opaque = 0
+    queue: MessageQueue
+    started = 0.0
+
+    def __init__(
+        self,
+        producer: AsyncProducer,
+        topic: str,
+        code: int,
+        body: bytes,
+        properties_json: str,
+        unique_id: str,
+        sys_flag: int,
+        flag: int,
+        born_ms: int,
+        future: SendFuture,
+        callback: SendCallback | None,
+    ) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.code = code
+        self.body = body
+        self.properties_json = properties_json
+        self.unique_id = unique_id
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.born_ms = born_ms
+        self.future = future
+        self.callback = callback
+
+    def route_to(self, selector: QueueSelector | None, arg: Any, message: Message, fixed: MessageQueue | None) -> None:
+        """Send to ``fixed``, or the queue ``selector(queues, message, arg)`` picks: one attempt, no retry."""
+        self.pick = selector, arg, message, fixed
+
+    # -- attempts ---------------------------------------------------------------------------------------
+    def go(self) -> None:
+        """Make the next attempt now if the topic's route and the queue's connection are ready, else in a Task."""
+        try:
+            producer, topic = self.producer, self.topic
+            lane = producer._lanes.get(topic)
+            if lane is None or producer._routes.get(topic) is not lane.route:
+                self._later(None)
+                return
+            queues = lane.queues
+            if not queues:
+                self._unwritable()
+                return
+            if self.pick is None and self.last_broker is None and not producer.faults.paused:
+                queue = queues[next(producer._counter) % len(queues)]
+            else:
+                queue = self._choose(lane)
+            connection = lane.connections.get(queue.broker_name)
+            if connection is None or not connection.is_open:
+                self._later(queue)
+                return
+            self._write(lane, queue, connection)
+        except Exception as exc:  # noqa: BLE001 - a selector's or the frame's error is the send's outcome
+            self._finish(None, exc)
+
+    def _later(self, queue: MessageQueue | None) -> None:
+        preparing = self.producer._preparing  # held until done: the loop keeps only a weak reference to a Task
+        task = asyncio.get_running_loop().create_task(self._prepare(queue))
+        preparing.add(task)
+        task.add_done_callback(preparing.discard)
+
+    async def _prepare(self, queue: MessageQueue | None) -> None:
+        """The attempt whose route (``queue`` None) or connection is not ready: fetch or open it, then write."""
+        producer = self.producer
+        try:
+            if queue is None:
+                lane = await producer._new_lane(self.topic)
+                if not lane.queues:
+                    self._unwritable()
+                    return
+                queue = self._choose(lane)
+            else:  # the queue the attempt chose (a selector is asked once per attempt), its lane as it is now
+                lane = producer._lanes.get(self.topic) or await producer._new_lane(self.topic)
+            connection = lane.connections.get(queue.broker_name)
+            if connection is None or not connection.is_open:
+                try:
+                    connection = await producer._connect(lane, queue.broker_name)
+                except RemoteError as exc:
+                    self.queue = queue
+                    self.set_exception(exc)
+                    return
+            self._write(lane, queue, connection)
+        except BaseException as exc:  # noqa: BLE001 - the caller's future carries every failure
+            self._finish(None, exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    def _unwritable(self) -> None:
+        """The route has no writable queue (e.g. between a master's death and its successor's registration):
+        a failed attempt; the next one asks the NameServers again."""
+        self._retry(RemoteError(f"topic {self.topic} has no writable queue", retriable=True), False, None)
+
+    def _choose(self, lane: Lane) -> MessageQueue:
+        queues = lane.queues
+        if self.pick is not None:
+            selector, arg, message, fixed = self.pick
+            return fixed if fixed is not None else selector(queues, message, arg)  # type: ignore[misc]
+        return self.producer._pick(queues, self.last_broker)
+
+    def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection) -> None:
+        self.queue = queue
+        opaque = connection.next_opaque()
+        frame = lane.template.frame(
+            self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
+            self.flag, self.oneway, lane.signer,
+        )  # fmt: skip
+        if self.oneway:
+            connection.write_frame(frame)
+            self._finish(SendResult(_SEND_OK, self.unique_id, "", queue, -1), None)
+            return
+        self.started = _monotonic()
+        self.connection, self.opaque = connection, opaque
+        connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
+
+    def forget(self) -> None:
+        """Its caller stopped waiting (cancelled): the attempt in flight leaves the connection's table."""
+        if self.connection is not None:
+            self.connection.forget(self.opaque)
+
+    # -- the connection's waiter -------------------------------------------------------------------------
+    def done(self) -> bool:
+        return False  # the connection holds it only until its one answer or failure
+
+    def set_result(self, response: Any) -> None:
+        """The broker answered the attempt: complete, raise a non-retriable answer, or retry."""
+        latency_ms = (_monotonic() - self.started) * 1000
+        if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
+            fields = response.ext_fields
+            try:
+                result = SendResult(_SEND_OK, self.unique_id, fields["msgId"], self.queue, int(fields["queueOffset"]))
+            except (KeyError, TypeError, ValueError):
+                pass  # answer_outcome raises the precise error
+            else:
+                faults = self.producer.faults
+                if latency_ms >= FIRST_PAUSING_MS or faults.paused:
+                    faults.succeeded(self.queue.broker_name, latency_ms)
+                future = self.future
+                if not future.done():
+                    future.set_result(result)
+                if self.callback is not None:
+                    complete(future, self.callback)
+                return
+        faults, broker = self.producer.faults, self.queue.broker_name
+        try:
+            outcome = answer_outcome(response, self.unique_id, self.queue, self.topic)
+        except SparkmqError as exc:  # not retriable: the broker works, the request is refused
+            faults.succeeded(broker, latency_ms)
+            self._finish(None, exc)
+            return
+        if type(outcome) is SendResult:
+            faults.succeeded(broker, latency_ms)
+            self._finish(outcome, None)
+        elif type(outcome) is DurabilityNotConfirmedError:  # stored, not as promised: another broker next
+            faults.succeeded(broker, latency_ms)
+            self._retry(outcome, True, broker)
+        else:  # a retriable refusal (busy, not available, ...): the broker is paused, as after a failure
+            faults.record(broker, 0, failed=True)
+            self._retry(outcome, True, broker)
+
+    def set_exception(self, error: BaseException) -> None:
+        """The attempt's request failed (deadline passed, connection lost or refused): retry."""
+        self.producer.faults.record(self.queue.broker_name, 0, failed=True)
+        if isinstance(error, SparkmqError):
+            self._retry(error, False, self.queue.broker_name)
+        else:
+            self._finish(None, error)
+
+    def _retry(self, error: SparkmqError, answered: bool, broker: str | None) -> None:
+        """The attempt to ``broker`` (None: no queue to send to) failed: the next one, or ``error`` raised."""
+        attempts = 1 if self.pick is not None else 1 + self.producer.retry_times
+        if broker is not None:
+            log_failed(broker, self.attempt, attempts, error, answered)
+        self.attempt += 1
+        if self.attempt >= attempts:
+            self._finish(None, error)
+        elif not self.future.done():  # else cancelled: nobody waits for the outcome
+            self.last_broker = broker or self.last_broker
+            self.producer._routes.pop(self.topic, None)  # the next attempt reads the route anew
+            self.go()
+
+    def _finish(self, result: SendResult | None, error: BaseException | None) -> None:
+        future = self.future
+        if future.done():  # cancelled by its caller: the callback still hears of it
+            pass
+        elif error is None:
+            future.set_result(result)  # type: ignore[arg-type]
+        elif isinstance(error, asyncio.CancelledError) and isinstance(future, asyncio.Future):
+            future.cancel()
+        else:
+            future.set_exception(error)
+        if self.callback is not None:
+            complete(future, self.callback)
