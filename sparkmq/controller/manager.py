@@ -64,6 +64,7 @@ class ControllerManager:
             config.store_path / "controller.json", json.loads, json.dumps, ConfigError
         )
         self._tasks: list[asyncio.Task[Any]] = []
+        self._closing = False
         self.elections = 0  # elections that changed the master (tests and the bench read it)
         for code, processor in self._table().items():
             server.register(code, processor)
@@ -92,6 +93,7 @@ class ControllerManager:
         self._tasks.append(asyncio.get_running_loop().create_task(scan, name="sparkmq-controller-scan"))
 
     async def close(self) -> None:
+        self._closing = True  # the server's own connections close next: that is no broker leaving
         await stop_tasks(self._tasks, "controller")
         self._tasks.clear()
         await self.client.close()
@@ -105,7 +107,7 @@ class ControllerManager:
 
     def _connection_closed(self, connection: RemotingConnection) -> None:
         gone = self.heartbeats.channel_closed(connection)
-        if gone:
+        if gone and not self._closing:
             task = asyncio.get_running_loop().create_task(self._brokers_left(gone, "closed its connection"))
             self._tasks = [t for t in self._tasks if not t.done()] + [task]
 
