@@ -49,11 +49,11 @@ BROKER_FLAGS = (
 )
 
 
-def start_broker(store: Path, namesrv: str, port: int) -> BrokerProcess:
+def start_broker(store: Path, namesrv: str, port: int, flags: tuple[str, ...] = BROKER_FLAGS) -> BrokerProcess:
     """Start the broker, retrying while the killed one's port lingers."""
     for attempt in range(20):
         try:
-            return BrokerProcess.start(store, namesrv, *BROKER_FLAGS, port=port)
+            return BrokerProcess.start(store, namesrv, *flags, port=port)
         except RuntimeError:
             if attempt == 19:
                 raise

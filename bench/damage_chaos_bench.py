@@ -41,6 +41,9 @@ sys.path.insert(0, str(REPO))
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+from crash_loop_bench import BROKER_FLAGS as CRASH_LOOP_FLAGS
+from crash_loop_bench import start_broker as start_retrying
+
 import sparkmq
 from bench_common import bench_root, free_port, machine
 from sparkmq.message import layout
@@ -51,13 +54,7 @@ from support.rocketmq_cpp import CppClientRun
 TOPIC = "DamageChaosTopic"
 SEND_OK = 0
 BROKER_FLAGS = (
-    "--flush",
-    "sync",
-    "--set",
-    "mapedFileSizeCommitLog=1048576",
-    "--set",
-    "mapedFileSizeConsumeQueue=6000",
-    "--set",
+    *CRASH_LOOP_FLAGS[:-1],
     "brokerName=chaos-broker",
     "--set",
     "metricsExporterType=PROM",
@@ -144,17 +141,13 @@ def damaged_bodies(chaos: Chaos) -> set[str]:
 
 def start_broker(chaos: Chaos, namesrv: str, port: int) -> BrokerProcess | None:
     """The broker on the store; None (recorded) if it did not come up."""
-    for attempt in range(20):
-        try:
-            return BrokerProcess.start(
-                chaos.store, namesrv, *BROKER_FLAGS, "--set", f"metricsPromExporterPort={METRICS_PORT}", port=port
-            )
-        except RuntimeError as exc:  # the killed one's port may linger a moment
-            if attempt == 19:
-                chaos.broker_failures.append(str(exc)[-400:])
-                return None
-            time.sleep(0.25)
-    return None
+    try:
+        return start_retrying(
+            chaos.store, namesrv, port, (*BROKER_FLAGS, "--set", f"metricsPromExporterPort={METRICS_PORT}")
+        )
+    except RuntimeError as exc:
+        chaos.broker_failures.append(str(exc)[-400:])
+        return None
 
 
 def send_python(namesrv: str, prefix: str, count: int) -> set[str]:
