@@ -5,7 +5,8 @@
  * counted as removed, the tags filter, the count and byte limits, one record always) and copies
  * the records it takes, run by run, from the CommitLog segments given into one bytes (a run never
  * crosses a segment). Nothing read from the units is trusted: a unit whose size no record has or
- * whose offset is negative, or whose record's head is not the one it names, stops the read with
+ * whose offset is negative, or whose record's head is not the one it names (or whose lengths do not
+ * add up to its size), stops the read with
  * that unit's index (the store repairs it from the CommitLog). read_queue's numpy path is the
  * reference; tests/native/test_queueread.py compares both, on damaged units too. */
 #define PY_SSIZE_T_CLEAN
@@ -18,6 +19,8 @@
 #define MAX_SEGMENTS 16 /* reads.MAX_READ_SEGMENTS: a read over more takes the numpy path */
 #define MIN_RECORD_BYTES 91 /* layout.RECORD_FIXED_BYTES: no record is shorter */
 #define MESSAGE_MAGIC ((int32_t)0xDAA320A7)
+#define BODY_LENGTH_AT 84 /* layout.POS_BODY_LENGTH */
+#define BODY_AT 88        /* layout.POS_BODY */
 
 /* Big-endian loads (GCC left the byte loop a loop: 10 % of a local read's copy in perf). */
 static int64_t get64(const unsigned char *p) {
@@ -149,11 +152,25 @@ static int walk(walk_t *w) {
     return 1;
 }
 
-/* Whether the record head at ``head`` is the one unit k names: total size, magic, queue id, queue
- * offset and physical offset (reads.unit_fault's second rule). */
+/* Whether the ``total`` bytes at ``record`` add up: body length, topic length and properties length
+ * fill exactly TOTALSIZE (layout.record_size; queue_repair.lengths_fault is the reference). */
+static int lengths_fit(const unsigned char *record, int64_t total) {
+    int64_t body = get32(record + BODY_LENGTH_AT);
+    if (body < 0 || MIN_RECORD_BYTES + body > total) return 0;
+    int64_t topic = record[BODY_AT + body];
+    int64_t properties_at = BODY_AT + body + 1 + topic;
+    if (properties_at + 2 > total) return 0;
+    int64_t properties = (int16_t)((record[properties_at] << 8) | record[properties_at + 1]);
+    return properties >= 0 && MIN_RECORD_BYTES + body + topic + properties == total;
+}
+
+/* Whether the record at ``head`` is the one unit k names (total size, magic, queue id, queue offset
+ * and physical offset) and its lengths add up (reads.unit_fault's second rule). The caller checked
+ * that the unit's size lies within the segment. */
 static int head_matches(const walk_t *w, Py_ssize_t k, const unsigned char *head) {
     return get32(head) == w->sizes[k] && get32(head + 4) == MESSAGE_MAGIC && get32(head + 12) == w->queue_id &&
-           get64(head + 20) == w->offset + w->rows[k] && get64(head + 28) == w->physical[k];
+           get64(head + 20) == w->offset + w->rows[k] && get64(head + 28) == w->physical[k] &&
+           lengths_fit(head, w->sizes[k]);
 }
 
 /* NULL when the segments hold every record taken (an error is never set; w->held_by says which);

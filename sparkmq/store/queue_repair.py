@@ -21,6 +21,7 @@ from sparkmq.store.dispatch import TagsCoder, dispatch_columns_plain
 
 ANCHOR_WINDOW = 4096  # units searched each way for an intact neighbour
 _UNIT = struct.Struct(">qiq")
+_INT32, _INT16 = struct.Struct(">i"), struct.Struct(">h")
 _HEAD = struct.Struct(">iiiiiqq")  # total size, magic, body CRC, queue id, flag, queue offset, physical offset
 _BLANK_UNIT = _UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
@@ -46,13 +47,14 @@ def field_fault(physical: int, size: int) -> str | None:
 
 def record_fault(commitlog: CommitLog, queue_id: int, queue_offset: int, physical: int, size: int) -> str | None:
     """What is wrong with the record a unit (with sane fields) names, or None: it lies past the
-    CommitLog's end or across a segment's end, or its head is not the one the unit names."""
+    CommitLog's end or across a segment's end, its head is not the one the unit names, or its lengths
+    do not add up to its size."""
     if physical + size > commitlog.max_offset or physical % commitlog.file_bytes + size > commitlog.file_bytes:
         return f"record {physical}+{size} past the CommitLog's end or its segment's"
-    head = commitlog.read(physical, _HEAD.size)
-    if head is None:
+    record = commitlog.read(physical, size)
+    if record is None:
         return f"record {physical}+{size} past its segment's write position"
-    total, magic, _crc, head_queue_id, _flag, head_queue_offset, head_physical = _HEAD.unpack(head)
+    total, magic, _crc, head_queue_id, _flag, head_queue_offset, head_physical = _HEAD.unpack_from(record)
     if (total, magic, head_queue_id, head_queue_offset, head_physical) != (
         size,
         L.MESSAGE_MAGIC_CODE,
@@ -64,7 +66,22 @@ def record_fault(commitlog: CommitLog, queue_id: int, queue_offset: int, physica
             f"record at {physical} is not the one named (size {total} for {size}, queue {head_queue_id}, "
             f"queue offset {head_queue_offset}, offset {head_physical})"
         )
-    return None
+    return lengths_fault(record, physical)
+
+
+def lengths_fault(record: bytes | memoryview, physical: int) -> str | None:
+    """What is wrong with a record whose head is sane but whose body, topic and properties lengths do not
+    fill exactly its TOTALSIZE (``_queueread``'s lengths_fit), or None."""
+    total = len(record)
+    (body,) = _INT32.unpack_from(record, L.POS_BODY_LENGTH)
+    if body >= 0 and L.RECORD_FIXED_BYTES + body <= total:
+        topic = record[L.POS_BODY + body]
+        properties_at = L.POS_BODY + body + 1 + topic
+        if properties_at + 2 <= total:
+            (properties,) = _INT16.unpack_from(record, properties_at)
+            if properties >= 0 and L.record_size(body, topic, properties) == total:
+                return None
+    return f"record at {physical}: its body, topic and properties lengths do not fill its size {total}"
 
 
 def unit_fault(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int) -> str | None:

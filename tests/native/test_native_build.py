@@ -124,7 +124,12 @@ def test_repeated_calls_keep_memory_flat() -> None:
 
     # 32 records of 100 bytes back to back (heads as their units name them), over two segments
     segment = memoryview(
-        b"".join(struct.pack(">iiiiiqq", 100, MESSAGE_MAGIC_CODE, 0, 0, 0, k, 100 * k).ljust(100) for k in range(32))
+        b"".join(
+            # a body of 9 bytes, an empty topic and no properties: the lengths fill the 100 bytes
+            (struct.pack(">iiiiiqq", 100, MESSAGE_MAGIC_CODE, 0, 0, 0, k, 100 * k) + bytes(48) + (9).to_bytes(4))
+            + bytes(12)
+            for k in range(32)
+        )
     )
     segments = ((0, segment[:1600], 1600), (1600, segment[1600:], 1600))
     units = b"".join((100 * k).to_bytes(8) + (100).to_bytes(4) + (k % 3).to_bytes(8) for k in range(32))

@@ -91,6 +91,31 @@ def test_a_unit_whose_record_cannot_be_found_is_reported_lost_and_skipped(damage
     assert damaged_store.damage.counts() == {("consumequeue", "lost"): 1}
 
 
+@pytest.mark.parametrize("field", ["topic_length", "body_length", "properties_length"])
+def test_a_record_whose_lengths_do_not_add_up_is_skipped_and_reported_lost(
+    damaged_store: MessageStore, field: str
+) -> None:
+    """The unit and the record's head are intact, but a length inside the record is not: the record is
+    never served (a consumer's decode would fail on it); its unit becomes a blank, the read goes on."""
+    before = _read_all(damaged_store)
+    path, position = _unit(damaged_store, 50)
+    physical = int.from_bytes(read_unit(path, position)[:8], "big")
+    segment_bytes = damaged_store.config.commitlog_file_bytes
+    segment = damaged_store.store_dir / "commitlog" / f"{physical - physical % segment_bytes:020d}"
+    at = physical % segment_bytes
+    body_length = int.from_bytes(segment.read_bytes()[at + L.POS_BODY_LENGTH : at + L.POS_BODY], "big")
+    topic_at = at + L.POS_BODY + body_length
+    where, data = {
+        "topic_length": (topic_at, b"\x7f"),
+        "body_length": (at + L.POS_BODY_LENGTH, (body_length + 3).to_bytes(4, "big")),
+        "properties_length": (topic_at + 1 + len(b"T"), b"\xff\xf0"),
+    }[field]
+    damage_bytes(segment, where, data)
+    assert _read_all(damaged_store) == [record for record in before if record[0] != 50]
+    assert damaged_store.damage.counts() == {("consumequeue", "lost"): 1}
+    assert read_unit(path, position)[8:12] == (2**31 - 1).to_bytes(4, "big")  # a blank unit
+
+
 @pytest.mark.parametrize("kind", UNIT_KINDS)
 def test_a_damaged_unit_survives_a_restart_as_damage_not_as_the_queue_end(tmp_path: Path, kind: str) -> None:
     """Recovery keeps the units after a damaged one (only a torn tail ends a queue, and its searches
