@@ -81,6 +81,8 @@ CONTRACTS = (
         frozenset(),
         _names("broker", "namesrv", "client", "store") | SPARK_MODULES,
     ),
+    # Topics as Delta tables: read from the store, written with deltalake; the broker composes it.
+    Contract("sparkmq.tables", _names("store", "message", "errors", "connector", "config_file", "native"), None),
     # Operator tools (the dashboard) build on the client like any application would.
     Contract("sparkmq.ops", _names("client", "protocol", "message", "errors"), None, SPARK_MODULES),
 )

@@ -1,0 +1,1 @@
+"""Topics as Delta tables: committed messages materialized, exactly once, into ``<tableTopicRoot>/<topic>``."""
