@@ -8,6 +8,7 @@ a ``dataVersion`` bumped on every change so the NameServer sees it. Changes only
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from sparkmq.message.names import (
 )
 from sparkmq.protocol import PermName
 from sparkmq.protocol.namesrv_bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from sparkmq.tables.attributes import alter, parse_modification
 
 SCHEDULE_QUEUES = 18
 DEFAULT_MAX_QUEUE_NUMS = 1024  # maxTopicQueueNums
@@ -138,12 +140,16 @@ class TopicConfigManager:
             return existing
         return self.put(TopicConfig(topic, queues, queues, READ_WRITE))
 
-    def update_by_admin(self, config: TopicConfig) -> TopicConfig:
-        """UPDATE_AND_CREATE_TOPIC: like :meth:`put`, but system topics are refused."""
+    def update_by_admin(self, config: TopicConfig, modification: str | None = None) -> TopicConfig:
+        """UPDATE_AND_CREATE_TOPIC: like :meth:`put`, but system topics are refused; ``modification``
+        (RocketMQ 5's ``+key=value,-key``) alters the topic's current attributes (InvalidFieldError if bad)."""
         check_topic(config.topic_name)
         if self.is_system(config.topic_name):
             raise InvalidFieldError(f"The topic[{config.topic_name}] is conflict with system topic.", field="topic")
-        return self.put(config)
+        existing = self.topics.get(config.topic_name)
+        current = existing.attribute_map if existing is not None else {}
+        attributes = alter(existing is None, current, parse_modification(modification))
+        return self.put(dataclasses.replace(config, attributes=tuple(sorted(attributes.items()))))
 
     def delete(self, topic: str) -> bool:
         """DELETE_TOPIC_IN_BROKER: forget ``topic``; system topics are refused, names are checked."""

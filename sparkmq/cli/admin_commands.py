@@ -8,6 +8,7 @@ maps a command name to its options and function.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,7 @@ from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from sparkmq.protocol.namesrv_bodies import ClusterInfo, TopicConfig
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
+from sparkmq.tables.attributes import parse_modification
 
 Command = Callable[[AdminExt, argparse.Namespace, TextIO], Awaitable[None]]
 
@@ -62,8 +64,11 @@ async def update_topic(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
         int(args.perm),
         order=str(args.order).lower() == "true",
     )
+    modification = parse_modification(args.attributes)  # a malformed one fails here, before any broker
+    added = {key[1:]: value for key, value in modification.items() if key.startswith("+")}
+    config = dataclasses.replace(config, attributes=tuple(sorted(added.items())))
     for address in (await _targets(admin, args)).values():
-        await admin.create_topic(address, config)
+        await admin.create_topic(address, config, args.attributes)
         out.write(f"create topic to {address} success.\n")
     out.write(topic_config_text(config) + "\n")
 
@@ -386,6 +391,7 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
             Opt("w", "writeQueueNums", "write queues"),
             Opt("p", "perm", "permission 2|4|6"),
             Opt("o", "order", "ordered topic true|false"),
+            Opt("a", "attributes", "attributes, +key=value to set, -key to remove, e.g. +table.enable=true"),
         ),
         update_topic,
         {"readQueueNums": "8", "writeQueueNums": "8", "perm": "6", "order": "false"},

@@ -34,7 +34,8 @@ def topic_config_text(c: TopicConfig) -> str:
     return (
         f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, writeQueueNums="
         f"{c.write_queue_nums}, perm={perm_string(c.perm)}, topicFilterType={c.topic_filter_type}, "
-        f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}]"
+        f"topicSysFlag={c.topic_sys_flag}, order={str(c.order).lower()}"
+        + (f", attributes={{{', '.join(f'{k}={v}' for k, v in c.attributes)}}}]" if c.attributes else "]")
     )
 
 

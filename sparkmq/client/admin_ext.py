@@ -143,7 +143,8 @@ class AdminExt:
             )
 
     # -- brokers: topics and groups --------------------------------------------------------
-    async def create_topic(self, address: str, config: TopicConfig) -> None:
+    async def create_topic(self, address: str, config: TopicConfig, attributes: str | None = None) -> None:
+        """UPDATE_AND_CREATE_TOPIC; ``attributes``: RocketMQ 5's ``+key=value,-key`` modification."""
         fields = CreateTopicRequestHeader(
             config.topic_name,
             AUTO_CREATE_TOPIC_KEY,
@@ -153,6 +154,7 @@ class AdminExt:
             "SINGLE_TAG",
             config.order,
             config.topic_sys_flag,
+            attributes,
         ).to_fields()
         await self.broker(
             address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, what=f"create topic {config.topic_name}"

@@ -118,6 +118,7 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str
     order: bool
     topic_sys_flag: Int32 | None = None
+    attributes: str | None = None  # RocketMQ 5: "+key=value,-key" (sparkmq.tables.attributes)
 
 
 @dataclass(frozen=True, slots=True)

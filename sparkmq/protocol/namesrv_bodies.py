@@ -61,10 +61,16 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()  # RocketMQ 5's attributes, sorted by key
+
+    @property
+    def attribute_map(self) -> dict[str, str]:
+        return dict(self.attributes)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object (fastjson key order)."""
-        return {
+        """The JSON object (fastjson key order; ``attributes`` only when there are some, as 4.x has none)."""
+        head = {"attributes": dict(self.attributes)} if self.attributes else {}
+        return head | {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -86,6 +92,7 @@ class TopicConfig:
             get_str(obj, "topicFilterType", path, "SINGLE_TAG"),
             get_int(obj, "topicSysFlag", path, 0),
             get_bool(obj, "order", path, False),
+            _attributes(obj.get("attributes"), f"{path}.attributes"),
         )
 
     def encode_compact(self) -> str:
@@ -103,6 +110,13 @@ class TopicConfig:
             return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
         except (IndexError, ValueError) as exc:
             raise InvalidFieldError(f"compact TopicConfig {text[:60]!r} is malformed", field="topicConfig") from exc
+
+
+def _attributes(value: object, path: str) -> tuple[tuple[str, str], ...]:
+    obj = as_object(value or {}, path)
+    if not all(isinstance(v, str) for v in obj.values()):
+        raise InvalidFieldError(f"{path} holds a value that is not a string", field="attributes")
+    return tuple(sorted(obj.items()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,7 +129,8 @@ class AdminProcessors:
                 h.topic_filter_type,
                 h.topic_sys_flag or 0,
                 h.order,
-            )
+            ),
+            h.attributes,
         )
         await self.ctx.persister.persist("topics.json")
         return request.make_response()
