@@ -128,6 +128,9 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup: int = 15_000  # haMaxTimeSlaveNotCatchup (ms): lagging longer leaves the set
     all_ack_in_sync_state_set: bool = False  # allAckInSyncStateSet: a SYNC send waits for every member
     in_sync_replicas: int = 1  # inSyncReplicas: replicas (master included) a SYNC send waits for
+    # Topics as Delta tables (docs/tables.md): "" = off; a local path or a URL deltalake writes (s3://, memory://).
+    table_topic_root: str = ""  # tableTopicRoot: the table of topic T lives at <tableTopicRoot>/<T>
+    table_topic_commit_interval_ms: int = 5000  # tableTopicCommitIntervalMs: one Delta commit per interval
     config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
 
     def __post_init__(self) -> None:
@@ -150,6 +153,8 @@ class BrokerConfig:
                 f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
                 f"1..maxTopicQueueNums ({self.max_topic_queue_nums})"
             )
+        if self.table_topic_commit_interval_ms <= 0:
+            raise ConfigError(f"tableTopicCommitIntervalMs {self.table_topic_commit_interval_ms} must be positive")
         if self.enable_controller_mode and not self.controller_addresses():
             raise ConfigError("enableControllerMode=true needs controllerAddr")
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
@@ -404,6 +409,8 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "haMaxTimeSlaveNotCatchup": ConfKey("ha_max_time_slave_not_catchup"),
     "inSyncReplicas": ConfKey("in_sync_replicas"),
     "syncBrokerMetadataPeriod": ConfKey("sync_broker_metadata_period"),
+    "tableTopicRoot": ConfKey("table_topic_root"),
+    "tableTopicCommitIntervalMs": ConfKey("table_topic_commit_interval_ms"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 

@@ -26,6 +26,7 @@ from sparkmq.store.flush import flush_outcome
 
 if TYPE_CHECKING:
     from sparkmq.broker.ha import HAService
+    from sparkmq.tables.materializer import Materializer
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class BrokerContext:
     persister: TablePersister
     stats: BrokerStats = field(default_factory=BrokerStats)
     ha: HAService | None = None  # replication; None: a lone broker
+    tables: Materializer | None = None  # the table writer (tableTopicRoot set); docs/tables.md
 
     async def put(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
         """Store ``batch`` and, with SYNC flush, wait (without blocking the loop) for its fsync."""

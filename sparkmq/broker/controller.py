@@ -36,6 +36,7 @@ from sparkmq.broker.registration import NamesrvRegistration
 from sparkmq.broker.schedule import ScheduleMessageService
 from sparkmq.broker.stats import SAMPLE_INTERVAL_S, timed
 from sparkmq.broker.subscriptions import SubscriptionGroupManager
+from sparkmq.broker.table_topics import TableStatusProcessor, start_materializer
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.broker.transactions import TransactionService
 from sparkmq.offsets import OffsetFile
@@ -121,6 +122,8 @@ class BrokerController:
             self.persister,
             ha=self.ha,
         )
+        ctx.tables = await asyncio.to_thread(start_materializer, cfg, store, topics)
+        self.server.register(RequestCode.SPARKMQ_TABLE_STATUS, TableStatusProcessor(topics, ctx.tables))
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)
         self.server.register(RequestCode.END_TRANSACTION, self.transactions.end_transaction)
@@ -288,6 +291,9 @@ class BrokerController:
         if self.ha is not None:
             await self._close_step("stop replication", self.ha.close)
         failed = await self.persister.persist_changed(ignore_intervals=True)
+        tables = self.context.tables if self.context is not None else None
+        if tables is not None:
+            await self._close_step("stop the table writer", lambda: asyncio.to_thread(tables.close))
         store = self.store
         if store is not None:
             await self._close_step("close the store", lambda: asyncio.to_thread(store.close))

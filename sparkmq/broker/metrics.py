@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.stats import RPC_LATENCY_BUCKETS_MS
+from sparkmq.broker.table_topics import table_status_body
 from sparkmq.protocol import code_name
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class BrokerCollector(Collector):
         yield self._lag(names, values)
         yield self._rpc_latency(names, values)
         yield from self._gauges(names, values)
+        if ctx.tables is not None:
+            yield from self._tables(names, values)
 
     def _rpc_latency(self, names: list[str], values: list[str]) -> Metric:
         family = HistogramMetricFamily(
@@ -123,6 +126,21 @@ class BrokerCollector(Collector):
             lag.add_metric([*values, topic, group], behind)
         return lag
 
+    def _tables(self, names: list[str], values: list[str]) -> Iterator[Metric]:
+        writer = self.ctx.tables
+        assert writer is not None
+        families = _table_families(names)
+        for topic in sorted(writer.statuses):
+            status = table_status_body(writer, topic)
+            if status is None:
+                continue
+            for lag in status.queues:
+                families["messages"].add_metric([*values, topic, str(lag.queue_id)], lag.lag_messages)
+                families["seconds"].add_metric([*values, topic, str(lag.queue_id)], lag.lag_seconds)
+            families["stalled"].add_metric([*values, topic, status.reason], int(status.state == "stalled"))
+        families["held"].add_metric(values, self.ctx.store.retention.held_segments)
+        yield from families.values()
+
     def _gauges(self, names: list[str], values: list[str]) -> Iterator[Metric]:
         ctx = self.ctx
         yield _gauge("rocketmq_topic_number", "Topics on the broker", names, values, len(ctx.topics.topics))
@@ -151,6 +169,28 @@ class BrokerCollector(Collector):
         for group, channels in list(ctx.clients.producers.items()):
             producers.add_metric([*values, group], len(channels))
         yield producers
+
+
+def _table_families(names: list[str]) -> dict[str, GaugeMetricFamily]:
+    queue = [*names, "topic", "queue_id"]
+    return {
+        "messages": GaugeMetricFamily(
+            "sparkmq_table_lag_messages", "Messages of a queue not yet in its topic's table", labels=queue
+        ),
+        "seconds": GaugeMetricFamily(
+            "sparkmq_table_lag_seconds", "Age of the oldest message of a queue not yet in its table", labels=queue
+        ),
+        "stalled": GaugeMetricFamily(
+            "sparkmq_table_stalled",
+            "1 while a topic's table is stalled (reason label), else 0",
+            labels=[*names, "topic", "reason"],
+        ),
+        "held": GaugeMetricFamily(
+            "sparkmq_table_retention_held_segments",
+            "Expired CommitLog segments retention keeps because a table has not taken them yet (disk pressure)",
+            labels=names,
+        ),
+    }
 
 
 def _gauge(name: str, doc: str, names: list[str], values: list[str], value: float) -> Metric:

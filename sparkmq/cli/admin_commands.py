@@ -117,6 +117,28 @@ async def topic_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -
         printf(out, "%-32s  %-4d  %-20d  %-20d    %s%n", mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, last)
 
 
+async def table_status(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
+    statuses = await admin.table_statuses(args.topic, getattr(args, "brokerAddr", None))
+    for broker, status in sorted(statuses.items()):
+        printf(out, "%-32s  table %s  version %d  state %s%n", broker, status.uri, status.table_version, status.state)
+        if status.reason:
+            printf(out, "%-32s  reason: %s%n", broker, status.reason)
+        header = ("#QID", "#Table Offset", "#Min Offset", "#Max Offset", "#Lag Msgs", "#Lag Seconds")
+        printf(out, "%-4s  %-14s  %-14s  %-14s  %-10s  %s%n", *header)
+        for q in status.queues:
+            table_offset = str(q.table_offset) if q.table_offset >= 0 else "-"
+            printf(
+                out,
+                "%-4d  %-14s  %-14d  %-14d  %-10d  %.3f%n",
+                q.queue_id,
+                table_offset,
+                q.min_offset,
+                q.max_offset,
+                q.lag_messages,
+                q.lag_seconds,
+            )
+
+
 async def topic_cluster_list(admin: AdminExt, args: argparse.Namespace, out: TextIO) -> None:
     route, info = await admin.topic_route(args.topic), await admin.cluster_info()
     names = {b.broker_name for b in route.broker_datas}
@@ -410,6 +432,12 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
     ),
     "topicRoute": ("Examine topic route info", (N, TOPIC), topic_route, {}),
     "topicStatus": ("Examine topic Status info", (N, TOPIC), topic_status, {}),
+    "tableStatus": (
+        "sparkmq: a table-enabled topic's Delta table against its queues (docs/tables.md)",
+        (N, BROKER, TOPIC),
+        table_status,
+        {},
+    ),
     "topicClusterList": ("Get cluster info for topic", (N, TOPIC), topic_cluster_list, {}),
     "updateSubGroup": (
         "Update or create subscription group",

@@ -52,6 +52,7 @@ from sparkmq.protocol.ops_bodies import (
     properties_text,
 )
 from sparkmq.protocol.running_info import ConsumerRunningInfo
+from sparkmq.protocol.table_bodies import TableStatusBody
 
 ADMIN_TIMEOUT_S = 5.0
 QUERY_MAX_NUM = 64
@@ -199,6 +200,24 @@ class AdminExt:
                 ).body
                 table.update(TopicStatsTable.decode(body).offset_table)
         return TopicStatsTable(table)
+
+    async def table_statuses(self, topic: str, address: str | None = None) -> dict[str, TableStatusBody]:
+        """SPARKMQ_TABLE_STATUS of ``topic`` on ``address``, or on each master the topic is routed to: name → status."""
+        if address is not None:
+            targets = {address: address}
+        else:
+            route = await self.topic_route(topic)
+            targets = {b.broker_name: b.broker_addrs[0] for b in route.broker_datas if 0 in b.broker_addrs}
+        statuses = {}
+        for name, target in targets.items():
+            response = await self.broker(
+                target,
+                RequestCode.SPARKMQ_TABLE_STATUS,
+                TopicRequestHeader(topic).to_fields(),
+                what=f"table of {topic}",
+            )
+            statuses[name] = TableStatusBody.decode(response.body)
+        return statuses
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """The group's offsets on every master broker that has some (merged), and its consume TPS."""

@@ -260,6 +260,8 @@ class RequestCode(IntEnum):
     NOTIFY_BROKER_ROLE_CHANGED = 1008
     CONTROLLER_GET_NEXT_BROKER_ID = 1012
     CONTROLLER_APPLY_BROKER_ID = 1013
+    # sparkmq's own requests, 40000-40999 (no RocketMQ code is there): docs/tables.md
+    SPARKMQ_TABLE_STATUS = 40001
 
 
 class PermName(IntFlag):

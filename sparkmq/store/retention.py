@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,11 +38,16 @@ class Retention:
     """``CleanCommitLogService`` + ``CleanConsumeQueueService`` for one store.
 
     ``write_refusal`` is None while writes are allowed, else the remark a refused put gets.
+    ``keep_from`` (set by the broker's table writer) returns the lowest CommitLog offset something
+    derived from the log still needs, or None: no segment holding it or anything later is deleted,
+    whatever its age or the disk pressure; ``held_segments`` counts the segments the last run kept so.
     """
 
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self.write_refusal: str | None = None
+        self.keep_from: Callable[[], int | None] | None = None
+        self.held_segments = 0
         self._clean_immediately = False
 
     def disk_used_ratio(self) -> float:
@@ -91,15 +97,37 @@ class Retention:
         deleted = self._delete(cfg.file_reserved_time_hours * 3600, at_once)
         return RetentionReport(deleted, time_trigger, space_trigger)
 
+    def _report_held(
+        self, commitlog: MappedFileQueue, reserved_seconds: float, at_once: bool, keep_from: int | None
+    ) -> None:
+        """Count (and log) the expired segments ``keep_from`` kept: disk pressure is reported, not resolved by loss."""
+        held = 0
+        if keep_from is not None:
+            now = time.time()
+            for mapped in commitlog.files[:-1]:
+                if not at_once and mapped.last_modified() + reserved_seconds > now:
+                    break
+                held += mapped.end_offset() > keep_from
+        if held and held != self.held_segments:
+            logger.warning(
+                "retention keeps %d expired CommitLog segments from offset %d: a topic's table has not taken them yet",
+                held,
+                keep_from,
+            )
+        self.held_segments = held
+
     def _delete(self, reserved_seconds: float, at_once: bool) -> int:
         store = self.store
         # Under the store lock only list changes happen; the files are unmapped and unlinked
         # under the flush lock alone, so puts and reads never wait behind an fsync here.
         with store._lock:  # retention is part of the store
             commitlog = store.commitlog.queue
-            deleted = commitlog.delete_expired_by_time(
-                reserved_seconds, force=at_once, max_files=DELETE_FILES_BATCH_MAX
-            )
+            keep_from = self.keep_from() if self.keep_from is not None else None
+            deletable = DELETE_FILES_BATCH_MAX
+            if keep_from is not None:
+                deletable = min(deletable, sum(1 for mapped in commitlog.files if mapped.end_offset() <= keep_from))
+            deleted = commitlog.delete_expired_by_time(reserved_seconds, force=at_once, max_files=deletable)
+            self._report_held(commitlog, reserved_seconds, at_once, keep_from)
             queues: list[MappedFileQueue] = [commitlog]
             index_files: list[IndexFile] = []
             if deleted:

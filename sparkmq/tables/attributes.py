@@ -6,8 +6,8 @@ separated by a comma followed by ``+`` or ``-``, so a ``table.schema`` DDL keeps
 
 >>> parse_modification("+table.enable=true,+table.schema=id BIGINT, name STRING")
 {'+table.enable': 'true', '+table.schema': 'id BIGINT, name STRING'}
->>> alter(False, {"table.enable": "true"}, parse_modification("-table.enable,+table.format=json"))
-{'table.format': 'json'}
+>>> alter(False, {"table.enable": "true"}, parse_modification("-table.enable,+table.format=raw"))
+{'table.format': 'raw'}
 >>> TableSettings.of({"table.enable": "true", "table.schema": "id BIGINT"}).columns
 (('id', 'bigint'),)
 """
