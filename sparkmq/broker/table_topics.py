@@ -56,10 +56,10 @@ def start_materializer(config: BrokerConfig, store: MessageStore, topics: TopicC
 
 def table_status_body(writer: Materializer, topic: str) -> TableStatusBody | None:
     """The last cycle's status of ``topic``'s table (state ``starting`` before its first), None if not enabled."""
+    if topic not in writer.settings():
+        return None
     status = writer.statuses.get(topic)
     if status is None:
-        if topic not in writer.settings():
-            return None
         return TableStatusBody(topic, "", "starting", "the first cycle has not run yet", -1)
     queues = tuple(
         TableQueueStatus(q.queue_id, q.table_offset, q.min_offset, q.max_offset, round(q.lag_seconds, 3))

@@ -104,13 +104,19 @@ def test_kill_9_mid_materialization_leaves_no_duplicate_and_no_gap(tmp_path: Pat
     number = 0
     broker = _broker(store, root)
     try:
-        header = CreateTopicRequestHeader(TOPIC, "TBW102", QUEUES, QUEUES, 6, "SINGLE_TAG", False, 0, "+table.enable=true")
+        header = CreateTopicRequestHeader(
+            TOPIC, "TBW102", QUEUES, QUEUES, 6, "SINGLE_TAG", False, 0, "+table.enable=true"
+        )
         code, remark, _ = _call(broker.address, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields())
         assert code == ResponseCode.SUCCESS, remark
-        for crash in range(2):
+        for _ in range(2):
             senders = Senders(broker.address, number)
             seen = _commits(table)
-            assert wait_until(lambda: _commits(table) >= seen + 3 and len(senders.acked) > 200, 60), "no commits"
+
+            def committed(seen: int = seen, senders: Senders = senders) -> bool:
+                return _commits(table) >= seen + 3 and len(senders.acked) > 200
+
+            assert wait_until(committed, 60), "no commits"
             broker.kill()  # while the senders send and the writer writes
             senders.stop()
             acked.update(senders.acked)
@@ -123,7 +129,9 @@ def test_kill_9_mid_materialization_leaves_no_duplicate_and_no_gap(tmp_path: Pat
             if code != ResponseCode.SUCCESS:
                 return False
             state = TableStatusBody.decode(body)
-            return state.state == "ok" and all(q.lag_messages == 0 for q in state.queues) and len(state.queues) == QUEUES
+            return (
+                state.state == "ok" and all(q.lag_messages == 0 for q in state.queues) and len(state.queues) == QUEUES
+            )
 
         assert wait_until(caught_up, 60), "the table did not catch up after the restarts"
     finally:

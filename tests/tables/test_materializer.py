@@ -1,0 +1,188 @@
+"""The table writer in an in-process broker: backfill, opt in and out, transactions, json and its rejects,
+schema evolution, partitioning, status, metrics and retention."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+from prometheus_client.parser import text_string_to_metric_families
+
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.table_bodies import TableStatusBody
+from sparkmq.store.config import FlushDiskType
+from support.broker_wire import Wire, run_broker
+from support.tx_wire import COMMIT, ROLLBACK, TxWire
+
+DEADLINE_S = 30.0
+
+
+def _table_broker(tmp_path: Path, scenario: Any, **overrides: Any) -> None:
+    run_broker(
+        tmp_path / "store",
+        scenario,
+        table_topic_root=str(tmp_path / "tables"),
+        table_topic_commit_interval_ms=50,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        **overrides,
+    )
+
+
+async def update_topic(w: Wire, topic: str, attributes: str | None, queues: int = 2) -> None:
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "order": "false",
+    }
+    if attributes is not None:
+        fields["attributes"] = attributes
+    response = await w.call(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+    assert response.code == ResponseCode.SUCCESS, response.remark
+
+
+async def status(w: Wire, topic: str) -> TableStatusBody:
+    response = await w.call(RequestCode.SPARKMQ_TABLE_STATUS, {"topic": topic})
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    return TableStatusBody.decode(response.body)
+
+
+async def until(w: Wire, topic: str, predicate: Any) -> TableStatusBody:
+    """Poll the table's status until ``predicate(status)`` holds (fails past the deadline)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while True:
+        current = await status(w, topic)
+        if predicate(current):
+            return current
+        assert loop.time() < deadline, current
+        await asyncio.sleep(0.02)
+
+
+def caught_up(current: TableStatusBody) -> bool:
+    return current.state == "ok" and bool(current.queues) and all(q.lag_messages == 0 for q in current.queues)
+
+
+def rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    table = DeltaTable(str(path)).to_pyarrow_table(columns=columns)
+    return sorted(table.to_pylist(), key=lambda r: (r["queueId"], r["queueOffset"]))
+
+
+def test_a_topic_that_opts_in_is_backfilled_then_followed_and_keeps_its_table_after_opting_out(tmp_path: Path) -> None:
+    tables = tmp_path / "tables"
+
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "orders", None)
+        for i in range(6):
+            await w.send_ok("orders", f"old-{i}".encode(), queue_id=i % 2, props={"TAGS": "t", "k": str(i)})
+        assert not (tables / "orders").exists()  # not table-enabled yet: nothing written
+        await update_topic(w, "orders", "+table.enable=true")
+        await until(w, "orders", caught_up)
+        for i in range(6, 10):
+            await w.send_ok("orders", f"new-{i}".encode(), queue_id=i % 2)
+        done = await until(w, "orders", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 10)
+        assert [(q.queue_id, q.table_offset, q.max_offset) for q in done.queues] == [(0, 5, 5), (1, 5, 5)]
+        assert done.uri == str(tables / "orders")
+        await update_topic(w, "orders", "-table.enable")
+        gone = await w.call(RequestCode.SPARKMQ_TABLE_STATUS, {"topic": "orders"})
+        assert gone.code == ResponseCode.SYSTEM_ERROR and "has no table" in (gone.remark or "")
+        missing = await w.call(RequestCode.SPARKMQ_TABLE_STATUS, {"topic": "nope"})
+        assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+
+    _table_broker(tmp_path, scenario)
+    found = rows(tables / "orders")
+    assert [(r["queueId"], r["queueOffset"]) for r in found] == [(q, o) for q in (0, 1) for o in range(5)]
+    bodies = {r["body"] for r in found}
+    assert bodies == {f"old-{i}".encode() for i in range(6)} | {f"new-{i}".encode() for i in range(6, 10)}
+    first = next(r for r in found if r["body"] == b"old-0")
+    assert dict(first["properties"])["k"] == "0" and first["tags"] == "t" and first["topic"] == "orders"
+
+
+def test_half_and_rolled_back_transactional_messages_never_reach_the_table(tmp_path: Path) -> None:
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "pay", "+table.enable=true", queues=4)
+        async with TxWire(w.address, "PID_TX") as tx:
+            committed = await tx.prepare("pay", b"committed")
+            rolled_back = await tx.prepare("pay", b"rolled-back")
+            await tx.prepare("pay", b"still-half")
+            assert (await tx.end(committed, COMMIT)).code == ResponseCode.SUCCESS
+            assert (await tx.end(rolled_back, ROLLBACK)).code == ResponseCode.SUCCESS
+        await w.send_ok("pay", b"plain", queue_id=0)
+        await until(w, "pay", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 2)
+
+    _table_broker(tmp_path, scenario)
+    assert sorted(r["body"] for r in rows(tmp_path / "tables" / "pay")) == [b"committed", b"plain"]
+
+
+def test_json_rows_parse_into_the_declared_columns_rejects_go_to_the_dlq_and_the_schema_evolves(tmp_path: Path) -> None:
+    tables = tmp_path / "tables"
+
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "events", "+table.enable=true,+table.format=json,+table.schema=id BIGINT, name STRING")
+        await w.send_ok("events", json.dumps({"id": 1, "name": "a", "extra": 5}).encode())
+        await w.send_ok("events", b"not json")
+        await w.send_ok("events", json.dumps({"id": "two"}).encode())
+        await w.send_ok("events", json.dumps({"id": 3}).encode(), queue_id=1)
+        await until(w, "events", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 4)
+        await update_topic(
+            w, "events", "+table.schema=id BIGINT, name STRING, price DOUBLE, day DATE,+table.partitionBy=queueId"
+        )
+        await w.send_ok("events", json.dumps({"id": 4, "price": 2.5, "day": "2026-01-02"}).encode())
+        await until(w, "events", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 5)
+
+    _table_broker(tmp_path, scenario)
+    good = rows(tables / "events")
+    assert [(r["id"], r["name"], r.get("price")) for r in good] == [(1, "a", None), (4, None, 2.5), (3, None, None)]
+    assert "body" not in good[0] and good[0]["topic"] == "events"
+    rejects = rows(tables / "events__dlq")
+    assert [(r["queueOffset"], r["body"]) for r in rejects] == [(1, b"not json"), (2, b'{"id": "two"}')]
+    assert "Expecting value" in rejects[0]["error"] and "column id: expected bigint, got 'two'" in rejects[1]["error"]
+
+
+def test_date_partitioning_adds_the_store_date(tmp_path: Path) -> None:
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "clicks", "+table.enable=true,+table.partitionBy=date(storeTimestamp)")
+        await w.send_ok("clicks", b"x")
+        await until(w, "clicks", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 1)
+
+    _table_broker(tmp_path, scenario)
+    table = DeltaTable(str(tmp_path / "tables" / "clicks"))
+    assert table.metadata().partition_columns == ["storeDate"]
+    (row,) = table.to_pyarrow_table().to_pylist()
+    assert row["storeDate"] == row["storeTimestamp"].astimezone(UTC).date()
+
+
+def test_lag_and_state_are_in_the_metrics(tmp_path: Path) -> None:
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "orders", "+table.enable=true")
+        await w.send_ok("orders", b"x")
+        await until(w, "orders", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 1)
+        assert w.broker.metrics is not None
+        url = f"http://{w.broker.metrics.address}/metrics"
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+        samples = {
+            (s.name, s.labels.get("topic"), s.labels.get("queue_id")): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("sparkmq_table")
+        }
+        assert samples[("sparkmq_table_lag_messages", "orders", "0")] == 0
+        assert samples[("sparkmq_table_lag_seconds", "orders", "0")] == 0
+        assert samples[("sparkmq_table_stalled", "orders", None)] == 0
+        assert samples[("sparkmq_table_retention_held_segments", None, None)] == 0
+
+    _table_broker(
+        tmp_path,
+        scenario,
+        metrics_exporter_type="PROM",
+        metrics_prom_exporter_host="127.0.0.1",
+        metrics_prom_exporter_port=0,
+    )
