@@ -8,72 +8,14 @@ import json
 import urllib.request
 from datetime import UTC
 from pathlib import Path
-from typing import Any
 
 from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkmq.protocol import RequestCode, ResponseCode
-from sparkmq.protocol.table_bodies import TableStatusBody
-from sparkmq.store.config import FlushDiskType
-from support.broker_wire import Wire, run_broker
+from support.broker_wire import Wire
+from support.table_wire import caught_up, rows, table_broker, until, update_topic
 from support.tx_wire import COMMIT, ROLLBACK, TxWire
-
-DEADLINE_S = 30.0
-
-
-def _table_broker(tmp_path: Path, scenario: Any, **overrides: Any) -> None:
-    run_broker(
-        tmp_path / "store",
-        scenario,
-        table_topic_root=str(tmp_path / "tables"),
-        table_topic_commit_interval_ms=50,
-        flush_disk_type=FlushDiskType.SYNC_FLUSH,
-        **overrides,
-    )
-
-
-async def update_topic(w: Wire, topic: str, attributes: str | None, queues: int = 2) -> None:
-    fields = {
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "readQueueNums": str(queues),
-        "writeQueueNums": str(queues),
-        "perm": "6",
-        "topicFilterType": "SINGLE_TAG",
-        "order": "false",
-    }
-    if attributes is not None:
-        fields["attributes"] = attributes
-    response = await w.call(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
-    assert response.code == ResponseCode.SUCCESS, response.remark
-
-
-async def status(w: Wire, topic: str) -> TableStatusBody:
-    response = await w.call(RequestCode.SPARKMQ_TABLE_STATUS, {"topic": topic})
-    assert response.code == ResponseCode.SUCCESS, response.remark
-    return TableStatusBody.decode(response.body)
-
-
-async def until(w: Wire, topic: str, predicate: Any) -> TableStatusBody:
-    """Poll the table's status until ``predicate(status)`` holds (fails past the deadline)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    while True:
-        current = await status(w, topic)
-        if predicate(current):
-            return current
-        assert loop.time() < deadline, current
-        await asyncio.sleep(0.02)
-
-
-def caught_up(current: TableStatusBody) -> bool:
-    return current.state == "ok" and bool(current.queues) and all(q.lag_messages == 0 for q in current.queues)
-
-
-def rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    table = DeltaTable(str(path)).to_pyarrow_table(columns=columns)
-    return sorted(table.to_pylist(), key=lambda r: (r["queueId"], r["queueOffset"]))
 
 
 def test_a_topic_that_opts_in_is_backfilled_then_followed_and_keeps_its_table_after_opting_out(tmp_path: Path) -> None:
@@ -97,7 +39,7 @@ def test_a_topic_that_opts_in_is_backfilled_then_followed_and_keeps_its_table_af
         missing = await w.call(RequestCode.SPARKMQ_TABLE_STATUS, {"topic": "nope"})
         assert missing.code == ResponseCode.TOPIC_NOT_EXIST
 
-    _table_broker(tmp_path, scenario)
+    table_broker(tmp_path, scenario)
     found = rows(tables / "orders")
     assert [(r["queueId"], r["queueOffset"]) for r in found] == [(q, o) for q in (0, 1) for o in range(5)]
     bodies = {r["body"] for r in found}
@@ -118,7 +60,7 @@ def test_half_and_rolled_back_transactional_messages_never_reach_the_table(tmp_p
         await w.send_ok("pay", b"plain", queue_id=0)
         await until(w, "pay", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 2)
 
-    _table_broker(tmp_path, scenario)
+    table_broker(tmp_path, scenario)
     assert sorted(r["body"] for r in rows(tmp_path / "tables" / "pay")) == [b"committed", b"plain"]
 
 
@@ -138,7 +80,7 @@ def test_json_rows_parse_into_the_declared_columns_rejects_go_to_the_dlq_and_the
         await w.send_ok("events", json.dumps({"id": 4, "price": 2.5, "day": "2026-01-02"}).encode())
         await until(w, "events", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 5)
 
-    _table_broker(tmp_path, scenario)
+    table_broker(tmp_path, scenario)
     good = rows(tables / "events")
     assert [(r["id"], r["name"], r.get("price")) for r in good] == [(1, "a", None), (4, None, 2.5), (3, None, None)]
     assert "body" not in good[0] and good[0]["topic"] == "events"
@@ -153,7 +95,7 @@ def test_date_partitioning_adds_the_store_date(tmp_path: Path) -> None:
         await w.send_ok("clicks", b"x")
         await until(w, "clicks", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 1)
 
-    _table_broker(tmp_path, scenario)
+    table_broker(tmp_path, scenario)
     table = DeltaTable(str(tmp_path / "tables" / "clicks"))
     assert table.metadata().partition_columns == ["storeDate"]
     (row,) = table.to_pyarrow_table().to_pylist()
@@ -179,7 +121,7 @@ def test_lag_and_state_are_in_the_metrics(tmp_path: Path) -> None:
         assert samples[("sparkmq_table_stalled", "orders", None)] == 0
         assert samples[("sparkmq_table_retention_held_segments", None, None)] == 0
 
-    _table_broker(
+    table_broker(
         tmp_path,
         scenario,
         metrics_exporter_type="PROM",
