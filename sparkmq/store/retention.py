@@ -107,7 +107,7 @@ class Retention:
             for mapped in commitlog.files[:-1]:
                 if not at_once and mapped.last_modified() + reserved_seconds > now:
                     break
-                held += mapped.end_offset() > keep_from
+                held += mapped.end_offset > keep_from
         if held and held != self.held_segments:
             logger.warning(
                 "retention keeps %d expired CommitLog segments from offset %d: a topic's table has not taken them yet",
@@ -125,7 +125,7 @@ class Retention:
             keep_from = self.keep_from() if self.keep_from is not None else None
             deletable = DELETE_FILES_BATCH_MAX
             if keep_from is not None:
-                deletable = min(deletable, sum(1 for mapped in commitlog.files if mapped.end_offset() <= keep_from))
+                deletable = min(deletable, sum(1 for mapped in commitlog.files if mapped.end_offset <= keep_from))
             deleted = commitlog.delete_expired_by_time(reserved_seconds, force=at_once, max_files=deletable)
             self._report_held(commitlog, reserved_seconds, at_once, keep_from)
             queues: list[MappedFileQueue] = [commitlog]
