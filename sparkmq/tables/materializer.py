@@ -144,12 +144,11 @@ class Materializer:
             logger.error("table of topic %s stalled: %s", topic, reason)
         self._tables.pop(topic, None)
         self._tables.pop(dlq_topic(topic), None)
-        queues = previous.queues if previous is not None else self._unknown(topic)
+        known = {q.queue_id: q.table_offset for q in previous.queues} if previous is not None else {}
+        queue_ids = self.store.queue_ids().get(topic, [])
+        queues = [QueueLag(q, known.get(q, -1), 0, 0, 0.0) for q in queue_ids]  # -1: not known yet
         uri = table_uri(self.root, topic)
         self.statuses[topic] = TableStatus(topic, uri, STALLED, reason, self._lags(topic, queues))
-
-    def _unknown(self, topic: str) -> tuple[QueueLag, ...]:
-        return tuple(QueueLag(q, -1, 0, 0, 0.0) for q in self.store.queue_ids().get(topic, []))
 
     def _table(self, topic: str, schema: pa.Schema, partition_by: list[str] | None) -> _Table:
         table = self._tables.get(topic)

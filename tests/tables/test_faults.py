@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from sparkmq.tables.layout import RAW_SCHEMA, app_id
 from support.broker_wire import Wire
 from support.table_wire import caught_up, rows, table_broker, until, update_topic
 
@@ -96,6 +97,24 @@ def test_a_deleted_table_is_written_again_from_the_queues(tmp_path: Path) -> Non
         await until(w, "orders", _complete(4))
         shutil.rmtree(table)
         await _send(w, "orders", 4, 2)
+        await until(w, "orders", lambda s: _complete(6)(s) and (table / "_delta_log").exists())
+
+    table_broker(tmp_path, scenario)
+    _assert_exactly(table, 6)
+
+
+def test_a_foreign_transaction_past_the_queue_stalls_until_the_table_is_removed(tmp_path: Path) -> None:
+    table = tmp_path / "tables" / "orders"
+
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "orders", "+table.enable=true")
+        await _send(w, "orders", 0, 4)
+        await until(w, "orders", _complete(4))
+        claim = CommitProperties(app_transactions=[Transaction(app_id("orders", 0), 1000)])
+        write_deltalake(str(table), RAW_SCHEMA.empty_table(), mode="append", commit_properties=claim)
+        await _send(w, "orders", 4, 2)
+        await until(w, "orders", _stalled("past the queue's max offset"))
+        shutil.rmtree(table)  # a RESTORE keeps the claim (transactions outlive it): only a new table clears it
         await until(w, "orders", lambda s: _complete(6)(s) and (table / "_delta_log").exists())
 
     table_broker(tmp_path, scenario)
