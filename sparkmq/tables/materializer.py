@@ -31,7 +31,7 @@ from sparkmq.tables.layout import DLQ_SCHEMA, RAW_SCHEMA, STORE_DATE_COLUMN, app
 from sparkmq.tables.queue_rows import READER_GROUP, QueueRows, read_rows
 
 logger = logging.getLogger(__name__)
-MAX_ROWS_PER_COMMIT = 1_000_000  # one topic's rows in one commit at most; a cycle that hits it runs again at once
+MAX_ROWS_PER_COMMIT = 262_144  # one topic's rows in one commit at most; a cycle that hits it runs again at once
 WRITER_KEY = "sparkmq.writer"  # the commitInfo entry naming the broker that wrote a commit
 OK, STALLED = "ok", "stalled"
 
