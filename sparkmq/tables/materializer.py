@@ -27,7 +27,15 @@ from sparkmq.message.record import iter_records
 from sparkmq.store import MessageStore
 from sparkmq.tables.attributes import STORE_DATE, TableSettings
 from sparkmq.tables.json_rows import json_schema, parse_json_rows
-from sparkmq.tables.layout import DLQ_SCHEMA, RAW_SCHEMA, STORE_DATE_COLUMN, app_id, dlq_topic, table_uri
+from sparkmq.tables.layout import (
+    DLQ_SCHEMA,
+    METADATA_COLUMNS,
+    RAW_SCHEMA,
+    STORE_DATE_COLUMN,
+    app_id,
+    dlq_topic,
+    table_uri,
+)
 from sparkmq.tables.queue_rows import READER_GROUP, QueueRows, read_rows
 
 logger = logging.getLogger(__name__)
@@ -68,16 +76,30 @@ class _Table:
         self.delta = DeltaTable.create(uri, schema=schema, partition_by=partition_by, mode="ignore")
 
     def offsets(self, queue_ids: list[int]) -> dict[int, int | None]:
+        """Each queue's next offset to write (None: none written), from the table's latest version.
+
+        Raises :class:`ForeignTableError` when the table lacks a metadata column (someone else's table)
+        or claims offsets past a queue's end (checked by the caller through the returned versions).
+        """
         self.delta.update_incremental()
+        names = {field.name for field in self.delta.schema().fields}
+        missing = [name for name in METADATA_COLUMNS if name not in names]
+        if missing:
+            raise ForeignTableError(
+                f"{self.uri} lacks the columns {', '.join(missing)} (version {self.delta.version()}): "
+                "someone else wrote it; restore it or move it away"
+            )
         return {q: self.delta.transaction_version(app_id(self.topic, q)) for q in queue_ids}
 
-    def append(self, rows: pa.Table, next_offsets: Mapping[int, int], writer: str, merge: bool) -> None:
+    def append(self, rows: pa.Table, next_offsets: Mapping[int, int], writer: str) -> None:
+        """Append ``rows`` and move the queues' transactions to ``next_offsets``, in one commit (new
+        columns, a newly declared json column or the partition date, are added by schema evolution)."""
         transactions = [Transaction(app_id(self.topic, q), offset) for q, offset in sorted(next_offsets.items())]
         write_deltalake(
             self.delta,
             rows,
             mode="append",
-            schema_mode="merge" if merge else None,
+            schema_mode="merge",
             commit_properties=CommitProperties(app_transactions=transactions, custom_metadata={WRITER_KEY: writer}),
         )
 
@@ -164,8 +186,9 @@ class Materializer:
         offsets = main.offsets(queue_ids)
         dlq = self._table(dlq_topic(topic), DLQ_SCHEMA, None) if json else None
         dlq_offsets = dlq.offsets(queue_ids) if dlq is not None else {}
+        self._check_not_ahead(topic, offsets)
+        self._check_not_ahead(topic, dlq_offsets)
         starts = {q: _start(offsets[q], dlq_offsets.get(q)) for q in queue_ids}
-        self._check_not_ahead(topic, starts)
         per_queue = max(self.max_rows // max(len(queue_ids), 1), 1)
         reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue) for q in queue_ids]
         advanced = _advanced(reads, offsets)
@@ -174,10 +197,10 @@ class Materializer:
             good, rejects = parse_json_rows(rows, settings.columns)
             dlq_advanced = _advanced(reads, dlq_offsets)
             if dlq_advanced:
-                dlq.append(_from(rejects, dlq_offsets), dlq_advanced, self.broker_name, merge=False)
+                dlq.append(_from(rejects, dlq_offsets), dlq_advanced, self.broker_name)
             rows = good
         if advanced:
-            main.append(_with_partition_values(_from(rows, offsets), settings), advanced, self.broker_name, json)
+            main.append(_with_partition_values(_from(rows, offsets), settings), advanced, self.broker_name)
         ends = {r.queue_id: r.next_offset for r in reads}
         self.statuses[topic] = TableStatus(
             topic,
@@ -189,11 +212,11 @@ class Materializer:
         )
         return any(r.count >= per_queue for r in reads)
 
-    def _check_not_ahead(self, topic: str, starts: Mapping[int, int]) -> None:
-        for queue_id, start in starts.items():
+    def _check_not_ahead(self, topic: str, offsets: Mapping[int, int | None]) -> None:
+        for queue_id, start in offsets.items():
             end = self.store.max_offset_in_queue(topic, queue_id)
-            if start > end:
-                raise TableAheadError(
+            if start is not None and start > end:
+                raise ForeignTableError(
                     f"the table holds queue {queue_id} up to offset {start}, past the queue's max offset {end}: "
                     "it was written by someone else, or for another broker's queues"
                 )
@@ -223,8 +246,8 @@ class Materializer:
         return min(self.floors.values(), default=None) if self._cycled else 0
 
 
-class TableAheadError(RuntimeError):
-    """A table's transaction says it holds offsets the queue does not have."""
+class ForeignTableError(RuntimeError):
+    """A table this broker did not write as it is: other columns, or offsets its queues do not have."""
 
 
 def _advanced(reads: list[QueueRows], committed: Mapping[int, int | None]) -> dict[int, int]:

@@ -89,6 +89,7 @@ def test_a_table_overwritten_by_someone_else_stalls_until_it_is_restored(tmp_pat
         tmp_path,
         lambda table, _: write_deltalake(str(table), foreign, mode="overwrite", schema_mode="overwrite"),
         lambda table, version: DeltaTable(str(table)).restore(version),
+        "lacks the columns topic, brokerName, queueId, queueOffset",
     )
 
 

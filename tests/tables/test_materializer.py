@@ -102,6 +102,20 @@ def test_date_partitioning_adds_the_store_date(tmp_path: Path) -> None:
     assert row["storeDate"] == row["storeTimestamp"].astimezone(UTC).date()
 
 
+def test_partitioning_asked_for_later_adds_the_column_without_a_stall(tmp_path: Path) -> None:
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "clicks", "+table.enable=true")
+        await w.send_ok("clicks", b"before")
+        await until(w, "clicks", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 1)
+        await update_topic(w, "clicks", "+table.partitionBy=date(storeTimestamp)")
+        await w.send_ok("clicks", b"after")
+        await until(w, "clicks", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 2)
+
+    table_broker(tmp_path, scenario)
+    found = {r["body"]: r["storeDate"] for r in rows(tmp_path / "tables" / "clicks")}
+    assert found[b"before"] is None and found[b"after"] is not None
+
+
 def test_lag_and_state_are_in_the_metrics(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
         await update_topic(w, "orders", "+table.enable=true")
