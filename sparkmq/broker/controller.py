@@ -122,7 +122,7 @@ class BrokerController:
             self.persister,
             ha=self.ha,
         )
-        ctx.tables = await asyncio.to_thread(start_materializer, cfg, store, topics)
+        ctx.tables = await asyncio.to_thread(start_materializer, ctx)
         self.server.register(RequestCode.SPARKMQ_TABLE_STATUS, TableStatusProcessor(topics, ctx.tables))
         self._register_processors(ctx)
         self.transactions = TransactionService(ctx)

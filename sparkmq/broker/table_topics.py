@@ -16,9 +16,8 @@ from sparkmq.protocol.table_bodies import TableQueueStatus, TableStatusBody
 from sparkmq.tables.attributes import TableSettings
 
 if TYPE_CHECKING:
-    from sparkmq.broker.config import BrokerConfig
+    from sparkmq.broker.context import BrokerContext
     from sparkmq.remoting import RemotingConnection
-    from sparkmq.store import MessageStore
     from sparkmq.tables.materializer import Materializer
 
 logger = logging.getLogger(__name__)
@@ -35,20 +34,24 @@ def table_settings(topics: TopicConfigManager) -> dict[str, TableSettings]:
     return enabled
 
 
-def start_materializer(config: BrokerConfig, store: MessageStore, topics: TopicConfigManager) -> Materializer | None:
-    """The running table writer when ``tableTopicRoot`` is set on a master; its retention hold is installed."""
-    if not config.table_topic_root or config.is_slave:
+def start_materializer(ctx: BrokerContext) -> Materializer | None:
+    """The running table writer when ``tableTopicRoot`` is set, its retention hold installed.
+
+    It writes only while the broker is a master (a controller may change the role at any time).
+    """
+    config = ctx.config
+    if not config.table_topic_root:
         return None
     from sparkmq.tables.materializer import Materializer
 
     writer = Materializer(
-        store,
+        ctx.store,
         config.broker_name,
         config.table_topic_root,
         config.table_topic_commit_interval_ms / 1000,
-        lambda: table_settings(topics),
+        lambda: {} if ctx.config.is_slave else table_settings(ctx.topics),
     )
-    store.retention.keep_from = writer.retention_floor
+    ctx.store.retention.keep_from = writer.retention_floor
     writer.start()
     logger.info("topics as tables: writing under %s", config.table_topic_root)
     return writer
