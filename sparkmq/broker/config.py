@@ -128,7 +128,7 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup: int = 15_000  # haMaxTimeSlaveNotCatchup (ms): lagging longer leaves the set
     all_ack_in_sync_state_set: bool = False  # allAckInSyncStateSet: a SYNC send waits for every member
     in_sync_replicas: int = 1  # inSyncReplicas: replicas (master included) a SYNC send waits for
-    # Topics as Delta tables (docs/tables.md): "" = off; a local path or a URL deltalake writes (s3://, memory://).
+    # Topics as Delta tables (docs/tables.md): "" = off; a local path or a URL deltalake writes (s3://, gs://, ...).
     table_topic_root: str = ""  # tableTopicRoot: the table of topic T lives at <tableTopicRoot>/<T>
     table_topic_commit_interval_ms: int = 5000  # tableTopicCommitIntervalMs: one Delta commit per interval
     config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
@@ -152,6 +152,11 @@ class BrokerConfig:
             raise ConfigError(
                 f"defaultTopicQueueNums {self.default_topic_queue_nums} must be in "
                 f"1..maxTopicQueueNums ({self.max_topic_queue_nums})"
+            )
+        if self.table_topic_root.startswith("memory://"):
+            raise ConfigError(
+                "tableTopicRoot memory:// cannot hold a table between commits (deltalake opens a new memory "
+                "store per handle): give a directory or an object-store URL"
             )
         if self.table_topic_commit_interval_ms <= 0:
             raise ConfigError(f"tableTopicCommitIntervalMs {self.table_topic_commit_interval_ms} must be positive")

@@ -1,10 +1,14 @@
-"""``updateTopic`` attributes over the wire: stored in topics.json as RocketMQ 5 stores them, refused with a remark."""
+"""``updateTopic`` attributes over the wire (kept as RocketMQ 5 keeps them, refused with a remark); broker.conf keys."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
+from sparkmq.broker.config import BrokerConfig
+from sparkmq.errors import ConfigError
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
 from support.broker_wire import Wire, run_broker
@@ -62,3 +66,13 @@ def test_attributes_are_added_kept_deleted_and_refused_with_a_remark(tmp_path: P
         )
 
     run_broker(tmp_path, after_restart)
+
+
+def test_the_table_settings_of_broker_conf_are_checked() -> None:
+    config = BrokerConfig.from_properties({"tableTopicRoot": "/data/tables", "tableTopicCommitIntervalMs": "200"})
+    assert (config.table_topic_root, config.table_topic_commit_interval_ms) == ("/data/tables", 200)
+    assert BrokerConfig().table_topic_root == "" and BrokerConfig().table_topic_commit_interval_ms == 5000
+    with pytest.raises(ConfigError, match="tableTopicCommitIntervalMs 0 must be positive"):
+        BrokerConfig.from_properties({"tableTopicCommitIntervalMs": "0"})
+    with pytest.raises(ConfigError, match="tableTopicRoot memory:// cannot hold a table"):
+        BrokerConfig.from_properties({"tableTopicRoot": "memory:///tables"})
