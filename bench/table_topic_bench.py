@@ -7,7 +7,8 @@ Run from the repo root::
 
 A real broker process (``tableTopicRoot`` in a temporary directory, removed afterwards) takes
 SEND_BATCH_MESSAGE requests of 256 messages of 100 random bytes (Java producer properties), 8 in
-flight, on one connection, for ``--seconds``. Meanwhile ``SPARKMQ_TABLE_STATUS`` is polled every
+flight, on one connection, for ``--seconds``: first to a plain topic (the send rate without a
+table, same run), then to a table-enabled one. Meanwhile ``SPARKMQ_TABLE_STATUS`` is polled every
 0.25 s. Reported: the send rate; the materialized rate (rows in the table from the first send until
 the table holds everything, over that time); the worst lag during the sends, in seconds and in
 commit intervals; how long the table took to catch up once the sends stopped. Results are in
@@ -33,7 +34,7 @@ from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.table_bodies import TableStatusBody
 from sparkmq.remoting import RemotingClient
 
-TOPIC, QUEUES, BATCH, INFLIGHT = "table_bench", 4, 256, 8
+TOPIC, PLAIN_TOPIC, QUEUES, BATCH, INFLIGHT = "table_bench", "plain_bench", 4, 256, 8
 POLL_S = 0.25
 TIMEOUT_S = 30.0
 
@@ -54,22 +55,32 @@ async def _status(client: RemotingClient, address: str) -> TableStatusBody:
     return TableStatusBody.decode(response.body)
 
 
-async def bench(address: str, seconds: float) -> Run:
+async def bench(address: str, seconds: float) -> tuple[Run, Run]:
+    """The same sends to a plain topic, then to a table-enabled one: (plain, table)."""
     client = RemotingClient()
+    try:
+        return await _sends(client, address, PLAIN_TOPIC, seconds), await _sends(client, address, TOPIC, seconds)
+    finally:
+        await client.close()
+
+
+async def _sends(client: RemotingClient, address: str, topic: str, seconds: float) -> Run:
     run = Run()
+    table = topic == TOPIC
     fields = {
-        "topic": TOPIC,
+        "topic": topic,
         "defaultTopic": "TBW102",
         "readQueueNums": str(QUEUES),
         "writeQueueNums": str(QUEUES),
         "perm": "6",
         "topicFilterType": "SINGLE_TAG",
         "order": "false",
-        "attributes": "+table.enable=true",
     }
+    if table:
+        fields["attributes"] = "+table.enable=true"
     created = await client.invoke(address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, timeout=TIMEOUT_S)
     assert created.code == ResponseCode.SUCCESS, created.remark
-    plan = batch_plan(TOPIC, 64 * BATCH, BATCH)  # reused round-robin: built before the clock starts
+    plan = batch_plan(topic, 64 * BATCH, BATCH)  # reused round-robin: built before the clock starts
     sending = True
     started = time.perf_counter()
 
@@ -84,7 +95,7 @@ async def bench(address: str, seconds: float) -> Run:
             index += INFLIGHT
 
     async def watch() -> None:
-        while sending:
+        while sending and table:
             status = await _status(client, address)
             run.worst_lag_s = max([run.worst_lag_s] + [q.lag_seconds for q in status.queues])
             run.worst_lag_messages = max(run.worst_lag_messages, sum(q.lag_messages for q in status.queues))
@@ -95,7 +106,7 @@ async def bench(address: str, seconds: float) -> Run:
     sending = False
     await asyncio.gather(*tasks)
     run.send_seconds = time.perf_counter() - started
-    while True:
+    while table:
         status = await _status(client, address)
         if status.state == "stalled":
             raise RuntimeError(f"the table stalled: {status.reason}")
@@ -103,7 +114,6 @@ async def bench(address: str, seconds: float) -> Run:
             break
         await asyncio.sleep(0.05)
     run.done_seconds = time.perf_counter() - started
-    await client.close()
     return run
 
 
@@ -120,12 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         store = ["--store-dir", str(root / "store"), *SMALL_STORE]
         broker = Service(["broker", "--host", "127.0.0.1", "--port", "0", *store, *settings], "broker listening on ")
         try:
-            run = asyncio.run(bench(broker.address, seconds))
+            plain, run = asyncio.run(bench(broker.address, seconds))
         finally:
             broker.stop()
     interval_s = interval_ms / 1000
-    print(f"sends: {run.sent} messages of 100 B in batches of {BATCH}, {INFLIGHT} in flight, {run.send_seconds:.1f} s")
-    print(f"  send rate            {run.sent / run.send_seconds:12,.0f} msgs/s")
+    print(f"sends: messages of 100 B in batches of {BATCH}, {INFLIGHT} in flight, {run.send_seconds:.1f} s per topic")
+    print(f"  send rate, plain     {plain.sent / plain.send_seconds:12,.0f} msgs/s (the same broker, no table)")
+    print(f"  send rate, table     {run.sent / run.send_seconds:12,.0f} msgs/s")
     print(f"  materialized rate    {run.sent / run.done_seconds:12,.0f} msgs/s (first send → table complete)")
     print(f"  worst lag            {run.worst_lag_s:12.2f} s = {run.worst_lag_s / interval_s:.2f} commit intervals")
     print(f"  worst lag            {run.worst_lag_messages:12,} messages")
