@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from sparkmq.broker.topics import TopicConfigManager
+from sparkmq.errors import InvalidFieldError
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.admin_headers import TopicRequestHeader
 from sparkmq.protocol.table_bodies import TableQueueStatus, TableStatusBody
@@ -24,13 +25,19 @@ logger = logging.getLogger(__name__)
 
 
 def table_settings(topics: TopicConfigManager) -> dict[str, TableSettings]:
-    """The topics whose attributes enable a table, with their settings."""
+    """The topics whose attributes enable a table, with their settings (a topics.json edited into
+    a bad value is logged and left without a table)."""
     enabled = {}
     for config in list(topics.topics.values()):
-        if config.attributes:
+        if not config.attributes:
+            continue
+        try:
             settings = TableSettings.of(config.attribute_map)
-            if settings.enabled:
-                enabled[config.topic_name] = settings
+        except InvalidFieldError as exc:
+            logger.error("topic %s gets no table: its attributes are wrong: %s", config.topic_name, exc)
+            continue
+        if settings.enabled:
+            enabled[config.topic_name] = settings
     return enabled
 
 

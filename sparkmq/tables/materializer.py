@@ -137,7 +137,11 @@ class Materializer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            behind = self.cycle()
+            try:
+                behind = self.cycle()
+            except Exception:  # the writer outlives any one bad cycle
+                logger.exception("the table writer's cycle failed")
+                behind = False
             if not behind:
                 self._stop.wait(self.interval_s)
 

@@ -142,3 +142,25 @@ def test_lag_and_state_are_in_the_metrics(tmp_path: Path) -> None:
         metrics_prom_exporter_host="127.0.0.1",
         metrics_prom_exporter_port=0,
     )
+
+
+def test_a_topics_json_edited_into_a_bad_attribute_costs_only_that_topic_its_table(tmp_path: Path) -> None:
+    async def create(w: Wire) -> None:
+        await update_topic(w, "broken", "+table.enable=true")
+        await update_topic(w, "fine", "+table.enable=true")
+
+    table_broker(tmp_path, create)
+    path = tmp_path / "store" / "config" / "topics.json"
+    stored = json.loads(path.read_text())
+    stored["topicConfigTable"]["broken"]["attributes"]["table.format"] = "avro"
+    path.write_text(json.dumps(stored))
+
+    async def scenario(w: Wire) -> None:
+        await w.send_ok("broken", b"x")
+        await w.send_ok("fine", b"y")
+        await until(w, "fine", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 1)
+        refused = await w.call(RequestCode.SPARKMQ_TABLE_STATUS, {"topic": "broken"})
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "has no table" in (refused.remark or "")
+
+    table_broker(tmp_path, scenario)
+    assert not (tmp_path / "tables" / "broken").exists()
