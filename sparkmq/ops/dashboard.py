@@ -1,8 +1,9 @@
 """The web dashboard: what operators use rocketmq-dashboard for, as server-rendered pages (starlette).
 
 Pages: ``/`` cluster and brokers; ``/topics`` and ``/topics/{topic}`` (per-queue min/max offsets,
-last update, put TPS); ``/groups`` and ``/groups/{group}`` (lag per queue and a lag-over-time chart
-drawn as inline SVG from samples taken every ``sample_interval_s``); ``/messages`` (query by key,
+last update, put TPS, a table-enabled topic's table lag); ``/groups`` and ``/groups/{group}`` (lag
+per queue and a lag-over-time chart drawn as inline SVG from samples taken every
+``sample_interval_s``); ``/messages`` (query by key,
 unique key or offset message id, body preview); ``/send`` (a test message). Read-only unless ACL
 credentials are given (every request is then signed with them, and the broker's ACL decides) or
 ``allow_writes=True``; a read-only dashboard refuses ``POST /send`` with 403.
@@ -55,6 +56,31 @@ class DashboardConfig:
     @property
     def writable(self) -> bool:
         return self.allow_writes or bool(self.access_key and self.secret_key)
+
+
+async def table_section(admin: AdminExt, topic: str, addrs: dict[str, str]) -> str:
+    """The topic's Delta table against its queues on each broker that writes one (docs/tables.md); "" if none."""
+    rows: list[list[object]] = []
+    notes = []
+    for name, addr in sorted(addrs.items()):
+        if not addr:
+            continue
+        try:
+            status = (await admin.table_statuses(topic, addr))[addr]
+        except SparkmqError:  # no table for this topic there, or a broker writing no tables
+            continue
+        state = status.state + (f": {status.reason}" if status.reason else "")
+        notes.append(
+            f"<p>Table on {html.escape(name)}: {html.escape(status.uri)}, "
+            f"<span class='table-state'>{html.escape(state)}</span></p>"
+        )
+        for q in status.queues:
+            offset = q.table_offset if q.table_offset >= 0 else "–"
+            rows.append([name, q.queue_id, offset, q.max_offset, q.lag_messages, f"{q.lag_seconds:.1f}"])
+    if not notes:
+        return ""
+    headers = ["Broker", "Queue", "Table offset", "Max offset", "Lag (messages)", "Lag (seconds)"]
+    return "<h2>Table</h2>" + "".join(notes) + table(headers, rows, "table-lag")
 
 
 def retry_groups(topics: list[str]) -> set[str]:
@@ -161,7 +187,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         body = summary + table(
             ["Broker", "Queue", "Min offset", "Max offset", "TPS since last view", "Last updated"], rows, "queues"
         )
-        return layout(f"Topic {topic}", body, config.writable)
+        return layout(f"Topic {topic}", body + await table_section(admin, topic, addrs), config.writable)
 
     async def groups(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin

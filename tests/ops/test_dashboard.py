@@ -55,7 +55,14 @@ def _dashboard(namesrv: str, *extra: str) -> ServiceProcess:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     with (
         NamesrvProcess.start() as ns,
-        BrokerProcess.start(tmp_path_factory.mktemp("dash-store"), ns.address) as broker,
+        BrokerProcess.start(
+            tmp_path_factory.mktemp("dash-store"),
+            ns.address,
+            "--set",
+            f"tableTopicRoot={tmp_path_factory.mktemp('dash-tables')}",
+            "--set",
+            "tableTopicCommitIntervalMs=100",
+        ) as broker,
         _dashboard(ns.address, "--allow-writes") as writable,
         _dashboard(ns.address) as read_only,
     ):
@@ -89,14 +96,14 @@ def shot(page: Page, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def _topic(site: Site, queues: int = 2) -> str:
+def _topic(site: Site, queues: int = 2, attributes: str | None = None) -> str:
     """A fresh routed topic. Sync Playwright keeps an asyncio loop current on this thread, so the
     admin calls run on the client's own loop thread rather than under asyncio.run."""
     name = f"T_{uuid.uuid4().hex[:8]}"
 
     async def create() -> None:
         async with AdminExt(site.namesrv.address) as admin:
-            await admin.create_topic(site.broker.address, TopicConfig(name, queues, queues))
+            await admin.create_topic(site.broker.address, TopicConfig(name, queues, queues), attributes)
             while True:
                 try:
                     await admin.topic_route(name)
@@ -163,6 +170,26 @@ def test_topic_page_shows_per_queue_offsets(site: Site, page: Page, tmp_path: Pa
     assert sum(int(r[3]) for r in rows) == 5
     assert float(page.locator(".tps").first.inner_text()) > 0
     shot(page, tmp_path, "topic")
+
+
+def test_a_table_enabled_topics_page_shows_its_table_lag(
+    site: Site, page: Page, tmp_path: Path, clients: Clients
+) -> None:
+    topic = _topic(site, queues=2, attributes="+table.enable=true")
+    producer = clients.producer("PID_dash_table", site.namesrv.address)
+    for i in range(4):
+        producer.send(Message(topic, f"m{i}".encode()), queue=None)
+
+    def caught_up() -> bool:
+        page.goto(site.writable + f"/topics/{topic}")
+        rows = [r.locator("td").all_inner_texts() for r in page.locator("#table-lag tbody tr").all()]
+        return len(rows) == 2 and sum(int(r[2]) for r in rows) == 4 and all(r[4] == "0" for r in rows)
+
+    assert wait_until(caught_up, 30)
+    assert page.locator(".table-state").first.inner_text() == "ok"
+    shot(page, tmp_path, "topic-table")
+    page.goto(site.writable + f"/topics/{_topic(site)}")
+    assert page.locator("#table-lag").count() == 0  # a plain topic has no table section
 
 
 def test_group_page_shows_lag_per_queue_and_a_lag_chart(
