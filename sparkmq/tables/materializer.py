@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -192,7 +193,8 @@ class Materializer:
         dlq_offsets = dlq.offsets(queue_ids) if dlq is not None else {}
         self._check_not_ahead(topic, offsets)
         self._check_not_ahead(topic, dlq_offsets)
-        starts = {q: _start(offsets[q], dlq_offsets.get(q)) for q in queue_ids}
+        # None: nothing written yet, so from the queue's start (read_rows moves up to its min offset)
+        starts = {q: min(offsets[q] or 0, dlq_offsets[q] or 0) if dlq else offsets[q] or 0 for q in queue_ids}
         per_queue = max(self.max_rows // max(len(queue_ids), 1), 1)
         reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue) for q in queue_ids]
         advanced = _advanced(reads, offsets)
@@ -259,11 +261,6 @@ def _advanced(reads: list[QueueRows], committed: Mapping[int, int | None]) -> di
     return {r.queue_id: r.next_offset for r in reads if r.next_offset != (committed[r.queue_id] or 0)}
 
 
-def _start(main: int | None, dlq: int | None) -> int:
-    known = [v for v in (main, dlq) if v is not None]
-    return min(known) if known else 0
-
-
 def _concat(reads: list[QueueRows]) -> pa.Table:
     batches = [batch for read in reads for batch in read.batches]
     return pa.Table.from_batches(batches, RAW_SCHEMA) if batches else RAW_SCHEMA.empty_table()
@@ -273,8 +270,12 @@ def _from(rows: pa.Table, offsets: Mapping[int, int | None]) -> pa.Table:
     """``rows`` without those a table already holds (its queue's transaction version is past them)."""
     if rows.num_rows == 0 or all(v is None for v in offsets.values()):
         return rows
-    floors = pa.array([offsets.get(q) or 0 for q in rows.column("queueId").to_pylist()], pa.int64())
-    return rows.filter(pc.greater_equal(rows.column("queueOffset"), floors))
+    queue_ids = rows.column("queueId").to_numpy()
+    floor_of = np.zeros(int(queue_ids.max()) + 1, dtype=np.int64)
+    for queue_id, offset in offsets.items():
+        if offset is not None and queue_id < len(floor_of):
+            floor_of[queue_id] = offset
+    return rows.filter(pa.array(rows.column("queueOffset").to_numpy() >= floor_of[queue_ids]))
 
 
 def _partition_columns(settings: TableSettings) -> list[str] | None:

@@ -164,3 +164,20 @@ def test_a_topics_json_edited_into_a_bad_attribute_costs_only_that_topic_its_tab
 
     table_broker(tmp_path, scenario)
     assert not (tmp_path / "tables" / "broken").exists()
+
+
+def test_a_json_table_and_its_dlq_are_each_written_again_once_when_one_is_removed(tmp_path: Path) -> None:
+    tables = tmp_path / "tables"
+
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "events", "+table.enable=true,+table.format=json,+table.schema=id BIGINT")
+        for body in (b'{"id": 1}', b"bad-1", b'{"id": 2}', b"bad-2"):
+            await w.send_ok("events", body)
+        for removed in ("events", "events__dlq"):
+            await until(w, "events", lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == 4)
+            (tables / removed).rename(tables / f"{removed}-removed")  # at once, as the writer may be writing
+            await until(w, "events", lambda s, r=removed: caught_up(s) and (tables / r / "_delta_log").exists())
+
+    table_broker(tmp_path, scenario)
+    assert [r["id"] for r in rows(tables / "events")] == [1, 2]
+    assert [r["body"] for r in rows(tables / "events__dlq")] == [b"bad-1", b"bad-2"]
