@@ -196,11 +196,9 @@ class Materializer:
         # None: nothing written yet, so from the queue's start (read_rows moves up to its min offset)
         starts = {q: min(offsets[q] or 0, dlq_offsets[q] or 0) if dlq else offsets[q] or 0 for q in queue_ids}
         for q in queue_ids:
-            low = self.store.min_offset_in_queue(topic, q)
-            if offsets[q] is not None and offsets[q] < low:  # retention ran while no writer held it back
-                logger.warning(
-                    "table of %s: queue %d offsets %d..%d are gone from the CommitLog", topic, q, offsets[q], low
-                )
+            held, low = offsets[q], self.store.min_offset_in_queue(topic, q)
+            if held is not None and held < low:  # retention ran while no writer held it back
+                logger.warning("table of %s: queue %d offsets %d..%d are gone from the CommitLog", topic, q, held, low)
         per_queue = max(self.max_rows // max(len(queue_ids), 1), 1)
         reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue) for q in queue_ids]
         advanced = _advanced(reads, offsets)
