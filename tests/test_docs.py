@@ -47,12 +47,17 @@ CITATIONS = (
 
 def headings(path: Path) -> set[str]:
     """The text of every Markdown heading of ``path`` (outside fenced code)."""
-    found, fenced = set(), False
+    return set(ordered_headings(path))
+
+
+def ordered_headings(path: Path) -> list[str]:
+    """The text of every Markdown heading of ``path`` (outside fenced code), in order."""
+    found, fenced = [], False
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             fenced = not fenced
         elif not fenced and (match := re.match(r"#{1,6}\s+(.+?)\s*#*\s*$", line)):
-            found.add(match.group(1))
+            found.append(match.group(1))
     return found
 
 
@@ -136,16 +141,6 @@ def anchors(path: Path) -> set[str]:
         while unique in found:
             unique, n = f"{anchor}-{n}", n + 1
         found.add(unique)
-    return found
-
-
-def ordered_headings(path: Path) -> list[str]:
-    found, fenced = [], False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        elif not fenced and (match := re.match(r"#{1,6}\s+(.+?)\s*#*\s*$", line)):
-            found.append(match.group(1))
     return found
 
 
