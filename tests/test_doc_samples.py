@@ -119,7 +119,7 @@ def run_sample(sample: Sample, cluster: EmbeddedCluster, cwd: Path) -> None:
 PAGES_WITH_SAMPLES = [page for page in PAGES if any(sample.runs for sample in samples(page))]
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_SAMPLES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", PAGES_WITH_SAMPLES, ids=lambda page: str(page.relative_to(REPO_ROOT)))
 def test_the_samples_of_a_page_run_in_order(page: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
