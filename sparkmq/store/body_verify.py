@@ -115,6 +115,11 @@ class BodyVerifier:
             self._thread.join()
 
     # -- reads (store lock held) -----------------------------------------------------------
+    @property
+    def quiet(self) -> bool:
+        """Whether reads have nothing to check: the walk is done and no record failed."""
+        return self.done.is_set() and not self._condemned
+
     def pending(self, low: int, high: int) -> bool:
         """Whether any byte of ``[low, high)`` lies in the range not yet walked."""
         return low < self.end and high > self.frontier and not self.done.is_set()
@@ -151,8 +156,6 @@ class BodyVerifier:
     def check_taken(self, queue: ConsumeQueue, queue_offsets: list[int], physical: list[int], sizes: list[int]) -> bool:
         """``check_read`` of every record a read of ``queue`` took; False when any failed, its unit
         blanked (the read is done again)."""
-        if not self._condemned and not self.pending(min(physical), max(physical) + max(sizes)):
-            return True
         intact = True
         for queue_offset, at, size in zip(queue_offsets, physical, sizes, strict=True):
             if not self.check_read(at, size):
@@ -256,7 +259,7 @@ def _walk_chunk(chunk: bytes, start: int) -> tuple[int, list[tuple[int, int, byt
     records that were checked, the (offset, size, head) of those failing their CRC, and the offset
     of bytes that hold no valid record (None when the walk ended at the chunk's end or a filler)."""
     view = memoryview(chunk)
-    pos, failed = 0, []
+    pos, failed = 0, list[tuple[int, int, bytes]]()
     while pos + 8 <= len(chunk):
         size = int.from_bytes(chunk[pos : pos + 4], "big", signed=True)
         magic = int.from_bytes(chunk[pos + 4 : pos + 8], "big", signed=True)

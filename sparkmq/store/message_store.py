@@ -430,7 +430,7 @@ class MessageStore:
             read = partial(read_queue, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, record_filter)
             for _ in range(MAX_REPAIRS_PER_READ):
                 result = self._repairing(read)
-                if result.status is not GetMessageStatus.FOUND or queue is None:
+                if result.status is not GetMessageStatus.FOUND or queue is None or self.verifier.quiet:
                     return result
                 taken = (result.queue_offsets.tolist(), result.physical_offsets.tolist(), result.sizes.tolist())
                 if self.verifier.check_taken(queue, *taken):
