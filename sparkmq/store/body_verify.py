@@ -241,14 +241,20 @@ class BodyVerifier:
     def _publish(self) -> None:
         """Write ``[frontier, end)`` to ``UNVERIFIED_FILE`` (atomically: readers never see half)."""
         temporary = self.marker.with_suffix(".tmp")
-        temporary.write_text(f"{self.frontier} {self.end}\n")
-        os.replace(temporary, self.marker)
+        try:
+            temporary.write_text(f"{self.frontier} {self.end}\n")
+            os.replace(temporary, self.marker)
+        except OSError as exc:  # the store still serves; only local reads lose their guard
+            logger.warning("cannot write %s (local reads may read unchecked records): %s", self.marker, exc)
         self._published = self.frontier
 
     def _finish(self) -> None:
         self.frontier = self.end
         self._checked.clear()
-        self.marker.unlink(missing_ok=True)
+        try:
+            self.marker.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("cannot remove %s (local reads pull what it names): %s", self.marker, exc)
         if not self.done.is_set():
             logger.info("body CRC check done: %d records condemned", len(self._condemned))
         self.done.set()
