@@ -165,9 +165,12 @@ class BodyVerifier:
 
     def _condemn(self, physical: int, size: int, head: bytes | None, by: str) -> None:
         self._condemned.add(physical)
+        self._lost(physical, size, head, f"the record of {size} bytes fails its body CRC (found by {by})")
+
+    def _lost(self, physical: int, size: int, head: bytes | None, detail: str) -> None:
+        """Report the ``size`` bytes at ``physical`` lost, blanking the unit naming them (``head``'s)."""
         mapped = self.commitlog.queue.find(physical)
         where = f"{mapped.path} position {physical - mapped.start_offset}" if mapped else f"offset {physical}"
-        detail = f"the record of {size} bytes fails its body CRC (found by {by})"
         if blank_units_naming(self.queues, head, physical, size):
             detail += "; its ConsumeQueue unit blanked"
         self.damage.found(COMMIT_LOG, "lost", where, detail)
@@ -224,12 +227,7 @@ class BodyVerifier:
         if damaged is not None:
             self._condemn(physical, count, self.commitlog.read(physical, 28), "the background check")
             return
-        mapped = self.commitlog.queue.find(physical)
-        where = f"{mapped.path} position {physical - mapped.start_offset}" if mapped else f"offset {physical}"
-        detail = f"{count} bytes hold no valid record"
-        if blank_units_naming(self.queues, self.commitlog.read(physical, 28), physical, count):
-            detail += "; its ConsumeQueue unit blanked"
-        self.damage.found(COMMIT_LOG, "lost", where, detail)
+        self._lost(physical, count, self.commitlog.read(physical, 28), f"{count} bytes hold no valid record")
 
     def _advance(self, frontier: int) -> None:
         self.frontier = frontier

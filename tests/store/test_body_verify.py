@@ -15,8 +15,9 @@ import pytest
 from sparkmq.connector.local_reads import LocalQueueReads, LocalReadDeclined, StoreFiles
 from sparkmq.message import layout as L
 from sparkmq.native import queueread
-from sparkmq.store import GetMessageStatus, MessageStore
+from sparkmq.store import MessageStore
 from sparkmq.store.body_verify import UNVERIFIED_FILE
+from support.store_checks import read_queue_all
 from support.store_damage import damage_bytes
 from support.store_data import make_batch, tiny_config
 
@@ -43,16 +44,8 @@ def damaged_root(tmp_path: Path) -> tuple[Path, list[tuple[int, int]]]:
 
 
 def _read_all(store: MessageStore) -> list[int]:
-    """Queue offsets of every message read from queue 0, following nextBeginOffset."""
-    offsets: list[int] = []
-    offset = 0
-    while offset < store.max_offset_in_queue("T", 0):
-        result = store.get_messages("G", "T", 0, offset, 32)
-        if result.status is GetMessageStatus.FOUND:
-            offsets += result.queue_offsets.tolist()
-        assert result.next_begin_offset > offset
-        offset = result.next_begin_offset
-    return offsets
+    """Queue offsets of every message of queue 0 of T, read 32 at a time (every body served checked)."""
+    return [message.queue_offset for message in read_queue_all(store, "T", 0, chunk=32)]
 
 
 def _wait(event: threading.Event) -> None:
