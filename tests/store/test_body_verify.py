@@ -140,3 +140,17 @@ def test_local_reads_decline_the_unchecked_range_then_skip_the_damaged_record(
     assert body is not None and after == DAMAGED + 2
     read = [q for q in range(DAMAGED - 4, DAMAGED + 2) if q != DAMAGED]
     assert len(body) == sum(records[q][1] for q in read)
+
+
+def test_records_larger_than_a_walk_chunk_are_checked_whole(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    config = tiny_config(root, commitlog_file_bytes=1 << 20)
+    with MessageStore(config) as store:
+        for start in range(0, 24, 4):
+            assert store.put_messages(make_batch("T", 0, 4, start=start, body_bytes=100_000)).ok
+        physical = int(store.consume_queue("T", 0).read_units(1, 1)[0]["offset"])  # type: ignore[union-attr]
+    damage_bytes(root / "commitlog" / f"{0:020d}", physical + L.POS_BODY + 99_000, b"\x00")
+    with MessageStore(config) as store:
+        _wait(store.verifier.done)
+        assert store.damage.counts() == {("commitlog", "lost"): 1}
+        assert _read_all(store) == [q for q in range(24) if q != 1]
