@@ -272,6 +272,10 @@ def main() -> int:
         "damaged_in_commitlog": len(lost & chaos.acked),
         "body_damaged": len(body_damaged & chaos.acked),
         "body_damage_served": len((by_cpp | set(by_spark)) - chaos.acked),  # a flipped body matches no ack
+        # damaged records served with their bodies intact (flips in head fields or properties)
+        "damaged_served_cpp": len(by_cpp & lost),
+        "damaged_served_spark": len(set(by_spark) & lost),
+        "spark_duplicates": len(by_spark) - len(set(by_spark)),
         "intact": len(intact),
         "cpp_consumed_intact": len(intact & by_cpp),
         "spark_read_intact": len(intact & set(by_spark)),
