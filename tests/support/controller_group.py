@@ -9,14 +9,16 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkmq import Message, Producer, PullConsumer
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.controller_bodies import EpochEntryCache, SyncStateSet
 from sparkmq.remoting import RemotingClient
-from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess
+from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
 from support.rocketmq_java import free_port
 
 GROUP = "broker-ctl"
+UNTIL_S = 60.0
 # Fast periods so a test waits seconds, not RocketMQ's defaults (heartbeat timeout 10 s, sync 5 s).
 FAST = {
     "brokerName": GROUP,
@@ -102,13 +104,16 @@ class ControllerNodes:
 
     def leader(self) -> int | None:
         """The node every live node names leader, once it says so itself and knows its address."""
-        answers = {i: metadata(self.addresses[i]) for i in self.live()}
-        named = {a.get("controllerLeaderAddress", "") for a in answers.values() if a is not None}
-        if len(named) != 1 or None in answers.values():
-            return None
-        (address,) = named
-        i = self.addresses.index(address) if address in self.addresses else None
-        return i if i is not None and i in answers and answers[i].get("isLeader") == "true" else None
+        answers: dict[int, dict[str, str]] = {}
+        for i in self.live():
+            answer = metadata(self.addresses[i])
+            if answer is None:
+                return None
+            answers[i] = answer
+        named = {a.get("controllerLeaderAddress", "") for a in answers.values()}
+        address = named.pop() if len(named) == 1 else ""
+        i = self.addresses.index(address) if address in self.addresses else -1
+        return i if i in answers and answers[i].get("isLeader") == "true" else None
 
     def kill(self, i: int) -> None:
         node = self.nodes[i]
@@ -253,3 +258,37 @@ class ControllerGroup:
         broker.kill()
         self.brokers[i] = None
         return broker
+
+
+def send_until_ok(producer: Producer, topic: str, body: bytes) -> None:
+    """Send until the producer is told SEND_OK (it refreshes its route after each failure)."""
+
+    def attempt() -> bool:
+        try:
+            producer.send(Message(topic, body))
+        except SparkmqError:
+            return False
+        return True
+
+    assert wait_until(attempt, UNTIL_S, interval_s=0.01), "sends never succeeded again"
+
+
+def read_all(namesrv: str, topic: str, wanted: set[bytes]) -> set[bytes]:
+    """The topic's bodies, read from the start until ``wanted`` arrived (unacknowledged sends may be
+    stored too, so a count would stop too early)."""
+    got: set[bytes] = set()
+    with PullConsumer("CID_CTL", namesrv) as consumer:
+        queues = consumer.queues_of(topic)
+        consumer.assign(queues)
+        for queue in queues:
+            consumer.seek(queue, 0)
+        wait_until(lambda: got.update(m.body for m in consumer.poll(0.2)) or wanted <= got, UNTIL_S)
+    return got
+
+
+def assert_commitlogs_identical(group: ControllerGroup) -> int:
+    end = group.max_offset(group.live()[0])
+    logs = {i: commitlog_bytes(group.store_dir(i), end) for i in group.live()}
+    assert all(len(log) == end for log in logs.values())
+    assert len(set(logs.values())) == 1, "the replicas' CommitLogs differ"
+    return end

@@ -17,17 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from sparkmq import Message, Producer, PullConsumer, SparkmqError
+from sparkmq import Message, Producer
 from sparkmq.message.properties import encode_properties
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import TopicRouteData
 from sparkmq.protocol.controller_bodies import BrokerReplicasInfo
 from sparkmq.protocol.frame import FrameDecoder
-from support.controller_group import FAST, GROUP, ControllerGroup, ask, commitlog_bytes
+from support.controller_group import (
+    FAST,
+    GROUP,
+    UNTIL_S,
+    ControllerGroup,
+    ask,
+    assert_commitlogs_identical,
+    commitlog_bytes,
+    read_all,
+    send_until_ok,
+)
 from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
-
-UNTIL_S = 60.0
 
 
 @pytest.fixture
@@ -71,40 +79,6 @@ def read_response(connection: socket.socket) -> RemotingCommand:
         commands = decoder.feed(data)
         if commands:
             return commands[0]
-
-
-def send_until_ok(producer: Producer, topic: str, body: bytes) -> None:
-    """Send until the producer is told SEND_OK (it refreshes its route after each failure)."""
-
-    def attempt() -> bool:
-        try:
-            producer.send(Message(topic, body))
-        except SparkmqError:
-            return False
-        return True
-
-    assert wait_until(attempt, UNTIL_S, interval_s=0.01), "sends never succeeded again"
-
-
-def read_all(namesrv: str, topic: str, wanted: set[bytes]) -> set[bytes]:
-    """The topic's bodies, read from the start until ``wanted`` arrived (unacknowledged sends may be
-    stored too, so a count would stop too early)."""
-    got: set[bytes] = set()
-    with PullConsumer("CID_CTL", namesrv) as consumer:
-        queues = consumer.queues_of(topic)
-        consumer.assign(queues)
-        for queue in queues:
-            consumer.seek(queue, 0)
-        wait_until(lambda: got.update(m.body for m in consumer.poll(0.2)) or wanted <= got, UNTIL_S)
-    return got
-
-
-def assert_commitlogs_identical(group: ControllerGroup) -> int:
-    end = group.max_offset(group.live()[0])
-    logs = {i: commitlog_bytes(group.store_dir(i), end) for i in group.live()}
-    assert all(len(log) == end for log in logs.values())
-    assert len(set(logs.values())) == 1, "the replicas' CommitLogs differ"
-    return end
 
 
 def test_sigkill_of_the_master_elects_a_replica_that_holds_every_acknowledged_message(group: ControllerGroup) -> None:
