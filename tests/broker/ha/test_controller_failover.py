@@ -275,3 +275,31 @@ def test_a_standalone_controller_serves_a_group_and_keeps_its_epochs_across_a_re
                 assert again.ext_fields["masterEpoch"] == "1" and again.ext_fields["masterBrokerId"] == "1"
         finally:
             controller.stop()
+
+
+def test_a_sync_state_set_smaller_than_min_in_sync_replicas_refuses_sends(tmp_path: Path) -> None:
+    """``minInSyncReplicas=2``: with its only replica gone from the SyncStateSet the master stores
+    nothing and answers SYSTEM_ERROR "in-sync replicas not enough" (Java's IN_SYNC_REPLICAS_NOT_ENOUGH);
+    once the replica is back in the set, sends succeed again."""
+    topic = "CtlMinIsr"
+    with ControllerGroup(tmp_path, 2, extra=("--set", "minInSyncReplicas=2")) as group:
+        assert wait_until(group.all_in_sync, UNTIL_S), "the group never had both brokers in sync"
+        master = group.master_index()
+        assert master is not None
+        broker = group.brokers[master]
+        assert broker is not None
+        address = broker.address
+        request = send_request(topic, b"both in sync")
+        assert ask(address, RequestCode.SEND_MESSAGE_V2, request.ext_fields, request.body).code == ResponseCode.SUCCESS
+        replica = 1 - master
+        group.kill(replica)
+        assert wait_until(lambda: len(group.replica_info()[3].members) == 1, UNTIL_S), "the replica never left"
+        end = group.max_offset(master)
+        refused = send_request(topic, b"one in sync")
+        answer = ask(address, RequestCode.SEND_MESSAGE_V2, refused.ext_fields, refused.body)
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "in-sync replicas not enough" in (answer.remark or "")
+        assert group.max_offset(master) == end  # nothing stored
+        group.start_broker(replica)
+        assert wait_until(group.all_in_sync, UNTIL_S), "the replica never rejoined"
+        again = send_request(topic, b"both in sync again")
+        assert ask(address, RequestCode.SEND_MESSAGE_V2, again.ext_fields, again.body).code == ResponseCode.SUCCESS
