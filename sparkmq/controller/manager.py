@@ -113,9 +113,9 @@ class ControllerManager:
     # -- the tables ---------------------------------------------------------------------------
     def _view(self) -> ReplicasInfoManager:
         """``self.replicas`` at the tables' last committed revision."""
-        revision = self.tables.revision
+        revision, state = self.tables.snapshot()
         if revision != self._revision:
-            self.replicas.load_json(self.tables.state)
+            self.replicas.load_json(state)
             self._revision = revision
         return self.replicas
 

@@ -32,8 +32,9 @@ DUMP_FILE = "raft.dump"
 class Tables(Protocol):
     """The tables as last committed, and how a leader writes them."""
 
-    revision: int
-    state: dict[str, Any]
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        """``(revision, tables)`` as last committed (or applied, on a follower)."""
+        ...
 
     def is_leader(self) -> bool: ...
 
@@ -67,8 +68,10 @@ class FileTables:
         )
         self._id = config.self_id
         self._address = ""
-        self.revision = 0
-        self.state: dict[str, Any] = {}
+        self._current: tuple[int, dict[str, Any]] = (0, {})
+
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        return self._current
 
     def is_leader(self) -> bool:
         return True
@@ -82,16 +85,16 @@ class FileTables:
     async def start(self, address: str) -> None:
         self._address = address
         loaded = await asyncio.to_thread(self._file.load)
-        self.state = loaded or {}
+        self._current = (0, loaded or {})
 
     async def announce(self) -> None:
         pass
 
     async def commit(self, revision: int, state: dict[str, Any]) -> bool:
-        if revision != self.revision:
+        if revision != self._current[0]:
             return False
         await asyncio.to_thread(self._file.persist, state)
-        self.revision, self.state = revision + 1, state
+        self._current = (revision + 1, state)
         return True
 
     async def close(self) -> None:
@@ -103,15 +106,14 @@ class _Replicated(SyncObjConsumer):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__()
-        self.revision = 0
-        self.state_text = "{}"
+        self.current = (0, "{}")  # (revision, the tables as JSON), replaced as one
         self.addresses: dict[str, str] = {}  # node id -> controller address
 
     @replicated  # type: ignore[untyped-decorator]
     def put(self, revision: int, state_text: str) -> bool:
-        if revision != self.revision:
+        if revision != self.current[0]:
             return False
-        self.revision, self.state_text = revision + 1, state_text
+        self.current = (revision + 1, state_text)
         return True
 
     @replicated  # type: ignore[untyped-decorator]
@@ -135,16 +137,11 @@ class RaftTables:
         self._parsed: tuple[int, dict[str, Any]] = (0, {})
         self._address = ""
 
-    @property
-    def revision(self) -> int:
-        return self._machine.revision
-
-    @property
-    def state(self) -> dict[str, Any]:
-        revision, text = self._machine.revision, self._machine.state_text
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        revision, text = self._machine.current
         if self._parsed[0] != revision:
             self._parsed = (revision, json.loads(text))
-        return self._parsed[1]
+        return self._parsed
 
     def is_leader(self) -> bool:
         return self._raft is not None and bool(self._raft._isLeader())

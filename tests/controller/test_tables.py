@@ -26,11 +26,11 @@ def test_a_file_commit_on_a_stale_revision_is_refused(tmp_path: Path) -> None:
     async def run() -> None:
         tables = FileTables(ControllerConfig(tmp_path))
         await tables.start("127.0.0.1:1")
-        assert await tables.commit(0, {"a": 1}) and tables.revision == 1
+        assert await tables.commit(0, {"a": 1}) and tables.snapshot()[0] == 1
         assert not await tables.commit(0, {"a": 2})
         again = FileTables(ControllerConfig(tmp_path))
         await again.start("127.0.0.1:1")
-        assert again.state == {"a": 1}
+        assert again.snapshot()[1] == {"a": 1}
 
     asyncio.run(run())
 
@@ -48,12 +48,12 @@ def test_three_raft_nodes_agree_and_refuse_stale_or_follower_commits(tmp_path: P
             for node in nodes:
                 await node.announce()
             await eventually(lambda: all(n.peers()[i][1] for n in nodes for i in range(3)), "every address")
-            assert await leader.commit(leader.revision, {"groups": 1})
-            await eventually(lambda: all(n.state == {"groups": 1} for n in nodes), "the state on every node")
-            assert not await leader.commit(leader.revision - 1, {"groups": 2})  # a stale revision
+            assert await leader.commit(leader.snapshot()[0], {"groups": 1})
+            await eventually(lambda: all(n.snapshot()[1] == {"groups": 1} for n in nodes), "the state on every node")
+            assert not await leader.commit(leader.snapshot()[0] - 1, {"groups": 2})  # a stale revision
             follower = next(n for n in nodes if not n.is_leader())
-            assert not await follower.commit(follower.revision, {"groups": 3})
-            assert all(n.state == {"groups": 1} for n in nodes)
+            assert not await follower.commit(follower.snapshot()[0], {"groups": 3})
+            assert all(n.snapshot()[1] == {"groups": 1} for n in nodes)
             assert {n.leader() for n in nodes} == {leader.leader()}
         finally:
             for node in nodes:
