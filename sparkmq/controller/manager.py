@@ -4,8 +4,10 @@ Serves RocketMQ 5's controller RPCs on a :class:`RemotingServer` it is given (th
 when embedded, ``enableControllerInNamesrv=true``, or its own: :class:`ControllerServer`).
 When a master's heartbeats stop or its connection closes, it elects a new master among the
 live SyncStateSet members and tells every replica of the group (NOTIFY_BROKER_ROLE_CHANGED).
-Its tables are persisted (``controllerStorePath``/controller.json) after every change, so a
-restarted controller keeps the epochs.
+Its tables live in :mod:`~sparkmq.controller.tables`: one node's controller.json, or a Raft log
+among the ``controllerDLegerPeers`` nodes, where only the leader answers and elects (the others
+answer CONTROLLER_NOT_LEADER). A change is answered once it is committed, so a restarted or newly
+elected controller keeps the epochs.
 """
 
 from __future__ import annotations
