@@ -128,6 +128,7 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup: int = 15_000  # haMaxTimeSlaveNotCatchup (ms): lagging longer leaves the set
     all_ack_in_sync_state_set: bool = False  # allAckInSyncStateSet: a SYNC send waits for every member
     in_sync_replicas: int = 1  # inSyncReplicas: replicas (master included) a SYNC send waits for
+    min_in_sync_replicas: int = 1  # minInSyncReplicas: a smaller SyncStateSet refuses SYNC_MASTER sends
     config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
 
     def __post_init__(self) -> None:
@@ -403,6 +404,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "enableControllerMode": ConfKey("enable_controller_mode"),
     "haMaxTimeSlaveNotCatchup": ConfKey("ha_max_time_slave_not_catchup"),
     "inSyncReplicas": ConfKey("in_sync_replicas"),
+    "minInSyncReplicas": ConfKey("min_in_sync_replicas"),
     "syncBrokerMetadataPeriod": ConfKey("sync_broker_metadata_period"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
