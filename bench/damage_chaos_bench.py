@@ -9,7 +9,8 @@ IndexFile, a CommitLog segment. At the end a broker starts on the damaged store 
 * the real C++ push consumer (a new group) and a Spark batch read (``format("sparkmq")``, local reads
   on, its default) must each see every acknowledged message whose CommitLog bytes are intact;
 * the messages whose CommitLog bytes were flipped are the only ones allowed missing: they are found
-  by restoring the flipped bytes in a copy of the CommitLog and walking it;
+  by restoring the flipped bytes in a copy of the CommitLog and walking it; no reader may get a body
+  that no acknowledged message had (a damaged body served);
 * the broker must have started every round and be alive at the end; its damage counters (Prometheus
   lines naming damage, corruption or repair) are printed.
 
@@ -118,10 +119,12 @@ def flip_bytes(chaos: Chaos, kind: str) -> Flip | None:
     return flip
 
 
-def damaged_bodies(chaos: Chaos) -> set[str]:
-    """Bodies of the records whose CommitLog bytes were flipped (found in a restored copy)."""
+def damaged_bodies(chaos: Chaos) -> tuple[set[str], set[str]]:
+    """Bodies of the records whose CommitLog bytes were flipped (found in a restored copy), and of
+    those among them whose body bytes were flipped."""
     hits = [flip for flip in chaos.flips if flip.kind == "commitlog"]
     damaged: set[str] = set()
+    in_body: set[str] = set()
     for path in {flip.path for flip in hits}:
         data = bytearray(path.read_bytes())
         for flip in hits:
@@ -133,10 +136,15 @@ def damaged_bodies(chaos: Chaos) -> set[str]:
             total, magic = _HEAD.unpack_from(data, pos)
             if magic != layout.MESSAGE_MAGIC_CODE or total <= 0:
                 break  # the segment's blank filler, or the end of what was written
+            record = decode_record(data, pos)
+            body = bytes(record.body).decode()
             if any(start < pos + total and pos < end for start, end in spans):
-                damaged.add(bytes(decode_record(data, pos).body).decode())
+                damaged.add(body)
+            body_at = pos + layout.POS_BODY
+            if any(start < body_at + len(record.body) and body_at < end for start, end in spans):
+                in_body.add(body)
             pos += total
-    return damaged
+    return damaged, in_body
 
 
 def start_broker(chaos: Chaos, namesrv: str, port: int) -> BrokerProcess | None:
@@ -242,7 +250,7 @@ def main() -> int:
         home, port = Path(tmp) / "home", free_port()
         for number in range(args.rounds):
             print(json.dumps(run_round(chaos, number, namesrv.address, port, home, args.per_round)), flush=True)
-        lost = damaged_bodies(chaos)
+        lost, body_damaged = damaged_bodies(chaos)
         intact = chaos.acked - lost
         broker = start_broker(chaos, namesrv.address, port)
         if broker is None:
@@ -262,6 +270,12 @@ def main() -> int:
         "acknowledged": len(chaos.acked),
         "flips": {kind: sum(f.kind == kind for f in chaos.flips) for kind in KINDS},
         "damaged_in_commitlog": len(lost & chaos.acked),
+        "body_damaged": len(body_damaged & chaos.acked),
+        "body_damage_served": len((by_cpp | set(by_spark)) - chaos.acked),  # a flipped body matches no ack
+        # damaged records served with their bodies intact (flips in head fields or properties)
+        "damaged_served_cpp": len(by_cpp & lost),
+        "damaged_served_spark": len(set(by_spark) & lost),
+        "spark_duplicates": len(by_spark) - len(set(by_spark)),
         "intact": len(intact),
         "cpp_consumed_intact": len(intact & by_cpp),
         "spark_read_intact": len(intact & set(by_spark)),
@@ -274,7 +288,8 @@ def main() -> int:
         "minutes": round((time.monotonic() - started) / 60, 1),
     }
     print(json.dumps({"summary": summary}), flush=True)
-    return 1 if missing_cpp or missing_spark or summary["broker_failures"] else 0
+    failed = missing_cpp or missing_spark or summary["broker_failures"] or summary["body_damage_served"]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

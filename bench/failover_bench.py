@@ -9,7 +9,11 @@ store (it rejoins as a replica, truncating what it held that the group did not).
 every acknowledged message must be readable, and the three CommitLogs byte-identical over the
 master's whole length.
 
-    .venv/bin/python bench/failover_bench.py --rounds 20 [--cpp]
+    .venv/bin/python bench/failover_bench.py --rounds 20 [--cpp] [--controllers 3]
+
+``--controllers 3`` runs three standalone controller nodes replicating through Raft
+(``controllerDLegerPeers``) beside a plain NameServer instead, and each round SIGKILLs the
+controller leader together with the broker master (and restarts it with the broker).
 
 ``--cpp`` also runs the real C++ producer (``tests/interop/cpp_client.py produce-through``, needs
 ``.venv-rocketmq``: ``make venv``) through the same rounds and records its failover times; a round
@@ -127,7 +131,8 @@ def read_back(
 def explain(group: ControllerGroup) -> None:
     """A slow round: the last lines of every process, on stderr."""
     assert group.namesrv is not None
-    for name, lines in [("namesrv", group.namesrv.output)] + [
+    nodes = [] if group.nodes is None else [(f"controller {i}", n.output) for i, n in enumerate(group.nodes.nodes) if n]
+    for name, lines in [("namesrv", group.namesrv.output), *nodes] + [
         (f"broker {i}", b.output) for i, b in enumerate(group.brokers) if b is not None
     ]:
         sys.stderr.write(f"--- {name}\n" + "\n".join(lines[-40:]) + "\n")
@@ -137,11 +142,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--cpp", action="store_true", help="the real C++ producer sends too")
+    parser.add_argument("--controllers", type=int, default=1, choices=(1, 3), help="controller nodes (3: Raft)")
     parser.add_argument("--explain-over", type=float, default=5.0, help="log tails of a round slower than this (s)")
     args = parser.parse_args()
-    print(json.dumps({"machine": machine(), "rounds": args.rounds}), flush=True)
+    print(json.dumps({"machine": machine(), "rounds": args.rounds, "controllers": args.controllers}), flush=True)
     times: list[float] = []
-    with tempfile.TemporaryDirectory(dir=bench_root()) as tmp, ControllerGroup(Path(tmp), 3) as group:
+    with (
+        tempfile.TemporaryDirectory(dir=bench_root()) as tmp,
+        ControllerGroup(Path(tmp), 3, controllers=args.controllers) as group,
+    ):
         assert group.namesrv is not None
         if not wait_until(group.all_in_sync, UNTIL_S):
             raise SystemExit("the group never had a master with every replica in sync")
@@ -159,8 +168,11 @@ def main() -> int:
                 raise SystemExit(f"round {number}: the group did not get back in sync")
             master = group.master_index()
             assert master is not None
+            leader = None if group.nodes is None else group.nodes.leader()
             killed_at = time.monotonic()
             group.kill(master)
+            if group.nodes is not None and leader is not None:
+                group.nodes.kill(leader)
             first_ok = sender.first_ok_after(killed_at, UNTIL_S)
             if first_ok is None:
                 raise SystemExit(f"round {number}: no send succeeded within {UNTIL_S} s of the kill")
@@ -172,6 +184,10 @@ def main() -> int:
                 explain(group)
             print(json.dumps({"round": number, "failover_s": round(times[-1], 3), "master": new_master}), flush=True)
             group.start_broker(master)
+            if group.nodes is not None and leader is not None:
+                group.nodes.start_node(leader)
+                if not wait_until(lambda: group.nodes is not None and group.nodes.leader() is not None, UNTIL_S):
+                    raise SystemExit(f"round {number}: the controllers did not agree on a leader again")
         sender.stop.set()
         sender.join()
         cpp_lost = None

@@ -74,11 +74,12 @@ CONTRACTS = (
     Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
     # RocketMQ 5's controller: composed by the NameServer (embedded) or the CLI (standalone); talks to
-    # brokers over the wire only, so it never imports broker, namesrv or client code.
+    # brokers over the wire only, so it never imports broker, namesrv or client code; several nodes
+    # replicate through pysyncobj's Raft.
     Contract(
         "sparkmq.controller",
         _names("protocol", "remoting", "errors", "config_file"),
-        frozenset(),
+        frozenset({"pysyncobj"}),
         _names("broker", "namesrv", "client", "store") | SPARK_MODULES,
     ),
     # Topics as Delta tables: read from the store, written with deltalake; the broker composes it.

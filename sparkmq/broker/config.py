@@ -128,6 +128,7 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup: int = 15_000  # haMaxTimeSlaveNotCatchup (ms): lagging longer leaves the set
     all_ack_in_sync_state_set: bool = False  # allAckInSyncStateSet: a SYNC send waits for every member
     in_sync_replicas: int = 1  # inSyncReplicas: replicas (master included) a SYNC send waits for
+    min_in_sync_replicas: int = 1  # minInSyncReplicas: a smaller SyncStateSet refuses SYNC_MASTER sends
     # Topics as Delta tables (docs/tables.md): "" = off; a local path or a URL deltalake writes (s3://, gs://, ...).
     table_topic_root: str = ""  # tableTopicRoot: the table of topic T lives at <tableTopicRoot>/<T>
     table_topic_commit_interval_ms: int = 5000  # tableTopicCommitIntervalMs: one Delta commit per interval
@@ -413,6 +414,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "enableControllerMode": ConfKey("enable_controller_mode"),
     "haMaxTimeSlaveNotCatchup": ConfKey("ha_max_time_slave_not_catchup"),
     "inSyncReplicas": ConfKey("in_sync_replicas"),
+    "minInSyncReplicas": ConfKey("min_in_sync_replicas"),
     "syncBrokerMetadataPeriod": ConfKey("sync_broker_metadata_period"),
     "tableTopicRoot": ConfKey("table_topic_root"),
     "tableTopicCommitIntervalMs": ConfKey("table_topic_commit_interval_ms"),

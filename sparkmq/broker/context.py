@@ -65,6 +65,9 @@ class BrokerContext:
         flush gave it (FLUSH_DISK_TIMEOUT, SERVICE_NOT_AVAILABLE), then, on a SYNC_MASTER, the
         wait for a slave to hold the bytes (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE).
         """
+        refusal = None if self.ha is None else self.ha.in_sync_refusal()
+        if refusal is not None:  # nothing stored: the SyncStateSet could not hold it as promised
+            return [refusal] * len(batches), None
         results, flushed = self.store.submit_group(batches)
         if not any(wait and result.ok for wait, result in zip(wait_flush, results, strict=True)):
             return results, None

@@ -74,7 +74,6 @@ class BrokerController:
         self.ha: HAService | None = None
         self.slave_sync: SlaveSynchronize | None = None
         self.replicas: ReplicasManager | None = None  # controller mode (enableControllerMode)
-        self._transactions_started = False
         self.persister = TablePersister(f"broker {config.broker_name}")
         self.metrics: PromExporter | None = None
         # A malformed accounts file refuses the start here, before anything binds.
@@ -130,7 +129,6 @@ class BrokerController:
         if not cfg.is_slave and not cfg.enable_controller_mode:
             # a slave neither checks transactions nor delivers delayed messages (startProcessorByHa)
             await self.transactions.start()
-            self._transactions_started = True
         self.server.on_connection_closed(self._connection_closed)
         self._schedule = schedule = ScheduleMessageService(
             store, config_dir / "delayOffset.json", len(cfg.message_delay_level.split())
@@ -255,9 +253,10 @@ class BrokerController:
         self.config = self.context.config = self.ha.config = self._registration.config = cfg
         if self.slave_sync is not None:
             self.slave_sync.master_addr = "" if master else master_addr
-        if master and not self._transactions_started:
+        if master:  # the check-back runs on the master only (startProcessorByHa / shutdownProcessorByHa)
             await self.transactions.start()
-            self._transactions_started = True
+        else:
+            await self.transactions.stop()
         self._registration.paused = False
         await self._registration.register_all()
 

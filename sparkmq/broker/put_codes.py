@@ -16,4 +16,5 @@ PUT_STATUS_TO_RESPONSE = {
     PutMessageStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
     PutMessageStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
     PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,
 }

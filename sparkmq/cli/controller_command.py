@@ -16,7 +16,7 @@ from typing import Any
 from sparkmq.broker.config import parse_properties
 from sparkmq.cli.service import run_service
 from sparkmq.controller import ControllerConfig, ControllerServer
-from sparkmq.controller.config import DEFAULT_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS
+from sparkmq.controller.config import DEFAULT_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS, parse_peers
 from sparkmq.errors import ConfigError
 
 DEFAULT_PORT = 9878  # the controller's port in RocketMQ's quick-start (controller.conf)
@@ -24,7 +24,8 @@ DEFAULT_PORT = 9878  # the controller's port in RocketMQ's quick-start (controll
 
 def controller_config(properties: dict[str, str], store_path: Path | None) -> ControllerConfig:
     """ControllerConfig from RocketMQ key names (``controllerStorePath``, ``scanNotActiveBrokerInterval``,
-    ``enableElectUncleanMaster``); ``store_path`` wins over ``controllerStorePath``.
+    ``enableElectUncleanMaster``, ``controllerDLegerGroup``, ``controllerDLegerPeers``,
+    ``controllerDLegerSelfId``); ``store_path`` wins over ``controllerStorePath``.
 
     >>> controller_config({"enableElectUncleanMaster": "true"}, Path("c")).enable_elect_unclean_master
     True
@@ -38,7 +39,14 @@ def controller_config(properties: dict[str, str], store_path: Path | None) -> Co
     except ValueError as exc:
         raise ConfigError(f"scanNotActiveBrokerInterval={interval!r} is not a number of milliseconds") from exc
     path = store_path or Path(properties.get("controllerStorePath", "controller").strip())
-    return ControllerConfig(path, scan_ms, unclean == "true")
+    return ControllerConfig(
+        path,
+        scan_ms,
+        unclean == "true",
+        group=properties.get("controllerDLegerGroup", "group_controller").strip(),
+        peers=parse_peers(properties.get("controllerDLegerPeers", "")),
+        self_id=properties.get("controllerDLegerSelfId", "n0").strip(),
+    )
 
 
 def read_properties(config: Path | None, pairs: list[str]) -> dict[str, str]:
@@ -66,7 +74,7 @@ def register(subcommands: Any) -> None:
     parser.add_argument("-c", "--config", type=Path, help="controller.conf (RocketMQ key=value properties)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one ({DEFAULT_PORT})")
-    parser.add_argument("--store-dir", type=Path, help="controllerStorePath: where controller.json is kept")
+    parser.add_argument("--store-dir", type=Path, help="controllerStorePath: controller.json or the Raft journal")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a controller.conf key")
     parser.set_defaults(run=run)
 

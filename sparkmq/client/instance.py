@@ -127,12 +127,13 @@ class ClientInstance:
     async def publish_route(self, topic: str, default_topic: str, default_queue_nums: int) -> TopicRoute:
         """The route to send to: the topic's own, or for a topic not created yet the brokers of
         ``default_topic`` (TBW102) with at most ``default_queue_nums`` queues each, so that the
-        broker auto-creates it (``getDefaultTopicRouteInfoFromNameServer``)."""
+        broker auto-creates it (``getDefaultTopicRouteInfoFromNameServer``). The template is asked
+        anew each time: a cached one may name a master that died since."""
         try:
             return await self.route(topic)
         except TopicNotExistError as missing:
             try:
-                template = await self.route(default_topic)
+                template = await self.route(default_topic, refresh=True)
             except TopicNotExistError as exc:
                 raise TopicNotExistError(
                     f"no broker serves topic {topic} (and none offers {default_topic} to create it): {missing.remark}"

@@ -20,7 +20,9 @@ Where it applies (everything else, and the rest of a range after any doubt, read
   record read carries the total size, magic, queue id, queue offset and physical offset its unit
   promises (a unit left from before a crash's truncation, or damaged on the disk, fails this).
   Nothing read from the files is trusted for a length: a damaged unit declines the read and the
-  broker, which repairs such units from its CommitLog, serves the rest.
+  broker, which repairs such units from its CommitLog, serves the rest;
+* no record read lies in the CommitLog range whose body CRCs the broker has not checked since it
+  started (its ``unverified`` file, store/body_verify.py): the broker checks those as it serves them.
 
 Files are opened per range (the probe and the reads share them) and closed at its end: a mapping
 held on would keep a segment that retention deleted on the disk.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import struct
 import threading
 import weakref
 from collections.abc import Mapping
@@ -47,6 +50,9 @@ from sparkmq.protocol.bodies import MessageQueue
 
 logger = logging.getLogger(__name__)
 UNIT_BYTES = 20  # a ConsumeQueue unit: physical offset i64, size i32, tags code i64
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+UNVERIFIED_FILE = "unverified"  # "<from> <to>" of the range not yet checked (store/body_verify.py)
+_UNIT = struct.Struct(">qiq")
 MAX_SEGMENTS = 16  # what one gather may copy from (queueread.c MAX_SEGMENTS)
 READ_BYTES = 4 * 1024 * 1024  # a body at most (a kept buffer's size); one record always goes, however large
 
@@ -67,6 +73,26 @@ class StoreFiles:
     consumequeue_dir: str
     commitlog_file_bytes: int
     consumequeue_file_bytes: int
+
+    @property
+    def unverified_path(self) -> str:
+        return os.path.join(os.path.dirname(self.consumequeue_dir), UNVERIFIED_FILE)
+
+    def unverified(self) -> tuple[int, int] | None:
+        """The CommitLog range whose body CRCs the broker has not checked yet (None: none; an
+        unreadable file: all of it)."""
+        try:
+            with open(self.unverified_path, "rb") as handle:
+                text = handle.read(64)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return 0, 2**63 - 1
+        try:
+            low, high = (int(part) for part in text.split())
+        except ValueError:
+            return 0, 2**63 - 1
+        return low, high
 
     @classmethod
     def from_broker_config(cls, properties: Mapping[str, str]) -> StoreFiles | None:
@@ -122,6 +148,9 @@ class LocalQueueReads:
         referred to (a buffer is lent again only once nothing refers to it)."""
         assert queueread is not None
         units = self._units(offset, max_count)
+        unverified = self.files.unverified()
+        if unverified is not None and _touches(units, *unverified):
+            raise LocalReadDeclined(offset, "the broker has not checked the body CRCs of its records yet")
         first = int.from_bytes(units[:8], "big", signed=True)
         mapped = [self._segment(offset, first)]
         out = _kept_buffers().take(READ_BYTES)
@@ -178,6 +207,14 @@ class LocalQueueReads:
                 os.close(fd)
             known = self._segments[base] = (mapping, memoryview(mapping))
         return base, known[1]
+
+
+def _touches(units: bytes, low: int, high: int) -> bool:
+    """Whether a record a non-blank unit names may lie in ``[low, high)``."""
+    for physical, size, _tags in _UNIT.iter_unpack(units):
+        if size != BLANK_UNIT_SIZE and physical < high and physical + size > low:
+            return True
+    return False
 
 
 _per_thread = threading.local()

@@ -4,19 +4,20 @@ Serves RocketMQ 5's controller RPCs on a :class:`RemotingServer` it is given (th
 when embedded, ``enableControllerInNamesrv=true``, or its own: :class:`ControllerServer`).
 When a master's heartbeats stop or its connection closes, it elects a new master among the
 live SyncStateSet members and tells every replica of the group (NOTIFY_BROKER_ROLE_CHANGED).
-Its tables are persisted (``controllerStorePath``/controller.json) after every change, so a
-restarted controller keeps the epochs.
+Its tables live in :mod:`~sparkmq.controller.tables`: one node's controller.json, or a Raft log
+among the ``controllerDLegerPeers`` nodes, where only the leader answers and elects (the others
+answer CONTROLLER_NOT_LEADER). A change is answered once it is committed, so a restarted or newly
+elected controller keeps the epochs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sparkmq.config_file import ConfigFile
-from sparkmq.errors import ConfigError, InvalidFieldError, SparkmqError
+from sparkmq.errors import InvalidFieldError, SparkmqError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.controller_bodies import SyncStateSet, decode_broker_names
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
@@ -25,9 +26,12 @@ from sparkmq.remoting.periodic import run_every, stop_tasks
 from .config import ControllerConfig
 from .heartbeats import BrokerHeartbeatManager, BrokerLiveInfo, Key
 from .replicas import Outcome, ReplicasInfoManager
+from .tables import open_tables
 
 logger = logging.getLogger(__name__)
 NOTIFY_TIMEOUT_S = 3.0
+LEADER_DUTIES_INTERVAL_S = 0.5
+Processor = Callable[[RemotingCommand, RemotingConnection], Awaitable[RemotingCommand]]
 
 
 def _text(request: RemotingCommand, name: str, default: str | None = None) -> str:
@@ -60,9 +64,11 @@ class ControllerManager:
         self.replicas = ReplicasInfoManager(config.enable_elect_unclean_master)
         self.heartbeats = BrokerHeartbeatManager()
         self.client = RemotingClient()
-        self._file: ConfigFile[dict[str, Any]] = ConfigFile(
-            config.store_path / "controller.json", json.loads, json.dumps, ConfigError
-        )
+        self.tables = open_tables(config)
+        self._revision = -1  # the tables' revision self.replicas shows
+        self._write_lock = asyncio.Lock()
+        self._departed: set[Key] = set()  # replicas seen leaving (closed connection, silence)
+        self._started_ms = 0
         self._tasks: list[asyncio.Task[Any]] = []
         self._closing = False
         self.elections = 0  # elections that changed the master (tests and the bench read it)
@@ -71,32 +77,77 @@ class ControllerManager:
         server.on_connection_closed(self._connection_closed)
 
     def _table(self) -> dict[RequestCode, Any]:
-        return {
-            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        led = {
             RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: self.next_broker_id,
             RequestCode.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
             RequestCode.CONTROLLER_REGISTER_BROKER: self.register_broker,
             RequestCode.CONTROLLER_ELECT_MASTER: self.elect_master,
             RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
             RequestCode.CONTROLLER_GET_REPLICA_INFO: self.replica_info,
-            RequestCode.CONTROLLER_GET_METADATA_INFO: self.metadata_info,
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self.sync_state_data,
+        }
+        return {code: self._leader_only(processor) for code, processor in led.items()} | {
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+            RequestCode.CONTROLLER_GET_METADATA_INFO: self.metadata_info,
         }
 
     async def start(self) -> None:
-        """Load the persisted tables and start the scan of silent brokers."""
-        state = await asyncio.to_thread(self._file.load)
-        if state is not None:
-            self.replicas.load_json(state)
-            logger.info("controller: loaded %d broker groups from %s", len(self.replicas.groups), self._file.path)
+        """Open the tables and start the scan of silent brokers."""
+        await self.tables.start(self.address)
+        self._started_ms = self.heartbeats.clock()
+        self._view()
+        logger.info("controller: %d broker groups at revision %d", len(self.replicas.groups), self._revision)
+        loop = asyncio.get_running_loop()
         scan = run_every(self.config.scan_not_active_broker_interval / 1000, self.scan_not_active_brokers, "controller")
-        self._tasks.append(asyncio.get_running_loop().create_task(scan, name="sparkmq-controller-scan"))
+        duties = run_every(LEADER_DUTIES_INTERVAL_S, self.leader_duties, "controller")
+        self._tasks += [
+            loop.create_task(scan, name="sparkmq-controller-scan"),
+            loop.create_task(duties, name="sparkmq-controller-duties"),
+        ]
 
     async def close(self) -> None:
         self._closing = True  # the server's own connections close next: that is no broker leaving
         await stop_tasks(self._tasks, "controller")
         self._tasks.clear()
         await self.client.close()
+        await self.tables.close()
+
+    # -- the tables ---------------------------------------------------------------------------
+    def _view(self) -> ReplicasInfoManager:
+        """``self.replicas`` at the tables' last committed revision."""
+        revision, state = self.tables.snapshot()
+        if revision != self._revision:
+            self.replicas.load_json(state)
+            self._revision = revision
+        return self.replicas
+
+    async def _write(self, operation: Callable[[ReplicasInfoManager], Outcome]) -> Outcome:
+        """Run ``operation`` on a copy of the tables and commit the copy if it changed them."""
+        async with self._write_lock:
+            if not self.tables.is_leader():
+                return self._not_leader()
+            view = self._view()
+            work = ReplicasInfoManager(view.enable_elect_unclean_master)
+            work.load_json(view.to_json())
+            outcome = operation(work)
+            if outcome.changed and not await self.tables.commit(self._revision, work.to_json()):
+                return Outcome.fail(ResponseCode.CONTROLLER_NOT_LEADER, "the change was not committed: retry")
+            self._view()
+            return outcome
+
+    def _not_leader(self) -> Outcome:
+        leader_id, leader_address = self.tables.leader()
+        where = f"the leader is {leader_id} at {leader_address}" if leader_address else "no leader is known yet"
+        return Outcome.fail(ResponseCode.CONTROLLER_NOT_LEADER, f"this controller is not the leader: {where}")
+
+    def _leader_only(self, processor: Processor) -> Processor:
+        async def process(request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+            if not self.tables.is_leader():
+                outcome = self._not_leader()
+                return request.make_response(outcome.code, remark=outcome.remark)
+            return await processor(request, connection)
+
+        return process
 
     # -- liveness -----------------------------------------------------------------------------
     def alive(self, cluster: str, name: str, broker_id: int) -> bool:
@@ -105,6 +156,19 @@ class ControllerManager:
     async def scan_not_active_brokers(self) -> None:
         await self._brokers_left(self.heartbeats.scan(), "stopped heart-beating")
 
+    async def leader_duties(self) -> None:
+        """Announce this node; as leader, elect for groups whose master left (also under a previous leader)."""
+        await self.tables.announce()
+        if not self.tables.is_leader():
+            return
+        settled = self.heartbeats.clock() - self._started_ms > self.config.default_heartbeat_timeout_ms
+        for group in list(self._view().groups.values()):
+            if group.master is None or self.alive(group.cluster, group.name, group.master):
+                continue
+            key = (group.cluster, group.name, group.master)
+            if key in self._departed or settled:  # a node that just started has not heard every heartbeat yet
+                await self._elect_after_departure(group.name)
+
     def _connection_closed(self, connection: RemotingConnection) -> None:
         gone = self.heartbeats.channel_closed(connection)
         if gone and not self._closing:
@@ -112,28 +176,37 @@ class ControllerManager:
             self._tasks = [t for t in self._tasks if not t.done()] + [task]
 
     async def _brokers_left(self, gone: list[Key], why: str) -> None:
-        for _cluster, name, broker_id in gone:
-            group = self.replicas.groups.get(name)
+        for key in gone:
+            _cluster, name, broker_id = key
+            self._departed.add(key)
             logger.warning("controller: broker %s/%d %s", name, broker_id, why)
-            if group is None or group.master != broker_id:
-                continue
-            outcome = self.replicas.elect_master(name, None, False, self.alive, self.heartbeats.live_info)
-            await self._persist_if_changed(outcome)
-            if outcome.code == ResponseCode.SUCCESS:
-                self.elections += 1
-                fields = outcome.fields
-                logger.warning(
-                    "controller: elected %s as master of %s (epoch %s)",
-                    fields["masterBrokerId"],
-                    name,
-                    fields["masterEpoch"],
-                )
-                await self._notify_role_changed(name)
-            else:
-                logger.error("controller: %s", outcome.remark)
+            group = self._view().groups.get(name)
+            if group is not None and group.master == broker_id and self.tables.is_leader():
+                await self._elect_after_departure(name)
+
+    async def _elect_after_departure(self, name: str) -> None:
+        def elect(replicas: ReplicasInfoManager) -> Outcome:
+            group = replicas.groups.get(name)
+            if group is None or group.master is None or self.alive(group.cluster, name, group.master):
+                return Outcome.fail(ResponseCode.CONTROLLER_MASTER_STILL_EXIST, "nothing to elect")
+            return replicas.elect_master(name, None, False, self.alive, self.heartbeats.live_info)
+
+        outcome = await self._write(elect)
+        if outcome.code == ResponseCode.SUCCESS:
+            self.elections += 1
+            fields = outcome.fields
+            logger.warning(
+                "controller: elected %s as master of %s (epoch %s)",
+                fields["masterBrokerId"],
+                name,
+                fields["masterEpoch"],
+            )
+            await self._notify_role_changed(name)
+        elif outcome.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+            logger.error("controller: %s", outcome.remark)
 
     async def _notify_role_changed(self, name: str) -> None:
-        group = self.replicas.groups[name]
+        group = self._view().groups[name]
         fields = {
             "masterAddress": group.addresses.get(group.master, "") if group.master is not None else "",
             "masterEpoch": str(group.master_epoch),
@@ -149,16 +222,15 @@ class ControllerManager:
             except SparkmqError as exc:
                 logger.warning("controller: cannot tell %s of the new master of %s: %s", address, name, exc.remark)
 
-    async def _persist_if_changed(self, outcome: Outcome) -> None:
-        if outcome.changed:
-            await asyncio.to_thread(self._file.persist, self.replicas.to_json())
-
-    async def _answer(self, request: RemotingCommand, outcome: Outcome) -> RemotingCommand:
-        await self._persist_if_changed(outcome)
+    async def _answer(
+        self, request: RemotingCommand, operation: Callable[[ReplicasInfoManager], Outcome]
+    ) -> RemotingCommand:
+        outcome = await self._write(operation)
         return request.make_response(outcome.code, remark=outcome.remark, ext_fields=outcome.fields, body=outcome.body)
 
     # -- processors ---------------------------------------------------------------------------
     async def broker_heartbeat(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        cluster = _text(request, "clusterName")
         info = BrokerLiveInfo(
             _text(request, "brokerName"),
             _int(request, "brokerId"),
@@ -171,69 +243,71 @@ class ControllerManager:
             _int(request, "electionPriority", 0),
             connection,
         )
-        self.heartbeats.heartbeat(_text(request, "clusterName"), info)
+        self.heartbeats.heartbeat(cluster, info)
+        self._departed.discard((cluster, info.broker_name, info.broker_id))
         return request.make_response()
 
     async def next_broker_id(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        outcome = self.replicas.next_broker_id(_text(request, "clusterName"), _text(request, "brokerName"))
-        return await self._answer(request, outcome)
+        cluster, name = _text(request, "clusterName"), _text(request, "brokerName")
+        return await self._answer(request, lambda replicas: replicas.next_broker_id(cluster, name))
 
     async def apply_broker_id(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        outcome = self.replicas.apply_broker_id(
-            _text(request, "clusterName"),
-            _text(request, "brokerName"),
-            _int(request, "appliedBrokerId"),
-            _text(request, "registerCheckCode"),
+        cluster, name = _text(request, "clusterName"), _text(request, "brokerName")
+        broker_id, check_code = _int(request, "appliedBrokerId"), _text(request, "registerCheckCode")
+        return await self._answer(
+            request, lambda replicas: replicas.apply_broker_id(cluster, name, broker_id, check_code)
         )
-        return await self._answer(request, outcome)
 
     async def register_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        outcome = self.replicas.register_broker(
-            _text(request, "clusterName"),
-            _text(request, "brokerName"),
-            _int(request, "brokerId"),
-            _text(request, "brokerAddress"),
-            self.alive,
+        cluster, name = _text(request, "clusterName"), _text(request, "brokerName")
+        broker_id, address = _int(request, "brokerId"), _text(request, "brokerAddress")
+        return await self._answer(
+            request, lambda replicas: replicas.register_broker(cluster, name, broker_id, address, self.alive)
         )
-        return await self._answer(request, outcome)
 
     async def elect_master(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         name = _text(request, "brokerName")
         broker_id = _int(request, "brokerId", -1)
         designate = _text(request, "designateElect", "false").lower() == "true"
-        outcome = self.replicas.elect_master(
-            name, None if broker_id < 0 else broker_id, designate, self.alive, self.heartbeats.live_info
+        outcome = await self._write(
+            lambda replicas: replicas.elect_master(
+                name, None if broker_id < 0 else broker_id, designate, self.alive, self.heartbeats.live_info
+            )
         )
-        answer = await self._answer(request, outcome)
+        answer = request.make_response(
+            outcome.code, remark=outcome.remark, ext_fields=outcome.fields, body=outcome.body
+        )
         if outcome.code == ResponseCode.SUCCESS and outcome.changed:
             self.elections += 1
             await self._notify_role_changed(name)
         return answer
 
     async def alter_sync_state_set(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        outcome = self.replicas.alter_sync_state_set(
+        name, master, epoch = (
             _text(request, "brokerName"),
             _int(request, "masterBrokerId"),
             _int(request, "masterEpoch"),
-            SyncStateSet.decode(request.body),
-            self.alive,
         )
-        return await self._answer(request, outcome)
+        proposed = SyncStateSet.decode(request.body)
+        return await self._answer(
+            request, lambda replicas: replicas.alter_sync_state_set(name, master, epoch, proposed, self.alive)
+        )
 
     async def replica_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return await self._answer(request, self.replicas.replica_info(_text(request, "brokerName")))
+        name = _text(request, "brokerName")
+        return await self._answer(request, lambda replicas: replicas.replica_info(name))
 
     async def metadata_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        node = "n0"
+        leader_id, leader_address = self.tables.leader()
         fields = {
             "group": self.config.group,
-            "controllerLeaderId": node,
-            "controllerLeaderAddress": self.address,
-            "isLeader": "true",
-            "peers": f"{node}-{self.address}",
+            "controllerLeaderId": leader_id,
+            "controllerLeaderAddress": leader_address,
+            "isLeader": str(self.tables.is_leader()).lower(),
+            "peers": ";".join(f"{node_id}-{address}" for node_id, address in self.tables.peers()),
         }
         return request.make_response(ext_fields=fields)
 
     async def sync_state_data(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         names = decode_broker_names(request.body)
-        return request.make_response(body=self.replicas.sync_state_data(names, self.alive).encode())
+        return request.make_response(body=self._view().sync_state_data(names, self.alive).encode())

@@ -36,6 +36,7 @@ from sparkmq.errors import RemoteError
 from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import HEADER_LENGTH_FIELD_BYTES, MIN_FRAME_LENGTH
 from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, RemotingConnection
+from sparkmq.remoting.spin import client_spinner_for
 
 try:
     from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, decode_plain_header
@@ -83,6 +84,7 @@ class ClientConnection(RemotingConnection):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._spinner = client_spinner_for(self._loop)  # a client spins only when asked to (spin.py)
         # timeout → request code → the deadlines and opaques of lean requests, oldest first (deadlines in order)
         self._lean_deadlines: dict[float, dict[int, LeanDeadlines]] = {}
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send

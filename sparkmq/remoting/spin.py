@@ -8,8 +8,10 @@ polls its sockets with a zero timeout instead of blocking, and an answer or the 
 that arrives within the window meets a running vCPU. Each round yields the CPU first
 (``sched_yield``), so a spin only fills time no other runnable thread wants. Under load the loop
 never blocks anyway and the spin is one callback per loop iteration; idle, it costs at most one
-window of CPU per read. The client and the broker both spin (every RemotingConnection touches
-its loop's spinner on each read).
+window of CPU per read. The broker spins (every server connection touches its loop's spinner on
+each read); a client spins only when ``SPARKMQ_SPIN_US`` is set: a client runs on hosts it shares
+with other work, where a spin's CPU is somebody else's, so it pays that CPU only by choice
+(docs/clients.md, "The spin after each read").
 
 The spin adapts to the traffic: a window that ends with no read in it caught nothing, and after
 ``DORMANT_AFTER_MISSES`` such windows in a row the spinner goes dormant (paced traffic, a consumer
@@ -17,8 +19,9 @@ waiting on a long poll: reads farther apart than a window, where a spin only bur
 a read starts a spin again only when it came within one window of the previous read: the
 request/answer ping-pong the spin is for.
 
-``SPARKMQ_SPIN_US`` sets the window in µs (default 150; 0 turns it off), read once per loop,
-like ``SPARKMQ_NATIVE`` a process-wide switch of the library rather than a command-line option.
+``SPARKMQ_SPIN_US`` sets the window in µs (unset: 150 for the broker, none for clients; 0 turns it
+off for both), read once per loop, like ``SPARKMQ_NATIVE`` a process-wide switch of the library
+rather than a command-line option.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ def window_s() -> float:
     """The spin window from ``SPARKMQ_SPIN_US`` (µs; default 150), in seconds."""
     raw = os.environ.get("SPARKMQ_SPIN_US", "")
     return (int(raw) if raw.strip() else DEFAULT_WINDOW_US) / 1e6
+
+
+def client_spins() -> bool:
+    """Whether a client's reads spin: only when ``SPARKMQ_SPIN_US`` is set (to a window above 0)."""
+    return bool(os.environ.get("SPARKMQ_SPIN_US", "").strip()) and window_s() > 0
 
 
 class Spinner:
@@ -114,3 +122,8 @@ def spinner_for(loop: asyncio.AbstractEventLoop) -> Spinner | None:
         spinner = Spinner(loop, window) if window > 0 else None
         _spinners[loop] = spinner
         return spinner
+
+
+def client_spinner_for(loop: asyncio.AbstractEventLoop) -> Spinner | None:
+    """The loop's spinner for a client connection's reads (None unless :func:`client_spins`)."""
+    return spinner_for(loop) if client_spins() else None

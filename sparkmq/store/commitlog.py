@@ -231,7 +231,7 @@ class CommitLog:
                     if magic == L.BLANK_MAGIC_CODE and size == limit - pos:
                         pos = limit
                         break
-                    record = _check_record(view, pos, limit, mapped.start_offset, check_crc)
+                    record = check_record(view, pos, limit, mapped.start_offset, check_crc)
                     if record is None:
                         resumed = None if resync is None else _next_intact(mapped, view, pos, limit, resync.until)
                         if resumed is None and resync is not None and self._starts_intact(mapped, resync.until):
@@ -239,7 +239,7 @@ class CommitLog:
                         if resumed is None:
                             return
                         assert resync is not None
-                        damaged = _check_record(view, pos, limit, mapped.start_offset, False)
+                        damaged = check_record(view, pos, limit, mapped.start_offset, False)
                         if damaged is not None and damaged.size != resumed - pos:
                             damaged = None
                         resync.skipped(mapped.start_offset + pos, resumed - pos, damaged)
@@ -265,7 +265,7 @@ class CommitLog:
             return False
         following = self.queue.files[index + 1]
         with following.view() as view:
-            record = _check_record(view, 0, following.write_position, following.start_offset, True)
+            record = check_record(view, 0, following.write_position, following.start_offset, True)
         return record is not None and record.store_timestamp <= until
 
     def first_store_timestamp(self, mapped: MappedFile) -> int:
@@ -286,13 +286,13 @@ def _next_intact(mapped: MappedFile, view: memoryview, pos: int, limit: int, unt
         if found < 0:
             return None
         candidate = found - L.POS_MAGIC
-        record = _check_record(view, candidate, limit, mapped.start_offset, True)
+        record = check_record(view, candidate, limit, mapped.start_offset, True)
         if record is not None and record.store_timestamp <= until:
             return candidate
         at = candidate + 1
 
 
-def _check_record(view: memoryview, pos: int, limit: int, file_start: int, check_crc: bool) -> ScannedRecord | None:
+def check_record(view: memoryview, pos: int, limit: int, file_start: int, check_crc: bool) -> ScannedRecord | None:
     """``checkMessageAndReturnSize``: a valid record at ``pos`` or None (magic, sizes, position, CRC)."""
     if limit - pos < L.RECORD_FIXED_BYTES:
         return None

@@ -73,7 +73,8 @@ class StoreConfig:
     disk_space_warning_level_ratio: float = 0.90  # diskSpaceWarningLevelRatio: above it, refuse writes
     clean_file_forcibly_enable: bool = True  # cleanFileForciblyEnable
     clean_resource_interval_ms: int = 10_000  # cleanResourceInterval
-    check_crc_on_recover: bool = True  # checkCRCOnRecover
+    check_crc_on_recover: bool = True  # checkCRCOnRecover; also the body CRC check of older records (body_verify)
+    verify_bytes_per_second: int = 16 * 1024 * 1024  # that check's background walk (0: reads check instead)
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL  # messageDelayLevel
     store_host: Host = field(default_factory=lambda: Host(b"\x7f\x00\x00\x01", 10911))
 

@@ -32,6 +32,7 @@ from typing import TypeVar
 from sparkmq.errors import DiskError, StoreClosedError, StoreError
 from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage
+from sparkmq.store.body_verify import UNVERIFIED_FILE, BodyVerifier
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog, Resync
 from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_level_millis
@@ -60,12 +61,12 @@ from sparkmq.store.put_steps import (
 )
 from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.queue_repair import QueueDamage, repair, reported_elsewhere
-from sparkmq.store.reads import FrameAnswer, RecordFilter, read_frame, read_queue
+from sparkmq.store.reads import MAX_FILTER_SCAN_UNITS, FrameAnswer, RecordFilter, read_frame, read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
 from sparkmq.store.replica import append_run, read_run
 from sparkmq.store.retention import Retention
 from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover_queue_table, replay, start_services
-from sparkmq.store.status import GetResult, PutResult
+from sparkmq.store.status import GetMessageStatus, GetResult, PutResult
 
 logger = logging.getLogger(__name__)
 _Read = TypeVar("_Read")
@@ -99,6 +100,9 @@ class MessageStore:
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
         self.damage = DamageReport()
+        self.verifier = BodyVerifier(
+            self.commitlog, self._queues, self.damage, self._lock, config.root_dir / UNVERIFIED_FILE
+        )
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -126,6 +130,8 @@ class MessageStore:
         report = recovery.run(last_exit_ok, page_cache_intact, dispatch_here)
         recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
         write_abort_marker(cfg.abort_path, this_boot)
+        unchecked_end = report.dispatched_from if cfg.check_crc_on_recover else 0  # recovery checked from there
+        self.verifier.begin(self.commitlog.min_offset, unchecked_end, cfg.verify_bytes_per_second)
         self._group_commit, self._services = start_services(cfg, self.flusher, self.retention)
         self.running = True
         logger.info("store %s started: %s", cfg.root_dir, report)
@@ -137,6 +143,7 @@ class MessageStore:
             self._release_lock()
             return
         self.running = False
+        self.verifier.stop()
         for service in self._services:
             service.stop()
         if self._group_commit is not None:
@@ -420,9 +427,15 @@ class MessageStore:
             raise StoreClosedError("the message store is not running")
         with self._lock:
             queue = self._queues.get((topic, queue_id))
-            return self._repairing(
-                partial(read_queue, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, record_filter)
-            )
+            read = partial(read_queue, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, record_filter)
+            for _ in range(MAX_REPAIRS_PER_READ):
+                result = self._repairing(read)
+                if result.status is not GetMessageStatus.FOUND or queue is None or self.verifier.quiet:
+                    return result
+                taken = (result.queue_offsets.tolist(), result.physical_offsets.tolist(), result.sizes.tolist())
+                if self.verifier.check_taken(queue, *taken):
+                    return result
+            return self._repairing(read)
 
     def read_frame(
         self,
@@ -443,6 +456,9 @@ class MessageStore:
             return None
         with self._lock:
             queue = self._queues.get((topic, queue_id))
+            window = max_count if tags_codes is None else max(max_count, MAX_FILTER_SCAN_UNITS)
+            if queue is not None and self.verifier.units_pending(queue, offset, window):
+                return None  # get_messages checks the records it takes
             frame = partial(read_frame, self.commitlog, queue, offset, max_count, max_bytes, tags_codes, answer)
             return self._repairing(partial(frame, out, reserve))
 
@@ -484,7 +500,11 @@ class MessageStore:
         """The record at a physical offset, or None when there is none (or it was deleted)."""
         with self._lock:
             data = record_at(self.commitlog, physical_offset)
-        return decode_or_none(data)  # outside the lock
+        message = decode_or_none(data)  # outside the lock
+        if message is None or message.physical_offset != physical_offset:
+            return None
+        with self._lock:
+            return message if self.verifier.check_read(physical_offset, message.total_size) else None
 
     def query_messages(
         self, topic: str, key: str, max_count: int, begin: int = 0, end: int = 2**62

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sparkmq.store.body_verify import blank_units_naming
 from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog, Resync, ScannedRecord
 from sparkmq.store.consume_queue import UNIT_BYTES, ConsumeQueue
@@ -201,13 +202,8 @@ class Recovery:
         if damaged is not None:
             name = f"{damaged.topic}/{damaged.queue_id} queue offset {damaged.queue_offset}"
             detail = f"the record of {name} fails its body CRC"
-        head = self.commitlog.read(physical, 28)
-        if head is not None and int.from_bytes(head[:4], "big", signed=True) == count:
-            queue_id = int.from_bytes(head[12:16], "big", signed=True)
-            queue_offset = int.from_bytes(head[20:28], "big", signed=True)
-            for (_topic, each_id), queue in self.queues.items():
-                if each_id == queue_id and queue.blank_unit_of(queue_offset, physical, count):
-                    detail += "; its ConsumeQueue unit blanked"
+        if blank_units_naming(self.queues, self.commitlog.read(physical, 28), physical, count):
+            detail += "; its ConsumeQueue unit blanked"
         self.damage.found(COMMIT_LOG, "skipped", where, detail + "; the scan goes on at the next intact record")
 
     def _anchor(self) -> int | None:

@@ -25,6 +25,7 @@ class PutMessageStatus(enum.Enum):
     CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"  # controller mode: SyncStateSet < minInSyncReplicas
 
 
 class GetMessageStatus(enum.Enum):

@@ -1,5 +1,5 @@
 """Two broker groups (a SYNC_MASTER and its slave each) and two NameServers, all real processes on
-loopback, started from the broker.conf files the README shows (deploy/2m-2s-sync, ports and store
+loopback, started from the broker.conf files docs/cluster.md shows (deploy/2m-2s-sync, ports and store
 directories overridden on the command line, replication intervals shortened).
 
 The sparkmq producer and the real C++ producer send over both groups while a sparkmq push consumer
@@ -31,7 +31,7 @@ from support.spark_harness import build_session
 DEPLOY = REPO_ROOT / "deploy" / "2m-2s-sync"
 GROUPS = {"broker-a": ("broker-a.conf", "broker-a-s.conf"), "broker-b": ("broker-b.conf", "broker-b-s.conf")}
 TOPIC, PER_PRODUCER = "orders", 300
-CREATE_TOPIC = ("updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")  # as the README does
+CREATE_TOPIC = ("updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")  # as docs/cluster.md does
 CLIENT_TIMEOUT_S = 90.0
 
 
@@ -181,12 +181,12 @@ def test_a_master_killed_mid_run_loses_nothing_acknowledged(tmp_path: Path, spar
     assert acknowledged <= spark_bodies, sorted(acknowledged - spark_bodies)[:20]
 
 
-def test_the_readme_shows_the_deploy_files_and_their_commands() -> None:
-    """The README's cluster section quotes a conf file verbatim, starts exactly the files the test above
-    runs and creates its topic alike."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert (DEPLOY / "broker-a.conf").read_text(encoding="utf-8") in readme
-    assert "sparkmq admin " + " ".join(CREATE_TOPIC) in readme
-    started = re.findall(r"sparkmq broker -c deploy/2m-2s-sync/(\S+)", readme)
+def test_the_cluster_guide_shows_the_deploy_files_and_their_commands() -> None:
+    """docs/cluster.md quotes a conf file verbatim, starts exactly the files the test above runs and
+    creates its topic alike."""
+    guide = (REPO_ROOT / "docs" / "cluster.md").read_text(encoding="utf-8")
+    assert (DEPLOY / "broker-a.conf").read_text(encoding="utf-8") in guide
+    assert "sparkmq admin " + " ".join(CREATE_TOPIC) in guide
+    started = re.findall(r"sparkmq broker -c deploy/2m-2s-sync/(\S+)", guide)
     assert sorted(started) == sorted(conf for confs in GROUPS.values() for conf in confs)
     assert sorted(path.name for path in DEPLOY.iterdir()) == sorted(started)

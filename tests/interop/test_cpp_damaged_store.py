@@ -1,7 +1,9 @@
 """Damaged ConsumeQueue units under a live broker (its files written to beside it, as a disk or a stray
 tool would): the real C++ push consumer and the sparkmq pull consumer read every message past them,
 the broker repairs each unit from its CommitLog, logs it with the file and position, and counts it
-in its Prometheus metrics (``sparkmq_store_damaged_total``)."""
+in its Prometheus metrics (``sparkmq_store_damaged_total``). And CommitLog records whose bodies were
+damaged while the broker was stopped: its body CRC check finds them, and the C++ consumer reads
+every other message."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparkmq.message import layout as L
+from sparkmq.message.record import decode_record
 from support.client_harness import Clients
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun, require_cpp_python
-from support.store_damage import UNIT_KINDS, damage_unit, read_unit, unit_path
+from support.store_damage import UNIT_KINDS, damage_bytes, damage_unit, read_unit, unit_path
 
 pytestmark = pytest.mark.timeout(240)
 UNITS_FILE_BYTES = 300_000  # SMALL_STORE's mapedFileSizeConsumeQueue
@@ -52,15 +56,15 @@ def _cpp(home: Path, command: str, namesrv: str, topic: str, group: str, *args: 
         run.kill()
 
 
-def _damaged_units(port: int) -> dict[str, float]:
-    """sparkmq_store_damaged_total of the ConsumeQueues, by outcome."""
+def _damaged_units(port: int, kind: str = "consumequeue") -> dict[str, float]:
+    """sparkmq_store_damaged_total of the ConsumeQueues (or another ``kind`` of file), by outcome."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
     return {
         sample.labels["outcome"]: sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if sample.name == "sparkmq_store_damaged_total" and sample.labels["kind"] == "consumequeue"
+        if sample.name == "sparkmq_store_damaged_total" and sample.labels["kind"] == kind
     }
 
 
@@ -108,3 +112,40 @@ def test_consumers_read_every_message_past_damaged_units_which_are_repaired_and_
     assert sorted((m.queue.queue_id, m.queue_offset) for m in got) == positions
     assert {at: read_unit(*at) for at in second} == second
     assert _damaged_units(port) == {"repaired": 6}
+
+
+def _record_positions(segment: Path) -> dict[str, int]:
+    """Position of each message record of a CommitLog segment, by body."""
+    data, pos, found = segment.read_bytes(), 0, {}
+    while pos + 8 <= len(data) and int.from_bytes(data[pos + 4 : pos + 8], "big", signed=True) == L.MESSAGE_MAGIC_CODE:
+        record = decode_record(data, pos)
+        found[bytes(record.body).decode()] = pos
+        pos += record.total_size
+    return found
+
+
+def test_records_whose_bodies_were_damaged_while_stopped_are_found_counted_and_skipped(tmp_path: Path) -> None:
+    """Stopped cleanly, the broker's next recovery checks from its newest record on: the older
+    damaged bodies are left to the body CRC check, which the broker runs after it starts."""
+    require_cpp_python()
+    store, port, metrics = tmp_path / "store", _free_port(), _free_port()
+    prom = ("metricsExporterType=PROM", "metricsPromExporterHost=127.0.0.1", f"metricsPromExporterPort={metrics}")
+    settings = [arg for setting in prom for arg in ("--set", setting)]
+    topic, damaged = f"DamagedBody_{uuid.uuid4().hex[:12]}", (17, 211)
+    with NamesrvProcess.start() as namesrv:
+        with BrokerProcess.start(store, namesrv.address, *settings, port=port):
+            sent = _cpp(tmp_path, "produce", namesrv.address, topic, f"PID_{topic}", "--count", str(COUNT))
+            assert [r["status"] for r in sent if r["event"] == "sent"] == [0] * COUNT
+        segment = store / "commitlog" / f"{0:020d}"
+        positions = _record_positions(segment)
+        for seq in damaged:
+            damage_bytes(segment, positions[f"m-body-{seq}"] + L.POS_BODY + 2, b"#")
+        with BrokerProcess.start(store, namesrv.address, *settings, port=port) as broker:
+            assert wait_until(lambda: _damaged_units(metrics, "commitlog") == {"lost": len(damaged)}, 60)
+            logged = " ".join(line for line in broker.output if "damaged commitlog at" in line)
+            assert all(f"{segment} position {positions[f'm-body-{seq}']}" in logged for seq in damaged), logged
+            expected = COUNT - len(damaged)
+            records = _cpp(tmp_path, "push-consume", namesrv.address, topic, f"CID_{topic}", "--count", str(expected))
+    messages = [r for r in records if r["event"] == "received"]
+    assert sorted(int(m["properties"]["seq"]) for m in messages) == [q for q in range(COUNT) if q not in damaged]
+    assert all(m["body"] == f"m-body-{m['properties']['seq']}" for m in messages)

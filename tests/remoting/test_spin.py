@@ -1,9 +1,12 @@
-"""The bounded spin after a read: it runs, it stops by itself, and a window of 0 turns it off."""
+"""The bounded spin after a read: it runs, it stops by itself, a window of 0 turns it off, and a client spins only
+when asked to."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -72,8 +75,58 @@ def test_one_spinner_per_loop() -> None:
     asyncio.run(scenario())
 
 
-def test_server_and_client_reads_spin_their_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A request read by the server and its answer read by the client each start their loop's spin."""
+@contextmanager
+def server_in_its_own_thread() -> Iterator[int]:
+    """A heartbeat-answering RemotingServer on a loop of another thread (its spins stay off this loop): its port."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = RemotingServer("127.0.0.1", 0)
+
+    async def heartbeat(request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return request.make_response()
+
+    server.register(RequestCode.HEART_BEAT, heartbeat)
+    try:
+        yield asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+def client_spin_rounds(port: int) -> int:
+    """The spin rounds of a client's own loop while it sends three heartbeats and the spin settles."""
+
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+        client = RemotingClient()
+        try:
+            for _ in range(3):
+                answer = await client.invoke(f"127.0.0.1:{port}", RequestCode.HEART_BEAT)
+                assert answer.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+        spinner = spinner_for(loop)
+        assert spinner is not None
+        await until_stopped(spinner)
+        return spinner.rounds
+
+    return asyncio.run(scenario())
+
+
+def test_a_client_spins_only_when_the_window_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, a client's reads leave its loop idle; ``SPARKMQ_SPIN_US=150`` makes them spin it, as the broker's do."""
+    with server_in_its_own_thread() as port:
+        monkeypatch.delenv("SPARKMQ_SPIN_US", raising=False)
+        assert client_spin_rounds(port) == 0
+        monkeypatch.setenv("SPARKMQ_SPIN_US", "150")
+        assert client_spin_rounds(port) > 0
+
+
+def test_server_reads_spin_their_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the window unset, a request read by the server starts its loop's spin (the client's read does not)."""
     monkeypatch.delenv("SPARKMQ_SPIN_US", raising=False)
 
     async def scenario() -> None:
@@ -94,7 +147,7 @@ def test_server_and_client_reads_spin_their_loop(monkeypatch: pytest.MonkeyPatch
                 before = spinner.rounds
                 answer = await client.invoke(f"127.0.0.1:{port}", RequestCode.HEART_BEAT)
                 assert answer.code == ResponseCode.SUCCESS
-                assert spinner.running or spinner.rounds > before  # the reads touched it
+                assert spinner.running or spinner.rounds > before  # the server's read touched it
         finally:
             await client.close()
             await server.close()

@@ -123,7 +123,7 @@ def test_group_starts_from_committed_offsets_and_earliest_where_none(spark, clus
     assert_positions(spark, collected.rows, expected)
     assert cluster.committed_all(names.group, topic, QUEUES) == {q: 10 for q in range(QUEUES)}
     # A new query (fresh checkpoint) of a group that has offsets resumes from them whatever the
-    # starting option says (README: RocketMQ's consume-from-where semantics).
+    # starting option says (docs/spark.md: RocketMQ's consume-from-where semantics).
     fill_queues(cluster, topic, per_queue=2, prefix="more")
     df = reader(spark, cluster, topic=topic, consumerGroup=names.group, startingOffsets="earliest").load()
     resumed, _ = run_available_now(df, names.checkpoint("second"))

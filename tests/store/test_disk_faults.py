@@ -25,6 +25,7 @@ from support.store_checks import check_consistent, read_queue_all
 from support.store_data import make_batch, tiny_config
 
 SYNC = FlushDiskType.SYNC_FLUSH
+FLUSH_WAIT_S = 60.0  # a put's fsync on a loaded machine, where syncFlushTimeout's 100 ms is not a fault
 
 
 def eio(*_args: object) -> None:
@@ -39,10 +40,17 @@ class Acked:
         self.next = 0
         self.bodies: dict[int, bytes] = {}  # queue offset -> body of every acknowledged message
 
-    def put(self) -> PutResult:
+    def put(self, flush_wait_s: float | None = None) -> PutResult:
+        """``put_messages``; with ``flush_wait_s``, its SYNC flush is awaited that long instead of
+        ``syncFlushTimeout`` (a put that must not time out on a loaded machine)."""
         batch = make_batch(self.topic, 0, self.count, start=self.next, body_bytes=self.body_bytes)
         self.next += self.count
-        result = self.store.put_messages(batch)
+        if flush_wait_s is None:
+            result = self.store.put_messages(batch)
+        else:
+            result, flushed = self.store.submit_messages(batch)
+            if flushed is not None:
+                flushed.result(timeout=flush_wait_s)
         if result.ok:
             self.bodies.update((result.queue_offset + i, body) for i, body in enumerate(batch.bodies))
         return result
@@ -93,7 +101,7 @@ def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(
     stall = StalledSync()
     with MessageStore(config) as store:
         acked = Acked(store)
-        assert acked.put().ok
+        assert acked.put(FLUSH_WAIT_S).ok
         monkeypatch.setattr(disk, "fdatasync", stall)
         _, abandoned = store.submit_messages(make_batch("T", 0, 1, start=1000))
         assert abandoned is not None and stall.entered.wait(10)
@@ -101,7 +109,7 @@ def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(
         timed_out = acked.put()
         assert timed_out.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         stall.release.set()  # the disk recovers
-        assert acked.put().ok and acked.put().ok
+        assert acked.put(FLUSH_WAIT_S).ok and acked.put(FLUSH_WAIT_S).ok
         assert store._group_commit is not None and store._group_commit._thread.is_alive()  # noqa: SLF001
         acked.assert_all_readable()
 

@@ -1,6 +1,7 @@
 """One broker group in controller mode as real processes: a NameServer with the controller embedded
-and N ``sparkmq broker`` processes (``enableControllerMode=true``), with what tests and the
-failover bench ask of them (who is master, kill it, restart it, compare CommitLogs)."""
+(or beside three ``sparkmq controller`` nodes replicating through Raft) and N ``sparkmq broker``
+processes (``enableControllerMode=true``), with what tests and the failover bench ask of them (who
+is master, kill it, restart it, compare CommitLogs)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkmq import Message, Producer, PullConsumer
+from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.controller_bodies import EpochEntryCache, SyncStateSet
 from sparkmq.remoting import RemotingClient
-from support.processes import BrokerProcess, NamesrvProcess
+from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
+from support.rocketmq_java import free_port
 
 GROUP = "broker-ctl"
+UNTIL_S = 60.0
 # Fast periods so a test waits seconds, not RocketMQ's defaults (heartbeat timeout 10 s, sync 5 s).
 FAST = {
     "brokerName": GROUP,
@@ -55,33 +60,111 @@ def commitlog_bytes(store_dir: Path, end: int) -> bytes:
     return bytes(data[:end])
 
 
+def metadata(address: str) -> dict[str, str] | None:
+    """CONTROLLER_GET_METADATA_INFO's fields, or None from a node that does not answer."""
+    try:
+        return ask(address, RequestCode.CONTROLLER_GET_METADATA_INFO).ext_fields
+    except SparkmqError:
+        return None
+
+
+@dataclass
+class ControllerNodes:
+    """``size`` standalone controllers (``controllerDLegerPeers``), each on fixed ports so it restarts in place."""
+
+    root: Path
+    size: int = 3
+    ports: list[tuple[int, int]] = field(default_factory=list)  # (controller, Raft)
+    nodes: list[ServiceProcess | None] = field(default_factory=list)
+
+    def start(self) -> ControllerNodes:
+        self.ports = [(free_port(), free_port()) for _ in range(self.size)]
+        self.nodes = [None] * self.size
+        for i in range(self.size):
+            self.start_node(i)
+        return self
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"127.0.0.1:{port}" for port, _raft in self.ports]
+
+    def start_node(self, i: int) -> None:
+        peers = ";".join(f"n{n}-127.0.0.1:{raft}" for n, (_port, raft) in enumerate(self.ports))
+        args = ["controller", "--port", str(self.ports[i][0]), "--store-dir", str(self.root / f"controller{i}")]
+        for setting in (
+            f"controllerDLegerPeers={peers}",
+            f"controllerDLegerSelfId=n{i}",
+            "scanNotActiveBrokerInterval=200",
+        ):
+            args += ["--set", setting]
+        self.nodes[i] = ServiceProcess.launch(args, "controller listening on")
+
+    def live(self) -> list[int]:
+        return [i for i, node in enumerate(self.nodes) if node is not None and node.process.poll() is None]
+
+    def leader(self) -> int | None:
+        """The node every live node names leader, once it says so itself and knows its address."""
+        answers: dict[int, dict[str, str]] = {}
+        for i in self.live():
+            answer = metadata(self.addresses[i])
+            if answer is None:
+                return None
+            answers[i] = answer
+        named = {a.get("controllerLeaderAddress", "") for a in answers.values()}
+        address = named.pop() if len(named) == 1 else ""
+        i = self.addresses.index(address) if address in self.addresses else -1
+        return i if i in answers and answers[i].get("isLeader") == "true" else None
+
+    def kill(self, i: int) -> None:
+        node = self.nodes[i]
+        assert node is not None
+        node.kill()
+        self.nodes[i] = None
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node is not None:
+                node.stop()
+
+
 @dataclass
 class ControllerGroup:
-    """``namesrv`` (controller embedded) + ``size`` brokers sharing ``brokerName``."""
+    """``namesrv`` (controller embedded, or ``controllers`` > 1 standalone nodes) + ``size`` brokers
+    sharing ``brokerName``."""
 
     root: Path
     size: int = 3
     extra: tuple[str, ...] = ()
+    controllers: int = 1
     namesrv: NamesrvProcess | None = None
+    nodes: ControllerNodes | None = None
     brokers: list[BrokerProcess | None] = field(default_factory=list)
 
     def start(self) -> ControllerGroup:
-        self.namesrv = NamesrvProcess.start(
-            "--set",
-            "enableControllerInNamesrv=true",
-            "--set",
-            "scanNotActiveBrokerInterval=200",
-            "--controller-store-dir",
-            str(self.root / "controller"),
-        )
+        if self.controllers > 1:
+            self.namesrv = NamesrvProcess.start()
+            self.nodes = ControllerNodes(self.root, self.controllers).start()
+        else:
+            self.namesrv = NamesrvProcess.start(
+                "--set",
+                "enableControllerInNamesrv=true",
+                "--set",
+                "scanNotActiveBrokerInterval=200",
+                "--controller-store-dir",
+                str(self.root / "controller"),
+            )
         self.brokers = [None] * self.size
         for i in range(self.size):
             self.start_broker(i)
         return self
 
-    def broker_args(self) -> tuple[str, ...]:
+    @property
+    def controller_addresses(self) -> list[str]:
         assert self.namesrv is not None
-        settings = dict(FAST, enableControllerMode="true", controllerAddr=self.namesrv.address)
+        return [self.namesrv.address] if self.nodes is None else self.nodes.addresses
+
+    def broker_args(self) -> tuple[str, ...]:
+        settings = dict(FAST, enableControllerMode="true", controllerAddr=";".join(self.controller_addresses))
         pairs = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
         return (*pairs, *self.extra)
 
@@ -98,6 +181,8 @@ class ControllerGroup:
         for broker in self.brokers:
             if broker is not None:
                 broker.stop()
+        if self.nodes is not None:
+            self.nodes.stop()
         if self.namesrv is not None:
             self.namesrv.stop()
 
@@ -109,11 +194,19 @@ class ControllerGroup:
 
     # -- what the controller says ---------------------------------------------------------
     def replica_info(self) -> tuple[int | None, str, int, SyncStateSet]:
-        """(masterBrokerId, masterAddress, masterEpoch, SyncStateSet) from CONTROLLER_GET_REPLICA_INFO."""
-        assert self.namesrv is not None
-        response = ask(self.namesrv.address, RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP})
-        if response.code != ResponseCode.SUCCESS:
-            return None, "", 0, SyncStateSet(frozenset(), 0)
+        """(masterBrokerId, masterAddress, masterEpoch, SyncStateSet) from CONTROLLER_GET_REPLICA_INFO
+        (asked of the controller leader)."""
+        nobody = None, "", 0, SyncStateSet(frozenset(), 0)
+        live = self.controller_addresses if self.nodes is None else [self.nodes.addresses[i] for i in self.nodes.live()]
+        for address in live:
+            try:
+                response = ask(address, RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP})
+            except SparkmqError:
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                break
+        else:
+            return nobody
         fields = response.ext_fields
         master = fields.get("masterBrokerId")
         return (
@@ -165,3 +258,37 @@ class ControllerGroup:
         broker.kill()
         self.brokers[i] = None
         return broker
+
+
+def send_until_ok(producer: Producer, topic: str, body: bytes) -> None:
+    """Send until the producer is told SEND_OK (it refreshes its route after each failure)."""
+
+    def attempt() -> bool:
+        try:
+            producer.send(Message(topic, body))
+        except SparkmqError:
+            return False
+        return True
+
+    assert wait_until(attempt, UNTIL_S, interval_s=0.01), "sends never succeeded again"
+
+
+def read_all(namesrv: str, topic: str, wanted: set[bytes]) -> set[bytes]:
+    """The topic's bodies, read from the start until ``wanted`` arrived (unacknowledged sends may be
+    stored too, so a count would stop too early)."""
+    got: set[bytes] = set()
+    with PullConsumer("CID_CTL", namesrv) as consumer:
+        queues = consumer.queues_of(topic)
+        consumer.assign(queues)
+        for queue in queues:
+            consumer.seek(queue, 0)
+        wait_until(lambda: got.update(m.body for m in consumer.poll(0.2)) or wanted <= got, UNTIL_S)
+    return got
+
+
+def assert_commitlogs_identical(group: ControllerGroup) -> int:
+    end = group.max_offset(group.live()[0])
+    logs = {i: commitlog_bytes(group.store_dir(i), end) for i in group.live()}
+    assert all(len(log) == end for log in logs.values())
+    assert len(set(logs.values())) == 1, "the replicas' CommitLogs differ"
+    return end

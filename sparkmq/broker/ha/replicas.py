@@ -68,6 +68,7 @@ class ReplicasManager:
         self.master_address = ""
         self.sync_state_set: frozenset[int] = frozenset()
         self.sync_state_set_epoch = 0
+        self._controller_leader = ""
         self._lock = asyncio.Lock()  # role changes and SyncStateSet reports, one at a time
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -95,15 +96,17 @@ class ReplicasManager:
 
     # -- the controller's RPCs ----------------------------------------------------------------
     async def _invoke(self, code: RequestCode, fields: dict[str, str], body: bytes = b"") -> RemotingCommand:
-        """Ask the controller (the first of ``controllerAddr`` that answers as leader)."""
+        """Ask the controller leader: the one of ``controllerAddr`` that last answered as leader, then the others."""
         last: SparkmqError | None = None
-        for address in self.config.controller_addresses():
+        addresses = self.config.controller_addresses()
+        for address in sorted(addresses, key=lambda a: a != self._controller_leader):
             try:
                 response = await self.client.invoke(address, code, fields, body, timeout=CONTROLLER_TIMEOUT_S)
             except SparkmqError as exc:
                 last = exc
                 continue
             if response.code != ResponseCode.CONTROLLER_NOT_LEADER:
+                self._controller_leader = address
                 return response
             last = RemoteError(f"controller {address} is not the leader", code=response.code, retriable=True)
         assert last is not None
@@ -186,8 +189,15 @@ class ReplicasManager:
             "heartbeatTimeoutMills": str(self.config.controller_heart_beat_timeout_mills),
             "electionPriority": "0",
         }
-        for address in self.config.controller_addresses():
-            await self.client.invoke_oneway(address, RequestCode.BROKER_HEARTBEAT, fields)
+        addresses = self.config.controller_addresses()
+        failed: list[SparkmqError] = []
+        for address in addresses:  # every node: a new leader knows who is alive
+            try:
+                await self.client.invoke_oneway(address, RequestCode.BROKER_HEARTBEAT, fields)
+            except SparkmqError as exc:
+                failed.append(exc)
+        if len(failed) == len(addresses):
+            raise failed[-1]
 
     async def sync_metadata(self) -> None:
         """GET_REPLICA_INFO: a missed role change, a group without master, a new SyncStateSet."""

@@ -131,6 +131,21 @@ class HAService:
             logger.info("broker %s: master HA address is now %s", self.config.broker_name, ha_server_addr)
             self.master_ha_address = ha_server_addr
 
+    def in_sync_refusal(self) -> PutResult | None:
+        """A controller-mode SYNC_MASTER whose SyncStateSet is smaller than ``minInSyncReplicas``
+        refuses puts before storing them (``IN_SYNC_REPLICAS_NOT_ENOUGH``)."""
+        cfg = self.config
+        if not cfg.enable_controller_mode or not self.sync_master or self.store.slave_mode:
+            return None  # a replica refuses puts anyway (slave mode)
+        members = len(self.acks.sync_state_set) + 1  # the master and the other members
+        if members >= cfg.min_in_sync_replicas:
+            return None
+        remark = (
+            f"in-sync replicas not enough: the SyncStateSet holds {members}, "
+            f"minInSyncReplicas is {cfg.min_in_sync_replicas}"
+        )
+        return PutResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark)
+
     async def confirm(self, results: list[PutResult], waits: list[bool]) -> list[PutResult]:
         """The puts' outcomes once replication is as confirmed as the role promises (``handleHA``).
 

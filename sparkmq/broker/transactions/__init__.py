@@ -2,7 +2,8 @@
 
 :class:`TransactionService` bundles the three for the controller: ``end_transaction`` is the
 END_TRANSACTION processor, ``start()`` rebuilds the state from the store and starts the
-check-back loop, ``close()`` stops it before the store closes.
+check-back loop, ``stop()`` ends it on a master the controller demoted (``start()`` runs it again
+on a newly elected one), ``close()`` stops it before the store closes.
 """
 
 from __future__ import annotations
@@ -43,13 +44,27 @@ class TransactionService:
         self.checker = TransactionCheckService(context, self.state)
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
     async def start(self) -> None:
+        """Load the ended transactions and start checking back (again, after :meth:`stop`)."""
+        if self._task is not None:
+            return
+        self.checker.resume()
         ended = await asyncio.to_thread(self.state.load)
-        logger.info("transactions: %d ended transactions known from the op queue", ended)
+        logger.info("transactions: check-back started, %d ended transactions known from the op queue", ended)
         interval_s = self.checker.ctx.config.transaction_check_interval / 1000
         self._task = asyncio.get_running_loop().create_task(
             run_every(interval_s, self.checker.check_once, "transaction check-back"), name="sparkmq-transaction-check"
         )
+
+    async def stop(self) -> None:
+        """Stop checking back: this broker is no master any more (Java's ``shutdownProcessorByHa``)."""
+        if self._task is not None:
+            await self.close()
+            logger.warning("transactions: check-back stopped: this broker is no master")
 
     async def close(self) -> None:
         if self._task is not None:

@@ -91,6 +91,10 @@ class TransactionCheckService:
             self.ctx.topics.create_system_topic(topic, 1)
         return len(requests)
 
+    def resume(self) -> None:
+        """Scan again after :meth:`close` (a broker that became master again)."""
+        self._stopping = False
+
     async def close(self) -> None:
         """Let a scan in progress finish (it stops early) so the store can close under it."""
         self._stopping = True

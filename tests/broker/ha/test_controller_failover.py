@@ -17,17 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from sparkmq import Message, Producer, PullConsumer, SparkmqError
+from sparkmq import Message, Producer
 from sparkmq.message.properties import encode_properties
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import TopicRouteData
 from sparkmq.protocol.controller_bodies import BrokerReplicasInfo
 from sparkmq.protocol.frame import FrameDecoder
-from support.controller_group import FAST, GROUP, ControllerGroup, ask, commitlog_bytes
+from support.controller_group import (
+    FAST,
+    GROUP,
+    UNTIL_S,
+    ControllerGroup,
+    ask,
+    assert_commitlogs_identical,
+    commitlog_bytes,
+    read_all,
+    send_until_ok,
+)
 from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
-
-UNTIL_S = 60.0
 
 
 @pytest.fixture
@@ -71,40 +79,6 @@ def read_response(connection: socket.socket) -> RemotingCommand:
         commands = decoder.feed(data)
         if commands:
             return commands[0]
-
-
-def send_until_ok(producer: Producer, topic: str, body: bytes) -> None:
-    """Send until the producer is told SEND_OK (it refreshes its route after each failure)."""
-
-    def attempt() -> bool:
-        try:
-            producer.send(Message(topic, body))
-        except SparkmqError:
-            return False
-        return True
-
-    assert wait_until(attempt, UNTIL_S, interval_s=0.01), "sends never succeeded again"
-
-
-def read_all(namesrv: str, topic: str, wanted: set[bytes]) -> set[bytes]:
-    """The topic's bodies, read from the start until ``wanted`` arrived (unacknowledged sends may be
-    stored too, so a count would stop too early)."""
-    got: set[bytes] = set()
-    with PullConsumer("CID_CTL", namesrv) as consumer:
-        queues = consumer.queues_of(topic)
-        consumer.assign(queues)
-        for queue in queues:
-            consumer.seek(queue, 0)
-        wait_until(lambda: got.update(m.body for m in consumer.poll(0.2)) or wanted <= got, UNTIL_S)
-    return got
-
-
-def assert_commitlogs_identical(group: ControllerGroup) -> int:
-    end = group.max_offset(group.live()[0])
-    logs = {i: commitlog_bytes(group.store_dir(i), end) for i in group.live()}
-    assert all(len(log) == end for log in logs.values())
-    assert len(set(logs.values())) == 1, "the replicas' CommitLogs differ"
-    return end
 
 
 def test_sigkill_of_the_master_elects_a_replica_that_holds_every_acknowledged_message(group: ControllerGroup) -> None:
@@ -301,3 +275,31 @@ def test_a_standalone_controller_serves_a_group_and_keeps_its_epochs_across_a_re
                 assert again.ext_fields["masterEpoch"] == "1" and again.ext_fields["masterBrokerId"] == "1"
         finally:
             controller.stop()
+
+
+def test_a_sync_state_set_smaller_than_min_in_sync_replicas_refuses_sends(tmp_path: Path) -> None:
+    """``minInSyncReplicas=2``: with its only replica gone from the SyncStateSet the master stores
+    nothing and answers SYSTEM_ERROR "in-sync replicas not enough" (Java's IN_SYNC_REPLICAS_NOT_ENOUGH);
+    once the replica is back in the set, sends succeed again."""
+    topic = "CtlMinIsr"
+    with ControllerGroup(tmp_path, 2, extra=("--set", "minInSyncReplicas=2")) as group:
+        assert wait_until(group.all_in_sync, UNTIL_S), "the group never had both brokers in sync"
+        master = group.master_index()
+        assert master is not None
+        broker = group.brokers[master]
+        assert broker is not None
+        address = broker.address
+        request = send_request(topic, b"both in sync")
+        assert ask(address, RequestCode.SEND_MESSAGE_V2, request.ext_fields, request.body).code == ResponseCode.SUCCESS
+        replica = 1 - master
+        group.kill(replica)
+        assert wait_until(lambda: len(group.replica_info()[3].members) == 1, UNTIL_S), "the replica never left"
+        end = group.max_offset(master)
+        refused = send_request(topic, b"one in sync")
+        answer = ask(address, RequestCode.SEND_MESSAGE_V2, refused.ext_fields, refused.body)
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "in-sync replicas not enough" in (answer.remark or "")
+        assert group.max_offset(master) == end  # nothing stored
+        group.start_broker(replica)
+        assert wait_until(group.all_in_sync, UNTIL_S), "the replica never rejoined"
+        again = send_request(topic, b"both in sync again")
+        assert ask(address, RequestCode.SEND_MESSAGE_V2, again.ext_fields, again.body).code == ResponseCode.SUCCESS
