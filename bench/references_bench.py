@@ -158,7 +158,7 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=64, help="async sends unanswered at a time")
     parser.add_argument("--body", type=int, default=128, help="message body bytes")
     parser.add_argument("--latency-count", type=int, default=1000)
-    parser.add_argument("--cpp-count", type=int, default=3200, help="C++ client messages per case")
+    parser.add_argument("--cpp-count", type=int, default=20_000, help="C++ client messages per case")
     parser.add_argument("--recovery-gb", type=float, default=1.0, help="CommitLog GiB before the kill -9")
     parser.add_argument("--warmup", type=int, default=10, help="seconds of unmeasured sends per broker first (the JIT)")
     args = parser.parse_args()
