@@ -21,7 +21,8 @@ round of N/10 rows runs first. CPU seconds come from /proc (JVM, Spark's Python 
 ``--eos``: exactly-once with a driver killed mid-stream. A driver process of its own (this file with
 ``--driver``) streams ``EOS_FILES`` text files of ``--eos-rows`` ids, one file a micro-batch, into Kafka's
 sink (at-least-once) or sparkmq's (``deliveryGuarantee`` exactly-once); SIGKILL lands in batch
-``KILL_BATCH``, 60 % of the previous batch's duration after Spark logged its offsets; the driver starts again
+``KILL_BATCH`` as soon as the broker got its first rows (Kafka's partition logs grow; sparkmq's half topic
+grows), before Spark commits the batch; the driver starts again
 from its checkpoint and finishes. Once the broker's check-backs resolved any orphaned half message, the topic
 is read back: duplicates and lost ids. ``--job``: the main job (jobs/orders_pipeline.py) and its Kafka
 variant (jobs/orders_pipeline_kafka.py), ``--job-orders`` orders each, whole-job time and rows.
@@ -30,12 +31,14 @@ variant (jobs/orders_pipeline_kafka.py), ``--job-orders`` orders each, whole-job
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,8 @@ from spark_common import Meter, Run, compile_package, machine, median_rate, run_
 
 import sparkmq  # noqa: E402
 from bench_common import loadavg, temp_root  # noqa: E402
+from sparkmq.protocol import RequestCode  # noqa: E402
+from sparkmq.remoting import RemotingClient  # noqa: E402
 from support.kafka_java import KafkaProcess  # noqa: E402
 from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 from support.rocketmq_java import MAKE_TARGET, missing_references, references_dir  # noqa: E402
@@ -54,6 +59,7 @@ from support.rocketmq_java import MAKE_TARGET, missing_references, references_di
 PER_TRIGGER = 100_000
 SIDES = ("kafka", "sparkmq")
 CHECK_BACK = ("--set", "transactionTimeOut=1000", "--set", "transactionCheckInterval=1000")
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 EOS_FILES = 8
 KILL_BATCH = 3
 CHECK_BACK_SETTLE_S = 5.0  # > the broker's transactionTimeOut + transactionCheckInterval (1 s each, set below)
@@ -143,6 +149,8 @@ def eos_driver(kind: str, source_dir: str, target: str, topic: str, checkpoint: 
         )
     query = writer.option("topic", topic).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
+    batches = [(p["batchId"], p["numInputRows"], p["durationMs"].get("triggerExecution")) for p in query.recentProgress]
+    print(json.dumps({"batches": batches}))  # (id, rows, ms) of each micro-batch this driver ran
     spark.stop()
     return 0
 
@@ -157,8 +165,30 @@ def appeared(path: Path, deadline_s: float = 300.0) -> float:
     return time.monotonic()
 
 
-def eos(kind: str, spark: Any, target: dict[str, str], root: Path, rows: int) -> dict[str, Any]:
-    """The driver killed in batch KILL_BATCH and restarted; then the topic's duplicates and losses."""
+def kafka_bytes(logs: Path, topic: str) -> Callable[[], int]:
+    """The size of ``topic``'s partition logs (Kafka appends what it acknowledges to them at once)."""
+    return lambda: sum(log.stat().st_size for log in logs.glob(f"{topic}-*/*.log"))
+
+
+def half_messages(broker: str) -> Callable[[], int]:
+    """How many half messages the broker holds (RMQ_SYS_TRANS_HALF_TOPIC's max offset)."""
+
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            fields = {"topic": HALF_TOPIC, "queueId": "0"}
+            return int((await client.invoke(broker, RequestCode.GET_MAX_OFFSET, fields)).ext_fields.get("offset", 0))
+        finally:
+            await client.close()
+
+    return lambda: asyncio.run(ask())
+
+
+def eos(
+    kind: str, spark: Any, target: dict[str, str], root: Path, rows: int, written: Callable[[], int]
+) -> dict[str, Any]:
+    """The driver killed in batch KILL_BATCH, once the broker got its first rows, and restarted; then the
+    topic's duplicates and losses."""
     source, checkpoint, topic = root / "eos-in", root / f"eos-cp-{kind}", f"Eos{kind}"
     if not source.exists():
         source.mkdir()
@@ -166,10 +196,16 @@ def eos(kind: str, spark: Any, target: dict[str, str], root: Path, rows: int) ->
             ids = range(n * rows // EOS_FILES, (n + 1) * rows // EOS_FILES)
             (source / f"part-{n:03d}.txt").write_text("".join(f"{i}\n" for i in ids))
     command = [sys.executable, __file__, "--driver", kind, str(source), target[kind], topic, str(checkpoint)]
-    with subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as run:
-        previous_start = appeared(checkpoint / "offsets" / str(KILL_BATCH - 1))
-        batch_s = appeared(checkpoint / "commits" / str(KILL_BATCH - 1)) - previous_start
-        time.sleep(max(0.0, appeared(checkpoint / "offsets" / str(KILL_BATCH)) + 0.6 * batch_s - time.monotonic()))
+    with (
+        (root / f"eos-{kind}-killed.log").open("w") as log,
+        subprocess.Popen(command, start_new_session=True, stdout=log, stderr=subprocess.STDOUT) as run,
+    ):
+        appeared(checkpoint / "commits" / str(KILL_BATCH - 1))
+        before = written()
+        appeared(checkpoint / "offsets" / str(KILL_BATCH))
+        deadline = time.monotonic() + 300
+        while written() == before and time.monotonic() < deadline:
+            time.sleep(0.005)
         committed_at_kill = (checkpoint / "commits" / str(KILL_BATCH)).exists()
         os.killpg(run.pid, signal.SIGKILL)  # the driver and its JVM
     started = time.monotonic()
@@ -177,6 +213,7 @@ def eos(kind: str, spark: Any, target: dict[str, str], root: Path, rows: int) ->
     if done.returncode != 0:
         raise RuntimeError(f"the restarted {kind} driver failed:\n{done.stderr[-3000:]}")
     restart_s = time.monotonic() - started
+    batches = json.loads(done.stdout.splitlines()[-1])["batches"] if done.stdout.strip() else []
     time.sleep(CHECK_BACK_SETTLE_S)  # an orphaned half message of the killed run is resolved by then
     if kind == "kafka":
         read = spark.read.format("kafka").option("kafka.bootstrap.servers", target[kind]).option("subscribe", topic)
@@ -191,6 +228,7 @@ def eos(kind: str, spark: Any, target: dict[str, str], root: Path, rows: int) ->
         "lost": rows - distinct,
         "batch_committed_at_kill": committed_at_kill,
         "restart_s": restart_s,
+        "restarted_batches": batches,
     }
 
 
@@ -252,7 +290,13 @@ def main() -> int:
                 try:
                     if args.eos:
                         kafka.create_topic("Eoskafka")
-                        report = json.dumps({kind: eos(kind, spark, target, root, args.eos_rows) for kind in SIDES})
+                        probes = {
+                            "kafka": kafka_bytes(root / "kafka" / "logs", "Eoskafka"),
+                            "sparkmq": half_messages(broker.address),
+                        }
+                        report = json.dumps(
+                            {kind: eos(kind, spark, target, root, args.eos_rows, probes[kind]) for kind in SIDES}
+                        )
                     else:
                         report = throughput(
                             args, spark, kafka, target, {"kafka": kafka.pid, "sparkmq": broker.pid}, root
