@@ -17,13 +17,28 @@ queues, BODY-byte random bodies:
 
 Cases alternate Kafka / sparkmq, ``--repeat`` times (the table shows each case's median run); a warm-up
 round of N/10 rows runs first. CPU seconds come from /proc (JVM, Spark's Python processes, the broker).
+
+``--eos``: exactly-once with a driver killed mid-stream. A driver process of its own (this file with
+``--driver``) streams ``EOS_FILES`` text files of ``--eos-rows`` ids, one file a micro-batch, into Kafka's
+sink (at-least-once) or sparkmq's (``deliveryGuarantee`` exactly-once); SIGKILL lands in batch
+``KILL_BATCH`` as soon as the broker got its first rows (Kafka's partition logs grow; sparkmq's half topic
+grows), before Spark commits the batch; the driver starts again
+from its checkpoint and finishes. Once the broker's check-backs resolved any orphaned half message, the topic
+is read back: duplicates and lost ids. ``--job``: the main job (jobs/orders_pipeline.py) and its Kafka
+variant (jobs/orders_pipeline_kafka.py), ``--job-orders`` orders each, whole-job time and rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
+import signal
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +50,19 @@ from spark_common import Meter, Run, compile_package, machine, median_rate, run_
 
 import sparkmq  # noqa: E402
 from bench_common import loadavg, temp_root  # noqa: E402
+from sparkmq.protocol import RequestCode  # noqa: E402
+from sparkmq.remoting import RemotingClient  # noqa: E402
 from support.kafka_java import KafkaProcess  # noqa: E402
 from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 from support.rocketmq_java import MAKE_TARGET, missing_references, references_dir  # noqa: E402
 
 PER_TRIGGER = 100_000
+SIDES = ("kafka", "sparkmq")
+CHECK_BACK = ("--set", "transactionTimeOut=1000", "--set", "transactionCheckInterval=1000")
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+EOS_FILES = 8
+KILL_BATCH = 3
+CHECK_BACK_SETTLE_S = 5.0  # > the broker's transactionTimeOut + transactionCheckInterval (1 s each, set below)
 
 
 def spark_with_kafka(jars: list[Path]) -> Any:
@@ -110,12 +133,141 @@ def source(kind: str, spark: Any, target: dict[str, str], topic: str, pid: int, 
     return run_stream(f"{kind} source", frame, checkpoint, rows, pid)
 
 
+def eos_driver(kind: str, source_dir: str, target: str, topic: str, checkpoint: str) -> int:
+    """``--driver``: the killed-and-restarted streaming query of ``--eos``, until its input is written."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = spark_with_kafka(sorted((references_dir() / "spark-kafka").glob("*.jar")))
+    rows = spark.readStream.format("text").option("maxFilesPerTrigger", "1").load(source_dir)
+    if kind == "kafka":
+        writer = rows.writeStream.format("kafka").option("kafka.bootstrap.servers", target)
+    else:
+        writer = (
+            rows.withColumnRenamed("value", "body")
+            .writeStream.format("sparkmq")
+            .option("namesrvAddr", target)
+            .option("deliveryGuarantee", "exactly-once")
+        )
+    query = writer.option("topic", topic).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    batches = [(p["batchId"], p["numInputRows"], p["durationMs"].get("triggerExecution")) for p in query.recentProgress]
+    print(json.dumps({"batches": batches}))  # (id, rows, ms) of each micro-batch this driver ran
+    spark.stop()
+    return 0
+
+
+def appeared(path: Path, deadline_s: float = 300.0) -> float:
+    """Poll until ``path`` exists; the time it was seen."""
+    deadline = time.monotonic() + deadline_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} never appeared")
+        time.sleep(0.01)
+    return time.monotonic()
+
+
+def kafka_bytes(logs: Path, topic: str) -> Callable[[], int]:
+    """The size of ``topic``'s partition logs (Kafka appends what it acknowledges to them at once)."""
+    return lambda: sum(log.stat().st_size for log in logs.glob(f"{topic}-*/*.log"))
+
+
+def half_messages(broker: str) -> Callable[[], int]:
+    """How many half messages the broker holds (RMQ_SYS_TRANS_HALF_TOPIC's max offset)."""
+
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            fields = {"topic": HALF_TOPIC, "queueId": "0"}
+            return int((await client.invoke(broker, RequestCode.GET_MAX_OFFSET, fields)).ext_fields.get("offset", 0))
+        finally:
+            await client.close()
+
+    return lambda: asyncio.run(ask())
+
+
+def eos(
+    kind: str, spark: Any, target: dict[str, str], root: Path, rows: int, written: Callable[[], int]
+) -> dict[str, Any]:
+    """The driver killed in batch KILL_BATCH, once the broker got its first rows, and restarted; then the
+    topic's duplicates and losses."""
+    source, checkpoint, topic = root / "eos-in", root / f"eos-cp-{kind}", f"Eos{kind}"
+    if not source.exists():
+        source.mkdir()
+        for n in range(EOS_FILES):
+            ids = range(n * rows // EOS_FILES, (n + 1) * rows // EOS_FILES)
+            (source / f"part-{n:03d}.txt").write_text("".join(f"{i}\n" for i in ids))
+    command = [sys.executable, __file__, "--driver", kind, str(source), target[kind], topic, str(checkpoint)]
+    with (
+        (root / f"eos-{kind}-killed.log").open("w") as log,
+        subprocess.Popen(command, start_new_session=True, stdout=log, stderr=subprocess.STDOUT) as run,
+    ):
+        appeared(checkpoint / "commits" / str(KILL_BATCH - 1))
+        before = written()
+        appeared(checkpoint / "offsets" / str(KILL_BATCH))
+        deadline = time.monotonic() + 300
+        while written() == before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        committed_at_kill = (checkpoint / "commits" / str(KILL_BATCH)).exists()
+        os.killpg(run.pid, signal.SIGKILL)  # the driver and its JVM
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"the restarted {kind} driver failed:\n{done.stderr[-3000:]}")
+    restart_s = time.monotonic() - started
+    batches = json.loads(done.stdout.splitlines()[-1])["batches"] if done.stdout.strip() else []
+    time.sleep(CHECK_BACK_SETTLE_S)  # an orphaned half message of the killed run is resolved by then
+    if kind == "kafka":
+        read = spark.read.format("kafka").option("kafka.bootstrap.servers", target[kind]).option("subscribe", topic)
+        values = read.option("startingOffsets", "earliest").load().selectExpr("cast(value as string) as id")
+    else:
+        read = spark.read.format("sparkmq").option("namesrvAddr", target[kind]).option("topic", topic)
+        values = read.load().selectExpr("cast(body as string) as id")
+    total, distinct = values.count(), values.distinct().count()
+    return {
+        "rows": total,
+        "duplicates": total - distinct,
+        "lost": rows - distinct,
+        "batch_committed_at_kill": committed_at_kill,
+        "restart_s": restart_s,
+        "restarted_batches": batches,
+    }
+
+
+def jobs(bootstrap: str, root: Path, orders: int) -> str:
+    """The main job both ways, Kafka first: each process's wall time (JVM start included) and its summary."""
+    commands = {
+        "kafka": [
+            "jobs.orders_pipeline_kafka",
+            "--bootstrap",
+            bootstrap,
+            "--jars",
+            str(references_dir() / "spark-kafka"),
+        ],
+        "sparkmq": ["jobs.orders_pipeline"],
+    }
+    lines = []
+    for kind, command in commands.items():
+        started = time.monotonic()
+        args = [sys.executable, "-m", *command, "--data-dir", str(root / f"job-{kind}"), "--orders", str(orders)]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=REPO)
+        seconds = time.monotonic() - started
+        summary = done.stdout[done.stdout.find("summary") :] if "summary" in done.stdout else done.stderr[-2000:]
+        lines.append(f"{kind}: exit {done.returncode}, {seconds:.1f} s\n{summary}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--body", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--eos", action="store_true", help="the driver-kill exactly-once case instead")
+    parser.add_argument("--eos-rows", type=int, default=200_000)
+    parser.add_argument("--job", action="store_true", help="the main job written both ways instead")
+    parser.add_argument("--job-orders", type=int, default=100_000)
+    parser.add_argument("--driver", nargs=5, metavar=("KIND", "INPUT", "TARGET", "TOPIC", "CHECKPOINT"))
     args = parser.parse_args()
+    if args.driver:
+        return eos_driver(*args.driver)
     missing = missing_references("kafka", "spark-kafka")
     if missing:
         print(f"{missing} is missing: run `{MAKE_TARGET}`", file=sys.stderr)
@@ -123,43 +275,68 @@ def main() -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     compile_package()
     facts, load_start = machine(), loadavg()
-    runs: list[Run] = []
-    jars = sorted((references_dir() / "spark-kafka").glob("*.jar"))
     with (
         temp_root("references-spark-bench-") as root,
         KafkaProcess.start(root) as kafka,
         NamesrvProcess.start() as namesrv,
-        BrokerProcess.start(root / "store", namesrv.address, "--flush", "async") as broker,
+        BrokerProcess.start(root / "store", namesrv.address, "--flush", "async", *CHECK_BACK) as broker,
     ):
         target = {"kafka": kafka.bootstrap, "sparkmq": namesrv.address}
-        pids = {"kafka": kafka.pid, "sparkmq": broker.pid}
-        for topic in ("Warm", *(f"Bench{n}" for n in range(args.repeat))):
-            kafka.create_topic(topic)
-        spark = spark_with_kafka(jars)
         try:
-            warm = bodies(spark, max(1, args.rows // 10), args.body)
-            for kind in ("kafka", "sparkmq"):
-                sink(kind, warm, target, "Warm", pids[kind], warm.count())
-                source(kind, spark, target, "Warm", pids[kind], warm.count(), root / f"warm-{kind}")
-            warm.unpersist()
-            frame = bodies(spark, args.rows, args.body)
-            for n in range(args.repeat):
-                for kind in ("kafka", "sparkmq"):
-                    topic = f"Bench{n}"
-                    runs.append(sink(kind, frame, target, topic, pids[kind], args.rows))
-                    runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+            if args.job:
+                report = jobs(kafka.bootstrap, root, args.job_orders)
+            else:
+                spark = spark_with_kafka(sorted((references_dir() / "spark-kafka").glob("*.jar")))
+                try:
+                    if args.eos:
+                        kafka.create_topic("Eoskafka")
+                        probes = {
+                            "kafka": kafka_bytes(root / "kafka" / "logs", "Eoskafka"),
+                            "sparkmq": half_messages(broker.address),
+                        }
+                        report = json.dumps(
+                            {kind: eos(kind, spark, target, root, args.eos_rows, probes[kind]) for kind in SIDES}
+                        )
+                    else:
+                        report = throughput(
+                            args, spark, kafka, target, {"kafka": kafka.pid, "sparkmq": broker.pid}, root
+                        )
+                finally:
+                    spark.stop()
         except Exception:
             print("Kafka's output:", *kafka.output[-30:], sep="\n", file=sys.stderr)
             raise
-        finally:
-            spark.stop()
     print(f"{facts}; load average {load_start} at the start, {loadavg()} at the end")
-    print(f"{args.rows:,} rows of {args.body} B, {args.repeat} repeats, maxOffsetsPerTrigger {PER_TRIGGER:,}")
-    print(table(runs))
+    print(report)
+    return 0
+
+
+def throughput(
+    args: argparse.Namespace, spark: Any, kafka: KafkaProcess, target: dict[str, str], pids: dict[str, int], root: Path
+) -> str:
+    """Sink and source rows/s, Kafka and sparkmq alternating; the table and the ratios."""
+    runs: list[Run] = []
+    for topic in ("Warm", *(f"Bench{n}" for n in range(args.repeat))):
+        kafka.create_topic(topic)
+    warm = bodies(spark, max(1, args.rows // 10), args.body)
+    for kind in SIDES:
+        sink(kind, warm, target, "Warm", pids[kind], warm.count())
+        source(kind, spark, target, "Warm", pids[kind], warm.count(), root / f"warm-{kind}")
+    warm.unpersist()
+    frame = bodies(spark, args.rows, args.body)
+    for n in range(args.repeat):
+        for kind in SIDES:
+            topic = f"Bench{n}"
+            runs.append(sink(kind, frame, target, topic, pids[kind], args.rows))
+            runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+    lines = [
+        f"{args.rows:,} rows of {args.body} B, {args.repeat} repeats, maxOffsetsPerTrigger {PER_TRIGGER:,}",
+        table(runs),
+    ]
     for case in ("sink", "source"):
         ratio = median_rate(runs, f"sparkmq {case}") / median_rate(runs, f"kafka {case}")
-        print(f"{case}: sparkmq / Kafka rows/s = {ratio:.2f}x (target >= 1.0x)")
-    return 0
+        lines.append(f"{case}: sparkmq / Kafka rows/s = {ratio:.2f}x (target >= 1.0x)")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,27 +35,31 @@ TOPIC = "orders"
 GROUP = "orders-to-delta"
 DELTA_APP_ID = "sparkmq-orders-to-delta"  # the Delta application transaction id of the landing query
 CATEGORIES = ["books", "games", "music", "garden"]
+ORDER_SCHEMA = "order_id long, ordered_at timestamp, category string, amount double"
 
 
-def spark_session() -> SparkSession:
+def spark_session(jars: Sequence[Path] = ()) -> SparkSession:
+    """The job's local Spark session; ``jars``: extra connector jars on its classpath."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("sparkmq-orders")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
-def start_producer(spark: SparkSession, namesrv: str, total: int, rate: int, checkpoint: Path) -> StreamingQuery:
-    """A stream of ``total`` sample orders into the topic through the sparkmq sink."""
+def order_messages(spark: SparkSession, total: int, rate: int) -> DataFrame:
+    """``total`` sample orders from the ``rate`` source: JSON ``body``, category ``tags``, order id ``keys``."""
     from pyspark.sql import functions as F
 
     categories = F.array(*[F.lit(c) for c in CATEGORIES])
@@ -70,44 +75,54 @@ def start_producer(spark: SparkSession, namesrv: str, total: int, rate: int, che
             ((F.col("value") * 7919) % 20000 / 100.0 + 1).alias("amount"),
         )
     )
-    messages = orders.select(
+    return orders.select(
         F.to_json(F.struct("order_id", "ordered_at", "category", "amount")).alias("body"),
         F.col("category").alias("tags"),
         F.concat(F.lit("order-"), F.col("order_id").cast("string")).alias("keys"),
     )
-    return (
-        messages.writeStream.format("sparkmq")
-        .option("namesrvAddr", namesrv)
-        .option("topic", TOPIC)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="1 second")
-        .start()
-    )
+
+
+def start_producer(spark: SparkSession, namesrv: str, total: int, rate: int, checkpoint: Path) -> StreamingQuery:
+    """A stream of ``total`` sample orders into the topic through the sparkmq sink."""
+    options = {"namesrvAddr": namesrv, "topic": TOPIC}
+    return stream_into(order_messages(spark, total, rate), "sparkmq", options, checkpoint)
+
+
+def stream_into(frame: DataFrame, sink: str, options: dict[str, str], checkpoint: Path) -> StreamingQuery:
+    """``frame`` written by the sink ``sink`` with ``options``, a micro-batch a second."""
+    writer = frame.writeStream.format(sink).options(**options).option("checkpointLocation", str(checkpoint))
+    return writer.trigger(processingTime="1 second").start()
 
 
 def start_consumer(spark: SparkSession, namesrv: str, tables: Path, checkpoint: Path) -> StreamingQuery:
     """Read the topic under GROUP and land it in Delta: raw orders (exactly once) + revenue."""
+    options = {
+        "namesrvAddr": namesrv,
+        "topic": TOPIC,
+        "consumerGroup": GROUP,
+        "startingOffsets": "earliest",
+        "maxPartitions": str(spark.sparkContext.defaultParallelism),  # one task per core, not per queue
+    }
+    source = spark.readStream.format("sparkmq").options(**options).load()
+    return land_in_delta(source, "body", ["queueId", "queueOffset"], tables, checkpoint, DELTA_APP_ID)
+
+
+def land_in_delta(
+    source: DataFrame, body: str, position: list[str], tables: Path, checkpoint: Path, app_id: str
+) -> StreamingQuery:
+    """Orders parsed from the JSON column ``body`` appended to Delta table ``orders`` once per micro-batch (with
+    the ``position`` columns), and revenue per minute recomputed into ``revenue_per_minute``."""
     from pyspark.sql import functions as F
 
-    schema = "order_id long, ordered_at timestamp, category string, amount double"
-    source = (
-        spark.readStream.format("sparkmq")
-        .option("namesrvAddr", namesrv)
-        .option("topic", TOPIC)
-        .option("consumerGroup", GROUP)
-        .option("startingOffsets", "earliest")
-        .option("maxPartitions", spark.sparkContext.defaultParallelism)  # one task per core, not per queue
-        .load()
+    orders = source.select(F.from_json(F.col(body).cast("string"), ORDER_SCHEMA).alias("o"), *position).select(
+        "o.*", *position
     )
-    orders = source.select(
-        F.from_json(F.col("body").cast("string"), schema).alias("o"), "queueId", "queueOffset"
-    ).select("o.*", "queueId", "queueOffset")
 
     def land(batch: DataFrame, batch_id: int) -> None:
         rows = batch.toArrow()
         if rows.num_rows == 0:
             return
-        append_once(tables / "orders", rows, DELTA_APP_ID, batch_id)
+        append_once(tables / "orders", rows, app_id, batch_id)
         overwrite(tables / "revenue_per_minute", revenue(read(tables / "orders")))
 
     return (
@@ -135,6 +150,14 @@ def stop_between_batches(query: StreamingQuery, wait_s: float = 10.0) -> None:
     while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.02)
     query.stop()
+
+
+def stop_and_rates(producer: StreamingQuery, consumer: StreamingQuery | None) -> tuple[float, float]:
+    """Stop both queries between micro-batches; their rows/s (``rate_of``)."""
+    stop_between_batches(producer)
+    if consumer is not None:
+        stop_between_batches(consumer)
+    return rate_of(producer), rate_of(consumer) if consumer is not None else 0.0
 
 
 def rate_of(query: StreamingQuery) -> float:
@@ -175,22 +198,13 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
                 if sent >= total and lag == 0 and consumed >= total:
                     break
         finally:
-            stop_between_batches(producer)
-            if consumer is not None:
-                stop_between_batches(consumer)
+            produced_rate, consumed_rate = stop_and_rates(producer, consumer)
         elapsed = time.monotonic() - started
-        produced_rate, consumed_rate = rate_of(producer), rate_of(consumer) if consumer is not None else 0.0
         revenue_table = (
             read(tables / "revenue_per_minute") if (tables / "revenue_per_minute" / "_delta_log").exists() else None
         )
         spark.stop()
-    print("\nsummary")
-    print(f"  messages in (acknowledged by the broker): {sent:,}")
-    print(f"  messages out (rows in Delta table orders): {consumed:,}")
-    print(
-        f"  sink throughput (rows / batch time): {produced_rate:,.0f} msgs/s; "
-        f"source -> Delta: {consumed_rate:,.0f} msgs/s; whole job {elapsed:.1f} s incl. JVM start"
-    )
+    print_summary("acknowledged by the broker", sent, consumed, produced_rate, consumed_rate, elapsed)
     print(f"  consumer group '{GROUP}' lag on the broker: {lag}")
     if revenue_table is not None:
         print(f"  revenue per category per minute ({revenue_table.num_rows} rows), first rows:")
@@ -202,9 +216,21 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
     return 0 if ok else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="order events through sparkmq into Delta")
-    parser.add_argument("--data-dir", type=Path, default=Path("data/orders-job"))
+def print_summary(
+    sent_by: str, sent: int, consumed: int, produced_rate: float, consumed_rate: float, elapsed: float
+) -> None:
+    print("\nsummary")
+    print(f"  messages in ({sent_by}): {sent:,}")
+    print(f"  messages out (rows in Delta table orders): {consumed:,}")
+    print(
+        f"  sink throughput (rows / batch time): {produced_rate:,.0f} msgs/s; "
+        f"source -> Delta: {consumed_rate:,.0f} msgs/s; whole job {elapsed:.1f} s incl. JVM start"
+    )
+
+
+def parse_job_arguments(parser: argparse.ArgumentParser, argv: list[str] | None, data_dir: str) -> argparse.Namespace:
+    """``parser`` with the options every variant of the job takes, parsed; ``--fresh`` already applied."""
+    parser.add_argument("--data-dir", type=Path, default=Path(data_dir))
     parser.add_argument("--orders", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=20_000, help="orders per second produced")
     parser.add_argument("--timeout", type=float, default=300)
@@ -212,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fresh and args.data_dir.exists():
         shutil.rmtree(args.data_dir)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="order events through sparkmq into Delta")
+    args = parse_job_arguments(parser, argv, "data/orders-job")
     return run(args.data_dir, args.orders, args.rate, args.timeout)
 
 

@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -15,6 +16,8 @@ import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
@@ -25,7 +28,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Throughput and latency of the official Java client against one cluster, one JSON line per measurement.
  *
  * <pre>
- * ClientBench NAMESRV send TOPIC THREADS SECONDS BODY_BYTES BATCH   sync sends (BATCH 1: single messages)
+ * ClientBench NAMESRV send TOPIC THREADS SECONDS BODY_BYTES BATCH [LIMIT]   sync sends (BATCH 1: single
+ *                                                  messages), until SECONDS passed or LIMIT messages were stored
+ * ClientBench NAMESRV async TOPIC IN_FLIGHT SECONDS BODY_BYTES     async sends, IN_FLIGHT unanswered at a time
  * ClientBench NAMESRV pull TOPIC COUNT                              pull every queue from offset 0
  * ClientBench NAMESRV push TOPIC GROUP COUNT                        a push consumer from the first offset
  * ClientBench NAMESRV latency TOPIC COUNT BODY_BYTES                send one at a time, time until consumed
@@ -42,6 +47,7 @@ public final class ClientBench {
         String[] rest = Arrays.copyOfRange(args, 2, args.length);
         switch (args[1]) {
             case "send": send(namesrv, rest); break;
+            case "async": sendAsync(namesrv, rest); break;
             case "pull": pull(namesrv, rest); break;
             case "push": push(namesrv, rest); break;
             case "latency": latency(namesrv, rest); break;
@@ -56,6 +62,7 @@ public final class ClientBench {
         long seconds = Long.parseLong(a[2]);
         byte[] body = new byte[Integer.parseInt(a[3])];
         int batch = Integer.parseInt(a[4]);
+        long limit = a.length > 5 ? Long.parseLong(a[5]) : Long.MAX_VALUE;
         DefaultMQProducer producer = producer(namesrv, "bench_send_pg");
         producer.send(new Message(topic, "W", body));  // the route, the connections
         AtomicLong sent = new AtomicLong();
@@ -69,7 +76,7 @@ public final class ClientBench {
                 for (int i = 0; i < batch; i++) {
                     msgs.add(new Message(topic, "T", body));
                 }
-                while (System.nanoTime() < end) {
+                while (System.nanoTime() < end && sent.get() < limit) {
                     try {
                         SendStatus status = batch == 1 ? producer.send(msgs.get(0)).getSendStatus()
                             : producer.send(msgs).getSendStatus();
@@ -93,6 +100,47 @@ public final class ClientBench {
         producer.shutdown();
         emit("send", "batch", batch, "threads", threads, "sent", sent.get(), "failed", failed.get(),
             "seconds", elapsed, "msgs_per_s", sent.get() / elapsed);
+    }
+
+    private static void sendAsync(String namesrv, String[] a) throws Exception {
+        String topic = a[0];
+        int inFlight = Integer.parseInt(a[1]);
+        long seconds = Long.parseLong(a[2]);
+        byte[] body = new byte[Integer.parseInt(a[3])];
+        DefaultMQProducer producer = producer(namesrv, "bench_async_pg");
+        producer.send(new Message(topic, "W", body));  // the route, the connections
+        Semaphore permits = new Semaphore(inFlight);
+        AtomicLong sent = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        SendCallback callback = new SendCallback() {
+            @Override
+            public void onSuccess(SendResult result) {
+                (result.getSendStatus() == SendStatus.SEND_OK ? sent : failed).incrementAndGet();
+                permits.release();
+            }
+
+            @Override
+            public void onException(Throwable e) {
+                failed.incrementAndGet();
+                permits.release();
+            }
+        };
+        long start = System.nanoTime();
+        long end = start + TimeUnit.SECONDS.toNanos(seconds);
+        while (System.nanoTime() < end) {
+            permits.acquire();
+            try {
+                producer.send(new Message(topic, "A", body), callback);
+            } catch (Exception e) {
+                failed.incrementAndGet();
+                permits.release();
+            }
+        }
+        permits.acquire(inFlight);  // every send answered
+        double elapsed = (System.nanoTime() - start) / 1e9;
+        producer.shutdown();
+        emit("async", "in_flight", inFlight, "sent", sent.get(), "failed", failed.get(), "seconds", elapsed,
+            "msgs_per_s", sent.get() / elapsed);
     }
 
     private static void pull(String namesrv, String[] a) throws Exception {

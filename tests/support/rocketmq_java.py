@@ -274,12 +274,15 @@ class ApacheBroker(JavaProcess):
         flush: str = "SYNC_FLUSH",
         conf: Mapping[str, str] | None = None,
         acl: str | None = None,
+        name: str = "apache-broker",
+        port: int = 0,
     ) -> ApacheBroker:
-        """``acl``: the text of ``conf/plain_acl.yml`` (with ``aclEnable=true`` in ``conf``)."""
-        home = _home(root, "apache-broker")
+        """``acl``: the text of ``conf/plain_acl.yml`` (with ``aclEnable=true`` in ``conf``); ``name``: its home
+        under ``root`` (a second broker, or the same store again); ``port``: its listenPort (0: a free one)."""
+        home = _home(root, name)
         if acl is not None:
             (home / "conf" / "plain_acl.yml").write_text(acl)
-        port = free_port(below=2)  # listenPort - 2 is the VIP channel (fastListenPort), + 1 the HA port
+        port = port or free_port(below=2)  # listenPort - 2 is the VIP channel (fastListenPort), + 1 the HA port
         store = home / "store"
         settings = {
             **COMMON_BROKER_CONF,

@@ -8,11 +8,15 @@ every request it sends to listenPort - 2 is served by the broker's VIP channel.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from sparkmq.client import AsyncPullConsumer
 from support.reference_pair import SIDES, BrokerPair, broker_pair, comparable
+from support.rocketmq_cpp import CppClientRun
 from support.rocketmq_java import Record
 
 SCENARIOS = ("tags", "batch", "sql92", "orderly", "delayed", "retry_dlq", "transaction", "offsets", "query")
@@ -81,3 +85,36 @@ def test_sql92_filters_match_but_an_expression_that_does_not_parse(runs: dict[st
     assert (apache_bad["event"], apache_bad["status"], len(apache_bad["msgs"])) == ("pulled", "FOUND", 10)
     assert (our_bad["event"], our_bad["class"], our_bad["code"]) == ("failed", "MQBrokerException", 23)
     _assert_same([r for r in apache if r is not apache_bad], [r for r in ours if r is not our_bad])
+
+
+def test_a_cpp_client_batch_is_one_message_on_apache_and_its_messages_on_sparkmq(
+    pair: BrokerPair, tmp_path: Path
+) -> None:
+    """The C++ client sends a batch as SEND_MESSAGE with ``batch=1``: 4.9.7 reads "1" as false (Java's
+    ``Boolean.parseBoolean``) and stores the batch's encoding as one message; sparkmq stores its messages."""
+    stored = {}
+    for side in SIDES:
+        run = CppClientRun.start(
+            tmp_path / side,
+            "produce-batch",
+            "--namesrv",
+            pair.namesrvs[side],
+            "--topic",
+            "CppBatchDiff",
+            "--group",
+            "cpp_batch_pg",
+            "--batches",
+            "3",
+            "--size",
+            "4",
+        )
+        sent = [r for r in run.finish(timeout_s=90) if r["event"] == "sent"]
+        assert [r["status"] for r in sent] == [0, 0, 0]
+        stored[side] = asyncio.run(messages_in(pair.namesrvs[side], "CppBatchDiff"))
+    assert stored == {"apache": 3, "sparkmq": 12}
+
+
+async def messages_in(namesrv: str, topic: str) -> int:
+    """The sum of ``topic``'s max offsets, read through sparkmq's pull consumer."""
+    async with AsyncPullConsumer("cpp_batch_count", namesrv) as consumer:
+        return sum([await consumer.max_offset(queue) for queue in await consumer.queues_of(topic)])
