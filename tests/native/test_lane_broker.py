@@ -268,17 +268,23 @@ def _cpp_frames() -> list[bytes]:
     ]
 
 
-@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
-def test_cpp_sends_are_answered_and_stored_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
-    """SEND_MESSAGE frames as the C++ client writes them, with the lane and without it (as under
-    SPARKMQ_NATIVE=0): the same answers, records and per-code statistics; the lane served the plain ones."""
-    frames = _cpp_frames()
+def _both_ways(tmp_path: Path, flush: FlushDiskType, frames: list[bytes]) -> tuple[_Outcome, dict[int, int]]:
+    """``frames`` in one write to a broker with the lane and to one without: the lane's outcome (the same
+    answers, records and per-code statistics as without it) and its response codes by opaque."""
     native = _run(tmp_path / "native", lane_on=True, flush=flush, writes=[frames])
     python = _run(tmp_path / "python", lane_on=False, flush=flush, writes=[frames])
     assert native.responses == python.responses
     assert native.stored == python.stored
     assert native.rpc_counts == python.rpc_counts
-    codes = {opaque: response[0] for opaque, response in native.responses.items()}
+    return native, {opaque: response[0] for opaque, response in native.responses.items()}
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_cpp_sends_are_answered_and_stored_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
+    """SEND_MESSAGE frames as the C++ client writes them, with the lane and without it (as under
+    SPARKMQ_NATIVE=0): the same answers, records and per-code statistics; the lane served the plain ones."""
+    frames = _cpp_frames()
+    native, codes = _both_ways(tmp_path, flush, frames)
     succeeded = (*range(200, 206), 225, 226, 227, 230, 231, 232, 233)
     assert all(codes[o] == ResponseCode.SUCCESS for o in succeeded), codes
     assert all(codes[o] != ResponseCode.SUCCESS for o in (220, 221, 222, 223, 224, 228, 229)), codes
@@ -327,12 +333,7 @@ def test_batches_are_answered_and_stored_as_the_python_path(tmp_path: Path, flus
     (every record's msgId, the first queue offset), records and per-code statistics; the lane served the plain
     ones."""
     frames = _batch_frames()
-    native = _run(tmp_path / "native", lane_on=True, flush=flush, writes=[frames])
-    python = _run(tmp_path / "python", lane_on=False, flush=flush, writes=[frames])
-    assert native.responses == python.responses
-    assert native.stored == python.stored
-    assert native.rpc_counts == python.rpc_counts
-    codes = {opaque: response[0] for opaque, response in native.responses.items()}
+    native, codes = _both_ways(tmp_path, flush, frames)
     succeeded = (*range(300, 306), 324, 326, 329, 330, 331, 332)
     assert all(codes[o] == ResponseCode.SUCCESS for o in succeeded), codes
     assert all(codes[o] != ResponseCode.SUCCESS for o in (320, 321, 322, 323, 325, 327, 328)), codes
