@@ -23,8 +23,10 @@ from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting.lanes import Lanes
+from sparkmq.store import disk
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, counted_lane, one_write, run_broker
+from support.disk_faults import StalledSync
 from support.native_lane import batch_frame, cpp_fields, send_frame, v1_frame
 
 pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
@@ -340,6 +342,37 @@ def test_batches_are_answered_and_stored_as_the_python_path(tmp_path: Path, flus
     assert native.rpc_counts[(RequestCode.SEND_BATCH_MESSAGE, ResponseCode.SUCCESS)] == len(succeeded) - 1
     assert len(native.responses[305][3]) == 7, "a batch's answer names each of its records"
     assert native.taken >= sum(map(len, frames[:3])) + sum(map(len, frames[-4:-1])), "the lane served the plain ones"
+
+
+def _batch_past_flush_timeout(tmp_path: Path, lane_on: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    """A batch sent while the disk stalls past syncFlushTimeout (SYNC flush): its answer; whether the lane took it."""
+    stall, outcome = StalledSync(), {}
+
+    async def scenario(w: Wire) -> None:
+        counted, taken = counted_lane(w.broker.server.lane)
+        w.broker.server.lane = counted if lane_on else None
+        await w.send_ok("LaneA", b"create", queue_id=0)
+        monkeypatch.setattr(disk, "fdatasync", stall)
+        items = [(b"s%d" % i, b"UNIQ_KEY\x01S%d" % i, 0) for i in range(3)]
+        response = (await one_write(w.broker.config.listen_port, [batch_frame(7, items, topic="LaneA")]))[7]
+        stall.release.set()
+        monkeypatch.undo()
+        outcome["answer"] = (_comparable(response), sum(taken) > 0)
+
+    try:
+        run_broker(tmp_path, scenario, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=200)
+    finally:
+        stall.release.set()
+    return outcome["answer"]
+
+
+def test_a_batch_past_the_flush_timeout_is_answered_as_the_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    native, lane_took = _batch_past_flush_timeout(tmp_path / "native", True, monkeypatch)
+    python, _ = _batch_past_flush_timeout(tmp_path / "python", False, monkeypatch)
+    assert lane_took and native == python
+    assert native[0] == ResponseCode.FLUSH_DISK_TIMEOUT and len(native[3]) == 3, native
 
 
 def test_with_an_authorizer_every_cpp_send_is_checked_by_it(tmp_path: Path) -> None:
