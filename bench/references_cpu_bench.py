@@ -25,17 +25,19 @@ from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 from support.rocketmq_java import COMMON_BROKER_CONF, MAKE_TARGET, missing_references  # noqa: E402
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="ASYNC_FLUSH")
     parser.add_argument("--seconds", type=int, default=8, help="the batch send case's duration")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--body", type=int, default=128)
-    args = parser.parse_args()
-    missing = missing_references("rocketmq", "runner")
-    if missing:
-        print(f"{missing} is missing: run `{MAKE_TARGET}`", file=sys.stderr)
-        return 2
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = arguments()
+    if missing := missing_references("rocketmq", "runner"):
+        sys.exit(f"{missing} is missing: run `{MAKE_TARGET}`")
     info = machine()
     flags = [f for k, v in {**COMMON_BROKER_CONF, "flushDiskType": args.flush}.items() for f in ("--set", f"{k}={v}")]
     with (
