@@ -204,13 +204,18 @@ class BrokerController:
         table.update(AdminOpsProcessors(ctx).table())
         for code, processor in table.items():
             self.server.register(code, timed(processor, code, ctx.stats))
-        # plain single sends and pulls served from the read's bytes, natively (docs/native.md)
+        # plain sends (single and batch) and pulls served from the read's bytes, natively (docs/native.md)
         sends = send_lane(ctx, native.sendlane)
         lanes = [lane for lane in (sends, pull_lane(pull, native.sendlane)) if lane]
         self.server.lane = Lanes(*lanes) if lanes else None
         self.server.turn_lane = sends  # the sends of many connections' reads in one turn: one put
         self.server.lane_codes = frozenset(
-            {int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.PULL_MESSAGE)}
+            {
+                int(RequestCode.SEND_MESSAGE),
+                int(RequestCode.SEND_MESSAGE_V2),
+                int(RequestCode.SEND_BATCH_MESSAGE),
+                int(RequestCode.PULL_MESSAGE),
+            }
         )
 
     def _start_table_sync(self, ctx: BrokerContext, schedule: ScheduleMessageService) -> None:

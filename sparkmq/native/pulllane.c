@@ -4,12 +4,14 @@
  * Python decoder and RemotingCommand encoder are the reference (tests/native/test_pull_lane.py). */
 #include "sendlane.h"
 
+/* P_BNAME, P_REQT: keys the Java client 4.9.5+ adds (RpcRequestHeader's bname, and ReqT), strings that
+ * PullMessageRequestHeader.from_fields ignores, as the lane does. */
 enum { P_GROUP, P_TOPIC, P_QUEUE_ID, P_QUEUE_OFFSET, P_MAX_MSG, P_SYS_FLAG, P_COMMIT, P_SUSPEND, P_SUB_VERSION, P_SUB,
-       P_EXPR, P_KEYS };
+       P_EXPR, P_BNAME, P_REQT, P_KEYS };
 
 static const char *const PULL_KEYS[P_KEYS] = {
     "consumerGroup", "topic",        "queueId",    "queueOffset",  "maxMsgNums",     "sysFlag",
-    "commitOffset",  "suspendTimeoutMillis", "subVersion", "subscription", "expressionType"};
+    "commitOffset",  "suspendTimeoutMillis", "subVersion", "subscription", "expressionType", "bname", "ReqT"};
 
 /* A number as the Python path reads it, with an optional minus sign. */
 static int signed_number(const sl_str *s, int wide, int64_t *out) {

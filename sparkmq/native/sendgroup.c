@@ -6,6 +6,7 @@
 
 static void group_dealloc(SendGroup *g) {
     PyMem_Free(g->opaque);
+    PyMem_Free(g->record_at);
     PyMem_Free(g->records);
     PyMem_Free(g->index_hash);
     PyMem_Free(g->index_row);
@@ -38,7 +39,7 @@ static int place_records(SendGroup *g, long long physical_start, long long store
     int64_t next[MAX_KEYS];
     if (int64_values(bases, g->key_count, next, "base queue offset") < 0) return -1;
     int64_t position = physical_start;
-    for (Py_ssize_t i = 0; i < g->count; i++) {
+    for (Py_ssize_t i = 0; i < g->rows; i++) {
         unsigned char *rec = g->records + g->record_at[i];
         int64_t queue_offset = next[g->key_of[i]]++;
         g->queue_offset[i] = queue_offset;
@@ -102,7 +103,7 @@ static PyObject *group_queue_units(SendGroup *g, PyObject *unused) {
         PyList_SET_ITEM(list, k, units);
         cursor[k] = (unsigned char *)PyBytes_AS_STRING(units);
     }
-    for (Py_ssize_t i = 0; i < g->count; i++) {
+    for (Py_ssize_t i = 0; i < g->rows; i++) {
         int32_t k = g->key_of[i];
         int64_t physical = g->physical_start + g->record_at[i];
         sl_put64(cursor[k], (uint64_t)physical);
@@ -124,7 +125,8 @@ fail:
 
 static const char HEX[] = "0123456789ABCDEF";
 
-/* The response frames: header = p0 opaque p1 msgId p2 queueId p3 queueOffset p4, no body. */
+/* The response frames: header = p0 opaque p1 msgId p2 queueId p3 queueOffset p4, no body; a batch's msgId is its
+ * records' ids comma-joined (offset_msg_ids) and its queueOffset the first record's. */
 static PyObject *group_responses(SendGroup *g, PyObject *args) {
     Py_buffer part[5], store;
     int store_port;
@@ -145,8 +147,9 @@ static PyObject *group_responses(SendGroup *g, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "first and stop must be 0 <= first <= stop <= count");
         goto done;
     }
-    /* 8 frame bytes + parts + opaque (11) + msgId (32) + queueId (11) + queueOffset (20) */
-    Py_ssize_t most = (stop - first) * (8 + fixed + 11 + 32 + 11 + 20);
+    /* 8 frame bytes + parts + opaque (11) + msgIds (33 each) + queueId (11) + queueOffset (20) */
+    Py_ssize_t rows = g->first_row[stop] - g->first_row[first];
+    Py_ssize_t most = (stop - first) * (8 + fixed + 11 + 11 + 20) + rows * 33;
     out = PyBytes_FromStringAndSize(NULL, most);
     if (out == NULL) goto done;
     char *base = PyBytes_AS_STRING(out), *w = base;
@@ -161,17 +164,20 @@ static PyObject *group_responses(SendGroup *g, PyObject *args) {
         w += sl_put_decimal(w, g->opaque[i]);
         memcpy(w, part[1].buf, (size_t)part[1].len);
         w += part[1].len;
-        sl_put64(id + 8, (uint64_t)(g->physical_start + g->record_at[i]));
-        for (int b = 0; b < 16; b++) {
-            *w++ = HEX[id[b] >> 4];
-            *w++ = HEX[id[b] & 15];
+        for (int32_t row = g->first_row[i]; row < g->first_row[i + 1]; row++) {
+            if (row > g->first_row[i]) *w++ = ',';
+            sl_put64(id + 8, (uint64_t)(g->physical_start + g->record_at[row]));
+            for (int b = 0; b < 16; b++) {
+                *w++ = HEX[id[b] >> 4];
+                *w++ = HEX[id[b] & 15];
+            }
         }
         memcpy(w, part[2].buf, (size_t)part[2].len);
         w += part[2].len;
         w += sl_put_decimal(w, g->queue_id[i]);
         memcpy(w, part[3].buf, (size_t)part[3].len);
         w += part[3].len;
-        w += sl_put_decimal(w, g->queue_offset[i]);
+        w += sl_put_decimal(w, g->queue_offset[g->first_row[i]]);
         memcpy(w, part[4].buf, (size_t)part[4].len);
         w += part[4].len;
         uint32_t header_len = (uint32_t)(w - frame - 8);
@@ -190,18 +196,26 @@ static PyObject *group_first_refused(SendGroup *g, PyObject *limits) {
     int64_t limit[MAX_TOPICS];
     if (int64_values(limits, g->topic_count, limit, "queue limit") < 0) return NULL;
     Py_ssize_t i = 0;
-    while (i < g->count && g->queue_id[i] < limit[g->topic_of[i]]) i++;
+    while (i < g->count && g->queue_id[i] < limit[g->topic_of[g->first_row[i]]]) i++;
     return PyLong_FromSsize_t(i);
 }
 
-/* [(opaque, physical offset, queue id, queue offset, waits for its flush)] after place() */
+/* [(opaque, its records' physical offsets, queue id, first queue offset, waits for its flush)] after place() */
 static PyObject *group_answers(SendGroup *g, PyObject *unused) {
     if (!check_placed(g)) return NULL;
     PyObject *list = PyList_New(g->count);
     if (list == NULL) return NULL;
     for (Py_ssize_t i = 0; i < g->count; i++) {
-        PyObject *item = Py_BuildValue("(iLiLO)", g->opaque[i], (long long)(g->physical_start + g->record_at[i]),
-                                       g->queue_id[i], (long long)g->queue_offset[i], g->wait[i] ? Py_True : Py_False);
+        int32_t row = g->first_row[i], rows = g->first_row[i + 1] - row;
+        PyObject *physical = PyList_New(rows), *item = NULL;
+        for (int32_t j = 0; physical != NULL && j < rows; j++) {
+            PyObject *offset = PyLong_FromLongLong(g->physical_start + g->record_at[row + j]);
+            if (offset == NULL) Py_CLEAR(physical);
+            else PyList_SET_ITEM(physical, j, offset);
+        }
+        if (physical != NULL)
+            item = Py_BuildValue("(iNiLO)", g->opaque[i], physical, g->queue_id[i], (long long)g->queue_offset[row],
+                                 g->wait[i] ? Py_True : Py_False);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -322,6 +336,7 @@ static PyObject *get_topic_max_queue(SendGroup *g, void *c) {
     return int64_list(v, g->topic_count);
 }
 static PyObject *get_count(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->count); }
+static PyObject *get_rows(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->rows); }
 static PyObject *get_code(SendGroup *g, void *c) { return PyLong_FromLong(g->code); }
 static PyObject *get_end(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->end); }
 static PyObject *get_record_bytes(SendGroup *g, void *c) { return PyLong_FromSsize_t(g->records_len); }
@@ -383,7 +398,7 @@ done:
  * fit one group (another code, over MAX_TOPICS topics or MAX_KEYS keys) or one is placed already. Each group's
  * requests stay a contiguous range (responses(..., first, stop)). */
 static PyObject *merge_groups(PyObject *groups) {
-    Py_ssize_t ngroups = PyTuple_GET_SIZE(groups), n = 0, record_bytes = 0, index_count = 0;
+    Py_ssize_t ngroups = PyTuple_GET_SIZE(groups), n = 0, rows = 0, record_bytes = 0, index_count = 0;
     SendGroup *first = NULL;
     for (Py_ssize_t j = 0; j < ngroups; j++) {
         PyObject *item = PyTuple_GET_ITEM(groups, j);
@@ -395,6 +410,7 @@ static PyObject *merge_groups(PyObject *groups) {
         if (first == NULL) first = g;
         if (g->placed || g->code != first->code) Py_RETURN_NONE;
         n += g->count;
+        rows += g->rows;
         record_bytes += g->records_len;
         index_count += g->index_count;
     }
@@ -402,29 +418,15 @@ static PyObject *merge_groups(PyObject *groups) {
     if (m == NULL) return NULL;
     memset((char *)m + sizeof(PyObject), 0, sizeof(SendGroup) - sizeof(PyObject));
     m->topics = PyList_New(0);
-    unsigned char *block = PyMem_Malloc((size_t)n * (2 * sizeof(int64_t) + 8 * sizeof(int32_t)) + 8);
-    m->opaque = (int32_t *)block; /* as scan: freed through opaque */
+    if (m->topics == NULL || sl_group_columns(m, n, rows) < 0) goto fail;
     m->records = PyMem_Malloc((size_t)record_bytes + 1);
-    m->key_topic = PyMem_Malloc(MAX_KEYS * (2 * sizeof(int32_t) + sizeof(int64_t)));
     m->index_hash = PyMem_Malloc((size_t)index_count * sizeof(int64_t) + 8);
     m->index_row = PyMem_Malloc((size_t)index_count * sizeof(int32_t) + 4);
-    if (m->topics == NULL) goto fail;
-    if (block == NULL || m->records == NULL || m->key_topic == NULL || m->index_hash == NULL || m->index_row == NULL) {
+    if (m->records == NULL || m->index_hash == NULL || m->index_row == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
-    m->queue_id = m->opaque + n;
-    m->topic_of = m->queue_id + n;
-    m->key_of = m->topic_of + n;
-    m->record_size = m->key_of + n;
-    m->body_len = m->record_size + n;
-    m->tags_code = m->body_len + n;
-    m->wait = m->tags_code + n;
-    m->record_at = (int64_t *)(m->wait + n);
-    m->queue_offset = m->record_at + n;
-    m->key_queue = m->key_topic + MAX_KEYS;
-    m->key_messages = (int64_t *)(m->key_queue + MAX_KEYS);
-    Py_ssize_t at = 0; /* requests so far */
+    Py_ssize_t at = 0, row_at = 0; /* requests and records so far */
     for (Py_ssize_t j = 0; j < ngroups; j++) {
         SendGroup *g = (SendGroup *)PyTuple_GET_ITEM(groups, j);
         int32_t topic_map[MAX_TOPICS], key_map[MAX_KEYS];
@@ -468,23 +470,29 @@ static PyObject *merge_groups(PyObject *groups) {
             Py_ssize_t r = at + i;
             m->opaque[r] = g->opaque[i];
             m->queue_id[r] = g->queue_id[i];
+            m->wait[r] = g->wait[i];
+            m->first_row[r + 1] = (int32_t)(row_at + g->first_row[i + 1]);
+        }
+        for (Py_ssize_t i = 0; i < g->rows; i++) {
+            Py_ssize_t r = row_at + i;
             m->topic_of[r] = topic_map[g->topic_of[i]];
             m->key_of[r] = key_map[g->key_of[i]];
             m->record_size[r] = g->record_size[i];
             m->body_len[r] = g->body_len[i];
             m->tags_code[r] = g->tags_code[i];
-            m->wait[r] = g->wait[i];
             m->record_at[r] = m->records_len + g->record_at[i];
         }
         memcpy(m->records + m->records_len, g->records, (size_t)g->records_len);
         m->records_len += g->records_len;
         for (Py_ssize_t x = 0; x < g->index_count; x++) {
             m->index_hash[m->index_count] = g->index_hash[x];
-            m->index_row[m->index_count++] = (int32_t)(at + g->index_row[x]);
+            m->index_row[m->index_count++] = (int32_t)(row_at + g->index_row[x]);
         }
         at += g->count;
+        row_at += g->rows;
     }
     m->count = n;
+    m->rows = rows;
     m->code = first->code;
     m->end = 0; /* no one buffer: each group's own end applies */
     return (PyObject *)m;
@@ -510,7 +518,8 @@ PyObject *sl_merge_groups(PyObject *module, PyObject *groups) {
 
 static PyGetSetDef group_getset[] = {
     {"count", (getter)get_count, NULL, "requests in the group", NULL},
-    {"code", (getter)get_code, NULL, "the request code of the group's requests (10 or 310)", NULL},
+    {"rows", (getter)get_rows, NULL, "records in the group (a batch's items each one)", NULL},
+    {"code", (getter)get_code, NULL, "the request code of the group's requests (10, 310 or 320)", NULL},
     {"end", (getter)get_end, NULL, "buffer position after the group's last frame", NULL},
     {"record_bytes", (getter)get_record_bytes, NULL, "bytes of the group's CommitLog records", NULL},
     {"index_count", (getter)get_index_count, NULL, "index entries of the group (its records' keys)", NULL},
@@ -538,7 +547,7 @@ static PyMethodDef group_methods[] = {
      "responses(parts, store_ip, store_port[, first, stop]) -> bytes: the response frames of requests"
      " first..stop-1 (default: all)"},
     {"answers", (PyCFunction)group_answers, METH_NOARGS,
-     "answers() -> [(opaque, physical offset, queue id, queue offset, waits)] after place()"},
+     "answers() -> [(opaque, physical offsets, queue id, first queue offset, waits)] after place()"},
     {"first_refused", (PyCFunction)group_first_refused, METH_O,
      "first_refused(limits) -> int: the first request over its topic's queue limit (count: none)"},
     {NULL},
@@ -549,7 +558,7 @@ PyTypeObject SendGroupType = {
     .tp_basicsize = sizeof(SendGroup),
     .tp_dealloc = (destructor)group_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Plain single sends scanned from a read buffer, their records encoded (see scan).",
+    .tp_doc = "Plain sends scanned from a read buffer, their records encoded (see scan).",
     .tp_methods = group_methods,
     .tp_getset = group_getset,
 };

@@ -1,7 +1,7 @@
-/* sparkmq.native._sendlane: the native lane of plain single sends (see docs/native.md).
+/* sparkmq.native._sendlane: the native lane of plain sends (see docs/native.md).
  *
- * scan() takes the whole SEND_MESSAGE_V2 frames, or SEND_MESSAGE frames (the C++ client's), at the
- * front of a read buffer and returns a SendGroup (of one request code): their CommitLog records
+ * scan() takes the whole SEND_MESSAGE_V2 frames, SEND_MESSAGE frames (the C++ client's) or
+ * SEND_BATCH_MESSAGE frames (the Java client's batches), at the front of a read buffer and returns a SendGroup (of one request code): their CommitLog records
  * already encoded (queue offset, physical offset and store timestamp left to place()), the
  * distinct topics and (topic, queue) keys for the broker's checks, each record's tags code and
  * index keys hashed, and the responses encoded on demand. The Python
@@ -94,18 +94,51 @@ static int key_index(SendGroup *g, int32_t topic, int32_t queue) {
     return (int)g->key_count++;
 }
 
-/* Encode request r as record i of g (at g->records_len); 0: done, 1: the lane stops here, -1: error. */
-static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const unsigned char *born_ip, int32_t born_port,
-                      const unsigned char *store_ip, int32_t store_port, const unsigned char **topic_ptrs,
-                      Py_ssize_t *topic_lens, Py_ssize_t *index_cap) {
+/* Row i's index entries of its KEYS tokens (topic#token), read from its encoded record; -1: no memory. */
+static int add_key_entries(SendGroup *g, Py_ssize_t i, Py_ssize_t *index_cap) {
+    const unsigned char *rec = g->records + g->record_at[i];
+    Py_ssize_t body_len = g->body_len[i], topic_len = rec[SL_HEAD + body_len];
+    const unsigned char *topic = rec + SL_HEAD + body_len + 1, *props = topic + topic_len + 2;
+    Py_ssize_t props_len = ((Py_ssize_t)props[-2] << 8) | props[-1];
+    const unsigned char *value = NULL;
+    Py_ssize_t value_len = 0;
+    if (!find_property(props, props_len, "KEYS", &value, &value_len)) return 0;
+    uint32_t prefix = sl_java_hash(sl_java_hash(0, topic, topic_len), (const unsigned char *)"#", 1);
+    Py_ssize_t a = 0;
+    while (a < value_len) {
+        Py_ssize_t b = a;
+        while (b < value_len && value[b] != ' ') b++;
+        if (b > a && add_index(g, index_cap, sl_java_hash(prefix, value + a, b - a), (int32_t)i) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a = b + 1;
+    }
+    return 0;
+}
+
+/* Encode one record of request r (body, flag, and the item's own properties, which r's are appended to as
+ * append_properties does) as row g->rows, at g->records_len; *wait: WAIT is not "false" in its properties.
+ * Its index entries: topic#UNIQ_KEY, then (``keys``) topic#<each KEYS token>, as dispatch orders a request's
+ * (a batch's KEYS entries follow all its UNIQ_KEY entries: add_key_entries). 0: done, 1: the lane stops before
+ * this request, -1: error. */
+static int encode_one(SendGroup *g, const sl_request *r, const unsigned char *body, Py_ssize_t body_len, int32_t flag,
+                      const unsigned char *own, Py_ssize_t own_len, int keys, int *wait, const unsigned char *born_ip,
+                      int32_t born_port, const unsigned char *store_ip, int32_t store_port,
+                      const unsigned char **topic_ptrs, Py_ssize_t *topic_lens, Py_ssize_t *index_cap) {
+    Py_ssize_t i = g->rows;
     unsigned char *rec = g->records + g->records_len;
-    Py_ssize_t topic_len = r->topic.len, props_len = r->props.present ? r->props.len : 0;
-    Py_ssize_t size = SL_RECORD_FIXED + r->body_len + topic_len + props_len;
-    unsigned char *props = rec + SL_HEAD + r->body_len + 1 + topic_len + 2;
-    if (r->props.present) sl_unescape(&r->props, props);
+    Py_ssize_t extra = r->props.present ? r->props.len : 0;
+    Py_ssize_t sep = own_len > 0 && extra > 0 && own[own_len - 1] != 0x02;
+    Py_ssize_t topic_len = r->topic.len, props_len = own_len + sep + extra;
+    Py_ssize_t size = SL_RECORD_FIXED + body_len + topic_len + props_len;
+    unsigned char *props = rec + SL_HEAD + body_len + 1 + topic_len + 2;
+    if (own_len) memcpy(props, own, (size_t)own_len);
+    if (sep) props[own_len] = 0x02;
+    if (extra) sl_unescape(&r->props, props + own_len + sep);
     /* a delay level (redirect_if_delayed) or a transaction (is_prepared): the Python path's business */
     if (contains(props, props_len, "DELAY\x01", 6) || contains(props, props_len, "TRAN_MSG\x01", 9)) return 1;
-    const unsigned char *topic = rec + SL_HEAD + r->body_len + 1;
+    const unsigned char *topic = rec + SL_HEAD + body_len + 1;
     memcpy((unsigned char *)topic, r->topic.raw, (size_t)topic_len);
     Py_ssize_t topics_before = g->topic_count;
     int t = topic_index(g, topic, topic_len, topic_ptrs, topic_lens);
@@ -121,9 +154,9 @@ static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const uns
     }
     sl_put32(rec, (uint32_t)size);
     sl_put32(rec + 4, 0xDAA320A7u);
-    sl_put32(rec + 8, sl_crc32(r->body, r->body_len) & 0x7FFFFFFFu);
+    sl_put32(rec + 8, sl_crc32(body, body_len) & 0x7FFFFFFFu);
     sl_put32(rec + 12, (uint32_t)r->queue_id);
-    sl_put32(rec + 16, (uint32_t)r->flag);
+    sl_put32(rec + 16, (uint32_t)flag);
     sl_put64(rec + 20, 0); /* queue offset: place() */
     sl_put64(rec + 28, 0); /* physical offset: place() */
     sl_put32(rec + 36, (uint32_t)r->sys_flag & ~0x30u); /* hosts are always IPv4 */
@@ -135,13 +168,13 @@ static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const uns
     sl_put32(rec + 68, (uint32_t)store_port);
     sl_put32(rec + 72, (uint32_t)r->reconsume_times);
     sl_put64(rec + 76, 0); /* prepared transaction offset */
-    sl_put32(rec + 84, (uint32_t)r->body_len);
-    memcpy(rec + SL_HEAD, r->body, (size_t)r->body_len);
-    rec[SL_HEAD + r->body_len] = (unsigned char)topic_len;
+    sl_put32(rec + 84, (uint32_t)body_len);
+    if (body_len) memcpy(rec + SL_HEAD, body, (size_t)body_len);
+    rec[SL_HEAD + body_len] = (unsigned char)topic_len;
     props[-2] = (unsigned char)(props_len >> 8);
     props[-1] = (unsigned char)props_len;
 
-    /* dispatch columns: tags code, then the index keys topic#UNIQ_KEY and topic#<each KEYS token> */
+    /* dispatch columns: tags code, then the index key topic#UNIQ_KEY */
     const unsigned char *value = NULL;
     Py_ssize_t value_len = 0;
     g->tags_code[i] = find_property(props, props_len, "TAGS", &value, &value_len)
@@ -152,29 +185,22 @@ static int encode_one(SendGroup *g, const sl_request *r, Py_ssize_t i, const uns
     if (find_property(props, props_len, "UNIQ_KEY", &value, &value_len) &&
         add_index(g, index_cap, sl_java_hash(prefix, value, value_len), (int32_t)i) < 0)
         goto nomem;
-    if (find_property(props, props_len, "KEYS", &value, &value_len)) {
-        Py_ssize_t a = 0;
-        while (a < value_len) {
-            Py_ssize_t b = a;
-            while (b < value_len && value[b] != ' ') b++;
-            if (b > a && add_index(g, index_cap, sl_java_hash(prefix, value + a, b - a), (int32_t)i) < 0) goto nomem;
-            a = b + 1;
-        }
-    }
-    g->wait[i] = !(find_property(props, props_len, "WAIT", &value, &value_len) && value_len == 5 &&
-                   memcmp(value, "false", 5) == 0);
-    g->opaque[i] = r->opaque;
-    g->queue_id[i] = r->queue_id;
+    *wait = !(find_property(props, props_len, "WAIT", &value, &value_len) && value_len == 5 &&
+              memcmp(value, "false", 5) == 0);
     g->topic_of[i] = t;
     g->key_of[i] = k;
     g->record_at[i] = g->records_len;
     g->record_size[i] = (int32_t)size;
-    g->body_len[i] = (int32_t)r->body_len;
+    g->body_len[i] = (int32_t)body_len;
     if (r->queue_id > g->topic_max_queue[t]) g->topic_max_queue[t] = r->queue_id;
     g->topic_messages[t] += 1;
-    g->topic_bytes[t] += r->body_len;
     g->key_messages[k] += 1;
     g->records_len += size;
+    g->rows = i + 1;
+    if (keys && add_key_entries(g, i, index_cap) < 0) {
+        g->index_count = index_start;
+        return -1;
+    }
     return 0;
 nomem:
     g->index_count = index_start;
@@ -182,7 +208,86 @@ nomem:
     return -1;
 }
 
+/* Encode request r (its one record, or each item of a batch) as request n of g; 0, 1 or -1 as encode_one. A batch
+ * the lane stops inside is undone: nothing of it stays in the group. */
+static int encode_request(SendGroup *g, const sl_request *r, Py_ssize_t n, const unsigned char *born_ip,
+                          int32_t born_port, const unsigned char *store_ip, int32_t store_port,
+                          const unsigned char **topic_ptrs, Py_ssize_t *topic_lens, Py_ssize_t *index_cap) {
+    int wait = 0, item_wait;
+    Py_ssize_t rows = g->rows, records_len = g->records_len, index_count = g->index_count;
+    Py_ssize_t topic_count = g->topic_count, key_count = g->key_count;
+    int rc;
+    if (r->code != 320) {
+        rc = encode_one(g, r, r->body, r->body_len, r->flag, NULL, 0, 1, &wait, born_ip, born_port, store_ip, store_port,
+                        topic_ptrs, topic_lens, index_cap);
+        if (rc != 0) return rc;
+    } else {
+        int32_t max_queue[MAX_TOPICS];
+        int64_t messages[MAX_TOPICS];
+        memcpy(max_queue, g->topic_max_queue, sizeof(max_queue));
+        memcpy(messages, g->topic_messages, sizeof(messages));
+        Py_ssize_t at = 0;
+        for (Py_ssize_t item = 0; item < r->items; item++) {
+            int32_t flag;
+            const unsigned char *body, *own;
+            Py_ssize_t body_len, own_len;
+            at = sl_batch_item(r->body, at, &flag, &body, &body_len, &own, &own_len);
+            rc = encode_one(g, r, body, body_len, flag, own, own_len, 0, &item_wait, born_ip, born_port, store_ip,
+                            store_port, topic_ptrs, topic_lens, index_cap);
+            if (rc != 0) {
+                if (g->rows > rows) { /* undo the items before this one */
+                    g->key_messages[g->key_of[rows]] -= g->rows - rows;
+                    memcpy(g->topic_max_queue, max_queue, sizeof(max_queue));
+                    memcpy(g->topic_messages, messages, sizeof(messages));
+                    if (g->topic_count > topic_count &&
+                        PyList_SetSlice(g->topics, topic_count, g->topic_count, NULL) < 0)
+                        return -1;
+                    g->rows = rows;
+                    g->records_len = records_len;
+                    g->index_count = index_count;
+                    g->topic_count = topic_count;
+                    g->key_count = key_count;
+                }
+                return rc;
+            }
+            if (item == 0) wait = item_wait; /* the first item's WAIT decides (SendProcessor) */
+        }
+        for (Py_ssize_t row = rows; row < g->rows; row++)
+            if (add_key_entries(g, row, index_cap) < 0) return -1;
+    }
+    g->topic_bytes[g->topic_of[rows]] += r->body_len; /* the request's body, as the processor counts it */
+    g->opaque[n] = r->opaque;
+    g->queue_id[n] = r->queue_id;
+    g->wait[n] = wait;
+    g->first_row[n] = (int32_t)rows;
+    g->first_row[n + 1] = (int32_t)g->rows;
+    return 0;
+}
+
 #define SCAN_LOCAL_REQUESTS 16
+
+int sl_group_columns(SendGroup *g, Py_ssize_t n, Py_ssize_t rows) {
+    g->opaque = PyMem_Malloc((size_t)(4 * n + 1) * sizeof(int32_t));
+    g->record_at = PyMem_Malloc((size_t)rows * (2 * sizeof(int64_t) + 5 * sizeof(int32_t)) + 8);
+    g->key_topic = PyMem_Malloc(MAX_KEYS * (2 * sizeof(int32_t) + sizeof(int64_t)));
+    if (g->opaque == NULL || g->record_at == NULL || g->key_topic == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->queue_id = g->opaque + n;
+    g->wait = g->queue_id + n;
+    g->first_row = g->wait + n;
+    g->first_row[0] = 0;
+    g->queue_offset = g->record_at + rows;
+    g->topic_of = (int32_t *)(g->queue_offset + rows);
+    g->key_of = g->topic_of + rows;
+    g->record_size = g->key_of + rows;
+    g->body_len = g->record_size + rows;
+    g->tags_code = g->body_len + rows;
+    g->key_queue = g->key_topic + MAX_KEYS;
+    g->key_messages = (int64_t *)(g->key_queue + MAX_KEYS);
+    return 0;
+}
 
 static PyObject *scan(PyObject *module, PyObject *args) {
     Py_buffer view, born, store;
@@ -203,13 +308,13 @@ static PyObject *scan(PyObject *module, PyObject *args) {
         goto done;
     }
     const unsigned char *buf = view.buf;
-    Py_ssize_t cap = SCAN_LOCAL_REQUESTS, n = 0, record_bytes = 0, pos = start;
+    Py_ssize_t cap = SCAN_LOCAL_REQUESTS, n = 0, record_bytes = 0, rows = 0, pos = start;
     while (n < limit) {
         sl_request r;
         if (!sl_parse_frame(buf, pos, view.len, max_frame, &r)) break;
         if (n > 0 && r.code != requests[0].code) break; /* one request code per group: its statistics' */
-        Py_ssize_t size = SL_RECORD_FIXED + r.body_len + r.topic.len + (r.props.present ? r.props.len : 0);
-        if (size > max_message || size > INT32_MAX) break;
+        if (r.code == 320 ? !sl_walk_batch(&r, max_message) : r.record_bytes > max_message) break;
+        if (r.record_bytes > INT32_MAX || rows + r.items > INT32_MAX) break;
         if (n == cap) {
             cap *= 4;
             sl_request *grown = PyMem_Realloc(requests == local ? NULL : requests, (size_t)cap * sizeof(sl_request));
@@ -221,7 +326,8 @@ static PyObject *scan(PyObject *module, PyObject *args) {
             requests = grown;
         }
         requests[n++] = r;
-        record_bytes += size;
+        record_bytes += r.record_bytes;
+        rows += r.items;
         pos = r.frame_end;
     }
     if (n == 0) {
@@ -233,32 +339,18 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     memset((char *)g + sizeof(PyObject), 0, sizeof(SendGroup) - sizeof(PyObject));
     g->topics = PyList_New(0);
     if (g->topics == NULL) goto done;
-    /* per-request columns: 2 int64 + 8 int32 */
-    unsigned char *block = PyMem_Malloc((size_t)n * (2 * sizeof(int64_t) + 8 * sizeof(int32_t)) + 8);
     g->records = PyMem_Malloc((size_t)record_bytes + 1);
-    g->key_topic = PyMem_Malloc(MAX_KEYS * (2 * sizeof(int32_t) + sizeof(int64_t)));
-    g->opaque = (int32_t *)block; /* freed through opaque: keep it the block's start */
-    if (block == NULL || g->records == NULL || g->key_topic == NULL) {
+    if (g->records == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    g->queue_id = g->opaque + n;
-    g->topic_of = g->queue_id + n;
-    g->key_of = g->topic_of + n;
-    g->record_size = g->key_of + n;
-    g->body_len = g->record_size + n;
-    g->tags_code = g->body_len + n;
-    g->wait = g->tags_code + n;
-    g->record_at = (int64_t *)(g->wait + n); /* 8-byte aligned: 8n int32s before */
-    g->queue_offset = g->record_at + n;
-    g->key_queue = g->key_topic + MAX_KEYS;
-    g->key_messages = (int64_t *)(g->key_queue + MAX_KEYS);
+    if (sl_group_columns(g, n, rows) < 0) goto done;
     const unsigned char *topic_ptrs[MAX_TOPICS];
     Py_ssize_t topic_lens[MAX_TOPICS], index_cap = 0;
     Py_ssize_t i;
     for (i = 0; i < n; i++) {
-        int rc = encode_one(g, &requests[i], i, born.buf, born_port, store.buf, store_port, topic_ptrs, topic_lens,
-                            &index_cap);
+        int rc = encode_request(g, &requests[i], i, born.buf, born_port, store.buf, store_port, topic_ptrs, topic_lens,
+                                &index_cap);
         if (rc < 0) goto done;
         if (rc > 0) break;
     }
@@ -291,7 +383,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_sendlane",
-                                        "The native lane of plain single sends (see sparkmq.native).", -1,
+                                        "The native lane of plain sends (see sparkmq.native).", -1,
                                         module_methods};
 
 PyMODINIT_FUNC PyInit__sendlane(void) {

@@ -29,7 +29,7 @@ typedef struct {
     int kind; /* SL_TEXT (a JSON string), or, in a V1 send's extFields, a JSON integer, true or false */
 } sl_str;
 
-/* One SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) request as the lane accepts it. */
+/* One SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) or SEND_BATCH_MESSAGE (320) request as the lane accepts it. */
 typedef struct {
     int32_t code;
     int32_t opaque;
@@ -43,6 +43,8 @@ typedef struct {
     const unsigned char *body;
     Py_ssize_t body_len;
     Py_ssize_t frame_end; /* offset just after the frame, relative to the scan's buffer */
+    Py_ssize_t items;        /* records the request becomes: 1, or a batch's items */
+    Py_ssize_t record_bytes; /* their CommitLog bytes */
 } sl_request;
 
 /* A request frame's opaque and body, and where it ends (relative to the scan's buffer). */
@@ -56,12 +58,16 @@ typedef struct {
 #define MAX_TOPICS 64
 #define MAX_KEYS 1024
 
+/* Columns per request (opaque, queue_id, wait, first_row) and per record (the rest): a single send is one
+ * record, a batch's records are first_row[i] .. first_row[i + 1] - 1. */
 typedef struct {
-    PyObject_HEAD Py_ssize_t count;
+    PyObject_HEAD Py_ssize_t count; /* requests */
+    Py_ssize_t rows;                /* records */
     int32_t code; /* the request code of every request of the group */
     Py_ssize_t end;
     int32_t *opaque;
     int32_t *queue_id;
+    int32_t *first_row; /* count + 1 entries */
     int32_t *topic_of;
     int32_t *key_of;
     int64_t *record_at; /* offset of each record in records */
@@ -91,6 +97,9 @@ typedef struct {
 } SendGroup;
 
 extern PyTypeObject SendGroupType;
+
+/* Room in g for n requests' and rows records' columns (group_dealloc frees it): 0, or -1 with an exception. */
+int sl_group_columns(SendGroup *g, Py_ssize_t n, Py_ssize_t rows);
 
 /* Big-endian stores, and a decimal integer written at out (its length returned). */
 void sl_put32(unsigned char *p, uint32_t v);
@@ -126,6 +135,19 @@ int sl_plain_number(const sl_str *s, int wide, int64_t *out);
 /* Parse the frame at buf[pos:len]. 1: a plain send, *out filled; 0: not one the lane takes (or
  * incomplete). Never reads outside buf[0:len]. */
 int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out);
+
+/* The items of a SEND_BATCH_MESSAGE body as ``message/batch.py``'s ``decode_batch_items`` reads them, each
+ * one record of at most ``max_message`` bytes with the header's properties appended (``append_properties``):
+ * 1 with r->items and r->record_bytes set, or 0 to leave the request to the reference (a compressed body,
+ * no item, a malformed item, properties over the limit, a record over ``max_message``). */
+int sl_walk_batch(sl_request *r, Py_ssize_t max_message);
+
+/* Item ``at`` of a batch body that sl_walk_batch accepted: its flag, body and properties, and the next item's offset. */
+Py_ssize_t sl_batch_item(const unsigned char *b, Py_ssize_t at, int32_t *flag, const unsigned char **body,
+                         Py_ssize_t *body_len, const unsigned char **props, Py_ssize_t *props_len);
+
+/* Whether p[0:n] is UTF-8 that Python's strict decoder takes. */
+int sl_valid_utf8(const unsigned char *p, Py_ssize_t n);
 
 /* Unescape a header string into dst (s->len bytes). */
 void sl_unescape(const sl_str *s, unsigned char *dst);

@@ -6,7 +6,8 @@
  *   integers, true/false or null (the Python decoder turns them into the strings it parses),
  *   a "remark", keys the V1 header does not know (AccessKey, OnsChannel, Signature, ...: ignored,
  *   as ``CommandHeader.from_fields`` ignores them) and the newline jsoncpp ends the header with.
- * Either way: no transaction, no batch, no retry/DLQ/system topic, no delay (docs/native.md). */
+ * - SEND_BATCH_MESSAGE (320) with V2's shape (the Java client's batch), its items walked here.
+ * Either way: no transaction, no batch-as-send, no retry/DLQ/system topic, no delay (docs/native.md). */
 #include "sendlane.h"
 
 /* An extFields number the Python path reads as its value: ASCII digits only (leading zeros too),
@@ -94,7 +95,7 @@ typedef int (*bool_reader)(const sl_str *s, int *out);
  * as a plain single send, numbers and booleans read by ``number`` and ``boolean``: 1, or 0 to leave the
  * request to the reference. producerGroup, defaultTopic and bname are any value (the lane does not use
  * them); a negative queue id (a random queue) or sysFlag, a transaction and a batch go to the reference. */
-static int read_send(sl_str f[14], number_reader number, bool_reader boolean, sl_request *out) {
+static int read_send(sl_str f[14], number_reader number, bool_reader boolean, int batch, sl_request *out) {
     int64_t v;
     int b;
     if (!f[0].present || !f[1].present || !f[2].present) return 0;
@@ -114,7 +115,7 @@ static int read_send(sl_str f[14], number_reader number, bool_reader boolean, sl
     }
     if (f[10].present && !boolean(&f[10], &b)) return 0;
     if (f[11].present && !number(&f[11], 0, &v)) return 0;
-    if (f[12].present && (!boolean(&f[12], &b) || b)) return 0;
+    if (f[12].present && (!boolean(&f[12], &b) || (b && !batch))) return 0;
     return plain_topic_and_props(&f[1], &f[8], out);
 }
 
@@ -140,7 +141,7 @@ static int other_code(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len) 
     Py_ssize_t i = open;
     while (i < header_len && i < open + 9 && h[i] >= '0' && h[i] <= '9') code = code * 10 + (h[i++] - '0');
     if (i == open || i >= header_len || (h[i] != ',' && h[i] != '}')) return 0;
-    return code != 10 && code != 310;
+    return code != 10 && code != 310 && code != 320;
 }
 
 int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_ssize_t max_frame, sl_request *out) {
@@ -152,10 +153,10 @@ int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_
     if (other_code(buf, pos, len)) return 0;
     if (!sl_parse_command_ex(buf, pos, len, max_frame, SEND_KEYS, 28, ext, 1, &code, &odd, &seen, &command))
         return 0;
-    if (code == 310) { /* V2 keeps its strict shape: string values, the keys a..n only, no remark */
-        if (odd || (seen >> 14) || !read_send(ext, sl_plain_number, v2_bool, out)) return 0;
+    if (code == 310 || code == 320) { /* V2 keeps its strict shape: string values, the keys a..n only, no remark */
+        if (odd || (seen >> 14) || !read_send(ext, sl_plain_number, v2_bool, code == 320, out)) return 0;
     } else if (code == 10) { /* the keys a..n are unknown to V1: ignored */
-        if (!read_send(ext + 14, java_int, java_bool, out)) return 0;
+        if (!read_send(ext + 14, java_int, java_bool, 0, out)) return 0;
     } else {
         return 0;
     }
@@ -164,5 +165,48 @@ int sl_parse_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t len, Py_
     out->body = command.body;
     out->body_len = command.body_len;
     out->frame_end = command.frame_end;
+    out->items = 1;
+    out->record_bytes = SL_RECORD_FIXED + out->body_len + out->topic.len + (out->props.present ? out->props.len : 0);
+    return 1;
+}
+
+static int32_t get32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+#define ITEM_FIXED 22 /* batch.ITEM_FIXED_BYTES: size, magic, body crc, flag, body length, properties length */
+
+Py_ssize_t sl_batch_item(const unsigned char *b, Py_ssize_t at, int32_t *flag, const unsigned char **body,
+                         Py_ssize_t *body_len, const unsigned char **props, Py_ssize_t *props_len) {
+    *flag = get32(b + at + 12);
+    *body_len = get32(b + at + 16);
+    *body = b + at + 20;
+    *props_len = ((Py_ssize_t)b[at + 20 + *body_len] << 8) | b[at + 21 + *body_len];
+    *props = b + at + ITEM_FIXED + *body_len;
+    return at + get32(b + at);
+}
+
+int sl_walk_batch(sl_request *r, Py_ssize_t max_message) {
+    if (r->sys_flag & 1) return 0; /* COMPRESSED_FLAG: inflated by the reference */
+    const unsigned char *b = r->body;
+    Py_ssize_t end = r->body_len, at = 0, items = 0, bytes = 0, extra = r->props.present ? r->props.len : 0;
+    while (at < end) {
+        if (end - at < ITEM_FIXED) return 0;
+        Py_ssize_t size = get32(b + at), body_len = get32(b + at + 16);
+        if (size < ITEM_FIXED || size > end - at || body_len < 0 || ITEM_FIXED + body_len > size) return 0;
+        const unsigned char *p = b + at + 20 + body_len;
+        Py_ssize_t props_len = (Py_ssize_t)((int16_t)(((unsigned)p[0] << 8) | p[1]));
+        if (props_len < 0 || ITEM_FIXED + body_len + props_len != size) return 0;
+        if (!sl_valid_utf8(p + 2, props_len)) return 0; /* its keys' hashes: the reference decodes with replacement */
+        Py_ssize_t joined = props_len + extra + (props_len > 0 && extra > 0 && p[1 + props_len] != 0x02);
+        Py_ssize_t record = SL_RECORD_FIXED + body_len + r->topic.len + joined;
+        if (joined > SL_MAX_PROPS || record > max_message || record > INT32_MAX) return 0;
+        bytes += record;
+        items++;
+        at += size;
+    }
+    if (items == 0) return 0;
+    r->items = items;
+    r->record_bytes = bytes;
     return 1;
 }

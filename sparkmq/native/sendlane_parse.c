@@ -46,6 +46,20 @@ static int utf8_seq(const unsigned char *p, const unsigned char *end) {
     return 0;
 }
 
+int sl_valid_utf8(const unsigned char *p, Py_ssize_t n) {
+    const unsigned char *end = p + n;
+    while (p < end) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int k = utf8_seq(p, end);
+        if (k == 0) return 0;
+        p += k;
+    }
+    return 1;
+}
+
 /* A JSON string at c->p (on its opening quote). 1 and *s filled, or 0 for anything the lane leaves
  * to the reference (a NUL or surrogate escape, a control character, bad UTF-8, no closing quote). */
 static int parse_string(cursor *c, sl_str *s) {

@@ -29,7 +29,7 @@ from sparkmq.protocol import MAX_FRAME_BYTES, RemotingCommand, RequestCode
 from sparkmq.protocol.frame import decode_frame
 from sparkmq.protocol.headers import PullMessageRequestHeader
 from sparkmq.store import MessageStore
-from support.native_lane import check_parity, cpp_fields, scan, send_frame, v1_frame
+from support.native_lane import batch_frame, check_parity, cpp_fields, scan, send_frame, v1_frame
 from support.store_data import make_batch, tiny_config
 
 _sendlane = pytest.importorskip("sparkmq.native._sendlane")
@@ -69,10 +69,11 @@ def damaged(draw: st.DrawFn, data: bytes, at_most: int = 4) -> bytes:
 
 @st.composite
 def frame_streams(draw: st.DrawFn) -> list[bytes]:
-    """One read's worth of requests: sparkmq's SEND_MESSAGE_V2, the C++ client's SEND_MESSAGE, PULL_MESSAGE."""
+    """One read's worth of requests: sparkmq's SEND_MESSAGE_V2, the C++ client's SEND_MESSAGE, the Java
+    client's SEND_BATCH_MESSAGE, PULL_MESSAGE."""
     frames = []
     for opaque in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["v2", "v1", "pull"]))
+        kind = draw(st.sampled_from(["v2", "v1", "batch", "pull"]))
         queue = draw(st.integers(0, 7))
         body = draw(st.binary(max_size=64))
         if kind == "v2":
@@ -80,6 +81,12 @@ def frame_streams(draw: st.DrawFn) -> list[bytes]:
             frames.append(send_frame(opaque, queue_id=str(queue), body=body, properties=properties))
         elif kind == "v1":
             frames.append(v1_frame(opaque, cpp_fields(queueId=queue), body))
+        elif kind == "batch":
+            keys = draw(st.sampled_from(["a", "a b", ""]))
+            items = [
+                (body[i:], f"UNIQ_KEY\x01U{i}\x02KEYS\x01{keys}".encode(), i) for i in range(draw(st.integers(1, 4)))
+            ]
+            frames.append(batch_frame(opaque, items, queue_id=str(queue)))
         else:
             fields = {"consumerGroup": "G", "topic": "TopicA", "queueId": str(queue), "queueOffset": "3"}
             fields |= {"maxMsgNums": "32", "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "15000"}

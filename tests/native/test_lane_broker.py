@@ -9,6 +9,7 @@ records must agree, and the lane must have served the plain sends.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,11 @@ from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from sparkmq.remoting.lanes import Lanes
+from sparkmq.store import disk
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, counted_lane, one_write, run_broker
-from support.native_lane import cpp_fields, send_frame, v1_frame
+from support.disk_faults import StalledSync
+from support.native_lane import batch_frame, cpp_fields, send_frame, v1_frame
 
 pytestmark = pytest.mark.skipif(native.sendlane is None, reason="native lane off or not built")
 
@@ -193,7 +196,8 @@ def test_another_send_processor_replaces_the_lane(tmp_path: Path) -> None:
     async def scenario(w: Wire) -> None:
         server = w.broker.server
         assert server.lane is not None
-        assert server.lane_codes == {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.PULL_MESSAGE}
+        sends = {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
+        assert server.lane_codes == {*sends, RequestCode.PULL_MESSAGE}
         server.register(RequestCode.HEART_BEAT, server._processors[RequestCode.HEART_BEAT])
         assert server.lane is not None
         seen: list[int] = []
@@ -266,22 +270,109 @@ def _cpp_frames() -> list[bytes]:
     ]
 
 
-@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
-def test_cpp_sends_are_answered_and_stored_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
-    """SEND_MESSAGE frames as the C++ client writes them, with the lane and without it (as under
-    SPARKMQ_NATIVE=0): the same answers, records and per-code statistics; the lane served the plain ones."""
-    frames = _cpp_frames()
+def _both_ways(tmp_path: Path, flush: FlushDiskType, frames: list[bytes]) -> tuple[_Outcome, dict[int, int]]:
+    """``frames`` in one write to a broker with the lane and to one without: the lane's outcome (the same
+    answers, records and per-code statistics as without it) and its response codes by opaque."""
     native = _run(tmp_path / "native", lane_on=True, flush=flush, writes=[frames])
     python = _run(tmp_path / "python", lane_on=False, flush=flush, writes=[frames])
     assert native.responses == python.responses
     assert native.stored == python.stored
     assert native.rpc_counts == python.rpc_counts
-    codes = {opaque: response[0] for opaque, response in native.responses.items()}
+    return native, {opaque: response[0] for opaque, response in native.responses.items()}
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_cpp_sends_are_answered_and_stored_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
+    """SEND_MESSAGE frames as the C++ client writes them, with the lane and without it (as under
+    SPARKMQ_NATIVE=0): the same answers, records and per-code statistics; the lane served the plain ones."""
+    frames = _cpp_frames()
+    native, codes = _both_ways(tmp_path, flush, frames)
     succeeded = (*range(200, 206), 225, 226, 227, 230, 231, 232, 233)
     assert all(codes[o] == ResponseCode.SUCCESS for o in succeeded), codes
     assert all(codes[o] != ResponseCode.SUCCESS for o in (220, 221, 222, 223, 224, 228, 229)), codes
     assert native.rpc_counts[(RequestCode.SEND_MESSAGE, ResponseCode.SUCCESS)] == len(succeeded) - 1
     assert native.taken >= sum(map(len, frames[:3])) + sum(map(len, frames[-5:-2])), "the lane served the plain ones"
+
+
+def _batch_frames() -> list[bytes]:
+    """SEND_BATCH_MESSAGE frames as the Java client writes them: plain ones, then batches the lane leaves to
+    the Python path (each its own answer), then plain ones again."""
+
+    def items(n: int, tag: str = "T") -> list[tuple[bytes, bytes, int]]:
+        props = "TAGS\x01{1}\x02KEYS\x01k{0} x\x02UNIQ_KEY\x01B{0}"
+        return [(b"b%d" % i, props.format(i, tag).encode(), i) for i in range(n)]
+
+    plain = [batch_frame(300 + i, items(i + 2), topic=("LaneA", "LaneB")[i % 2], queue_id=str(i % 3)) for i in range(6)]
+    return [
+        *plain[:3],
+        batch_frame(320, items(2), queue_id="x"),  # a malformed header: its own error
+        batch_frame(321, items(2), topic="bad topic!"),
+        batch_frame(322, items(2), topic="LaneA", queue_id="9"),  # over the topic's queues
+        batch_frame(323, [*items(2), (b"x" * MAX_MESSAGE, b"", 0)], topic="LaneA"),
+        batch_frame(324, items(3), topic="LaneNew"),  # created on send, by the Python path
+        batch_frame(325, items(2), topic="LaneA", properties="DELAY\x012"),  # refused: a batch is never delayed
+        batch_frame(326, [*items(2), (b"d", b"DELAY\x012", 0)], topic="LaneB"),
+        batch_frame(327, [], topic="LaneA"),  # no item
+        send_frame(328, topic="LaneA", code=RequestCode.SEND_BATCH_MESSAGE, body=b"not a batch"),
+        send_frame(
+            329,
+            topic="LaneB",
+            code=RequestCode.SEND_BATCH_MESSAGE,
+            sys_flag="1",
+            extra={"m": "true"},
+            body=zlib.compress(encode_batch_items([b"z1", b"z2"], [b"UNIQ_KEY\x01Z1", b""], [0, 0])),
+        ),  # compressed: inflated by the Python path
+        batch_frame(330, [(b"n1", b"", 0), (b"n2", b"", 0)], topic="LaneA", properties=None),  # no properties
+        batch_frame(331, items(2), topic="LaneB", properties="WAIT\x01false\x02"),
+        *plain[3:],
+        send_frame(332, topic="LaneB"),  # a single send after them: a group of its own
+    ]
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_batches_are_answered_and_stored_as_the_python_path(tmp_path: Path, flush: FlushDiskType) -> None:
+    """The Java client's batches with the lane and without it (as under SPARKMQ_NATIVE=0): the same answers
+    (every record's msgId, the first queue offset), records and per-code statistics; the lane served the plain
+    ones."""
+    frames = _batch_frames()
+    native, codes = _both_ways(tmp_path, flush, frames)
+    succeeded = (*range(300, 306), 324, 326, 329, 330, 331, 332)
+    assert all(codes[o] == ResponseCode.SUCCESS for o in succeeded), codes
+    assert all(codes[o] != ResponseCode.SUCCESS for o in (320, 321, 322, 323, 325, 327, 328)), codes
+    assert native.rpc_counts[(RequestCode.SEND_BATCH_MESSAGE, ResponseCode.SUCCESS)] == len(succeeded) - 1
+    assert len(native.responses[305][3]) == 7, "a batch's answer names each of its records"
+    assert native.taken >= sum(map(len, frames[:3])) + sum(map(len, frames[-4:-1])), "the lane served the plain ones"
+
+
+def _batch_past_flush_timeout(tmp_path: Path, lane_on: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    """A batch sent while the disk stalls past syncFlushTimeout (SYNC flush): its answer; whether the lane took it."""
+    stall, outcome = StalledSync(), {}
+
+    async def scenario(w: Wire) -> None:
+        counted, taken = counted_lane(w.broker.server.lane)
+        w.broker.server.lane = counted if lane_on else None
+        await w.send_ok("LaneA", b"create", queue_id=0)
+        monkeypatch.setattr(disk, "fdatasync", stall)
+        items = [(b"s%d" % i, b"UNIQ_KEY\x01S%d" % i, 0) for i in range(3)]
+        response = (await one_write(w.broker.config.listen_port, [batch_frame(7, items, topic="LaneA")]))[7]
+        stall.release.set()
+        monkeypatch.undo()
+        outcome["answer"] = (_comparable(response), sum(taken) > 0)
+
+    try:
+        run_broker(tmp_path, scenario, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=200)
+    finally:
+        stall.release.set()
+    return outcome["answer"]
+
+
+def test_a_batch_past_the_flush_timeout_is_answered_as_the_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    native, lane_took = _batch_past_flush_timeout(tmp_path / "native", True, monkeypatch)
+    python, _ = _batch_past_flush_timeout(tmp_path / "python", False, monkeypatch)
+    assert lane_took and native == python
+    assert native[0] == ResponseCode.FLUSH_DISK_TIMEOUT and len(native[3]) == 3, native
 
 
 def test_with_an_authorizer_every_cpp_send_is_checked_by_it(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def pull_fields(draw: st.DrawFn) -> dict[str, str]:
         "suspendTimeoutMillis": str(draw(st.integers(0, 2**63 - 1))),
         "subVersion": str(draw(st.integers(0, 2**63 - 1))),
     }
-    for key in ("subscription", "expressionType"):
+    for key in ("subscription", "expressionType", "bname", "ReqT"):  # the last two: ignored, as from_fields does
         if draw(st.booleans()):
             fields[key] = draw(_TEXT)
     return fields
@@ -51,6 +51,24 @@ def test_scan_pulls_reads_headers_as_from_fields(all_fields: list[dict[str, str]
         expected = PullMessageRequestHeader.from_fields(command.ext_fields)
         assert item[0] == end and item[1] == command.opaque
         assert PullMessageRequestHeader(*item[2:]) == expected
+
+
+#: A PULL_MESSAGE header DefaultMQPullConsumer.pull of rocketmq-client 4.9.7 sent to a sparkmq broker (captured
+#: off the broker's read buffer, references/runner/ClientBench.java's pull), with its bname and ReqT keys.
+JAVA_497_PULL = (
+    b'{"code":11,"extFields":{"queueId":"3","maxMsgNums":"32","sysFlag":"4","commitOffset":"0","subscription":"*",'
+    b'"ReqT":"0","suspendTimeoutMillis":"20000","bname":"broker-a","topic":"BenchBatch","queueOffset":"64",'
+    b'"expressionType":"TAG","subVersion":"0","consumerGroup":"bench_pull_cg"},"flag":0,"language":"JAVA",'
+    b'"opaque":15,"serializeTypeCurrentRPC":"JSON","version":407}'
+)
+
+
+def test_the_java_clients_pull_is_the_lanes() -> None:
+    frame = (4 + len(JAVA_497_PULL)).to_bytes(4) + len(JAVA_497_PULL).to_bytes(4) + JAVA_497_PULL
+    items = _sendlane.scan_pulls(frame, 0, 1024, MAX_FRAME_BYTES)
+    expected = PullMessageRequestHeader.from_fields(decode_frame(frame).ext_fields)
+    assert len(items) == 1 and items[0][:2] == (len(frame), 15)
+    assert PullMessageRequestHeader(*items[0][2:]) == expected
 
 
 @pytest.mark.parametrize(

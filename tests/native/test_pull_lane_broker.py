@@ -49,6 +49,8 @@ def pulls(draw: st.DrawFn) -> dict[str, str]:
         expression = draw(st.sampled_from(["*", "TagA", "TagA || TagB", "Nope", "", "a > 1"]))
         fields["subscription"] = expression
         fields["expressionType"] = draw(st.sampled_from(["TAG", "SQL92"] if expression == "a > 1" else ["TAG"]))
+    if draw(st.booleans()):  # as the Java client 4.9.5+ writes them
+        fields.update(bname="broker-a", ReqT="0")
     return fields
 
 

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from sparkmq.broker.processors.send_lane import response_template
 from sparkmq.broker.topics import check_sendable
 from sparkmq.errors import InvalidTopicError
-from sparkmq.message.msgid import offset_msg_id
+from sparkmq.message.batch import decode_batch_items, encode_batch_items
+from sparkmq.message.msgid import offset_msg_ids
+from sparkmq.message.properties import append_properties
 from sparkmq.message.record import Host, MessageBatch, encode_records_plain
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.frame import FrameDecoder
@@ -64,6 +66,23 @@ def send_frame(
     fields.update({"k": "false", "m": "false"})
     fields.update(extra or {})
     return RemotingCommand.request(code, opaque, ext_fields=fields, body=body).encode()
+
+
+def batch_frame(
+    opaque: int,
+    items: list[tuple[bytes, bytes, int]],
+    *,
+    properties: str | None = "WAIT\x01true\x02",
+    **fields: Any,
+) -> bytes:
+    """A SEND_BATCH_MESSAGE frame as the Java client sends one: a V2 header with batch true (``fields`` as
+    ``send_frame``'s) over the (body, properties, flag) items."""
+    bodies, props, flags = (list(column) for column in zip(*items, strict=True)) if items else ([], [], [])
+    body = encode_batch_items(bodies, props, flags)
+    extra = {"m": "true", **fields.pop("extra", {})}
+    return send_frame(
+        opaque, properties=properties, body=body, code=RequestCode.SEND_BATCH_MESSAGE, extra=extra, **fields
+    )
 
 
 def raw_frame(header: bytes, body: bytes = b"") -> bytes:
@@ -147,6 +166,7 @@ def check_parity(
     expected = reference(frames[:taken], physical_start, store_timestamp, ref_bases)
     assert group.code == expected.code
     assert group.keys == expected.keys
+    assert group.topic_stats == expected.topic_stats
     records = group.place(physical_start, store_timestamp, [ref_bases[key] for key in group.keys])
     assert records == expected.records
     assert group.record_bytes == len(records)
@@ -170,6 +190,7 @@ class Reference:
     responses: bytes
     keys: list[tuple[str, int]]
     code: int
+    topic_stats: list[tuple[str, int, int]]
 
 
 def reference(
@@ -182,14 +203,21 @@ def reference(
     assert len({command.code for command in commands}) == 1, "a group holds one request code"
     next_offset = dict(bases)
     position, parts, appended, responses, keys = physical_start, [], [], [], []
+    stats: dict[str, tuple[int, int]] = {}
     for command in commands:
         header = parse_send_request_header(command.code, command.ext_fields)
+        props = (header.properties or "").encode("utf-8")
+        bodies, properties, flags = [command.body], [props], [header.flag]
+        if command.code == RequestCode.SEND_BATCH_MESSAGE:  # as SendProcessor._batch_of
+            items = decode_batch_items(command.body)
+            bodies, properties, flags = items.bodies, items.properties, items.flags
+            properties = [append_properties(p, props) for p in properties] if props else properties
         batch = MessageBatch(
             header.topic,
             header.queue_id,
-            [command.body],
-            [(header.properties or "").encode("utf-8")],
-            [header.flag],
+            bodies,
+            properties,
+            flags,
             sys_flag=header.sys_flag,
             born_timestamp=header.born_timestamp,
             born_host=BORN,
@@ -199,15 +227,18 @@ def reference(
         if key not in keys:
             keys.append(key)
         queue_offset = next_offset.setdefault(key, 0)
-        next_offset[key] += 1
-        record = encode_records_plain(batch, 0, 1, queue_offset, position, store_timestamp, STORE)
+        next_offset[key] += len(batch)
+        record = encode_records_plain(batch, 0, len(batch), queue_offset, position, store_timestamp, STORE)
         parts.append(record)
-        appended.append((batch.topic, batch.queue_id, queue_offset, batch.properties, [position], batch.size_list))
+        positions = [position + sum(batch.size_list[:i]) for i in range(len(batch))]
+        appended.append((batch.topic, batch.queue_id, queue_offset, batch.properties, positions, batch.size_list))
         fields = send_response_fields(
-            offset_msg_id(STORE.ip, STORE.port, position), batch.queue_id, queue_offset, "R", True
+            offset_msg_ids(STORE.ip, STORE.port, positions), batch.queue_id, queue_offset, "R", True
         )
         responses.append(command.make_response(ResponseCode.SUCCESS, ext_fields=fields).encode())
         position += len(record)
+        messages, size = stats.get(batch.topic, (0, 0))
+        stats[batch.topic] = (messages + len(batch), size + len(command.body))  # as SendProcessor counts
     group = dispatch_for_group(TagsCoder([]), appended, store_timestamp)
     queues = [(list(q.physical_offsets), list(q.sizes), list(q.tags_codes)) for q in group.queues]
     return Reference(
@@ -218,6 +249,7 @@ def reference(
         b"".join(responses),
         keys,
         commands[0].code,
+        [(topic, messages, size) for topic, (messages, size) in stats.items()],
     )
 
 

@@ -1,9 +1,9 @@
-"""The native send lane: plain single SEND_MESSAGE_V2 and SEND_MESSAGE (the C++ client's) requests
-served straight from a read's bytes.
+"""The native send lane: plain SEND_MESSAGE_V2, SEND_MESSAGE (the C++ client's) and SEND_BATCH_MESSAGE
+(the Java client's batches) requests served straight from a read's bytes.
 
-``sparkmq.native._sendlane.scan`` takes the leading run of a read's frames that are plain single
-sends (JSON header, no batch, delay, transaction, retry/DLQ topic, or text the reference decoder
-treats specially) and encodes their CommitLog records, tags codes and index keys in C. This module
+``sparkmq.native._sendlane.scan`` takes the leading run of a read's frames that are plain sends (JSON
+header, no compressed batch, delay, transaction, retry/DLQ topic, or text the reference decoder treats
+specially) and encodes their CommitLog records (a batch: one per item), tags codes and index keys in C. This module
 keeps what needs the broker's state, once per topic of the group rather than once per request:
 the topic's name check, its existence and write permission, the queue id range; then the store's
 lock and append (``MessageStore.put_lane_group``), the statistics, and one write of every
@@ -28,7 +28,7 @@ from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.put_codes import PUT_STATUS_TO_RESPONSE
 from sparkmq.broker.topics import check_sendable
 from sparkmq.errors import InvalidTopicError
-from sparkmq.message.msgid import ipv4_bytes, offset_msg_id
+from sparkmq.message.msgid import ipv4_bytes, offset_msg_ids
 from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES, PermName, RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import send_response_fields
@@ -219,8 +219,8 @@ class SendLane:
             if waits and outcome.store_host is None:
                 response = request.make_response(code, remark=outcome.remark or outcome.status.value)
             else:
-                msg_id = offset_msg_id(host.ip, host.port, physical)
-                fields = send_response_fields(msg_id, queue_id, queue_offset, cfg.region_id, cfg.trace_on)
+                msg_ids = offset_msg_ids(host.ip, host.port, physical)
+                fields = send_response_fields(msg_ids, queue_id, queue_offset, cfg.region_id, cfg.trace_on)
                 response = request.make_response(code, ext_fields=fields)
             frames.append(response.encode())
         return b"".join(frames)
