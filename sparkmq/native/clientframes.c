@@ -170,24 +170,27 @@ static int expect(scan_t *s, unsigned char c) {
     return 0;
 }
 
+/* The bytes a plain string's text may hold: printable ASCII but the quote and the backslash. */
+static unsigned char text_byte[256];
+
+static void init_text_bytes(void) {
+    for (int c = 0x20; c <= 0x7e; c++)
+        text_byte[c] = c != '"' && c != '\\';
+}
+
 /* A string without escapes or control or non-ASCII bytes: its text's bounds, or 0. */
 static int plain_string(scan_t *s, const unsigned char **text, Py_ssize_t *len) {
     if (!expect(s, '"'))
         return 0;
-    const unsigned char *from = s->p;
-    while (s->p < s->end) {
-        unsigned char c = *s->p;
-        if (c == '"') {
-            *text = from;
-            *len = s->p - from;
-            s->p++;
-            return 1;
-        }
-        if (c == '\\' || c < 0x20 || c > 0x7e)
-            return 0;
-        s->p++;
-    }
-    return 0;
+    const unsigned char *from = s->p, *c = from, *end = s->end;
+    while (c < end && text_byte[*c])
+        c++;
+    if (c == end || *c != '"')
+        return 0;
+    *text = from;
+    *len = c - from;
+    s->p = c + 1;
+    return 1;
 }
 
 /* A JSON integer without leading zeros, fraction or exponent, within int32, or 0. */
@@ -358,8 +361,30 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py
     } while (expect(&s, ','));
     if (!expect(&s, '}') || s.p != s.end || (seen & (F_CODE | F_OPAQUE)) != (F_CODE | F_OPAQUE))
         goto not_plain;
-    result = Py_BuildValue("(nllllOOO)", end, code, opaque, flag, version, language ? language : Py_None,
-                           remark ? remark : Py_None, ext ? ext : Py_None);
+    result = PyTuple_New(8);
+    if (result == NULL)
+        goto release;
+    long ints[] = {code, opaque, flag, version};
+    PyObject *first = PyLong_FromSsize_t(end);
+    if (first == NULL) {
+        Py_CLEAR(result);
+        goto release;
+    }
+    PyTuple_SET_ITEM(result, 0, first);
+    for (int i = 0; i < 4; i++) {
+        PyObject *number = PyLong_FromLong(ints[i]);
+        if (number == NULL) {
+            Py_CLEAR(result);
+            goto release;
+        }
+        PyTuple_SET_ITEM(result, 1 + i, number);
+    }
+    PyObject *objects[] = {language, remark, ext};
+    for (int i = 0; i < 3; i++) {
+        PyObject *object = objects[i] ? objects[i] : Py_None;
+        Py_INCREF(object);
+        PyTuple_SET_ITEM(result, 5 + i, object);
+    }
     goto release;
 not_plain_or_error:
     if (PyErr_Occurred())
@@ -437,4 +462,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clientframes", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__clientframes(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__clientframes(void) {
+    init_text_bytes();
+    return PyModule_Create(&module);
+}
