@@ -116,7 +116,7 @@ class SendTemplate:
             head, body = command.encode_parts()
             return head + body
         if _native is not None:
-            frame = _native.render(
+            frame: bytes | None = _native.render(
                 code, ONEWAY_FLAG if oneway else 0, opaque, self._fields_bytes, queue_id, sys_flag, born_ms, flag,
                 properties_json, code == _BATCH, body,
             )  # fmt: skip

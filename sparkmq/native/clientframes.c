@@ -258,29 +258,33 @@ static PyObject *string_map(scan_t *s) {
             goto not_plain;
         PyObject *key = ascii_str(k, kn);
         if (key == NULL)
-            goto failed;
+            goto not_plain;
         PyObject *value = ascii_str(v, vn);
         if (value == NULL) {
             Py_DECREF(key);
-            goto failed;
+            goto not_plain;
         }
         int set = PyDict_SetItem(map, key, value);
         Py_DECREF(key);
         Py_DECREF(value);
         if (set < 0)
-            goto failed;
+            goto not_plain;
     } while (expect(s, ','));
     if (expect(s, '}'))
         return map;
-not_plain:
-    Py_DECREF(map);
-    return NULL;
-failed:
+not_plain: /* or failed: the caller tells them apart by the error set */
     Py_DECREF(map);
     return NULL;
 }
 
-#define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+static const struct {
+    const char *name;
+    unsigned field;
+} header_keys[] = {
+    {"code", F_CODE},         {"opaque", F_OPAQUE}, {"flag", F_FLAG},
+    {"version", F_VERSION},   {"language", F_LANGUAGE}, {"remark", F_REMARK},
+    {"extFields", F_EXT},     {"serializeTypeCurrentRPC", F_SER},
+};
 
 /* One header of the plain shape as (end, code, opaque, flag, version, language, remark, ext_fields); None when it
  * is not of that shape; NULL on an error (memory). */
@@ -296,45 +300,24 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py
         Py_ssize_t n;
         if (!plain_string(&s, &key, &n) || !expect(&s, ':'))
             goto not_plain;
-        unsigned field;
-        if (KEY_IS(key, n, "code"))
-            field = F_CODE;
-        else if (KEY_IS(key, n, "opaque"))
-            field = F_OPAQUE;
-        else if (KEY_IS(key, n, "flag"))
-            field = F_FLAG;
-        else if (KEY_IS(key, n, "version"))
-            field = F_VERSION;
-        else if (KEY_IS(key, n, "language"))
-            field = F_LANGUAGE;
-        else if (KEY_IS(key, n, "remark"))
-            field = F_REMARK;
-        else if (KEY_IS(key, n, "extFields"))
-            field = F_EXT;
-        else if (KEY_IS(key, n, "serializeTypeCurrentRPC"))
-            field = F_SER;
-        else
-            goto not_plain;
-        if (seen & field)
+        unsigned field = 0;
+        for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
+            if (n == (Py_ssize_t)strlen(header_keys[i].name) && memcmp(key, header_keys[i].name, (size_t)n) == 0)
+                field = header_keys[i].field;
+        if (field == 0 || (seen & field))
             goto not_plain;
         seen |= field;
         const unsigned char *text;
         Py_ssize_t tn;
         switch (field) {
         case F_CODE:
-            if (!int32_number(&s, &code))
-                goto not_plain;
-            break;
         case F_OPAQUE:
-            if (!int32_number(&s, &opaque))
-                goto not_plain;
-            break;
         case F_FLAG:
-            if (!int32_number(&s, &flag))
-                goto not_plain;
-            break;
         case F_VERSION:
-            if (!int32_number(&s, &version))
+            if (!int32_number(&s, field == F_CODE     ? &code
+                                  : field == F_OPAQUE ? &opaque
+                                  : field == F_FLAG   ? &flag
+                                                      : &version))
                 goto not_plain;
             break;
         case F_SER:
