@@ -32,6 +32,9 @@ EXTENSIONS = [
     ),
     # SEND_BATCH_MESSAGE bodies encoded and decoded in one call (reference: sparkmq/message/batch.py).
     optional_c("sparkmq.native._batchitems", "sparkmq/native/batchitems.c"),
+    # A producer's send frame rendered and a read's plain answers split (references: client/send_frames.py,
+    # remoting/client_connection.py).
+    optional_c("sparkmq.native._clientframes", "sparkmq/native/clientframes.c"),
     # The Spark source's lean columns from a PULL body (reference: records_to_arrow's numpy path).
     optional_c("sparkmq.connector._leanrecords", "sparkmq/connector/leanrecords.c"),
 ]

@@ -64,8 +64,9 @@ CONTRACTS = (
     # Optional C accelerators (docs/native.md): the standard library and their own package only.
     Contract("sparkmq.native", _names(), frozenset(), NETWORK_MODULES),
     # Packages still to come; their contracts apply as soon as their folder or file exists.
-    Contract("sparkmq.remoting", _names("protocol", "errors"), None, SPARK_MODULES),
-    Contract("sparkmq.client", _names("protocol", "remoting", "message", "errors"), None, SPARK_MODULES),
+    # native: the optional C split of a read's plain answers and render of a send frame (the Python is the reference)
+    Contract("sparkmq.remoting", _names("protocol", "errors", "native"), None, SPARK_MODULES),
+    Contract("sparkmq.client", _names("protocol", "remoting", "message", "errors", "native"), None, SPARK_MODULES),
     Contract("sparkmq.broker", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
     Contract("sparkmq.namesrv", None, None, _names("client", "source", "sink", "cli") | SPARK_MODULES),
     # The Spark side: connector/ holds what source and sink share (options, offsets, Arrow path).

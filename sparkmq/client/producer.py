@@ -46,7 +46,7 @@ COMPRESS_LEVEL = 5
 # enum members read per send from module globals: a class attribute read of an IntEnum member costs ~0.1 µs
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
-_time = time.time
+_time_ns = time.time_ns
 
 
 class AsyncProducer:
@@ -170,7 +170,7 @@ class AsyncProducer:
                 sys_flag = 0
             else:
                 body, sys_flag = self._body_of(message)
-            born_ms = int(_time() * 1000)
+            born_ms = _time_ns() // 1_000_000
             unique_id = self._ids.at(born_ms)
             call = SendCall(
                 self,
@@ -208,7 +208,7 @@ class AsyncProducer:
         """Send a request whose body and properties text are made (a batch, a transaction's half message),
         to ``queue`` when given (then once, never retried elsewhere); errors as :meth:`send`."""
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        born_ms = int(_time() * 1000)
+        born_ms = _time_ns() // 1_000_000
         escaped = encode_basestring(properties)
         call = SendCall(self, topic, code, body, escaped, unique_id, sys_flag, flag, born_ms, future, None)
         if queue is not None:

@@ -30,7 +30,7 @@ from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
-from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed
+from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed, notify
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol.bodies import MessageQueue
@@ -241,7 +241,7 @@ class SendCall:
                 if not future.done():
                     future.set_result(result)
                 if self.callback is not None:
-                    complete(future, self.callback)
+                    notify(future, self.callback)
                 return
         faults, broker = self.producer.faults, self.queue.broker_name
         try:

@@ -19,6 +19,7 @@ from json.encoder import (
 from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message
 from sparkmq.errors import FrameTooLargeError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
+from sparkmq.native import extension
 from sparkmq.protocol import ONEWAY_FLAG, RequestCode
 from sparkmq.protocol.codes import (
     DEFAULT_LANGUAGE,
@@ -31,6 +32,8 @@ from sparkmq.protocol.command import RemotingCommand
 from sparkmq.protocol.wire_text import encodable
 from sparkmq.remoting.client import Signer
 
+# native/clientframes.c: the frame in one call (~0.2 µs instead of ~1); the f-string below is its reference
+_native = extension("sparkmq.native._clientframes")
 _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 | header length
 _BATCH = RequestCode.SEND_BATCH_MESSAGE
 _LANGUAGE = DEFAULT_LANGUAGE.name
@@ -60,7 +63,7 @@ class SendTemplate:
     b'{"code":310,"flag":0,"language":"JAVA","opaque":7'
     """
 
-    __slots__ = ("_fields", "_group", "_middles", "_topic")
+    __slots__ = ("_fields", "_fields_bytes", "_group", "_middles", "_topic")
 
     def __init__(self, group: str, topic: str) -> None:
         self._group, self._topic = group, topic
@@ -69,6 +72,7 @@ class SendTemplate:
             f'"a":{encode_basestring(encodable(group))},"b":{encode_basestring(topic)},'
             f'"c":"{AUTO_CREATE_TOPIC_KEY}","d":"{DEFAULT_TOPIC_QUEUE_NUMS}","e":"'
         )
+        self._fields_bytes = self._fields.encode()
         self._middles: dict[int, str] = {}  # queue id → the header's text from the opaque to the sysFlag
 
     def _middle(self, queue_id: int) -> str:
@@ -111,6 +115,15 @@ class SendTemplate:
             command = RemotingCommand.request(code, opaque, ext_fields=signer(fields, body), body=body, oneway=oneway)
             head, body = command.encode_parts()
             return head + body
+        if _native is not None:
+            frame: bytes | None = _native.render(
+                code, ONEWAY_FLAG if oneway else 0, opaque, self._fields_bytes, queue_id, sys_flag, born_ms, flag,
+                properties_json, code == _BATCH, body,
+            )  # fmt: skip
+            if frame is not None:
+                if len(frame) > MAX_FRAME_BYTES:
+                    raise FrameTooLargeError(f"frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
+                return frame
         header = (
             f'{{"code":{code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{_LANGUAGE}","opaque":{opaque}'
             f'{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}","g":"{born_ms}","h":"{flag}",'

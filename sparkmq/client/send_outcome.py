@@ -90,7 +90,12 @@ def complete(
         else:
             future.set_exception(error)
     if callback is not None:
-        try:
-            callback(future)
-        except Exception:
-            logger.exception("send callback %r raised", callback)
+        notify(future, callback)
+
+
+def notify(future: SendFuture, callback: SendCallback) -> None:
+    """Call ``callback`` with the completed ``future``; one that raises is logged (it runs inside a read)."""
+    try:
+        callback(future)
+    except Exception:
+        logger.exception("send callback %r raised", callback)

@@ -6,6 +6,9 @@
   (store/reads.py; its numpy path is the reference).
 * ``batchitems``: :mod:`sparkmq.native._batchitems`, a SEND_BATCH_MESSAGE body encoded or decoded in one
   call (message/batch.py is the reference).
+* ``clientframes``: :mod:`sparkmq.native._clientframes`, a producer's send frame rendered and a read's plain
+  answers split in one call each (client/send_frames.py and remoting/client_connection.py, where it is loaded,
+  are the references).
 
 Each is the compiled module, or None when it was not built or ``SPARKMQ_NATIVE=0`` is set in the
 environment (the one switch that forces the Python paths everywhere; read once, at import).
@@ -44,6 +47,8 @@ sendlane: ModuleType | None = extension("sparkmq.native._sendlane")
 queueread: ModuleType | None = extension("sparkmq.native._queueread")
 batchitems: ModuleType | None = extension("sparkmq.native._batchitems")
 #: Whether this package's extensions all exist, whatever the switch says.
-BUILT: bool = all(built(f"sparkmq.native.{name}") for name in ("_sendlane", "_queueread", "_batchitems"))
+BUILT: bool = all(
+    built(f"sparkmq.native.{name}") for name in ("_sendlane", "_queueread", "_batchitems", "_clientframes")
+)
 
 __all__ = ["BUILT", "ENABLED", "batchitems", "built", "extension", "queueread", "sendlane"]

@@ -33,6 +33,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from sparkmq.errors import RemoteError
+from sparkmq.native import extension
 from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import HEADER_LENGTH_FIELD_BYTES, MIN_FRAME_LENGTH
 from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, RemotingConnection
@@ -44,6 +45,9 @@ try:
 except ImportError:  # msgspec is missing: every response takes the reference path
     decode_plain_header = None  # type: ignore[assignment]
     LeanResponse = None  # type: ignore[assignment,misc]
+
+# native/clientframes.c: a read's leading plain answers split in one call; the loop below is its reference
+_native = extension("sparkmq.native._clientframes")
 
 __all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter"]
 
@@ -186,6 +190,16 @@ class ClientConnection(RemotingConnection):
         if self._tail:
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
+        if _native is not None:
+            for end, code, opaque, flag, version, language, remark, ext_fields in _native.answers(data, 0):
+                if not flag & RESPONSE_FLAG:
+                    break
+                future = lean.pop(opaque, None)
+                if future is None:
+                    break
+                if not future.done():
+                    future.set_result(LeanResponse(code, opaque, flag, version, language, remark, ext_fields))
+                position = end
         while True:
             if size - position < _PREFIX_BYTES:
                 if (

@@ -1,0 +1,18 @@
+"""Types of the C extension sparkmq.native._clientframes (clientframes.c)."""
+
+def render(
+    code: int,
+    flag: int,
+    opaque: int,
+    fields: bytes,
+    queue_id: int,
+    sys_flag: int,
+    born_ms: int,
+    message_flag: int,
+    properties_json: str,
+    batch: bool,
+    body: bytes | bytearray | memoryview,
+) -> bytes | None: ...
+def answers(
+    data: bytes | bytearray | memoryview, position: int
+) -> list[tuple[int, int, int, int, int, str | None, str | None, dict[str, str] | None]]: ...

@@ -1,0 +1,451 @@
+/* A producer's per-send frame work over buffers and values: a SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frame
+ * rendered from a topic's fixed header text, and a read's run of plain JSON response frames split into tuples.
+ *
+ * References (sparkmq/client/send_frames.py SendTemplate.frame, sparkmq/remoting/client_connection.py's loop over
+ * decode_plain_header): render returns the same bytes or None (an int outside int64: Python renders it);
+ * answers returns, for the leading run of whole frames whose header has the plain shape in its strictest form
+ * (compact ASCII JSON without escapes, only PlainHeader's keys and serializeTypeCurrentRPC, each once, int32
+ * numbers), the fields decode_plain_header gives; it stops at the first frame it does not take, which the
+ * Python path then reads, decodes or rejects as before. tests/native/test_client_frames.py compares both under
+ * hypothesis, on good and damaged input. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* --- render ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+} out_t;
+
+static void put(out_t *o, const char *s, size_t n) {
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+#define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
+
+static void put_int(out_t *o, long long v) {
+    char digits[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *o->p++ = '-';
+    while (n)
+        *o->p++ = digits[--n];
+}
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* An int argument as long long; 0 with no error set for what Python renders itself (a bool, not an int, an int
+ * outside int64: the caller returns None). */
+static int as_int64(PyObject *value, long long *out) {
+    if (!PyLong_Check(value) || PyBool_Check(value))
+        return 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    return overflow ? 0 : 1;
+}
+
+#define INT_CHARS 20 /* "-9223372036854775808" */
+
+/* render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, batch, body)
+ *   -> bytes | None */
+static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError,
+                        "render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, "
+                        "properties_json, batch, body)");
+        return NULL;
+    }
+    static const int int_args[] = {0, 1, 2, 4, 5, 6, 7};
+    long long ints[8] = {0};
+    for (size_t i = 0; i < sizeof(int_args) / sizeof(int_args[0]); i++) {
+        int ok = as_int64(args[int_args[i]], &ints[int_args[i]]);
+        if (ok < 0)
+            return NULL;
+        if (ok == 0)
+            Py_RETURN_NONE;
+    }
+    PyObject *fields = args[3], *properties = args[8];
+    if (!PyBytes_Check(fields) || !PyUnicode_Check(properties)) {
+        PyErr_SetString(PyExc_TypeError, "render: fields must be bytes and properties_json a str");
+        return NULL;
+    }
+    int batch = PyObject_IsTrue(args[9]);
+    if (batch < 0)
+        return NULL;
+    Py_ssize_t props_len;
+    const char *props = PyUnicode_AsUTF8AndSize(properties, &props_len);
+    if (props == NULL)
+        return NULL; /* a lone surrogate: UnicodeEncodeError, as str.encode raises it */
+    Py_buffer body;
+    if (PyObject_GetBuffer(args[10], &body, PyBUF_SIMPLE) < 0)
+        return NULL;
+    static const char head0[] = "{\"code\":", head1[] = ",\"flag\":", head2[] = ",\"language\":\"JAVA\",\"opaque\":",
+                      mid0[] = "\",\"f\":\"", mid1[] = "\",\"g\":\"", mid2[] = "\",\"h\":\"", mid3[] = "\",\"i\":",
+                      tail_false[] = ",\"j\":\"0\",\"k\":\"false\",\"m\":\"false\"}}",
+                      tail_true[] = ",\"j\":\"0\",\"k\":\"false\",\"m\":\"true\"}}";
+    Py_ssize_t fields_len = PyBytes_GET_SIZE(fields);
+    /* an upper bound of the header's length: the texts, seven ints of at most INT_CHARS characters */
+    Py_ssize_t bound = (Py_ssize_t)(sizeof(head0) + sizeof(head1) + sizeof(head2) + sizeof(mid0) + sizeof(mid1) +
+                                    sizeof(mid2) + sizeof(mid3) + sizeof(tail_false)) +
+                       7 * INT_CHARS;
+    PyObject *frame = NULL;
+    if (fields_len > PY_SSIZE_T_MAX / 4 - bound || props_len > PY_SSIZE_T_MAX / 4 - bound ||
+        body.len > PY_SSIZE_T_MAX / 4 - bound) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    bound += fields_len + props_len;
+    /* the header is written after the 8 prefix bytes into a buffer of the bound, then the body after it */
+    frame = PyBytes_FromStringAndSize(NULL, 8 + bound + body.len);
+    if (frame == NULL)
+        goto done;
+    char *start = PyBytes_AS_STRING(frame);
+    out_t o = {start + 8};
+    PUT_LITERAL(&o, head0);
+    put_int(&o, ints[0]);
+    PUT_LITERAL(&o, head1);
+    put_int(&o, ints[1]);
+    PUT_LITERAL(&o, head2);
+    put_int(&o, ints[2]);
+    put(&o, PyBytes_AS_STRING(fields), (size_t)fields_len);
+    put_int(&o, ints[4]);
+    PUT_LITERAL(&o, mid0);
+    put_int(&o, ints[5]);
+    PUT_LITERAL(&o, mid1);
+    put_int(&o, ints[6]);
+    PUT_LITERAL(&o, mid2);
+    put_int(&o, ints[7]);
+    PUT_LITERAL(&o, mid3);
+    put(&o, props, (size_t)props_len);
+    if (batch)
+        PUT_LITERAL(&o, tail_true);
+    else
+        PUT_LITERAL(&o, tail_false);
+    Py_ssize_t header_len = (Py_ssize_t)(o.p - (start + 8));
+    if (4 + header_len + body.len > (Py_ssize_t)UINT32_MAX) {
+        Py_CLEAR(frame);
+        Py_INCREF(Py_None);
+        frame = Py_None; /* lengths the prefix cannot hold: Python renders it and refuses it by size */
+        goto done;
+    }
+    if (body.len)
+        memcpy(o.p, body.buf, (size_t)body.len);
+    put_be32((unsigned char *)start, (uint32_t)(4 + header_len + body.len));
+    put_be32((unsigned char *)start + 4, (uint32_t)header_len);
+    if (_PyBytes_Resize(&frame, 8 + header_len + body.len) < 0)
+        frame = NULL;
+done:
+    PyBuffer_Release(&body);
+    return frame;
+}
+
+/* --- answers ------------------------------------------------------------------------------------------------ */
+
+enum { F_CODE = 1, F_OPAQUE = 2, F_FLAG = 4, F_VERSION = 8, F_LANGUAGE = 16, F_REMARK = 32, F_EXT = 64, F_SER = 128 };
+
+typedef struct {
+    const unsigned char *p, *end;
+} scan_t;
+
+static int expect(scan_t *s, unsigned char c) {
+    if (s->p < s->end && *s->p == c) {
+        s->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* The bytes a plain string's text may hold: printable ASCII but the quote and the backslash. */
+static unsigned char text_byte[256];
+
+static void init_text_bytes(void) {
+    for (int c = 0x20; c <= 0x7e; c++)
+        text_byte[c] = c != '"' && c != '\\';
+}
+
+/* A string without escapes or control or non-ASCII bytes: its text's bounds, or 0. */
+static int plain_string(scan_t *s, const unsigned char **text, Py_ssize_t *len) {
+    if (!expect(s, '"'))
+        return 0;
+    const unsigned char *from = s->p, *c = from, *end = s->end;
+    while (c < end && text_byte[*c])
+        c++;
+    if (c == end || *c != '"')
+        return 0;
+    *text = from;
+    *len = c - from;
+    s->p = c + 1;
+    return 1;
+}
+
+/* A JSON integer without leading zeros, fraction or exponent, within int32, or 0. */
+static int int32_number(scan_t *s, long *out) {
+    int negative = expect(s, '-');
+    const unsigned char *from = s->p;
+    long long v = 0;
+    while (s->p < s->end && *s->p >= '0' && *s->p <= '9') {
+        v = v * 10 + (*s->p - '0');
+        s->p++;
+        if (s->p - from > 10)
+            return 0;
+    }
+    Py_ssize_t digits = s->p - from;
+    if (digits == 0 || (digits > 1 && *from == '0'))
+        return 0;
+    if (negative)
+        v = -v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return 0;
+    *out = (long)v;
+    return 1;
+}
+
+/* Short strings seen before (the answers' keys, "JAVA", "DefaultRegion", queue ids...) are shared, not made anew:
+ * a direct-mapped table by a hash of the text; a str is immutable, so a hit is the same value. */
+#define CACHE_SLOTS 64
+#define CACHE_MAX_CHARS 24
+static PyObject *str_cache[CACHE_SLOTS];
+
+static PyObject *ascii_str(const unsigned char *text, Py_ssize_t len) {
+    if (len > CACHE_MAX_CHARS)
+        return PyUnicode_DecodeASCII((const char *)text, len, "strict");
+    uint32_t hash = 2166136261u;
+    for (Py_ssize_t i = 0; i < len; i++)
+        hash = (hash ^ text[i]) * 16777619u;
+    PyObject **slot = &str_cache[(hash ^ (hash >> 16)) % CACHE_SLOTS];
+    PyObject *hit = *slot;
+    if (hit != NULL && PyUnicode_GET_LENGTH(hit) == len && memcmp(PyUnicode_1BYTE_DATA(hit), text, (size_t)len) == 0) {
+        Py_INCREF(hit);
+        return hit;
+    }
+    PyObject *made = PyUnicode_DecodeASCII((const char *)text, len, "strict");
+    if (made != NULL) {
+        Py_INCREF(made);
+        Py_XSETREF(*slot, made);
+    }
+    return made;
+}
+
+/* The extFields object of plain strings as a dict (a repeated key keeps its last value), NULL with no error set
+ * when it is not of that shape. */
+static PyObject *string_map(scan_t *s) {
+    if (!expect(s, '{'))
+        return NULL;
+    PyObject *map = PyDict_New();
+    if (map == NULL)
+        return NULL;
+    if (expect(s, '}'))
+        return map;
+    do {
+        const unsigned char *k, *v;
+        Py_ssize_t kn, vn;
+        if (!plain_string(s, &k, &kn) || !expect(s, ':') || !plain_string(s, &v, &vn))
+            goto not_plain;
+        PyObject *key = ascii_str(k, kn);
+        if (key == NULL)
+            goto not_plain;
+        PyObject *value = ascii_str(v, vn);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto not_plain;
+        }
+        int set = PyDict_SetItem(map, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (set < 0)
+            goto not_plain;
+    } while (expect(s, ','));
+    if (expect(s, '}'))
+        return map;
+not_plain: /* or failed: the caller tells them apart by the error set */
+    Py_DECREF(map);
+    return NULL;
+}
+
+static const struct {
+    const char *name;
+    unsigned field;
+} header_keys[] = {
+    {"code", F_CODE},         {"opaque", F_OPAQUE}, {"flag", F_FLAG},
+    {"version", F_VERSION},   {"language", F_LANGUAGE}, {"remark", F_REMARK},
+    {"extFields", F_EXT},     {"serializeTypeCurrentRPC", F_SER},
+};
+
+/* One header of the plain shape as (end, code, opaque, flag, version, language, remark, ext_fields); None when it
+ * is not of that shape; NULL on an error (memory). */
+static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py_ssize_t end) {
+    scan_t s = {header, header + length};
+    long code = 0, opaque = 0, flag = 0, version = 0;
+    PyObject *language = NULL, *remark = NULL, *ext = NULL, *result = NULL;
+    unsigned seen = 0;
+    if (!expect(&s, '{'))
+        goto not_plain;
+    do {
+        const unsigned char *key;
+        Py_ssize_t n;
+        if (!plain_string(&s, &key, &n) || !expect(&s, ':'))
+            goto not_plain;
+        unsigned field = 0;
+        for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
+            if (n == (Py_ssize_t)strlen(header_keys[i].name) && memcmp(key, header_keys[i].name, (size_t)n) == 0)
+                field = header_keys[i].field;
+        if (field == 0 || (seen & field))
+            goto not_plain;
+        seen |= field;
+        const unsigned char *text;
+        Py_ssize_t tn;
+        switch (field) {
+        case F_CODE:
+        case F_OPAQUE:
+        case F_FLAG:
+        case F_VERSION:
+            if (!int32_number(&s, field == F_CODE     ? &code
+                                  : field == F_OPAQUE ? &opaque
+                                  : field == F_FLAG   ? &flag
+                                                      : &version))
+                goto not_plain;
+            break;
+        case F_SER:
+            if (!plain_string(&s, &text, &tn))
+                goto not_plain;
+            break;
+        case F_EXT:
+            ext = string_map(&s);
+            if (ext == NULL)
+                goto not_plain_or_error;
+            break;
+        default: { /* F_LANGUAGE, F_REMARK */
+            if (!plain_string(&s, &text, &tn))
+                goto not_plain;
+            PyObject *str = ascii_str(text, tn);
+            if (str == NULL)
+                goto failed;
+            if (field == F_LANGUAGE)
+                language = str;
+            else
+                remark = str;
+        }
+        }
+    } while (expect(&s, ','));
+    if (!expect(&s, '}') || s.p != s.end || (seen & (F_CODE | F_OPAQUE)) != (F_CODE | F_OPAQUE))
+        goto not_plain;
+    result = PyTuple_New(8);
+    if (result == NULL)
+        goto release;
+    long ints[] = {code, opaque, flag, version};
+    PyObject *first = PyLong_FromSsize_t(end);
+    if (first == NULL) {
+        Py_CLEAR(result);
+        goto release;
+    }
+    PyTuple_SET_ITEM(result, 0, first);
+    for (int i = 0; i < 4; i++) {
+        PyObject *number = PyLong_FromLong(ints[i]);
+        if (number == NULL) {
+            Py_CLEAR(result);
+            goto release;
+        }
+        PyTuple_SET_ITEM(result, 1 + i, number);
+    }
+    PyObject *objects[] = {language, remark, ext};
+    for (int i = 0; i < 3; i++) {
+        PyObject *object = objects[i] ? objects[i] : Py_None;
+        Py_INCREF(object);
+        PyTuple_SET_ITEM(result, 5 + i, object);
+    }
+    goto release;
+not_plain_or_error:
+    if (PyErr_Occurred())
+        goto failed;
+not_plain:
+    Py_INCREF(Py_None);
+    result = Py_None;
+    goto release;
+failed:
+    result = NULL;
+release:
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    return result;
+}
+
+static uint32_t get_be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+/* answers(data, position) -> [(end, code, opaque, flag, version, language, remark, ext_fields), ...]: the leading
+ * run of whole plain response frames from ``position`` on, each with the offset where it ends. */
+static PyObject *answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "answers(data, position)");
+        return NULL;
+    }
+    Py_ssize_t position = PyLong_AsSsize_t(args[1]);
+    if (position == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *list = PyList_New(0);
+    if (list == NULL || position < 0 || position > data.len)
+        goto done;
+    const unsigned char *bytes = data.buf;
+    while (data.len - position >= 8) {
+        uint32_t length = get_be32(bytes + position), header_length = get_be32(bytes + position + 4);
+        if ((uint64_t)length != 4 + (uint64_t)header_length || (uint64_t)header_length > (uint64_t)(data.len - position - 8))
+            break; /* a body, a binary header, a bad length or an unfinished frame: Python's */
+        Py_ssize_t end = position + 8 + (Py_ssize_t)header_length;
+        PyObject *answer = plain_answer(bytes + position + 8, (Py_ssize_t)header_length, end);
+        if (answer == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        if (answer == Py_None) {
+            Py_DECREF(answer);
+            break;
+        }
+        int appended = PyList_Append(list, answer);
+        Py_DECREF(answer);
+        if (appended < 0) {
+            Py_CLEAR(list);
+            break;
+        }
+        position = end;
+    }
+done:
+    PyBuffer_Release(&data);
+    return list;
+}
+
+static PyMethodDef methods[] = {
+    {"render", (PyCFunction)(void (*)(void))render, METH_FASTCALL,
+     "render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, batch, body)"
+     " -> bytes | None: SendTemplate.frame's bytes, or None to leave it to Python"},
+    {"answers", (PyCFunction)(void (*)(void))answers, METH_FASTCALL,
+     "answers(data, position) -> list of (end, code, opaque, flag, version, language, remark, ext_fields) of the"
+     " leading whole plain response frames"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clientframes", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__clientframes(void) {
+    init_text_bytes();
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,210 @@
+"""native/clientframes.c against its Python references: a producer's send frame and a read's plain answers.
+
+``render`` must give ``SendTemplate.frame``'s bytes (or None, leaving the frame to the f-string). ``answers``
+must take, from a read, exactly the leading whole frames whose header has the strict plain shape
+(:func:`strict_plain`, the grammar the C reads) and give for each what ``decode_plain_header`` gives; on
+damaged input it takes only such frames and never reads outside the buffer (`make native-check` runs this
+under AddressSanitizer and UBSan).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from json.encoder import encode_basestring
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkmq.client import send_frames
+from sparkmq.client.send_frames import SendTemplate
+from sparkmq.protocol.codes import MAX_FRAME_BYTES
+from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, PlainHeader, decode_plain_header
+
+from .test_damaged_input import damaged
+
+native = pytest.importorskip("sparkmq.native._clientframes")
+
+_INTS = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 2**63 - 1]))
+_TEXT = st.text(max_size=40)
+
+
+def python_frame(template: SendTemplate, *args: Any) -> bytes:
+    saved, send_frames._native = send_frames._native, None
+    try:
+        return template.frame(*args)
+    finally:
+        send_frames._native = saved
+
+
+@settings(max_examples=300)
+@given(
+    st.text(min_size=1, max_size=20),
+    st.text(min_size=1, max_size=20),
+    st.sampled_from([310, 320]) | _INTS,
+    _INTS,
+    _INTS,
+    _INTS,
+    _INTS,
+    _INTS,
+    _TEXT,
+    st.binary(max_size=300),
+    st.booleans(),
+)
+def test_render_gives_the_templates_bytes(
+    group: str,
+    topic: str,
+    code: int,
+    queue_id: int,
+    opaque: int,
+    born_ms: int,
+    sys_flag: int,
+    flag: int,
+    properties: str,
+    body: bytes,
+    oneway: bool,
+) -> None:
+    template = SendTemplate(group.replace("\ud800", "x"), topic)
+    escaped = encode_basestring(properties)
+    args = (code, queue_id, opaque, born_ms, escaped, body, sys_flag, flag, oneway)
+    expected = python_frame(template, *args)
+    assert template.frame(*args) == expected
+    rendered = native.render(
+        code, 2 if oneway else 0, opaque, template._fields_bytes, queue_id, sys_flag, born_ms, flag, escaped,
+        code == 320, body,
+    )  # fmt: skip
+    assert rendered is None or rendered == expected
+    if all(-(2**63) <= value < 2**63 for value in (code, queue_id, opaque, born_ms, sys_flag, flag)):
+        assert rendered is not None
+
+
+def test_render_leaves_bools_and_lone_surrogates_as_python_has_them() -> None:
+    template = SendTemplate("PID", "T")
+    assert native.render(310, 0, True, template._fields_bytes, 1, 0, 1, 0, '"p"', False, b"") is None
+    with pytest.raises(UnicodeEncodeError):
+        native.render(310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"\ud800"', False, b"")
+    with pytest.raises(UnicodeEncodeError):
+        python_frame(template, 310, 1, 1, 1, '"\ud800"', b"", 0, 0)
+
+
+def test_a_frame_over_the_maximum_is_refused_both_ways() -> None:
+    template, body = SendTemplate("PID", "T"), bytes(MAX_FRAME_BYTES)
+    with pytest.raises(Exception, match="exceeds") as native_error:
+        template.frame(310, 1, 1, 1, '"p"', body, 0, 0)
+    with pytest.raises(Exception, match="exceeds") as python_error:
+        python_frame(template, 310, 1, 1, 1, '"p"', body, 0, 0)
+    assert type(native_error.value) is type(python_error.value)
+
+
+# -- answers -------------------------------------------------------------------------------------------------
+
+_STR = r'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'
+_INT = r"-?(?:0|[1-9][0-9]*)"
+_MEMBER = re.compile(
+    rf'"(code|opaque|flag|version)":{_INT}|"(language|remark|serializeTypeCurrentRPC)":{_STR}'
+    rf'|"(extFields)":\{{(?:{_STR}:{_STR}(?:,{_STR}:{_STR})*)?\}}'
+)
+_HEADER = re.compile(rf"\{{(?:{_MEMBER.pattern})(?:,(?:{_MEMBER.pattern}))*\}}")
+
+
+def strict_plain(header: bytes) -> PlainHeader | None:
+    """The reference of what the C takes: compact ASCII JSON without escapes, PlainHeader's keys (and
+    serializeTypeCurrentRPC) each once, code and opaque present, int32 numbers; decoded as the client does."""
+    text = header.decode("latin-1")
+    if not _HEADER.fullmatch(text):
+        return None
+    keys = [key for key, _ in json.loads(text, object_pairs_hook=lambda pairs: pairs)]
+    if len(set(keys)) != len(keys) or not {"code", "opaque"} <= set(keys):
+        return None
+    try:
+        return decode_plain_header(header)
+    except PLAIN_HEADER_ERRORS:
+        return None
+
+
+def frame(header: bytes) -> bytes:
+    return struct.pack(">II", len(header) + 4, len(header)) + header
+
+
+def check_answers(data: bytes, position: int = 0) -> None:
+    """The C's answers from ``position`` are the strict plain frames of the reference, in order, up to the first
+    frame it does not take."""
+    start, expected = position, []
+    while len(data) - position >= 8:
+        length, header_length = struct.unpack_from(">II", data, position)
+        end = position + 8 + header_length
+        if length != header_length + 4 or end > len(data):
+            break
+        header = strict_plain(data[position + 8 : end])
+        if header is None:
+            break
+        expected.append((end, header))
+        position = end
+    got = native.answers(data, start)
+    assert [(answer[0], PlainHeader(*answer[1:])) for answer in got] == expected
+
+
+_VALUE = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)
+_ANY_TEXT = st.one_of(_VALUE, st.text(max_size=8))
+
+
+@st.composite
+def headers(draw: st.DrawFn) -> bytes:
+    """A response header as brokers write it, in any key order, sometimes with what the C leaves to Python
+    (escapes, non-ASCII, spaces, unknown or repeated keys, floats, null, numbers beyond int32)."""
+    members: list[tuple[str, Any]] = [("code", draw(_INTS)), ("opaque", draw(_INTS))]
+    for key, value in (
+        ("flag", st.integers(0, 3) | _INTS),
+        ("version", st.just(407) | _INTS),
+        ("language", st.just("JAVA") | _ANY_TEXT | st.none()),
+        ("remark", _ANY_TEXT | st.none()),
+        ("serializeTypeCurrentRPC", st.just("JSON") | st.integers()),
+        ("extFields", st.dictionaries(_ANY_TEXT, _ANY_TEXT, max_size=5) | st.none()),
+        ("other", st.integers()),
+    ):
+        if draw(st.booleans()):
+            members.append((key, draw(value)))
+    members = draw(st.permutations(members))
+    if draw(st.integers(0, 9)) == 0:
+        members = members[1:]
+    if draw(st.integers(0, 9)) == 0:
+        members.append(members[0])
+    separators = (", ", ": ") if draw(st.integers(0, 9)) == 0 else (",", ":")
+    text = "{" + separators[0].join(f"{json.dumps(k)}{separators[1]}{json.dumps(v)}" for k, v in members) + "}"
+    return text.encode()
+
+
+@settings(max_examples=300)
+@given(st.lists(headers(), min_size=1, max_size=6), st.integers(0, 8))
+def test_answers_take_what_the_reference_takes(heads: list[bytes], cut: int) -> None:
+    data = b"".join(frame(header) for header in heads)
+    check_answers(data)
+    check_answers(data[: max(len(data) - cut, 0)])
+    for header in heads:
+        taken = native.answers(frame(header), 0)
+        if taken:  # a header the C takes decodes so in the client's path, with the same fields
+            assert PlainHeader(*taken[0][1:]) == decode_plain_header(header)
+
+
+_BROKER_ANSWER = (
+    b'{"code":0,"flag":1,"language":"JAVA","opaque":5,"serializeTypeCurrentRPC":"JSON","version":407,'
+    b'"extFields":{"msgId":"7F0000010000B1FB00000000000002EB","queueId":"1","queueOffset":"5"}}'
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(headers(), max_size=3).flatmap(lambda heads: damaged(b"".join(map(frame, [_BROKER_ANSWER, *heads])))))
+def test_damaged_answers_are_taken_only_when_intact(data: bytes) -> None:
+    check_answers(data)
+
+
+def test_answers_start_at_the_position_and_refuse_one_outside() -> None:
+    data = frame(_BROKER_ANSWER) * 2
+    assert [answer[0] for answer in native.answers(data, 0)] == [len(data) // 2, len(data)]
+    assert [answer[0] for answer in native.answers(data, len(data) // 2)] == [len(data)]
+    assert native.answers(data, len(data)) == native.answers(data, len(data) + 1) == []
+    assert native.answers(data, -1) == []
+    assert native.answers(memoryview(data), 0) == native.answers(data, 0)
