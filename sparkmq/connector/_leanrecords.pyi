@@ -6,28 +6,7 @@ from typing import Literal, overload
 # keys (offsets, data, validity), tags (offsets, data, validity), msgId (offsets, data)
 Decoded = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
 # Decoded, then the properties map: row offsets, keys (offsets, data), values (offsets, data)
-DecodedWithProperties = tuple[
-    int,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-    bytes,
-]
+DecodedWithProperties = tuple[int, *tuple[bytes, ...]]  # 19 buffers
 
 @overload
 def decode(buffer: bytes | bytearray | memoryview, properties: Literal[False] = False, /) -> Decoded | None: ...
