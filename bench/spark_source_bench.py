@@ -76,7 +76,7 @@ from spark_common import (
 from bench_common import loadavg
 from sparkmq.connector import arrow as sm_arrow
 from sparkmq.connector.broker_view import view_for
-from sparkmq.connector.columns import SCHEMA_DDL
+from sparkmq.connector.columns import SCHEMA_DDL, source_columns
 from sparkmq.message.bulk import decode_columns
 
 PARQUET_FILES = 16
@@ -200,6 +200,12 @@ def arrow_parts(body: bytes, broker: str, repeat: int = 20) -> dict[str, float]:
         ),
         "records_to_arrow (lean, numpy reference)": lambda: sm_arrow.records_to_arrow(
             body, broker, columns=sm_arrow.LEAN_COLUMNS, topic="SparkBench", native=False
+        ),
+        "records_to_arrow (lean + properties, C: includeProperties=true)": lambda: sm_arrow.records_to_arrow(
+            body, broker, columns=source_columns(include_properties=True), topic="SparkBench"
+        ),
+        "records_to_arrow (lean + properties, numpy reference)": lambda: sm_arrow.records_to_arrow(
+            body, broker, columns=source_columns(include_properties=True), topic="SparkBench", native=False
         ),
         "records_to_arrow (wide)": lambda: sm_arrow.records_to_arrow(body, broker),
         "_property_values (TAGS, KEYS, UNIQ_KEY)": lambda: sm_arrow._property_values(

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from sparkmq import native
-from sparkmq.connector.columns import LEAN_COLUMNS, TIMESTAMP, WIDE_COLUMNS, arrow_schema
+from sparkmq.connector.columns import LEAN_COLUMNS, TIMESTAMP, WIDE_COLUMNS, arrow_schema, source_columns
 from sparkmq.message import layout as L
 from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
 from sparkmq.message.property_scan import find_values
@@ -25,6 +26,8 @@ from sparkmq.message.property_scan import find_values
 _leanrecords = native.extension("sparkmq.connector._leanrecords")
 
 _LEAN_SCHEMA = arrow_schema(LEAN_COLUMNS)
+_LEAN_PROPERTIES_SCHEMA = arrow_schema(source_columns(include_properties=True))
+_NATIVE_COLUMNS = (LEAN_COLUMNS, source_columns(include_properties=True))
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _INLINE = np.arange(12)[None, :]
 
@@ -223,35 +226,52 @@ def _bodies(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> pa.Array:
     return pa.array(bodies, pa.binary())
 
 
-def _lean_native(buffer: bytes | memoryview, broker_name: str, topic: str) -> pa.RecordBatch | None:
-    """The lean columns by the C extension (one walk, one copy per field), or None where it declines
-    (not built, an empty or corrupt buffer, compressed bodies, IPv6 hosts): the numpy path then runs."""
-    decoded = _leanrecords.decode(buffer) if _leanrecords is not None else None
+def _lean_native(
+    buffer: bytes | memoryview, broker_name: str, topic: str, columns: tuple[str, ...]
+) -> pa.RecordBatch | None:
+    """The lean ``columns`` (+ ``properties`` when asked) by the C extension (one walk, one copy per
+    field), or None where it declines (not built, an empty or corrupt buffer, compressed bodies, IPv6
+    hosts, invalid UTF-8 in a property): the numpy path then runs."""
+    if _leanrecords is None:
+        return None
+    with_properties = "properties" in columns
+    decoded = _leanrecords.decode(buffer, True) if with_properties else _leanrecords.decode(buffer)
     if decoded is None:
         return None
     count, queue_ids, offsets, born, stored, *buffers = decoded
-    body_at, body, keys_at, keys, keys_ok, tags_at, tags, tags_ok, ids_at, ids = buffers
+    body_at, body, keys_at, keys, keys_ok, tags_at, tags, tags_ok, ids_at, ids, *map_buffers = buffers
 
-    def strings(kind: pa.DataType, at: bytes, data: bytes, valid: bytes | None = None) -> pa.Array:
+    def strings(kind: pa.DataType, at: bytes, data: bytes, valid: bytes | None = None, n: int = count) -> pa.Array:
         validity = None if valid is None else pa.py_buffer(valid)
-        return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(at), pa.py_buffer(data)])
+        return pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(at), pa.py_buffer(data)])
 
-    def fixed(kind: pa.DataType, data: bytes) -> pa.Array:
-        return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)])
+    def fixed(kind: pa.DataType, data: bytes, n: int = count) -> pa.Array:
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(data)])
 
-    arrays = {
-        "topic": _constant_string(topic, count),
-        "brokerName": _constant_string(broker_name, count),
-        "queueId": fixed(pa.int32(), queue_ids),
-        "queueOffset": fixed(pa.int64(), offsets),
-        "msgId": strings(pa.string(), ids_at, ids),
-        "keys": strings(pa.string(), keys_at, keys, keys_ok),
-        "tags": strings(pa.string(), tags_at, tags, tags_ok),
-        "body": strings(pa.binary(), body_at, body),
-        "bornTimestamp": fixed(TIMESTAMP, born),
-        "storeTimestamp": fixed(TIMESTAMP, stored),
+    def properties() -> pa.Array:
+        rows_at, names_at, names, values_at, values = map_buffers
+        entries = len(names_at) // 4 - 1
+        return pa.MapArray.from_arrays(
+            fixed(pa.int32(), rows_at, count + 1),
+            strings(pa.string(), names_at, names, n=entries),
+            strings(pa.string(), values_at, values, n=entries),
+        )
+
+    arrays: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: _constant_string(topic, count),
+        "brokerName": lambda: _constant_string(broker_name, count),
+        "queueId": lambda: fixed(pa.int32(), queue_ids),
+        "queueOffset": lambda: fixed(pa.int64(), offsets),
+        "msgId": lambda: strings(pa.string(), ids_at, ids),
+        "keys": lambda: strings(pa.string(), keys_at, keys, keys_ok),
+        "tags": lambda: strings(pa.string(), tags_at, tags, tags_ok),
+        "body": lambda: strings(pa.binary(), body_at, body),
+        "properties": properties,
+        "bornTimestamp": lambda: fixed(TIMESTAMP, born),
+        "storeTimestamp": lambda: fixed(TIMESTAMP, stored),
     }
-    return pa.RecordBatch.from_arrays([arrays[name] for name in LEAN_COLUMNS], schema=_LEAN_SCHEMA)
+    schema = _LEAN_SCHEMA if columns == LEAN_COLUMNS else _LEAN_PROPERTIES_SCHEMA
+    return pa.RecordBatch.from_arrays([arrays[name]() for name in columns], schema=schema)
 
 
 def records_to_arrow(
@@ -267,13 +287,13 @@ def records_to_arrow(
     Only the asked columns are computed: without ``properties`` the map is never built (TAGS,
     KEYS and UNIQ_KEY are found in place, which is most of the saving of the lean schema).
     ``topic``: every record's topic, when the caller knows it (a pull reads one queue).
-    The lean schema with a known topic goes through the C extension when it is built (``native``;
-    False forces the numpy reference path).
+    The lean schema (+ ``properties``) with a known topic goes through the C extension when it is
+    built (``native``; False forces the numpy reference path).
     """
     import pyarrow.compute as pc  # lazily, as in _view_slices
 
-    if native and columns == LEAN_COLUMNS and topic is not None and starts is None:
-        batch = _lean_native(buffer, broker_name, topic)
+    if native and columns in _NATIVE_COLUMNS and topic is not None and starts is None:
+        batch = _lean_native(buffer, broker_name, topic, columns)
         if batch is not None:
             return batch
     schema = arrow_schema(columns)

@@ -1,11 +1,13 @@
 /* The source's lean columns straight from a PULL body: one walk of the records (filling the fixed-width
  * columns while each head is in cache), then one pass copying the four string columns side by side.
  *
- * decode(buffer) -> tuple of bytes (Arrow buffers, little-endian) or None.
+ * decode(buffer, properties=False) -> tuple of bytes (Arrow buffers, little-endian) or None; with
+ * properties, the map<string,string> column's buffers follow the lean ones.
  * The reference is records_to_arrow's numpy path (sparkmq/connector/arrow.py); tests compare both.
  * None means "not for this path": an empty buffer, a record chain that does not parse exactly (the
  * numpy path then raises its precise CorruptRecordError), a compressed body, IPv6 hosts, or a KEYS,
- * TAGS or UNIQ_KEY value that is not valid UTF-8 (the numpy path replaces its bad bytes).
+ * TAGS or UNIQ_KEY value (or with properties, a map key or value) that is not valid UTF-8 (the numpy
+ * path replaces its bad bytes with U+FFFD), or a row with more than MAX_ROW_ENTRIES properties.
  * Record layout: sparkmq/message/layout.py (v1 records, IPv4 hosts, big-endian integers).
  */
 #define PY_SSIZE_T_CLEAN
@@ -40,7 +42,7 @@ typedef struct {
 
 typedef struct {
     Py_ssize_t start;
-    Span body, keys, tags, uniq;
+    Span body, keys, tags, uniq, props;
 } Record;
 
 /* The fixed-width columns, filled by the walk while each record's head is in cache. */
@@ -144,6 +146,8 @@ static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssiz
         rec->start = pos;
         rec->body.at = pos + POS_BODY;
         rec->body.length = body_length;
+        rec->props.at = pos + props_at + 2;
+        rec->props.length = props_length;
         *non_ascii |= scan_properties(buf, size, pos + props_at + 2, props_length, rec);
         pos += total;
     }
@@ -277,12 +281,102 @@ static int string_columns(const uint8_t *buf, Py_ssize_t size, const Record *rec
     return 1;
 }
 
-static PyObject *decode(PyObject *module, PyObject *arg) {
+#define MAX_ROW_ENTRIES 64 /* a row with more properties is left to the numpy path (its de-duplication is quadratic) */
+
+typedef struct {
+    Span key, value;
+} Entry;
+
+/* Row ``r``'s map entries (name\1value items of its properties, split at the first \1; an item without
+ * \1 or with an empty name or value is no entry) into ``entries``, each name kept at its last
+ * occurrence only, as the numpy path keeps them; the count, or -1 past MAX_ROW_ENTRIES. */
+static int row_entries(const uint8_t *buf, const Record *r, Entry *entries) {
+    const uint8_t *item = buf + r->props.at, *end = item + r->props.length;
+    int count = 0;
+    while (item < end) {
+        const uint8_t *stop = memchr(item, 2, (size_t)(end - item));
+        if (stop == NULL) stop = end;
+        const uint8_t *split = memchr(item, 1, (size_t)(stop - item));
+        if (split != NULL && split > item && split + 1 < stop) {
+            if (count == MAX_ROW_ENTRIES) return -1;
+            entries[count].key = (Span){item - buf, (int32_t)(split - item)};
+            entries[count].value = (Span){split + 1 - buf, (int32_t)(stop - split - 1)};
+            count++;
+        }
+        item = stop + 1;
+    }
+    int kept = 0;
+    for (int i = 0; i < count; i++) {
+        int repeated = 0;
+        for (int j = i + 1; j < count && !repeated; j++)
+            repeated = entries[j].key.length == entries[i].key.length &&
+                       memcmp(buf + entries[j].key.at, buf + entries[i].key.at, (size_t)entries[i].key.length) == 0;
+        if (!repeated) entries[kept++] = entries[i];
+    }
+    return kept;
+}
+
+/* The properties map column (map<string,string>: row offsets, then the keys' and the values' offsets and
+ * data) into items[0..4]; 1, 0 when not for this path (a key or value not valid UTF-8, checked only when
+ * ``non_ascii``, or a row past MAX_ROW_ENTRIES), or -1 (an error set); nothing is left to release unless 1. */
+static int map_columns(const uint8_t *buf, Py_ssize_t size, const Record *recs, Py_ssize_t n, int non_ascii,
+                       PyObject **items) {
+    Py_ssize_t bytes = 0, bound = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        bytes += recs[i].props.length;
+        bound += (recs[i].props.length + 1) / 4; /* an entry takes at least a\1b and a separator */
+    }
+    PyObject *rows = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    Column keys = {0}, values = {0};
+    Entry entries[MAX_ROW_ENTRIES];
+    int made = -1;
+    if (rows == NULL || column_new(&keys, bound, bytes, 0) < 0 || column_new(&values, bound, bytes, 0) < 0) goto fail;
+    int32_t *row_at = (int32_t *)PyBytes_AS_STRING(rows);
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        row_at[i] = (int32_t)m;
+        int count = row_entries(buf, &recs[i], entries);
+        if (count < 0) {
+            made = 0;
+            goto fail;
+        }
+        for (int k = 0; k < count; k++, m++) {
+            column_put(&keys, m, buf, size, &entries[k].key);
+            column_put(&values, m, buf, size, &entries[k].value);
+        }
+    }
+    row_at[n] = (int32_t)m;
+    keys.off[m] = keys.at, values.off[m] = values.at;
+    if (non_ascii && !(column_utf8(&keys, m) && column_utf8(&values, m))) {
+        made = 0;
+        goto fail;
+    }
+    if (_PyBytes_Resize(&keys.offsets, (m + 1) * 4) < 0 || _PyBytes_Resize(&keys.data, keys.at) < 0 ||
+        _PyBytes_Resize(&values.offsets, (m + 1) * 4) < 0 || _PyBytes_Resize(&values.data, values.at) < 0)
+        goto fail; /* a failed resize frees its object and sets it to NULL */
+    PyObject *out[5] = {rows, keys.offsets, keys.data, values.offsets, values.data};
+    memcpy(items, out, sizeof(out));
+    return 1;
+fail:
+    Py_XDECREF(rows);
+    Py_XDECREF(keys.offsets), Py_XDECREF(keys.data), Py_XDECREF(values.offsets), Py_XDECREF(values.data);
+    return made;
+}
+
+#define LEAN_ITEMS 15
+#define MAP_ITEMS 5
+
+static PyObject *decode(PyObject *module, PyObject *args) {
+    PyObject *arg;
+    int with_properties = 0;
+    if (!PyArg_ParseTuple(args, "O|p:decode", &arg, &with_properties)) return NULL;
+
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *buf = view.buf;
     Py_ssize_t size = view.len, capacity = size / FIXED_BYTES;
-    PyObject *result = NULL, *items[15] = {NULL};
+    PyObject *result = NULL, *items[LEAN_ITEMS + MAP_ITEMS] = {NULL};
+    int total = with_properties ? LEAN_ITEMS + MAP_ITEMS : LEAN_ITEMS;
     Record *recs = NULL;
     if (size == 0 || size >= INT32_MAX) goto not_ours;
     recs = PyMem_Malloc((size_t)capacity * sizeof(Record));
@@ -304,23 +398,29 @@ static PyObject *decode(PyObject *module, PyObject *arg) {
     int strings_made = string_columns(buf, size, recs, n, non_ascii, items);
     if (strings_made < 0) goto done;
     if (strings_made == 0) goto not_ours;
-    if ((result = PyTuple_New(15)) == NULL) goto done;
-    for (int i = 0; i < 15; i++) PyTuple_SET_ITEM(result, i, items[i]), items[i] = NULL;
+    if (with_properties) {
+        int map_made = map_columns(buf, size, recs, n, non_ascii, items + LEAN_ITEMS);
+        if (map_made < 0) goto done;
+        if (map_made == 0) goto not_ours;
+    }
+    if ((result = PyTuple_New(total)) == NULL) goto done;
+    for (int i = 0; i < total; i++) PyTuple_SET_ITEM(result, i, items[i]), items[i] = NULL;
     goto done;
 not_ours:
     result = Py_NewRef(Py_None);
 done:
-    for (int i = 0; i < 15; i++) Py_XDECREF(items[i]);
+    for (int i = 0; i < LEAN_ITEMS + MAP_ITEMS; i++) Py_XDECREF(items[i]);
     PyMem_Free(recs);
     PyBuffer_Release(&view);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"decode", decode, METH_O,
-     "decode(buffer) -> (count, queueId, queueOffset, bornTimestamp, storeTimestamp, body offsets, body data, "
-     "keys offsets, keys data, keys validity, tags offsets, tags data, tags validity, msgId offsets, msgId data) "
-     "as bytes (Arrow buffers), or None when the buffer is not a plain chain of uncompressed IPv4 records."},
+    {"decode", decode, METH_VARARGS,
+     "decode(buffer, properties=False) -> (count, queueId, queueOffset, bornTimestamp, storeTimestamp, body offsets, "
+     "body data, keys offsets, keys data, keys validity, tags offsets, tags data, tags validity, msgId offsets, "
+     "msgId data[, map offsets, map keys offsets, map keys data, map values offsets, map values data]) as bytes "
+     "(Arrow buffers), or None when the buffer is not a plain chain of uncompressed IPv4 records."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 
 from sparkmq.message.record import iter_records
 from sparkmq.store import MessageStore
@@ -43,6 +43,11 @@ logger = logging.getLogger(__name__)
 MAX_ROWS_PER_COMMIT = 262_144  # one topic's rows in one commit at most; a cycle that hits it runs again at once
 WRITER_KEY = "sparkmq.writer"  # the commitInfo entry naming the broker that wrote a commit
 OK, STALLED = "ok", "stalled"
+# Snappy, no dictionaries: bodies and ids are high-entropy, and the few repeating columns compress as well
+# plain (same file size). bench/table_cycle_bench.py: at most ~10% less CPU per row than the defaults.
+WRITER_PROPERTIES = WriterProperties(
+    compression="SNAPPY", default_column_properties=ColumnProperties(dictionary_enabled=False)
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,7 @@ class _Table:
             rows,
             mode="append",
             schema_mode="merge",
+            writer_properties=WRITER_PROPERTIES,
             commit_properties=CommitProperties(app_transactions=transactions, custom_metadata={WRITER_KEY: writer}),
         )
 
@@ -279,7 +285,8 @@ def _from(rows: pa.Table, offsets: Mapping[int, int | None]) -> pa.Table:
     for queue_id, offset in offsets.items():
         if offset is not None and queue_id < len(floor_of):
             floor_of[queue_id] = offset
-    return rows.filter(pa.array(rows.column("queueOffset").to_numpy() >= floor_of[queue_ids]))
+    keep = rows.column("queueOffset").to_numpy() >= floor_of[queue_ids]
+    return rows if keep.all() else rows.filter(pa.array(keep))  # usually all: a filter copies every column
 
 
 def _partition_columns(settings: TableSettings) -> list[str] | None:

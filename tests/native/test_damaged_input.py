@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from sparkmq.broker.processors.pull_lane import pull_template
 from sparkmq.connector.arrow import records_to_arrow
-from sparkmq.connector.columns import LEAN_COLUMNS
+from sparkmq.connector.columns import LEAN_COLUMNS, source_columns
 from sparkmq.connector.local_reads import LocalQueueReads, StoreFiles
 from sparkmq.errors import MessageError, SparkmqError
 from sparkmq.message import Host, MessageBatch, batch, encode_properties, encode_records
@@ -138,11 +138,15 @@ def _pull_body(count: int, body_bytes: int) -> bytes:
 
 @FUZZ
 @given(st.integers(1, 6).flatmap(lambda count: damaged(_pull_body(count, 10), at_most=6)))
-def test_damaged_pull_bodies_are_declined_or_decoded_as_numpy_decodes_them(body: bytes) -> None:
-    if _leanrecords.decode(body) is None:
+@pytest.mark.parametrize("columns", [LEAN_COLUMNS, source_columns(include_properties=True)])
+def test_damaged_pull_bodies_are_declined_or_decoded_as_numpy_decodes_them(
+    columns: tuple[str, ...], body: bytes
+) -> None:
+    """The lean columns, and with them the properties map (damaged separators, names and values)."""
+    if _leanrecords.decode(body, "properties" in columns) is None:
         return
-    native = records_to_arrow(body, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
-    reference = records_to_arrow(body, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT", native=False)
+    native = records_to_arrow(body, "broker-a", columns=columns, topic="ArrowT")
+    reference = records_to_arrow(body, "broker-a", columns=columns, topic="ArrowT", native=False)
     native.validate(full=True)
     assert native.equals(reference)
 

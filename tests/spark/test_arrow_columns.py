@@ -83,21 +83,68 @@ def test_slices_in_buffer_order_or_not_give_the_same_strings(order: str) -> None
 needs_native = pytest.mark.skipif(arrow_module._leanrecords is None, reason="the C extension is not built")
 
 
-def lean_both(buffer: bytes) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-    native = records_to_arrow(buffer, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
-    reference = records_to_arrow(buffer, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT", native=False)
+LEAN_PROPERTIES = source_columns(include_properties=True)
+
+
+def lean_both(buffer: bytes, columns: tuple[str, ...] = LEAN_COLUMNS) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    native = records_to_arrow(buffer, "broker-a", columns=columns, topic="ArrowT")
+    reference = records_to_arrow(buffer, "broker-a", columns=columns, topic="ArrowT", native=False)
     native.validate(full=True)
     reference.validate(full=True)
     return native, reference
 
 
 @needs_native
-def test_native_lean_columns_equal_the_numpy_path(stored: bytes) -> None:
+@pytest.mark.parametrize("columns", [LEAN_COLUMNS, LEAN_PROPERTIES])
+def test_native_lean_columns_equal_the_numpy_path(stored: bytes, columns: tuple[str, ...]) -> None:
     """Awkward properties (repeats, empty values, no UNIQ_KEY: the offset msgId), separators in bodies."""
-    assert arrow_module._leanrecords.decode(stored) is not None  # the C path really ran
-    native, reference = lean_both(stored)
+    assert arrow_module._leanrecords.decode(stored, "properties" in columns) is not None  # the C path really ran
+    native, reference = lean_both(stored, columns)
     assert native.equals(reference)
     assert native.schema == reference.schema
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"WAIT", b"", b"\xc3\xa9t\xc3\xa9", b"a\x01b"]),
+                st.one_of(st.text(max_size=40).map(str.encode), st.binary(max_size=40)),
+                st.booleans(),  # False: an item without its name/value separator
+            ),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_native_properties_map_equals_the_numpy_path(items: list[list[tuple[bytes, bytes, bool]]]) -> None:
+    """Any property bytes (repeated, empty or separator-holding names, empty values, items without a
+    name/value separator, invalid UTF-8): the C map either declines (None: invalid UTF-8, which the numpy
+    path replaces with U+FFFD) or equals the numpy reference's; valid UTF-8 always stays on the C path."""
+    properties = [
+        b"\x02".join(
+            (name + b"\x01" + value if split else name + value).replace(b"\x02", b"") for name, value, split in row
+        )
+        for row in items
+    ]
+    batch = MessageBatch("ArrowT", 1, [b"x"] * len(properties), properties, born_timestamp=1_700_000_000_000)
+    stored = encode_records(batch, 0, len(properties), 7, 1 << 33, 1_700_000_000_456, Host(b"\x0a\x00\x00\x02", 9876))
+    decoded = arrow_module._leanrecords.decode(stored, True)
+    utf8 = all(_is_utf8(p) for p in properties)
+    assert decoded is not None or not utf8
+    native, reference = lean_both(stored, LEAN_PROPERTIES)
+    assert native.equals(reference)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 @needs_native
@@ -151,10 +198,10 @@ def test_native_path_on_damaged_buffers_declines_or_agrees(stored: bytes, data: 
     for _ in range(data.draw(st.integers(1, 4))):
         damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.sampled_from([0, 1, 2, 0x7F, 0xFF]))
     cut = bytes(damaged[: data.draw(st.one_of(st.just(len(damaged)), st.integers(1, len(damaged))))])
-    if arrow_module._leanrecords.decode(cut) is None:
-        return
-    native, reference = lean_both(cut)
-    assert native.equals(reference)
+    for columns in (LEAN_COLUMNS, LEAN_PROPERTIES):
+        if arrow_module._leanrecords.decode(cut, "properties" in columns) is not None:
+            native, reference = lean_both(cut, columns)
+            assert native.equals(reference)
 
 
 def test_property_bytes_that_are_not_utf8_become_replacement_characters() -> None:
