@@ -1,7 +1,8 @@
 """Helpers for the Spark connector tests (tests/spark): the session builder, the cluster, query runners.
 
 * ``build_session``: the SparkSession of a test session (``local[2,4]``: 2 cores, 4 attempts per
-  task, so a failed task is retried as on a cluster), UI off, UTC session time zone;
+  task, so a failed task is retried as on a cluster), UI off, UTC session time zone, Delta Lake
+  when ``make delta-jars`` fetched it;
 * ``Cluster``: a NameServer and broker ``broker-a``, plus questions asked over our own protocol code
   (``RemotingClient`` + ``sparkmq.protocol``), never through the source's own broker access, so
   offset checks are independent of the code under test;
@@ -49,6 +50,7 @@ from sparkmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from sparkmq.remoting import RemotingClient
+from sparkmq.tables.spark_delta import missing_jars, with_delta
 from support.client_harness import create_topic, wait_for_route
 from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess
 
@@ -60,8 +62,11 @@ QUERY_TIMEOUT_S = 120.0
 def build_session(app: str = "sparkmq-tests") -> SparkSession:
     """The test SparkSession (also used by the subprocess driver in stream_driver.py)."""
     os.environ.setdefault("PYTHONPATH", str(REPO_ROOT))
+    builder = SparkSession.builder
+    if missing_jars() is None:  # one session per process: Delta's jars join it whenever they are fetched
+        builder = with_delta(builder)
     spark = (
-        SparkSession.builder.master("local[2,4]")
+        builder.master("local[2,4]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
