@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -70,11 +70,13 @@ def write_queue(uri: str, rows: pa.Table, topic: str, queue_id: int, next_offset
     )
 
 
-def write_sent(uri: str, messages: Sequence[Message], results: Sequence[SendResult], upto: int | None = None) -> None:
-    """Land the sent messages with queue offsets below ``upto`` (all by default), one commit per queue."""
+def write_sent(
+    uri: str, messages: Sequence[Message], results: Sequence[SendResult], upto: Mapping[int, int] | None = None
+) -> None:
+    """Land the sent messages, of each queue those below ``upto[queue id]`` (all by default), one commit per queue."""
     rows = raw_rows(messages, results, datetime.now(UTC))
     for queue_id in sorted({r.queue.queue_id for r in results}):
-        kept = [r.queue.queue_id == queue_id and (upto is None or r.queue_offset < upto) for r in results]
+        kept = [r.queue.queue_id == queue_id and (upto is None or r.queue_offset < upto[queue_id]) for r in results]
         if any(kept):
             held = max(r.queue_offset for r, keep in zip(results, kept, strict=True) if keep) + 1
             write_queue(uri, rows.filter(pa.array(kept)), results[0].queue.topic, queue_id, held)

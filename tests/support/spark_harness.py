@@ -56,6 +56,18 @@ from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess
 
 BROKER = "broker-a"
 QUERY_TIMEOUT_S = 120.0
+# A broker with 64 KiB CommitLog segments and forced retention: every clean pass (each 10 s) deletes all
+# but the newest segment (``diskSpaceCleanForciblyRatio=0``), so a topic soon loses its first offsets.
+RETENTION_ARGS = (
+    "--set",
+    "mapedFileSizeCommitLog=65536",
+    "--set",
+    "deleteWhen=",
+    "--set",
+    "diskMaxUsedSpaceRatio=0",
+    "--set",
+    "diskSpaceCleanForciblyRatio=0",
+)
 
 
 # -- the one SparkSession --------------------------------------------------------------------------
