@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,9 +51,9 @@ def delta_jars() -> list[Path]:
     return sorted(jars_dir().glob("*.jar"))
 
 
-def with_delta(builder: SparkSession.Builder) -> SparkSession.Builder:
-    """``builder`` with Delta's jars on Spark's classpath and its SQL extension and catalog."""
-    builder = builder.config("spark.jars", ",".join(str(jar) for jar in delta_jars()))
+def with_delta(builder: SparkSession.Builder, extra_jars: Sequence[Path] = ()) -> SparkSession.Builder:
+    """``builder`` with Delta's jars (and ``extra_jars``) on Spark's classpath, its SQL extension and catalog."""
+    builder = builder.config("spark.jars", ",".join(str(jar) for jar in [*delta_jars(), *extra_jars]))
     for key, value in SETTINGS.items():
         builder = builder.config(key, value)
     return builder
