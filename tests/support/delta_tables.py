@@ -8,8 +8,6 @@ transaction whose version is the next queue offset the table holds.
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -19,21 +17,14 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from sparkmq.client import Message, SendResult
 from sparkmq.tables.layout import RAW_SCHEMA, app_id
 from sparkmq.tables.spark_delta import missing_jars
+from support.rocketmq_java import fail_or_skip
 
 
 def require_delta() -> None:
     """Delta's jars are in the cache; else fail under CI, skip loudly elsewhere."""
-    import pytest
-
     missing = missing_jars()
-    if missing is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(missing)
-    with warnings.catch_warnings():  # shown in the run's warnings summary, not raised (filterwarnings=error)
-        warnings.simplefilter("always")
-        warnings.warn(f"SKIPPED: {missing}", UserWarning, stacklevel=2)
-    pytest.skip(missing)
+    if missing is not None:
+        fail_or_skip(missing)
 
 
 def raw_rows(messages: Sequence[Message], results: Sequence[SendResult], stored_at: datetime) -> pa.Table:

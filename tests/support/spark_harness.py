@@ -95,6 +95,18 @@ def build_session(app: str = "sparkmq-tests") -> SparkSession:
     return spark
 
 
+@contextlib.contextmanager
+def session_for_tests() -> Iterator[SparkSession]:
+    """``build_session()``, its queries and itself stopped after (a test folder's session fixture)."""
+    session = build_session()
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
+
+
 # -- the cluster -----------------------------------------------------------------------------------
 async def _invoke(
     address: str, code: int, fields: dict[str, str], body: bytes = b""

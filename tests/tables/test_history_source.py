@@ -105,10 +105,10 @@ def test_bad_history_options_are_named_errors() -> None:
     assert SourceOptions.parse({**base, "History": "TABLE", "tableRoot": "/tables"}).table_root == "/tables"
 
 
-def test_a_batch_read_from_earliest_reads_the_table_then_the_broker(delta_spark, shrunk: Shrunk) -> None:
+def test_a_batch_read_from_earliest_reads_the_table_then_the_broker(spark, shrunk: Shrunk) -> None:
     assert all(shrunk.cluster.min_offset(shrunk.topic, q) == shrunk.minimum[q] for q in range(QUEUES))
     df = (
-        delta_spark.read.format("sparkmq")
+        spark.read.format("sparkmq")
         .option("namesrvAddr", shrunk.cluster.ns)
         .option("topic", shrunk.topic)
         .option("history", "table")
@@ -122,9 +122,9 @@ def test_a_batch_read_from_earliest_reads_the_table_then_the_broker(delta_spark,
     assert shrunk.rows(df.collect()) == shrunk.expected()
 
 
-def test_a_stream_from_earliest_reads_every_offset_once_and_goes_on(delta_spark, shrunk: Shrunk, names) -> None:
+def test_a_stream_from_earliest_reads_every_offset_once_and_goes_on(spark, shrunk: Shrunk, names) -> None:
     df = reader(
-        delta_spark,
+        spark,
         shrunk.cluster,
         topic=shrunk.topic,
         consumerGroup=names.group,
@@ -145,14 +145,12 @@ def test_a_stream_from_earliest_reads_every_offset_once_and_goes_on(delta_spark,
     )
 
 
-def test_offsets_the_table_does_not_hold_fail_naming_the_table(
-    delta_spark, shrunk: Shrunk, names, tmp_path: Path
-) -> None:
+def test_offsets_the_table_does_not_hold_fail_naming_the_table(spark, shrunk: Shrunk, names, tmp_path: Path) -> None:
     short = str(tmp_path / "short")
     write_sent(table_uri(short, shrunk.topic), shrunk.messages, shrunk.results, {0: 3, 1: 0})
     assert next_offset(table_uri(short, shrunk.topic), shrunk.topic, 0) == 3
     df = reader(
-        delta_spark,
+        spark,
         shrunk.cluster,
         topic=shrunk.topic,
         consumerGroup=names.group,
