@@ -19,8 +19,11 @@ ROCKETMQ_TX_STAMP := $(ROCKETMQ_TX_VENV)/.installed-rocketmq-client-python-0.5.0
 REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
 REFERENCE_NAMES := rocketmq kafka spark-kafka
 RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
+# Delta Lake's jars for Spark (jars/delta/pom.xml): the main job, the table tests and bench/table_read_bench.py.
+SPARK_JARS_DIR ?= $(HOME)/.cache/sparkmq/jars
+DELTA_JARS := $(SPARK_JARS_DIR)/delta/.fetched-from-pom
 
-.PHONY: venv run test test-suite test-python native-check clean references
+.PHONY: venv run test test-suite test-python native-check clean references delta-jars
 
 venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
@@ -50,25 +53,35 @@ $(ROCKETMQ_TX_STAMP):
 	$(ROCKETMQ_TX_VENV)/bin/python -m pip install --quiet --pre rocketmq-client-python==0.5.0rc2
 	touch $@
 
-run: venv
-	$(VENV_PYTHON) -m jobs.main
+run: venv delta-jars
+	SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m jobs.main
 
 # The whole suite: every test with the C extensions, then the C under sanitizers, then the Python references alone.
 test: test-suite native-check test-python
 
-test-suite: venv references
-	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
+test-suite: venv references delta-jars
+	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP)
 
+delta-jars: $(DELTA_JARS)
+
 $(REFERENCES_DIR)/%/.fetched-from-pom: references/%/pom.xml
-	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
-		echo "mvn or javac not found: installing Debian's maven and openjdk-17-jdk-headless"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; \
-	}
-	rm -rf $(@D)
-	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(@D))
-	touch $@
+	$(FETCH_POM)
+
+$(SPARK_JARS_DIR)/%/.fetched-from-pom: jars/%/pom.xml
+	$(FETCH_POM)
+
+# The runtime jars of a pom (Spark's and pyspark's own jars excluded there) copied into a cache folder.
+define FETCH_POM
+@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+	echo "mvn or javac not found: installing Debian's maven and openjdk-17-jdk-headless"; \
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; \
+}
+rm -rf $(@D)
+mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(@D))
+touch $@
+endef
 
 $(RUNNER_STAMP): $(wildcard references/runner/*.java) $(REFERENCES_DIR)/rocketmq/.fetched-from-pom
 	rm -rf $(@D)

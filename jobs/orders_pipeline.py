@@ -4,8 +4,8 @@
 2. A Spark streaming query turns the ``rate`` source into order events (JSON bodies, the
    category as tag, the order id as key) and writes them through the ``sparkmq`` sink.
 3. A second streaming query reads the topic through the ``sparkmq`` source under a consumer
-   group, appends the orders to a Delta table exactly once, and recomputes revenue per
-   category per minute into a second Delta table.
+   group, appends the orders to a Delta table exactly once (Spark's Delta writer, idempotent
+   through the batch id), and recomputes revenue per category per minute into a second Delta table.
 4. It prints progress while it runs, then a summary: messages in and out, throughput, and
    the group's lag read from the broker (0 at the end).
 """
@@ -21,11 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from jobs.delta_sink import append_once, overwrite, read
+from jobs.delta_sink import append_once, exists, overwrite, read
 from sparkmq import Admin, EmbeddedCluster
+from sparkmq.tables.spark_delta import with_delta
 
 if TYPE_CHECKING:  # the functions below import pyspark where they need it
     from pyspark.sql import DataFrame, SparkSession
@@ -39,7 +37,7 @@ ORDER_SCHEMA = "order_id long, ordered_at timestamp, category string, amount dou
 
 
 def spark_session(jars: Sequence[Path] = ()) -> SparkSession:
-    """The job's local Spark session; ``jars``: extra connector jars on its classpath."""
+    """The job's local Spark session with Delta Lake; ``jars``: extra connector jars on its classpath."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -51,9 +49,7 @@ def spark_session(jars: Sequence[Path] = ()) -> SparkSession:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    if jars:
-        builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
-    spark = builder.getOrCreate()
+    spark = with_delta(builder, jars).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -119,11 +115,8 @@ def land_in_delta(
     )
 
     def land(batch: DataFrame, batch_id: int) -> None:
-        rows = batch.toArrow()
-        if rows.num_rows == 0:
-            return
-        append_once(tables / "orders", rows, app_id, batch_id)
-        overwrite(tables / "revenue_per_minute", revenue(read(tables / "orders")))
+        append_once(batch, tables / "orders", app_id, batch_id)
+        overwrite(revenue(read(batch.sparkSession, tables / "orders")), tables / "revenue_per_minute")
 
     return (
         orders.writeStream.foreachBatch(land)
@@ -133,13 +126,12 @@ def land_in_delta(
     )
 
 
-def revenue(orders: pa.Table) -> pa.Table:
-    """Revenue and order count per category per minute window."""
-    minute = pc.floor_temporal(orders["ordered_at"], unit="minute")
-    table = pa.table({"window_start": minute, "category": orders["category"], "amount": orders["amount"]})
-    grouped = table.group_by(["window_start", "category"]).aggregate([("amount", "sum"), ("amount", "count")])
-    return grouped.rename_columns(["window_start", "category", "revenue", "orders"]).sort_by(
-        [("window_start", "ascending"), ("category", "ascending")]
+def revenue(orders: DataFrame) -> DataFrame:
+    """Revenue and order count per category per minute window (unordered: readers sort)."""
+    from pyspark.sql import functions as F
+
+    return orders.groupBy(F.date_trunc("minute", "ordered_at").alias("window_start"), "category").agg(
+        F.sum("amount").alias("revenue"), F.count("amount").alias("orders")
     )
 
 
@@ -189,9 +181,11 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
                     continue
                 if consumer is None:
                     consumer = start_consumer(spark, cluster.namesrv_address, tables, checkpoints / "consumer")
+                elif not consumer.isActive:
+                    raise RuntimeError(f"the landing query stopped: {consumer.exception()}")
                 sent = sum(q.broker_offset for q in lags)
                 lag = sum(q.lag for q in lags)
-                consumed = read(tables / "orders").num_rows if (tables / "orders" / "_delta_log").exists() else 0
+                consumed = read(spark, tables / "orders").count() if exists(tables / "orders") else 0
                 print(
                     f"  {time.monotonic() - started:5.1f}s  sent {sent:>7,}  in Delta {consumed:>7,}  group lag {lag:,}"
                 )
@@ -200,15 +194,17 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
         finally:
             produced_rate, consumed_rate = stop_and_rates(producer, consumer)
         elapsed = time.monotonic() - started
-        revenue_table = (
-            read(tables / "revenue_per_minute") if (tables / "revenue_per_minute" / "_delta_log").exists() else None
+        revenue_rows = (
+            read(spark, tables / "revenue_per_minute").orderBy("window_start", "category").collect()
+            if exists(tables / "revenue_per_minute")
+            else None
         )
         spark.stop()
     print_summary("acknowledged by the broker", sent, consumed, produced_rate, consumed_rate, elapsed)
     print(f"  consumer group '{GROUP}' lag on the broker: {lag}")
-    if revenue_table is not None:
-        print(f"  revenue per category per minute ({revenue_table.num_rows} rows), first rows:")
-        for row in revenue_table.slice(0, 6).to_pylist():
+    if revenue_rows is not None:
+        print(f"  revenue per category per minute ({len(revenue_rows)} rows), first rows:")
+        for row in revenue_rows[:6]:
             revenue = f"{row['revenue']:>10.2f}  ({row['orders']} orders)"
             print(f"    {row['window_start']:%H:%M}  {row['category']:<7} {revenue}")
     ok = sent == total and consumed == total and lag == 0

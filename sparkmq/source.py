@@ -50,7 +50,8 @@ BATCH_READER_GROUP = "sparkmq-spark-batch-reader"  # names the reads of batch qu
 @dataclass(frozen=True)
 class QueueRange(InputPartition):
     """Queue offsets [start, end) of one queue; ``addresses``: where the driver's route had its
-    broker when planning (master first, then slaves), so a task reads without asking a NameServer."""
+    broker when planning (master first, then slaves), so a task reads without asking a NameServer;
+    ``table``: the topic's table, when these offsets are read from it (``history=table``)."""
 
     topic: str
     broker_name: str
@@ -58,6 +59,7 @@ class QueueRange(InputPartition):
     start: int
     end: int
     addresses: tuple[str, ...] = ()
+    table: str | None = None
 
     @property
     def queue(self) -> MessageQueue:
@@ -88,6 +90,25 @@ def plan_ranges(start: QueueOffsets, end: QueueOffsets, max_records: int | None)
         for piece in range(first, last, step):
             ranges.append(QueueRange(queue.topic, queue.broker_name, queue.queue_id, piece, min(piece + step, last)))
     return ranges
+
+
+def with_history(ranges: list[QueueRange], options: SourceOptions, view: DriverView) -> list[QueueRange]:
+    """``history=table``: each range's offsets below its queue's minimum on the broker become a range
+    read from the topic's table, the rest stays with the broker."""
+    if options.history != "table" or not ranges:
+        return ranges
+    from sparkmq.tables.layout import table_uri
+
+    assert options.table_root is not None
+    low = view.min_offsets(sorted({r.queue for r in ranges}, key=lambda q: (q.topic, q.broker_name, q.queue_id)))
+    split = []
+    for part in ranges:
+        cut = min(max(low[part.queue], part.start), part.end)
+        if cut > part.start:
+            split.append(replace(part, end=cut, table=table_uri(options.table_root, part.topic)))
+        if cut < part.end:
+            split.append(replace(part, start=cut))
+    return split
 
 
 def with_addresses(ranges: list[QueueRange], view: DriverView) -> list[QueueRange]:
@@ -121,6 +142,20 @@ def read_range(
     # Imported here: Spark's per-query source runner (the driver side) never reads records.
     from sparkmq.connector.arrow import records_to_arrow
 
+    if part.table is not None:
+        from sparkmq.tables.history import read_offsets
+
+        yield from read_offsets(
+            part.table,
+            part.topic,
+            part.broker_name,
+            part.queue_id,
+            part.start,
+            part.end,
+            options.columns,
+            options.fail_on_data_loss,
+        )
+        return
     for body in _bodies(options, group, part, selector or options.selector):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
         offsets = batch.column("queueOffset").to_numpy()  # in offset order
@@ -196,7 +231,7 @@ class _Resolver:
         timestamp: int | None,
         by_timestamp: dict[str, dict[str, int]] | None,
     ) -> QueueOffsets:
-        low, high = self.view.min_offsets(queues), self.view.max_offsets(queues)
+        low, high = self.earliest(queues), self.view.max_offsets(queues)
         if timestamp is not None:
             return self.view.offsets_for_timestamp(queues, timestamp)
         result: QueueOffsets = {}
@@ -211,6 +246,24 @@ class _Resolver:
                 low[queue] if wanted == -2 else high[queue] if wanted == -1 else min(max(wanted, 0), high[queue])
             )
         return result
+
+    def earliest(self, queues: list[MessageQueue]) -> QueueOffsets:
+        """Each queue's minimum on the broker; with ``history=table``, the first offset of its table
+        where the table reaches that minimum (older messages are read from the table)."""
+        low = self.view.min_offsets(queues)
+        if self.options.history != "table":
+            return low
+        from sparkmq.tables.history import held_offsets
+        from sparkmq.tables.layout import table_uri
+
+        assert self.options.table_root is not None
+        for topic in sorted({q.topic for q in queues}):
+            mine = [q for q in queues if q.topic == topic]
+            held = held_offsets(table_uri(self.options.table_root, topic), topic, [q.queue_id for q in mine])
+            for queue in mine:
+                if queue.queue_id in held and held[queue.queue_id].next >= low[queue]:
+                    low[queue] = min(low[queue], held[queue.queue_id].first)
+        return low
 
     @staticmethod
     def _lookup(table: dict[str, dict[str, int]] | None, queue: MessageQueue) -> int | None:
@@ -363,6 +416,7 @@ class SparkmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[QueueRanges]:
         o = self.options
         ranges = plan_ranges(from_json_offsets(start), from_json_offsets(end), o.max_records_per_partition)
+        ranges = with_history(ranges, o, self.view)
         return pack_ranges(with_addresses(ranges, self.view), o.max_partitions, o.max_records_per_partition)
 
     def read(self, partition: QueueRanges) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()
@@ -399,6 +453,7 @@ class SparkmqBatchReader(DataSourceReader):
         )
         end = resolver.by_mode(queues, "latest", o.ending_offsets_json, o.ending_timestamp, None)
         ranges = plan_ranges(start, {q: max(end[q], start[q]) for q in queues}, o.max_records_per_partition)
+        ranges = with_history(ranges, o, view)
         return pack_ranges(with_addresses(ranges, view), o.max_partitions, o.max_records_per_partition)
 
     def read(self, partition: QueueRanges) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours from partitions()

@@ -72,7 +72,7 @@ CONTRACTS = (
     # The Spark side: connector/ holds what source and sink share (options, offsets, Arrow path).
     # native: the store's C gather, for short-circuit reads of a broker's files (connector/local_reads.py)
     Contract("sparkmq.connector", _names("client", "message", "protocol", "errors", "native"), None),
-    Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink"), None),
+    Contract("sparkmq.source", _names("client", "connector", "message", "errors", "sink", "tables"), None),
     Contract("sparkmq.sink", _names("client", "connector", "message", "errors"), None),
     # RocketMQ 5's controller: composed by the NameServer (embedded) or the CLI (standalone); talks to
     # brokers over the wire only, so it never imports broker, namesrv or client code; several nodes

@@ -39,6 +39,7 @@ def parse_security(opts: Mapping[str, str]) -> ClientSecurity:
     )
 
 
+HISTORIES = ("broker", "table")  # where offsets below a queue's minimum on the broker come from
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
@@ -128,6 +129,8 @@ class SourceOptions:
     wide_schema: bool = False
     filter_pushdown: bool = False
     local_reads: bool = True
+    history: str = "broker"
+    table_root: str | None = None
     security: ClientSecurity = field(default_factory=ClientSecurity, repr=False)
 
     KNOWN = SECURITY_OPTIONS | frozenset(
@@ -156,6 +159,8 @@ class SourceOptions:
             "wideschema",
             "filterpushdown",
             "localreads",
+            "history",
+            "tableroot",
         }
     )
 
@@ -254,8 +259,11 @@ class SourceOptions:
             wide_schema=_bool("wideSchema", opts.get("wideschema"), False),
             filter_pushdown=_bool("filterPushdown", opts.get("filterpushdown"), False),
             local_reads=_bool("localReads", opts.get("localreads"), True),
+            history=(opts.get("history") or "broker").strip().lower(),
+            table_root=(opts.get("tableroot") or "").strip() or None,
             security=parse_security(opts),
         )
+        _check_history(parsed)
         if parsed.sql_filter is not None and parsed.sub_expression != "*":
             raise OptionError(
                 "sqlFilter", "cannot be combined with subExpression: put the tag test in the SQL (TAGS IN ('A'))"
@@ -276,6 +284,23 @@ class SourceOptions:
         ):
             raise OptionError("minOffsetsPerTrigger", "must not exceed maxOffsetsPerTrigger")
         return parsed
+
+
+def _check_history(parsed: SourceOptions) -> None:
+    """``history=table`` reads offsets below the broker's minimum from ``<tableRoot>/<topic>``: every message,
+    the lean columns and properties (what a topic's table holds)."""
+    if parsed.history not in HISTORIES:
+        raise OptionError("history", f"{parsed.history!r} is not {' or '.join(HISTORIES)}")
+    if parsed.history != "table":
+        if parsed.table_root is not None:
+            raise OptionError("tableRoot", "is for history=table only")
+        return
+    if parsed.table_root is None:
+        raise OptionError("tableRoot", "is required with history=table (the broker's tableTopicRoot)")
+    if parsed.wide_schema:
+        raise OptionError("wideSchema", "a topic's table holds the lean columns and properties, not the wide schema")
+    if parsed.sql_filter is not None or parsed.sub_expression != "*" or parsed.filter_pushdown:
+        raise OptionError("history", "table reads every message: filter the rows in Spark instead of on the broker")
 
 
 def _non_negative(name: str, raw: str | None) -> int | None:

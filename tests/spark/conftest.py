@@ -11,18 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from support.spark_harness import Cluster, Names, build_session, running_cluster
+from support.spark_harness import Cluster, Names, running_cluster, session_for_tests
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    session = build_session()
-    try:
+    with session_for_tests() as session:
         yield session
-    finally:
-        for query in session.streams.active:
-            query.stop()
-        session.stop()
 
 
 @pytest.fixture(scope="session")

@@ -17,18 +17,17 @@ from chispa import assert_df_equality
 
 from sparkmq.client import Message
 from support.processes import BrokerProcess, NamesrvProcess
-from support.spark_harness import Cluster, Collected, failure_of, reader, run_available_now, start_query, wait_until
+from support.spark_harness import (
+    RETENTION_ARGS,
+    Cluster,
+    Collected,
+    failure_of,
+    reader,
+    run_available_now,
+    start_query,
+    wait_until,
+)
 
-RETENTION = [
-    "--set",
-    "mapedFileSizeCommitLog=65536",
-    "--set",
-    "deleteWhen=",
-    "--set",
-    "diskMaxUsedSpaceRatio=0",
-    "--set",
-    "diskSpaceCleanForciblyRatio=0",
-]
 SENT = 150
 
 
@@ -36,7 +35,7 @@ SENT = 150
 def shrunk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str, int]]:
     """A cluster whose one-queue topic lost its first offsets to retention: (cluster, topic, new minimum)."""
     store = tmp_path_factory.mktemp("retention-store")
-    with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address, *RETENTION) as broker:
+    with NamesrvProcess.start() as namesrv, BrokerProcess.start(store, namesrv.address, *RETENTION_ARGS) as broker:
         cluster = Cluster(namesrv, broker)
         try:
             topic = cluster.topic(queues=1, prefix="Gone")

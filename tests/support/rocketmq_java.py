@@ -62,18 +62,22 @@ def require_references(*names: str) -> Path:
 
     Under CI (``CI=true``) a missing reference fails the test; elsewhere it skips with a warning.
     """
-    import pytest  # only the tests call this; the bench checks with ``missing_references``
-
     missing = missing_references(*names)
     if missing:
-        message = f"{missing} is missing: run `{MAKE_TARGET}` (it fetches Apache RocketMQ/Kafka with Maven)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        with warnings.catch_warnings():  # shown in the run's warnings summary, not raised (filterwarnings=error)
-            warnings.simplefilter("always")
-            warnings.warn(f"SKIPPED: {message}", UserWarning, stacklevel=2)
-        pytest.skip(message)
+        fail_or_skip(f"{missing} is missing: run `{MAKE_TARGET}` (it fetches Apache RocketMQ/Kafka with Maven)")
     return references_dir()
+
+
+def fail_or_skip(message: str) -> None:
+    """A test's fetched dependency is missing: fail under CI (``CI=true``), else skip with a warning."""
+    import pytest  # only the tests call this; the bench checks with ``missing_references``
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    with warnings.catch_warnings():  # shown in the run's warnings summary, not raised (filterwarnings=error)
+        warnings.simplefilter("always")
+        warnings.warn(f"SKIPPED: {message}", UserWarning, stacklevel=3)
+    pytest.skip(message)
 
 
 def missing_references(*names: str) -> str | None:

@@ -1,7 +1,8 @@
 """Helpers for the Spark connector tests (tests/spark): the session builder, the cluster, query runners.
 
 * ``build_session``: the SparkSession of a test session (``local[2,4]``: 2 cores, 4 attempts per
-  task, so a failed task is retried as on a cluster), UI off, UTC session time zone;
+  task, so a failed task is retried as on a cluster), UI off, UTC session time zone, Delta Lake
+  when ``make delta-jars`` fetched it;
 * ``Cluster``: a NameServer and broker ``broker-a``, plus questions asked over our own protocol code
   (``RemotingClient`` + ``sparkmq.protocol``), never through the source's own broker access, so
   offset checks are independent of the code under test;
@@ -49,19 +50,35 @@ from sparkmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from sparkmq.remoting import RemotingClient
+from sparkmq.tables.spark_delta import missing_jars, with_delta
 from support.client_harness import create_topic, wait_for_route
 from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess
 
 BROKER = "broker-a"
 QUERY_TIMEOUT_S = 120.0
+# A broker with 64 KiB CommitLog segments and forced retention: every clean pass (each 10 s) deletes all
+# but the newest segment (``diskSpaceCleanForciblyRatio=0``), so a topic soon loses its first offsets.
+RETENTION_ARGS = (
+    "--set",
+    "mapedFileSizeCommitLog=65536",
+    "--set",
+    "deleteWhen=",
+    "--set",
+    "diskMaxUsedSpaceRatio=0",
+    "--set",
+    "diskSpaceCleanForciblyRatio=0",
+)
 
 
 # -- the one SparkSession --------------------------------------------------------------------------
 def build_session(app: str = "sparkmq-tests") -> SparkSession:
     """The test SparkSession (also used by the subprocess driver in stream_driver.py)."""
     os.environ.setdefault("PYTHONPATH", str(REPO_ROOT))
+    builder = SparkSession.builder
+    if missing_jars() is None:  # one session per process: Delta's jars join it whenever they are fetched
+        builder = with_delta(builder)
     spark = (
-        SparkSession.builder.master("local[2,4]")
+        builder.master("local[2,4]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -76,6 +93,18 @@ def build_session(app: str = "sparkmq-tests") -> SparkSession:
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def session_for_tests() -> Iterator[SparkSession]:
+    """``build_session()``, its queries and itself stopped after (a test folder's session fixture)."""
+    session = build_session()
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
 
 
 # -- the cluster -----------------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+"""A Spark batch read of a topic's Delta table against a plain Parquet read of the same rows and columns.
+
+The table is written per ``sparkmq.tables.layout`` with ``deltalake`` (raw columns, 100-byte bodies,
+one commit per queue per round with the queue's application transaction, as the broker's materializer
+commits); the plain Parquet folder holds copies of the very data files the table's snapshot lists, so
+both reads scan the same bytes and the ratio is what Delta's log and planning add. Each read is
+``spark.read...load(...).write.format("noop")`` (every column decoded, nothing kept), Delta and Parquet
+alternating; the figures are the medians of ``--repeat`` pairs, of wall time and of the JVM's CPU (which
+moves less with the machine's load). The session keeps Delta's snapshot state in
+2 partitions (``spark.databricks.delta.snapshotPartitions``, 50 by default: 50 tasks per read's planning).
+Target (issue 32): Delta ≥ 0.9× Parquet.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/table_read_bench.py --rows 1000000 --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_common import REPO, bench_root, commit, cpu_seconds, loadavg
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+os.environ["PYSPARK_PYTHON"] = sys.executable
+
+import numpy as np
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+from sparkmq.tables.layout import RAW_SCHEMA, app_id, table_uri
+from sparkmq.tables.spark_delta import missing_jars, with_delta
+
+TOPIC = "orders"
+BODY_BYTES = 100
+
+
+def queue_rows(queue_id: int, start: int, count: int, rng: np.random.Generator) -> pa.Table:
+    offsets = np.arange(start, start + count, dtype=np.int64)
+    bodies = rng.integers(0, 256, size=count * BODY_BYTES, dtype=np.uint8).tobytes()
+    body = pa.Array.from_buffers(
+        pa.binary(),
+        count,
+        [None, pa.py_buffer(np.arange(count + 1, dtype=np.int32) * BODY_BYTES), pa.py_buffer(bodies)],
+    )
+    stamp = pa.array(np.full(count, time.time_ns() // 1000, dtype=np.int64)).cast(
+        RAW_SCHEMA.field("storeTimestamp").type
+    )
+    keys = pa.array([f"order-{o}" for o in offsets.tolist()])
+    properties = pa.MapArray.from_arrays(
+        pa.array(np.arange(count + 1, dtype=np.int32) * 2),
+        pa.array(["KEYS", "TAGS"] * count),
+        pa.array([item for k in keys.to_pylist() for item in (k, "books")]),
+    )
+    columns = {
+        "topic": pa.array([TOPIC] * count),
+        "brokerName": pa.array(["broker-a"] * count),
+        "queueId": pa.array(np.full(count, queue_id, dtype=np.int32)),
+        "queueOffset": pa.array(offsets),
+        "msgId": pa.array([f"{queue_id:08X}{o:024X}" for o in offsets.tolist()]),
+        "keys": keys,
+        "tags": pa.array(["books"] * count),
+        "body": body,
+        "properties": properties,
+        "bornTimestamp": stamp,
+        "storeTimestamp": stamp,
+    }
+    return pa.table([columns[name] for name in RAW_SCHEMA.names], schema=RAW_SCHEMA)
+
+
+def write_table(uri: str, rows: int, queues: int, rounds: int) -> None:
+    rng = np.random.default_rng(7)
+    per_commit = rows // (queues * rounds)
+    for turn in range(rounds):
+        for queue_id in range(queues):
+            start = turn * per_commit
+            write_deltalake(
+                uri,
+                queue_rows(queue_id, start, per_commit, rng),
+                mode="append",
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(app_id(TOPIC, queue_id), start + per_commit)]
+                ),
+            )
+
+
+def copy_data_files(uri: str, folder: Path) -> int:
+    folder.mkdir(parents=True)
+    files = DeltaTable(uri).file_uris()
+    for index, file in enumerate(files):
+        shutil.copyfile(file.removeprefix("file://"), folder / f"part-{index:05d}.parquet")
+    return len(files)
+
+
+def timed_read(spark, fmt: str, path: str) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Wall seconds and the JVM's CPU seconds of one full read (Spark runs no Python for either format)."""
+    jvm = int(spark.sparkContext._gateway.proc.pid)
+    started, cpu = time.perf_counter(), cpu_seconds(jvm)
+    spark.read.format(fmt).load(path).write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started, cpu_seconds(jvm) - cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=8, help="commits per queue")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    missing = missing_jars()
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
+    work = Path(tempfile.mkdtemp(prefix="table-read-bench-", dir=bench_root()))
+    try:
+        uri = table_uri(str(work / "tables"), TOPIC)
+        write_table(uri, args.rows, args.queues, args.rounds)
+        files = copy_data_files(uri, work / "parquet")
+        rows = DeltaTable(uri).to_pyarrow_dataset().count_rows()
+        spark = (
+            with_delta(SparkSession.builder)
+            .master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "2g")
+            .config("spark.sql.shuffle.partitions", "2")
+            # Delta's cached snapshot state in 2 partitions, not 50: planning a read of a table with few files
+            # then runs 2 tasks over it instead of 50 (each a Python-free but scheduled JVM task).
+            .config("spark.databricks.delta.snapshotPartitions", "2")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        assert spark.read.format("delta").load(uri).count() == spark.read.parquet(str(work / "parquet")).count() == rows
+        timed_read(spark, "delta", uri), timed_read(spark, "parquet", str(work / "parquet"))  # warm-up
+        delta, parquet = [], []
+        load = [loadavg()]
+        for _ in range(args.repeat):
+            delta.append(timed_read(spark, "delta", uri))
+            parquet.append(timed_read(spark, "parquet", str(work / "parquet")))
+        load.append(loadavg())
+        spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    d, p = statistics.median(w for w, _ in delta), statistics.median(w for w, _ in parquet)
+    dc, pc = statistics.median(c for _, c in delta), statistics.median(c for _, c in parquet)
+    print(f"{rows:,} rows, {files} files, {args.repeat} pairs, load {load[0]} -> {load[-1]}, {commit()}")
+    for name, wall, cpu, runs in (("delta", d, dc, delta), ("parquet", p, pc, parquet)):
+        print(
+            f"{name:<8} median {wall:.3f} s  {rows / wall:,.0f} rows/s  [{min(w for w, _ in runs):.3f}-"
+            f"{max(w for w, _ in runs):.3f}]  JVM CPU {cpu:.3f} s"
+        )
+    best = min(w for w, _ in parquet) / min(w for w, _ in delta)
+    print(f"delta / parquet rate: median {p / d:.2f}x, best {best:.2f}x, by JVM CPU {pc / dc:.2f}x (target >= 0.9x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
