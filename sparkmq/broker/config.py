@@ -132,6 +132,8 @@ class BrokerConfig:
     # Topics as Delta tables (docs/tables.md): "" = off; a local path or a URL deltalake writes (s3://, gs://, ...).
     table_topic_root: str = ""  # tableTopicRoot: the table of topic T lives at <tableTopicRoot>/<T>
     table_topic_commit_interval_ms: int = 5000  # tableTopicCommitIntervalMs: one Delta commit per interval
+    table_topic_compact_interval_ms: int = 600_000  # tableTopicCompactIntervalMs: compaction + vacuum; 0: never
+    table_topic_vacuum_retention_hours: int = 168  # tableTopicVacuumRetentionHours: files older versions read
     config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
 
     def __post_init__(self) -> None:
@@ -161,6 +163,14 @@ class BrokerConfig:
             )
         if self.table_topic_commit_interval_ms <= 0:
             raise ConfigError(f"tableTopicCommitIntervalMs {self.table_topic_commit_interval_ms} must be positive")
+        if self.table_topic_compact_interval_ms < 0:
+            raise ConfigError(
+                f"tableTopicCompactIntervalMs {self.table_topic_compact_interval_ms} must not be negative"
+            )
+        if self.table_topic_vacuum_retention_hours < 0:
+            raise ConfigError(
+                f"tableTopicVacuumRetentionHours {self.table_topic_vacuum_retention_hours} must not be negative"
+            )
         if self.enable_controller_mode and not self.controller_addresses():
             raise ConfigError("enableControllerMode=true needs controllerAddr")
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
@@ -418,6 +428,8 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "syncBrokerMetadataPeriod": ConfKey("sync_broker_metadata_period"),
     "tableTopicRoot": ConfKey("table_topic_root"),
     "tableTopicCommitIntervalMs": ConfKey("table_topic_commit_interval_ms"),
+    "tableTopicCompactIntervalMs": ConfKey("table_topic_compact_interval_ms"),
+    "tableTopicVacuumRetentionHours": ConfKey("table_topic_vacuum_retention_hours"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}
 

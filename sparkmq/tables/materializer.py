@@ -9,6 +9,10 @@ rolled-back transactional messages live in ``RMQ_SYS_TRANS_HALF_TOPIC`` and neve
 
 A cycle that fails (an unwritable root, a corrupt log, a table someone else changed) marks the table
 stalled with the reason and is retried next interval; the stream is never affected.
+
+Every ``upkeep_interval_s`` a table (and its reject table) is compacted and vacuumed after its cycle
+(:mod:`.upkeep`): the many small files one commit per interval leaves become few, with the rows and
+the queues' transactions unchanged.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from sparkmq.tables.layout import (
     table_uri,
 )
 from sparkmq.tables.queue_rows import READER_GROUP, QueueRows, read_rows
+from sparkmq.tables.upkeep import compact, vacuum
 
 logger = logging.getLogger(__name__)
 MAX_ROWS_PER_COMMIT = 262_144  # one topic's rows in one commit at most; a cycle that hits it runs again at once
@@ -122,9 +127,13 @@ class Materializer:
         interval_s: float,
         settings: Callable[[], Mapping[str, TableSettings]],
         max_rows: int = MAX_ROWS_PER_COMMIT,
+        upkeep_interval_s: float = 0.0,
+        vacuum_retention_hours: int = 168,
     ) -> None:
         self.store, self.broker_name, self.root = store, broker_name, root
         self.interval_s, self.settings, self.max_rows = interval_s, settings, max_rows
+        self.upkeep_interval_s, self.vacuum_retention_hours = upkeep_interval_s, vacuum_retention_hours
+        self._upkept: dict[str, float] = {}  # topic → monotonic time of its table's last upkeep
         self.statuses: dict[str, TableStatus] = {}
         self.floors: dict[str, int] = {}  # topic → lowest CommitLog offset its table still lacks
         self._tables: dict[str, _Table] = {}
@@ -161,10 +170,14 @@ class Materializer:
                 self.statuses.pop(topic, None)
                 self.floors.pop(topic, None)
                 self._tables.pop(topic, None)
+                self._upkept.pop(topic, None)
         behind = False
         for topic, settings in wanted.items():
             try:
-                behind |= self._materialize(topic, settings)
+                more = self._materialize(topic, settings)
+                behind |= more
+                if not more:  # a table still catching up is compacted once it has
+                    self._upkeep(topic, settings)
             except Exception as exc:  # any failure stalls this table only; the next cycle retries it
                 self._stall(topic, exc)
         self._cycled = True
@@ -227,6 +240,24 @@ class Materializer:
             main.delta.version(),
         )
         return any(r.count >= per_queue for r in reads)
+
+    def _upkeep(self, topic: str, settings: TableSettings) -> None:
+        """Compact and vacuum ``topic``'s table (and its reject table) when its interval has passed."""
+        now = time.monotonic()
+        if self.upkeep_interval_s <= 0 or now - self._upkept.setdefault(topic, now) < self.upkeep_interval_s:
+            return
+        for name in (topic, dlq_topic(topic)) if settings.format == "json" else (topic,):
+            uri = table_uri(self.root, name)
+            done = compact(uri)
+            removed = vacuum(uri, self.vacuum_retention_hours)
+            logger.info(
+                "table %s: %d files compacted into %d, %d vacuumed",
+                uri,
+                done.files_removed,
+                done.files_added,
+                len(removed),
+            )
+        self._upkept[topic] = now
 
     def _check_not_ahead(self, topic: str, offsets: Mapping[int, int | None]) -> None:
         for queue_id, start in offsets.items():

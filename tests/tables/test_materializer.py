@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkmq.protocol import RequestCode, ResponseCode
 from support.broker_wire import Wire
-from support.table_wire import caught_up, rows, table_broker, until, update_topic
+from support.table_wire import caught_up, rows, status, table_broker, until, update_topic
 from support.tx_wire import COMMIT, ROLLBACK, TxWire
 
 
@@ -181,3 +181,34 @@ def test_a_json_table_and_its_dlq_are_each_written_again_once_when_one_is_remove
     table_broker(tmp_path, scenario)
     assert [r["id"] for r in rows(tables / "events")] == [1, 2]
     assert [r["body"] for r in rows(tables / "events__dlq")] == [b"bad-1", b"bad-2"]
+
+
+def test_the_writer_compacts_and_vacuums_its_table_keeping_rows_and_queue_offsets(tmp_path: Path) -> None:
+    table_dir = tmp_path / "tables" / "clicks"
+
+    def files() -> tuple[int, int]:
+        live = len(DeltaTable(str(table_dir)).file_uris())
+        return live, len(list(table_dir.rglob("*.parquet")))
+
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "clicks", "+table.enable=true")
+        for round_ in range(4):  # one commit per round at least: several small files
+            for i in range(6):
+                await w.send_ok("clicks", f"r{round_}-{i}".encode(), queue_id=i % 2)
+            await until(
+                w, "clicks", lambda s, n=6 * (round_ + 1): caught_up(s) and sum(q.max_offset for q in s.queues) == n
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while files() != (1, 1):  # compacted into one file, the replaced ones vacuumed from disk
+            assert loop.time() < deadline, files()
+            await asyncio.sleep(0.05)
+        done = await status(w, "clicks")
+        assert [(q.queue_id, q.table_offset) for q in done.queues] == [(0, 12), (1, 12)]
+
+    table_broker(tmp_path, scenario, table_topic_compact_interval_ms=300, table_topic_vacuum_retention_hours=0)
+    found = rows(table_dir)
+    assert [(r["queueId"], r["queueOffset"]) for r in found] == [(q, o) for q in (0, 1) for o in range(12)]
+    assert {r["body"] for r in found} == {f"r{k}-{i}".encode() for k in range(4) for i in range(6)}
+    table = DeltaTable(str(table_dir))
+    assert [table.transaction_version(f"sparkmq:clicks:{q}") for q in (0, 1)] == [12, 12]
