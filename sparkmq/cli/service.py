@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from typing import Protocol
 
@@ -37,8 +38,9 @@ async def serve_until_signalled(
     settle_gc()
     keep_freed_memory()
     line = ready_line_of() if ready_line_of is not None else ready_line
-    if line:
-        print(line, flush=True)
+    if line:  # one write: a log line from another thread (often the same pipe) never splits it
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
     try:
         await stop.wait()
         logger.info("signal received: shutting down")
