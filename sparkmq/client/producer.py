@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import random
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -78,7 +79,8 @@ class AsyncProducer:
         self.max_message_bytes = max_message_bytes
         self.faults = LatencyFaultTolerance()
         self._ids = SendIds()
-        self._counter = itertools.count()
+        # A random first queue, as Java's ThreadLocalIndex: short-lived producers (one CLI send each) spread out.
+        self._counter = itertools.count(random.randrange(1 << 31))
         self._brokers_for: list[MessageQueue] | None = None  # the queue list _pick last saw, and its brokers
         self._brokers: tuple[str, ...] = ()
         self._lanes: dict[str, Lane] = {}

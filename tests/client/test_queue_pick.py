@@ -33,6 +33,7 @@ class CountingClock:
 def producer_with(clock: CountingClock) -> AsyncProducer:
     producer = AsyncProducer("PID_queue_pick", "127.0.0.1:1")  # never started: no connection is made
     producer.faults = LatencyFaultTolerance(clock)
+    producer._counter = itertools.count()  # the round robin from queue 0 (a producer's own start is random)
     return producer
 
 
