@@ -17,7 +17,8 @@ A non-retriable answer is raised at once. FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOU
 SLAVE_NOT_AVAILABLE are retried on another broker (``retryAnotherBrokerWhenNotStoreOK``, always on
 here) and, when every attempt got one, raised as ``DurabilityNotConfirmedError``.
 A producer with a ``retry_timeout_s`` goes on past those attempts while the failure is retriable (a
-send to a chosen queue too; an unconfirmed store at most ``1 + retry_times_when_send_failed`` times):
+send to a chosen queue too; an unconfirmed store at most ``1 + retry_times_when_send_failed`` times;
+never a half message):
 each further try reads the route anew after a pause (doubling up to ``RETRY_MAX_PAUSE_S``), until
 ``retry_timeout_s`` after the first failure. That outlasts a group's election of a new master (a
 queue names the broker group, not its master).
@@ -37,6 +38,7 @@ from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
 from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed, notify
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
+from sparkmq.message.layout import TRANSACTION_PREPARED_TYPE
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.remoting.client import Signer
@@ -297,8 +299,8 @@ class SendCall:
         """The pause before a try past the attempts, or -1: give up (not retriable, or out of time). A stored
         but unconfirmed message gets no more tries than RocketMQ's attempts: each one stores it again."""
         window, retry_times = self.producer.retry_timeout_s, self.producer.retry_times
-        if window <= 0 or not error.retriable:
-            return -1.0
+        if window <= 0 or not error.retriable or self.sys_flag & TRANSACTION_PREPARED_TYPE:
+            return -1.0  # a half message tried again might be stored twice in one transaction
         if type(error) is DurabilityNotConfirmedError and self.attempt > retry_times:
             return -1.0
         now = _monotonic()

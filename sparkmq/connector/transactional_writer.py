@@ -101,6 +101,7 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
                 options.namesrv_addr,
                 check_local=check,
                 compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1,
+                retry_timeout_s=options.send_retry_timeout_ms / 1000,  # the commit markers (halves: never)
                 security=options.security,
             )
             loop_thread.run(producer.start())
