@@ -5,8 +5,9 @@ Real NameServer and broker processes. A lone broker is SIGKILLed: a send to its 
 window fails at once, one with a short window fails too (the NameServer drops the topic's route:
 no broker serves it, not retriable). A master with a slave is SIGKILLed: the route keeps the
 group's queues, none writable, and a send with a long window is still trying when its first
-failure is logged, then is stored by the master restarted on the same port and store (as a
-group's newly elected master takes over its queues).
+failure is logged (a half message with the same window is not: it fails), then is stored by the
+master restarted on the same port and store (as a group's newly elected master takes over its
+queues).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sparkmq.client import Message, MessageQueue, Producer, PullConsumer, SendStatus
+from sparkmq.client.transaction_producer import LocalTransactionState, TransactionProducer
 from sparkmq.errors import SparkmqError
 from support.client_harness import create_topic, read_queue, wait_for, wait_for_route
 from support.ha_checks import FAST_HA, UNTIL_S, route_ids
@@ -27,6 +29,10 @@ REGISTER = ("--set", "registerNameServerPeriod=1000")
 BROKER = "broker-window"
 HA = ("--set", f"brokerName={BROKER}", *FAST_HA)
 SLAVE = ("--set", "brokerRole=SLAVE", "--set", "brokerId=1")
+
+
+def commit(*_: object) -> LocalTransactionState:
+    return LocalTransactionState.COMMIT
 
 
 def learn_queue(producer: Producer, topic: str) -> MessageQueue:
@@ -71,6 +77,17 @@ def test_a_send_within_its_window_is_stored_by_the_master_that_comes_back(
                     failed = f"send to {BROKER} failed"
                     wait_for(lambda: any(failed in r.getMessage() for r in caplog.records), UNTIL_S, "a failure")
                     assert not sent.done(), "the send gave up although its window is open"
+                    with (
+                        TransactionProducer(
+                            "PID_window_tx",
+                            namesrv.address,
+                            execute_local=commit,
+                            check_local=commit,
+                            retry_timeout_s=UNTIL_S,
+                        ) as transactions,
+                        pytest.raises(SparkmqError),
+                    ):
+                        transactions.send_in_transaction(Message(topic, b"half"))  # never tried past its attempts
                     master = BrokerProcess.start(tmp_path / "master", namesrv.address, *HA, port=port)
                     result = sent.result(UNTIL_S)
                 assert result.status is SendStatus.SEND_OK and result.queue == queue
