@@ -10,7 +10,9 @@ unacknowledged, and reports success only after every broker acknowledgement: at-
 An answer that stored a message without confirming its flush or replication
 (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: ``DurabilityNotConfirmedError``) is
 no acknowledgement: it is retried, then fails the task like any failed send, so Spark retries it;
-``abort`` says what was not acknowledged.
+``abort`` says what was not acknowledged. A send that reached no broker (a group's master died and
+its successor is not elected yet) is tried again with a fresh route for up to ``sendRetryTimeout``
+(the producer's ``retry_timeout_s``) before it fails the task.
 """
 
 from __future__ import annotations
@@ -44,12 +46,10 @@ from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 
 logger = logging.getLogger(__name__)
 _RANDOM = random.Random()  # our own: library code must not move the global random state (tests seed it)
-SEND_ATTEMPTS = 3
-RETRY_PAUSE_S = 0.5
 MAX_RUN_BYTES = 1024 * 1024  # one send's items stay well within the broker's 4 MiB message limit
 ROUTE_WAIT_FIRST_PAUSE_S = 0.2
 ROUTE_WAIT_MAX_PAUSE_S = 2.0
-_producers: dict[tuple[str, str, ClientSecurity], AsyncProducer] = {}
+_producers: dict[tuple[str, str, ClientSecurity, int], AsyncProducer] = {}
 _producers_lock = threading.Lock()
 _IDS = BulkIds()  # UNIQ_KEYs of the rows encoded in bulk, for every task of this worker
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
@@ -88,11 +88,16 @@ class SinkCommitMessage(WriterCommitMessage):
 
 
 def _producer(options: SinkOptions) -> AsyncProducer:
-    key = (options.namesrv_addr, options.producer_group, options.security)
+    key = (options.namesrv_addr, options.producer_group, options.security, options.send_retry_timeout_ms)
     with _producers_lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = AsyncProducer(options.producer_group, options.namesrv_addr, security=options.security)
+            producer = AsyncProducer(
+                options.producer_group,
+                options.namesrv_addr,
+                retry_timeout_s=options.send_retry_timeout_ms / 1000,
+                security=options.security,
+            )
             loop_thread.run(producer.start())
             _producers[key] = producer
         return producer
@@ -207,21 +212,12 @@ class _Sender:
         if previous is not None:
             await asyncio.wrap_future(previous)  # its failure fails this send too: never overtake it
         producer = self.producer
-        for attempt in range(SEND_ATTEMPTS):
-            try:
-                if isinstance(payload, bytes):
-                    first = (await producer.send_encoded_batch(queue.topic, payload, queue)).queue_offset
-                elif count == 1 or payload[0].delay_level > 0:
-                    offsets = [(await producer.send(m, queue=queue)).queue_offset for m in payload]
-                    first = offsets[0]
-                else:
-                    first = (await producer.send_batch(payload, queue=queue)).queue_offset
-                break
-            except SparkmqError as exc:
-                if attempt + 1 == SEND_ATTEMPTS or not exc.retriable:
-                    raise
-                producer.instance.routes.pop(queue.topic, None)
-                await asyncio.sleep(RETRY_PAUSE_S)
+        if isinstance(payload, bytes):
+            first = (await producer.send_encoded_batch(queue.topic, payload, queue)).queue_offset
+        elif count == 1 or payload[0].delay_level > 0:
+            first = [(await producer.send(m, queue=queue)).queue_offset for m in payload][0]
+        else:
+            first = (await producer.send_batch(payload, queue=queue)).queue_offset
         last = first + count - 1  # a delayed message's offset is in the schedule topic: only a rough range
         key = f"{queue.topic}/{queue.broker_name}/{queue.queue_id}"
         low, high = self.result.queues.get(key, (first, last))

@@ -2,7 +2,8 @@
 
 Every send (single, async, oneway, batch) is one :class:`~sparkmq.client.send_call.SendCall`: round-robin
 over the topic's writable queues, avoiding brokers that recently failed or were slow;
-``retry_times_when_send_failed`` further attempts go to another broker. A send returns only when
+``retry_times_when_send_failed`` further attempts go to another broker (``retry_timeout_s``: then
+retriable failures are tried again, with a fresh route, for up to that long). A send returns only when
 the broker stored the message as promised: FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
 SLAVE_NOT_AVAILABLE answers are retried like failures and, when every attempt got one, raise
 :class:`DurabilityNotConfirmedError` (retriable, ``status`` names the answer); never a "delivered"
@@ -66,6 +67,7 @@ class AsyncProducer:
         *,
         retry_times_when_send_failed: int = 2,
         send_timeout_s: float = 3.0,
+        retry_timeout_s: float = 0.0,
         compress_over_bytes: int = COMPRESS_OVER_BYTES,
         max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES,
         instance_name: str | None = None,
@@ -75,6 +77,7 @@ class AsyncProducer:
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.retry_times = retry_times_when_send_failed
         self.send_timeout_s = send_timeout_s
+        self.retry_timeout_s = retry_timeout_s
         self.compress_over_bytes = compress_over_bytes
         self.max_message_bytes = max_message_bytes
         self.faults = LatencyFaultTolerance()

@@ -16,6 +16,12 @@ latency is noted.
 A non-retriable answer is raised at once. FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
 SLAVE_NOT_AVAILABLE are retried on another broker (``retryAnotherBrokerWhenNotStoreOK``, always on
 here) and, when every attempt got one, raised as ``DurabilityNotConfirmedError``.
+A producer with a ``retry_timeout_s`` goes on past those attempts while the failure is retriable (a
+send to a chosen queue too; an unconfirmed store at most ``1 + retry_times_when_send_failed`` times;
+never a half message):
+each further try reads the route anew after a pause (doubling up to ``RETRY_MAX_PAUSE_S``), until
+``retry_timeout_s`` after the first failure. That outlasts a group's election of a new master (a
+queue names the broker group, not its master).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
 from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed, notify
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
+from sparkmq.message.layout import TRANSACTION_PREPARED_TYPE
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol.bodies import MessageQueue
 from sparkmq.remoting.client import Signer
@@ -43,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["Lane", "SendCall", "SendIds"]
 
 _SEND_OK = SendStatus.SEND_OK
+RETRY_FIRST_PAUSE_S = 0.05
+RETRY_MAX_PAUSE_S = 1.0
 _HEX2 = tuple(f"{byte:02X}" for byte in range(256))
 _monotonic = time.monotonic
 
@@ -100,6 +109,7 @@ class SendCall:
     opaque = 0
     queue: MessageQueue
     started = 0.0
+    give_up_at = 0.0  # monotonic: the end of the retry_timeout_s window, once the first attempt failed
 
     def __init__(
         self,
@@ -274,11 +284,34 @@ class SendCall:
         if broker is not None:
             log_failed(broker, self.attempt, attempts, error, answered)
         self.attempt += 1
-        if self.attempt >= attempts:
+        pause = 0.0 if self.attempt < attempts else self._pause(error)
+        if pause < 0:
             self._finish(None, error)
         elif not self.future.done():  # else cancelled: nobody waits for the outcome
             self.last_broker = broker or self.last_broker
             self.producer._routes.pop(self.topic, None)  # the next attempt reads the route anew
+            if pause:
+                asyncio.get_running_loop().call_later(pause, self._again)
+            else:
+                self.go()
+
+    def _pause(self, error: SparkmqError) -> float:
+        """The pause before a try past the attempts, or -1: give up (not retriable, or out of time). A stored
+        but unconfirmed message gets no more tries than RocketMQ's attempts: each one stores it again."""
+        window, retry_times = self.producer.retry_timeout_s, self.producer.retry_times
+        if window <= 0 or not error.retriable or self.sys_flag & TRANSACTION_PREPARED_TYPE:
+            return -1.0  # a half message tried again might be stored twice in one transaction
+        if type(error) is DurabilityNotConfirmedError and self.attempt > retry_times:
+            return -1.0
+        now = _monotonic()
+        if not self.give_up_at:
+            self.give_up_at = now + window
+        extra = self.attempt - (1 if self.pick is not None else 1 + retry_times)
+        pause = min(RETRY_FIRST_PAUSE_S * 2**extra, RETRY_MAX_PAUSE_S)
+        return pause if now + pause < self.give_up_at else -1.0
+
+    def _again(self) -> None:
+        if not self.future.done():
             self.go()
 
     def _finish(self, result: SendResult | None, error: BaseException | None) -> None:

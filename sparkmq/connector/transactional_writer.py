@@ -101,6 +101,7 @@ def clients(options: SinkOptions) -> tuple[AsyncTransactionProducer, CommitLog]:
                 options.namesrv_addr,
                 check_local=check,
                 compress_over_bytes=DEFAULT_MAX_MESSAGE_BYTES + 1,
+                retry_timeout_s=options.send_retry_timeout_ms / 1000,  # the commit markers (halves: never)
                 security=options.security,
             )
             loop_thread.run(producer.start())
@@ -180,6 +181,18 @@ def write_halves(
     return out
 
 
+async def _reread_routes(producer: AsyncTransactionProducer, broker_name: str) -> None:
+    """Ask the NameServers anew for every cached route naming ``broker_name`` (after a failover its
+    master is another broker)."""
+    instance = producer.instance
+    for topic, route in list(instance.routes.items()):
+        if route.read_addresses(broker_name):
+            try:
+                await instance.route(topic, refresh=True)
+            except SparkmqError:
+                instance.routes.pop(topic, None)
+
+
 async def _end(producer: AsyncTransactionProducer, broker_name: str, half: Half, state: LocalTransactionState) -> bool:
     header = EndTransactionRequestHeader(producer.group, half[0], half[1], state.value, half[2], False, half[2])
     for attempt in range(END_ATTEMPTS):
@@ -189,6 +202,7 @@ async def _end(producer: AsyncTransactionProducer, broker_name: str, half: Half,
             )
         except SparkmqError as exc:
             logger.warning("END_TRANSACTION %s of %s (attempt %d): %s", state.name, half[2], attempt + 1, exc.remark)
+            await _reread_routes(producer, broker_name)
             continue
         if response.code == ResponseCode.SUCCESS:
             return True
