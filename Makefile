@@ -59,8 +59,12 @@ run: venv delta-jars
 # The whole suite: every test with the C extensions, then the C under sanitizers, then the Python references alone.
 test: test-suite native-check test-python
 
+# Two workers (tests/conftest.py groups them: a file per group, every Spark test in one); the 2-core CI
+# machine's suite is mostly waiting on processes, sockets and JVMs.
+XDIST := -n 2 --dist loadgroup
+
 test-suite: venv references delta-jars
-	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS)
+	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP)
 
@@ -94,7 +98,7 @@ PYTHON_PATHS := tests/broker tests/client tests/store tests/remoting tests/messa
 	$(patsubst %,tests/spark/test_%.py,source_read batch sink sink_flow source_data_loss arrow_columns local_reads \
 	direct_pull planned_reads batch_body)
 test-python: venv
-	SPARKMQ_NATIVE=0 $(VENV_PYTHON) -m pytest -q $(PYTEST_ARGS) $(PYTHON_PATHS)
+	SPARKMQ_NATIVE=0 $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS) $(PYTHON_PATHS)
 
 # The C extensions setup.py lists, built with AddressSanitizer and UBSan into $(SANITIZED) (the in-place
 # .so's stay as they are), then tests/native (parity with the Python references, damaged-input fuzzing)
