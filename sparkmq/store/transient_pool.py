@@ -3,9 +3,9 @@
 With ``transientStorePoolEnable`` a new CommitLog segment borrows one: appends are copied into
 it, and the commit service writes the appended ranges into the file (``pwrite``) for the flush
 to sync (RocketMQ's ``TransientStorePool``, ``MappedFile.commit``). A full segment gives its
-buffer back once committed (its pages dropped: unlike Java's, the buffers are not locked in
-memory, and hold only what the segments being written hold); a segment made while every buffer is out is written through its
-mapping instead, as Java's is.
+buffer back once committed, its pages dropped: unlike Java's, the buffers are not locked in
+memory and hold only what the segments being written hold. When none is free for a new segment,
+the full ones are committed first (see ``MappedFileQueue.last_file``).
 """
 
 from __future__ import annotations
