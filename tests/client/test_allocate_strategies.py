@@ -125,7 +125,7 @@ group_inputs = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(group_inputs)
 def test_every_queue_goes_to_exactly_one_member_and_the_same_one_for_any_input_order(inputs) -> None:
     rows, clients, rng = inputs
@@ -144,7 +144,7 @@ def test_every_queue_goes_to_exactly_one_member_and_the_same_one_for_any_input_o
         assert strategy("not-a-member", queues, members) == []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(group_inputs, st.sets(st.sampled_from(("a", "b", "c")), max_size=3))
 def test_by_machine_room_gives_the_rooms_queues_once_and_no_others(inputs, rooms) -> None:
     rows, clients, _ = inputs
