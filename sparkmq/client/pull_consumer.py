@@ -43,7 +43,8 @@ class AsyncPullConsumer:
 
     ``assign`` reads exactly the queues given. ``subscribe`` makes this consumer a member of its
     group (RocketMQ's lite pull consumer): it heartbeats its subscriptions and the group's members
-    split each subscribed topic's queues among themselves, again every 20 s and whenever the broker
+    split each subscribed topic's queues among themselves (``allocate``: a strategy of
+    :mod:`sparkmq.client.rebalance` or its Java name), again every 20 s and whenever the broker
     says the members changed; a queue that moves away has its position committed first.
 
     For example::
