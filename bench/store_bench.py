@@ -5,6 +5,7 @@ Run from the repo root::
     .venv/bin/python bench/store_bench.py            # full run (a few minutes)
     .venv/bin/python bench/store_bench.py --quick    # smoke run (seconds)
     .venv/bin/python bench/store_bench.py --json results.json   # '-' prints JSON to stdout
+    .venv/bin/python bench/store_bench.py --only append --transient-store-pool   # mmap vs pool appends
 
 Every case opens a fresh ``MessageStore`` with the production segment sizes (1 GiB
 CommitLog segments, 300,000-unit ConsumeQueue files, 5M-slot / 20M-entry IndexFiles; the
@@ -91,10 +92,10 @@ def plan_batches(count: int, body_bytes: int, batch: int) -> list[tuple[int, lis
 
 
 @contextmanager
-def open_store(flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH) -> Iterator[MessageStore]:
+def open_store(flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH, pool: bool = False) -> Iterator[MessageStore]:
     root = Path(tempfile.mkdtemp(prefix="sparkmq-store-bench-", dir=bench_root()))
     try:
-        store = MessageStore(StoreConfig(root / "store", flush_disk_type=flush))
+        store = MessageStore(StoreConfig(root / "store", flush_disk_type=flush, transient_store_pool_enable=pool))
         store.start()
         try:
             yield store
@@ -129,12 +130,14 @@ def row(
 
 
 # -- cases ---------------------------------------------------------------------------------
-def append_case(count: int, body_bytes: int, batch: int, runs: int) -> Result:
-    """ASYNC flush; every put is dispatched to its ConsumeQueue and the IndexFile."""
+def append_case(count: int, body_bytes: int, batch: int, runs: int, pool: bool = False) -> Result:
+    """ASYNC flush; every put is dispatched to its ConsumeQueue and the IndexFile. With ``pool``
+    the CommitLog takes appends in TransientStorePool buffers, committed to the file every 200 ms
+    by the commit service (timed too: it runs beside the puts, then once more at the end)."""
     plan = plan_batches(count, body_bytes, batch)
 
     def once() -> tuple[int, int, float, float]:
-        with open_store() as store:
+        with open_store(pool=pool) as store:
             put = store.put_messages
             failed = None
             cpu_started, started = time.thread_time(), time.perf_counter()
@@ -143,6 +146,8 @@ def append_case(count: int, body_bytes: int, batch: int, runs: int) -> Result:
                 if not result.ok:
                     failed = result
                     break
+            if pool:
+                store.flusher.commit_commitlog()  # the file holds every record, as the mmap path's does
             elapsed, cpu = time.perf_counter() - started, time.thread_time() - cpu_started
             if failed is not None:
                 raise RuntimeError(f"put failed: {failed.status} {failed.remark}")
@@ -152,7 +157,8 @@ def append_case(count: int, body_bytes: int, batch: int, runs: int) -> Result:
         return count, stored, elapsed, cpu
 
     messages, nbytes, seconds, cpu_per_msg, n = best_of(runs, once)
-    return row(f"append {body_bytes} B x {batch}, ASYNC", messages, nbytes, seconds, n, cpu_per_msg=cpu_per_msg)
+    case = f"append {body_bytes} B x {batch}, ASYNC" + (", TransientStorePool" if pool else "")
+    return row(case, messages, nbytes, seconds, n, cpu_per_msg=cpu_per_msg)
 
 
 def sync_case(writers: int, seconds: float, body_bytes: int = 100, in_flight: int = 1) -> Result:
@@ -277,7 +283,7 @@ def read_case(count: int, max_count: int, runs: int, min_seconds: float, body_by
 # -- driver --------------------------------------------------------------------------------
 
 
-def run(quick: bool, only: str | None) -> list[Result]:
+def run(quick: bool, only: str | None, pool: bool = False) -> list[Result]:
     scale = 10 if quick else 1
     runs = 1 if quick else 3
     sync_seconds = 1.0 if quick else 5.0
@@ -293,6 +299,12 @@ def run(quick: bool, only: str | None) -> list[Result]:
         ("read-4096", lambda: read_case(1_000_000 // scale, 4096, runs, read_seconds)),
         ("read-32", lambda: read_case(1_000_000 // scale, 32, runs, read_seconds)),
     ]
+    if pool:  # the same appends through the TransientStorePool, for same-run ratios
+        cases += [
+            ("pool-append-100-256", lambda: append_case(1_000_000 // scale, 100, 256, runs, pool=True)),
+            ("pool-append-1024-256", lambda: append_case(500_000 // scale, 1024, 256, runs, pool=True)),
+            ("pool-append-1024-1", lambda: append_case(40_000 // scale, 1024, 1, runs, pool=True)),
+        ]
     results = []
     for name, case in cases:
         if only and only not in name:
@@ -357,13 +369,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tenth of the messages, one run per case")
     parser.add_argument("--only", help="run only the cases whose id contains this (e.g. append-100-256, read, sync)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-' for stdout)")
+    parser.add_argument(
+        "--transient-store-pool", action="store_true", help="add the append cases through a TransientStorePool"
+    )
     args = parser.parse_args(argv)
     info = machine()
     print(
         f"sparkmq store bench: {info['date']}, {info['nproc']} CPUs, Python {info['python']}, tmp {info['tmp_dir']}",
         file=sys.stderr,
     )
-    results = run(args.quick, args.only)
+    results = run(args.quick, args.only, args.transient_store_pool)
     info["loadavg_at_end"] = loadavg()
     print(table(results))
     for line in verdicts(results):

@@ -62,6 +62,9 @@ class BrokerConfig:
     mapped_file_size_commit_log: int = COMMITLOG_FILE_BYTES  # mapedFileSizeCommitLog
     mapped_file_size_consume_queue: int = 300_000 * 20  # mapedFileSizeConsumeQueue
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH  # flushDiskType
+    transient_store_pool_enable: bool = False  # transientStorePoolEnable (ASYNC_FLUSH masters only)
+    transient_store_pool_size: int = 5  # transientStorePoolSize
+    commit_interval_commit_log: int = 200  # commitIntervalCommitLog (ms)
     broker_role: str = "ASYNC_MASTER"  # brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
     ha_listen_port: int = -1  # haListenPort: -1 = listenPort + 1 (Java's default); 0 = any free port
     ha_master_address: str = ""  # haMasterAddress "ip:port" of the master's HA port; "" = learned from NameServers
@@ -191,6 +194,16 @@ class BrokerConfig:
                 f"brokerId {self.broker_id} does not fit brokerRole {self.broker_role}: "
                 "a master has brokerId 0, a slave brokerId >= 1"
             )
+        if self.transient_store_pool_enable and (self.broker_role == "SLAVE" or self.enable_controller_mode):
+            raise ConfigError(
+                "transientStorePoolEnable=true is for a master: a slave (or a broker in controller mode, which "
+                "may become one) writes what it replicates through the CommitLog's mapping"
+            )
+        if self.transient_store_pool_size <= 0 or self.commit_interval_commit_log <= 0:
+            raise ConfigError(
+                f"transientStorePoolSize {self.transient_store_pool_size} and commitIntervalCommitLog "
+                f"{self.commit_interval_commit_log} must be positive"
+            )
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise ConfigError(
                 f"accessMessageInMemoryMaxRatio {self.access_message_in_memory_max_ratio} is not a percentage (0..100)"
@@ -294,6 +307,9 @@ class BrokerConfig:
             index_entries=self.max_index_num,
             max_message_bytes=self.max_message_size,
             flush_disk_type=self.flush_disk_type,
+            transient_store_pool_enable=self.transient_store_pool_enable,
+            transient_store_pool_size=self.transient_store_pool_size,
+            commit_interval_commitlog_ms=self.commit_interval_commit_log,
             sync_flush_timeout_ms=self.sync_flush_timeout,
             file_reserved_time_hours=self.file_reserved_time,
             delete_when=self.delete_when,
@@ -355,6 +371,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "cleanFileForciblyEnable": ConfKey("clean_file_forcibly_enable"),
     "cleanResourceInterval": ConfKey("clean_resource_interval"),
     "clientChannelExpiredMs": ConfKey("client_channel_expired_ms"),
+    "commitIntervalCommitLog": ConfKey("commit_interval_commit_log"),
     "defaultTopicQueueNums": ConfKey("default_topic_queue_nums"),
     "deleteWhen": ConfKey("delete_when"),
     "diskMaxUsedSpaceRatio": ConfKey("disk_max_used_space_ratio"),
@@ -393,11 +410,12 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "transactionCheckInterval": ConfKey("transaction_check_interval"),
     "transactionCheckMax": ConfKey("transaction_check_max"),
     "transactionTimeOut": ConfKey("transaction_time_out"),
+    "transientStorePoolEnable": ConfKey("transient_store_pool_enable"),
+    "transientStorePoolSize": ConfKey("transient_store_pool_size"),
     # Java tuning keys common in broker.conf files: read, and said to have no effect here.
     "sendMessageThreadPoolNums": ConfKey(None, "sparkmq serves requests on one event loop, not a thread pool"),
     "pullMessageThreadPoolNums": ConfKey(None, "sparkmq serves requests on one event loop, not a thread pool"),
     "useReentrantLockWhenPutMessage": ConfKey(None, "the store's put lock is a plain lock"),
-    "transientStorePoolEnable": ConfKey(None, "the CommitLog is written through its mapping, no off-heap pool"),
     "accessMessageInMemoryMaxRatio": ConfKey("access_message_in_memory_max_ratio"),
     "aclEnable": ConfKey("acl_enable"),
     "aclFile": ConfKey("acl_file"),

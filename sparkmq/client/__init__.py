@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from sparkmq.client.pull_wire import PullResult
     from sparkmq.client.push_consumer import AsyncPushConsumer, PushConsumer
     from sparkmq.client.queue_select import select_by_hash
-    from sparkmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
+    from sparkmq.client.rebalance import (
+        allocate_averagely,
+        allocate_averagely_by_circle,
+        allocate_by_config,
+        allocate_by_machine_room,
+        allocate_consistent_hash,
+        allocate_machine_room_nearby,
+    )
     from sparkmq.client.security import ClientSecurity
     from sparkmq.client.selector import MessageSelector
     from sparkmq.client.transaction_producer import (
@@ -39,7 +46,17 @@ _HOMES = {  # public name → the module defining it
     **dict.fromkeys(("AsyncPullConsumer", "PullConsumer"), "sparkmq.client.pull_consumer"),
     "PullResult": "sparkmq.client.pull_wire",
     **dict.fromkeys(("AsyncPushConsumer", "PushConsumer"), "sparkmq.client.push_consumer"),
-    **dict.fromkeys(("allocate_averagely", "allocate_averagely_by_circle"), "sparkmq.client.rebalance"),
+    **dict.fromkeys(
+        (
+            "allocate_averagely",
+            "allocate_averagely_by_circle",
+            "allocate_by_config",
+            "allocate_by_machine_room",
+            "allocate_consistent_hash",
+            "allocate_machine_room_nearby",
+        ),
+        "sparkmq.client.rebalance",
+    ),
     "ClientSecurity": "sparkmq.client.security",
     "MessageSelector": "sparkmq.client.selector",
     **dict.fromkeys(
@@ -90,6 +107,10 @@ __all__ = [
     "SendStatus",
     "allocate_averagely",
     "allocate_averagely_by_circle",
+    "allocate_by_config",
+    "allocate_by_machine_room",
+    "allocate_consistent_hash",
+    "allocate_machine_room_nearby",
     "select_by_hash",
     "AsyncTransactionProducer",
     "LocalTransactionState",

@@ -18,7 +18,7 @@ from sparkmq.client import loop_thread
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
 from sparkmq.client.pull_wire import PULL_TIMEOUT_MARGIN_S, PullResult, decode_pull, pull_request_fields
-from sparkmq.client.rebalance import allocate_averagely
+from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely, strategy_named
 from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
@@ -43,7 +43,8 @@ class AsyncPullConsumer:
 
     ``assign`` reads exactly the queues given. ``subscribe`` makes this consumer a member of its
     group (RocketMQ's lite pull consumer): it heartbeats its subscriptions and the group's members
-    split each subscribed topic's queues among themselves, again every 20 s and whenever the broker
+    split each subscribed topic's queues among themselves (``allocate``: a strategy of
+    :mod:`sparkmq.client.rebalance` or its Java name), again every 20 s and whenever the broker
     says the members changed; a queue that moves away has its position committed first.
 
     For example::
@@ -60,12 +61,14 @@ class AsyncPullConsumer:
         *,
         pull_batch_size: int = 32,
         auto_commit_interval_s: float | None = 5.0,
+        allocate: AllocateStrategy | str = allocate_averagely,
         instance_name: str | None = None,
         security: ClientSecurity | None = None,
     ) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
         self.pull_batch_size = pull_batch_size
+        self.allocate = strategy_named(allocate)
         self.auto_commit_interval_s = auto_commit_interval_s
         self.positions: dict[MessageQueue, int] = {}
         self.selectors: dict[str, MessageSelector] = {}  # per topic; the broker filters
@@ -134,13 +137,13 @@ class AsyncPullConsumer:
         )
 
     async def rebalance(self) -> None:
-        """Take this member's share of every subscribed topic (``allocate_averagely``) and let go of the rest."""
+        """Take this member's share of every subscribed topic (``allocate``) and let go of the rest."""
         async with self._rebalance_lock:
             wanted: set[MessageQueue] = set()
             for topic in self.selectors:
                 queues = (await self.instance.route(topic, refresh=True)).subscribe_queues()
                 ids = await self.instance.consumer_ids(self.group, queues[0].broker_name) if queues else []
-                wanted.update(allocate_averagely(self.instance.client_id, queues, ids))
+                wanted.update(self.allocate(self.instance.client_id, queues, ids))
             gone = [q for q in self.positions if q.topic in self.selectors and q not in wanted]
             if gone and self.auto_commit_interval_s:
                 await self.commit({q: self.positions[q] for q in gone})

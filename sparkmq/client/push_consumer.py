@@ -32,7 +32,7 @@ from sparkmq.client.message import ReceivedMessage
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.pull_service import FlowControl, PullService, first_offset
-from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
+from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely, strategy_named
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.errors import ConfigError, SparkmqError
@@ -99,7 +99,7 @@ class AsyncPushConsumer:
         *,
         message_model: MessageModel = MessageModel.CLUSTERING,
         orderly: bool = False,
-        allocate: AllocateStrategy = allocate_averagely,
+        allocate: AllocateStrategy | str = allocate_averagely,
         consume_threads: int = 4,
         pull_batch_size: int = 32,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
@@ -120,7 +120,7 @@ class AsyncPushConsumer:
         self.group = group
         self.message_model = message_model
         self.orderly = orderly
-        self.allocate = allocate
+        self.allocate = strategy_named(allocate)
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - CONSUME_TIMESTAMP_BACK_S) * 1000)
         self.max_reconsume_times = max_reconsume_times

@@ -62,6 +62,13 @@ class StoreConfig:
     flush_interval_commitlog_ms: int = 500  # flushIntervalCommitLog
     flush_commitlog_least_pages: int = 4  # flushCommitLogLeastPages
     flush_commitlog_thorough_interval_ms: int = 10_000
+    # TransientStorePool (ASYNC_FLUSH only): appends go to pooled buffers, committed to the files
+    # every commit interval (when enough pages wait, or everything at a thorough commit).
+    transient_store_pool_enable: bool = False  # transientStorePoolEnable
+    transient_store_pool_size: int = 5  # transientStorePoolSize: buffers of commitlog_file_bytes each
+    commit_interval_commitlog_ms: int = 200  # commitIntervalCommitLog
+    commit_commitlog_least_pages: int = 4  # commitCommitLogLeastPages
+    commit_commitlog_thorough_interval_ms: int = 200  # commitCommitLogThoroughInterval
     flush_interval_consume_queue_ms: int = 1000  # flushIntervalConsumeQueue
     flush_consume_queue_least_pages: int = 2  # flushConsumeQueueLeastPages
     flush_consume_queue_thorough_interval_ms: int = 60_000  # flushConsumeQueueThoroughInterval
@@ -77,6 +84,13 @@ class StoreConfig:
     verify_bytes_per_second: int = 16 * 1024 * 1024  # that check's background walk (0: reads check instead)
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL  # messageDelayLevel
     store_host: Host = field(default_factory=lambda: Host(b"\x7f\x00\x00\x01", 10911))
+
+    def __post_init__(self) -> None:
+        if self.transient_store_pool_enable and self.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            raise ConfigError(
+                "transientStorePoolEnable=true needs flushDiskType=ASYNC_FLUSH: a SYNC_FLUSH put is acknowledged "
+                "after its fsync, which the pool's commit interval would delay"
+            )
 
     @property
     def commitlog_dir(self) -> Path:

@@ -165,6 +165,9 @@ class StoreFlush:
         self.disk_error: str | None = None
         self._last_thorough = time.monotonic()
         self._last_thorough_queues = time.monotonic()
+        self._last_thorough_commit = time.monotonic()
+        # With a TransientStorePool: the store timestamp every committed record is at or before.
+        self._committed_timestamp = 0
 
     def fail_stop(self, error: BaseException) -> None:
         """Turn the store read-only after a failed fsync/msync (logged once, loudly)."""
@@ -185,6 +188,8 @@ class StoreFlush:
             if self.disk_error is not None:
                 raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
             covered = store._last_store_timestamp  # the flusher is part of the store
+            if store.transient_pool is not None:
+                covered = self._committed_timestamp  # a flush covers committed records only
             try:
                 flushed = store.commitlog.flush()
             except DiskError as exc:
@@ -194,12 +199,39 @@ class StoreFlush:
                 store.checkpoint.physic_msg_timestamp = covered
             return flushed
 
+    def commit_commitlog(self, least_pages: int = 0) -> None:
+        """Write the CommitLog's buffered appends into its files (``CommitRealTimeService``),
+        then give back the buffers of full segments. Raises :class:`DiskError` once failed."""
+        store = self.store
+        with self.lock:
+            if self.disk_error is not None:
+                raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
+            covered = store._last_store_timestamp
+            try:
+                if store.commitlog.queue.commit(least_pages):
+                    self._committed_timestamp = covered
+            except DiskError as exc:
+                self.fail_stop(exc)
+                raise
+        with store._lock:  # no read holds a view of a buffer then
+            store.commitlog.queue.release_committed()
+
+    def commit_commitlog_if_due(self) -> None:
+        """The commit service's turn: commit when enough pages wait, everything at a thorough commit."""
+        if self.disk_error is not None:
+            return  # logged when it happened
+        cfg = self.store.config
+        thorough = time.monotonic() - self._last_thorough_commit >= cfg.commit_commitlog_thorough_interval_ms / 1000
+        self.commit_commitlog(0 if thorough else cfg.commit_commitlog_least_pages)
+        if thorough:
+            self._last_thorough_commit = time.monotonic()
+
     def flush_commitlog_if_due(self) -> None:
         """ASYNC flush: sync when enough pages are dirty, or any are and a thorough flush is due."""
         if self.disk_error is not None:
             return  # logged when it happened
         cfg, commitlog = self.store.config, self.store.commitlog
-        dirty = commitlog.max_offset - commitlog.queue.flushed_offset
+        dirty = commitlog.queue.unflushed_bytes
         thorough = time.monotonic() - self._last_thorough >= cfg.flush_commitlog_thorough_interval_ms / 1000
         if dirty >= cfg.flush_commitlog_least_pages * PAGE_BYTES or (thorough and dirty > 0):
             self.flush_commitlog()
@@ -242,7 +274,10 @@ class StoreFlush:
                 raise
 
     def flush_all(self) -> None:
-        """The CommitLog, then every ConsumeQueue, the index and the checkpoint."""
+        """The CommitLog (its buffered appends committed first), then every ConsumeQueue, the index
+        and the checkpoint."""
+        if self.store.transient_pool is not None:
+            self.commit_commitlog()
         self.flush_commitlog()
         self.flush_indexes()
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from sparkmq.errors import ConfigError, DiskError, SegmentAllocationError, StoreError
 from sparkmq.store import disk
+from sparkmq.store.transient_pool import TransientStorePool
 
 PAGE_BYTES = mmap.PAGESIZE
 # On Linux, msync(MS_SYNC) is vfs_fsync_range(datasync=1) on the file: fdatasync on a
@@ -121,6 +122,11 @@ class MappedFile:
     With a ``pool`` the mapping comes and goes (see :class:`MapPool`); a flush of a segment
     that is not mapped right now syncs through a descriptor opened for that flush.
 
+    A new segment given a ``transient_pool`` with a free buffer appends into that buffer;
+    ``commit`` writes the appended bytes into the file, ``flush`` syncs only committed bytes,
+    and reads see the buffer (every byte appended) until the full segment's last commit gives
+    it back (see :mod:`sparkmq.store.transient_pool`).
+
     Example::
 
         >>> import tempfile
@@ -131,7 +137,14 @@ class MappedFile:
         (0, 3, b'abcde')
     """
 
-    def __init__(self, path: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        file_bytes: int,
+        sync_by_fd: bool = False,
+        pool: MapPool | None = None,
+        transient_pool: TransientStorePool | None = None,
+    ) -> None:
         self.path = path
         self._sync_by_fd = sync_by_fd and _FDATASYNC
         self._fd: int | None = None
@@ -161,6 +174,9 @@ class MappedFile:
             pool.touch(self)
         self.write_position = 0 if not exists else file_bytes
         self.flushed_position = self.write_position
+        self._committed = self.write_position
+        self._transient_pool = transient_pool
+        self._buffer = None if exists or transient_pool is None else transient_pool.borrow()
 
     def _map_fd(self, fd: int) -> mmap.mmap:
         try:
@@ -208,6 +224,57 @@ class MappedFile:
             self._io.release()
 
     @property
+    def committed_position(self) -> int:
+        """Bytes in the file itself: all appended ones unless a write buffer holds some."""
+        return self._committed if self._buffer is not None else self.write_position
+
+    @property
+    def buffered(self) -> bool:
+        """Whether appends go to a write buffer (see ``commit``)."""
+        return self._buffer is not None
+
+    def commit(self, least_pages: int = 0) -> bool:
+        """Write the buffer's uncommitted bytes into the file (``pwrite``); True if any were.
+
+        With ``least_pages``, only once that many pages wait (or the segment is full): Java's
+        ``commitCommitLogLeastPages``. The committed bytes are the file's, in the page cache (a
+        process kill keeps them); ``flush`` makes them durable. Raises :class:`DiskError`.
+        """
+        try:
+            with self._io:  # one commit of a segment at a time (the commit service, a roll of the log)
+                buffer, committed, target = self._buffer, self._committed, self.write_position
+                if buffer is None or target <= committed:
+                    return False
+                waiting = target // PAGE_BYTES - committed // PAGE_BYTES
+                if least_pages > 0 and target < self.file_bytes and waiting < least_pages:
+                    return False
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDWR)
+                with memoryview(buffer) as whole:
+                    done = committed
+                    while done < target:
+                        done += os.pwrite(self._fd, whole[done:target], done)
+                self._committed = target
+        except OSError as exc:
+            raise DiskError(f"commit of {self.path} failed: {exc}") from exc
+        return True
+
+    def release_buffer(self) -> bool:
+        """Give a fully committed segment's buffer back to its pool (no view of it may be held);
+        True if one was given back. Reads go through the mapping from then on."""
+        buffer = self._buffer
+        if buffer is None or self._committed < self.file_bytes or self._transient_pool is None:
+            return False
+        self._buffer = None
+        self._transient_pool.give_back(buffer)
+        return True
+
+    def _readable(self) -> mmap.mmap:
+        """What reads see: the write buffer while there is one, else the mapping."""
+        buffer = self._buffer
+        return buffer if buffer is not None else self._mapped()
+
+    @property
     def end_offset(self) -> int:
         return self.start_offset + self.file_bytes
 
@@ -225,7 +292,7 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_bytes:
             raise StoreError(f"append of {len(data)} bytes overflows segment {self.path.name} at {pos}")
-        mapping = self._mmap
+        mapping = self._buffer if self._buffer is not None else self._mmap
         if mapping is None:
             mapping = self._mapped()
         elif self._pool is not None:  # _mapped's work for a mapped segment, one call less per append
@@ -238,6 +305,8 @@ class MappedFile:
         """Overwrite ``data`` at ``pos`` (below the write position: a repair) and sync it now."""
         if pos < 0 or pos + len(data) > self.write_position:
             raise StoreError(f"rewrite of {len(data)} bytes at {pos} outside {self.path.name}'s written bytes")
+        if self._buffer is not None:
+            self._buffer[pos : pos + len(data)] = data
         mapping = self._mapped()
         mapping[pos : pos + len(data)] = data
         start = pos - pos % PAGE_BYTES
@@ -253,33 +322,33 @@ class MappedFile:
 
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at ``pos`` (within this file)."""
-        return self._mapped()[pos : pos + size]
+        return self._readable()[pos : pos + size]
 
     def read_spans(self, starts: list[int], stops: list[int]) -> bytes:
         """The bytes of every ``[start, stop)`` (within this file), back to back, in one copy each."""
-        mapping = self._mapped()
+        mapping = self._readable()
         return b"".join([mapping[start:stop] for start, stop in zip(starts, stops, strict=True)])
 
     def find(self, sub: bytes, start: int, end: int) -> int:
         """The lowest position of ``sub`` within [start, end), -1 if none (no copy: ``mmap.find``)."""
-        return self._mapped().find(sub, start, end)
+        return self._readable().find(sub, start, end)
 
     def view(self) -> memoryview:
         """A view of the whole mapping; release it (``with``) before closing the file."""
-        return memoryview(self._mapped())
+        return memoryview(self._readable())
 
     def flush(self) -> int:
-        """Make ``[flushed, write)`` durable (msync or fdatasync); return the new flushed position.
+        """Make ``[flushed, committed)`` durable (msync or fdatasync); return the new flushed position.
 
-        Bytes below the write position read here were copied in before it moved, so the
+        Bytes below the committed position read here were copied in before it moved, so the
         sync covers them even while appends go on in another thread. A failed sync raises
         :class:`DiskError` and leaves the flushed position where it was.
         """
-        target = self.write_position
+        target = self.committed_position
         if target > self.flushed_position:
             try:
                 with self._io:
-                    if self._sync_by_fd:
+                    if self._sync_by_fd or self._fd is not None:
                         if self._fd is None:
                             self._fd = os.open(self.path, os.O_RDWR)
                         disk.fdatasync(self._fd)
@@ -311,7 +380,11 @@ class MappedFile:
         end; only chunks holding data are written. The positions move first: a failing sync
         (:class:`DiskError`) still leaves nothing past ``pos`` readable.
         """
+        written = self.write_position
         self.write_position = self.flushed_position = pos
+        if self._buffer is not None:
+            self._buffer[pos:written] = bytes(max(written - pos, 0))
+            self._committed = min(self._committed, pos)
         end = self._last_nonzero_chunk_end(pos)
         if end > pos:
             mapping = self._mapped()
@@ -336,8 +409,11 @@ class MappedFile:
         return self.path.stat().st_mtime
 
     def close(self) -> None:
-        """Unmap; raises BufferError if a view is still held."""
+        """Unmap; raises BufferError if a view is still held. An uncommitted buffer's bytes are dropped."""
         self._close_fd()
+        buffer, self._buffer = self._buffer, None
+        if buffer is not None and self._transient_pool is not None:
+            self._transient_pool.give_back(buffer)
         if self._pool is not None:
             self._pool.forget(self)
         mapping = self._mmap

@@ -9,6 +9,7 @@ from pathlib import Path
 from sparkmq.errors import StoreError
 from sparkmq.store.disk import store_io
 from sparkmq.store.mapped_file import MappedFile, MapPool, offset_to_file_name
+from sparkmq.store.transient_pool import TransientStorePool
 
 
 class MappedFileQueue:
@@ -17,11 +18,19 @@ class MappedFileQueue:
     Offsets are global: segment ``k`` covers ``[start, start + file_bytes)``.
     """
 
-    def __init__(self, directory: Path, file_bytes: int, sync_by_fd: bool = False, pool: MapPool | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        file_bytes: int,
+        sync_by_fd: bool = False,
+        pool: MapPool | None = None,
+        transient_pool: TransientStorePool | None = None,
+    ) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
         self.sync_by_fd = sync_by_fd  # see MappedFile: fdatasync instead of msync (CommitLog)
         self.pool = pool  # see MapPool: mappings of idle segments come and go (ConsumeQueues)
+        self.transient_pool = transient_pool  # new segments' write buffers (see MappedFile.commit)
         self.files: list[MappedFile] = []
         self.retired: list[MappedFile] = []  # taken out of ``files``, not yet closed and unlinked
 
@@ -67,7 +76,19 @@ class MappedFileQueue:
         if self.files and not self.files[-1].is_full:
             return self.files[-1]
         start = self.files[-1].end_offset if self.files else start_offset - start_offset % self.file_bytes
-        mapped = MappedFile(self.directory / offset_to_file_name(start), self.file_bytes, self.sync_by_fd, self.pool)
+        if self.transient_pool is not None and not self.transient_pool.available:
+            # The commit service is behind: commit the full segments now so the new one gets a buffer
+            # too (the log on disk stays a prefix of the appends). The caller holds the store's lock.
+            for full in [m for m in self.files if m.buffered]:
+                full.commit()
+                full.release_buffer()
+        mapped = MappedFile(
+            self.directory / offset_to_file_name(start),
+            self.file_bytes,
+            self.sync_by_fd,
+            self.pool,
+            self.transient_pool,
+        )
         mapped.write_position = mapped.flushed_position = 0
         self.files.append(mapped)
         return mapped
@@ -83,8 +104,22 @@ class MappedFileQueue:
 
     @property
     def unflushed_bytes(self) -> int:
-        """Bytes appended but not yet flushed, over every segment."""
-        return sum(mapped.write_position - mapped.flushed_position for mapped in list(self.files))
+        """Bytes committed to the files but not yet flushed, over every segment."""
+        return sum(mapped.committed_position - mapped.flushed_position for mapped in list(self.files))
+
+    def commit(self, least_pages: int = 0) -> bool:
+        """``MappedFile.commit`` every segment with a write buffer; True when nothing is left
+        uncommitted. Buffers of full segments stay lent until ``release_committed``."""
+        done = True
+        for mapped in [m for m in list(self.files) if m.buffered]:
+            mapped.commit(least_pages)
+            done = done and mapped.committed_position >= mapped.write_position
+        return done
+
+    def release_committed(self) -> int:
+        """Give back the write buffers of full, fully committed segments (no reader may hold a
+        view of them: the caller holds the store's lock); return how many."""
+        return sum(mapped.release_buffer() for mapped in list(self.files) if mapped.buffered)
 
     def flush(self) -> int:
         """Flush every segment with unflushed bytes; return the flushed global offset.
@@ -95,7 +130,7 @@ class MappedFileQueue:
         """
         files = list(self.files)
         for mapped in files:
-            if mapped.flushed_position < mapped.write_position:
+            if mapped.flushed_position < mapped.committed_position:
                 mapped.flush()
         if not files:
             return 0

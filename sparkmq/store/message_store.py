@@ -67,6 +67,7 @@ from sparkmq.store.replica import append_run, read_run
 from sparkmq.store.retention import Retention
 from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover_queue_table, replay, start_services
 from sparkmq.store.status import GetMessageStatus, GetResult, PutResult
+from sparkmq.store.transient_pool import TransientStorePool
 
 logger = logging.getLogger(__name__)
 _Read = TypeVar("_Read")
@@ -78,8 +79,16 @@ class MessageStore:
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
+        self.transient_pool = (
+            TransientStorePool(config.transient_store_pool_size, config.commitlog_file_bytes)
+            if config.transient_store_pool_enable
+            else None
+        )
         self.commitlog = CommitLog(
-            MappedFileQueue(config.commitlog_dir, config.commitlog_file_bytes, sync_by_fd=True), config.store_host
+            MappedFileQueue(
+                config.commitlog_dir, config.commitlog_file_bytes, sync_by_fd=True, transient_pool=self.transient_pool
+            ),
+            config.store_host,
         )
         self.index = IndexService(config.index_dir, config.index_hash_slots, config.index_entries)
         self.checkpoint: StoreCheckpoint | None = None
@@ -160,6 +169,8 @@ class MessageStore:
                 queue.close()
             self.index.close()
             self.commitlog.queue.close()
+            if self.transient_pool is not None:
+                self.transient_pool.close()
             self.flusher.close_checkpoint()
         if self.disk_error is None:
             with store_io(f"removing the abort marker {self.config.abort_path}"):

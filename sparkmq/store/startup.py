@@ -167,6 +167,14 @@ def start_services(
                 "sparkmq-flush-commitlog",
             )
         )
+    if config.transient_store_pool_enable:
+        services.append(
+            PeriodicService(
+                flusher.commit_commitlog_if_due,
+                config.commit_interval_commitlog_ms / 1000,
+                "sparkmq-commit-commitlog",
+            )
+        )
     services.append(
         PeriodicService(
             flusher.flush_indexes_if_due,

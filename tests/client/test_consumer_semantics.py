@@ -11,8 +11,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from sparkmq import Admin, ConsumeResult, Message, MessageQueue, ReceivedMessage, select_by_hash
+from sparkmq.client.rebalance import allocate_averagely_by_circle, allocate_consistent_hash
 from sparkmq.protocol.heartbeat import ConsumeFromWhere, MessageModel
-from support.client_harness import read_queue, wait_for, wait_for_route
+from support.client_harness import read_queue, topic_queues, wait_for, wait_for_route
 
 TIMEOUT_S = 30.0
 
@@ -227,6 +228,24 @@ def test_subscribed_pull_consumers_split_the_queues_and_take_over(cluster, clien
     assert sorted(got) == list(range(40))
     clients.close(second)
     wait_for(lambda: len(first.positions) == 4, TIMEOUT_S, "the remaining member takes every queue")
+
+
+def test_consumers_split_the_queues_by_the_strategy_they_name(cluster, clients, group) -> None:
+    topic = cluster.topic(queues=8)
+    queues = [MessageQueue(topic, "broker-a", q) for q in range(8)]
+    pulls = [clients.pull(group, cluster.ns, allocate="AVG_BY_CIRCLE") for _ in range(2)]
+    for pull in pulls:
+        pull.subscribe(topic)
+    ids = [pull._async.instance.client_id for pull in pulls]
+    wanted = [set(allocate_averagely_by_circle(cid, queues, ids)) for cid in ids]
+    wait_for(lambda: [set(p.positions) for p in pulls] == wanted, TIMEOUT_S, "every other queue each (by circle)")
+    pushes = [
+        clients.push(f"{group}_hash", cluster.ns, topic, lambda m: ConsumeResult.SUCCESS, allocate="CONSISTENT_HASH")
+        for _ in range(2)
+    ]
+    ids = [push._async.instance.client_id for push in pushes]
+    wanted = [set(allocate_consistent_hash()(cid, queues, ids)) for cid in ids]
+    wait_for(lambda: [topic_queues(p, topic) for p in pushes] == wanted, TIMEOUT_S, "the hash ring's split")
 
 
 def test_select_by_hash_picks_the_queue_java_picks() -> None:
