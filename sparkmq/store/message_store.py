@@ -122,15 +122,22 @@ class MessageStore:
         index_from = load_index(self.index, self.checkpoint, self.commitlog, trusted, self.damage)
         replay_from = min((offset for offset in (queues_from, index_from) if offset is not None), default=None)
         dispatch_here = partial(dispatch, self)
-        if replay_from is not None:
-            replay(cfg, self.commitlog, self.coder, dispatch_here, replay_from)
         recovery = Recovery(
             self.commitlog, self._queues, self.index, self.checkpoint, self.coder, cfg.check_crc_on_recover, self.damage
         )
-        report = recovery.run(last_exit_ok, page_cache_intact, dispatch_here)
+        begin = recovery.start(last_exit_ok, page_cache_intact)
+        replayed = None
+        if replay_from is not None and begin is not None:  # up to recovery's start, all settled
+            replay_end = replay(
+                cfg, self.commitlog, self.coder, dispatch_here, replay_from, begin[0], recovery.resync(True)
+            )
+            replayed = (replay_from, replay_end)
+        report = recovery.run(last_exit_ok, begin, dispatch_here)
         recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
         write_abort_marker(cfg.abort_path, this_boot)
         unchecked_end = report.dispatched_from if cfg.check_crc_on_recover else 0  # recovery checked from there
+        if replayed is not None and replayed[1] >= unchecked_end:  # and the replay from its start
+            unchecked_end = min(unchecked_end, replayed[0])
         self.verifier.begin(self.commitlog.min_offset, unchecked_end, cfg.verify_bytes_per_second)
         self._group_commit, self._services = start_services(cfg, self.flusher, self.retention)
         self.running = True
