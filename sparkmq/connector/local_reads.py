@@ -120,6 +120,7 @@ class LocalQueueReads:
     def __init__(self, files: StoreFiles, topic: str, queue_id: int) -> None:
         self.files = files
         self.queue_id = queue_id
+        self.topic = topic.encode()
         self._queue_dir = os.path.join(files.consumequeue_dir, topic, str(queue_id))
         self._unit_files: dict[int, int] = {}  # file start (bytes) -> fd
         self._segments: dict[int, tuple[mmap.mmap, memoryview]] = {}  # base -> mapping, its view
@@ -156,7 +157,9 @@ class LocalQueueReads:
         out = _kept_buffers().take(READ_BYTES)
         while True:
             segments = tuple((base, view, len(view)) for base, view in mapped)
-            read = queueread.gather_into(units, offset, 0, None, max_count, len(out), segments, self.queue_id, out)
+            read = queueread.gather_into(
+                units, offset, 0, None, max_count, len(out), segments, self.queue_id, self.topic, out
+            )
             if not isinstance(read, int):
                 break
             if read < 0:  # the broker repairs it when the read is pulled

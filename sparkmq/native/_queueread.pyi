@@ -17,6 +17,7 @@ def gather(
     max_bytes: int,
     segments: tuple[SegmentView, ...],
     queue_id: int,
+    topic: bytes,
 ) -> Read | int | None: ...
 def gather_into(
     units: bytes,
@@ -27,6 +28,7 @@ def gather_into(
     max_bytes: int,
     segments: tuple[SegmentView, ...],
     queue_id: int,
+    topic: bytes,
     out: bytearray | memoryview,
 ) -> tuple[int, int, int | bytes] | int | None: ...
 def index_put(
@@ -47,6 +49,7 @@ def gather_frame(
     max_bytes: int,
     segments: tuple[SegmentView, ...],
     queue_id: int,
+    topic: bytes,
     parts: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
     opaque: int,
     suggest: int,

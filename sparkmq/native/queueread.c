@@ -6,7 +6,7 @@
  * the records it takes, run by run, from the CommitLog segments given into one bytes (a run never
  * crosses a segment). Nothing read from the units is trusted: a unit whose size no record has or
  * whose offset is negative, or whose record's head is not the one it names (or whose lengths do not
- * add up to its size), stops the read with
+ * add up to its size, or whose topic is not the queue's), stops the read with
  * that unit's index (the store repairs it from the CommitLog). read_queue's numpy path is the
  * reference; tests/native/test_queueread.py compares both, on damaged units too. */
 #define PY_SSIZE_T_CLEAN
@@ -49,6 +49,8 @@ typedef struct {
     int64_t *columns, *tag_values, *rows, *physical, *sizes, *held_by;
     Py_ssize_t tag_count, taken, scanned;
     int removed, queue_id;
+    const char *topic; /* the queue's topic, as its records store it (UTF-8) */
+    Py_ssize_t topic_len;
     int64_t total;
 } walk_t;
 
@@ -164,13 +166,19 @@ static int lengths_fit(const unsigned char *record, int64_t total) {
     return properties >= 0 && MIN_RECORD_BYTES + body + topic + properties == total;
 }
 
+/* Whether the record at ``record`` (whose lengths fit) is of the walk's topic. */
+static int topic_matches(const walk_t *w, const unsigned char *record) {
+    const unsigned char *topic = record + BODY_AT + get32(record + BODY_LENGTH_AT);
+    return topic[0] == w->topic_len && memcmp(topic + 1, w->topic, (size_t)w->topic_len) == 0;
+}
+
 /* Whether the record at ``head`` is the one unit k names (total size, magic, queue id, queue offset
- * and physical offset) and its lengths add up (reads.unit_fault's second rule). The caller checked
- * that the unit's size lies within the segment. */
+ * and physical offset), its lengths add up and its topic is the queue's (queue_repair.record_fault).
+ * The caller checked that the unit's size lies within the segment. */
 static int head_matches(const walk_t *w, Py_ssize_t k, const unsigned char *head) {
     return get32(head) == w->sizes[k] && get32(head + 4) == MESSAGE_MAGIC && get32(head + 12) == w->queue_id &&
            get64(head + 20) == w->offset + w->rows[k] && get64(head + 28) == w->physical[k] &&
-           lengths_fit(head, w->sizes[k]);
+           lengths_fit(head, w->sizes[k]) && topic_matches(w, head);
 }
 
 /* NULL when the segments hold every record taken (an error is never set; w->held_by says which);
@@ -218,12 +226,12 @@ static PyObject *walk_stopped(const walk_t *w, int walked) {
     return walked == 2 ? PyLong_FromSsize_t(-1 - w->scanned) : Py_NewRef(Py_None);
 }
 
-#define WALK_FORMAT "y*LLOnnO!i"
+#define WALK_FORMAT "y*LLOnnO!iy#"
 #define WALK_ARGS(w)                                                                                           \
     &(w).units, &(w).offset, &(w).cl_min, &(w).tags, &(w).max_count, &(w).max_bytes, &PyTuple_Type, &(w).segments, \
-        &(w).queue_id
+        &(w).queue_id, &(w).topic, &(w).topic_len
 
-/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id)
+/* gather(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id, topic)
  *   segments: ((base, buffer, write_position), ...) the CommitLog segments the read may take from
  * -> (scanned, removed, taken, body | None, queue_offsets, physical_offsets, sizes)  the read
  *  | int >= 0: the physical offset of the first record taken that no segment given holds
@@ -254,7 +262,7 @@ done:
     return result;
 }
 
-/* gather_into(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id, out)
+/* gather_into(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id, topic, out)
  *   out: a writable buffer the records are copied to (when they fit; else into a new bytes)
  * -> (scanned, taken, written | body)  the read: the bytes written to ``out`` (or the bytes holding
  *    the records)
@@ -324,7 +332,7 @@ static char *frame_room(PyObject *out, Py_ssize_t most, Py_ssize_t reserve) {
     return array->ob_start; /* not PyByteArray_AS_STRING: an empty one's is a shared static string */
 }
 
-/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id,
+/* gather_frame(units, offset, cl_min, tags_codes | None, max_count, max_bytes, segments, queue_id, topic,
  *              parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)
               [, out, reserve]
  * -> (frame, taken, body bytes): gather's read with records, as the whole response frame whose
@@ -402,13 +410,13 @@ PyObject *sl_index_put(PyObject *self, PyObject *args); /* indexput.c */
 
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
-     "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id)"},
+     "gather(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, topic)"},
     {"gather_into", gather_into, METH_VARARGS,
-     "gather_into(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, out)"},
+     "gather_into(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, topic, out)"},
     {"index_put", sl_index_put, METH_VARARGS,
      "index_put(mapping, slots, index_count, begin_timestamp, hashes, phy_offsets, store_timestamps) -> new slots"},
     {"gather_frame", gather_frame, METH_VARARGS,
-     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, "
+     "gather_frame(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue_id, topic, "
      "parts, opaque, suggest, slow_suggest, slow_below, min_offset, max_offset)"},
     {NULL},
 };

@@ -5,7 +5,10 @@ records before it (everything below the anchor after a clean exit) were not chec
 ``BodyVerifier`` covers them:
 
 * a background walk goes through them once, segment by segment, at a bounded rate: each chunk is
-  copied under the store lock and checked outside it, so puts and reads wait for a copy at most;
+  read (``pread``, not through the mapping: a file cut short under the broker is a short read, not
+  a SIGBUS) under the store lock and checked outside it, so puts and reads wait for a copy at most.
+  A read that fails or comes short halts the walk, reported once (``commitlog``/``unreadable``):
+  the records it did not reach stay checked by the reads that serve them;
 * until the walk has passed a record, a pull that would serve it checks its CRC first (the broker's
   native frame read declines such reads; ``get_messages`` checks the records it takes), and a lookup
   by physical offset does the same. A record checked that way is not checked again by the walk;
@@ -34,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from sparkmq.message import layout as L
+from sparkmq.store import disk
 from sparkmq.store.commitlog import CommitLog, Resync, ScannedRecord
 from sparkmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from sparkmq.store.damage import COMMIT_LOG, DamageReport
@@ -92,6 +96,7 @@ class BodyVerifier:
         self.marker = marker
         self.frontier = self.end = 0
         self.done = threading.Event()
+        self.halted = threading.Event()  # a read of the walk failed: it stops there
         self._checked: set[int] = set()  # records at or past the frontier checked by a read
         self._condemned: set[int] = set()
         self._published = 0
@@ -182,7 +187,7 @@ class BodyVerifier:
     # -- the walk --------------------------------------------------------------------------
     def _walk(self, bytes_per_second: int) -> None:
         try:
-            while not self._stop.is_set() and not self.done.is_set():
+            while not self._stop.is_set() and not self.done.is_set() and not self.halted.is_set():
                 started = time.monotonic()
                 walked = self.step()
                 self._stop.wait(max(walked / bytes_per_second - (time.monotonic() - started), 0.0))
@@ -190,18 +195,30 @@ class BodyVerifier:
             logger.exception("the body CRC check stopped at %d of [.., %d)", self.frontier, self.end)
 
     def step(self) -> int:
-        """Check the next chunk of the range; returns how many bytes the frontier moved."""
+        """Check the next chunk of the range; returns how many bytes the frontier moved (0 when the
+        walk is done or halted)."""
         with self.lock:
             at = max(self.frontier, self.commitlog.min_offset)
             mapped = self.commitlog.queue.find(at) if at < self.end else None
             if mapped is None:
                 self._finish()
                 return 0
+            if self.halted.is_set():
+                return 0
             pos = at - mapped.start_offset
             limit = min(mapped.write_position, self.end - mapped.start_offset)
-            size = self.commitlog.size_at(at)
-            chunk = mapped.read(pos, min(limit - pos, max(CHUNK_BYTES, size)))  # a record larger than a chunk whole
             base, next_segment = mapped.start_offset, min(mapped.end_offset, self.end)
+            try:
+                chunk = _read_chunk(mapped.path, pos, limit - pos)
+            except OSError as exc:
+                self.damage.found(
+                    COMMIT_LOG,
+                    "unreadable",
+                    f"{mapped.path} position {pos}",
+                    f"{exc}; the body CRC check stops at {at}, reads check the records after it",
+                )
+                self.halted.set()
+                return 0
         walked, failed, bad_at = _walk_chunk(chunk, at)
         with self.lock:
             for physical, size, head in failed:
@@ -260,6 +277,24 @@ class BodyVerifier:
         if not self.done.is_set():
             logger.info("body CRC check done: %d records condemned", len(self._condemned))
         self.done.set()
+
+
+def _read_chunk(path: Path, pos: int, written: int) -> bytes:
+    """The next chunk of a segment from ``pos`` (``written`` bytes are there): ``CHUNK_BYTES``, or the
+    whole record there when it is larger. Raises OSError when a read fails or the file ends early."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        want = min(written, CHUNK_BYTES)
+        chunk = disk.pread(fd, want, pos)
+        size = _INT32.unpack_from(chunk)[0] if len(chunk) >= 4 else 0
+        if want < size <= written:  # a record larger than a chunk is walked whole
+            want = size
+            chunk = disk.pread(fd, want, pos)
+    finally:
+        os.close(fd)
+    if len(chunk) < want:
+        raise OSError(f"the file ends at {pos + len(chunk)}, before its {pos + want} written bytes")
+    return chunk
 
 
 def _walk_chunk(chunk: bytes, start: int) -> tuple[int, list[tuple[int, int, bytes]], int | None]:

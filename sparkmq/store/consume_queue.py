@@ -51,6 +51,7 @@ class ConsumeQueue:
 
     def __init__(self, topic: str, queue_id: int, root: Path, units_per_file: int, pool: MapPool | None = None) -> None:
         self.topic = topic
+        self.topic_bytes = topic.encode()  # as its records store it
         self.queue_id = queue_id
         self.files = MappedFileQueue(root / topic / str(queue_id), units_per_file * UNIT_BYTES, pool=pool)
         self.min_logic_offset = 0  # byte offset of the first live unit

@@ -2,7 +2,8 @@
 
 Every length, offset and count read from a file is checked before use; what fails a check is
 reported here with its file and position, then healed from the CommitLog (ConsumeQueue units,
-IndexFile entries) or skipped (a CommitLog record whose body fails its CRC).
+IndexFile entries) or skipped (a CommitLog record whose body fails its CRC); a slave refuses
+replicated bytes that fail a check.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ logger = logging.getLogger(__name__)
 CONSUME_QUEUE = "consumequeue"
 INDEX_FILE = "indexfile"
 COMMIT_LOG = "commitlog"
+REPLICA = "replica"  # bytes a slave received from its master (refused, never stored)
 
 
 class DamageReport:

@@ -24,6 +24,7 @@ from sparkmq.errors import StoreIOError
 fsync = os.fsync
 fdatasync = os.fdatasync
 fallocate = os.posix_fallocate
+pread = os.pread  # the body CRC check's reads (body_verify): a fault there halts the check, never the broker
 
 
 def msync(mapping: mmap.mmap, start: int = 0, size: int | None = None) -> None:

@@ -37,7 +37,7 @@ from sparkmq.store.checkpoint import StoreCheckpoint
 from sparkmq.store.commitlog import CommitLog, Resync
 from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import ConsumeQueue
-from sparkmq.store.damage import INDEX_FILE, DamageReport
+from sparkmq.store.damage import INDEX_FILE, REPLICA, DamageReport
 from sparkmq.store.disk import store_io
 from sparkmq.store.dispatch import DispatchListener, GroupDispatchListener, TagsCoder, requests_for_scan
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
@@ -63,7 +63,7 @@ from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.queue_repair import QueueDamage, repair, reported_elsewhere
 from sparkmq.store.reads import MAX_FILTER_SCAN_UNITS, FrameAnswer, RecordFilter, read_frame, read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
-from sparkmq.store.replica import append_run, read_run
+from sparkmq.store.replica import ReplicaDamage, append_run, read_run, whole_records
 from sparkmq.store.retention import Retention
 from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover_queue_table, replay, start_services
 from sparkmq.store.status import GetMessageStatus, GetResult, PutResult
@@ -105,6 +105,7 @@ class MessageStore:
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
         self._replica_dispatched: int | None = None  # a slave: CommitLog offset dispatch has reached
+        self._replica_held: tuple[int, bytes] = (0, b"")  # a slave: an incomplete record received, and where
         self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
@@ -131,15 +132,22 @@ class MessageStore:
         index_from = load_index(self.index, self.checkpoint, self.commitlog, trusted, self.damage)
         replay_from = min((offset for offset in (queues_from, index_from) if offset is not None), default=None)
         dispatch_here = partial(dispatch, self)
-        if replay_from is not None:
-            replay(cfg, self.commitlog, self.coder, dispatch_here, replay_from)
         recovery = Recovery(
             self.commitlog, self._queues, self.index, self.checkpoint, self.coder, cfg.check_crc_on_recover, self.damage
         )
-        report = recovery.run(last_exit_ok, page_cache_intact, dispatch_here)
+        begin = recovery.start(last_exit_ok, page_cache_intact)
+        replayed = None
+        if replay_from is not None and begin is not None:  # up to recovery's start, all settled
+            replay_end = replay(
+                cfg, self.commitlog, self.coder, dispatch_here, replay_from, begin[0], recovery.resync(True)
+            )
+            replayed = (replay_from, replay_end)
+        report = recovery.run(last_exit_ok, begin, dispatch_here)
         recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
         write_abort_marker(cfg.abort_path, this_boot)
         unchecked_end = report.dispatched_from if cfg.check_crc_on_recover else 0  # recovery checked from there
+        if replayed is not None and replayed[1] >= unchecked_end:  # and the replay from its start
+            unchecked_end = min(unchecked_end, replayed[0])
         self.verifier.begin(self.commitlog.min_offset, unchecked_end, cfg.verify_bytes_per_second)
         self._group_commit, self._services = start_services(cfg, self.flusher, self.retention)
         self.running = True
@@ -341,18 +349,32 @@ class MessageStore:
             return read_run(self.commitlog, offset, max_bytes)
 
     def append_replica(self, offset: int, data: bytes | memoryview) -> int:
-        """A slave's side: append the master's CommitLog bytes at ``offset``, dispatch the records
-        they complete (ConsumeQueues, index, long polls) and return the new max offset.
+        """A slave's side: append the whole records of the master's CommitLog bytes at ``offset``
+        (``replica.whole_records``; an incomplete last one waits for the next run, which continues
+        it), dispatch them (ConsumeQueues, index, long polls) and return the new max offset.
 
-        Raises :class:`StoreError` when ``offset`` does not continue this log or writes are refused.
+        Raises :class:`StoreError` when ``offset`` does not continue this log or writes are refused,
+        :class:`ReplicaDamage` (reported as damage) when the bytes fail a check: nothing of them is
+        stored, and the next run must start again at the log's end.
         """
         refusal = write_refusal(self, replica=True)
         if refusal is not None:
             raise StoreError(refusal)
         with self._lock:
+            held_at, held = self._replica_held
+            self._replica_held = (0, b"")
+            if held and offset == held_at + len(held):
+                offset, data = held_at, held + data
+            try:
+                whole = whole_records(data, offset, self.commitlog.file_bytes)
+            except ReplicaDamage as damage:
+                self.damage.found(REPLICA, "refused", f"CommitLog offset {damage.offset}", damage.detail)
+                raise
             if self._replica_dispatched is None:  # start() dispatched everything before the current end
                 self._replica_dispatched = self.commitlog.max_offset if self.commitlog.queue.files else offset
-            append_run(self.commitlog, offset, data)
+            if whole:
+                append_run(self.commitlog, offset, memoryview(data)[:whole])
+            self._replica_held = (offset + whole, bytes(data[whole:]))
             for request in requests_for_scan(self.coder, self.commitlog.scan(self._replica_dispatched, False)):
                 key = (request.topic, request.queue_id)
                 self._next_queue_offset[key] = max(
@@ -388,6 +410,7 @@ class MessageStore:
             self.index.truncate_after(offset)
             recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
             self._replica_dispatched = self.commitlog.max_offset
+            self._replica_held = (0, b"")
             return self.commitlog.max_offset
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:

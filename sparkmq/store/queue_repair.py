@@ -1,11 +1,11 @@
 """Damaged ConsumeQueue units: the checks every read applies, and the repair from the CommitLog.
 
 A unit is damaged when its size is one no record has, its offset is negative or past the
-CommitLog's end, or the record there is not the one it names (total size, magic, queue id, queue
-offset, physical offset). Java's store skips such a unit, hiding its message; here the units
-between the nearest intact neighbours are rebuilt from the records the CommitLog holds between
-those neighbours' records. A unit whose record is not found there becomes a blank unit (read as a
-gap), reported as lost.
+CommitLog's end, or the record there is not the one it names (total size, magic, topic, queue id,
+queue offset, physical offset, as the record stores them). Java's store skips such a unit, hiding
+its message; here the units between the nearest intact neighbours are rebuilt from the records the
+CommitLog holds between those neighbours' records. A unit whose record is not found there becomes a
+blank unit (read as a gap), reported as lost.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def field_fault(physical: int, size: int) -> str | None:
     return None
 
 
-def record_fault(commitlog: CommitLog, queue_id: int, queue_offset: int, physical: int, size: int) -> str | None:
-    """What is wrong with the record a unit (with sane fields) names, or None: it lies past the
-    CommitLog's end or across a segment's end, its head is not the one the unit names, or its lengths
-    do not add up to its size."""
+def record_fault(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int, physical: int, size: int) -> str | None:
+    """What is wrong with the record a unit of ``queue`` (with sane fields) names, or None: it lies past
+    the CommitLog's end or across a segment's end, its head is not the one the unit names, its lengths
+    do not add up to its size, or it is another topic's."""
     if physical + size > commitlog.max_offset or physical % commitlog.file_bytes + size > commitlog.file_bytes:
         return f"record {physical}+{size} past the CommitLog's end or its segment's"
     record = commitlog.read(physical, size)
@@ -58,7 +58,7 @@ def record_fault(commitlog: CommitLog, queue_id: int, queue_offset: int, physica
     if (total, magic, head_queue_id, head_queue_offset, head_physical) != (
         size,
         L.MESSAGE_MAGIC_CODE,
-        queue_id,
+        queue.queue_id,
         queue_offset,
         physical,
     ):
@@ -66,7 +66,13 @@ def record_fault(commitlog: CommitLog, queue_id: int, queue_offset: int, physica
             f"record at {physical} is not the one named (size {total} for {size}, queue {head_queue_id}, "
             f"queue offset {head_queue_offset}, offset {head_physical})"
         )
-    return lengths_fault(record, physical)
+    fault = lengths_fault(record, physical)
+    if fault is None:
+        topic_at = L.POS_BODY + _INT32.unpack_from(record, L.POS_BODY_LENGTH)[0]
+        topic = bytes(record[topic_at + 1 : topic_at + 1 + record[topic_at]])
+        if topic != queue.topic_bytes:
+            fault = f"record at {physical} is of topic {topic!r}, not {queue.topic_bytes!r}"
+    return fault
 
 
 def lengths_fault(record: bytes | memoryview, physical: int) -> str | None:
@@ -94,7 +100,7 @@ def unit_fault(commitlog: CommitLog, queue: ConsumeQueue, queue_offset: int) -> 
         return None
     fault = field_fault(physical, size)
     if fault is None and physical >= commitlog.min_offset:
-        fault = record_fault(commitlog, queue.queue_id, queue_offset, physical, size)
+        fault = record_fault(commitlog, queue, queue_offset, physical, size)
     elif fault is None and _live_before(commitlog, queue, queue_offset):
         fault = f"offset {physical} below the CommitLog's minimum after a unit above it"
     return fault

@@ -94,7 +94,7 @@ def read_queue(
         status = GetMessageStatus.MESSAGE_WAS_REMOVING if removed.any() else GetMessageStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, low, high)
     for row in rows.tolist():
-        if record_fault(commitlog, queue.queue_id, offset + row, int(physical[row]), int(sizes[row])) is not None:
+        if record_fault(commitlog, queue, offset + row, int(physical[row]), int(sizes[row])) is not None:
             raise QueueDamage(queue, offset + row)
     buffers = commitlog.read_runs(physical[rows], sizes[rows])
     if buffers is None:
@@ -222,7 +222,8 @@ def _gather(
                     for segment, view in zip(mapped, views, strict=True)
                 ]
             )
-            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, segments, queue.queue_id, *extra)
+            queue_args = (segments, queue.queue_id, queue.topic_bytes)
+            read = function(units, offset, cl_min, tags_codes, max_count, max_bytes, *queue_args, *extra)
             if not isinstance(read, int):
                 return read
             if read < 0:

@@ -154,28 +154,35 @@ class Recovery:
         self.checkpoint = checkpoint
         self.coder = coder
         self.check_crc = check_crc
+        self._reported: set[int] = set()
 
-    def run(
-        self, last_exit_ok: bool, page_cache_intact: bool, dispatch: Callable[[DispatchRequest], None]
-    ) -> RecoveryReport:
-        """Recover (ConsumeQueues already ``recover``-ed); ``page_cache_intact``: only the process died."""
+    def start(self, last_exit_ok: bool, page_cache_intact: bool) -> tuple[int, bool] | None:
+        """Where ``run``'s scan starts, and whether that is an anchor (None: no CommitLog). Every byte
+        before it was written before a later record known intact, or flushed (``page_cache_intact``:
+        only the process died)."""
         files = self.commitlog.queue.files
         if not files:
+            return None
+        anchor = self._anchor() if last_exit_ok or page_cache_intact else None
+        if anchor is not None:
+            return anchor, True
+        if last_exit_ok:
+            return files[max(len(files) - 3, 0)].start_offset, False
+        return self._safe_start(), False
+
+    def run(
+        self, last_exit_ok: bool, begin: tuple[int, bool] | None, dispatch: Callable[[DispatchRequest], None]
+    ) -> RecoveryReport:
+        """Recover (ConsumeQueues already ``recover``-ed) from ``begin`` (``start``'s answer)."""
+        if begin is None:
             for queue in list(self.queues.values()):
                 queue.destroy()
             return RecoveryReport(last_exit_ok, 0, False, 0)
-        trusted = last_exit_ok or page_cache_intact
-        start = self._anchor() if trusted else None
-        anchored = start is not None
-        if start is not None:
+        start, anchored = begin
+        if anchored:
             for queue in list(self.queues.values()):
                 queue.truncate_after_physical(start)  # the anchor record and what follows are dispatched again
-        elif last_exit_ok:
-            start = files[max(len(files) - 3, 0)].start_offset
-        else:
-            start = self._safe_start()
-        flushed = 2**63 - 1 if last_exit_ok else self.checkpoint.physic_msg_timestamp
-        records = self.commitlog.scan(start, self.check_crc, Resync(flushed, self._skipped))
+        records = self.commitlog.scan(start, self.check_crc, self.resync(last_exit_ok))
         for request in requests_for_scan(self.coder, records):
             dispatch(request)
         process_offset = self.commitlog.scan_end
@@ -191,10 +198,19 @@ class Recovery:
         self.index.truncate_after(process_offset)
         return RecoveryReport(last_exit_ok, process_offset, torn_tail, start, anchored)
 
+    def resync(self, settled: bool) -> Resync:
+        """How start-up's scans go on past damage: to records stored before what the checkpoint says
+        was flushed; anywhere when every byte scanned is ``settled`` (after a clean exit, or below
+        ``start``)."""
+        return Resync(2**63 - 1 if settled else self.checkpoint.physic_msg_timestamp, self._skipped)
+
     def _skipped(self, physical: int, count: int, damaged: ScannedRecord | None) -> None:
-        """Report bytes the scan skipped (``Resync``). When they are one record whose head still names
-        its queue (queue id, queue offset, total size), the unit naming that record is blanked, so
-        reads move past it."""
+        """Report bytes a scan skipped (``Resync``), once however many scans meet them. When they are
+        one record whose head still names its queue (queue id, queue offset, total size), the unit
+        naming that record is blanked, so reads move past it."""
+        if physical in self._reported:
+            return
+        self._reported.add(physical)
         mapped = self.commitlog.queue.find(physical)
         assert mapped is not None  # the scan is reading it
         where = f"{mapped.path} position {physical - mapped.start_offset}"

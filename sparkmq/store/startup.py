@@ -9,13 +9,14 @@ and the flush and clean services. Recovery itself (the torn tail) is :mod:`spark
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 from collections.abc import Callable
 
 from sparkmq.errors import StoreIOError, StoreLockedError
 from sparkmq.store.checkpoint import StoreCheckpoint
-from sparkmq.store.commitlog import CommitLog
+from sparkmq.store.commitlog import CommitLog, Resync
 from sparkmq.store.config import FlushDiskType, StoreConfig
 from sparkmq.store.consume_queue import ConsumeQueue
 from sparkmq.store.damage import INDEX_FILE, DamageReport
@@ -120,16 +121,26 @@ def replay(
     coder: TagsCoder,
     dispatch: Callable[[DispatchRequest], None],
     start: int,
-) -> None:
-    """Dispatch the CommitLog from ``start`` again (idempotent: what is held is skipped)."""
+    stop: int,
+    resync: Resync,
+) -> int:
+    """Dispatch the CommitLog from ``start`` up to ``stop`` (recovery's start: it dispatches the rest)
+    again (idempotent: what is held is skipped), going on past damaged records (``resync``: every
+    byte below ``stop`` was written before a record known intact, so no torn put lies there); returns
+    where the scan ended."""
     start = max(start, commitlog.min_offset)
     logger.info(
         "store %s: dispatching the CommitLog again from %d (what ConsumeQueues or the index lack)",
         config.root_dir,
         start,
     )
-    for request in requests_for_scan(coder, commitlog.scan(start, config.check_crc_on_recover)):
-        dispatch(request)
+    records = commitlog.scan(start, config.check_crc_on_recover, resync)
+    try:
+        for request in requests_for_scan(coder, itertools.takewhile(lambda r: r.physical_offset < stop, records)):
+            dispatch(request)
+    finally:
+        records.close()
+    return max(stop, start) if commitlog.scan_end >= stop else commitlog.scan_end
 
 
 def recover_queue_table(

@@ -8,21 +8,19 @@ every other message."""
 from __future__ import annotations
 
 import socket
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from sparkmq.message import layout as L
 from sparkmq.message.record import decode_record
 from support.client_harness import Clients
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun, require_cpp_python
-from support.store_damage import UNIT_KINDS, damage_bytes, damage_unit, read_unit, unit_path
+from support.store_damage import UNIT_KINDS, damage_bytes, damage_unit, damaged_counts, read_unit, unit_path
 
 pytestmark = pytest.mark.timeout(240)
 UNITS_FILE_BYTES = 300_000  # SMALL_STORE's mapedFileSizeConsumeQueue
@@ -56,18 +54,6 @@ def _cpp(home: Path, command: str, namesrv: str, topic: str, group: str, *args: 
         run.kill()
 
 
-def _damaged_units(port: int, kind: str = "consumequeue") -> dict[str, float]:
-    """sparkmq_store_damaged_total of the ConsumeQueues (or another ``kind`` of file), by outcome."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        sample.labels["outcome"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "sparkmq_store_damaged_total" and sample.labels["kind"] == kind
-    }
-
-
 def _damage(store_dir: Path, topic: str, positions: list[tuple[int, int, str]]) -> dict[tuple[Path, int], bytes]:
     """Damage unit (queue, offset) of ``topic`` as ``kind`` for each position; what each held."""
     intact = {}
@@ -95,7 +81,7 @@ def test_consumers_read_every_message_past_damaged_units_which_are_repaired_and_
     assert {(0, 32), (1, 37), (2, 42), (3, 20), (0, 50), (1, 60)} <= set(positions)
     # (b) repaired on the disk, (c) counted, and logged with the file and position
     assert {at: read_unit(*at) for at in first} == first
-    assert _damaged_units(port) == {"repaired": 3}
+    assert damaged_counts(port, "consumequeue") == {"repaired": 3}
     logged = " ".join(line for line in broker.output if "damaged consumequeue at" in line)
     assert all(f"{at[0]} position {at[1]}" in logged for at in first), logged
 
@@ -111,7 +97,7 @@ def test_consumers_read_every_message_past_damaged_units_which_are_repaired_and_
         clients.close_all()
     assert sorted((m.queue.queue_id, m.queue_offset) for m in got) == positions
     assert {at: read_unit(*at) for at in second} == second
-    assert _damaged_units(port) == {"repaired": 6}
+    assert damaged_counts(port, "consumequeue") == {"repaired": 6}
 
 
 def _record_positions(segment: Path) -> dict[str, int]:
@@ -141,7 +127,7 @@ def test_records_whose_bodies_were_damaged_while_stopped_are_found_counted_and_s
         for seq in damaged:
             damage_bytes(segment, positions[f"m-body-{seq}"] + L.POS_BODY + 2, b"#")
         with BrokerProcess.start(store, namesrv.address, *settings, port=port) as broker:
-            assert wait_until(lambda: _damaged_units(metrics, "commitlog") == {"lost": len(damaged)}, 60)
+            assert wait_until(lambda: damaged_counts(metrics, "commitlog") == {"lost": len(damaged)}, 60)
             logged = " ".join(line for line in broker.output if "damaged commitlog at" in line)
             assert all(f"{segment} position {positions[f'm-body-{seq}']}" in logged for seq in damaged), logged
             expected = COUNT - len(damaged)

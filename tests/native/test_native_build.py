@@ -136,14 +136,16 @@ def test_repeated_calls_keep_memory_flat() -> None:
 
     def run(times: int) -> None:
         for i in range(times):
-            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, segments, 0)
+            read = _queueread.gather(units, 0, 0, None if i % 2 else [1, 2], 32, 1 << 20, segments, 0, b"")
             assert isinstance(read, tuple) and read[2] in (32, 21)
-            framed = _queueread.gather_frame(units, 0, 0, None, 32, 1 << 20, segments, 0, pull_parts, i, 0, 1, 9, 0, 32)
+            framed = _queueread.gather_frame(
+                units, 0, 0, None, 32, 1 << 20, segments, 0, b"", pull_parts, i, 0, 1, 9, 0, 32
+            )
             assert isinstance(framed, tuple) and framed[1] == 32
             out = bytearray()
             for _frame in range(3):  # the pull lane's one buffer per call, grown from empty
                 appended = _queueread.gather_frame(
-                    units, 0, 0, None, 32, 1 << 20, segments, 0, pull_parts, i, 0, 1, 9, 0, 32, out, i % 3000
+                    units, 0, 0, None, 32, 1 << 20, segments, 0, b"", pull_parts, i, 0, 1, 9, 0, 32, out, i % 3000
                 )
                 assert appended[0] == len(out)
             group = _sendlane.scan(buffer, 0, 1024, *args)

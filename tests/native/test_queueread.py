@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sparkmq import native
 from sparkmq.broker.processors.pull_lane import pull_template
 from sparkmq.message import MessageBatch, encode_properties
+from sparkmq.message import layout as L
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import PullMessageResponseHeader
 from sparkmq.store import GetMessageStatus, GetResult, MessageStore, reads
@@ -312,7 +313,7 @@ def test_gather_into_names_the_first_record_unlike_its_unit(store: MessageStore)
     with mapped.view() as view:
         segments = ((mapped.start_offset, view, mapped.write_position),)
         out = bytearray(1 << 20)
-        read = queueread.gather_into(queue.read_unit_bytes(0, 8), 0, 0, None, 8, 1 << 30, segments, 1, out)
+        read = queueread.gather_into(queue.read_unit_bytes(0, 8), 0, 0, None, 8, 1 << 30, segments, 1, b"Q", out)
         del view, segments
     assert read == -1 and not any(out)
 
@@ -340,6 +341,7 @@ _UNIT_DAMAGE = st.one_of(
     st.tuples(st.just("near"), st.integers(-400, 400)),  # into another record, or the middle of one
     st.tuples(st.just("bytes"), st.binary(min_size=20, max_size=20)),
     st.tuples(st.just("head"), st.tuples(st.integers(0, 35), st.integers(1, 255))),  # a byte of its record's head
+    st.tuples(st.just("topic"), st.integers(1, 255)),  # its record's topic byte: another topic's record
 )
 
 
@@ -375,14 +377,21 @@ def test_native_and_numpy_reads_agree_on_damaged_units(
             at = unit * 20 - mapped.start_offset
             old = mapped.read(at, 20)
             physical = int.from_bytes(old[:8], "big", signed=True)
-            if kind == "head":
-                assert isinstance(value, tuple)
+            if kind in ("head", "topic"):
                 segment = store.commitlog.queue.find(physical)
-                where = physical - (segment.start_offset if segment else 0) + value[0]
-                if segment is None or where + 1 > segment.write_position:
+                where = physical - (segment.start_offset if segment else 0)
+                if segment is None or where + L.POS_BODY > segment.write_position:
                     continue  # a unit damaged before: no record to damage
+                if kind == "topic":
+                    body_length = int.from_bytes(segment.read(where + L.POS_BODY_LENGTH, 4), "big", signed=True)
+                    where, flip = where + L.POS_BODY + body_length + 1, value
+                else:
+                    assert isinstance(value, tuple)
+                    where, flip = where + value[0], value[1]
+                if where + 1 > segment.write_position:
+                    continue
                 restore.append((segment, where, segment.read(where, 1)))
-                segment.rewrite(where, bytes([segment.read(where, 1)[0] ^ value[1]]))
+                segment.rewrite(where, bytes([segment.read(where, 1)[0] ^ int(flip)]))  # type: ignore[call-overload]
                 continue
             if kind == "size":
                 new = old[:8] + int(value).to_bytes(4, "big", signed=True) + old[12:]  # type: ignore[call-overload]

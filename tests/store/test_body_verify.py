@@ -7,6 +7,8 @@ and to the reads that come before it.
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 from sparkmq.connector.local_reads import LocalQueueReads, LocalReadDeclined, StoreFiles
 from sparkmq.message import layout as L
 from sparkmq.native import queueread
-from sparkmq.store import MessageStore
+from sparkmq.store import MessageStore, disk
 from sparkmq.store.body_verify import UNVERIFIED_FILE
 from support.store_checks import read_queue_all
 from support.store_damage import damage_bytes
@@ -154,3 +156,47 @@ def test_records_larger_than_a_walk_chunk_are_checked_whole(tmp_path: Path) -> N
         _wait(store.verifier.done)
         assert store.damage.counts() == {("commitlog", "lost"): 1}
         assert _read_all(store) == [q for q in range(24) if q != 1]
+
+
+def test_a_failing_read_halts_the_walk_once_and_reads_check_what_it_did_not_reach(
+    damaged_root: tuple[Path, list[tuple[int, int]]], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk answers EIO from the walk's third read on: the walk reports it once and stops; the
+    store keeps serving, every read past the walk's end checking the records it serves."""
+    root, _records = damaged_root
+    calls = iter(range(1_000_000))
+
+    def failing_from_the_third(fd: int, size: int, pos: int) -> bytes:
+        if next(calls) >= 2:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return os.pread(fd, size, pos)
+
+    monkeypatch.setattr(disk, "pread", failing_from_the_third)
+    with MessageStore(tiny_config(root)) as store:
+        _wait(store.verifier.halted)
+        assert store.damage.counts() == {("commitlog", "lost"): 1, ("commitlog", "unreadable"): 1}
+        assert not store.verifier.done.is_set() and (root / UNVERIFIED_FILE).exists()
+        assert store.verifier.step() == 0  # halted for good
+        assert _read_all(store) == [q for q in range(COUNT) if q != DAMAGED]
+        assert store.damage.counts() == {("commitlog", "lost"): 1, ("commitlog", "unreadable"): 1}
+    reported = [r.getMessage() for r in caplog.records if "damaged commitlog" in r.getMessage()]
+    assert len([m for m in reported if "Input/output error" in m]) == 1, reported
+
+
+def test_a_segment_cut_short_under_the_store_halts_the_walk_without_a_fault(tmp_path: Path) -> None:
+    """A segment the walk has not reached loses its end while the store runs: the walk reads it with
+    ``pread`` (a read through the mapping there would kill the process with SIGBUS), finds it short,
+    reports it once and stops; the records before it are served."""
+    root = tmp_path / "store"
+    with MessageStore(tiny_config(root)) as store:
+        for start in range(0, COUNT, 20):
+            assert store.put_messages(make_batch("T", 0, 20, start=start)).ok
+    with MessageStore(tiny_config(root, verify_bytes_per_second=0)) as store:
+        cut = store.commitlog.queue.files[3]
+        os.truncate(cut.path, 100)
+        while store.verifier.step():
+            pass
+        assert store.verifier.halted.is_set() and store.verifier.frontier == cut.start_offset
+        assert store.damage.counts() == {("commitlog", "unreadable"): 1}
+        first = store.get_messages("G", "T", 0, 0, 32)
+        assert first.queue_offsets.tolist() == list(range(32))

@@ -3,6 +3,7 @@ cutting the log there, reports each, and consumers move past them; nothing else 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from sparkmq.message import layout as L
@@ -82,3 +83,22 @@ def test_a_torn_tail_is_still_cut(tmp_path: Path) -> None:
         assert store.commitlog.max_offset == end
         assert _read_all(store) == list(range(COUNT))
         assert store.damage.counts() == {}
+
+
+def test_a_damaged_record_does_not_end_the_replay_that_rebuilds_a_lost_queue(tmp_path: Path) -> None:
+    """T's ConsumeQueue is lost and rebuilt from the CommitLog's start while U's, intact, anchors recovery
+    at the log's end: the replay steps over a T record whose body fails its CRC (reported once) and
+    dispatches every intact record after it."""
+    root = tmp_path / "store"
+    with MessageStore(tiny_config(root)) as store:
+        for start in range(0, 400, 10):  # over six segments
+            assert store.put_messages(make_batch("T", 0, 10, start=start)).ok
+            assert store.put_messages(make_batch("U", 0, 1, start=start)).ok
+        physical = int(store.consume_queue("T", 0).read_units(5, 1)[0]["offset"])  # type: ignore[union-attr]
+        end = store.commitlog.max_offset
+    _damage(root, physical, L.POS_BODY + 5, b"\xff")
+    shutil.rmtree(root / "consumequeue" / "T")
+    with MessageStore(tiny_config(root)) as store:
+        assert store.commitlog.max_offset == end
+        assert _read_all(store) == [q for q in range(400) if q != 5]
+        assert store.damage.counts() == {("commitlog", "skipped"): 1}

@@ -116,6 +116,20 @@ def test_a_record_whose_lengths_do_not_add_up_is_skipped_and_reported_lost(
     assert read_unit(path, position)[8:12] == (2**31 - 1).to_bytes(4, "big")  # a blank unit
 
 
+def test_a_unit_naming_another_topics_record_is_repaired(damaged_store: MessageStore) -> None:
+    """The unit names a record of topic U whose queue id, queue offset and offset all match what the unit
+    says: only its topic tells it apart. It is never served under T; the unit is rebuilt from T's record."""
+    for start in range(0, 100, 10):
+        assert damaged_store.put_messages(make_batch("U", 0, 10, start=start)).ok
+    before = _read_all(damaged_store)
+    path, position = _unit(damaged_store, 41)
+    other = read_unit(*unit_path(damaged_store.store_dir, "U", 0, 41, UNITS_PER_FILE * 20))
+    intact = damage_bytes(path, position, other)
+    assert _read_all(damaged_store) == before
+    assert read_unit(path, position) == intact
+    assert damaged_store.damage.counts() == {("consumequeue", "repaired"): 1}
+
+
 @pytest.mark.parametrize("kind", UNIT_KINDS)
 def test_a_damaged_unit_survives_a_restart_as_damage_not_as_the_queue_end(tmp_path: Path, kind: str) -> None:
     """Recovery keeps the units after a damaged one (only a torn tail ends a queue, and its searches

@@ -4,6 +4,7 @@ file, under a running broker's mappings (they share the page cache, so the broke
 from __future__ import annotations
 
 import os
+import urllib.request
 from pathlib import Path
 
 UNIT_BYTES = 20
@@ -58,3 +59,17 @@ def _pwrite(path: Path, position: int, data: bytes) -> None:
         assert os.pwrite(fd, data, position) == len(data)
     finally:
         os.close(fd)
+
+
+def damaged_counts(metrics_port: int, kind: str) -> dict[str, float]:
+    """A broker's ``sparkmq_store_damaged_total`` for ``kind`` of file, by outcome, from its Prometheus port."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        sample.labels["outcome"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "sparkmq_store_damaged_total" and sample.labels["kind"] == kind
+    }

@@ -3,7 +3,9 @@
 The slave reports its CommitLog max offset on connecting, after every receipt and every
 ``haSendHeartbeatInterval``; the master answers with its bytes from exactly that offset, so a
 restart or a dropped link resumes where the slave's own log ends: no gap, no duplicate. A run
-whose offset is not the slave's end (``slavePhyOffset != masterPhyOffset``) closes the link.
+whose offset does not continue the link's last one (``slavePhyOffset != masterPhyOffset``), or
+whose bytes the store refuses (``store.replica``: damaged in flight), closes the link; the next one
+starts again from the slave's own end.
 Where the master is comes from ``master_address()`` each time a link is opened: configured
 (``haMasterAddress``) or learned from the NameServer's register result, or set by a future
 failover controller.
@@ -80,10 +82,11 @@ class ReplicationSink:
         try:
             if self._broker_id is not None:
                 writer.write(encode_handshake(self._broker_id))
-            writer.write(encode_report(self._max_offset()))
+            expected = self._max_offset()  # where the master's next run starts (0: its choice)
+            writer.write(encode_report(expected))
             await writer.drain()
             self.connected.set()
-            logger.info("HA link to master %s open, reporting offset %d", address, self._max_offset())
+            logger.info("HA link to master %s open, reporting offset %d", address, expected)
             while True:
                 async with asyncio.timeout(HOUSEKEEPING_INTERVAL_S):
                     header = await reader.readexactly(TRANSFER_HEADER.size)
@@ -92,14 +95,12 @@ class ReplicationSink:
                 if size:
                     async with asyncio.timeout(HOUSEKEEPING_INTERVAL_S):
                         body = await reader.readexactly(size)
-                ours = self._max_offset()
-                if ours != 0 and ours != offset:
-                    raise SparkmqError(
-                        f"master {address} sent offset {offset}, but this slave's CommitLog ends at {ours}"
-                    )
+                if expected != 0 and expected != offset:
+                    raise SparkmqError(f"master {address} sent offset {offset}, but this link expects {expected}")
                 if body:
                     writer.write(encode_report(self._append_run(offset, body)))
                     await writer.drain()
+                    expected = offset + size
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
