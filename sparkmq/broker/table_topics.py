@@ -59,6 +59,7 @@ def start_materializer(ctx: BrokerContext) -> Materializer | None:
         lambda: {} if ctx.config.is_slave else table_settings(ctx.topics),
         upkeep_interval_s=config.table_topic_compact_interval_ms / 1000,
         vacuum_retention_hours=config.table_topic_vacuum_retention_hours,
+        storage_options=config.table_storage_options(),
     )
     ctx.store.retention.keep_from = writer.retention_floor
     writer.start()

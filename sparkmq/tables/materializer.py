@@ -82,9 +82,13 @@ class TableStatus:
 class _Table:
     """One Delta table, its handle kept between cycles (``memory://`` tables live only in it)."""
 
-    def __init__(self, uri: str, topic: str, schema: pa.Schema, partition_by: list[str] | None) -> None:
+    def __init__(
+        self, uri: str, topic: str, schema: pa.Schema, partition_by: list[str] | None, storage: Mapping[str, str]
+    ) -> None:
         self.uri, self.topic = uri, topic
-        self.delta = DeltaTable.create(uri, schema=schema, partition_by=partition_by, mode="ignore")
+        self.delta = DeltaTable.create(
+            uri, schema=schema, partition_by=partition_by, mode="ignore", storage_options=dict(storage) or None
+        )
 
     def offsets(self, queue_ids: list[int]) -> dict[int, int | None]:
         """Each queue's next offset to write (None: none written), from the table's latest version.
@@ -129,10 +133,12 @@ class Materializer:
         max_rows: int = MAX_ROWS_PER_COMMIT,
         upkeep_interval_s: float = 0.0,
         vacuum_retention_hours: int = 168,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         self.store, self.broker_name, self.root = store, broker_name, root
         self.interval_s, self.settings, self.max_rows = interval_s, settings, max_rows
         self.upkeep_interval_s, self.vacuum_retention_hours = upkeep_interval_s, vacuum_retention_hours
+        self.storage_options = dict(storage_options or {})  # deltalake's, e.g. an S3 endpoint and its keys
         self._upkept: dict[str, float] = {}  # topic → monotonic time of its table's last upkeep
         self.statuses: dict[str, TableStatus] = {}
         self.floors: dict[str, int] = {}  # topic → lowest CommitLog offset its table still lacks
@@ -199,7 +205,8 @@ class Materializer:
     def _table(self, topic: str, schema: pa.Schema, partition_by: list[str] | None) -> _Table:
         table = self._tables.get(topic)
         if table is None:
-            table = self._tables[topic] = _Table(table_uri(self.root, topic), topic, schema, partition_by)
+            uri = table_uri(self.root, topic)
+            table = self._tables[topic] = _Table(uri, topic, schema, partition_by, self.storage_options)
         return table
 
     def _materialize(self, topic: str, settings: TableSettings) -> bool:
@@ -248,8 +255,8 @@ class Materializer:
             return
         for name in (topic, dlq_topic(topic)) if settings.format == "json" else (topic,):
             uri = table_uri(self.root, name)
-            done = compact(uri)
-            removed = vacuum(uri, self.vacuum_retention_hours)
+            done = compact(uri, storage_options=self.storage_options)
+            removed = vacuum(uri, self.vacuum_retention_hours, self.storage_options)
             logger.info(
                 "table %s: %d files compacted into %d, %d vacuumed",
                 uri,
