@@ -18,6 +18,7 @@ the queues' transactions unchanged.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -134,11 +135,13 @@ class Materializer:
         upkeep_interval_s: float = 0.0,
         vacuum_retention_hours: int = 168,
         storage_options: Mapping[str, str] | None = None,
+        replicated: Callable[[], float] = lambda: math.inf,
     ) -> None:
         self.store, self.broker_name, self.root = store, broker_name, root
         self.interval_s, self.settings, self.max_rows = interval_s, settings, max_rows
         self.upkeep_interval_s, self.vacuum_retention_hours = upkeep_interval_s, vacuum_retention_hours
         self.storage_options = dict(storage_options or {})  # deltalake's, e.g. an S3 endpoint and its keys
+        self.replicated = replicated  # the CommitLog offset a failover keeps (the replicas' confirmed one)
         self._upkept: dict[str, float] = {}  # topic → monotonic time of its table's last upkeep
         self.statuses: dict[str, TableStatus] = {}
         self.floors: dict[str, int] = {}  # topic → lowest CommitLog offset its table still lacks
@@ -225,8 +228,8 @@ class Materializer:
             held, low = offsets[q], self.store.min_offset_in_queue(topic, q)
             if held is not None and held < low:  # retention ran while no writer held it back
                 logger.warning("table of %s: queue %d offsets %d..%d are gone from the CommitLog", topic, q, held, low)
-        per_queue = max(self.max_rows // max(len(queue_ids), 1), 1)
-        reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue) for q in queue_ids]
+        per_queue, replicated = max(self.max_rows // max(len(queue_ids), 1), 1), self.replicated()
+        reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue, replicated) for q in queue_ids]
         advanced = _advanced(reads, offsets)
         rows = _concat(reads)
         if dlq is not None:
