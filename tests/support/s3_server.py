@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +20,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from support.rocketmq_java import fail_or_skip
+from support.rocketmq_java import fail_or_skip, free_port
 
 BUCKET = "tables"
 START_DEADLINE_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -70,7 +63,7 @@ class S3Server:
     def start(cls) -> Iterator[S3Server]:
         if importlib.util.find_spec("moto") is None:
             fail_or_skip("moto is not installed: pip install 'moto[server]' (the test extra of pyproject.toml)")
-        port = _free_port()
+        port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,

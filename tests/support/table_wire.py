@@ -46,7 +46,8 @@ async def stalled_metric(w: Wire, topic: str) -> tuple[float, str]:
     raise AssertionError(f"no sparkmq_table_stalled sample of {topic}")
 
 
-async def update_topic(w: Wire, topic: str, attributes: str | None, queues: int = 2) -> None:
+def topic_fields(topic: str, attributes: str | None, queues: int = 2) -> dict[str, str]:
+    """UPDATE_AND_CREATE_TOPIC's header fields for ``topic`` (``attributes``: RocketMQ 5's ``+key=value`` list)."""
     fields = {
         "topic": topic,
         "defaultTopic": "TBW102",
@@ -58,7 +59,11 @@ async def update_topic(w: Wire, topic: str, attributes: str | None, queues: int 
     }
     if attributes is not None:
         fields["attributes"] = attributes
-    response = await w.call(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+    return fields
+
+
+async def update_topic(w: Wire, topic: str, attributes: str | None, queues: int = 2) -> None:
+    response = await w.call(RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields(topic, attributes, queues))
     assert response.code == ResponseCode.SUCCESS, response.remark
 
 

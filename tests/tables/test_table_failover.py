@@ -16,23 +16,14 @@ from sparkmq.protocol.table_bodies import TableStatusBody
 from sparkmq.tables.layout import table_uri
 from support.controller_group import UNTIL_S, ControllerGroup, ask, send_until_ok
 from support.processes import wait_until
+from support.table_wire import topic_fields
 
 TOPIC = "TableFailover"
 QUEUES = 2
 
 
 def _create_table_topic(address: str) -> None:
-    fields = {
-        "topic": TOPIC,
-        "defaultTopic": "TBW102",
-        "readQueueNums": str(QUEUES),
-        "writeQueueNums": str(QUEUES),
-        "perm": "6",
-        "topicFilterType": "SINGLE_TAG",
-        "order": "false",
-        "attributes": "+table.enable=true",
-    }
-    response = ask(address, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+    response = ask(address, RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields(TOPIC, "+table.enable=true", QUEUES))
     assert response.code == ResponseCode.SUCCESS, response.remark
 
 
