@@ -62,7 +62,9 @@ class S3Server:
     @contextmanager
     def start(cls) -> Iterator[S3Server]:
         if importlib.util.find_spec("moto") is None:
-            fail_or_skip("moto is not installed: pip install 'moto[server]' (the test extra of pyproject.toml)")
+            fail_or_skip(
+                "moto is not installed: make venv (it installs the test extra of pyproject.toml, moto[server])"
+            )
         port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
