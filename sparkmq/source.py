@@ -139,24 +139,67 @@ def read_range(
     options: SourceOptions, group: str, part: QueueRange, selector: MessageSelector | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as RecordBatches (one per pull), exactly offsets [start, end)."""
+    if part.table is not None:
+        yield from _table_rows(options, part)
+    elif options.history == "table":
+        yield from _broker_rows_or_table(options, group, part)
+    else:
+        yield from _broker_rows(options, group, part, selector or options.selector)
+
+
+def _table_rows(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    from sparkmq.tables.history import read_offsets
+
+    assert part.table is not None
+    yield from read_offsets(
+        part.table,
+        part.topic,
+        part.broker_name,
+        part.queue_id,
+        part.start,
+        part.end,
+        options.columns,
+        options.fail_on_data_loss,
+    )
+
+
+def _broker_rows_or_table(options: SourceOptions, group: str, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """``history=table``, a range planned for the broker: the offsets its minimum moved past since the
+    planning (retention ran meanwhile) are read from the table, the minimum being asked again at once."""
+    from sparkmq.connector.broker_view import leased_view
+    from sparkmq.tables.layout import table_uri
+
+    assert options.table_root is not None
+    strict = replace(options, fail_on_data_loss=True)
+    position = part.start
+    while position < part.end:
+        try:
+            for batch in _broker_rows(strict, group, replace(part, start=position), options.selector):
+                position = int(batch.column("queueOffset")[-1].as_py()) + 1
+                yield batch
+            return
+        except DataLossError:
+            with leased_view(options.namesrv_addr, group, options.security) as view:
+                low = view.min_offsets([part.queue])[part.queue]
+            if low <= position:  # not retention: a loss the table cannot explain
+                if options.fail_on_data_loss:
+                    raise
+                yield from _broker_rows(options, group, replace(part, start=position), options.selector)
+                return
+            cut = min(low, part.end)
+            yield from _table_rows(
+                options, replace(part, start=position, end=cut, table=table_uri(options.table_root, part.topic))
+            )
+            position = cut
+
+
+def _broker_rows(
+    options: SourceOptions, group: str, part: QueueRange, selector: str | MessageSelector
+) -> Iterator[pa.RecordBatch]:
     # Imported here: Spark's per-query source runner (the driver side) never reads records.
     from sparkmq.connector.arrow import records_to_arrow
 
-    if part.table is not None:
-        from sparkmq.tables.history import read_offsets
-
-        yield from read_offsets(
-            part.table,
-            part.topic,
-            part.broker_name,
-            part.queue_id,
-            part.start,
-            part.end,
-            options.columns,
-            options.fail_on_data_loss,
-        )
-        return
-    for body in _bodies(options, group, part, selector or options.selector):
+    for body in _bodies(options, group, part, selector):
         batch = records_to_arrow(body, part.broker_name, columns=options.columns, topic=part.topic)
         offsets = batch.column("queueOffset").to_numpy()  # in offset order
         first, last = np.searchsorted(offsets, [part.start, part.end]).tolist()

@@ -137,6 +137,8 @@ class BrokerConfig:
     table_topic_commit_interval_ms: int = 5000  # tableTopicCommitIntervalMs: one Delta commit per interval
     table_topic_compact_interval_ms: int = 600_000  # tableTopicCompactIntervalMs: compaction + vacuum; 0: never
     table_topic_vacuum_retention_hours: int = 168  # tableTopicVacuumRetentionHours: files older versions read
+    # tableTopicStorageOptions: deltalake storage options, `key=value` separated by commas (e.g. the S3 endpoint)
+    table_topic_storage_options: str = ""
     config_file: Path | None = None  # the broker.conf given with -c (not a key): updateBrokerConfig writes there
 
     def __post_init__(self) -> None:
@@ -164,6 +166,7 @@ class BrokerConfig:
                 "tableTopicRoot memory:// cannot hold a table between commits (deltalake opens a new memory "
                 "store per handle): give a directory or an object-store URL"
             )
+        self.table_storage_options()  # a malformed entry fails the start, naming it
         if self.table_topic_commit_interval_ms <= 0:
             raise ConfigError(f"tableTopicCommitIntervalMs {self.table_topic_commit_interval_ms} must be positive")
         if self.table_topic_compact_interval_ms < 0:
@@ -286,6 +289,16 @@ class BrokerConfig:
 
     def controller_addresses(self) -> list[str]:
         return [a.strip() for a in self.controller_addr.split(";") if a.strip()]
+
+    def table_storage_options(self) -> dict[str, str]:
+        """``tableTopicStorageOptions`` as deltalake's ``storage_options`` (empty: deltalake reads the AWS_* env)."""
+        options = {}
+        for entry in filter(None, (e.strip() for e in self.table_topic_storage_options.split(","))):
+            key, equals, value = entry.partition("=")
+            if not equals or not key.strip():
+                raise ConfigError(f"tableTopicStorageOptions entry {entry!r} is not key=value")
+            options[key.strip()] = value.strip()
+        return options
 
     def server_limits(self) -> ServerLimits:
         """What the remoting server allows each peer (and all of them together)."""
@@ -447,6 +460,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "tableTopicRoot": ConfKey("table_topic_root"),
     "tableTopicCommitIntervalMs": ConfKey("table_topic_commit_interval_ms"),
     "tableTopicCompactIntervalMs": ConfKey("table_topic_compact_interval_ms"),
+    "tableTopicStorageOptions": ConfKey("table_topic_storage_options"),
     "tableTopicVacuumRetentionHours": ConfKey("table_topic_vacuum_retention_hours"),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}

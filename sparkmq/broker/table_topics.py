@@ -7,6 +7,7 @@ so a broker without tables never loads them.
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING
 
 from sparkmq.broker.topics import TopicConfigManager
@@ -59,11 +60,25 @@ def start_materializer(ctx: BrokerContext) -> Materializer | None:
         lambda: {} if ctx.config.is_slave else table_settings(ctx.topics),
         upkeep_interval_s=config.table_topic_compact_interval_ms / 1000,
         vacuum_retention_hours=config.table_topic_vacuum_retention_hours,
+        storage_options=config.table_storage_options(),
+        replicated=lambda: _replicated(ctx),
     )
     ctx.store.retention.keep_from = writer.retention_floor
     writer.start()
     logger.info("topics as tables: writing under %s", config.table_topic_root)
     return writer
+
+
+def _replicated(ctx: BrokerContext) -> float:
+    """The CommitLog offset a failover keeps: what the replicas confirmed on a master whose sends wait
+    for them (as ``HAService.confirm`` does), else everything (``inf``)."""
+    ha = ctx.ha
+    if ha is None or not (ha.sync_master or ctx.config.enable_controller_mode):
+        return math.inf
+    try:
+        return ha.acks.confirmable()
+    except RuntimeError:  # a replica linked or left while this thread read the table of them: next cycle
+        return 0
 
 
 def table_status_body(writer: Materializer, topic: str) -> TableStatusBody | None:

@@ -18,6 +18,7 @@ the queues' transactions unchanged.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -82,9 +83,13 @@ class TableStatus:
 class _Table:
     """One Delta table, its handle kept between cycles (``memory://`` tables live only in it)."""
 
-    def __init__(self, uri: str, topic: str, schema: pa.Schema, partition_by: list[str] | None) -> None:
+    def __init__(
+        self, uri: str, topic: str, schema: pa.Schema, partition_by: list[str] | None, storage: Mapping[str, str]
+    ) -> None:
         self.uri, self.topic = uri, topic
-        self.delta = DeltaTable.create(uri, schema=schema, partition_by=partition_by, mode="ignore")
+        self.delta = DeltaTable.create(
+            uri, schema=schema, partition_by=partition_by, mode="ignore", storage_options=dict(storage) or None
+        )
 
     def offsets(self, queue_ids: list[int]) -> dict[int, int | None]:
         """Each queue's next offset to write (None: none written), from the table's latest version.
@@ -129,10 +134,14 @@ class Materializer:
         max_rows: int = MAX_ROWS_PER_COMMIT,
         upkeep_interval_s: float = 0.0,
         vacuum_retention_hours: int = 168,
+        storage_options: Mapping[str, str] | None = None,
+        replicated: Callable[[], float] = lambda: math.inf,
     ) -> None:
         self.store, self.broker_name, self.root = store, broker_name, root
         self.interval_s, self.settings, self.max_rows = interval_s, settings, max_rows
         self.upkeep_interval_s, self.vacuum_retention_hours = upkeep_interval_s, vacuum_retention_hours
+        self.storage_options = dict(storage_options or {})  # deltalake's, e.g. an S3 endpoint and its keys
+        self.replicated = replicated  # the CommitLog offset a failover keeps (the replicas' confirmed one)
         self._upkept: dict[str, float] = {}  # topic → monotonic time of its table's last upkeep
         self.statuses: dict[str, TableStatus] = {}
         self.floors: dict[str, int] = {}  # topic → lowest CommitLog offset its table still lacks
@@ -199,7 +208,8 @@ class Materializer:
     def _table(self, topic: str, schema: pa.Schema, partition_by: list[str] | None) -> _Table:
         table = self._tables.get(topic)
         if table is None:
-            table = self._tables[topic] = _Table(table_uri(self.root, topic), topic, schema, partition_by)
+            uri = table_uri(self.root, topic)
+            table = self._tables[topic] = _Table(uri, topic, schema, partition_by, self.storage_options)
         return table
 
     def _materialize(self, topic: str, settings: TableSettings) -> bool:
@@ -218,8 +228,8 @@ class Materializer:
             held, low = offsets[q], self.store.min_offset_in_queue(topic, q)
             if held is not None and held < low:  # retention ran while no writer held it back
                 logger.warning("table of %s: queue %d offsets %d..%d are gone from the CommitLog", topic, q, held, low)
-        per_queue = max(self.max_rows // max(len(queue_ids), 1), 1)
-        reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue) for q in queue_ids]
+        per_queue, replicated = max(self.max_rows // max(len(queue_ids), 1), 1), self.replicated()
+        reads = [read_rows(self.store, self.broker_name, topic, q, starts[q], per_queue, replicated) for q in queue_ids]
         advanced = _advanced(reads, offsets)
         rows = _concat(reads)
         if dlq is not None:
@@ -248,8 +258,8 @@ class Materializer:
             return
         for name in (topic, dlq_topic(topic)) if settings.format == "json" else (topic,):
             uri = table_uri(self.root, name)
-            done = compact(uri)
-            removed = vacuum(uri, self.vacuum_retention_hours)
+            done = compact(uri, storage_options=self.storage_options)
+            removed = vacuum(uri, self.vacuum_retention_hours, self.storage_options)
             logger.info(
                 "table %s: %d files compacted into %d, %d vacuumed",
                 uri,

@@ -1,11 +1,13 @@
 """A queue's durable records as Arrow rows: the store's read path, decoded by the connector's Arrow codec.
 
-Only records the CommitLog has flushed are taken: a record past the flushed offset may vanish in a
-crash and its queue offset be reused, and a table must never hold what the queue then lacks.
+Only records the CommitLog has flushed (and, on a replicated master, its replicas confirmed) are
+taken: a record past that may vanish in a crash or a failover and its queue offset be reused, and a
+table must never hold what the queue then lacks.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,11 +36,20 @@ class QueueRows:
         return sum(batch.num_rows for batch in self.batches)
 
 
-def read_rows(store: MessageStore, broker_name: str, topic: str, queue_id: int, start: int, limit: int) -> QueueRows:
-    """Up to about ``limit`` durable records of ``topic``'s queue from ``start`` (its min offset if below)."""
+def read_rows(
+    store: MessageStore,
+    broker_name: str,
+    topic: str,
+    queue_id: int,
+    start: int,
+    limit: int,
+    replicated: float = math.inf,
+) -> QueueRows:
+    """Up to about ``limit`` durable records of ``topic``'s queue from ``start`` (its min offset if below),
+    none ending past the CommitLog offset ``replicated``."""
     offset = max(start, store.min_offset_in_queue(topic, queue_id))
     end = store.max_offset_in_queue(topic, queue_id)
-    flushed = store.commitlog.queue.flushed_offset
+    flushed = min(store.commitlog.queue.flushed_offset, replicated)
     batches: list[pa.RecordBatch] = []
     taken = 0
     while offset < end and taken < limit:

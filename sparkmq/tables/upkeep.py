@@ -9,6 +9,7 @@ transactions, so what a reader's offsets point at stays where it was.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +29,11 @@ class Compaction:
     version: int | None
 
 
-def compact(uri: str, target_bytes: int = TARGET_FILE_BYTES) -> Compaction:
+def compact(
+    uri: str, target_bytes: int = TARGET_FILE_BYTES, storage_options: Mapping[str, str] | None = None
+) -> Compaction:
     """Rewrite the table's small files into files of about ``target_bytes`` (one commit, rows unchanged)."""
-    table = DeltaTable(uri)
+    table = DeltaTable(uri, storage_options=dict(storage_options or {}) or None)
     before = table.version()
     metrics: dict[str, Any] = table.optimize.compact(target_size=target_bytes)
     after = table.version()
@@ -39,7 +42,7 @@ def compact(uri: str, target_bytes: int = TARGET_FILE_BYTES) -> Compaction:
     )
 
 
-def vacuum(uri: str, retention_hours: int) -> list[str]:
+def vacuum(uri: str, retention_hours: int, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """Delete the files that no version of the last ``retention_hours`` reads; the deleted files' paths.
 
     A retention below the table's own ``delta.deletedFileRetentionDuration`` (7 days by default) is the
@@ -47,7 +50,7 @@ def vacuum(uri: str, retention_hours: int) -> list[str]:
     """
     if retention_hours < 0:
         raise ConfigError(f"vacuum retention must not be negative, got {retention_hours} hours")
-    table = DeltaTable(uri)
+    table = DeltaTable(uri, storage_options=dict(storage_options or {}) or None)
     return sorted(table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False))
 
 

@@ -1,20 +1,14 @@
-"""Fixtures for the table readers' tests: the test SparkSession (with Delta Lake) and a NameServer + broker."""
+"""Fixtures for the table readers' tests: the session for Delta's tests and a NameServer + broker (the
+SparkSession itself is the root conftest's, Delta's jars in it when fetched)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from support.delta_tables import require_delta
-from support.spark_harness import Cluster, Names, running_cluster, session_for_tests
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    with session_for_tests() as session:
-        yield session
+from support.spark_harness import Cluster, running_cluster
 
 
 @pytest.fixture
@@ -28,8 +22,3 @@ def delta_spark(spark: object) -> object:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running_cluster(tmp_path_factory.mktemp("tables-store")) as made:
         yield made
-
-
-@pytest.fixture
-def names(tmp_path: Path) -> Names:
-    return Names(tmp_path)

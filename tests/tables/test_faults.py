@@ -3,37 +3,23 @@ and resumes where it stopped once the cause is gone, with nothing lost or writte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import errno
+import os
+import subprocess
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from sparkmq.tables.layout import RAW_SCHEMA, app_id
 from support.broker_wire import Wire
-from support.table_wire import caught_up, rows, table_broker, until, update_topic
+from support.table_wire import assert_exactly, complete, send_numbered, stalled, table_broker, until, update_topic
 
 Damage = Callable[[Path, int], object]  # (the table's directory, its version once complete)
-
-
-async def _send(w: Wire, topic: str, first: int, count: int) -> None:
-    for i in range(first, first + count):
-        await w.send_ok(topic, f"m-{i}".encode(), queue_id=i % 2)
-
-
-def _stalled(reason: str):  # noqa: ANN202
-    return lambda s: s.state == "stalled" and reason in s.reason
-
-
-def _complete(total: int):  # noqa: ANN202
-    return lambda s: caught_up(s) and sum(q.max_offset for q in s.queues) == total
-
-
-def _assert_exactly(path: Path, total: int) -> None:
-    found = rows(path, ["queueId", "queueOffset", "body"])
-    keys = [(r["queueId"], r["queueOffset"]) for r in found]
-    assert len(keys) == len(set(keys)) == total
-    assert sorted(r["body"] for r in found) == sorted(f"m-{i}".encode() for i in range(total))
 
 
 def test_an_unwritable_root_stalls_the_table_not_the_stream_and_it_resumes(tmp_path: Path) -> None:
@@ -42,15 +28,15 @@ def test_an_unwritable_root_stalls_the_table_not_the_stream_and_it_resumes(tmp_p
 
     async def scenario(w: Wire) -> None:
         await update_topic(w, "orders", "+table.enable=true")
-        await _send(w, "orders", 0, 6)
-        stalled = await until(w, "orders", lambda s: _stalled("tables")(s) and len(s.queues) == 2)
-        assert [q.table_offset for q in stalled.queues] == [-1, -1]  # not known while the table cannot be read
-        await _send(w, "orders", 6, 4)  # the stream goes on meanwhile
+        await send_numbered(w, "orders", 0, 6)
+        halted = await until(w, "orders", lambda s: stalled("tables")(s) and len(s.queues) == 2)
+        assert [q.table_offset for q in halted.queues] == [-1, -1]  # not known while the table cannot be read
+        await send_numbered(w, "orders", 6, 4)  # the stream goes on meanwhile
         blocker.unlink()
-        await until(w, "orders", _complete(10))
+        await until(w, "orders", complete(10))
 
     table_broker(tmp_path, scenario)
-    _assert_exactly(tmp_path / "tables" / "orders", 10)
+    assert_exactly(tmp_path / "tables" / "orders", 10)
 
 
 def _stalls_then_resumes(tmp_path: Path, damage: Damage, repair: Damage, reason: str = "") -> None:
@@ -59,16 +45,16 @@ def _stalls_then_resumes(tmp_path: Path, damage: Damage, repair: Damage, reason:
 
     async def scenario(w: Wire) -> None:
         await update_topic(w, "orders", "+table.enable=true")
-        await _send(w, "orders", 0, 4)
-        done = await until(w, "orders", _complete(4))
+        await send_numbered(w, "orders", 0, 4)
+        done = await until(w, "orders", complete(4))
         damage(table, done.table_version)
-        await _send(w, "orders", 4, 4)  # the stream goes on meanwhile
-        await until(w, "orders", _stalled(reason))
+        await send_numbered(w, "orders", 4, 4)  # the stream goes on meanwhile
+        await until(w, "orders", stalled(reason))
         repair(table, done.table_version)
-        await until(w, "orders", lambda s: _complete(8)(s) and (table / "_delta_log").exists())
+        await until(w, "orders", lambda s: complete(8)(s) and (table / "_delta_log").exists())
 
     table_broker(tmp_path, scenario)
-    _assert_exactly(table, 8)
+    assert_exactly(table, 8)
 
 
 def _next_log_entry(table: Path, version: int) -> Path:
@@ -108,11 +94,87 @@ def test_a_deleted_table_is_written_again_from_the_queues(tmp_path: Path) -> Non
 
     async def scenario(w: Wire) -> None:
         await update_topic(w, "orders", "+table.enable=true")
-        await _send(w, "orders", 0, 4)
-        await until(w, "orders", _complete(4))
+        await send_numbered(w, "orders", 0, 4)
+        await until(w, "orders", complete(4))
         table.rename(table.with_name("removed"))  # at once, as the writer may be writing it
-        await _send(w, "orders", 4, 2)
-        await until(w, "orders", lambda s: _complete(6)(s) and (table / "_delta_log").exists())
+        await send_numbered(w, "orders", 4, 2)
+        await until(w, "orders", lambda s: complete(6)(s) and (table / "_delta_log").exists())
 
     table_broker(tmp_path, scenario)
-    _assert_exactly(table, 6)
+    assert_exactly(table, 6)
+
+
+@contextmanager
+def _small_filesystem(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``path`` (needs root: skipped loudly otherwise)."""
+    path.mkdir()
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]).returncode == 0
+    )
+    if not mounted:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("SKIPPED: a full filesystem needs a tmpfs mount, which needs root", UserWarning, stacklevel=3)
+        pytest.skip("a full filesystem needs a tmpfs mount, which needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+def _fill(directory: Path) -> Path:
+    """A file taking every free byte of ``directory``'s filesystem."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_filesystem_stalls_the_table_not_the_stream_and_it_resumes(tmp_path: Path) -> None:
+    with _small_filesystem(tmp_path / "tables", "1m") as root:
+
+        async def scenario(w: Wire) -> None:
+            await update_topic(w, "orders", "+table.enable=true")
+            await send_numbered(w, "orders", 0, 4)
+            await until(w, "orders", complete(4))
+            filler = _fill(root)
+            await send_numbered(w, "orders", 4, 4)  # the stream goes on meanwhile
+            await until(w, "orders", stalled("No space left on device"))
+            await send_numbered(w, "orders", 8, 2)
+            filler.unlink()
+            await until(w, "orders", complete(10))
+
+        table_broker(tmp_path, scenario)
+        assert_exactly(root / "orders", 10)
+
+
+def _compacted_after(table: Path, version: int) -> bool:
+    return any(h["operation"] == "OPTIMIZE" and h["version"] > version for h in DeltaTable(str(table)).history())
+
+
+def test_failing_upkeep_stalls_the_table_and_loses_no_row(tmp_path: Path) -> None:
+    """A data file gone missing makes compaction fail: the table is reported stalled (and logged), the
+    rows keep coming, and once the file is back upkeep compacts and nothing is lost or doubled."""
+    table = tmp_path / "tables" / "orders"
+
+    async def scenario(w: Wire) -> None:
+        await update_topic(w, "orders", "+table.enable=true")
+        await send_numbered(w, "orders", 0, 4)
+        await until(w, "orders", complete(4))
+        hidden = Path(DeltaTable(str(table)).file_uris()[0])  # a file of the current version
+        hidden.rename(hidden.with_suffix(".away"))
+        await send_numbered(w, "orders", 4, 4)
+        await until(w, "orders", stalled(hidden.name))
+        hidden.with_suffix(".away").rename(hidden)
+        back = DeltaTable(str(table)).version()
+        await until(w, "orders", lambda s: complete(8)(s) and _compacted_after(table, back))
+
+    table_broker(tmp_path, scenario, table_topic_compact_interval_ms=1)
+    assert_exactly(table, 8)
