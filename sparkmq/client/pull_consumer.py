@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from sparkmq.client import loop_thread
+from sparkmq.client import loop_thread, trace_hooks
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.producer import trace_dispatcher
 from sparkmq.client.pull_wire import PULL_TIMEOUT_MARGIN_S, PullResult, decode_pull, pull_request_fields
 from sparkmq.client.rebalance import allocate_averagely
 from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
+from sparkmq.client.trace_data import CONSUME_SUCCESS
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -62,9 +64,16 @@ class AsyncPullConsumer:
         auto_commit_interval_s: float | None = 5.0,
         instance_name: str | None = None,
         security: ClientSecurity | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
+        self.tracer = (
+            trace_dispatcher(group, "CONSUMER", namesrv_addr, customized_trace_topic, security)
+            if enable_msg_trace
+            else None
+        )
         self.pull_batch_size = pull_batch_size
         self.auto_commit_interval_s = auto_commit_interval_s
         self.positions: dict[MessageQueue, int] = {}
@@ -77,6 +86,8 @@ class AsyncPullConsumer:
 
     async def start(self) -> None:
         await self.instance.start()
+        if self.tracer is not None:
+            await self.tracer.start()
         if self.auto_commit_interval_s:
             self._auto_commit = asyncio.get_running_loop().create_task(
                 run_every(self.auto_commit_interval_s, self.commit, f"auto-commit of group {self.group}")
@@ -90,6 +101,8 @@ class AsyncPullConsumer:
             await stop_tasks([self._auto_commit], f"pull consumer {self.group}")
             await self.commit()
         await self.instance.close()
+        if self.tracer is not None:
+            await self.tracer.close()
 
     async def __aenter__(self) -> AsyncPullConsumer:
         await self.start()
@@ -252,7 +265,15 @@ class AsyncPullConsumer:
         if self.positions.get(queue) != offset:
             return []  # taken away (or moved by seek) while the pull was out
         self.positions[queue] = result.next_begin_offset
-        return decode_pull_body(result.body, queue.broker_name) if result.found else []
+        if not result.found:
+            return []
+        messages = decode_pull_body(result.body, queue.broker_name)
+        if self.tracer is not None:  # as Java's lite pull consumer: a pulled message counts as consumed
+            before = trace_hooks.sub_before(self.group, messages)
+            if before is not None:
+                self.tracer.append(before)
+                self.tracer.append(trace_hooks.sub_after(before, True, CONSUME_SUCCESS, len(messages)))
+        return messages
 
     # -- committing ------------------------------------------------------------------------
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:

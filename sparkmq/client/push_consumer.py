@@ -30,6 +30,7 @@ from sparkmq.client.consume_service import (
 from sparkmq.client.local_offsets import LocalOffsetFile
 from sparkmq.client.message import ReceivedMessage
 from sparkmq.client.process_queue import ProcessQueue
+from sparkmq.client.producer import trace_dispatcher
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.pull_service import FlowControl, PullService, first_offset
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
@@ -89,7 +90,9 @@ class AsyncPushConsumer:
     by ``pull_threshold_for_queue`` messages, ``pull_threshold_size_for_queue_mib`` of bodies and
     ``consume_concurrently_max_span`` offsets; ``consume_timeout_s``; ``max_reconsume_times``
     (None: 16 for concurrent consumers, unlimited retries for orderly ones);
-    ``suspend_current_queue_time_s`` (how long an orderly queue waits before retrying a failure).
+    ``suspend_current_queue_time_s`` (how long an orderly queue waits before retrying a failure);
+    ``enable_msg_trace`` and ``customized_trace_topic``: SubBefore / SubAfter trace records of every
+    listener call, sent to ``RMQ_SYS_TRACE_TOPIC`` (or that topic) by a background producer.
     """
 
     def __init__(
@@ -114,6 +117,8 @@ class AsyncPushConsumer:
         offset_dir: Path | None = None,
         instance_name: str | None = None,
         security: ClientSecurity | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         if consume_from_where not in _FROM_WHERE:
             raise ConfigError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
@@ -139,6 +144,9 @@ class AsyncPushConsumer:
             consume_message_batch_max_size,
             self._listener_of,
             lambda: self._closing,
+            trace_dispatcher(group, "CONSUMER", namesrv_addr, customized_trace_topic, security)
+            if enable_msg_trace
+            else None,
         )
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -212,6 +220,8 @@ class AsyncPushConsumer:
         self.instance.running_info_hooks[self.group] = self.running_info
         self._started_ms = int(time.time() * 1000)
         await self.instance.start()
+        if self._runner.tracer is not None:
+            await self._runner.tracer.start()
         for topic in self._topics():
             try:
                 await self.instance.route(topic)
@@ -261,6 +271,8 @@ class AsyncPushConsumer:
         self.instance.consumer_data.pop(self.group, None)
         await self.instance.close()
         self._runner.shutdown()
+        if self._runner.tracer is not None:
+            await self._runner.tracer.close()
 
     async def __aenter__(self) -> AsyncPushConsumer:
         await self.start()
