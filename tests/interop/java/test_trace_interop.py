@@ -103,7 +103,7 @@ def test_traces_cross_between_the_java_client_and_sparkmq(cluster: Cluster, caps
             theirs = java.result()
     finally:
         clients.close_all()
-    assert theirs["consumed"] is True
+    assert theirs["consumed"] is True and theirs["traced"] is True
 
     # RocketMQ's mqadmin reads the traces sparkmq clients wrote
     (record,) = mqadmin(cluster.ns, cluster.root / "mqadmin", [f"queryMsgTraceById -i {ours.msg_id}"])
@@ -113,7 +113,7 @@ def test_traces_cross_between_the_java_client_and_sparkmq(cluster: Cluster, caps
     assert java_rows[1][:2] == ["Pub", "PID_py_trace"] and java_rows[1][-1] == "success"
     assert ["Sub", "CID_py_trace"] in [row[:2] for row in java_rows]
 
-    # sparkmq admin reads the traces the Java client wrote (its shutdown flushed them)
+    # sparkmq admin reads the traces the Java client wrote
     out = rows(sparkmq_admin(capsys, "queryMsgTraceById", "-n", cluster.ns, "-i", theirs["msgId"]))
     assert out[1][:2] == ["Pub", theirs["producerGroup"]] and out[1][-1] == "success"
     assert ["Sub", theirs["consumerGroup"]] in [row[:2] for row in out]
