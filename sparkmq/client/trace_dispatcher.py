@@ -74,6 +74,11 @@ class TraceDispatcher:
             logger.warning("%d trace records to %s not sent at close", len(self._queue), self.topic)
         await self.producer.close()
 
+    @property
+    def pending(self) -> int:
+        """Records queued plus trace messages in flight."""
+        return len(self._queue) + len(self._in_flight)
+
     def traces(self, topic: str) -> bool:
         """Whether a send to ``topic`` is traced: never the trace topic itself."""
         return not topic.startswith(self.topic)

@@ -51,15 +51,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(namesrv.address, broker.address)
 
 
-@pytest.fixture
-def clients() -> Iterator[Clients]:
-    opened = Clients()
-    try:
-        yield opened
-    finally:
-        opened.close_all()
-
-
 def traces(ns: str, msg_id: str, topic: str | None = None) -> MessageTraces:
     async def query() -> MessageTraces:
         async with AdminExt(ns) as admin:
