@@ -8,7 +8,7 @@ Run from the repo root::
 A ``sparkmq dev`` subprocess (NameServer + broker, ASYNC flush, ``traceTopicEnable=true``, a temporary
 store removed afterwards); one ``AsyncProducer`` without trace and one with ``enable_msg_trace=True``
 send ``--sends`` messages of 100 B each, one at a time and then ``--inflight`` pipelined, rounds
-alternating off / on. Reported per case: wall throughput, CPU per message of this client process
+alternating off / on. Reported per case: wall throughput of the sends, CPU per message of this client process
 (getrusage: the traced producer's own sends, its Pub records, and its trace producer's sends) and of the
 broker (its stores of the trace messages too), and what the dispatcher counted (trace messages sent,
 dropped records). On a shared machine the CPU per message is the figure to compare.
@@ -44,11 +44,11 @@ async def measure(producer: AsyncProducer, broker: Service, sends: int, width: i
             _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     if pending:
         await asyncio.wait(pending)
+    wall = time.perf_counter() - start
     tracer = producer.tracer
-    if tracer is not None:  # the trace records of these sends, sent too: part of the cost
+    if tracer is not None:  # the trace records of these sends, sent too: part of the CPU cost
         while tracer.pending:
             await asyncio.sleep(0.01)
-    wall = time.perf_counter() - start
     return (
         sends / wall,
         (broker.cpu_seconds() - broker_cpu) / sends * 1e6,

@@ -3,8 +3,9 @@
 Hooks :meth:`TraceDispatcher.append` trace contexts from the client loop; that never waits and never
 raises: a full queue drops the context and counts it (``dropped``). A background task wakes every
 ``POLL_S``, and sends what waited ``WAIT_S`` or more as trace messages of at most ``MAX_BATCH_CHARS``
-(Java's 128000 - 10 * 1000) through its own producer, with at most ``MAX_IN_FLIGHT`` trace sends
-outstanding; failed trace sends are logged and counted (``failed``), the traced sends never see them.
+(Java's 128000 - 10 * 1000) through its own producer; a full batch goes at once. At most
+``MAX_IN_FLIGHT`` trace sends are outstanding; failed ones are logged and counted (``failed``), the
+traced sends never see them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ POLL_S = 0.1  # pollingTimeMil
 WAIT_S = 0.5  # waitTimeThresholdMil
 MAX_MESSAGE_BYTES = 128_000  # the trace producer's maxMessageSize
 MAX_BATCH_CHARS = MAX_MESSAGE_BYTES - 10_000
+MAX_BATCH_RECORDS = 256  # a full batch sends at once: a fast producer fills the queue within a poll
+MAX_KEYS_CHARS = 16_384  # the KEYS property of a trace message stays well under the 32767 B of properties
 MAX_IN_FLIGHT = 64
 CLOSE_WAIT_S = 5.0  # the trace producer's send timeout
 GROUP_PREFIX = "_INNER_TRACE_PRODUCER"  # TraceConstants.GROUP_NAME_PREFIX
@@ -51,13 +54,17 @@ class TraceDispatcher:
         self.dropped = 0  # contexts refused by a full queue
         self.failed = 0  # trace messages whose send failed
         self.sent = 0  # trace messages the broker acknowledged
-        self._queue: deque[tuple[float, TraceContext]] = deque()
+        self._queue: deque[tuple[float, str, set[str]]] = deque()  # (queued at, records, keys), encoded
+        self._queued_chars = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_soon = False
         self._in_flight: set[asyncio.Future[SendResult]] = set()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.producer.start()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run())
 
     async def close(self) -> None:
         """Send what is queued, wait up to ``CLOSE_WAIT_S`` for the trace sends, stop the producer."""
@@ -85,11 +92,24 @@ class TraceDispatcher:
 
     def append(self, ctx: TraceContext) -> bool:
         """Queue ``ctx`` for sending; False (and counted in ``dropped``) when the queue is full."""
-        if len(self._queue) >= self.queue_size:
+        queue = self._queue
+        if len(queue) >= self.queue_size:
             self.dropped += 1
             return False
-        self._queue.append((time.monotonic(), ctx))
+        data, keys = encode(ctx)
+        queue.append((time.monotonic(), data, keys))
+        self._queued_chars += len(data)
+        if self._loop is not None and not self._drain_soon and self._batch_ready():
+            self._drain_soon = True
+            self._loop.call_soon(self._drain)
         return True
+
+    def _batch_ready(self) -> bool:
+        return self._queued_chars >= MAX_BATCH_CHARS or len(self._queue) >= MAX_BATCH_RECORDS
+
+    def _drain(self) -> None:
+        self._drain_soon = False
+        self._send_due(flush=False)
 
     async def _run(self) -> None:
         while True:
@@ -98,28 +118,21 @@ class TraceDispatcher:
 
     def _send_due(self, *, flush: bool) -> None:
         """Send queued records as trace messages: all of them if the oldest waited ``WAIT_S`` (or ``flush``),
-        else only full batches."""
+        else only full batches (``MAX_BATCH_CHARS`` of records, ``MAX_BATCH_RECORDS`` or ``MAX_KEYS_CHARS``)."""
         queue = self._queue
-        if not queue:
-            return
-        due = flush or time.monotonic() - queue[0][0] >= WAIT_S
         while queue and len(self._in_flight) < MAX_IN_FLIGHT:
+            if not (flush or self._batch_ready() or time.monotonic() - queue[0][0] >= WAIT_S):
+                return
             data: list[str] = []
             keys: set[str] = set()
-            size = 0
-            taken = 0
-            for _at, ctx in queue:
-                text, ctx_keys = encode(ctx)
+            size = keys_size = 0
+            while queue and size < MAX_BATCH_CHARS and len(data) < MAX_BATCH_RECORDS and keys_size < MAX_KEYS_CHARS:
+                _at, text, record_keys = queue.popleft()
                 data.append(text)
-                keys |= ctx_keys
+                keys |= record_keys
                 size += len(text)
-                taken += 1
-                if size >= MAX_BATCH_CHARS:
-                    break
-            if size < MAX_BATCH_CHARS and not due:
-                return
-            for _ in range(taken):
-                queue.popleft()
+                keys_size += sum(len(k) + 1 for k in record_keys)
+            self._queued_chars -= size
             self._send("".join(data), keys)
 
     def _send(self, data: str, keys: set[str]) -> None:
