@@ -11,7 +11,8 @@ send ``--sends`` messages of 100 B each, one at a time and then ``--inflight`` p
 alternating off / on. Reported per case: wall throughput of the sends, CPU per message of this client process
 (getrusage: the traced producer's own sends, its Pub records, and its trace producer's sends) and of the
 broker (its stores of the trace messages too), and what the dispatcher counted (trace messages sent,
-dropped records). On a shared machine the CPU per message is the figure to compare.
+dropped records). On a shared machine the CPU per message is the figure to compare; the figures are in
+docs/clients.md, "Message trace".
 """
 
 from __future__ import annotations
