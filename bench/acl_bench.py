@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import REPO, SMALL_STORE, Service, bench_root, loadavg, machine, own_cpu_seconds
+from bench_common import REPO, SMALL_STORE, Service, bench_root, loadavg, machine, own_cpu_seconds, send_windowed
 
 sys.path.insert(0, str(REPO))
 from sparkmq.broker.acl import AclValidator
@@ -119,13 +119,7 @@ async def measure(
     rows = []
     for label, width in (("send x1, 1 in flight", 1), (f"send x1, {inflight} in flight", inflight)):
         broker_cpu, client_cpu, start = broker.cpu_seconds(), sum(own_cpu_seconds()), time.perf_counter()
-        pending: set[asyncio.Future[object]] = set()
-        for message in messages:
-            pending.add(asyncio.ensure_future(producer.send(message)))
-            if len(pending) >= width:
-                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        if pending:
-            await asyncio.wait(pending)
+        await send_windowed(producer.send, messages, width)
         wall = time.perf_counter() - start
         rows.append(
             (

@@ -69,6 +69,17 @@ def bench_root() -> Path:
     return local
 
 
+async def send_windowed(send: Callable[[Any], Awaitable[object]], messages: list[Any], width: int) -> None:
+    """``send`` every message, at most ``width`` in flight."""
+    pending: set[asyncio.Future[object]] = set()
+    for message in messages:
+        pending.add(asyncio.ensure_future(send(message)))
+        if len(pending) >= width:
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    if pending:
+        await asyncio.wait(pending)
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 

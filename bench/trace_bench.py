@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import REPO, Service, bench_root, loadavg, machine, own_cpu_seconds
+from bench_common import REPO, Service, bench_root, loadavg, machine, own_cpu_seconds, send_windowed
 
 sys.path.insert(0, str(REPO))
 from sparkmq.client.message import Message
@@ -38,13 +38,7 @@ TOPIC = "BenchTrace"
 async def measure(producer: AsyncProducer, broker: Service, sends: int, width: int) -> tuple[float, float, float]:
     messages = [Message(TOPIC, os.urandom(100), keys=[f"k{i}"]) for i in range(sends)]
     broker_cpu, client_cpu, start = broker.cpu_seconds(), sum(own_cpu_seconds()), time.perf_counter()
-    pending: set[asyncio.Future[object]] = set()
-    for message in messages:
-        pending.add(asyncio.ensure_future(producer.send(message)))
-        if len(pending) >= width:
-            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    if pending:
-        await asyncio.wait(pending)
+    await send_windowed(producer.send, messages, width)
     wall = time.perf_counter() - start
     tracer = producer.tracer
     if tracer is not None:  # the trace records of these sends, sent too: part of the CPU cost
