@@ -17,7 +17,6 @@ docs/clients.md, "Message trace".
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -26,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import REPO, Service, bench_root, loadavg, machine, own_cpu_seconds, send_windowed
+from bench_common import REPO, Service, bench_root, loadavg, machine, own_cpu_seconds, send_bench_args, send_windowed
 
 sys.path.insert(0, str(REPO))
 from sparkmq.client.message import Message
@@ -52,12 +51,7 @@ async def measure(producer: AsyncProducer, broker: Service, sends: int, width: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--sends", type=int, default=3000)
-    parser.add_argument("--inflight", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = send_bench_args(__doc__)
     sends, rounds = (300, 1) if args.quick else (args.sends, args.rounds)
     print(" | ".join(f"{k}: {v}" for k, v in machine().items()))
     tmp = Path(tempfile.mkdtemp(prefix="trace-bench-", dir=bench_root()))
