@@ -360,6 +360,11 @@ class Producer:
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
         self._async = AsyncProducer(group, namesrv_addr, **options)
 
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer
+
     def start(self) -> None:
         loop_thread.run(self._async.start())
 

@@ -24,6 +24,7 @@ from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
 from sparkmq.client.trace_data import CONSUME_SUCCESS
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -320,6 +321,11 @@ class PullConsumer:
     @property
     def positions(self) -> dict[MessageQueue, int]:
         return dict(self._async.positions)
+
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer
 
     def queues_of(self, topic: str) -> list[MessageQueue]:
         return loop_thread.run(self._async.queues_of(topic))

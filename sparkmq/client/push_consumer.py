@@ -36,6 +36,7 @@ from sparkmq.client.pull_service import FlowControl, PullService, first_offset
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message.names import is_retry_topic, retry_topic
 from sparkmq.message.properties import RETRY_TOPIC
@@ -490,6 +491,11 @@ class AsyncPushConsumer:
         """Messages pulled and not yet consumed, over all queues (what flow control bounds)."""
         return sum(len(process) for process in self._queues.values())
 
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._runner.tracer
+
 
 class PushConsumer:
     """The blocking push consumer: ``AsyncPushConsumer`` on the process's client loop.
@@ -540,3 +546,8 @@ class PushConsumer:
     @property
     def cached_message_count(self) -> int:
         return self._async.cached_message_count if self._async else 0
+
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer if self._async else None

@@ -26,6 +26,7 @@ from sparkmq.client import loop_thread, trace_hooks
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
 from sparkmq.client.trace_data import TRANS_MSG_HALF
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
@@ -267,6 +268,11 @@ class TransactionProducer:
     ) -> None:
         self.execute_local = execute_local
         self._async = AsyncTransactionProducer(group, namesrv_addr, check_local=check_local, **options)
+
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer
 
     def start(self) -> None:
         loop_thread.run(self._async.start())

@@ -84,13 +84,17 @@ def test_pub_and_sub_traces_read_back_by_query_msg_trace_by_id(
         got.append(message)
         return ConsumeResult.SUCCESS
 
-    clients.push("CID_traced", cluster.ns, topic, consume, enable_msg_trace=True)
+    consumer = clients.push("CID_traced", cluster.ns, topic, consume, enable_msg_trace=True)
     producer = clients.producer("PID_traced", cluster.ns, enable_msg_trace=True)
     result = producer.send(Message(topic, b"traced", tags="books", keys=["order-1", "order-2"]))
     wait_for(lambda: any(m.msg_id == result.msg_id for m in got), 20, "the traced message consumed")
     expected = [TraceType.PUB, TraceType.SUB_AFTER, TraceType.SUB_BEFORE]
     wait_for(lambda: kinds(cluster.ns, result.msg_id) == expected, 20, "Pub, SubBefore and SubAfter traces")
 
+    tracer, consumer_tracer = producer.tracer, consumer.tracer
+    assert tracer is not None and consumer_tracer is not None
+    wait_for(lambda: tracer.sent == 1, 10, "the trace message's acknowledgement")
+    assert (tracer.dropped, tracer.failed, consumer_tracer.dropped, consumer_tracer.failed) == (0, 0, 0, 0)
     views = {v.trace_type: v for v in traces(cluster.ns, result.msg_id).views}
     pub = views[TraceType.PUB]
     assert (pub.group, pub.topic, pub.tags, pub.keys, pub.status) == (
@@ -195,7 +199,7 @@ def test_trace_sends_that_fail_are_counted_and_the_traced_send_succeeds(cluster:
     producer = clients.producer(
         "PID_refused", cluster.ns, enable_msg_trace=True, customized_trace_topic="RMQ_SYS_TRANS_HALF_TOPIC"
     )
-    tracer = producer._async.tracer
+    tracer = producer.tracer
     assert tracer is not None
     for i in range(3):
         assert producer.send(Message(topic, f"m{i}".encode())).queue_offset >= 0
