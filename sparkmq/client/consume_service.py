@@ -97,16 +97,14 @@ class ListenerRunner:
         if self._closing():
             return ConsumeOutcome.SKIPPED
         tracer = self.tracer
-        before = trace_hooks.sub_before(self.group, chunk) if tracer is not None else None
-        if tracer is not None and before is not None:
-            tracer.append(before)
+        before = trace_hooks.consume_started(tracer, self.group, chunk) if tracer is not None else None
         future = asyncio.get_running_loop().run_in_executor(self._executor, self._call, chunk)
         if await done_within(future, self.timeout_s):
             outcome, code = future.result()
         else:
             outcome, code = self._timed_out(chunk), CONSUME_TIME_OUT
         if tracer is not None and before is not None and outcome is not ConsumeOutcome.SKIPPED:
-            tracer.append(trace_hooks.sub_after(before, outcome is ConsumeOutcome.CONSUMED, code, len(chunk)))
+            trace_hooks.consume_ended(tracer, before, outcome is ConsumeOutcome.CONSUMED, code, len(chunk))
         return outcome
 
     def _timed_out(self, chunk: list[ReceivedMessage]) -> ConsumeOutcome:

@@ -270,10 +270,9 @@ class AsyncPullConsumer:
             return []
         messages = decode_pull_body(result.body, queue.broker_name)
         if self.tracer is not None:  # as Java's lite pull consumer: a pulled message counts as consumed
-            before = trace_hooks.sub_before(self.group, messages)
+            before = trace_hooks.consume_started(self.tracer, self.group, messages)
             if before is not None:
-                self.tracer.append(before)
-                self.tracer.append(trace_hooks.sub_after(before, True, CONSUME_SUCCESS, len(messages)))
+                trace_hooks.consume_ended(self.tracer, before, True, CONSUME_SUCCESS, len(messages))
         return messages
 
     # -- committing ------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
@@ -16,9 +17,11 @@ from sparkmq.client.trace_data import (
     TraceContext,
     TraceType,
 )
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.message.properties import KEY_SEPARATOR, MSG_REGION, TRACE_ON
 
+logger = logging.getLogger(__name__)
 _request_ids = UniqueIdGenerator()
 
 
@@ -90,3 +93,21 @@ def end_transaction(
     )  # fmt: skip
     region = message.properties.get(MSG_REGION) or DEFAULT_REGION
     return TraceContext(TraceType.END_TRANSACTION, now_ms(), region, group, beans=(bean,))
+
+
+def consume_started(tracer: TraceDispatcher, group: str, messages: Sequence[ReceivedMessage]) -> TraceContext | None:
+    """Queue the SubBefore record of a consume and return it; None (logged) if it cannot be made: a trace
+    never fails the consume it traces."""
+    try:
+        before = sub_before(group, messages)
+    except Exception:
+        logger.exception("message trace of a consume by %s failed", group)
+        return None
+    if before is not None:
+        tracer.append(before)
+    return before
+
+
+def consume_ended(tracer: TraceDispatcher, before: TraceContext, success: bool, context_code: int, count: int) -> None:
+    """Queue the SubAfter record of the consume ``before`` started."""
+    tracer.append(sub_after(before, success, context_code, count))
