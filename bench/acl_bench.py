@@ -23,7 +23,6 @@ Two parts:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -32,7 +31,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import REPO, SMALL_STORE, Service, bench_root, loadavg, machine, own_cpu_seconds
+from bench_common import (
+    REPO,
+    SMALL_STORE,
+    Service,
+    bench_root,
+    loadavg,
+    machine,
+    own_cpu_seconds,
+    send_bench_args,
+    send_windowed,
+)
 
 sys.path.insert(0, str(REPO))
 from sparkmq.broker.acl import AclValidator
@@ -119,13 +128,7 @@ async def measure(
     rows = []
     for label, width in (("send x1, 1 in flight", 1), (f"send x1, {inflight} in flight", inflight)):
         broker_cpu, client_cpu, start = broker.cpu_seconds(), sum(own_cpu_seconds()), time.perf_counter()
-        pending: set[asyncio.Future[object]] = set()
-        for message in messages:
-            pending.add(asyncio.ensure_future(producer.send(message)))
-            if len(pending) >= width:
-                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        if pending:
-            await asyncio.wait(pending)
+        await send_windowed(producer.send, messages, width)
         wall = time.perf_counter() - start
         rows.append(
             (
@@ -184,12 +187,7 @@ def end_to_end(acl: bool, sends: int, inflight: int, tmp: Path) -> list[tuple[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--sends", type=int, default=3000)
-    parser.add_argument("--inflight", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = send_bench_args(__doc__)
     sends, rounds, calls = (500, 1, 5000) if args.quick else (args.sends, args.rounds, 50_000)
     print(" | ".join(f"{k}: {v}" for k, v in machine().items()))
     tmp = Path(tempfile.mkdtemp(prefix="acl-bench-", dir=bench_root()))

@@ -69,6 +69,27 @@ def bench_root() -> Path:
     return local
 
 
+def send_bench_args(doc: str | None) -> argparse.Namespace:
+    """The options of a benchmark of sends: ``--quick``, ``--sends``, ``--inflight``, ``--rounds``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sends", type=int, default=3000)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    return parser.parse_args()
+
+
+async def send_windowed(send: Callable[[Any], Awaitable[object]], messages: list[Any], width: int) -> None:
+    """``send`` every message, at most ``width`` in flight."""
+    pending: set[asyncio.Future[object]] = set()
+    for message in messages:
+        pending.add(asyncio.ensure_future(send(message)))
+        if len(pending) >= width:
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    if pending:
+        await asyncio.wait(pending)
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 

@@ -48,6 +48,7 @@ from sparkmq.errors import (
     SubscriptionParseError,
     TopicNotExistError,
     TopicNotWritableError,
+    TraceDataError,
 )
 
 __version__ = "0.1.0"
@@ -166,4 +167,5 @@ __all__ = [
     "SubscriptionParseError",
     "TopicNotExistError",
     "TopicNotWritableError",
+    "TraceDataError",
 ]

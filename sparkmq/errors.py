@@ -11,8 +11,9 @@ and whether retrying the same call may succeed (``retriable``)::
     ├── MessageError               a message that can never be stored as it is
     │   ├── MessageTooLargeError   record over maxMessageSize
     │   │   └── PropertiesTooLargeError  properties over 32767 B (PROPERTIES_SIZE_EXCEEDED)
-    │   └── InvalidTopicError      empty, over 127 bytes, or outside RocketMQ's charset
-    │       └── TopicNotWritableError  a system topic no producer may send to: NO_PERMISSION (16)
+    │   ├── InvalidTopicError      empty, over 127 bytes, or outside RocketMQ's charset
+    │   │   └── TopicNotWritableError  a system topic no producer may send to: NO_PERMISSION (16)
+    │   └── TraceDataError         a message trace body that is not TraceDataEncoder's records
     ├── StoreError                 the durable store cannot do what was asked
     │   ├── CorruptRecordError     a record that fails magic, size or CRC checks
     │   ├── StoreClosedError       the store is closed or shutting down
@@ -108,6 +109,10 @@ class TopicNotWritableError(InvalidTopicError):
     """A broker's own topic that producers may not send to (``TopicValidator.isNotAllowedSendTopic``)."""
 
     code = NO_PERMISSION
+
+
+class TraceDataError(MessageError):
+    """A message trace body that does not parse as RocketMQ's ``TraceDataEncoder`` records."""
 
 
 class StoreError(SparkmqError):
@@ -256,4 +261,5 @@ __all__ = [
     "SubscriptionParseError",
     "TopicNotExistError",
     "TopicNotWritableError",
+    "TraceDataError",
 ]

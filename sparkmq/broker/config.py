@@ -21,6 +21,7 @@ from jproperties import Properties, PropertyError
 from sparkmq.errors import ConfigError
 from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
 from sparkmq.message.msgid import ipv4_bytes
+from sparkmq.message.names import TRACE_TOPIC
 from sparkmq.message.record import Host
 from sparkmq.protocol import MAX_FRAME_BYTES
 from sparkmq.remoting.limits import FRAME_DEADLINE_S, IDLE_TIMEOUT_S, MAX_BUFFERED_FRAME_BYTES, ServerLimits
@@ -104,6 +105,8 @@ class BrokerConfig:
     enable_property_filter: bool = False  # enablePropertyFilter: SQL92 subscriptions
     region_id: str = "DefaultRegion"  # regionId
     trace_on: bool = True  # traceOn
+    trace_topic_enable: bool = False  # traceTopicEnable: create msgTraceTopicName at start
+    msg_trace_topic_name: str = TRACE_TOPIC  # msgTraceTopicName
     # Hostile peers (sparkmq keys except the first): 0 connections = half the descriptor limit.
     server_channel_max_idle_time_seconds: float = IDLE_TIMEOUT_S  # serverChannelMaxIdleTimeSeconds
     server_max_connections: int = 0  # serverMaxConnections
@@ -407,6 +410,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "maxTransferBytesOnMessageInMemory": ConfKey("max_transfer_bytes_on_message_in_memory"),
     "maxTransferCountOnMessageInMemory": ConfKey("max_transfer_count_on_message_in_memory"),
     "messageDelayLevel": ConfKey("message_delay_level"),
+    "msgTraceTopicName": ConfKey("msg_trace_topic_name"),
     "namesrvAddr": ConfKey("namesrv_addr"),
     "notifyConsumerIdsChangedEnable": ConfKey("notify_consumer_ids_changed_enable"),
     "regionId": ConfKey("region_id"),
@@ -420,6 +424,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "storePathRootDir": ConfKey("store_path_root_dir"),
     "syncFlushTimeout": ConfKey("sync_flush_timeout"),
     "traceOn": ConfKey("trace_on"),
+    "traceTopicEnable": ConfKey("trace_topic_enable"),
     "transactionCheckInterval": ConfKey("transaction_check_interval"),
     "transactionCheckMax": ConfKey("transaction_check_max"),
     "transactionTimeOut": ConfKey("transaction_time_out"),

@@ -99,6 +99,7 @@ class BrokerController:
             auto_create=cfg.auto_create_topic_enable,
             default_queue_nums=cfg.default_topic_queue_nums,
             max_queue_nums=cfg.max_topic_queue_nums,
+            trace_topic=cfg.msg_trace_topic_name if cfg.trace_topic_enable else None,
         )
         topics.load()
         await asyncio.to_thread(topics.persist)

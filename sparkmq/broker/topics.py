@@ -47,6 +47,7 @@ class TopicConfigManager:
         default_queue_nums: int,
         on_change: Callable[[], None] | None = None,
         max_queue_nums: int = DEFAULT_MAX_QUEUE_NUMS,
+        trace_topic: str | None = None,
     ) -> None:
         self._file: ConfigFile[TopicConfigSerializeWrapper] = ConfigFile(
             path,
@@ -67,6 +68,8 @@ class TopicConfigManager:
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1, READ_WRITE),
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_QUEUES, SCHEDULE_QUEUES, READ_WRITE),
         ]
+        if trace_topic:  # traceTopicEnable: msgTraceTopicName, one queue, a system topic
+            self._system.append(TopicConfig(trace_topic, 1, 1, READ_WRITE))
         if auto_create:
             self._system.append(
                 TopicConfig(

@@ -26,6 +26,7 @@ from sparkmq.cli.admin_message_commands import (
     query_msg_by_unique_key,
     send_message,
 )
+from sparkmq.cli.admin_trace_command import query_msg_trace_by_id
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.errors import RemoteError, SparkmqError
 from sparkmq.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -500,6 +501,16 @@ COMMANDS: dict[str, tuple[str, tuple[Opt, ...], Command, dict[str, Any]]] = {
         "Query Message by Unique key",
         (N, TOPIC, Opt("i", "msgId", "unique key", required=True)),
         query_msg_by_unique_key,
+        {},
+    ),
+    "queryMsgTraceById": (
+        "query a message trace",
+        (
+            N,
+            Opt("i", "msgId", "Message Id", required=True),
+            Opt("t", "traceTopic", "The name value of message trace topic"),
+        ),
+        query_msg_trace_by_id,
         {},
     ),
     "queryMsgByOffset": (

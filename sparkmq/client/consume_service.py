@@ -18,10 +18,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from sparkmq.client import trace_hooks
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage
 from sparkmq.client.process_queue import ProcessQueue
 from sparkmq.client.responses import check_response
+from sparkmq.client.trace_data import (
+    CONSUME_EXCEPTION,
+    CONSUME_FAILED,
+    CONSUME_RETURN_NULL,
+    CONSUME_SUCCESS,
+    CONSUME_TIME_OUT,
+)
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -64,6 +73,7 @@ class ListenerRunner:
         batch_max_size: int,
         listener_of: Callable[[ReceivedMessage], Listener],
         closing: Callable[[], bool],
+        tracer: TraceDispatcher | None = None,
     ) -> None:
         if batch_max_size < 1:
             raise ConfigError(f"consume_message_batch_max_size must be at least 1, not {batch_max_size}")
@@ -74,6 +84,7 @@ class ListenerRunner:
         self.batch_max_size = batch_max_size
         self._listener_of = listener_of
         self._closing = closing
+        self.tracer = tracer
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix=f"sparkmq-consume-{group}")
 
     def chunks(self, messages: Sequence[ReceivedMessage]) -> list[list[ReceivedMessage]]:
@@ -85,9 +96,18 @@ class ListenerRunner:
         """One listener call for ``chunk`` (one message unless batch mode)."""
         if self._closing():
             return ConsumeOutcome.SKIPPED
+        tracer = self.tracer
+        before = trace_hooks.consume_started(tracer, self.group, chunk) if tracer is not None else None
         future = asyncio.get_running_loop().run_in_executor(self._executor, self._call, chunk)
         if await done_within(future, self.timeout_s):
-            return future.result()
+            outcome, code = future.result()
+        else:
+            outcome, code = self._timed_out(chunk), CONSUME_TIME_OUT
+        if tracer is not None and before is not None and outcome is not ConsumeOutcome.SKIPPED:
+            trace_hooks.consume_ended(tracer, before, outcome is ConsumeOutcome.CONSUMED, code, len(chunk))
+        return outcome
+
+    def _timed_out(self, chunk: list[ReceivedMessage]) -> ConsumeOutcome:
         logger.warning(
             "listener of %s ran past consume_timeout_s=%s on %s; the message(s) will be retried",
             self.group,
@@ -96,16 +116,19 @@ class ListenerRunner:
         )
         return ConsumeOutcome.RETRY
 
-    def _call(self, chunk: list[ReceivedMessage]) -> ConsumeOutcome:
+    def _call(self, chunk: list[ReceivedMessage]) -> tuple[ConsumeOutcome, int]:
+        """The call's outcome and its ``ConsumeReturnType`` ordinal (a SubAfter trace's context code)."""
         if self._closing():
-            return ConsumeOutcome.SKIPPED
+            return ConsumeOutcome.SKIPPED, CONSUME_SUCCESS
         listener = self._listener_of(chunk[0])
         try:
             result = listener(chunk if self.batch_max_size > 1 else chunk[0])
         except Exception:  # the user's listener failed: retried later, the failure logged
             logger.exception("listener of %s failed on %s", self.group, [m.msg_id for m in chunk])
-            return ConsumeOutcome.RETRY
-        return ConsumeOutcome.CONSUMED if result is ConsumeResult.SUCCESS else ConsumeOutcome.RETRY
+            return ConsumeOutcome.RETRY, CONSUME_EXCEPTION
+        if result is ConsumeResult.SUCCESS:
+            return ConsumeOutcome.CONSUMED, CONSUME_SUCCESS
+        return ConsumeOutcome.RETRY, CONSUME_RETURN_NULL if result is None else CONSUME_FAILED
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

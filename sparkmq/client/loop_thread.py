@@ -77,6 +77,10 @@ class Handoff(Generic[T]):
         self._error = error
         self._lock.release()
 
+    def outcome(self) -> tuple[T | None, BaseException | None]:
+        """The value and the error as set, without waiting (call it once :meth:`done`)."""
+        return self._value, self._error
+
     def result(self, timeout: float | None = None) -> T:
         """The value, once set (raises what was set instead); ``TimeoutError`` after ``timeout`` seconds."""
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):

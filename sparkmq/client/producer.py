@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from json.encoder import encode_basestring
 from typing import Any, cast
 
-from sparkmq.client import loop_thread
+from sparkmq.client import loop_thread, trace_hooks
 from sparkmq.client.fault import LatencyFaultTolerance
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message, SendResult
@@ -32,7 +32,8 @@ from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_call import Lane, SendCall, SendIds
 from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS, SendTemplate, properties_json
-from sparkmq.client.send_outcome import SendCallback, SendFuture, complete
+from sparkmq.client.send_outcome import SendCallback, SendFuture, complete, sent_result
+from sparkmq.client.trace_dispatcher import GROUP_PREFIX, INSTANCE_NAME, MAX_MESSAGE_BYTES, TraceDispatcher
 from sparkmq.errors import MessageError, MessageTooLargeError
 from sparkmq.message import layout as L
 from sparkmq.message.batch import encode_batch_items
@@ -72,6 +73,8 @@ class AsyncProducer:
         max_message_bytes: int = L.DEFAULT_MAX_MESSAGE_BYTES,
         instance_name: str | None = None,
         security: ClientSecurity | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
@@ -92,13 +95,20 @@ class AsyncProducer:
         # the loop start() ran on, read per send: asyncio.get_running_loop() costs a getpid() per call
         self._loop: asyncio.AbstractEventLoop | None = None
         self._preparing: set[asyncio.Task[None]] = set()  # sends waiting for a route or a connection
+        self.tracer: TraceDispatcher | None = None
+        if enable_msg_trace:
+            self.tracer = trace_dispatcher(group, "PRODUCER", namesrv_addr, customized_trace_topic, security)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.instance.producer_groups.add(self.group)
         await self.instance.start()
+        if self.tracer is not None:
+            await self.tracer.start()
 
     async def close(self) -> None:
+        if self.tracer is not None:
+            await self.tracer.close()
         await self.instance.close()
 
     async def __aenter__(self) -> AsyncProducer:
@@ -169,6 +179,8 @@ class AsyncProducer:
         oneway: bool = False,
     ) -> SendCall | None:
         """Start sending ``message``; ``future`` (then ``callback``) gets its outcome (None: it has it already)."""
+        if self.tracer is not None and not oneway and self.tracer.traces(message.topic):
+            callback = self._traced(message, callback, _time_ns() // 1_000_000)
         try:
             body = message.body
             if type(body) is bytes and len(body) < self._plain_below:
@@ -198,6 +210,22 @@ class AsyncProducer:
             return None
         call.go()
         return call
+
+    def _traced(self, message: Message, callback: SendCallback | None, started_ms: int) -> SendCallback:
+        """``callback`` preceded by the Pub trace of an acknowledged send (Java's ``SendMessageTraceHookImpl``)."""
+
+        def traced(future: Any) -> None:
+            result = sent_result(future)
+            if result is not None and self.tracer is not None:
+                try:
+                    host = self.instance.broker_address(result.queue.broker_name)
+                    self.tracer.append(trace_hooks.pub(self.group, message, result, started_ms, host))
+                except Exception:  # a trace never fails the send it traces
+                    logger.exception("message trace of %s failed", result.msg_id)
+            if callback is not None:
+                callback(future)
+
+        return traced
 
     async def send_prepared(
         self,
@@ -302,6 +330,24 @@ class AsyncProducer:
         return queues[start % count]
 
 
+_trace_counter = itertools.count(1)
+
+
+def trace_dispatcher(
+    group: str, kind: str, namesrv_addr: str, topic: str | None, security: ClientSecurity | None
+) -> TraceDispatcher:
+    """The trace dispatcher of a traced client, with its own producer (``AsyncTraceDispatcher``'s names)."""
+    producer = AsyncProducer(
+        f"{GROUP_PREFIX}-{group}-{kind}-{next(_trace_counter)}",
+        namesrv_addr,
+        send_timeout_s=5.0,
+        max_message_bytes=MAX_MESSAGE_BYTES,
+        instance_name=f"{INSTANCE_NAME}_{namesrv_addr}",
+        security=security,
+    )
+    return TraceDispatcher(producer, topic)
+
+
 class Producer:
     """The blocking producer: ``AsyncProducer`` run on the process's client loop.
 
@@ -313,6 +359,11 @@ class Producer:
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
         self._async = AsyncProducer(group, namesrv_addr, **options)
+
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer
 
     def start(self) -> None:
         loop_thread.run(self._async.start())

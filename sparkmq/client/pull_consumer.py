@@ -14,14 +14,17 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from sparkmq.client import loop_thread
+from sparkmq.client import loop_thread, trace_hooks
 from sparkmq.client.instance import ClientInstance
 from sparkmq.client.message import ReceivedMessage, decode_pull_body
+from sparkmq.client.producer import trace_dispatcher
 from sparkmq.client.pull_wire import PULL_TIMEOUT_MARGIN_S, PullResult, decode_pull, pull_request_fields
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely, strategy_named
 from sparkmq.client.responses import check_response
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
+from sparkmq.client.trace_data import CONSUME_SUCCESS
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import SparkmqError
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.bodies import MessageQueue
@@ -64,9 +67,16 @@ class AsyncPullConsumer:
         allocate: AllocateStrategy | str = allocate_averagely,
         instance_name: str | None = None,
         security: ClientSecurity | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         self.group = group
         self.instance = ClientInstance(namesrv_addr, instance_name, security=security)
+        self.tracer = (
+            trace_dispatcher(group, "CONSUMER", namesrv_addr, customized_trace_topic, security)
+            if enable_msg_trace
+            else None
+        )
         self.pull_batch_size = pull_batch_size
         self.allocate = strategy_named(allocate)
         self.auto_commit_interval_s = auto_commit_interval_s
@@ -80,6 +90,8 @@ class AsyncPullConsumer:
 
     async def start(self) -> None:
         await self.instance.start()
+        if self.tracer is not None:
+            await self.tracer.start()
         if self.auto_commit_interval_s:
             self._auto_commit = asyncio.get_running_loop().create_task(
                 run_every(self.auto_commit_interval_s, self.commit, f"auto-commit of group {self.group}")
@@ -93,6 +105,8 @@ class AsyncPullConsumer:
             await stop_tasks([self._auto_commit], f"pull consumer {self.group}")
             await self.commit()
         await self.instance.close()
+        if self.tracer is not None:
+            await self.tracer.close()
 
     async def __aenter__(self) -> AsyncPullConsumer:
         await self.start()
@@ -255,7 +269,14 @@ class AsyncPullConsumer:
         if self.positions.get(queue) != offset:
             return []  # taken away (or moved by seek) while the pull was out
         self.positions[queue] = result.next_begin_offset
-        return decode_pull_body(result.body, queue.broker_name) if result.found else []
+        if not result.found:
+            return []
+        messages = decode_pull_body(result.body, queue.broker_name)
+        if self.tracer is not None:  # as Java's lite pull consumer: a pulled message counts as consumed
+            before = trace_hooks.consume_started(self.tracer, self.group, messages)
+            if before is not None:
+                trace_hooks.consume_ended(self.tracer, before, True, CONSUME_SUCCESS, len(messages))
+        return messages
 
     # -- committing ------------------------------------------------------------------------
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
@@ -302,6 +323,11 @@ class PullConsumer:
     @property
     def positions(self) -> dict[MessageQueue, int]:
         return dict(self._async.positions)
+
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer
 
     def queues_of(self, topic: str) -> list[MessageQueue]:
         return loop_thread.run(self._async.queues_of(topic))

@@ -30,11 +30,13 @@ from sparkmq.client.consume_service import (
 from sparkmq.client.local_offsets import LocalOffsetFile
 from sparkmq.client.message import ReceivedMessage
 from sparkmq.client.process_queue import ProcessQueue
+from sparkmq.client.producer import trace_dispatcher
 from sparkmq.client.pull_consumer import AsyncPullConsumer
 from sparkmq.client.pull_service import FlowControl, PullService, first_offset
 from sparkmq.client.rebalance import AllocateStrategy, allocate_averagely, strategy_named
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.selector import MessageSelector
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message.names import is_retry_topic, retry_topic
 from sparkmq.message.properties import RETRY_TOPIC
@@ -89,7 +91,9 @@ class AsyncPushConsumer:
     by ``pull_threshold_for_queue`` messages, ``pull_threshold_size_for_queue_mib`` of bodies and
     ``consume_concurrently_max_span`` offsets; ``consume_timeout_s``; ``max_reconsume_times``
     (None: 16 for concurrent consumers, unlimited retries for orderly ones);
-    ``suspend_current_queue_time_s`` (how long an orderly queue waits before retrying a failure).
+    ``suspend_current_queue_time_s`` (how long an orderly queue waits before retrying a failure);
+    ``enable_msg_trace`` and ``customized_trace_topic``: SubBefore / SubAfter trace records of every
+    listener call, sent to ``RMQ_SYS_TRACE_TOPIC`` (or that topic) by a background producer.
     """
 
     def __init__(
@@ -114,6 +118,8 @@ class AsyncPushConsumer:
         offset_dir: Path | None = None,
         instance_name: str | None = None,
         security: ClientSecurity | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         if consume_from_where not in _FROM_WHERE:
             raise ConfigError(f"consume_from_where must be one of {sorted(w.name for w in _FROM_WHERE)}")
@@ -139,6 +145,9 @@ class AsyncPushConsumer:
             consume_message_batch_max_size,
             self._listener_of,
             lambda: self._closing,
+            trace_dispatcher(group, "CONSUMER", namesrv_addr, customized_trace_topic, security)
+            if enable_msg_trace
+            else None,
         )
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -212,6 +221,8 @@ class AsyncPushConsumer:
         self.instance.running_info_hooks[self.group] = self.running_info
         self._started_ms = int(time.time() * 1000)
         await self.instance.start()
+        if self._runner.tracer is not None:
+            await self._runner.tracer.start()
         for topic in self._topics():
             try:
                 await self.instance.route(topic)
@@ -261,6 +272,8 @@ class AsyncPushConsumer:
         self.instance.consumer_data.pop(self.group, None)
         await self.instance.close()
         self._runner.shutdown()
+        if self._runner.tracer is not None:
+            await self._runner.tracer.close()
 
     async def __aenter__(self) -> AsyncPushConsumer:
         await self.start()
@@ -478,6 +491,11 @@ class AsyncPushConsumer:
         """Messages pulled and not yet consumed, over all queues (what flow control bounds)."""
         return sum(len(process) for process in self._queues.values())
 
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._runner.tracer
+
 
 class PushConsumer:
     """The blocking push consumer: ``AsyncPushConsumer`` on the process's client loop.
@@ -528,3 +546,8 @@ class PushConsumer:
     @property
     def cached_message_count(self) -> int:
         return self._async.cached_message_count if self._async else 0
+
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer if self._async else None

@@ -93,6 +93,16 @@ def complete(
         notify(future, callback)
 
 
+def sent_result(future: SendFuture) -> SendResult | None:
+    """The result of a completed send's future, or None when it failed or was cancelled."""
+    if isinstance(future, Handoff):
+        value, error = future.outcome()
+        return None if error is not None else value
+    if future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
+
+
 def notify(future: SendFuture, callback: SendCallback) -> None:
     """Call ``callback`` with the completed ``future``; one that raises is logged (it runs inside a read)."""
     try:

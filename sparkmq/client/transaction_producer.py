@@ -22,9 +22,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from sparkmq.client import loop_thread
+from sparkmq.client import loop_thread, trace_hooks
 from sparkmq.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from sparkmq.client.producer import AsyncProducer
+from sparkmq.client.trace_data import TRANS_MSG_HALF
+from sparkmq.client.trace_dispatcher import TraceDispatcher
 from sparkmq.errors import ConfigError, SparkmqError
 from sparkmq.message import layout as L
 from sparkmq.message.msgid import decode_offset_msg_id
@@ -44,6 +46,14 @@ class LocalTransactionState(enum.Enum):
     COMMIT = L.TRANSACTION_COMMIT_TYPE
     ROLLBACK = L.TRANSACTION_ROLLBACK_TYPE
     UNKNOWN = L.TRANSACTION_NOT_TYPE
+
+
+#: LocalTransactionState's names in Java, as EndTransaction trace records carry them
+_TRACE_STATE_NAMES = {
+    LocalTransactionState.COMMIT: "COMMIT_MESSAGE",
+    LocalTransactionState.ROLLBACK: "ROLLBACK_MESSAGE",
+    LocalTransactionState.UNKNOWN: "UNKNOW",
+}
 
 
 class TransactionSendResult(NamedTuple):
@@ -131,8 +141,16 @@ class AsyncTransactionProducer(AsyncProducer):
             state = LocalTransactionState.ROLLBACK  # Java: not stored durably, so not run
         else:
             state = await _evaluate(self.execute_local, (message, arg), "the local transaction", in_thread=False)
-        await self.end_transaction(half, state)
+        await self.end_transaction(half, state, message)
         return TransactionSendResult(half, state)
+
+    def _trace_end(
+        self, message: Message | ReceivedMessage, msg_id: str, host: str, state: LocalTransactionState, from_check: bool
+    ) -> None:
+        """The EndTransaction trace of an END_TRANSACTION sent to the broker at ``host``."""
+        if self.tracer is not None and self.tracer.traces(message.topic):
+            name = _TRACE_STATE_NAMES[state]
+            self.tracer.append(trace_hooks.end_transaction(self.group, message, msg_id, msg_id, name, from_check, host))
 
     async def send_half(self, message: Message, queue: MessageQueue | None = None) -> SendResult:
         """Step 1: store ``message`` as a half message (``TRAN_MSG``, ``PGROUP``, sysFlag PREPARED), to
@@ -141,7 +159,8 @@ class AsyncTransactionProducer(AsyncProducer):
         half = dataclasses.replace(message, properties=props, delay_level=0)  # Java clears a delay level
         body, sys_flag = self._body_of(half)
         unique_id = self._ids.next_id()
-        return await self.send_prepared(
+        started_ms = trace_hooks.now_ms()
+        result = await self.send_prepared(
             half.topic,
             RequestCode.SEND_MESSAGE_V2,
             body,
@@ -151,10 +170,16 @@ class AsyncTransactionProducer(AsyncProducer):
             half.flag,
             queue,
         )
+        if self.tracer is not None and self.tracer.traces(message.topic):
+            host = self.instance.broker_address(result.queue.broker_name)
+            self.tracer.append(trace_hooks.pub(self.group, message, result, started_ms, host, TRANS_MSG_HALF))
+        return result
 
-    async def end_transaction(self, half: SendResult, state: LocalTransactionState) -> None:
+    async def end_transaction(
+        self, half: SendResult, state: LocalTransactionState, message: Message | None = None
+    ) -> None:
         """Step 3: tell the half message's broker the outcome (oneway; a failure is logged, the check-back
-        then asks)."""
+        then asks). With ``message`` (the half message as sent), a traced producer records it."""
         header = EndTransactionRequestHeader(
             self.group,
             half.queue_offset,
@@ -167,6 +192,8 @@ class AsyncTransactionProducer(AsyncProducer):
         try:
             address = self.instance.broker_address(half.queue.broker_name)
             await self.instance.remoting.invoke_oneway(address, RequestCode.END_TRANSACTION, header.to_fields())
+            if message is not None:
+                self._trace_end(message, half.msg_id, address, state, False)
         except SparkmqError as exc:
             logger.warning(
                 "END_TRANSACTION %s for %s failed: %s; the broker will check back", state.name, half.msg_id, exc.remark
@@ -183,6 +210,7 @@ class AsyncTransactionProducer(AsyncProducer):
             state = LocalTransactionState.UNKNOWN
         else:
             state = await _evaluate(self.check_local, (message,), "the transaction check", in_thread=True)
+            self._trace_end(message, message.msg_id, f"{connection.peer[0]}:{connection.peer[1]}", state, True)
         msg_id = stored.properties.get("UNIQ_KEY") or header.offset_msg_id or ""
         answer = EndTransactionRequestHeader(
             self.group,
@@ -241,6 +269,11 @@ class TransactionProducer:
         self.execute_local = execute_local
         self._async = AsyncTransactionProducer(group, namesrv_addr, check_local=check_local, **options)
 
+    @property
+    def tracer(self) -> TraceDispatcher | None:
+        """The trace dispatcher (``enable_msg_trace``): its ``sent``, ``failed`` and ``dropped`` counts."""
+        return self._async.tracer
+
     def start(self) -> None:
         loop_thread.run(self._async.start())
 
@@ -261,5 +294,5 @@ class TransactionProducer:
             state = local_state_of(self.execute_local, message, arg)
         else:
             state = LocalTransactionState.ROLLBACK
-        loop_thread.run(self._async.end_transaction(half, state))
+        loop_thread.run(self._async.end_transaction(half, state, message))
         return TransactionSendResult(half, state)

@@ -3,9 +3,9 @@
 Pages: ``/`` cluster and brokers; ``/topics`` and ``/topics/{topic}`` (per-queue min/max offsets,
 last update, put TPS, a table-enabled topic's table lag); ``/groups`` and ``/groups/{group}`` (lag
 per queue and a lag-over-time chart drawn as inline SVG from samples taken every
-``sample_interval_s``); ``/messages`` (query by key,
-unique key or offset message id, body preview); ``/send`` (a test message). Read-only unless ACL
-credentials are given (every request is then signed with them, and the broker's ACL decides) or
+``sample_interval_s``); ``/messages`` (query by key, unique key or offset message id, body preview;
+one message's trace records, ``traceTopic`` naming another trace topic); ``/send`` (a test message).
+Read-only unless ACL credentials are given (every request is then signed with them, and the broker's ACL decides) or
 ``allow_writes=True``; a read-only dashboard refuses ``POST /send`` with 403.
 
 >>> # app = create_app(DashboardConfig("127.0.0.1:9876"))   # serve with uvicorn
@@ -36,6 +36,7 @@ from sparkmq.ops import credentials
 from sparkmq.ops.lag_history import LagHistory
 from sparkmq.ops.pages import layout, table
 from sparkmq.ops.svg_chart import line_chart
+from sparkmq.ops.trace_section import trace_section
 from sparkmq.protocol.bodies import MessageQueue
 
 logger = logging.getLogger(__name__)
@@ -271,6 +272,8 @@ def create_app(config: DashboardConfig) -> Starlette:
             for m in found
         ]
         result = table(["Message id", "Topic", "Queue", "Offset", "Tags", "Keys", "Stored", "Body"], rows, "messages")
+        if msg_id and len(found) == 1:  # one message: its traces (by its unique key, as written by the clients)
+            result += await trace_section(admin, found[0].msg_id, q.get("traceTopic") or None)
         return layout("Messages", form + (result if (key or msg_id) else ""), config.writable)
 
     async def send_form(request: Request) -> Response:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from sparkmq.client import loop_thread
+from sparkmq.client import ConsumeResult, loop_thread
 from sparkmq.client.admin_ext import AdminExt
-from sparkmq.client.message import Message
+from sparkmq.client.message import Message, ReceivedMessage
 from sparkmq.errors import TopicNotExistError
 from sparkmq.protocol.namesrv_bodies import TopicConfig
 from support.client_harness import Clients
@@ -62,6 +62,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             f"tableTopicRoot={tmp_path_factory.mktemp('dash-tables')}",
             "--set",
             "tableTopicCommitIntervalMs=100",
+            "--set",
+            "traceTopicEnable=true",
         ) as broker,
         _dashboard(ns.address, "--allow-writes") as writable,
         _dashboard(ns.address) as read_only,
@@ -233,6 +235,41 @@ def test_a_read_only_dashboard_refuses_to_send(site: Site, page: Page, tmp_path:
     refused = page.request.post(site.read_only + "/send", form={"topic": "T", "body": "x"})
     assert refused.status == 403
     shot(page, tmp_path, "read-only")
+
+
+def test_message_page_shows_the_message_trace_and_names_a_damaged_one(
+    site: Site, page: Page, tmp_path: Path, clients: Clients
+) -> None:
+    topic = _topic(site, queues=1)
+    got: list[str] = []
+
+    def consume(message: ReceivedMessage) -> ConsumeResult:
+        got.append(message.msg_id)
+        return ConsumeResult.SUCCESS
+
+    clients.push("CID_dash_trace", site.namesrv.address, topic, consume, enable_msg_trace=True)
+    producer = clients.producer("PID_dash_trace", site.namesrv.address, enable_msg_trace=True)
+    msg_id = producer.send(Message(topic, b"traced", tags="books")).msg_id
+    url = site.writable + f"/messages?topic={topic}&msgId={msg_id}"
+
+    def trace_types() -> list[str]:
+        page.goto(url)
+        return sorted(page.locator("#trace tbody tr td:first-child").all_inner_texts())
+
+    assert wait_until(lambda: trace_types() == ["Pub", "SubAfter", "SubBefore"], 30), trace_types()
+    pub = page.locator("#trace tbody tr", has_text="Pub").locator("td").all_inner_texts()
+    assert pub[:2] == ["Pub", "PID_dash_trace"] and pub[5] == "success" and pub[6] == f"{topic} Normal_Msg"
+    shot(page, tmp_path, "message-trace")
+
+    vandal = clients.producer("PID_dash_vandal", site.namesrv.address)
+    vandal.send(Message("RMQ_SYS_TRACE_TOPIC", b"SubAfter\x01broken\x02", keys=[msg_id]))
+    assert wait_until(lambda: page.goto(url) is not None and page.locator(".damaged").count() == 1, 30)
+    assert "SubAfter trace record has 2 fields" in page.locator(".damaged").inner_text()
+    assert page.locator("#trace tbody tr").count() == 3  # the good records still show
+
+    response = page.goto(url + "&traceTopic=NO_SUCH_TRACE_TOPIC")
+    assert response is not None and response.status == 200
+    assert "No trace" in page.locator(".no-trace").inner_text()
 
 
 def test_an_unknown_topic_is_an_error_page_not_a_crash(site: Site, page: Page) -> None:
