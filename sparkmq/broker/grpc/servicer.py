@@ -1,0 +1,353 @@
+"""``apache.rocketmq.v2.MessagingService`` over the broker's store and POP core (grpc.aio).
+
+Every RPC answers a ``Status`` with a code and a reason; a refused request never ends a stream
+with an exception, so one bad client cannot disturb the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import time
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+import grpc
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.delay import redirect_if_delayed
+from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.pop import PopService, ReceiptHandle
+from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
+from sparkmq.broker.topics import check_sendable
+from sparkmq.errors import InvalidReceiptHandleError, MessageError
+from sparkmq.message.names import is_system_topic
+from sparkmq.message.record import Host
+from sparkmq.store import PutMessageStatus
+from sparkmq.store.config import delay_level_millis
+
+logger = logging.getLogger(__name__)
+MAX_SEND_BATCH = 1024  # messages in one SendMessage
+MAX_LONG_POLLING_S = 30
+MESSAGE_TYPE_ATTRIBUTE = "message.type"
+PERSISTENCE_TIMEOUTS = {
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+}
+
+
+def status(code: int = pb.OK, message: str = "OK") -> pb.Status:
+    return pb.Status(code=code, message=message)  # type: ignore[arg-type]
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
+    """The RPCs of the 5.x clients for one broker (proxyMode=LOCAL)."""
+
+    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+        self.ctx = ctx
+        self.pop = pop
+        self._level_millis = delay_level_millis(ctx.config.message_delay_level)
+        self._round_robin = itertools.count()
+
+    # -- route -----------------------------------------------------------------------------
+    def _accepted_types(self, topic: str) -> list[int]:
+        config = self.ctx.topics.get(topic)
+        declared = config.attribute_map.get(MESSAGE_TYPE_ATTRIBUTE, "") if config is not None else ""
+        kind = convert.TYPE_NAMES.get(declared.upper())
+        return [kind] if kind is not None else list(convert.ALL_TYPES)
+
+    def _queues(self, topic: str, endpoints: pb.Endpoints, queue_ids: list[int]) -> list[pb.MessageQueue]:
+        broker = pb.Broker(name=self.ctx.config.broker_name, id=0, endpoints=endpoints)
+        types = self._accepted_types(topic)
+        return [
+            pb.MessageQueue(
+                topic=pb.Resource(name=topic), id=q, permission=pb.READ_WRITE, broker=broker, accept_message_types=types
+            )
+            for q in queue_ids
+        ]
+
+    def _topic(self, name: str, *, create: bool = False) -> Any:
+        config = self.ctx.topics.get(name)
+        if config is None and create and not is_system_topic(name):
+            config = self.ctx.topics.create_on_send(name, self.ctx.config.default_topic_queue_nums)
+        return config
+
+    async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
+        config = self._topic(request.topic.name, create=True)
+        if config is None:
+            return spb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {request.topic.name!r} not found"))
+        queues = self._queues(config.topic_name, request.endpoints, list(range(config.read_queue_nums)))
+        return spb.QueryRouteResponse(status=status(), message_queues=queues)
+
+    async def QueryAssignment(self, request: spb.QueryAssignmentRequest, context: Any) -> spb.QueryAssignmentResponse:
+        config = self._topic(request.topic.name)
+        if config is None:
+            return spb.QueryAssignmentResponse(
+                status=status(pb.TOPIC_NOT_FOUND, f"topic {request.topic.name!r} not found")
+            )
+        group = self.ctx.groups.find_or_create(request.group.name)
+        if group is None:
+            return spb.QueryAssignmentResponse(
+                status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
+            )
+        # a FIFO group is given each queue; others one assignment for every queue of the broker (id -1)
+        ids = list(range(config.read_queue_nums)) if group.consume_message_orderly else [-1]
+        queues = self._queues(config.topic_name, request.endpoints, ids)
+        return spb.QueryAssignmentResponse(
+            status=status(), assignments=[pb.Assignment(message_queue=q) for q in queues]
+        )
+
+    # -- client lifecycle ------------------------------------------------------------------
+    async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
+        if request.group.name and self.ctx.groups.find_or_create(request.group.name) is None:
+            return spb.HeartbeatResponse(
+                status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
+            )
+        return spb.HeartbeatResponse(status=status())
+
+    async def NotifyClientTermination(
+        self, request: spb.NotifyClientTerminationRequest, context: Any
+    ) -> spb.NotifyClientTerminationResponse:
+        return spb.NotifyClientTerminationResponse(status=status())
+
+    async def Telemetry(
+        self, requests: AsyncIterator[spb.TelemetryCommand], context: Any
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        async for command in requests:
+            if not command.HasField("settings"):
+                continue  # thread stack traces, verify results: nothing asked them yet
+            request = command.settings
+            group = None
+            if request.HasField("subscription") and request.subscription.group.name:
+                group = self.ctx.groups.find_or_create(request.subscription.group.name)
+            answered = settings.answer(request, self.ctx.config.max_message_size, group)
+            yield spb.TelemetryCommand(status=status(), settings=answered)
+
+    # -- send ------------------------------------------------------------------------------
+    def _refuse_send(self, request: spb.SendMessageRequest) -> pb.Status | None:
+        messages = request.messages
+        if not messages:
+            return status(pb.BAD_REQUEST, "no message to send")
+        if len(messages) > MAX_SEND_BATCH:
+            return status(pb.PAYLOAD_TOO_LARGE, f"{len(messages)} messages in one request, over {MAX_SEND_BATCH}")
+        topic = messages[0].topic.name
+        if any(m.topic.name != topic for m in messages):
+            return status(pb.BAD_REQUEST, "the messages of one request must share their topic")
+        try:
+            check_sendable(topic)
+        except MessageError as exc:
+            return status(pb.ILLEGAL_TOPIC, exc.remark)
+        config = self._topic(topic, create=True)
+        if config is None:
+            return status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        accepted = self._accepted_types(topic)
+        limit = self.ctx.config.max_message_size
+        for m in messages:
+            if not m.body:
+                return status(pb.MESSAGE_BODY_EMPTY, "message body is empty")
+            if len(m.body) > limit:
+                return status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(m.body)} bytes, over {limit}")
+            if not m.system_properties.message_id:
+                return status(pb.ILLEGAL_MESSAGE_ID, "message id is empty")
+            kind = convert.message_type(m)
+            if kind not in accepted:
+                return status(
+                    pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    f"topic {topic!r} accepts {[pb.MessageType.Name(t) for t in accepted]}, "
+                    f"not {pb.MessageType.Name(kind)} messages",  # type: ignore[arg-type]
+                )
+            if kind == pb.TRANSACTION:
+                return status(pb.UNSUPPORTED, "transactional messages over gRPC are not served yet")
+        return None
+
+    async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
+        refusal = self._refuse_send(request)
+        if refusal is not None:
+            return spb.SendMessageResponse(status=refusal)
+        topic = request.messages[0].topic.name
+        config = self.ctx.topics.get(topic)
+        assert config is not None
+        born = _born_host(context.peer())
+        batches, wait = [], []
+        max_level = len(self._level_millis)
+        for m in request.messages:
+            if m.system_properties.message_group:
+                queue_id = (
+                    zlib.crc32(m.system_properties.message_group.encode()) & 0x7FFFFFFF
+                ) % config.write_queue_nums
+            else:
+                queue_id = next(self._round_robin) % config.write_queue_nums
+            batch = convert.to_batch(m, queue_id, born, self._level_millis)
+            batches.append(redirect_if_delayed(batch, max_level))
+            wait.append(True)
+        results, durable = self.ctx.put_group(batches, wait)
+        if durable is not None:
+            results = await durable
+        entries = []
+        for m, batch, result in zip(request.messages, batches, results, strict=True):
+            code = pb.OK if result.ok else PERSISTENCE_TIMEOUTS.get(result.status, pb.INTERNAL_SERVER_ERROR)
+            text = "OK" if result.ok else f"{result.status.value} {result.remark}".strip()
+            offset = result.queue_offset if batch.topic == topic else 0
+            entries.append(
+                spb.SendResultEntry(status=status(code, text), message_id=m.system_properties.message_id, offset=offset)
+            )
+        codes = {e.status.code for e in entries}
+        overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some messages failed")
+        return spb.SendMessageResponse(status=overall, entries=entries)
+
+    # -- receive, ack, change invisible time, DLQ ------------------------------------------
+    async def ReceiveMessage(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        refusal, group_config = self._refuse_receive(request)
+        if refusal is not None:
+            yield spb.ReceiveMessageResponse(status=refusal)
+            return
+        assert group_config is not None
+        topic = request.message_queue.topic.name
+        invisible_ms = request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else 60_000
+        wait_ms = min(request.long_polling_timeout.ToMilliseconds(), MAX_LONG_POLLING_S * 1000)
+        tags = _tags(request.filter_expression)
+        fifo = group_config.consume_message_orderly
+        # the proxy pops every queue of the broker for a non-FIFO group (queueId -1), whichever the client named
+        queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else None
+        group = request.group.name
+        popped = await self.pop.pop_waiting(
+            group, topic, request.batch_size, invisible_ms, wait_ms, fifo=fifo, tags=tags, queue_id=queue_id
+        )
+        if not popped:
+            yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        for p in popped:
+            key = (request.group.name, p.message.topic, p.message.queue_id)
+            attempt = self.pop.fifo_attempt(key, p.message.queue_offset) if fifo else p.delivery_attempt
+            message = convert.to_protobuf(p.message, topic, p.handle.encode(), invisible_ms, attempt, pb.CRC32)
+            yield spb.ReceiveMessageResponse(message=message)
+        yield spb.ReceiveMessageResponse(status=status())
+        stamp = spb.ReceiveMessageResponse()
+        stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield stamp
+
+    def _refuse_receive(self, request: spb.ReceiveMessageRequest) -> tuple[pb.Status | None, Any]:
+        topic = request.message_queue.topic.name
+        if not request.group.name:
+            return status(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is empty"), None
+        if self.ctx.topics.get(topic) is None:
+            return status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} not found"), None
+        if request.batch_size <= 0 or request.batch_size > settings.RECEIVE_BATCH_SIZE:
+            return status(
+                pb.BAD_REQUEST, f"batch size {request.batch_size} outside 1..{settings.RECEIVE_BATCH_SIZE}"
+            ), None
+        if request.HasField("invisible_duration"):
+            invisible = request.invisible_duration.ToMilliseconds()
+            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                return status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 1 s..12 h"), None
+        if request.filter_expression.type == pb.SQL:
+            return status(pb.ILLEGAL_FILTER_EXPRESSION, "SQL92 filters over gRPC are not served yet"), None
+        group = self.ctx.groups.find_or_create(request.group.name)
+        if group is None:
+            return status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name)), None
+        return None, group
+
+    async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
+        entries = []
+        for entry in request.entries:
+            try:
+                self.pop.ack(request.group.name, entry.receipt_handle)
+                result = status()
+            except InvalidReceiptHandleError as exc:
+                result = status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
+            entries.append(
+                spb.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
+                )
+            )
+        codes = {e.status.code for e in entries}
+        if not entries:
+            overall = status(pb.BAD_REQUEST, "no entry to acknowledge")
+        else:
+            overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some acks failed")
+        return spb.AckMessageResponse(status=overall, entries=entries)
+
+    async def ChangeInvisibleDuration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: Any
+    ) -> spb.ChangeInvisibleDurationResponse:
+        invisible = request.invisible_duration.ToMilliseconds()
+        if not 0 <= invisible <= MAX_INVISIBLE_MS:
+            return spb.ChangeInvisibleDurationResponse(
+                status=status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 0..12 h")
+            )
+        try:
+            handle = self.pop.change_invisible(request.group.name, request.receipt_handle, invisible)
+        except InvalidReceiptHandleError as exc:
+            return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
+        return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        group = request.group.name
+        try:
+            handle = ReceiptHandle.decode(request.receipt_handle)
+            message = self.pop.inflight_message(group, handle)
+        except InvalidReceiptHandleError as exc:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
+        if not await self.pop.resend(message, group, to_dlq=True):
+            return spb.ForwardMessageToDeadLetterQueueResponse(
+                status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
+            )
+        try:
+            self.pop.ack(group, request.receipt_handle)
+        except InvalidReceiptHandleError:
+            logger.info("a message forwarded to the DLQ of %s expired meanwhile", group)
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    async def EndTransaction(self, request: spb.EndTransactionRequest, context: Any) -> spb.EndTransactionResponse:
+        return spb.EndTransactionResponse(status=status(pb.UNSUPPORTED, "transactions over gRPC are not served yet"))
+
+
+def _tags(expression: pb.FilterExpression) -> set[str] | None:
+    text = expression.expression.strip()
+    if not text or text == "*":
+        return None
+    return {tag.strip() for tag in text.split("||") if tag.strip()}
+
+
+def _born_host(peer: str) -> Host:
+    """``ipv4:127.0.0.1:5000`` as a record's born host (0.0.0.0 for anything else)."""
+    _scheme, _, rest = peer.partition(":")
+    host, _, port = rest.rpartition(":")
+    try:
+        return Host(socket.inet_aton(host), int(port))
+    except (OSError, ValueError):
+        return Host(b"\x00\x00\x00\x00", 0)
+
+
+class GrpcServer:
+    """The grpc.aio server of one broker."""
+
+    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+        self.ctx = ctx
+        self.servicer = MessagingServicer(ctx, pop)
+        limit = ctx.config.max_message_size * 4 + (1 << 20)
+        self.server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+        )
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(self.servicer, self.server)
+
+    async def start(self) -> int:
+        host = self.ctx.config.listen_host or self.ctx.config.broker_ip
+        port = self.server.add_insecure_port(f"{host}:{self.ctx.config.grpc_server_port}")
+        if port == 0:
+            raise OSError(f"gRPC server cannot listen on {host}:{self.ctx.config.grpc_server_port}")
+        await self.server.start()
+        return port
+
+    async def close(self) -> None:
+        await self.server.stop(grace=1.0)
