@@ -37,6 +37,17 @@ ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 TYPE_NAMES = {"NORMAL": pb.NORMAL, "FIFO": pb.FIFO, "DELAY": pb.DELAY, "TRANSACTION": pb.TRANSACTION}
 
 
+MAX_PLAUSIBLE_SECONDS = 10**11  # year 5138: a larger ``seconds`` holds milliseconds
+
+
+def timestamp_millis(stamp: Timestamp) -> int:
+    """A Timestamp in milliseconds. The Python client 5.1.2 puts milliseconds into ``seconds``;
+    such a value (beyond any plausible date in seconds) is read as the milliseconds it is."""
+    if stamp.seconds > MAX_PLAUSIBLE_SECONDS:
+        return int(stamp.seconds)
+    return int(stamp.seconds) * 1000 + int(stamp.nanos) // 1_000_000
+
+
 def message_type(message: pb.Message) -> int:
     """The type a sent message has by its properties (the proxy's ``TopicMessageType.parseFromMessageProperty``)."""
     sp = message.system_properties
@@ -72,12 +83,12 @@ def to_batch(message: pb.Message, queue_id: int, born_host: Host, level_millis: 
     if sp.message_group:
         props[MESSAGE_GROUP] = sp.message_group
     if sp.HasField("delivery_timestamp"):
-        deliver_at = sp.delivery_timestamp.ToMilliseconds()
+        deliver_at = timestamp_millis(sp.delivery_timestamp)
         props[DELIVERY_TIME] = str(deliver_at)
         level = delay_level(deliver_at, int(time.time() * 1000), level_millis)
         if level:
             props[DELAY_TIME_LEVEL] = str(level)
-    born = sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else int(time.time() * 1000)
+    born = timestamp_millis(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
     return MessageBatch(
         message.topic.name, queue_id, [bytes(message.body)], [encode_properties(props)], [0], 0, born, born_host, 0
     )

@@ -30,11 +30,11 @@ from sparkmq.message.names import is_system_topic
 from sparkmq.message.record import Host
 from sparkmq.store import PutMessageStatus
 from sparkmq.store.config import delay_level_millis
+from sparkmq.tables.attributes import MESSAGE_TYPE
 
 logger = logging.getLogger(__name__)
 MAX_SEND_BATCH = 1024  # messages in one SendMessage
 MAX_LONG_POLLING_S = 30
-MESSAGE_TYPE_ATTRIBUTE = "message.type"
 PERSISTENCE_TIMEOUTS = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
@@ -58,7 +58,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     # -- route -----------------------------------------------------------------------------
     def _accepted_types(self, topic: str) -> list[int]:
         config = self.ctx.topics.get(topic)
-        declared = config.attribute_map.get(MESSAGE_TYPE_ATTRIBUTE, "") if config is not None else ""
+        declared = config.attribute_map.get(MESSAGE_TYPE, "") if config is not None else ""
         kind = convert.TYPE_NAMES.get(declared.upper())
         return [kind] if kind is not None else list(convert.ALL_TYPES)
 
