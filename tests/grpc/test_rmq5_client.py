@@ -7,99 +7,22 @@ broker with SIGKILL and restarts it on the same store.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from sparkmq import Message, Producer, PullConsumer
 from sparkmq.protocol.codes import RequestCode, ResponseCode
-from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
-from sparkmq.remoting import RemotingClient
-from support.processes import BrokerProcess, NamesrvProcess, wait_until
+from support.grpc_broker import GrpcBroker, start_broker
+from support.processes import NamesrvProcess, wait_until
 from support.rocketmq5 import require_rmq5_python, run5
 
 CLIENT_TIMEOUT_S = 60.0
-GRPC_LINE = "gRPC endpoint listening on "
 _names = itertools.count()
-
-
-@dataclass
-class GrpcBroker:
-    store_dir: Path
-    namesrv: NamesrvProcess
-    broker: BrokerProcess
-
-    @property
-    def endpoint(self) -> str:
-        line = next(line for line in self.broker.output if GRPC_LINE in line)
-        return line.rsplit(" ", 1)[-1]
-
-    def start(self, grpc_port: int = 0) -> None:
-        self.broker = start_broker(self.store_dir, self.namesrv.address, grpc_port)
-
-    def request(
-        self, code: int, body: bytes = b"", address: str = "", **ext: object
-    ) -> tuple[int, str | None, dict[str, str], bytes]:
-        async def call() -> tuple[int, str | None, dict[str, str], bytes]:
-            client = RemotingClient()
-            try:
-                fields = {k: str(v) for k, v in ext.items()}
-                response = await client.invoke(address or self.broker.address, code, fields, body=body)
-            finally:
-                await client.close()
-            return response.code, response.remark, response.ext_fields, response.body
-
-        return asyncio.run(call())
-
-    def create_topic(self, topic: str, queues: int = 4, message_type: str = "") -> None:
-        attributes = {"attributes": f"+message.type={message_type}"} if message_type else {}
-        code, remark, _, _ = self.request(
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            topic=topic,
-            defaultTopic="TBW102",
-            readQueueNums=queues,
-            writeQueueNums=queues,
-            perm=6,
-            topicFilterType="SINGLE_TAG",
-            topicSysFlag=0,
-            order="false",
-            **attributes,
-        )
-        assert code == ResponseCode.SUCCESS, remark
-
-    def create_group(self, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
-        body = SubscriptionGroupBody(group, retry_max_times=retry_max_times, consume_message_orderly=orderly)
-        code, remark, _, _ = self.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body.encode())
-        assert code == ResponseCode.SUCCESS, remark
-
-    def max_offset(self, topic: str, queue_id: int = 0) -> int:
-        code, remark, fields, _ = self.request(RequestCode.GET_MAX_OFFSET, topic=topic, queueId=queue_id)
-        return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
-
-    def committed(self, group: str, topic: str, queue_id: int) -> int:
-        code, _, fields, _ = self.request(
-            RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup=group, topic=topic, queueId=queue_id
-        )
-        return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
-
-
-def start_broker(store_dir: Path, namesrv: str, grpc_port: int = 0) -> BrokerProcess:
-    return BrokerProcess.start(
-        store_dir,
-        namesrv,
-        "--flush",
-        "sync",
-        "--set",
-        "enableGrpcServer=true",
-        "--set",
-        f"grpcServerPort={grpc_port}",
-    )
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +135,7 @@ def test_4x_and_5x_clients_share_a_topic(grpc_broker: GrpcBroker, tmp_path: Path
     topic, group = names("Shared")
     grpc_broker.create_topic(topic, queues=2)
     assert wait_until(lambda: _routable(grpc_broker, topic), timeout_s=40)
+    assert grpc_broker.namesrv is not None
     with Producer("PID_grpc_shared", grpc_broker.namesrv.address) as producer:
         old = [producer.send(Message(topic, f"from-4x-{i}", tags="T")).msg_id for i in range(3)]
     new = produce(grpc_broker, tmp_path, topic, 2, "--prefix", "from-5x-")
@@ -233,6 +157,7 @@ def test_4x_and_5x_clients_share_a_topic(grpc_broker: GrpcBroker, tmp_path: Path
 
 
 def _routable(grpc_broker: GrpcBroker, topic: str) -> bool:
+    assert grpc_broker.namesrv is not None
     namesrv = grpc_broker.namesrv.address
     code, _, _, body = grpc_broker.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, address=namesrv, topic=topic)
     return code == ResponseCode.SUCCESS and bool(json.loads(body or b"{}").get("queueDatas"))
