@@ -30,6 +30,7 @@ from sparkmq.broker.pop.journal import PopJournal
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
+from sparkmq.broker.processors.pop import PopProcessors
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.pull_lane import pull_lane
 from sparkmq.broker.processors.send import SendProcessor
@@ -188,6 +189,13 @@ class BrokerController:
         sync = cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self.pop = pop = PopService(ctx, PopJournal(cfg.store_path_root_dir / "pop" / "journal", sync))
         pop.start()
+        served = PopProcessors(ctx, pop)
+        for code, processor in (
+            (RequestCode.POP_MESSAGE, served.pop_message),
+            (RequestCode.ACK_MESSAGE, served.ack_message),
+            (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, served.change_invisible_time),
+        ):
+            self.server.register(code, timed(processor, code, ctx.stats))
         if not cfg.is_slave:
             self._every(POP_REVIVE_INTERVAL_S, pop.revive, "pop-revive")
         if cfg.enable_grpc_server:

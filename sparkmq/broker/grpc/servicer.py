@@ -43,7 +43,7 @@ PERSISTENCE_TIMEOUTS = {
 
 
 def status(code: int = pb.OK, message: str = "OK") -> pb.Status:
-    return pb.Status(code=code, message=message)  # type: ignore[arg-type]
+    return pb.Status(code=code, message=message)
 
 
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
@@ -160,7 +160,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 return status(
                     pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                     f"topic {topic!r} accepts {[pb.MessageType.Name(t) for t in accepted]}, "
-                    f"not {pb.MessageType.Name(kind)} messages",  # type: ignore[arg-type]
+                    f"not {pb.MessageType.Name(kind)} messages",
                 )
             if kind == pb.TRANSACTION:
                 return status(pb.UNSUPPORTED, "transactional messages over gRPC are not served yet")
@@ -259,7 +259,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         entries = []
         for entry in request.entries:
             try:
-                self.pop.ack(request.group.name, entry.receipt_handle)
+                self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle)
                 result = status()
             except InvalidReceiptHandleError as exc:
                 result = status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
@@ -284,7 +284,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 status=status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 0..12 h")
             )
         try:
-            handle = self.pop.change_invisible(request.group.name, request.receipt_handle, invisible)
+            group, topic = request.group.name, request.topic.name
+            handle = self.pop.change_invisible(group, topic, request.receipt_handle, invisible)
         except InvalidReceiptHandleError as exc:
             return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
@@ -295,7 +296,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         group = request.group.name
         try:
             handle = ReceiptHandle.decode(request.receipt_handle)
-            message = self.pop.inflight_message(group, handle)
+            message = self.pop.inflight_message(group, request.topic.name, handle)
         except InvalidReceiptHandleError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
         if not await self.pop.resend(message, group, to_dlq=True):
@@ -303,7 +304,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
             )
         try:
-            self.pop.ack(group, request.receipt_handle)
+            self.pop.ack(group, request.topic.name, request.receipt_handle)
         except InvalidReceiptHandleError:
             logger.info("a message forwarded to the DLQ of %s expired meanwhile", group)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
@@ -343,7 +344,7 @@ class GrpcServer:
 
     async def start(self) -> int:
         host = self.ctx.config.listen_host or self.ctx.config.broker_ip
-        port = self.server.add_insecure_port(f"{host}:{self.ctx.config.grpc_server_port}")
+        port = int(self.server.add_insecure_port(f"{host}:{self.ctx.config.grpc_server_port}"))
         if port == 0:
             raise OSError(f"gRPC server cannot listen on {host}:{self.ctx.config.grpc_server_port}")
         await self.server.start()

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from sparkmq.broker.context import BrokerContext
@@ -48,6 +48,7 @@ class Popped:
     message: StoredMessage
     handle: ReceiptHandle
     origin_topic: str
+    record: bytes  # the stored record as is (the body of a remoting POP_MESSAGE answer)
 
     @property
     def delivery_attempt(self) -> int:
@@ -59,6 +60,15 @@ def tags_match(message: StoredMessage, tags: Collection[str] | None) -> bool:
     if tags is None or "*" in tags:
         return True
     return message.properties.get(TAGS, "") in tags
+
+
+def _with_records(buffers: list[bytes]) -> Iterator[tuple[StoredMessage, bytes]]:
+    """Each record of a read, decoded and as its bytes."""
+    for buf in buffers:
+        pos = 0
+        for message in iter_records(buf):
+            yield message, bytes(buf[pos : pos + message.total_size])
+            pos += message.total_size
 
 
 class PopService:
@@ -169,25 +179,25 @@ class PopService:
             if result.next_begin_offset > offset and result.status is not GetMessageStatus.OFFSET_OVERFLOW_ONE:
                 self._advance(key, result.next_begin_offset)
             return []
-        messages = [m for buf in result.buffers for m in iter_records(buf)]
-        chosen = [m for m in messages if tags_match(m, tags)]
-        next_offset = messages[-1].queue_offset + 1 if messages else result.next_begin_offset
+        messages = list(_with_records(result.buffers))
+        chosen = [(m, raw) for m, raw in messages if tags_match(m, tags)]
+        next_offset = messages[-1][0].queue_offset + 1 if messages else result.next_begin_offset
         first = self.state.next_id
         deadline = now + invisible_ms
         entry = {"k": "pop", "id": first, "g": group, "t": stored_topic, "q": queue_id}
-        entry |= {"o": [m.queue_offset for m in chosen], "d": deadline, "f": fifo}
+        entry |= {"o": [m.queue_offset for m, _ in chosen], "d": deadline, "f": fifo}
         off = {"k": "off", "g": group, "t": stored_topic, "q": queue_id, "o": next_offset}
         self.journal.append(*([entry] if chosen else []), off)
         self.state.apply(entry) if chosen else None
         self.state.apply(off)
         retry = stored_topic != topic
         popped = []
-        for i, message in enumerate(chosen):
+        for i, (message, raw) in enumerate(chosen):
             self._by_queue.setdefault(key, {})[first + i] = message.queue_offset
             handle = ReceiptHandle(
                 first + i, now, invisible_ms, self.ctx.config.broker_name, queue_id, message.queue_offset, retry
             )
-            popped.append(Popped(message, handle, topic))
+            popped.append(Popped(message, handle, topic, raw))
         self._commit(key)
         return popped
 
@@ -213,21 +223,26 @@ class PopService:
             self.ctx.offsets.commit(key[0], key[1], key[2], offset)
 
     # -- ack and change invisible time -----------------------------------------------------
-    def _inflight(self, group: str, handle: ReceiptHandle) -> Inflight:
-        record = self.state.inflight.get(handle.ck_id)
-        if record is None or record.group != group or record.offset != handle.offset:
-            raise InvalidReceiptHandleError(
-                f"receipt handle {handle.encode()!r} names no message invisible to group {group!r}"
-                " (acked, expired or unknown)"
-            )
-        return record
+    def _inflight(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[int, Inflight]:
+        """The live checkpoint of a handle: found by (group, topic or its retry topic, queue, offset),
+        and only until its deadline, the handle's (an expired, revived or re-popped message is not)."""
+        stored = retry_topic(group) if handle.retry else topic
+        pending = self._by_queue.get((group, stored, handle.queue_id), {})
+        now = self._now_ms()
+        for ck, offset in pending.items():
+            record = self.state.inflight[ck]
+            if offset == handle.offset and record.deadline_ms == handle.deadline_ms > now:
+                return ck, record
+        raise InvalidReceiptHandleError(
+            f"receipt handle {handle.encode()!r} names no message of {topic!r} invisible to group {group!r}"
+            " (acked, expired or unknown)"
+        )
 
-    def ack(self, group: str, handle_text: str) -> None:
+    def ack(self, group: str, topic: str, handle_text: str) -> None:
         """Acknowledge one popped message; InvalidReceiptHandleError when its handle is not live."""
-        handle = ReceiptHandle.decode(handle_text)
-        record = self._inflight(group, handle)
-        self.journal.append({"k": "ack", "id": handle.ck_id})
-        self._drop(handle.ck_id, record)
+        ck, record = self._inflight(group, topic, ReceiptHandle.decode(handle_text))
+        self.journal.append({"k": "ack", "id": ck})
+        self._drop(ck, record)
 
     def _drop(self, ck: int, record: Inflight) -> None:
         self.state.inflight.pop(ck, None)
@@ -239,13 +254,13 @@ class PopService:
         self._fifo_attempts.pop((key, record.offset), None)
         self._commit(key)
 
-    def change_invisible(self, group: str, handle_text: str, invisible_ms: int) -> ReceiptHandle:
+    def change_invisible(self, group: str, topic: str, handle_text: str, invisible_ms: int) -> ReceiptHandle:
         """Make a popped message invisible for ``invisible_ms`` from now; the new handle replaces the old."""
         handle = ReceiptHandle.decode(handle_text)
-        record = self._inflight(group, handle)
+        ck, record = self._inflight(group, topic, handle)
         invisible_ms = max(0, min(invisible_ms, MAX_INVISIBLE_MS))
         now = self._now_ms()
-        entry = {"k": "chg", "id": handle.ck_id, "d": now + invisible_ms}
+        entry = {"k": "chg", "id": ck, "d": now + invisible_ms}
         self.journal.append(entry)
         self.state.apply(entry)
         broker = handle.broker_name
@@ -287,9 +302,9 @@ class PopService:
         messages = [m for buf in result.buffers for m in iter_records(buf)] if found else []
         return messages[0] if messages and messages[0].queue_offset == record.offset else None
 
-    def inflight_message(self, group: str, handle: ReceiptHandle) -> StoredMessage:
+    def inflight_message(self, group: str, topic: str, handle: ReceiptHandle) -> StoredMessage:
         """The stored message a live handle names (InvalidReceiptHandleError when none)."""
-        message = self._read(self._inflight(group, handle))
+        message = self._read(self._inflight(group, topic, handle)[1])
         if message is None:
             raise InvalidReceiptHandleError(f"the message of receipt handle {handle.encode()!r} is no longer stored")
         return message
