@@ -201,7 +201,8 @@ class BrokerController:
         if cfg.enable_grpc_server:
             from sparkmq.broker.grpc.servicer import GrpcServer  # grpcio only when the endpoint is asked for
 
-            self.grpc = GrpcServer(ctx, pop)
+            assert self.transactions is not None
+            self.grpc = GrpcServer(ctx, pop, self.transactions.end_transaction)
             port = await self.grpc.start()
             self.config = ctx.config = dataclasses.replace(cfg, grpc_server_port=port)
             logger.info("broker %s gRPC endpoint listening on %s:%d", cfg.broker_name, cfg.broker_ip, port)

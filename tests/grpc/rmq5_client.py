@@ -6,6 +6,7 @@ Runs in ``.venv-rocketmq5`` (``make rocketmq5-venv``); prints one JSON line per 
     rmq5_client.py receive  ENDPOINT TOPIC GROUP COUNT [--invisible S] [--no-ack] [--ack-first K]
                              [--change-to S] [--timeout S]
     rmq5_client.py push     ENDPOINT TOPIC GROUP COUNT [--fail-first K] [--timeout S]
+    rmq5_client.py transact ENDPOINT TOPIC [--timeout S]
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from rocketmq import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
 )
 
 _OUT = threading.Lock()
@@ -121,6 +124,42 @@ def push(args: argparse.Namespace, config: ClientConfiguration) -> None:
     emit("done", count=listener.ok)
 
 
+class CommitOrphans(TransactionChecker):
+    def __init__(self) -> None:
+        self.checked = threading.Event()
+
+    def check(self, message: Message) -> TransactionResolution:
+        emit("checked", id=message.message_id, body=message.body.decode())
+        self.checked.set()
+        return TransactionResolution.COMMIT
+
+
+def transact(args: argparse.Namespace, config: ClientConfiguration) -> None:
+    """Three half messages: one committed, one rolled back, one left for the broker's check (committed there);
+    runs until a line on stdin."""
+    checker = CommitOrphans()
+    producer = Producer(config, (args.topic,), checker)
+    producer.startup()
+    try:
+        for body in ("commit", "rollback", "orphan"):
+            transaction = producer.begin_transaction()
+            message = Message()
+            message.topic = args.topic
+            message.body = body.encode()
+            receipt = producer.send(message, transaction)
+            emit("sent", id=receipt.message_id, body=body)
+            if body == "commit":
+                transaction.commit()
+            elif body == "rollback":
+                transaction.rollback()
+        checker.checked.wait(args.timeout)
+        emit("waiting")
+        sys.stdin.readline()  # the test says "stop" once it has seen the outcome
+    finally:
+        producer.shutdown()
+    emit("done", checked=checker.checked.is_set())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,9 +184,13 @@ def main() -> None:
     r.add_argument("--ack-first", type=int, default=-1, help="ack only the first K messages received")
     r.add_argument("--change-to", type=int, default=0)
     sub.choices["push"].add_argument("--fail-first", type=int, default=0)
+    t = sub.add_parser("transact")
+    t.add_argument("endpoint")
+    t.add_argument("topic")
+    t.add_argument("--timeout", type=float, default=30.0)
     args = parser.parse_args()
     config = ClientConfiguration(args.endpoint, Credentials(), request_timeout=5)
-    {"produce": produce, "receive": receive, "push": push}[args.command](args, config)
+    {"produce": produce, "receive": receive, "push": push, "transact": transact}[args.command](args, config)
 
 
 if __name__ == "__main__":

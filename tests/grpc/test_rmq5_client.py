@@ -131,6 +131,23 @@ def test_delay_message_is_not_delivered_before_its_time(grpc_broker: GrpcBroker,
     assert float(received["at"]) >= float(sent["sent_at"]) + 1.0  # the delivery time is a lower bound
 
 
+def test_transactions_commit_rollback_and_check(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
+    topic, group = names("Tx")
+    grpc_broker.create_topic(topic, queues=2, message_type="TRANSACTION")
+    producer = run5(tmp_path, "transact", grpc_broker.endpoint, topic)
+    try:
+        producer.wait_for(lambda run: bool(run.events("checked")), CLIENT_TIMEOUT_S, "the broker's check")
+        received = of(client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "2"), "received")
+        producer.request_stop()
+        records = producer.finish(CLIENT_TIMEOUT_S)
+    finally:
+        producer.kill()
+    sent = {r["body"]: r["id"] for r in of(records, "sent")}
+    assert [r["body"] for r in of(records, "checked")] == ["orphan"]
+    assert sorted(r["body"] for r in received) == ["commit", "orphan"]
+    assert {r["id"] for r in received} == {sent["commit"], sent["orphan"]}
+
+
 def test_4x_and_5x_clients_share_a_topic(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
     topic, group = names("Shared")
     grpc_broker.create_topic(topic, queues=2)

@@ -84,4 +84,8 @@ def start_broker(store_dir: Path, namesrv: str | None, grpc_port: int = 0) -> Br
         "enableGrpcServer=true",
         "--set",
         f"grpcServerPort={grpc_port}",
+        "--set",  # half messages are checked a second after they are sent, every second
+        "transactionTimeOut=1000",
+        "--set",
+        "transactionCheckInterval=1000",
     )

@@ -6,12 +6,13 @@ with an exception, so one bad client cannot disturb the others.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import socket
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -22,12 +23,16 @@ import grpc
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
 from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc.telemetry import TelemetryChannel, parse_transaction_id, transaction_id, tx_group
 from sparkmq.broker.pop import PopService, ReceiptHandle
 from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
 from sparkmq.broker.topics import check_sendable
+from sparkmq.broker.transactions.state import half_message
 from sparkmq.errors import InvalidReceiptHandleError, MessageError
-from sparkmq.message.names import is_system_topic
+from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic
 from sparkmq.message.record import Host
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.headers import EndTransactionRequestHeader
 from sparkmq.store import PutMessageStatus
 from sparkmq.store.config import delay_level_millis
 from sparkmq.tables.attributes import MESSAGE_TYPE
@@ -35,6 +40,9 @@ from sparkmq.tables.attributes import MESSAGE_TYPE
 logger = logging.getLogger(__name__)
 MAX_SEND_BATCH = 1024  # messages in one SendMessage
 MAX_LONG_POLLING_S = 30
+CLIENT_ID_HEADER = "x-mq-client-id"
+COMMIT, ROLLBACK = 8, 12  # END_TRANSACTION's commitOrRollback
+EndTransaction = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]
 PERSISTENCE_TIMEOUTS = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
@@ -46,12 +54,29 @@ def status(code: int = pb.OK, message: str = "OK") -> pb.Status:
     return pb.Status(code=code, message=message)
 
 
+def _client_id(context: Any) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_HEADER:
+            return value if isinstance(value, str) else bytes(value).decode()
+    return ""
+
+
+class _Peer:
+    """The ``peer`` an END_TRANSACTION processor logs, for an EndTransaction RPC."""
+
+    def __init__(self, peer: str) -> None:
+        host = _born_host(peer)
+        self.peer = (socket.inet_ntoa(host.ip), host.port)
+
+
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The RPCs of the 5.x clients for one broker (proxyMode=LOCAL)."""
 
-    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+    def __init__(self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction) -> None:
         self.ctx = ctx
         self.pop = pop
+        self.end_transaction = end_transaction
+        self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups
         self._level_millis = delay_level_millis(ctx.config.message_delay_level)
         self._round_robin = itertools.count()
 
@@ -109,6 +134,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.HeartbeatResponse(
                 status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
             )
+        known = self._producers.get(_client_id(context))
+        if known is not None:
+            channel, groups = known
+            for group in groups:  # keeps the producer a check-back target (clientChannelExpiredMs)
+                self.ctx.clients.register_producer(channel.client_id, channel, group, "PYTHON")  # type: ignore[arg-type]
         return spb.HeartbeatResponse(status=status())
 
     async def NotifyClientTermination(
@@ -119,15 +149,43 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def Telemetry(
         self, requests: AsyncIterator[spb.TelemetryCommand], context: Any
     ) -> AsyncIterator[spb.TelemetryCommand]:
-        async for command in requests:
-            if not command.HasField("settings"):
-                continue  # thread stack traces, verify results: nothing asked them yet
-            request = command.settings
-            group = None
-            if request.HasField("subscription") and request.subscription.group.name:
-                group = self.ctx.groups.find_or_create(request.subscription.group.name)
-            answered = settings.answer(request, self.ctx.config.max_message_size, group)
-            yield spb.TelemetryCommand(status=status(), settings=answered)
+        outbound: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
+        client_id = _client_id(context)
+        channel = TelemetryChannel(client_id, _Peer(context.peer()).peer, outbound)
+        groups: set[str] = set()
+
+        async def read() -> None:
+            try:
+                async for command in requests:
+                    if command.HasField("settings"):
+                        outbound.put_nowait(self._settings(command.settings, channel, groups))
+            finally:
+                outbound.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (item := await outbound.get()) is not None:
+                yield item
+        finally:
+            reader.cancel()
+            channel.close()
+            self._producers.pop(client_id, None)
+            for group in groups:
+                self.ctx.clients.unregister(client_id, channel, group, None)  # type: ignore[arg-type]
+
+    def _settings(self, request: pb.Settings, channel: TelemetryChannel, groups: set[str]) -> spb.TelemetryCommand:
+        """Settings answered at once; a producer becomes the check-back target of its topics' transactions."""
+        group = None
+        if request.HasField("subscription") and request.subscription.group.name:
+            group = self.ctx.groups.find_or_create(request.subscription.group.name)
+        if request.client_type == pb.PRODUCER:
+            for topic in request.publishing.topics:
+                groups.add(tx_group(topic.name))
+            for tx in groups:
+                self.ctx.clients.register_producer(channel.client_id, channel, tx, "PYTHON")  # type: ignore[arg-type]
+            self._producers[channel.client_id] = (channel, groups)
+        answered = settings.answer(request, self.ctx.config.max_message_size, group)
+        return spb.TelemetryCommand(status=status(), settings=answered)
 
     # -- send ------------------------------------------------------------------------------
     def _refuse_send(self, request: spb.SendMessageRequest) -> pb.Status | None:
@@ -162,8 +220,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                     f"topic {topic!r} accepts {[pb.MessageType.Name(t) for t in accepted]}, "
                     f"not {pb.MessageType.Name(kind)} messages",
                 )
-            if kind == pb.TRANSACTION:
-                return status(pb.UNSUPPORTED, "transactional messages over gRPC are not served yet")
         return None
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
@@ -184,7 +240,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             else:
                 queue_id = next(self._round_robin) % config.write_queue_nums
             batch = convert.to_batch(m, queue_id, born, self._level_millis)
-            batches.append(redirect_if_delayed(batch, max_level))
+            if convert.message_type(m) == pb.TRANSACTION:
+                self.ctx.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
+                batches.append(half_message(batch, tx_group(topic)))
+            else:
+                batches.append(redirect_if_delayed(batch, max_level))
             wait.append(True)
         results, durable = self.ctx.put_group(batches, wait)
         if durable is not None:
@@ -193,10 +253,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         for m, batch, result in zip(request.messages, batches, results, strict=True):
             code = pb.OK if result.ok else PERSISTENCE_TIMEOUTS.get(result.status, pb.INTERNAL_SERVER_ERROR)
             text = "OK" if result.ok else f"{result.status.value} {result.remark}".strip()
+            msg_id = m.system_properties.message_id
             offset = result.queue_offset if batch.topic == topic else 0
-            entries.append(
-                spb.SendResultEntry(status=status(code, text), message_id=m.system_properties.message_id, offset=offset)
-            )
+            entry = spb.SendResultEntry(status=status(code, text), message_id=msg_id, offset=offset)
+            if batch.topic == TRANS_HALF_TOPIC and result.ok:
+                entry.transaction_id = transaction_id(result.wrote_offset, result.queue_offset, msg_id)
+            entries.append(entry)
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some messages failed")
         return spb.SendMessageResponse(status=overall, entries=entries)
@@ -310,7 +372,26 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     async def EndTransaction(self, request: spb.EndTransactionRequest, context: Any) -> spb.EndTransactionResponse:
-        return spb.EndTransactionResponse(status=status(pb.UNSUPPORTED, "transactions over gRPC are not served yet"))
+        parsed = parse_transaction_id(request.transaction_id)
+        if parsed is None:
+            reason = f"transaction id {request.transaction_id[:80]!r} is not one of this broker's"
+            return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, reason))
+        commit_log_offset, queue_offset, txid = parsed
+        resolution = {pb.COMMIT: COMMIT, pb.ROLLBACK: ROLLBACK}.get(request.resolution, 0)
+        header = EndTransactionRequestHeader(
+            tx_group(request.topic.name),
+            queue_offset,
+            commit_log_offset,
+            resolution,
+            request.message_id,
+            request.source == pb.SOURCE_SERVER_CHECK,
+            txid,
+        )
+        end = RemotingCommand.request(RequestCode.END_TRANSACTION, 0, ext_fields=header.to_fields())
+        answer = await self.end_transaction(end, _Peer(context.peer()))
+        if answer.code != ResponseCode.SUCCESS:
+            return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, answer.remark or "refused"))
+        return spb.EndTransactionResponse(status=status())
 
 
 def _tags(expression: pb.FilterExpression) -> set[str] | None:
@@ -333,9 +414,9 @@ def _born_host(peer: str) -> Host:
 class GrpcServer:
     """The grpc.aio server of one broker."""
 
-    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+    def __init__(self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction) -> None:
         self.ctx = ctx
-        self.servicer = MessagingServicer(ctx, pop)
+        self.servicer = MessagingServicer(ctx, pop, end_transaction)
         limit = ctx.config.max_message_size * 4 + (1 << 20)
         self.server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
