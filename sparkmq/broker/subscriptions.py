@@ -38,7 +38,7 @@ class SubscriptionGroupConfig:
             "consumeBroadcastEnable": True,
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": True,
-            "consumeMessageOrderly": self.consume_message_orderly,
+            **({"consumeMessageOrderly": True} if self.consume_message_orderly else {}),  # RocketMQ 5 only
             "groupName": self.group_name,
             "notifyConsumerIdsChangedEnable": True,
             "retryMaxTimes": self.retry_max_times,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.pop.handle import ReceiptHandle
 from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
+from sparkmq.broker.requeue import message_copy, store_copy
 from sparkmq.errors import InvalidReceiptHandleError
 from sparkmq.message.names import dlq_topic, retry_topic
 from sparkmq.message.properties import (
@@ -29,9 +30,8 @@ from sparkmq.message.properties import (
     ORIGIN_MESSAGE_ID,
     RETRY_TOPIC,
     TAGS,
-    encode_properties,
 )
-from sparkmq.message.record import MessageBatch, StoredMessage, iter_records
+from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.store import PutMessageStatus
 from sparkmq.store.status import GetMessageStatus
 
@@ -324,28 +324,13 @@ class PopService:
 
     async def resend(self, message: StoredMessage, group: str, *, to_dlq: bool) -> bool:
         """Store a copy of ``message`` in the group's retry topic (reconsume times + 1) or DLQ."""
-        ctx = self.ctx
         props = message.properties
         props.setdefault(RETRY_TOPIC, message.topic)
         props.setdefault(ORIGIN_MESSAGE_ID, message.offset_msg_id)
         props.pop(DELAY_TIME_LEVEL, None)
         topic = dlq_topic(group) if to_dlq else retry_topic(group)
-        topics_before = ctx.topics.version
-        ctx.topics.create_system_topic(topic, 1)
-        batch = MessageBatch(
-            topic,
-            0,
-            [bytes(message.body)],
-            [encode_properties(props)],
-            [message.flag],
-            message.sys_flag,
-            message.born_timestamp,
-            message.born_host,
-            message.reconsume_times + (0 if to_dlq else 1),
-        )
-        result = await ctx.put(batch)
-        if ctx.topics.version != topics_before:
-            await ctx.persister.persist("topics.json")
+        batch = message_copy(message, topic, props, message.reconsume_times + (0 if to_dlq else 1))
+        result = await store_copy(self.ctx, topic, batch)
         if result.status is not PutMessageStatus.PUT_OK:
             logger.warning("pop: %s of a message of group %s failed: %s", topic, group, result.status.value)
             return False
