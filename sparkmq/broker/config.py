@@ -113,6 +113,7 @@ class BrokerConfig:
     metrics_prom_exporter_port: int = 5557  # metricsPromExporterPort (0 picks a free port)
     enable_grpc_server: bool = False  # enableGrpcServer: serve RocketMQ 5 gRPC clients (docs/grpc.md)
     grpc_server_port: int = 8081  # grpcServerPort (0 picks a free port)
+    default_invisible_time_mills: int = 60_000  # defaultInvisibleTimeMills: a gRPC receive without one (auto-renewed)
     acl_enable: bool = False  # aclEnable: check every request against the ACL 1.0 accounts file
     acl_file: Path | None = None  # aclFile (sparkmq; RocketMQ: -Drocketmq.acl.plain.file), see acl_path()
     acl_reload_interval_ms: int = 1000  # aclReloadIntervalMs (sparkmq): how often the file is looked at
@@ -357,6 +358,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "cleanFileForciblyEnable": ConfKey("clean_file_forcibly_enable"),
     "cleanResourceInterval": ConfKey("clean_resource_interval"),
     "clientChannelExpiredMs": ConfKey("client_channel_expired_ms"),
+    "defaultInvisibleTimeMills": ConfKey("default_invisible_time_mills"),
     "defaultTopicQueueNums": ConfKey("default_topic_queue_nums"),
     "deleteWhen": ConfKey("delete_when"),
     "diskMaxUsedSpaceRatio": ConfKey("disk_max_used_space_ratio"),

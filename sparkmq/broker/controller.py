@@ -203,6 +203,8 @@ class BrokerController:
 
             assert self.transactions is not None
             self.grpc = GrpcServer(ctx, pop, self.transactions.end_transaction)
+            renew = self.grpc.servicer.renew
+            self._every(max(0.1, renew.ahead_ms / 3000), renew.renew_due, "grpc-auto-renew")
             port = await self.grpc.start()
             self.config = ctx.config = dataclasses.replace(cfg, grpc_server_port=port)
             logger.info("broker %s gRPC endpoint listening on %s:%d", cfg.broker_name, cfg.broker_ip, port)

@@ -5,7 +5,7 @@ Runs in ``.venv-rocketmq5`` (``make rocketmq5-venv``); prints one JSON line per 
     rmq5_client.py produce  ENDPOINT TOPIC COUNT [--tag T] [--group-key G] [--delay-ms D] [--prefix P]
     rmq5_client.py receive  ENDPOINT TOPIC GROUP COUNT [--invisible S] [--no-ack] [--ack-first K]
                              [--change-to S] [--timeout S]
-    rmq5_client.py push     ENDPOINT TOPIC GROUP COUNT [--fail-first K] [--timeout S]
+    rmq5_client.py push     ENDPOINT TOPIC GROUP COUNT [--fail-first K] [--hold-s S] [--timeout S]
     rmq5_client.py transact ENDPOINT TOPIC [--timeout S]
 """
 
@@ -95,8 +95,9 @@ def receive(args: argparse.Namespace, config: ClientConfiguration) -> None:
 
 
 class Listener(MessageListener):
-    def __init__(self, fail_first: int) -> None:
+    def __init__(self, fail_first: int, hold_s: float) -> None:
         self.fail_first = fail_first
+        self.hold_s = hold_s
         self.seen: dict[str, int] = {}
         self.lock = threading.Lock()
         self.ok = 0
@@ -108,11 +109,12 @@ class Listener(MessageListener):
             if not fail:
                 self.ok += 1
         emit("received", **received(message, failed=fail))
+        time.sleep(self.hold_s)  # the work a slow consumer does, longer than the invisible time
         return ConsumeResult.FAILURE if fail else ConsumeResult.SUCCESS
 
 
 def push(args: argparse.Namespace, config: ClientConfiguration) -> None:
-    listener = Listener(args.fail_first)
+    listener = Listener(args.fail_first, args.hold_s)
     consumer = PushConsumer(config, args.group, listener, {args.topic: FilterExpression()})
     consumer.startup()
     deadline = time.monotonic() + args.timeout
@@ -184,6 +186,7 @@ def main() -> None:
     r.add_argument("--ack-first", type=int, default=-1, help="ack only the first K messages received")
     r.add_argument("--change-to", type=int, default=0)
     sub.choices["push"].add_argument("--fail-first", type=int, default=0)
+    sub.choices["push"].add_argument("--hold-s", type=float, default=0.0)
     t = sub.add_parser("transact")
     t.add_argument("endpoint")
     t.add_argument("topic")

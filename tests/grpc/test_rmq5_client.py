@@ -111,6 +111,17 @@ def test_push_consumer_failure_is_retried(grpc_broker: GrpcBroker, tmp_path: Pat
     assert of(records, "done")[0]["count"] == 3
 
 
+def test_push_consumer_messages_are_auto_renewed_while_it_works(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
+    topic, group = names("Renew")
+    grpc_broker.create_topic(topic, queues=1)
+    sent = produce(grpc_broker, tmp_path, topic, 2)
+    # each message takes 3 s to consume, the invisible time is 2 s: only the renewals keep it from coming back
+    records = client(tmp_path, "push", grpc_broker.endpoint, topic, group, "2", "--hold-s", "3")
+    received = of(records, "received")
+    assert sorted((r["id"], r["attempt"]) for r in received) == sorted((s["id"], 1) for s in sent)
+    assert grpc_broker.max_offset(f"%RETRY%{group}") <= 0
+
+
 def test_fifo_group_receives_a_message_group_in_order(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
     topic, group = names("Fifo")
     grpc_broker.create_topic(topic, queues=4, message_type="FIFO")

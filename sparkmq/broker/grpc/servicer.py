@@ -23,6 +23,7 @@ import grpc
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
 from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc.renew import AutoRenew
 from sparkmq.broker.grpc.telemetry import TelemetryChannel, parse_transaction_id, transaction_id, tx_group
 from sparkmq.broker.pop import PopService, ReceiptHandle
 from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
@@ -76,6 +77,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self.ctx = ctx
         self.pop = pop
         self.end_transaction = end_transaction
+        self.renew = AutoRenew(pop, ctx.config.default_invisible_time_mills)
         self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups
         self._level_millis = delay_level_millis(ctx.config.message_delay_level)
         self._round_robin = itertools.count()
@@ -144,6 +146,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
+        self.renew.release_client(_client_id(context))
         return spb.NotifyClientTerminationResponse(status=status())
 
     async def Telemetry(
@@ -163,12 +166,18 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 outbound.put_nowait(None)
 
         reader = asyncio.get_running_loop().create_task(read())
+        live = self.renew.live_clients
+        live[client_id] = live.get(client_id, 0) + 1
         try:
             while (item := await outbound.get()) is not None:
                 yield item
         finally:
             reader.cancel()
             channel.close()
+            live[client_id] -= 1
+            if not live[client_id]:
+                del live[client_id]
+                self.renew.release_client(client_id)
             self._producers.pop(client_id, None)
             for group in groups:
                 self.ctx.clients.unregister(client_id, channel, group, None)  # type: ignore[arg-type]
@@ -273,7 +282,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return
         assert group_config is not None
         topic = request.message_queue.topic.name
-        invisible_ms = request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else 60_000
+        default_ms = self.renew.invisible_ms
+        invisible_ms = (
+            request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else default_ms
+        )
         wait_ms = min(request.long_polling_timeout.ToMilliseconds(), MAX_LONG_POLLING_S * 1000)
         tags = _tags(request.filter_expression)
         fifo = group_config.consume_message_orderly
@@ -286,7 +298,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         if not popped:
             yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
+        client_id = _client_id(context) if request.auto_renew else ""
         for p in popped:
+            if client_id:
+                self.renew.hold(group, topic, client_id, p.handle)
             key = (request.group.name, p.message.topic, p.message.queue_id)
             attempt = self.pop.fifo_attempt(key, p.message.queue_offset) if fifo else p.delivery_attempt
             message = convert.to_protobuf(p.message, topic, p.handle.encode(), invisible_ms, attempt, pb.CRC32)
@@ -321,7 +336,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         entries = []
         for entry in request.entries:
             try:
-                self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle)
+                self.pop.ack(request.group.name, request.topic.name, self.renew.current(entry.receipt_handle))
+                self.renew.release(entry.receipt_handle)
                 result = status()
             except InvalidReceiptHandleError as exc:
                 result = status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
@@ -347,7 +363,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             )
         try:
             group, topic = request.group.name, request.topic.name
-            handle = self.pop.change_invisible(group, topic, request.receipt_handle, invisible)
+            handle = self.pop.change_invisible(group, topic, self.renew.current(request.receipt_handle), invisible)
+            self.renew.release(request.receipt_handle)
         except InvalidReceiptHandleError as exc:
             return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
@@ -356,8 +373,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         group = request.group.name
+        current = self.renew.current(request.receipt_handle)
+        self.renew.release(request.receipt_handle)
         try:
-            handle = ReceiptHandle.decode(request.receipt_handle)
+            handle = ReceiptHandle.decode(current)
             message = self.pop.inflight_message(group, request.topic.name, handle)
         except InvalidReceiptHandleError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
@@ -366,7 +385,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
             )
         try:
-            self.pop.ack(group, request.topic.name, request.receipt_handle)
+            self.pop.ack(group, request.topic.name, current)
         except InvalidReceiptHandleError:
             logger.info("a message forwarded to the DLQ of %s expired meanwhile", group)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
