@@ -202,7 +202,7 @@ class BrokerController:
             from sparkmq.broker.grpc.servicer import GrpcServer  # grpcio only when the endpoint is asked for
 
             assert self.transactions is not None
-            self.grpc = GrpcServer(ctx, pop, self.transactions.end_transaction)
+            self.grpc = GrpcServer(ctx, pop, self.transactions.end_transaction, self.acl)
             renew = self.grpc.servicer.renew
             self._every(max(0.1, renew.ahead_ms / 3000), renew.renew_due, "grpc-auto-renew")
             port = await self.grpc.start()

@@ -7,6 +7,7 @@ Runs in ``.venv-rocketmq5`` (``make rocketmq5-venv``); prints one JSON line per 
                              [--change-to S] [--timeout S]
     rmq5_client.py push     ENDPOINT TOPIC GROUP COUNT [--fail-first K] [--hold-s S] [--timeout S]
     rmq5_client.py transact ENDPOINT TOPIC [--timeout S]
+    (each takes --ak AK --sk SK for an ACL-enabled broker)
 """
 
 from __future__ import annotations
@@ -191,8 +192,11 @@ def main() -> None:
     t.add_argument("endpoint")
     t.add_argument("topic")
     t.add_argument("--timeout", type=float, default=30.0)
+    for command in sub.choices.values():
+        command.add_argument("--ak", default="", help="ACL access key")
+        command.add_argument("--sk", default="", help="ACL secret key")
     args = parser.parse_args()
-    config = ClientConfiguration(args.endpoint, Credentials(), request_timeout=5)
+    config = ClientConfiguration(args.endpoint, Credentials(args.ak, args.sk), request_timeout=5)
     {"produce": produce, "receive": receive, "push": push, "transact": transact}[args.command](args, config)
 
 

@@ -74,7 +74,7 @@ class GrpcBroker:
         return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
 
 
-def start_broker(store_dir: Path, namesrv: str | None, grpc_port: int = 0) -> BrokerProcess:
+def start_broker(store_dir: Path, namesrv: str | None, grpc_port: int = 0, *extra: str) -> BrokerProcess:
     return BrokerProcess.start(
         store_dir,
         namesrv,
@@ -90,4 +90,5 @@ def start_broker(store_dir: Path, namesrv: str | None, grpc_port: int = 0) -> Br
         "transactionTimeOut=1000",
         "--set",
         "transactionCheckInterval=1000",
+        *extra,
     )

@@ -20,6 +20,8 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 import grpc
+from sparkmq.broker.acl.accounts import Perm
+from sparkmq.broker.acl.validator import AclDenied, AclValidator
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
 from sparkmq.broker.grpc import convert, settings
@@ -30,7 +32,7 @@ from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
 from sparkmq.broker.topics import check_sendable
 from sparkmq.broker.transactions.state import half_message
 from sparkmq.errors import InvalidReceiptHandleError, MessageError
-from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic
+from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic, retry_topic
 from sparkmq.message.record import Host
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import EndTransactionRequestHeader
@@ -55,11 +57,15 @@ def status(code: int = pb.OK, message: str = "OK") -> pb.Status:
     return pb.Status(code=code, message=message)
 
 
-def _client_id(context: Any) -> str:
+def _metadata(context: Any, name: str) -> str:
     for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_HEADER:
+        if key == name:
             return value if isinstance(value, str) else bytes(value).decode()
     return ""
+
+
+def _client_id(context: Any) -> str:
+    return _metadata(context, CLIENT_ID_HEADER)
 
 
 class _Peer:
@@ -73,14 +79,35 @@ class _Peer:
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The RPCs of the 5.x clients for one broker (proxyMode=LOCAL)."""
 
-    def __init__(self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction) -> None:
+    def __init__(
+        self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
+    ) -> None:
         self.ctx = ctx
         self.pop = pop
         self.end_transaction = end_transaction
+        self.acl = acl
         self.renew = AutoRenew(pop, ctx.config.default_invisible_time_mills)
         self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups
         self._level_millis = delay_level_millis(ctx.config.message_delay_level)
         self._round_robin = itertools.count()
+
+    def _denied(self, context: Any, topic: str = "", topic_perm: Perm = Perm.PUB, group: str = "") -> pb.Status | None:
+        """With ``aclEnable``: the refusal of a request whose signature or permissions do not pass."""
+        if self.acl is None:
+            return None
+        needed = {topic: topic_perm} if topic else {}
+        if group:
+            needed[retry_topic(group)] = Perm.SUB
+        host = _born_host(context.peer())
+        try:
+            authorization = _metadata(context, "authorization")
+            self.acl.check_grpc(authorization, _metadata(context, "x-mq-date-time"), socket.inet_ntoa(host.ip), needed)
+        except AclDenied as exc:
+            code = (
+                pb.FORBIDDEN if exc.remark.startswith(("No permission", "No default permission")) else pb.UNAUTHORIZED
+            )
+            return status(code, exc.remark)
+        return None
 
     # -- route -----------------------------------------------------------------------------
     def _accepted_types(self, topic: str) -> list[int]:
@@ -106,6 +133,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return config
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
+        denied = self._denied(context)
+        if denied is not None:
+            return spb.QueryRouteResponse(status=denied)
         config = self._topic(request.topic.name, create=True)
         if config is None:
             return spb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {request.topic.name!r} not found"))
@@ -113,6 +143,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return spb.QueryRouteResponse(status=status(), message_queues=queues)
 
     async def QueryAssignment(self, request: spb.QueryAssignmentRequest, context: Any) -> spb.QueryAssignmentResponse:
+        denied = self._denied(context, request.topic.name, Perm.SUB, request.group.name)
+        if denied is not None:
+            return spb.QueryAssignmentResponse(status=denied)
         config = self._topic(request.topic.name)
         if config is None:
             return spb.QueryAssignmentResponse(
@@ -132,6 +165,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     # -- client lifecycle ------------------------------------------------------------------
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
+        denied = self._denied(context)
+        if denied is not None:
+            return spb.HeartbeatResponse(status=denied)
         if request.group.name and self.ctx.groups.find_or_create(request.group.name) is None:
             return spb.HeartbeatResponse(
                 status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
@@ -152,6 +188,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def Telemetry(
         self, requests: AsyncIterator[spb.TelemetryCommand], context: Any
     ) -> AsyncIterator[spb.TelemetryCommand]:
+        denied = self._denied(context)
+        if denied is not None:
+            yield spb.TelemetryCommand(status=denied)
+            return
         outbound: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
         client_id = _client_id(context)
         channel = TelemetryChannel(client_id, _Peer(context.peer()).peer, outbound)
@@ -232,6 +272,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return None
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
+        denied = self._denied(context, request.messages[0].topic.name if request.messages else "")
+        if denied is not None:
+            return spb.SendMessageResponse(status=denied)
         refusal = self._refuse_send(request)
         if refusal is not None:
             return spb.SendMessageResponse(status=refusal)
@@ -276,6 +319,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def ReceiveMessage(
         self, request: spb.ReceiveMessageRequest, context: Any
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        denied = self._denied(context, request.message_queue.topic.name, Perm.SUB, request.group.name)
+        if denied is not None:
+            yield spb.ReceiveMessageResponse(status=denied)
+            return
         refusal, group_config = self._refuse_receive(request)
         if refusal is not None:
             yield spb.ReceiveMessageResponse(status=refusal)
@@ -333,6 +380,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return None, group
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
+        denied = self._denied(context, group=request.group.name)
+        if denied is not None:
+            return spb.AckMessageResponse(status=denied)
         entries = []
         for entry in request.entries:
             try:
@@ -356,6 +406,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def ChangeInvisibleDuration(
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
     ) -> spb.ChangeInvisibleDurationResponse:
+        denied = self._denied(context, group=request.group.name)
+        if denied is not None:
+            return spb.ChangeInvisibleDurationResponse(status=denied)
         invisible = request.invisible_duration.ToMilliseconds()
         if not 0 <= invisible <= MAX_INVISIBLE_MS:
             return spb.ChangeInvisibleDurationResponse(
@@ -372,6 +425,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def ForwardMessageToDeadLetterQueue(
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        denied = self._denied(context, group=request.group.name)
+        if denied is not None:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=denied)
         group = request.group.name
         current = self.renew.current(request.receipt_handle)
         self.renew.release(request.receipt_handle)
@@ -391,6 +447,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     async def EndTransaction(self, request: spb.EndTransactionRequest, context: Any) -> spb.EndTransactionResponse:
+        denied = self._denied(context, request.topic.name)
+        if denied is not None:
+            return spb.EndTransactionResponse(status=denied)
         parsed = parse_transaction_id(request.transaction_id)
         if parsed is None:
             reason = f"transaction id {request.transaction_id[:80]!r} is not one of this broker's"
@@ -433,9 +492,11 @@ def _born_host(peer: str) -> Host:
 class GrpcServer:
     """The grpc.aio server of one broker."""
 
-    def __init__(self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction) -> None:
+    def __init__(
+        self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
+    ) -> None:
         self.ctx = ctx
-        self.servicer = MessagingServicer(ctx, pop, end_transaction)
+        self.servicer = MessagingServicer(ctx, pop, end_transaction, acl)
         limit = ctx.config.max_message_size * 4 + (1 << 20)
         self.server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
