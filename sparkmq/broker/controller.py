@@ -43,6 +43,7 @@ from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.table_topics import TableStatusProcessor, start_materializer
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.broker.transactions import TransactionService
+from sparkmq.errors import ConfigError
 from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
@@ -90,6 +91,8 @@ class BrokerController:
         # A malformed accounts file refuses the start here, before anything binds.
         self.acl = AclValidator(config.acl_path()) if config.acl_enable else None
         self.server.authorize = None if self.acl is None else self.acl.authorize
+        if config.enable_grpc_server:  # a missing grpc extra refuses the start here, before anything binds
+            _grpc_server_class()
 
     async def start(self) -> None:
         port = await self.server.start(serve=False, companion_below=VIP_PORT_BELOW)
@@ -199,10 +202,8 @@ class BrokerController:
         if not cfg.is_slave:
             self._every(POP_REVIVE_INTERVAL_S, pop.revive, "pop-revive")
         if cfg.enable_grpc_server:
-            from sparkmq.broker.grpc.servicer import GrpcServer  # grpcio only when the endpoint is asked for
-
             assert self.transactions is not None
-            self.grpc = GrpcServer(ctx, pop, self.transactions.end_transaction, self.acl)
+            self.grpc = _grpc_server_class()(ctx, pop, self.transactions.end_transaction, self.acl)
             renew = self.grpc.servicer.renew
             self._every(max(0.1, renew.ahead_ms / 3000), renew.renew_due, "grpc-auto-renew")
             port = await self.grpc.start()
@@ -371,3 +372,12 @@ class BrokerController:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _grpc_server_class() -> type[GrpcServer]:
+    """The gRPC endpoint's server, imported only when ``enableGrpcServer`` asks for it (the grpc extra)."""
+    try:
+        from sparkmq.broker.grpc.servicer import GrpcServer
+    except ImportError as exc:
+        raise ConfigError(f"enableGrpcServer=true needs the grpc extra (pip install 'sparkmq[grpc]'): {exc}") from exc
+    return GrpcServer

@@ -9,11 +9,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
-from rocketmq.grpc_protocol import definition_pb2 as pb
-from rocketmq.grpc_protocol import service_pb2 as spb
-from rocketmq.grpc_protocol import service_pb2_grpc
+
+try:
+    import grpc
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+    from rocketmq.grpc_protocol import service_pb2 as spb
+    from rocketmq.grpc_protocol import service_pb2_grpc
+except ImportError as exc:  # loud: these tests need what the broker's endpoint needs
+    raise ImportError(f"{exc}: tests/grpc need the `grpc` extra in .venv (`make venv` installs it)") from exc
 
 from support.grpc_broker import GrpcBroker, start_broker
 from support.rocketmq5 import require_rmq5_python, run5

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 import pytest
-from rocketmq.grpc_protocol import definition_pb2 as pb
-from rocketmq.grpc_protocol import service_pb2 as spb
-from rocketmq.grpc_protocol import service_pb2_grpc
+
+try:
+    import grpc
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+    from rocketmq.grpc_protocol import service_pb2 as spb
+    from rocketmq.grpc_protocol import service_pb2_grpc
+except ImportError as exc:  # loud: these tests need what the broker's endpoint needs
+    raise ImportError(f"{exc}: tests/grpc need the `grpc` extra in .venv (`make venv` installs it)") from exc
 
 from support.grpc_broker import GrpcBroker, start_broker
 from support.processes import wait_until
