@@ -7,12 +7,9 @@ with an exception, so one bad client cannot disturb the others.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import socket
-import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -21,31 +18,27 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 
 import grpc
 from sparkmq.broker.acl.accounts import Perm
-from sparkmq.broker.acl.validator import AclDenied, AclValidator
+from sparkmq.broker.acl.validator import AclValidator
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
 from sparkmq.broker.grpc import convert, settings
-from sparkmq.broker.grpc.renew import AutoRenew
+from sparkmq.broker.grpc.calls import EndTransaction, Peer, born_host, client_id_of, status
+from sparkmq.broker.grpc.consume import ConsumeRpcs
 from sparkmq.broker.grpc.telemetry import TelemetryChannel, parse_transaction_id, transaction_id, tx_group
-from sparkmq.broker.pop import PopService, ReceiptHandle
-from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
+from sparkmq.broker.pop import PopService
 from sparkmq.broker.topics import check_sendable
 from sparkmq.broker.transactions.state import half_message
-from sparkmq.errors import InvalidReceiptHandleError, MessageError
-from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic, retry_topic
-from sparkmq.message.record import Host
+from sparkmq.errors import MessageError
+from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import EndTransactionRequestHeader
 from sparkmq.store import PutMessageStatus
-from sparkmq.store.config import delay_level_millis
 from sparkmq.tables.attributes import MESSAGE_TYPE
 
 logger = logging.getLogger(__name__)
 MAX_SEND_BATCH = 1024  # messages in one SendMessage
 MAX_LONG_POLLING_S = 30
-CLIENT_ID_HEADER = "x-mq-client-id"
 COMMIT, ROLLBACK = 8, 12  # END_TRANSACTION's commitOrRollback
-EndTransaction = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]
 PERSISTENCE_TIMEOUTS = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
@@ -53,61 +46,8 @@ PERSISTENCE_TIMEOUTS = {
 }
 
 
-def status(code: int = pb.OK, message: str = "OK") -> pb.Status:
-    return pb.Status(code=code, message=message)
-
-
-def _metadata(context: Any, name: str) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == name:
-            return value if isinstance(value, str) else bytes(value).decode()
-    return ""
-
-
-def _client_id(context: Any) -> str:
-    return _metadata(context, CLIENT_ID_HEADER)
-
-
-class _Peer:
-    """The ``peer`` an END_TRANSACTION processor logs, for an EndTransaction RPC."""
-
-    def __init__(self, peer: str) -> None:
-        host = _born_host(peer)
-        self.peer = (socket.inet_ntoa(host.ip), host.port)
-
-
-class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
+class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The RPCs of the 5.x clients for one broker (proxyMode=LOCAL)."""
-
-    def __init__(
-        self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
-    ) -> None:
-        self.ctx = ctx
-        self.pop = pop
-        self.end_transaction = end_transaction
-        self.acl = acl
-        self.renew = AutoRenew(pop, ctx.config.default_invisible_time_mills)
-        self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups
-        self._level_millis = delay_level_millis(ctx.config.message_delay_level)
-        self._round_robin = itertools.count()
-
-    def _denied(self, context: Any, topic: str = "", topic_perm: Perm = Perm.PUB, group: str = "") -> pb.Status | None:
-        """With ``aclEnable``: the refusal of a request whose signature or permissions do not pass."""
-        if self.acl is None:
-            return None
-        needed = {topic: topic_perm} if topic else {}
-        if group:
-            needed[retry_topic(group)] = Perm.SUB
-        host = _born_host(context.peer())
-        try:
-            authorization = _metadata(context, "authorization")
-            self.acl.check_grpc(authorization, _metadata(context, "x-mq-date-time"), socket.inet_ntoa(host.ip), needed)
-        except AclDenied as exc:
-            code = (
-                pb.FORBIDDEN if exc.remark.startswith(("No permission", "No default permission")) else pb.UNAUTHORIZED
-            )
-            return status(code, exc.remark)
-        return None
 
     # -- route -----------------------------------------------------------------------------
     def _accepted_types(self, topic: str) -> list[int]:
@@ -172,7 +112,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.HeartbeatResponse(
                 status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
             )
-        known = self._producers.get(_client_id(context))
+        known = self._producers.get(client_id_of(context))
         if known is not None:
             channel, groups = known
             for group in groups:  # keeps the producer a check-back target (clientChannelExpiredMs)
@@ -182,7 +122,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
-        self.renew.release_client(_client_id(context))
+        self.renew.release_client(client_id_of(context))
         return spb.NotifyClientTerminationResponse(status=status())
 
     async def Telemetry(
@@ -193,8 +133,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             yield spb.TelemetryCommand(status=denied)
             return
         outbound: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
-        client_id = _client_id(context)
-        channel = TelemetryChannel(client_id, _Peer(context.peer()).peer, outbound)
+        client_id = client_id_of(context)
+        channel = TelemetryChannel(client_id, Peer(context.peer()).peer, outbound)
         groups: set[str] = set()
 
         async def read() -> None:
@@ -281,7 +221,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         topic = request.messages[0].topic.name
         config = self.ctx.topics.get(topic)
         assert config is not None
-        born = _born_host(context.peer())
+        born = born_host(context.peer())
         batches, wait = [], []
         max_level = len(self._level_millis)
         for m in request.messages:
@@ -315,137 +255,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some messages failed")
         return spb.SendMessageResponse(status=overall, entries=entries)
 
-    # -- receive, ack, change invisible time, DLQ ------------------------------------------
-    async def ReceiveMessage(
-        self, request: spb.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
-        denied = self._denied(context, request.message_queue.topic.name, Perm.SUB, request.group.name)
-        if denied is not None:
-            yield spb.ReceiveMessageResponse(status=denied)
-            return
-        refusal, group_config = self._refuse_receive(request)
-        if refusal is not None:
-            yield spb.ReceiveMessageResponse(status=refusal)
-            return
-        assert group_config is not None
-        topic = request.message_queue.topic.name
-        default_ms = self.renew.invisible_ms
-        invisible_ms = (
-            request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else default_ms
-        )
-        wait_ms = min(request.long_polling_timeout.ToMilliseconds(), MAX_LONG_POLLING_S * 1000)
-        tags = _tags(request.filter_expression)
-        fifo = group_config.consume_message_orderly
-        # the proxy pops every queue of the broker for a non-FIFO group (queueId -1), whichever the client named
-        queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else None
-        group = request.group.name
-        popped = await self.pop.pop_waiting(
-            group, topic, request.batch_size, invisible_ms, wait_ms, fifo=fifo, tags=tags, queue_id=queue_id
-        )
-        if not popped:
-            yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
-            return
-        client_id = _client_id(context) if request.auto_renew else ""
-        for p in popped:
-            if client_id:
-                self.renew.hold(group, topic, client_id, p.handle)
-            key = (request.group.name, p.message.topic, p.message.queue_id)
-            attempt = self.pop.fifo_attempt(key, p.message.queue_offset) if fifo else p.delivery_attempt
-            message = convert.to_protobuf(p.message, topic, p.handle.encode(), invisible_ms, attempt, pb.CRC32)
-            yield spb.ReceiveMessageResponse(message=message)
-        yield spb.ReceiveMessageResponse(status=status())
-        stamp = spb.ReceiveMessageResponse()
-        stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
-        yield stamp
-
-    def _refuse_receive(self, request: spb.ReceiveMessageRequest) -> tuple[pb.Status | None, Any]:
-        topic = request.message_queue.topic.name
-        if not request.group.name:
-            return status(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is empty"), None
-        if self.ctx.topics.get(topic) is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} not found"), None
-        if request.batch_size <= 0 or request.batch_size > settings.RECEIVE_BATCH_SIZE:
-            return status(
-                pb.BAD_REQUEST, f"batch size {request.batch_size} outside 1..{settings.RECEIVE_BATCH_SIZE}"
-            ), None
-        if request.HasField("invisible_duration"):
-            invisible = request.invisible_duration.ToMilliseconds()
-            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
-                return status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 1 s..12 h"), None
-        if request.filter_expression.type == pb.SQL:
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, "SQL92 filters over gRPC are not served yet"), None
-        group = self.ctx.groups.find_or_create(request.group.name)
-        if group is None:
-            return status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name)), None
-        return None, group
-
-    async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
-        denied = self._denied(context, group=request.group.name)
-        if denied is not None:
-            return spb.AckMessageResponse(status=denied)
-        entries = []
-        for entry in request.entries:
-            try:
-                self.pop.ack(request.group.name, request.topic.name, self.renew.current(entry.receipt_handle))
-                self.renew.release(entry.receipt_handle)
-                result = status()
-            except InvalidReceiptHandleError as exc:
-                result = status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
-            entries.append(
-                spb.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
-                )
-            )
-        codes = {e.status.code for e in entries}
-        if not entries:
-            overall = status(pb.BAD_REQUEST, "no entry to acknowledge")
-        else:
-            overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some acks failed")
-        return spb.AckMessageResponse(status=overall, entries=entries)
-
-    async def ChangeInvisibleDuration(
-        self, request: spb.ChangeInvisibleDurationRequest, context: Any
-    ) -> spb.ChangeInvisibleDurationResponse:
-        denied = self._denied(context, group=request.group.name)
-        if denied is not None:
-            return spb.ChangeInvisibleDurationResponse(status=denied)
-        invisible = request.invisible_duration.ToMilliseconds()
-        if not 0 <= invisible <= MAX_INVISIBLE_MS:
-            return spb.ChangeInvisibleDurationResponse(
-                status=status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 0..12 h")
-            )
-        try:
-            group, topic = request.group.name, request.topic.name
-            handle = self.pop.change_invisible(group, topic, self.renew.current(request.receipt_handle), invisible)
-            self.renew.release(request.receipt_handle)
-        except InvalidReceiptHandleError as exc:
-            return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
-        return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
-
-    async def ForwardMessageToDeadLetterQueue(
-        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
-    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
-        denied = self._denied(context, group=request.group.name)
-        if denied is not None:
-            return spb.ForwardMessageToDeadLetterQueueResponse(status=denied)
-        group = request.group.name
-        current = self.renew.current(request.receipt_handle)
-        self.renew.release(request.receipt_handle)
-        try:
-            handle = ReceiptHandle.decode(current)
-            message = self.pop.inflight_message(group, request.topic.name, handle)
-        except InvalidReceiptHandleError as exc:
-            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
-        if not await self.pop.resend(message, group, to_dlq=True):
-            return spb.ForwardMessageToDeadLetterQueueResponse(
-                status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
-            )
-        try:
-            self.pop.ack(group, request.topic.name, current)
-        except InvalidReceiptHandleError:
-            logger.info("a message forwarded to the DLQ of %s expired meanwhile", group)
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
-
     async def EndTransaction(self, request: spb.EndTransactionRequest, context: Any) -> spb.EndTransactionResponse:
         denied = self._denied(context, request.topic.name)
         if denied is not None:
@@ -466,27 +275,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             txid,
         )
         end = RemotingCommand.request(RequestCode.END_TRANSACTION, 0, ext_fields=header.to_fields())
-        answer = await self.end_transaction(end, _Peer(context.peer()))
+        answer = await self.end_transaction(end, Peer(context.peer()))
         if answer.code != ResponseCode.SUCCESS:
             return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, answer.remark or "refused"))
         return spb.EndTransactionResponse(status=status())
-
-
-def _tags(expression: pb.FilterExpression) -> set[str] | None:
-    text = expression.expression.strip()
-    if not text or text == "*":
-        return None
-    return {tag.strip() for tag in text.split("||") if tag.strip()}
-
-
-def _born_host(peer: str) -> Host:
-    """``ipv4:127.0.0.1:5000`` as a record's born host (0.0.0.0 for anything else)."""
-    _scheme, _, rest = peer.partition(":")
-    host, _, port = rest.rpartition(":")
-    try:
-        return Host(socket.inet_aton(host), int(port))
-    except (OSError, ValueError):
-        return Host(b"\x00\x00\x00\x00", 0)
 
 
 class GrpcServer:
