@@ -13,6 +13,9 @@ ROCKETMQ_STAMP := $(ROCKETMQ_VENV)/.installed-rocketmq-0.4.4
 # has one. Its `rocketmq` package would overwrite 0.4.4's, hence a third venv.
 ROCKETMQ_TX_VENV := .venv-rocketmq-tx
 ROCKETMQ_TX_STAMP := $(ROCKETMQ_TX_VENV)/.installed-rocketmq-client-python-0.5.0rc2
+# The RocketMQ 5 gRPC client (PyPI rocketmq-python-client 5.1.2) for tests/grpc: its `rocketmq` package too.
+ROCKETMQ5_VENV := .venv-rocketmq5
+ROCKETMQ5_STAMP := $(ROCKETMQ5_VENV)/.installed-rocketmq-python-client-5.1.2
 
 # The real references (Apache RocketMQ 4.9.x, Kafka, Spark's Kafka connector; poms under references/) and
 # the Java scenario runner, fetched and compiled into a cache outside the repo. Nothing here is committed.
@@ -23,9 +26,11 @@ RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
 SPARK_JARS_DIR ?= $(HOME)/.cache/sparkmq/jars
 DELTA_JARS := $(SPARK_JARS_DIR)/delta/.fetched-from-pom
 
-.PHONY: venv run test test-suite test-python native-check clean references delta-jars
+rocketmq5-venv: $(ROCKETMQ5_STAMP)
 
-venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
+.PHONY: rocketmq5-venv venv run test test-suite test-python native-check clean references delta-jars
+
+venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP) $(ROCKETMQ5_STAMP)
 	@command -v java >/dev/null 2>&1 || { \
 		echo "java not found: installing openjdk-17-jre-headless (Spark needs a JVM)"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless; \
@@ -38,7 +43,7 @@ venv: $(VENV_STAMP) $(ROCKETMQ_STAMP) $(ROCKETMQ_TX_STAMP)
 # setup.py builds the C extensions in place (docs/native.md): a changed C source (any folder setup.py builds from) reinstalls.
 $(VENV_STAMP): pyproject.toml setup.py sparkmq_compiled_pyspark.py $(wildcard sparkmq/native/*.c sparkmq/native/*.h sparkmq/connector/*.c sparkmq/remoting/*.c)
 	test -x $(VENV_PYTHON) || $(PYTHON) -m venv $(VENV)
-	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test]'
+	$(VENV_PYTHON) -m pip install --quiet -e '.[spark,test,grpc]'
 	# The project's venv opts in to Spark workers importing pyspark's bytecode (sparkmq_compiled_pyspark.py).
 	$(VENV)/bin/sparkmq pyspark-bytecode enable
 	touch $@
@@ -51,6 +56,11 @@ $(ROCKETMQ_STAMP):
 $(ROCKETMQ_TX_STAMP):
 	test -x $(ROCKETMQ_TX_VENV)/bin/python || $(PYTHON) -m venv $(ROCKETMQ_TX_VENV)
 	$(ROCKETMQ_TX_VENV)/bin/python -m pip install --quiet --pre rocketmq-client-python==0.5.0rc2
+	touch $@
+
+$(ROCKETMQ5_STAMP):
+	test -x $(ROCKETMQ5_VENV)/bin/python || $(PYTHON) -m venv $(ROCKETMQ5_VENV)
+	$(ROCKETMQ5_VENV)/bin/python -m pip install --quiet rocketmq-python-client==5.1.2
 	touch $@
 
 run: venv delta-jars

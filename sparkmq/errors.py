@@ -26,6 +26,7 @@ and whether retrying the same call may succeed (``retriable``)::
     │   ├── OptionError            a Spark ``.option(...)``; ``option`` names it
     │   └── PropertyFilterDisabledError  a SQL92 subscription to a broker without enablePropertyFilter
     ├── SubscriptionParseError     SUBSCRIPTION_PARSE_FAILED (23): a tag or SQL92 expression that cannot be used
+    ├── InvalidReceiptHandleError  a POP receipt handle that is malformed, unknown or expired
     ├── DataLossError              offsets a Spark query needs are gone (retention) or went backwards
     └── RemoteError                an error response from a broker or NameServer
         ├── TopicNotExistError     TOPIC_NOT_EXIST (17)
@@ -184,6 +185,10 @@ class SubscriptionParseError(SparkmqError):
     code = SUBSCRIPTION_PARSE_FAILED
 
 
+class InvalidReceiptHandleError(SparkmqError):
+    """A POP receipt handle that does not parse, or names no message still invisible to its group."""
+
+
 class DataLossError(SparkmqError):
     """Offsets a Spark query needs are gone from the broker (retention) or went backwards."""
 
@@ -243,6 +248,7 @@ __all__ = [
     "DurabilityNotConfirmedError",
     "FrameTooLargeError",
     "InvalidFieldError",
+    "InvalidReceiptHandleError",
     "InvalidTopicError",
     "MessageError",
     "MessageTooLargeError",

@@ -117,6 +117,9 @@ class BrokerConfig:
     metrics_exporter_type: str = "DISABLE"  # metricsExporterType: DISABLE or PROM (RocketMQ 5)
     metrics_prom_exporter_host: str = ""  # metricsPromExporterHost, "" = brokerIP1
     metrics_prom_exporter_port: int = 5557  # metricsPromExporterPort (0 picks a free port)
+    enable_grpc_server: bool = False  # enableGrpcServer: serve RocketMQ 5 gRPC clients (docs/grpc.md)
+    grpc_server_port: int = 8081  # grpcServerPort (0 picks a free port)
+    default_invisible_time_mills: int = 60_000  # defaultInvisibleTimeMills: a gRPC receive without one (auto-renewed)
     acl_enable: bool = False  # aclEnable: check every request against the ACL 1.0 accounts file
     acl_file: Path | None = None  # aclFile (sparkmq; RocketMQ: -Drocketmq.acl.plain.file), see acl_path()
     acl_reload_interval_ms: int = 1000  # aclReloadIntervalMs (sparkmq): how often the file is looked at
@@ -388,15 +391,18 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "cleanResourceInterval": ConfKey("clean_resource_interval"),
     "clientChannelExpiredMs": ConfKey("client_channel_expired_ms"),
     "commitIntervalCommitLog": ConfKey("commit_interval_commit_log"),
+    "defaultInvisibleTimeMills": ConfKey("default_invisible_time_mills"),
     "defaultTopicQueueNums": ConfKey("default_topic_queue_nums"),
     "deleteWhen": ConfKey("delete_when"),
     "diskMaxUsedSpaceRatio": ConfKey("disk_max_used_space_ratio"),
     "diskSpaceCleanForciblyRatio": ConfKey("disk_space_clean_forcibly_ratio"),
     "diskSpaceWarningLevelRatio": ConfKey("disk_space_warning_level_ratio"),
+    "enableGrpcServer": ConfKey("enable_grpc_server"),
     "enablePropertyFilter": ConfKey("enable_property_filter"),
     "fileReservedTime": ConfKey("file_reserved_time"),
     "flushConsumerOffsetInterval": ConfKey("flush_consumer_offset_interval"),
     "flushDiskType": ConfKey("flush_disk_type"),
+    "grpcServerPort": ConfKey("grpc_server_port"),
     "listenHost": ConfKey("listen_host"),
     "listenPort": ConfKey("listen_port"),
     "longPollingEnable": ConfKey("long_polling_enable"),

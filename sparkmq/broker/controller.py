@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from sparkmq import native
 from sparkmq.broker.acl import AclValidator
@@ -24,9 +25,12 @@ from sparkmq.broker.locks import RebalanceLockManager
 from sparkmq.broker.long_polling import PullHoldService
 from sparkmq.broker.metrics import PromExporter
 from sparkmq.broker.persistence import TablePersister
+from sparkmq.broker.pop import PopService
+from sparkmq.broker.pop.journal import PopJournal
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
+from sparkmq.broker.processors.pop import PopProcessors
 from sparkmq.broker.processors.pull import PullProcessor
 from sparkmq.broker.processors.pull_lane import pull_lane
 from sparkmq.broker.processors.send import SendProcessor
@@ -39,6 +43,7 @@ from sparkmq.broker.subscriptions import SubscriptionGroupManager
 from sparkmq.broker.table_topics import TableStatusProcessor, start_materializer
 from sparkmq.broker.topics import TopicConfigManager
 from sparkmq.broker.transactions import TransactionService
+from sparkmq.errors import ConfigError
 from sparkmq.offsets import OffsetFile
 from sparkmq.protocol import RequestCode
 from sparkmq.remoting import RemotingClient, RemotingConnection, RemotingServer
@@ -46,6 +51,10 @@ from sparkmq.remoting.lanes import Lanes
 from sparkmq.remoting.periodic import run_every, stop_tasks
 from sparkmq.remoting.server import Processor
 from sparkmq.store import MessageStore
+from sparkmq.store.config import FlushDiskType
+
+if TYPE_CHECKING:
+    from sparkmq.broker.grpc.servicer import GrpcServer
 
 logger = logging.getLogger(__name__)
 CLIENT_SCAN_INTERVAL_S = 10.0
@@ -53,6 +62,7 @@ SCHEDULE_INTERVAL_S = 0.1  # DELAY_FOR_A_WHILE
 IN_FLIGHT_GRACE_S = 2.0
 VIP_PORT_BELOW = 2  # the VIP channel (fastListenPort) listens on listenPort - 2, where 4.x clients send most requests
 PERSIST_TICK_S = 1.0  # changed topics, groups and delay progress reach disk within this
+POP_REVIVE_INTERVAL_S = 0.5  # an expired POP message is revived within this of its deadline
 
 
 class BrokerController:
@@ -76,9 +86,13 @@ class BrokerController:
         self.replicas: ReplicasManager | None = None  # controller mode (enableControllerMode)
         self.persister = TablePersister(f"broker {config.broker_name}")
         self.metrics: PromExporter | None = None
+        self.pop: PopService | None = None
+        self.grpc: GrpcServer | None = None
         # A malformed accounts file refuses the start here, before anything binds.
         self.acl = AclValidator(config.acl_path()) if config.acl_enable else None
         self.server.authorize = None if self.acl is None else self.acl.authorize
+        if config.enable_grpc_server:  # a missing grpc extra refuses the start here, before anything binds
+            _grpc_server_class()
 
     async def start(self) -> None:
         port = await self.server.start(serve=False, companion_below=VIP_PORT_BELOW)
@@ -161,6 +175,7 @@ class BrokerController:
             await self.metrics.start()
         if self.acl is not None:
             self._every(cfg.acl_reload_interval_ms / 1000, self.acl.reload_if_changed, "acl-reload")
+        await self._start_pop(ctx)
         if cfg.enable_controller_mode:
             self.replicas = ReplicasManager(cfg, self.ha, self.namesrv_client, self._apply_role)
             self.server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.replicas.role_changed)
@@ -171,6 +186,30 @@ class BrokerController:
         if self.replicas is not None:
             await self.replicas.start()
         logger.info("broker %s listening on %s (store %s)", cfg.broker_name, cfg.address, cfg.store_path_root_dir)
+
+    async def _start_pop(self, ctx: BrokerContext) -> None:
+        """The POP core (RocketMQ 5 consumers) and, with ``enableGrpcServer``, the gRPC endpoint over it."""
+        cfg = self.config
+        sync = cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.pop = pop = PopService(ctx, PopJournal(cfg.store_path_root_dir / "pop" / "journal", sync))
+        pop.start()
+        served = PopProcessors(ctx, pop)
+        for code, processor in (
+            (RequestCode.POP_MESSAGE, served.pop_message),
+            (RequestCode.ACK_MESSAGE, served.ack_message),
+            (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, served.change_invisible_time),
+        ):
+            self.server.register(code, timed(processor, code, ctx.stats))
+        if not cfg.is_slave:
+            self._every(POP_REVIVE_INTERVAL_S, pop.revive, "pop-revive")
+        if cfg.enable_grpc_server:
+            assert self.transactions is not None
+            self.grpc = _grpc_server_class()(ctx, pop, self.transactions.end_transaction, self.acl)
+            renew = self.grpc.servicer.renew
+            self._every(max(0.1, renew.ahead_ms / 3000), renew.renew_due, "grpc-auto-renew")
+            port = await self.grpc.start()
+            self.config = ctx.config = dataclasses.replace(cfg, grpc_server_port=port)
+            logger.info("broker %s gRPC endpoint listening on %s:%d", cfg.broker_name, cfg.broker_ip, port)
 
     def _register_processors(self, ctx: BrokerContext) -> None:
         send, pull, send_back = SendProcessor(ctx), PullProcessor(ctx), SendBackProcessor(ctx)
@@ -289,6 +328,8 @@ class BrokerController:
             self.context.holds.wake_all()
             await self._close_step("drain in-flight requests", self._drain_in_flight)
         await self._close_step("close connections", self.server.close)
+        if self.grpc is not None:
+            await self._close_step("stop the gRPC endpoint", self.grpc.close)
         if self.metrics is not None:
             await self._close_step("close the metrics endpoint", self.metrics.close)
         await stop_tasks(self._tasks, f"broker {self.config.broker_name}")
@@ -299,6 +340,8 @@ class BrokerController:
         tables = self.context.tables if self.context is not None else None
         if tables is not None:
             await self._close_step("stop the table writer", lambda: asyncio.to_thread(tables.close))
+        if self.pop is not None:
+            self.pop.close()
         store = self.store
         if store is not None:
             await self._close_step("close the store", lambda: asyncio.to_thread(store.close))
@@ -330,3 +373,12 @@ class BrokerController:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _grpc_server_class() -> type[GrpcServer]:
+    """The gRPC endpoint's server, imported only when ``enableGrpcServer`` asks for it (the grpc extra)."""
+    try:
+        from sparkmq.broker.grpc.servicer import GrpcServer
+    except ImportError as exc:
+        raise ConfigError(f"enableGrpcServer=true needs the grpc extra (pip install 'sparkmq[grpc]'): {exc}") from exc
+    return GrpcServer

@@ -30,6 +30,7 @@ class SubscriptionGroupConfig:
     consume_enable: bool = True
     retry_queue_nums: int = DEFAULT_RETRY_QUEUE_NUMS
     retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
+    consume_message_orderly: bool = False  # consumeMessageOrderly: a POP (5.x) group consumes FIFO
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +38,7 @@ class SubscriptionGroupConfig:
             "consumeBroadcastEnable": True,
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": True,
+            **({"consumeMessageOrderly": True} if self.consume_message_orderly else {}),  # RocketMQ 5 only
             "groupName": self.group_name,
             "notifyConsumerIdsChangedEnable": True,
             "retryMaxTimes": self.retry_max_times,
@@ -53,6 +55,7 @@ def _decode(text: str) -> dict[str, SubscriptionGroupConfig]:
             bool(v.get("consumeEnable", True)),
             int(v.get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS)),
             int(v.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES)),
+            bool(v.get("consumeMessageOrderly", False)),
         )
         for name, v in table.items()
     }

@@ -260,6 +260,10 @@ class RequestCode(IntEnum):
     NOTIFY_BROKER_ROLE_CHANGED = 1008
     CONTROLLER_GET_NEXT_BROKER_ID = 1012
     CONTROLLER_APPLY_BROKER_ID = 1013
+    # RocketMQ 5's POP consumption (docs/grpc.md)
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
     # sparkmq's own requests, 40000-40999 (no RocketMQ code is there): docs/tables.md
     SPARKMQ_TABLE_STATUS = 40001
 

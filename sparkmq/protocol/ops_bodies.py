@@ -136,6 +136,7 @@ class SubscriptionGroupBody:
     retry_queue_nums: int = 1
     retry_max_times: int = 16
     consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False  # RocketMQ 5: the group pops FIFO
 
     def encode(self) -> bytes:
         return dumps(
@@ -144,6 +145,7 @@ class SubscriptionGroupBody:
                 "consumeBroadcastEnable": self.consume_broadcast_enable,
                 "consumeEnable": self.consume_enable,
                 "consumeFromMinEnable": True,
+                **({"consumeMessageOrderly": True} if self.consume_message_orderly else {}),  # RocketMQ 5 only
                 "groupName": self.group_name,
                 "notifyConsumerIdsChangedEnable": True,
                 "retryMaxTimes": self.retry_max_times,
@@ -162,6 +164,7 @@ class SubscriptionGroupBody:
             get_int(o, "retryQueueNums", path, 1),
             get_int(o, "retryMaxTimes", path, 16),
             get_bool(o, "consumeBroadcastEnable", path, True),
+            get_bool(o, "consumeMessageOrderly", path, False),
         )
 
 

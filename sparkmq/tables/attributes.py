@@ -25,7 +25,9 @@ ENABLE = "table.enable"
 FORMAT = "table.format"
 SCHEMA = "table.schema"
 PARTITION_BY = "table.partitionBy"
-NAMES = (ENABLE, FORMAT, SCHEMA, PARTITION_BY)
+MESSAGE_TYPE = "message.type"  # RocketMQ 5's TopicAttributes: the message types the topic accepts (docs/grpc.md)
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+NAMES = (ENABLE, FORMAT, SCHEMA, PARTITION_BY, MESSAGE_TYPE)
 STORE_DATE = "date(storeTimestamp)"
 _ENTRY_SEPARATOR = re.compile(r",(?=[+-])")
 _COLUMN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\(\s*\d+\s*,\s*\d+\s*\))?)\s*")
@@ -98,6 +100,8 @@ def alter(create: bool, current: Mapping[str, str], modification: Mapping[str, s
             raise _bad(f"attempt to delete a nonexistent key: {key}")
         else:
             del result[key]
+    if result.get(MESSAGE_TYPE, "NORMAL") not in MESSAGE_TYPES:
+        raise _bad(f"bad {MESSAGE_TYPE} value {result[MESSAGE_TYPE]!r}: expected one of {', '.join(MESSAGE_TYPES)}")
     TableSettings.of(result)
     return result
 

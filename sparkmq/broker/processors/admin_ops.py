@@ -100,7 +100,13 @@ class AdminOpsProcessors:
     async def update_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         body = SubscriptionGroupBody.decode(request.body)
         self.ctx.groups.update(
-            SubscriptionGroupConfig(body.group_name, body.consume_enable, body.retry_queue_nums, body.retry_max_times)
+            SubscriptionGroupConfig(
+                body.group_name,
+                body.consume_enable,
+                body.retry_queue_nums,
+                body.retry_max_times,
+                body.consume_message_orderly,
+            )
         )
         await self.ctx.persister.persist("subscriptionGroup.json")
         return request.make_response()

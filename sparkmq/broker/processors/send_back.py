@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
+from sparkmq.broker.requeue import message_copy, store_copy
 from sparkmq.message.msgid import offset_msg_id
 from sparkmq.message.names import dlq_topic, retry_topic
-from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC, encode_properties
-from sparkmq.message.record import MessageBatch
+from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sparkmq.remoting import RemotingConnection
@@ -47,23 +47,9 @@ class SendBackProcessor:
             props[DELAY_TIME_LEVEL] = str(
                 h.delay_level if h.delay_level > 0 else FIRST_RETRY_DELAY_LEVEL + reconsume_times
             )
-        topics_before = ctx.topics.version
-        ctx.topics.create_system_topic(topic, 1)
-        batch = MessageBatch(
-            topic,
-            0,
-            [bytes(message.body)],
-            [encode_properties(props)],
-            [message.flag],
-            message.sys_flag,
-            message.born_timestamp,
-            message.born_host,
-            reconsume_times + 1,
-        )
+        batch = message_copy(message, topic, props, reconsume_times + 1)
         batch = redirect_if_delayed(batch, len(ctx.config.message_delay_level.split()))
-        result = await ctx.put(batch)
-        if ctx.topics.version != topics_before:  # the retry/DLQ topic is on disk before the ack
-            await ctx.persister.persist("topics.json")
+        result = await store_copy(ctx, topic, batch)
         if result.status is not PutMessageStatus.PUT_OK:
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{result.status.value} {result.remark}")
         return request.make_response()

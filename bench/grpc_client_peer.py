@@ -1,0 +1,71 @@
+"""The measuring side of bench/grpc_client_bench.py, run in .venv-rocketmq5 (rocketmq-python-client 5.1.2).
+
+Sends COUNT messages one by one (Producer.send), then receives them in batches of 32 with a
+SimpleConsumer and acks each; prints one JSON line of figures (latencies in µs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, round(p / 100.0 * len(s) + 0.5) - 1))] if s else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("endpoint")
+    parser.add_argument("topic")
+    parser.add_argument("group")
+    parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--size", type=int, default=128)
+    args = parser.parse_args()
+    config = ClientConfiguration(args.endpoint, Credentials(), request_timeout=10)
+    producer = Producer(config, (args.topic,))
+    producer.startup()
+    body = b"x" * args.size
+    send_us: list[float] = []
+    started = time.perf_counter()
+    for _ in range(args.count):
+        message = Message()
+        message.topic, message.body = args.topic, body
+        t0 = time.perf_counter()
+        producer.send(message)
+        send_us.append((time.perf_counter() - t0) * 1e6)
+    send_s = time.perf_counter() - started
+    producer.shutdown()
+    consumer = SimpleConsumer(config, args.group, {args.topic: FilterExpression()}, await_duration=2)
+    consumer.startup()
+    ack_us: list[float] = []
+    got = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while got < args.count and time.monotonic() < deadline:
+        for message in consumer.receive(32, 60):
+            t0 = time.perf_counter()
+            consumer.ack(message)
+            ack_us.append((time.perf_counter() - t0) * 1e6)
+            got += 1
+    receive_s = time.perf_counter() - started
+    consumer.shutdown()
+    figures = {
+        "sent": args.count,
+        "send_per_s": args.count / send_s,
+        "send_p50_us": pct(send_us, 50),
+        "send_p99_us": pct(send_us, 99),
+        "received": got,
+        "receive_ack_per_s": got / receive_s,
+        "ack_p50_us": pct(ack_us, 50),
+        "ack_p99_us": pct(ack_us, 99),
+    }
+    print(json.dumps(figures), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Server-side auto-renew of a push consumer's popped messages (the proxy's ``ReceiptHandleProcessor``).
+
+A ReceiveMessage with ``auto_renew`` leaves the invisible time to the server: while the client
+is alive (its Telemetry stream open), each message it holds is made invisible again shortly
+before its deadline. The client keeps the handle it received; acks, changes and DLQ forwards
+name the message by that handle, which :meth:`AutoRenew.current` maps to the latest one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sparkmq.broker.pop import PopService, ReceiptHandle
+from sparkmq.errors import InvalidReceiptHandleError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Held:
+    group: str
+    topic: str
+    client_id: str
+    handle: str
+    deadline_ms: int
+
+
+class AutoRenew:
+    """The auto-renewed messages of one broker, by the handle their client holds."""
+
+    def __init__(self, pop: PopService, invisible_ms: int) -> None:
+        self.pop = pop
+        self.invisible_ms = invisible_ms
+        self.ahead_ms = invisible_ms // 3  # renewed once less than a third of the time is left
+        self._held: dict[str, _Held] = {}
+        self.live_clients: dict[str, int] = {}  # client id -> open Telemetry streams
+
+    def hold(self, group: str, topic: str, client_id: str, handle: ReceiptHandle) -> None:
+        text = handle.encode()
+        self._held[text] = _Held(group, topic, client_id, text, handle.deadline_ms)
+
+    def current(self, handle: str) -> str:
+        """The live handle of the message the client's ``handle`` names (itself when not renewed)."""
+        held = self._held.get(handle)
+        return handle if held is None else held.handle
+
+    def release(self, handle: str) -> None:
+        """The client acked, changed or forwarded the message: no more renewals."""
+        self._held.pop(handle, None)
+
+    def release_client(self, client_id: str) -> None:
+        for key in [k for k, held in self._held.items() if held.client_id == client_id]:
+            del self._held[key]
+
+    def renew_due(self) -> int:
+        """Renew every held message of a live client close to its deadline; returns how many."""
+        now = int(time.time() * 1000)
+        renewed = 0
+        for key, held in list(self._held.items()):
+            if held.deadline_ms - now > self.ahead_ms:
+                continue
+            if not self.live_clients.get(held.client_id):
+                del self._held[key]  # its client is gone: the message comes back at its deadline
+                continue
+            try:
+                handle = self.pop.change_invisible(held.group, held.topic, held.handle, self.invisible_ms)
+            except InvalidReceiptHandleError as exc:
+                logger.info("auto-renew of a message of group %s stopped: %s", held.group, exc.remark)
+                del self._held[key]
+                continue
+            held.handle, held.deadline_ms = handle.encode(), handle.deadline_ms
+            renewed += 1
+        return renewed

@@ -1,0 +1,11 @@
+"""POP consumption (RocketMQ 5): invisible messages, checkpoints, acks and revive to retry/DLQ.
+
+``PopService`` (``service.py``) is the core the gRPC endpoint and the POP_MESSAGE family of
+remoting requests call; ``journal.py`` keeps its checkpoints durable; ``handle.py`` is the
+receipt handle (``ExtraInfoUtil``'s shape).
+"""
+
+from sparkmq.broker.pop.handle import ReceiptHandle
+from sparkmq.broker.pop.service import Popped, PopService
+
+__all__ = ["PopService", "Popped", "ReceiptHandle"]

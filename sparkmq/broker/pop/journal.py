@@ -1,0 +1,142 @@
+"""The POP state and its journal: checkpoints, acks, changed invisible times and pop offsets.
+
+One JSON line per change, appended (and fsynced when the store flushes synchronously) before
+the change is answered, so a popped-but-unacked message is redelivered after a kill -9 and an
+acked one is not. ``load`` replays the lines; a torn last line (a crash mid-write) is dropped.
+``compact`` rewrites the live state (tmp, fsync, rename) once the file has grown.
+
+Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo}``,
+``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o"}``,
+``{"k": "seq", "id": next ckId}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkmq.errors import OffsetStoreError
+
+logger = logging.getLogger(__name__)
+COMPACT_ABOVE_BYTES = 4 << 20
+MAX_LINE_BYTES = 1 << 20  # a pop line lists at most a batch's offsets
+
+QueueKey = tuple[str, str, int]  # (group, topic, queue_id)
+
+
+@dataclass(slots=True)
+class Inflight:
+    """One popped message still invisible to its group."""
+
+    group: str
+    topic: str  # the stored topic: the message's own or the group's retry topic
+    queue_id: int
+    offset: int
+    deadline_ms: int
+    fifo: bool
+
+
+@dataclass
+class PopState:
+    """What the journal describes: in-flight checkpoints by id, and each queue's pop offset."""
+
+    inflight: dict[int, Inflight] = field(default_factory=dict)
+    pop_offsets: dict[QueueKey, int] = field(default_factory=dict)
+    next_id: int = 1
+
+    def apply(self, entry: dict[str, Any]) -> None:
+        kind = entry["k"]
+        if kind == "pop":
+            first = int(entry["id"])
+            for i, offset in enumerate(entry["o"]):
+                self.inflight[first + i] = Inflight(
+                    entry["g"], entry["t"], int(entry["q"]), int(offset), int(entry["d"]), bool(entry["f"])
+                )
+            self.next_id = max(self.next_id, first + len(entry["o"]))
+        elif kind == "ack":
+            self.inflight.pop(int(entry["id"]), None)
+        elif kind == "chg":
+            record = self.inflight.get(int(entry["id"]))
+            if record is not None:
+                record.deadline_ms = int(entry["d"])
+        elif kind == "seq":
+            self.next_id = max(self.next_id, int(entry["id"]))
+        elif kind == "off":
+            self.pop_offsets[(entry["g"], entry["t"], int(entry["q"]))] = int(entry["o"])
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The state as journal lines (for compaction)."""
+        lines: list[dict[str, Any]] = [
+            {"k": "off", "g": g, "t": t, "q": q, "o": o} for (g, t, q), o in self.pop_offsets.items()
+        ]
+        for ck, r in self.inflight.items():
+            lines.append(
+                {"k": "pop", "id": ck, "g": r.group, "t": r.topic, "q": r.queue_id, "o": [r.offset], "d": r.deadline_ms}
+                | {"f": r.fifo}
+            )
+        lines.append({"k": "seq", "id": self.next_id})
+        return lines
+
+
+class PopJournal:
+    """Appends entries to ``path``; ``sync``: fsync each append (SYNC_FLUSH brokers)."""
+
+    def __init__(self, path: Path, sync: bool) -> None:
+        self.path = path
+        self.sync = sync
+        self._file: Any = None
+
+    def load(self) -> PopState:
+        state = PopState()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            with open(self.path, "rb") as f:
+                for number, line in enumerate(f, 1):
+                    if len(line) > MAX_LINE_BYTES or not line.endswith(b"\n"):
+                        logger.warning("%s: line %d torn or oversized, dropped", self.path, number)
+                        break
+                    try:
+                        state.apply(json.loads(line))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        logger.warning("%s: line %d unreadable (%s), dropped with what follows", self.path, number, exc)
+                        break
+        self._rewrite(state)
+        return state
+
+    def append(self, *entries: dict[str, Any]) -> None:
+        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
+        try:
+            self._file.write(data)
+            self._file.flush()
+            if self.sync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise OffsetStoreError(f"cannot append to the POP journal {self.path}: {exc}") from exc
+
+    def compact_if_grown(self, state: PopState) -> None:
+        if self._file is not None and self._file.tell() > COMPACT_ABOVE_BYTES:
+            self._rewrite(state)
+
+    def _rewrite(self, state: PopState) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                for entry in state.entries():
+                    f.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            if self._file is not None:
+                self._file.close()
+            self._file = open(self.path, "ab")  # noqa: SIM115 - held open for appends until close()
+        except OSError as exc:
+            raise OffsetStoreError(f"cannot rewrite the POP journal {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

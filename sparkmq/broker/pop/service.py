@@ -1,0 +1,337 @@
+"""PopService: pop with an invisible time, ack, change the invisible time, revive the expired.
+
+RocketMQ 5's PopMessageProcessor / AckMessageProcessor / ChangeInvisibleTimeProcessor /
+PopReviveService over one journal (``journal.py``) instead of the CK/ACK system topics. A pop
+reads from the group's pop offset of each queue (the topic's and the group's retry topic),
+records a checkpoint per message and advances the offset; the group's committed offset (what
+``consumerProgress`` shows, shared with 4.x consumers) is the smallest offset still invisible.
+A message whose invisible time passes unacked goes to ``%RETRY%group`` with its reconsume
+times + 1, or to ``%DLQ%group`` after ``retryMaxTimes``. FIFO groups: a queue with an
+unacked message is locked for the group, and an expired one is redelivered in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.pop.handle import ReceiptHandle
+from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
+from sparkmq.broker.requeue import message_copy, store_copy
+from sparkmq.errors import InvalidReceiptHandleError
+from sparkmq.message.names import dlq_topic, retry_topic
+from sparkmq.message.properties import (
+    DELAY_TIME_LEVEL,
+    ORIGIN_MESSAGE_ID,
+    RETRY_TOPIC,
+    TAGS,
+)
+from sparkmq.message.record import StoredMessage, iter_records
+from sparkmq.store import PutMessageStatus
+from sparkmq.store.status import GetMessageStatus
+
+logger = logging.getLogger(__name__)
+MAX_POP_NUMS = 32  # PopMessageRequestHeader maxMsgNums is at most 32 in RocketMQ 5
+MIN_INVISIBLE_MS = 1_000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the proxy's maxInvisibleTimeMills: 12 h
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    """A popped message: the stored record, its handle and the topic the consumer subscribed to."""
+
+    message: StoredMessage
+    handle: ReceiptHandle
+    origin_topic: str
+    record: bytes  # the stored record as is (the body of a remoting POP_MESSAGE answer)
+
+    @property
+    def delivery_attempt(self) -> int:
+        return self.message.reconsume_times + 1
+
+
+def tags_match(message: StoredMessage, tags: Collection[str] | None) -> bool:
+    """A TAG subscription: None or ``*`` takes every message."""
+    if tags is None or "*" in tags:
+        return True
+    return message.properties.get(TAGS, "") in tags
+
+
+def _with_records(buffers: list[bytes]) -> Iterator[tuple[StoredMessage, bytes]]:
+    """Each record of a read, decoded and as its bytes."""
+    for buf in buffers:
+        pos = 0
+        for message in iter_records(buf):
+            yield message, bytes(buf[pos : pos + message.total_size])
+            pos += message.total_size
+
+
+class PopService:
+    """The POP state of one broker; every method runs on the broker's event loop."""
+
+    def __init__(self, ctx: BrokerContext, journal: PopJournal, clock: Callable[[], float] = time.time) -> None:
+        self.ctx = ctx
+        self.journal = journal
+        self.clock = clock
+        self.state = PopState()
+        self._by_queue: dict[QueueKey, dict[int, int]] = {}  # ck id -> offset, per queue
+        self._fifo_attempts: dict[tuple[QueueKey, int], int] = {}
+        self._wakeup = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.state = self.journal.load()
+        for ck, record in self.state.inflight.items():
+            self._by_queue.setdefault((record.group, record.topic, record.queue_id), {})[ck] = record.offset
+        self.ctx.store.add_group_dispatch_listener(self._dispatched)
+
+    def close(self) -> None:
+        self.journal.close()
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _dispatched(self, keys: object, ends: object) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wakeup.set)
+
+    # -- pop -------------------------------------------------------------------------------
+    async def pop_waiting(
+        self,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        wait_ms: int,
+        *,
+        fifo: bool = False,
+        tags: Collection[str] | None = None,
+        queue_id: int | None = None,
+    ) -> list[Popped]:
+        """``pop``, parked up to ``wait_ms`` until something arrives (long polling)."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            self._wakeup.clear()
+            popped = self.pop(group, topic, max_nums, invisible_ms, fifo=fifo, tags=tags, queue_id=queue_id)
+            left = deadline - time.monotonic()
+            if popped or left <= 0:
+                return popped
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), min(left, 1.0))
+
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        *,
+        fifo: bool = False,
+        tags: Collection[str] | None = None,
+        queue_id: int | None = None,
+    ) -> list[Popped]:
+        """Up to ``max_nums`` messages of ``topic`` (and the group's retry topic), invisible for ``invisible_ms``."""
+        max_nums = max(1, min(max_nums, MAX_POP_NUMS))
+        invisible_ms = max(MIN_INVISIBLE_MS, min(invisible_ms, MAX_INVISIBLE_MS))
+        config = self.ctx.topics.get(topic)
+        queues = range(config.read_queue_nums) if config is not None else range(0)
+        if queue_id is not None:
+            queues = range(queue_id, queue_id + 1) if queue_id in queues else range(0)
+        sources = [(topic, q) for q in queues]
+        retry = retry_topic(group)
+        if self.ctx.topics.get(retry) is not None and queue_id is None:
+            sources += [(retry, q) for q in self.ctx.store.queue_ids().get(retry, [])]
+        popped: list[Popped] = []
+        now = self._now_ms()
+        start = now % max(1, len(sources))
+        for source_topic, q in sources[start:] + sources[:start]:
+            if len(popped) >= max_nums:
+                break
+            wanted = max_nums - len(popped)
+            popped += self._pop_queue(group, source_topic, topic, q, wanted, now, invisible_ms, fifo, tags)
+        return popped
+
+    def _pop_queue(
+        self,
+        group: str,
+        stored_topic: str,
+        topic: str,
+        queue_id: int,
+        max_nums: int,
+        now: int,
+        invisible_ms: int,
+        fifo: bool,
+        tags: Collection[str] | None,
+    ) -> list[Popped]:
+        key = (group, stored_topic, queue_id)
+        if fifo and self._by_queue.get(key):
+            return []  # the queue's order: nothing more until its popped message is acked
+        offset = self._pop_offset(key)
+        result = self.ctx.store.get_messages(group, stored_topic, queue_id, offset, max_nums)
+        if result.status is not GetMessageStatus.FOUND:
+            if result.next_begin_offset > offset and result.status is not GetMessageStatus.OFFSET_OVERFLOW_ONE:
+                self._advance(key, result.next_begin_offset)
+            return []
+        messages = list(_with_records(result.buffers))
+        chosen = [(m, raw) for m, raw in messages if tags_match(m, tags)]
+        next_offset = messages[-1][0].queue_offset + 1 if messages else result.next_begin_offset
+        first = self.state.next_id
+        deadline = now + invisible_ms
+        entry = {"k": "pop", "id": first, "g": group, "t": stored_topic, "q": queue_id}
+        entry |= {"o": [m.queue_offset for m, _ in chosen], "d": deadline, "f": fifo}
+        off = {"k": "off", "g": group, "t": stored_topic, "q": queue_id, "o": next_offset}
+        self.journal.append(*([entry] if chosen else []), off)
+        self.state.apply(entry) if chosen else None
+        self.state.apply(off)
+        retry = stored_topic != topic
+        popped = []
+        for i, (message, raw) in enumerate(chosen):
+            self._by_queue.setdefault(key, {})[first + i] = message.queue_offset
+            handle = ReceiptHandle(
+                first + i, now, invisible_ms, self.ctx.config.broker_name, queue_id, message.queue_offset, retry
+            )
+            popped.append(Popped(message, handle, topic, raw))
+        self._commit(key)
+        return popped
+
+    def _pop_offset(self, key: QueueKey) -> int:
+        offset = self.state.pop_offsets.get(key)
+        if offset is not None:
+            return offset
+        group, topic, queue_id = key
+        committed = self.ctx.offsets.query(group, topic, queue_id)
+        return committed if committed >= 0 else self.ctx.store.min_offset_in_queue(topic, queue_id)
+
+    def _advance(self, key: QueueKey, offset: int) -> None:
+        entry = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}
+        self.journal.append(entry)
+        self.state.apply(entry)
+        self._commit(key)
+
+    def _commit(self, key: QueueKey) -> None:
+        """The group's consumer offset: the first message of the queue still invisible, else the pop offset."""
+        pending = self._by_queue.get(key)
+        offset = min(pending.values()) if pending else self.state.pop_offsets.get(key)
+        if offset is not None:
+            self.ctx.offsets.commit(key[0], key[1], key[2], offset)
+
+    # -- ack and change invisible time -----------------------------------------------------
+    def _inflight(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[int, Inflight]:
+        """The live checkpoint of a handle: found by (group, topic or its retry topic, queue, offset),
+        and only until its deadline, the handle's (an expired, revived or re-popped message is not)."""
+        stored = retry_topic(group) if handle.retry else topic
+        pending = self._by_queue.get((group, stored, handle.queue_id), {})
+        now = self._now_ms()
+        for ck, offset in pending.items():
+            record = self.state.inflight[ck]
+            if offset == handle.offset and record.deadline_ms == handle.deadline_ms > now:
+                return ck, record
+        raise InvalidReceiptHandleError(
+            f"receipt handle {handle.encode()!r} names no message of {topic!r} invisible to group {group!r}"
+            " (acked, expired or unknown)"
+        )
+
+    def ack(self, group: str, topic: str, handle_text: str) -> None:
+        """Acknowledge one popped message; InvalidReceiptHandleError when its handle is not live."""
+        ck, record = self._inflight(group, topic, ReceiptHandle.decode(handle_text))
+        self.journal.append({"k": "ack", "id": ck})
+        self._drop(ck, record)
+
+    def _drop(self, ck: int, record: Inflight) -> None:
+        self.state.inflight.pop(ck, None)
+        key = (record.group, record.topic, record.queue_id)
+        pending = self._by_queue.get(key, {})
+        pending.pop(ck, None)
+        if not pending:
+            self._by_queue.pop(key, None)
+        self._fifo_attempts.pop((key, record.offset), None)
+        self._commit(key)
+
+    def change_invisible(self, group: str, topic: str, handle_text: str, invisible_ms: int) -> ReceiptHandle:
+        """Make a popped message invisible for ``invisible_ms`` from now; the new handle replaces the old."""
+        handle = ReceiptHandle.decode(handle_text)
+        ck, record = self._inflight(group, topic, handle)
+        invisible_ms = max(0, min(invisible_ms, MAX_INVISIBLE_MS))
+        now = self._now_ms()
+        entry = {"k": "chg", "id": ck, "d": now + invisible_ms}
+        self.journal.append(entry)
+        self.state.apply(entry)
+        broker = handle.broker_name
+        return ReceiptHandle(handle.ck_id, now, invisible_ms, broker, record.queue_id, record.offset, handle.retry)
+
+    def fifo_attempt(self, key: QueueKey, offset: int) -> int:
+        """The delivery attempt of a FIFO message redelivered in place (1 the first time)."""
+        return self._fifo_attempts.get((key, offset), 0) + 1
+
+    # -- revive ----------------------------------------------------------------------------
+    async def revive(self) -> int:
+        """Move every expired message on (retry topic, DLQ, or back in place for FIFO); returns how many."""
+        now = self._now_ms()
+        expired = [(ck, r) for ck, r in self.state.inflight.items() if r.deadline_ms <= now]
+        moved = 0
+        for ck, record in expired:
+            if record.fifo:
+                self._rewind(ck, record)
+            elif not await self._requeue(ck, record):
+                continue
+            moved += 1
+        if moved:
+            self._wakeup.set()
+        self.journal.compact_if_grown(self.state)
+        return moved
+
+    def _rewind(self, ck: int, record: Inflight) -> None:
+        key = (record.group, record.topic, record.queue_id)
+        attempts = self._fifo_attempts.get((key, record.offset), 0) + 1
+        offset = min(record.offset, self.state.pop_offsets.get(key, record.offset))
+        self.journal.append({"k": "ack", "id": ck}, {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset})
+        self.state.pop_offsets[key] = offset
+        self._drop(ck, record)
+        self._fifo_attempts[(key, record.offset)] = attempts
+
+    def _read(self, record: Inflight) -> StoredMessage | None:
+        result = self.ctx.store.get_messages(record.group, record.topic, record.queue_id, record.offset, 1)
+        found = result.status is GetMessageStatus.FOUND
+        messages = [m for buf in result.buffers for m in iter_records(buf)] if found else []
+        return messages[0] if messages and messages[0].queue_offset == record.offset else None
+
+    def inflight_message(self, group: str, topic: str, handle: ReceiptHandle) -> StoredMessage:
+        """The stored message a live handle names (InvalidReceiptHandleError when none)."""
+        message = self._read(self._inflight(group, topic, handle)[1])
+        if message is None:
+            raise InvalidReceiptHandleError(f"the message of receipt handle {handle.encode()!r} is no longer stored")
+        return message
+
+    async def _requeue(self, ck: int, record: Inflight) -> bool:
+        message = self._read(record)
+        if message is None:
+            logger.warning("pop revive: %s/%d offset %d is gone; dropped", record.topic, record.queue_id, record.offset)
+        else:
+            group = self.ctx.groups.find_or_create(record.group)
+            max_times = group.retry_max_times if group is not None else 16
+            if not await self.resend(message, record.group, to_dlq=message.reconsume_times >= max_times):
+                return False
+        self.journal.append({"k": "ack", "id": ck})
+        self._drop(ck, record)
+        return True
+
+    async def resend(self, message: StoredMessage, group: str, *, to_dlq: bool) -> bool:
+        """Store a copy of ``message`` in the group's retry topic (reconsume times + 1) or DLQ."""
+        props = message.properties
+        props.setdefault(RETRY_TOPIC, message.topic)
+        props.setdefault(ORIGIN_MESSAGE_ID, message.offset_msg_id)
+        props.pop(DELAY_TIME_LEVEL, None)
+        topic = dlq_topic(group) if to_dlq else retry_topic(group)
+        batch = message_copy(message, topic, props, message.reconsume_times + (0 if to_dlq else 1))
+        result = await store_copy(self.ctx, topic, batch)
+        if result.status is not PutMessageStatus.PUT_OK:
+            logger.warning("pop: %s of a message of group %s failed: %s", topic, group, result.status.value)
+            return False
+        return True

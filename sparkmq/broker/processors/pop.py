@@ -1,0 +1,103 @@
+"""RocketMQ 5's POP requests over remoting: POP_MESSAGE (200050), ACK_MESSAGE (200051),
+CHANGE_MESSAGE_INVISIBLETIME (200053), served by the POP core (``broker/pop``).
+
+A popped message goes back as its stored record; the answer's ``startOffsetInfo`` and
+``msgOffsetInfo`` (``ExtraInfoUtil``'s ``"topicType queueId offset[,offset...]"`` entries joined
+by ``;``) let the client build each message's ``POP_CK``, the ``extraInfo`` of its ack.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.pop import Popped, PopService
+from sparkmq.broker.pop.handle import ReceiptHandle
+from sparkmq.errors import InvalidReceiptHandleError
+from sparkmq.protocol import RemotingCommand, ResponseCode
+from sparkmq.protocol.pop_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+from sparkmq.remoting import RemotingConnection
+
+MAX_POLL_MS = 20_000  # a POP_MESSAGE parks at most this long (the client's timeout is longer)
+
+
+def offset_infos(popped: list[Popped]) -> tuple[str, str]:
+    """``startOffsetInfo`` and ``msgOffsetInfo`` of a pop: per (topic type, queue), the first and every offset."""
+    offsets: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for p in popped:
+        offsets["1" if p.handle.retry else "0", p.handle.queue_id].append(p.handle.offset)
+    start = ";".join(f"{kind} {queue} {found[0]}" for (kind, queue), found in offsets.items())
+    every = ";".join(f"{kind} {queue} {','.join(map(str, found))}" for (kind, queue), found in offsets.items())
+    return start, every
+
+
+class PopProcessors:
+    """The three POP request codes of one broker."""
+
+    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+        self.ctx = ctx
+        self.pop = pop
+
+    async def pop_message(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = PopMessageRequestHeader.from_fields(request.ext_fields)
+        if self.ctx.groups.find_or_create(h.consumer_group) is None:
+            refusal = self.ctx.groups.refusal(h.consumer_group)
+            return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=refusal)
+        if self.ctx.topics.get(h.topic) is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{h.topic}] not exist")
+        if h.exp_type not in (None, "", "TAG"):
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"POP filter {h.exp_type} not supported")
+        tags = None if not h.exp or h.exp.strip() == "*" else {t.strip() for t in h.exp.split("||") if t.strip()}
+        popped = await self.pop.pop_waiting(
+            h.consumer_group,
+            h.topic,
+            h.max_msg_nums,
+            h.invisible_time,
+            min(max(0, h.poll_time), MAX_POLL_MS),
+            fifo=bool(h.order),
+            tags=tags,
+            queue_id=h.queue_id if h.queue_id >= 0 else None,
+        )
+        if not popped:
+            return request.make_response(ResponseCode.PULL_NOT_FOUND, remark="no new message")
+        start, every = offset_infos(popped)
+        first = popped[0].handle
+        header = PopMessageResponseHeader(first.pop_time_ms, first.invisible_ms, 0, 0, start, every)
+        body = b"".join(p.record for p in popped)
+        return request.make_response(ext_fields=header.to_fields(), body=body)
+
+    async def ack_message(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = AckMessageRequestHeader.from_fields(request.ext_fields)
+        try:
+            self.pop.ack(h.consumer_group, h.topic, _extra_info(h.extra_info, h.offset))
+        except InvalidReceiptHandleError as exc:
+            return request.make_response(ResponseCode.NO_MESSAGE, remark=exc.remark)
+        return request.make_response()
+
+    async def change_invisible_time(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        h = ChangeInvisibleTimeRequestHeader.from_fields(request.ext_fields)
+        try:
+            handle = self.pop.change_invisible(
+                h.consumer_group, h.topic, _extra_info(h.extra_info, h.offset), h.invisible_time
+            )
+        except InvalidReceiptHandleError as exc:
+            return request.make_response(ResponseCode.NO_MESSAGE, remark=exc.remark)
+        header = ChangeInvisibleTimeResponseHeader(handle.pop_time_ms, handle.invisible_ms, 0)
+        return request.make_response(ext_fields=header.to_fields())
+
+
+def _extra_info(extra_info: str, offset: int) -> str:
+    """The receipt handle of an ack: ``extraInfo`` as the client built it, its offset from the header."""
+    parts = extra_info.split(" ")
+    if len(parts) == 7:  # Java clients may send the 7-field extraInfo without the message's offset
+        parts.append(str(offset))
+    handle = ReceiptHandle.decode(" ".join(parts))
+    if handle.offset != offset:
+        raise InvalidReceiptHandleError(f"extraInfo {extra_info!r} names offset {handle.offset}, not {offset}")
+    return handle.encode()

@@ -1,0 +1,97 @@
+"""RocketMQ 5's POP requests over remoting (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), and
+the POP journal's replay after a torn write."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sparkmq.broker.pop.journal import PopJournal
+from sparkmq.message.record import iter_records
+from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.pop_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
+from support.broker_wire import Wire, run_broker
+
+GROUP, TOPIC = "CID_POP", "PopTopic"
+
+
+def pop_header(invisible_ms: int = 1000, poll_ms: int = 0) -> dict[str, str]:
+    born = int(time.time() * 1000)
+    return PopMessageRequestHeader(GROUP, TOPIC, -1, 8, invisible_ms, poll_ms, born, 0, "TAG", "*").to_fields()
+
+
+def extra_info(fields: dict[str, str], retry: bool, queue_id: int, start: int) -> str:
+    """What a Java 5.x client builds from a POP answer (``ExtraInfoUtil.buildExtraInfo``, 7 fields)."""
+    kind = "1" if retry else "0"
+    return f"{start} {fields['popTime']} {fields['invisibleTime']} {fields['reviveQid']} {kind} broker-a {queue_id}"
+
+
+def test_pop_ack_change_invisible_and_revive_over_remoting(tmp_path: Path) -> None:
+    async def scenario(wire: Wire) -> None:
+        for i in range(3):
+            await wire.send_ok(TOPIC, f"m{i}".encode(), queue_id=0, queue_nums=1)
+        popped = await wire.call(RequestCode.POP_MESSAGE, pop_header())
+        assert popped.code == ResponseCode.SUCCESS, popped.remark
+        assert [bytes(m.body) for m in iter_records(popped.body)] == [b"m0", b"m1", b"m2"]
+        fields = popped.ext_fields
+        assert (fields["startOffsetInfo"], fields["msgOffsetInfo"]) == ("0 0 0", "0 0 0,1,2")
+        info = extra_info(fields, False, 0, 0)
+
+        def ack(offset: int, extra: str = info) -> dict[str, str]:
+            return AckMessageRequestHeader(GROUP, TOPIC, 0, extra, offset).to_fields()
+
+        assert (await wire.call(RequestCode.ACK_MESSAGE, ack(0))).code == ResponseCode.SUCCESS
+        again = await wire.call(RequestCode.ACK_MESSAGE, ack(0))
+        assert again.code == ResponseCode.NO_MESSAGE and "acked, expired or unknown" in (again.remark or "")
+        change = ChangeInvisibleTimeRequestHeader(GROUP, TOPIC, 0, info, 1, 60_000).to_fields()
+        changed = await wire.call(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, change)
+        assert changed.code == ResponseCode.SUCCESS and changed.ext_fields["invisibleTime"] == "60000"
+        bad = await wire.call(RequestCode.ACK_MESSAGE, ack(2, "garbage"))
+        assert bad.code == ResponseCode.NO_MESSAGE and "malformed" in (bad.remark or "")
+        # m2 was neither acked nor changed: after its second of invisibility it comes back from the retry topic
+        deadline = time.monotonic() + 15
+        while True:
+            revived = await wire.call(RequestCode.POP_MESSAGE, pop_header(invisible_ms=60_000, poll_ms=500))
+            if revived.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+                break
+        assert revived.code == ResponseCode.SUCCESS, revived.remark
+        [message] = list(iter_records(revived.body))
+        assert (bytes(message.body), message.topic, message.reconsume_times) == (b"m2", f"%RETRY%{GROUP}", 1)
+        assert revived.ext_fields["msgOffsetInfo"] == "1 0 0"
+        retry_info = extra_info(revived.ext_fields, True, 0, 0)
+        assert (await wire.call(RequestCode.ACK_MESSAGE, ack(0, retry_info))).code == ResponseCode.SUCCESS
+        # the group's consumer offset: m1 (offset 1) is the first message still invisible
+        committed = await wire.call(
+            RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}
+        )
+        assert committed.ext_fields["offset"] == "1"
+        missing = PopMessageRequestHeader(GROUP, "NoSuchPopTopic", -1, 8, 1000, 0, 0, 0).to_fields()
+        assert (await wire.call(RequestCode.POP_MESSAGE, missing)).code == ResponseCode.TOPIC_NOT_EXIST
+
+    run_broker(tmp_path, scenario)
+
+
+def test_journal_replays_to_its_last_whole_line(tmp_path: Path) -> None:
+    path = tmp_path / "pop" / "journal"
+    journal = PopJournal(path, sync=True)
+    state = journal.load()
+    entries = [
+        {"k": "pop", "id": 1, "g": "G", "t": "T", "q": 0, "o": [5, 6], "d": 99, "f": False},
+        {"k": "off", "g": "G", "t": "T", "q": 0, "o": 7},
+        {"k": "ack", "id": 1},
+    ]
+    journal.append(*entries)
+    for entry in entries:
+        state.apply(entry)
+    journal.close()
+    with open(path, "ab") as f:
+        f.write(b'{"k":"ack","id":2')  # a crash in the middle of a line
+    replayed = PopJournal(path, sync=True)
+    again = replayed.load()
+    replayed.close()
+    assert set(again.inflight) == {2} and again.inflight[2].offset == 6
+    assert again.pop_offsets == {("G", "T", 0): 7} and again.next_id == 3

@@ -1,0 +1,94 @@
+"""A sparkmq broker with its gRPC endpoint (enableGrpcServer) in a subprocess, for tests/grpc."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkmq.protocol.codes import RequestCode, ResponseCode
+from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
+from sparkmq.remoting import RemotingClient
+from support.processes import BrokerProcess, NamesrvProcess
+
+GRPC_LINE = "gRPC endpoint listening on "
+
+
+@dataclass
+class GrpcBroker:
+    store_dir: Path
+    namesrv: NamesrvProcess | None
+    broker: BrokerProcess
+
+    @property
+    def endpoint(self) -> str:
+        line = next(line for line in self.broker.output if GRPC_LINE in line)
+        return line.rsplit(" ", 1)[-1]
+
+    def start(self, grpc_port: int = 0) -> None:
+        self.broker = start_broker(self.store_dir, self.namesrv.address if self.namesrv else None, grpc_port)
+
+    def request(
+        self, code: int, body: bytes = b"", address: str = "", **ext: object
+    ) -> tuple[int, str | None, dict[str, str], bytes]:
+        async def call() -> tuple[int, str | None, dict[str, str], bytes]:
+            client = RemotingClient()
+            try:
+                fields = {k: str(v) for k, v in ext.items()}
+                response = await client.invoke(address or self.broker.address, code, fields, body=body)
+            finally:
+                await client.close()
+            return response.code, response.remark, response.ext_fields, response.body
+
+        return asyncio.run(call())
+
+    def create_topic(self, topic: str, queues: int = 4, message_type: str = "") -> None:
+        attributes = {"attributes": f"+message.type={message_type}"} if message_type else {}
+        code, remark, _, _ = self.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            topic=topic,
+            defaultTopic="TBW102",
+            readQueueNums=queues,
+            writeQueueNums=queues,
+            perm=6,
+            topicFilterType="SINGLE_TAG",
+            topicSysFlag=0,
+            order="false",
+            **attributes,
+        )
+        assert code == ResponseCode.SUCCESS, remark
+
+    def create_group(self, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
+        body = SubscriptionGroupBody(group, retry_max_times=retry_max_times, consume_message_orderly=orderly)
+        code, remark, _, _ = self.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body.encode())
+        assert code == ResponseCode.SUCCESS, remark
+
+    def max_offset(self, topic: str, queue_id: int = 0) -> int:
+        code, remark, fields, _ = self.request(RequestCode.GET_MAX_OFFSET, topic=topic, queueId=queue_id)
+        return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
+
+    def committed(self, group: str, topic: str, queue_id: int) -> int:
+        code, _, fields, _ = self.request(
+            RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup=group, topic=topic, queueId=queue_id
+        )
+        return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
+
+
+def start_broker(store_dir: Path, namesrv: str | None, grpc_port: int = 0, *extra: str) -> BrokerProcess:
+    return BrokerProcess.start(
+        store_dir,
+        namesrv,
+        "--flush",
+        "sync",
+        "--set",
+        "enableGrpcServer=true",
+        "--set",
+        f"grpcServerPort={grpc_port}",
+        "--set",  # a push consumer's messages: auto-renewed 2 s at a time
+        "defaultInvisibleTimeMills=2000",
+        "--set",  # half messages are checked a second after they are sent, every second
+        "transactionTimeOut=1000",
+        "--set",
+        "transactionCheckInterval=1000",
+        *extra,
+    )
