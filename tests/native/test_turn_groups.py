@@ -126,6 +126,17 @@ def _check_answers(
         assert decode_offset_msg_id(fields["msgId"])[2] == physical
 
 
+async def _one_turn(w: Wire) -> list[tuple[list[Any], bool]]:
+    """Every connection's sends written in one turn, stored by one put; each connection's answers."""
+    connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+    puts = _record_puts(w.broker)
+    _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+    results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+    await _close(connections)
+    assert puts[0] == CONNECTIONS * SENDS, f"one put held every connection's sends: {puts}"
+    return results
+
+
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
 def test_sends_of_many_connections_in_one_turn_are_one_put(
     tmp_path: Path, flush: FlushDiskType, monkeypatch: pytest.MonkeyPatch
@@ -148,12 +159,7 @@ def test_sends_of_many_connections_in_one_turn_are_one_put(
         await w.send_ok(TOPIC, b"create")
         store.append(w.broker.store)
         unflushed.clear()
-        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
-        puts = _record_puts(w.broker)
-        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
-        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
-        await _close(connections)
-        assert puts[0] == CONNECTIONS * SENDS, f"one put held every connection's sends: {puts}"
+        results = await _one_turn(w)
         if flush is FlushDiskType.SYNC_FLUSH:
             assert not unflushed, unflushed
         stored = await _stored(w)
@@ -170,12 +176,7 @@ def test_a_sync_master_without_a_slave_answers_each_connection_of_a_turn_slave_n
 
     async def scenario(w: Wire) -> None:
         await w.send(TOPIC, b"create")
-        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
-        puts = _record_puts(w.broker)
-        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
-        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
-        await _close(connections)
-        assert puts[0] == CONNECTIONS * SENDS, f"one put held every connection's sends: {puts}"
+        results = await _one_turn(w)
         stored = await _stored(w)
         for connection, (answers, _closed) in enumerate(results):
             _check_answers(connection, answers, stored, ResponseCode.SLAVE_NOT_AVAILABLE)
