@@ -10,9 +10,9 @@ rolled-back transactional messages live in ``RMQ_SYS_TRANS_HALF_TOPIC`` and neve
 A cycle that fails (an unwritable root, a corrupt log, a table someone else changed) marks the table
 stalled with the reason and is retried next interval; the stream is never affected.
 
-Every ``upkeep_interval_s`` a table (and its reject table) is compacted and vacuumed after its cycle
-(:mod:`.upkeep`): the many small files one commit per interval leaves become few, with the rows and
-the queues' transactions unchanged.
+Every ``upkeep_interval_s`` a table (and its reject table) is compacted, vacuumed and checkpointed after
+its cycle (:mod:`.upkeep`): the many small files one commit per interval leaves become few, with the rows
+and the queues' transactions unchanged.
 """
 
 from __future__ import annotations
