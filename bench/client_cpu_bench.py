@@ -43,18 +43,19 @@ def answer(opaque: int) -> bytes:
     return struct.pack(">II", len(header) + 4, len(header)) + header
 
 
-_LENGTH = struct.Struct(">I")
+_HEADER_START = b'{"code":'  # each request frame's header starts so (the bodies here are random bytes)
 
 
 class AnsweringTransport:
     """Answers every request frame written, whatever the writes' split into items (a frame in several items, or
-    several frames in one), from answers made beforehand for the opaques ``first`` .. ``first + count - 1``."""
+    several frames in one): the frames are counted by their headers' start in the written bytes (one fast
+    search per write, so the transport's own cost per send stays small) and answered, in order, from answers
+    made beforehand for the opaques ``first`` on (a connection numbers its requests in order)."""
 
     def __init__(self, connection: Any, first: int, count: int, loop: asyncio.AbstractEventLoop) -> None:
         self.connection, self.loop = connection, loop
-        self.first = first
         self.answers = [answer((first + i) & 0x7FFFFFFF) for i in range(count)]
-        self.partial = b""  # the start of a frame an earlier write ended in
+        self.next = 0
         self.writes = 0
 
     def is_closing(self) -> bool:
@@ -68,20 +69,10 @@ class AnsweringTransport:
 
     def writelines(self, items: Any) -> None:
         self.writes += 1
-        data = b"".join((self.partial, *items))
-        out, position, size = [], 0, len(data)
-        while size - position >= 4:
-            end = position + 4 + _LENGTH.unpack_from(data, position)[0]
-            if end > size:
-                break
-            start = data.index(b'"opaque":', position) + 9
-            opaque = int(data[start : data.index(b",", start)])
-            index = opaque - self.first
-            out.append(self.answers[index] if 0 <= index < len(self.answers) else answer(opaque))
-            position = end
-        self.partial = data[position:]
-        if out:
-            self.loop.call_soon(self.connection.data_received, b"".join(out))
+        count = b"".join(items).count(_HEADER_START)
+        data = b"".join(self.answers[self.next : self.next + count])
+        self.next += count
+        self.loop.call_soon(self.connection.data_received, data)
 
 
 async def worker(producer: AsyncProducer, pending: Iterator[Message]) -> None:

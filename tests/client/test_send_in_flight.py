@@ -282,9 +282,8 @@ def test_the_sweeper_fails_exactly_the_unanswered_sends_and_a_cancelled_send_for
                     assert isinstance(outcome, RemoteError) and outcome.retriable, (i, outcome)
                     assert "timed out after 0.5 s" in str(outcome)
             assert not connection._lean
-            connection._sweep()  # what is left of the queues: answered or forgotten, popped by a sweep
-            queues = [queue for by_code in connection._lean_deadlines.values() for queue in by_code.values()]
-            assert queues and all(tuple(map(len, queue)) == (0, 0) for queue in queues)
+            connection._sweep()  # what is left of the deadline groups: answered or forgotten, popped by a sweep
+            assert connection._lean_groups and not any(connection._lean_groups.values())
 
     asyncio.run(main())
 
