@@ -13,9 +13,9 @@ appends the frame to the loop turn's coalesced write, which goes out in chunks o
 requests of one timeout and request code sent within ``DEADLINE_SWEEP_S`` of the group's first share one
 entry (its due time, the first's deadline plus that slack, and a list of opaques) in a first-in-first-out
 queue per timeout; the connection's one sweeper timer fails what is still unanswered in a group once it
-is due, and drops groups whose requests were all answered. Per send that is one list append, not a
-deadline entry pushed and popped; a request fails at most ``DEADLINE_SWEEP_S`` after its deadline, as
-the general requests' heap promises.
+is due, and drops groups whose requests were all answered. Per send that is a comparison and a list
+append, not a deadline entry pushed and popped; a request fails never before its deadline and at most
+twice ``DEADLINE_SWEEP_S`` after it.
 
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
