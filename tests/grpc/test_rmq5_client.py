@@ -209,3 +209,21 @@ def test_kill_9_redelivers_unacked_pops_but_not_acked_ones(grpc_broker: GrpcBrok
     # nothing else is pending: the topic's queue is consumed to its end, the retry copies too
     assert wait_until(lambda: grpc_broker.committed(group, topic, 0) == 4)
     assert wait_until(lambda: grpc_broker.committed(group, f"%RETRY%{group}", 0) == 2)
+
+
+def test_fifo_attempts_survive_kill_9_then_the_message_goes_to_the_dlq(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
+    topic, group = names("FifoDlq")
+    grpc_broker.create_topic(topic, queues=1, message_type="FIFO")
+    grpc_broker.create_group(group, retry_max_times=2, orderly=True)
+    [sent] = produce(grpc_broker, tmp_path, topic, 1, "--group-key", "order-9")
+    receive = ("receive", grpc_broker.endpoint, topic, group)
+    first = of(client(tmp_path, *receive, "2", "--invisible", "1", "--no-ack"), "received")
+    assert [(r["id"], r["attempt"]) for r in first] == [(sent["id"], 1), (sent["id"], 2)]
+    port = int(grpc_broker.endpoint.rsplit(":", 1)[1])
+    grpc_broker.broker.kill()
+    grpc_broker.start(grpc_port=port)
+    # the first expiry was journaled: after the restart the message comes back as its third and last attempt
+    last = of(client(tmp_path, *receive, "1", "--invisible", "1", "--no-ack"), "received")
+    assert [(r["id"], r["attempt"]) for r in last] == [(sent["id"], 3)]
+    assert wait_until(lambda: grpc_broker.max_offset(f"%DLQ%{group}") == 1, timeout_s=15)
+    assert of(client(tmp_path, *receive, "1", "--timeout", "3"), "received") == []
