@@ -10,34 +10,23 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sparkmq import Message, Producer, PullConsumer
 from sparkmq.protocol.codes import RequestCode, ResponseCode
-from support.grpc_broker import GrpcBroker, start_broker
-from support.processes import NamesrvProcess, wait_until
+from support.grpc_broker import GrpcBroker
+from support.processes import wait_until
 from support.rocketmq5 import require_rmq5_python, run5
 
 CLIENT_TIMEOUT_S = 60.0
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def grpc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcBroker]:
+@pytest.fixture(scope="module", autouse=True)
+def rmq5_python() -> None:
     require_rmq5_python()
-    namesrv = NamesrvProcess.start()
-    store = tmp_path_factory.mktemp("grpc-broker")
-    try:
-        cluster = GrpcBroker(store, namesrv, start_broker(store, namesrv.address))
-        try:
-            yield cluster
-        finally:
-            cluster.broker.stop()
-    finally:
-        namesrv.stop()
 
 
 def names(kind: str) -> tuple[str, str]:
