@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import socket
 from collections.abc import Awaitable, Callable
@@ -78,6 +79,7 @@ class RpcBase:
         self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups
         self._level_millis = delay_level_millis(ctx.config.message_delay_level)
         self._round_robin = itertools.count()
+        self._long_polls: dict[str, set[asyncio.Task[Any]]] = {}  # client id -> its parked receives
 
     def _denied(self, context: Any, topic: str = "", topic_perm: Perm = Perm.PUB, group: str = "") -> pb.Status | None:
         """With ``aclEnable``: the refusal of a request whose signature or permissions do not pass."""

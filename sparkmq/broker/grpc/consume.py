@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -14,7 +15,7 @@ from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.grpc import convert, settings
 from sparkmq.broker.grpc.calls import RpcBase, client_id_of, status, tags_of
 from sparkmq.broker.pop import ReceiptHandle
-from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
+from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS, Popped
 from sparkmq.errors import InvalidReceiptHandleError
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,11 @@ class ConsumeRpcs(RpcBase):
         # the proxy pops every queue of the broker for a non-FIFO group (queueId -1), whichever the client named
         queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else None
         group = request.group.name
-        popped = await self.pop.pop_waiting(
-            group, topic, request.batch_size, invisible_ms, wait_ms, fifo=fifo, tags=tags, queue_id=queue_id
+        popped = await self._long_poll(
+            client_id_of(context),
+            self.pop.pop_waiting(
+                group, topic, request.batch_size, invisible_ms, wait_ms, fifo=fifo, tags=tags, queue_id=queue_id
+            ),
         )
         if not popped:
             yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
@@ -65,6 +69,29 @@ class ConsumeRpcs(RpcBase):
         stamp = spb.ReceiveMessageResponse()
         stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
         yield stamp
+
+    async def _long_poll(self, client_id: str, waiting: Coroutine[Any, Any, list[Popped]]) -> list[Popped]:
+        """``waiting``'s messages, or none once the client says it terminates (its channel's shutdown would
+        otherwise wait for the long poll to end)."""
+        polling = asyncio.ensure_future(waiting)
+        parked = self._long_polls.setdefault(client_id, set())
+        parked.add(polling)
+        try:
+            return await polling
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not polling.cancelled() or (current is not None and current.cancelling()):
+                raise
+            return []
+        finally:
+            parked.discard(polling)
+            if not parked:
+                self._long_polls.pop(client_id, None)
+
+    def end_long_polls(self, client_id: str) -> None:
+        """Answer the client's parked receives now (NotifyClientTermination)."""
+        for polling in self._long_polls.get(client_id, ()) if client_id else ():
+            polling.cancel()
 
     def _refuse_receive(self, request: spb.ReceiveMessageRequest) -> tuple[pb.Status | None, Any]:
         topic = request.message_queue.topic.name

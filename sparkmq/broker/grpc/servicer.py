@@ -123,6 +123,7 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
         self.renew.release_client(client_id_of(context))
+        self.end_long_polls(client_id_of(context))
         return spb.NotifyClientTerminationResponse(status=status())
 
     async def Telemetry(
