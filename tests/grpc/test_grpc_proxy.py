@@ -1,0 +1,116 @@
+"""``sparkmq proxy`` (proxyMode=CLUSTER) in front of two broker groups, with the real RocketMQ 5 Python client.
+
+One NameServer, brokers ``proxy-a`` and ``proxy-b`` (SYNC flush) and one proxy per module; the topic
+has two queues on each broker. The last test kills ``proxy-b`` with SIGKILL: the proxy keeps
+serving through ``proxy-a``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sparkmq.protocol.codes import RequestCode, ResponseCode
+from support.grpc_broker import GrpcBroker, start_broker
+from support.processes import NamesrvProcess, ServiceProcess, wait_until
+from support.rocketmq5 import require_rmq5_python, run5
+
+CLIENT_TIMEOUT_S = 60.0
+TOPIC, GROUP = "ProxyTopic", "ProxyGroup"
+
+
+@dataclass
+class Cluster:
+    namesrv: NamesrvProcess
+    brokers: dict[str, GrpcBroker]
+    proxy: ServiceProcess
+
+    @property
+    def endpoint(self) -> str:
+        return self.proxy.ready_line.rsplit(" ", 1)[-1]
+
+    def stored(self, name: str) -> int:
+        return sum(max(0, self.brokers[name].max_offset(TOPIC, q)) for q in (0, 1))
+
+    def committed(self, name: str) -> int:
+        return sum(max(0, self.brokers[name].committed(GROUP, TOPIC, q)) for q in (0, 1))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    require_rmq5_python()
+    namesrv = NamesrvProcess.start()
+    brokers: dict[str, GrpcBroker] = {}
+    proxy = None
+    try:
+        for name in ("proxy-a", "proxy-b"):
+            store = tmp_path_factory.mktemp(name)
+            process = start_broker(store, namesrv.address, 0, "--set", f"brokerName={name}")
+            brokers[name] = GrpcBroker(store, namesrv, process)
+            brokers[name].create_topic(TOPIC, queues=2)
+        assert wait_until(lambda: _route_brokers(brokers["proxy-a"], namesrv.address) == set(brokers), timeout_s=40)
+        proxy = ServiceProcess.launch(
+            ["proxy", "--namesrv", namesrv.address, "--grpc-port", "0", "--invisible-ms", "2000"],
+            "proxy gRPC endpoint listening on",
+        )
+        yield Cluster(namesrv, brokers, proxy)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        for broker in brokers.values():
+            broker.broker.stop()
+        namesrv.stop()
+
+
+def _route_brokers(broker: GrpcBroker, namesrv: str) -> set[str]:
+    code, _, _, body = broker.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, address=namesrv, topic=TOPIC)
+    if code != ResponseCode.SUCCESS:
+        return set()
+    return {q["brokerName"] for q in json.loads(body).get("queueDatas", [])}
+
+
+def client(home: Path, *args: str) -> list[dict[str, object]]:
+    run = run5(home, *args)
+    try:
+        return run.finish(CLIENT_TIMEOUT_S)
+    finally:
+        run.kill()
+
+
+def of(records: list[dict[str, object]], event: str) -> list[dict[str, object]]:
+    return [r for r in records if r["event"] == event]
+
+
+def test_sends_spread_over_the_broker_groups_and_receives_ack_on_each(cluster: Cluster, tmp_path: Path) -> None:
+    sent = of(client(tmp_path, "produce", cluster.endpoint, TOPIC, "8"), "sent")
+    assert len(sent) == 8
+    assert cluster.stored("proxy-a") > 0 and cluster.stored("proxy-b") > 0
+    assert cluster.stored("proxy-a") + cluster.stored("proxy-b") == 8
+    records = client(tmp_path, "receive", cluster.endpoint, TOPIC, GROUP, "8")
+    assert sorted(r["id"] for r in of(records, "received")) == sorted(s["id"] for s in sent)
+    assert len(of(records, "acked")) == 8
+    # each broker's POP acks reached its consumer offsets
+    assert wait_until(lambda: cluster.committed("proxy-a") == cluster.stored("proxy-a"))
+    assert wait_until(lambda: cluster.committed("proxy-b") == cluster.stored("proxy-b"))
+
+
+def test_push_consumer_retry_goes_through_the_owning_broker(cluster: Cluster, tmp_path: Path) -> None:
+    sent = of(client(tmp_path, "produce", cluster.endpoint, TOPIC, "4", "--prefix", "push-"), "sent")
+    records = client(tmp_path, "push", cluster.endpoint, TOPIC, GROUP, "4", "--fail-first", "1")
+    ok = [r for r in of(records, "received") if not r["failed"]]
+    assert sorted(r["id"] for r in ok) == sorted(s["id"] for s in sent)
+    assert {r["attempt"] for r in ok} == {2}
+
+
+def test_a_killed_broker_group_leaves_the_others_serving(cluster: Cluster, tmp_path: Path) -> None:
+    before = cluster.stored("proxy-a")
+    cluster.brokers["proxy-b"].broker.kill()
+    sent = of(client(tmp_path, "produce", cluster.endpoint, TOPIC, "4", "--prefix", "after-"), "sent")
+    assert len(sent) == 4
+    assert cluster.stored("proxy-a") == before + 4
+    records = client(tmp_path, "receive", cluster.endpoint, TOPIC, GROUP, "4")
+    assert sorted(r["body"] for r in of(records, "received")) == sorted(s["body"] for s in sent)
