@@ -65,6 +65,21 @@ class SendOutcome:
     half: tuple[int, int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PopAsk:
+    """A receive: up to ``max_nums`` messages of ``topic`` for ``group``, from the broker the client's queue names."""
+
+    broker: str
+    group: str
+    topic: str
+    max_nums: int
+    invisible_ms: int
+    wait_ms: int
+    fifo: bool
+    tags: Collection[str] | None
+    queue_id: int | None  # a FIFO group's queue; None: any queue of the broker
+
+
 class Backend(Protocol):
     """The brokers behind the gRPC endpoint."""
 
@@ -83,19 +98,7 @@ class Backend(Protocol):
 
     async def send(self, items: list[tuple[str, MessageBatch, bool]]) -> list[SendOutcome]: ...
 
-    async def pop(
-        self,
-        broker: str,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        wait_ms: int,
-        *,
-        fifo: bool,
-        tags: Collection[str] | None,
-        queue_id: int | None,
-    ) -> list[Popped]: ...
+    async def pop(self, ask: PopAsk) -> list[Popped]: ...
 
     def delivery_attempt(self, group: str, popped: Popped, fifo: bool) -> int: ...
 
@@ -164,21 +167,16 @@ class LocalBackend:
             outcomes.append(SendOutcome(pb.OK, "OK", offset, half))
         return outcomes
 
-    async def pop(
-        self,
-        broker: str,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        wait_ms: int,
-        *,
-        fifo: bool,
-        tags: Collection[str] | None,
-        queue_id: int | None,
-    ) -> list[Popped]:
+    async def pop(self, ask: PopAsk) -> list[Popped]:
         return await self.pop_service.pop_waiting(
-            group, topic, max_nums, invisible_ms, wait_ms, fifo=fifo, tags=tags, queue_id=queue_id
+            ask.group,
+            ask.topic,
+            ask.max_nums,
+            ask.invisible_ms,
+            ask.wait_ms,
+            fifo=ask.fifo,
+            tags=ask.tags,
+            queue_id=ask.queue_id,
         )
 
     def delivery_attempt(self, group: str, popped: Popped, fifo: bool) -> int:

@@ -13,6 +13,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc.backend import PopAsk
 from sparkmq.broker.grpc.calls import RpcBase, client_id_of, status, tags_of
 from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS, Popped
 from sparkmq.errors import InvalidReceiptHandleError, RemoteError
@@ -49,20 +50,8 @@ class ConsumeRpcs(RpcBase):
         group = request.group.name
         broker = request.message_queue.broker.name
         try:
-            popped = await self._long_poll(
-                client_id_of(context),
-                self.backend.pop(
-                    broker,
-                    group,
-                    topic,
-                    request.batch_size,
-                    invisible_ms,
-                    wait_ms,
-                    fifo=fifo,
-                    tags=tags,
-                    queue_id=queue_id,
-                ),
-            )
+            ask = PopAsk(broker, group, topic, request.batch_size, invisible_ms, wait_ms, fifo, tags, queue_id)
+            popped = await self._long_poll(client_id_of(context), self.backend.pop(ask))
         except RemoteError as exc:
             yield spb.ReceiveMessageResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
             return

@@ -17,7 +17,7 @@ from collections.abc import Collection
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
-from sparkmq.broker.grpc.backend import SendOutcome, TopicRoute
+from sparkmq.broker.grpc.backend import PopAsk, SendOutcome, TopicRoute
 from sparkmq.broker.grpc.telemetry import TelemetryChannel
 from sparkmq.broker.pop import Popped, ReceiptHandle
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig, decode_table
@@ -177,41 +177,30 @@ class RemoteBackend:
         return SendOutcome(code, f"broker {broker}: {response.remark or response.code}")
 
     # -- consume ---------------------------------------------------------------------------
-    async def pop(
-        self,
-        broker: str,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        wait_ms: int,
-        *,
-        fifo: bool,
-        tags: Collection[str] | None,
-        queue_id: int | None,
-    ) -> list[Popped]:
+    async def pop(self, ask: PopAsk) -> list[Popped]:
         """POP_MESSAGE at ``broker`` (the client's queue names it). A non-FIFO group whose broker is down (or
         unnamed) is served by the topic's other brokers in turn, the last one long polling."""
-        route = await self.topic(topic)
+        route = await self.topic(ask.topic)
         names = [b for b, _, _ in route.brokers] if route is not None else []
+        broker, fifo = ask.broker, ask.fifo
         others = [] if fifo else [b for b in names if b != broker and self.available(b)]
         order = [broker] if broker in names and (fifo or self.available(broker)) else others
         failed: RemoteError | None = None
         i = 0
         while i < len(order):
             name = order[i]
-            poll_ms = min(wait_ms, MAX_POLL_MS) if i == len(order) - 1 else 0
+            poll_ms = min(ask.wait_ms, MAX_POLL_MS) if i == len(order) - 1 else 0
             header = PopMessageRequestHeader(
-                group,
-                topic,
-                -1 if queue_id is None else queue_id,
-                max_nums,
-                invisible_ms,
+                ask.group,
+                ask.topic,
+                -1 if ask.queue_id is None else ask.queue_id,
+                ask.max_nums,
+                ask.invisible_ms,
                 poll_ms,
                 int(time.time() * 1000),
                 0,
                 "TAG",
-                "||".join(sorted(tags)) if tags else "*",
+                "||".join(sorted(ask.tags)) if ask.tags else "*",
                 fifo,
             )
             i += 1
@@ -225,7 +214,7 @@ class RemoteBackend:
                     order += others
                 continue
             if response.code == ResponseCode.SUCCESS:
-                return self._popped(name, topic, response)
+                return self._popped(name, ask.topic, response)
             if response.code != ResponseCode.PULL_NOT_FOUND:
                 raise RemoteError(f"broker {name}: POP_MESSAGE answered {response.code} {response.remark}")
             failed = None
