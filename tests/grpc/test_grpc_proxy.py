@@ -17,9 +17,8 @@ import pytest
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from support.grpc_broker import GrpcBroker, start_broker
 from support.processes import NamesrvProcess, ServiceProcess, wait_until
-from support.rocketmq5 import require_rmq5_python, run5
+from support.rocketmq5 import finished, of, require_rmq5_python, run5
 
-CLIENT_TIMEOUT_S = 60.0
 TOPIC, GROUP = "ProxyTopic", "ProxyGroup"
 
 
@@ -74,15 +73,7 @@ def _route_brokers(broker: GrpcBroker, namesrv: str) -> set[str]:
 
 
 def client(home: Path, *args: str) -> list[dict[str, object]]:
-    run = run5(home, *args)
-    try:
-        return run.finish(CLIENT_TIMEOUT_S)
-    finally:
-        run.kill()
-
-
-def of(records: list[dict[str, object]], event: str) -> list[dict[str, object]]:
-    return [r for r in records if r["event"] == event]
+    return finished(run5(home, *args))
 
 
 def test_sends_spread_over_the_broker_groups_and_receives_ack_on_each(cluster: Cluster, tmp_path: Path) -> None:

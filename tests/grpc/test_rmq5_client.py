@@ -18,9 +18,8 @@ from sparkmq import Message, Producer, PullConsumer
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from support.grpc_broker import GrpcBroker
 from support.processes import wait_until
-from support.rocketmq5 import require_rmq5_python, run5
+from support.rocketmq5 import check_transactions, finished, of, require_rmq5_python, run5
 
-CLIENT_TIMEOUT_S = 60.0
 _names = itertools.count()
 
 
@@ -35,15 +34,7 @@ def names(kind: str) -> tuple[str, str]:
 
 
 def client(home: Path, *args: str) -> list[dict[str, object]]:
-    run = run5(home, *args)
-    try:
-        return run.finish(CLIENT_TIMEOUT_S)
-    finally:
-        run.kill()
-
-
-def of(records: list[dict[str, object]], event: str) -> list[dict[str, object]]:
-    return [r for r in records if r["event"] == event]
+    return finished(run5(home, *args))
 
 
 def produce(grpc_broker: GrpcBroker, home: Path, topic: str, count: int, *extra: str) -> list[dict[str, object]]:
@@ -57,12 +48,7 @@ def test_producer_and_simple_consumer_receive_ack_and_progress(grpc_broker: Grpc
     grpc_broker.create_topic(topic, queues=2)
     sent = produce(grpc_broker, tmp_path, topic, 6, "--tag", "TagA")
     records = client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "6")
-    received = of(records, "received")
-    assert sorted((r["id"], r["body"]) for r in received) == sorted((s["id"], s["body"]) for s in sent)
-    assert {r["attempt"] for r in received} == {1} and {r["tag"] for r in received} == {"TagA"}
-    assert len(of(records, "acked")) == 6
-    # consumerProgress: the POP group's offsets are the broker's consumer offsets
-    assert wait_until(lambda: sum(grpc_broker.committed(group, topic, q) for q in (0, 1)) == 6)
+    grpc_broker.assert_received_and_acked(group, topic, sent, records, "TagA")
 
 
 def test_unacked_message_is_redelivered_then_goes_to_the_dlq(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
@@ -135,17 +121,7 @@ def test_transactions_commit_rollback_and_check(grpc_broker: GrpcBroker, tmp_pat
     topic, group = names("Tx")
     grpc_broker.create_topic(topic, queues=2, message_type="TRANSACTION")
     producer = run5(tmp_path, "transact", grpc_broker.endpoint, topic)
-    try:
-        producer.wait_for(lambda run: bool(run.events("checked")), CLIENT_TIMEOUT_S, "the broker's check")
-        received = of(client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "2"), "received")
-        producer.request_stop()
-        records = producer.finish(CLIENT_TIMEOUT_S)
-    finally:
-        producer.kill()
-    sent = {r["body"]: r["id"] for r in of(records, "sent")}
-    assert [r["body"] for r in of(records, "checked")] == ["orphan"]
-    assert sorted(r["body"] for r in received) == ["commit", "orphan"]
-    assert {r["id"] for r in received} == {sent["commit"], sent["orphan"]}
+    check_transactions(producer, lambda: client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "2"))
 
 
 def test_4x_and_5x_clients_share_a_topic(grpc_broker: GrpcBroker, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.grpc_broker import GrpcBroker
-from support.processes import wait_until
+from support.rocketmq5 import check_transactions, finished, of
 from support.rocketmq5_java import require_java5, run_java5
 
 CLIENT_TIMEOUT_S = 90.0
@@ -30,15 +30,7 @@ def names(kind: str) -> tuple[str, str]:
 
 
 def java(home: Path, main: str, *args: str) -> list[dict[str, object]]:
-    run = run_java5(home, main, *args)
-    try:
-        return run.finish(CLIENT_TIMEOUT_S)
-    finally:
-        run.kill()
-
-
-def of(records: list[dict[str, object]], event: str) -> list[dict[str, object]]:
-    return [r for r in records if r["event"] == event]
+    return finished(run_java5(home, main, *args), CLIENT_TIMEOUT_S)
 
 
 def produce(grpc_broker: GrpcBroker, home: Path, topic: str, count: int, *extra: str) -> list[dict[str, object]]:
@@ -52,11 +44,7 @@ def test_producer_and_simple_consumer_receive_ack(grpc_broker: GrpcBroker, tmp_p
     grpc_broker.create_topic(topic, queues=2)
     sent = produce(grpc_broker, tmp_path, topic, 4, "--tag", "TagJ")
     records = java(tmp_path, "Rmq5Receive", grpc_broker.endpoint, topic, group, "4")
-    received = of(records, "received")
-    assert sorted((r["id"], r["body"]) for r in received) == sorted((s["id"], s["body"]) for s in sent)
-    assert {r["attempt"] for r in received} == {1} and {r["tag"] for r in received} == {"TagJ"}
-    assert len(of(records, "acked")) == 4
-    assert wait_until(lambda: sum(grpc_broker.committed(group, topic, q) for q in (0, 1)) == 4)
+    grpc_broker.assert_received_and_acked(group, topic, sent, records, "TagJ")
 
 
 def test_change_invisible_duration(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
@@ -101,14 +89,4 @@ def test_transactions_commit_rollback_and_check(grpc_broker: GrpcBroker, tmp_pat
     topic, group = names("Tx")
     grpc_broker.create_topic(topic, queues=2, message_type="TRANSACTION")
     producer = run_java5(tmp_path, "Rmq5Transact", grpc_broker.endpoint, topic)
-    try:
-        producer.wait_for(lambda run: bool(run.events("waiting")), CLIENT_TIMEOUT_S, "the broker's check")
-        received = of(java(tmp_path, "Rmq5Receive", grpc_broker.endpoint, topic, group, "2"), "received")
-        producer.request_stop()
-        records = producer.finish(CLIENT_TIMEOUT_S)
-    finally:
-        producer.kill()
-    sent = {r["body"]: r["id"] for r in of(records, "sent")}
-    assert [r["body"] for r in of(records, "checked")] == ["orphan"]
-    assert sorted(r["body"] for r in received) == ["commit", "orphan"]
-    assert {r["id"] for r in received} == {sent["commit"], sent["orphan"]}
+    check_transactions(producer, lambda: java(tmp_path, "Rmq5Receive", grpc_broker.endpoint, topic, group, "2"))
