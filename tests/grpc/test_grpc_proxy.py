@@ -12,7 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from support.grpc_broker import GrpcBroker, start_broker
@@ -95,6 +99,28 @@ def test_push_consumer_retry_goes_through_the_owning_broker(cluster: Cluster, tm
     ok = [r for r in of(records, "received") if not r["failed"]]
     assert sorted(r["id"] for r in ok) == sorted(s["id"] for s in sent)
     assert {r["attempt"] for r in ok} == {2}
+
+
+def test_bad_input_through_the_proxy_gets_a_status_with_a_reason(cluster: Cluster) -> None:
+    with grpc.insecure_channel(cluster.endpoint) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        handles = ["1 1 30000 0 0 nowhere 0 0", "1 1 30000 0 0 proxy-a 0 999", "not a handle"]
+        entries = [spb.AckMessageEntry(message_id=str(i), receipt_handle=h) for i, h in enumerate(handles)]
+        ack = stub.AckMessage(
+            spb.AckMessageRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), entries=entries),
+            timeout=10,
+        )
+        assert [e.status.code for e in ack.entries] == [pb.INVALID_RECEIPT_HANDLE] * 3
+        assert "nowhere" in ack.entries[0].status.message
+        half = pb.Message(
+            topic=pb.Resource(name=TOPIC),
+            body=b"x",
+            system_properties=pb.SystemProperties(message_id="tx-1", message_type=pb.TRANSACTION),
+        )
+        sent = stub.SendMessage(spb.SendMessageRequest(messages=[half]), timeout=10)
+        assert sent.status.code == pb.NOT_IMPLEMENTED and "proxy" in sent.status.message
+        route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="ProxyNoSuchTopic")), timeout=10)
+        assert route.status.code == pb.TOPIC_NOT_FOUND
 
 
 def test_a_killed_broker_group_leaves_the_others_serving(cluster: Cluster, tmp_path: Path) -> None:
