@@ -101,6 +101,19 @@ def test_push_consumer_retry_goes_through_the_owning_broker(cluster: Cluster, tm
     assert {r["attempt"] for r in ok} == {2}
 
 
+def test_fifo_attempts_come_from_the_owning_broker_then_the_dlq(cluster: Cluster, tmp_path: Path) -> None:
+    topic, group = "ProxyFifoTopic", "ProxyFifoGroup"
+    for broker in cluster.brokers.values():
+        broker.create_topic(topic, queues=1)
+        broker.create_group(group, retry_max_times=1, orderly=True)
+    sent = of(client(tmp_path, "produce", cluster.endpoint, topic, "1", "--group-key", "order-p"), "sent")
+    receive = ("receive", cluster.endpoint, topic, group, "2", "--invisible", "1", "--no-ack")
+    received = of(client(tmp_path, *receive), "received")
+    assert [(r["id"], r["attempt"]) for r in received] == [(sent[0]["id"], 1), (sent[0]["id"], 2)]
+    dlq = f"%DLQ%{group}"
+    assert wait_until(lambda: sum(max(0, b.max_offset(dlq)) for b in cluster.brokers.values()) == 1, timeout_s=15)
+
+
 def test_bad_input_through_the_proxy_gets_a_status_with_a_reason(cluster: Cluster) -> None:
     with grpc.insecure_channel(cluster.endpoint) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)

@@ -41,6 +41,7 @@ from sparkmq.store.config import DEFAULT_MESSAGE_DELAY_LEVEL, delay_level_millis
 logger = logging.getLogger(__name__)
 ROUTE_TTL_S = 5.0
 GROUPS_TTL_S = 5.0
+GROUP_MISS_REFETCH_S = 1.0  # a group the last table lacked is looked up again after this
 DOWN_FOR_S = 10.0  # a broker that failed a request is left out of non-FIFO sends this long
 REQUEST_TIMEOUT_S = 5.0
 MAX_POLL_MS = 20_000  # the broker parks a POP_MESSAGE at most this long
@@ -69,6 +70,7 @@ class RemoteBackend:
         self._down_until: dict[str, float] = {}
         self._groups: tuple[float, dict[str, SubscriptionGroupConfig]] = (0.0, {})
         self._physical: OrderedDict[str, tuple[int, str]] = OrderedDict()  # handle -> CommitLog offset, msg id
+        self._earlier: dict[str, int] = {}  # handle -> deliveries before, of a FIFO message being answered
 
     async def close(self) -> None:
         await self.client.close()
@@ -125,7 +127,8 @@ class RemoteBackend:
 
     async def group(self, name: str) -> SubscriptionGroupConfig | None:
         fetched, table = self._groups
-        if time.monotonic() - fetched >= GROUPS_TTL_S:
+        age = time.monotonic() - fetched
+        if age >= GROUPS_TTL_S or (name not in table and age >= GROUP_MISS_REFETCH_S):
             table = await self._fetch_groups() or table
         return table.get(name) or SubscriptionGroupConfig(name)  # the brokers create a group on first use
 
@@ -224,6 +227,7 @@ class RemoteBackend:
 
     def _popped(self, broker: str, topic: str, response: RemotingCommand) -> list[Popped]:
         answer = PopMessageResponseHeader.from_fields(response.ext_fields)
+        counts = order_counts(answer.order_count_info or "")
         popped, body, pos = [], response.body, 0
         for message in iter_records(body):
             raw = bytes(body[pos : pos + message.total_size])
@@ -239,6 +243,9 @@ class RemoteBackend:
                 retry,
             )
             self._remember(handle.encode(), message.physical_offset, message.offset_msg_id)
+            earlier = counts.get(f"{int(retry)} qo{message.queue_id}%{message.queue_offset}")
+            if earlier is not None:
+                self._earlier[handle.encode()] = earlier
             popped.append(Popped(message, handle, topic, raw))
         return popped
 
@@ -248,7 +255,9 @@ class RemoteBackend:
             self._physical.popitem(last=False)
 
     def delivery_attempt(self, group: str, popped: Popped, fifo: bool) -> int:
-        return popped.delivery_attempt
+        """A FIFO message's from the broker's ``orderCountInfo``, others' from their reconsume times."""
+        earlier = self._earlier.pop(popped.handle.encode(), None)
+        return popped.delivery_attempt if earlier is None else earlier + 1
 
     async def ack(self, group: str, topic: str, handle: str) -> None:
         h = ReceiptHandle.decode(handle)
@@ -302,6 +311,17 @@ class RemoteBackend:
 
     def client_left(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
         """Nothing is registered for a client."""
+
+
+def order_counts(info: str) -> dict[str, int]:
+    """``orderCountInfo``'s entries by key (``"topicType qo<queueId>%<offset>"``); malformed ones are skipped."""
+    counts = {}
+    for entry in info.split(";"):
+        kind, _, rest = entry.partition(" ")
+        key, _, count = rest.partition(" ")
+        if count.isdigit():
+            counts[f"{kind} {key}"] = int(count)
+    return counts
 
 
 def _check(response: RemotingCommand, handle: ReceiptHandle) -> None:
