@@ -7,7 +7,6 @@ broker with SIGKILL and restarts it on the same store.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from pathlib import Path
@@ -18,9 +17,9 @@ from sparkmq import Message, Producer, PullConsumer
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from support.grpc_broker import GrpcBroker
 from support.processes import wait_until
-from support.rocketmq5 import check_transactions, finished, of, require_rmq5_python, run5
+from support.rocketmq5 import all_sent, check_transactions, finished, name_maker, of, require_rmq5_python, run5
 
-_names = itertools.count()
+names = name_maker("Grpc")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,19 +27,12 @@ def rmq5_python() -> None:
     require_rmq5_python()
 
 
-def names(kind: str) -> tuple[str, str]:
-    n = next(_names)
-    return f"Grpc{kind}Topic{n}", f"Grpc{kind}Group{n}"
-
-
 def client(home: Path, *args: str) -> list[dict[str, object]]:
     return finished(run5(home, *args))
 
 
 def produce(grpc_broker: GrpcBroker, home: Path, topic: str, count: int, *extra: str) -> list[dict[str, object]]:
-    sent = of(client(home, "produce", grpc_broker.endpoint, topic, str(count), *extra), "sent")
-    assert len(sent) == count
-    return sent
+    return all_sent(client(home, "produce", grpc_broker.endpoint, topic, str(count), *extra), count)
 
 
 def test_producer_and_simple_consumer_receive_ack_and_progress(grpc_broker: GrpcBroker, tmp_path: Path) -> None:

@@ -6,17 +6,16 @@ main of ``references/rocketmq5-runner`` (``make references``) on its own topic a
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pytest
 
 from support.grpc_broker import GrpcBroker
-from support.rocketmq5 import check_transactions, finished, of
+from support.rocketmq5 import all_sent, check_transactions, finished, name_maker, of
 from support.rocketmq5_java import require_java5, run_java5
 
 CLIENT_TIMEOUT_S = 90.0
-_names = itertools.count()
+names = name_maker("Java5")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -24,19 +23,12 @@ def java5() -> None:
     require_java5()
 
 
-def names(kind: str) -> tuple[str, str]:
-    n = next(_names)
-    return f"Java5{kind}Topic{n}", f"Java5{kind}Group{n}"
-
-
 def java(home: Path, main: str, *args: str) -> list[dict[str, object]]:
     return finished(run_java5(home, main, *args), CLIENT_TIMEOUT_S)
 
 
 def produce(grpc_broker: GrpcBroker, home: Path, topic: str, count: int, *extra: str) -> list[dict[str, object]]:
-    sent = of(java(home, "Rmq5Produce", grpc_broker.endpoint, topic, str(count), *extra), "sent")
-    assert len(sent) == count
-    return sent
+    return all_sent(java(home, "Rmq5Produce", grpc_broker.endpoint, topic, str(count), *extra), count)
 
 
 def test_producer_and_simple_consumer_receive_ack(grpc_broker: GrpcBroker, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ subprocess harness as the C++ client.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -58,3 +59,21 @@ def check_transactions(producer: CppClientRun, receive: Callable[[], list[Record
     assert [r["body"] for r in of(records, "checked")] == ["orphan"]
     assert sorted(r["body"] for r in received) == ["commit", "orphan"]
     assert {r["id"] for r in received} == {sent["commit"], sent["orphan"]}
+
+
+def name_maker(prefix: str) -> Callable[[str], tuple[str, str]]:
+    """``names(kind)``: a fresh (topic, group) pair per scenario, e.g. ``("GrpcFifoTopic3", "GrpcFifoGroup3")``."""
+    counter = itertools.count()
+
+    def names(kind: str) -> tuple[str, str]:
+        n = next(counter)
+        return f"{prefix}{kind}Topic{n}", f"{prefix}{kind}Group{n}"
+
+    return names
+
+
+def all_sent(records: list[Record], count: int) -> list[Record]:
+    """A producer run's ``sent`` records, ``count`` of them."""
+    sent = of(records, "sent")
+    assert len(sent) == count, records
+    return sent
