@@ -20,8 +20,10 @@ ROCKETMQ5_STAMP := $(ROCKETMQ5_VENV)/.installed-rocketmq-python-client-5.1.2
 # The real references (Apache RocketMQ 4.9.x, Kafka, Spark's Kafka connector; poms under references/) and
 # the Java scenario runner, fetched and compiled into a cache outside the repo. Nothing here is committed.
 REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
-REFERENCE_NAMES := rocketmq kafka spark-kafka
+REFERENCE_NAMES := rocketmq kafka spark-kafka rocketmq5-client
 RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
+# The RocketMQ 5 Java client's scenarios (references/rocketmq5-runner) for tests/grpc.
+RUNNER5_STAMP := $(REFERENCES_DIR)/rocketmq5-runner/.compiled-from-sources
 # Delta Lake's jars for Spark (jars/delta/pom.xml): the main job, the table tests and bench/table_read_bench.py.
 SPARK_JARS_DIR ?= $(HOME)/.cache/sparkmq/jars
 DELTA_JARS := $(SPARK_JARS_DIR)/delta/.fetched-from-pom
@@ -76,7 +78,7 @@ XDIST := -n 2 --dist loadgroup
 test-suite: venv references delta-jars
 	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
-references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP)
+references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP) $(RUNNER5_STAMP)
 
 delta-jars: $(DELTA_JARS)
 
@@ -101,6 +103,12 @@ $(RUNNER_STAMP): $(wildcard references/runner/*.java) $(REFERENCES_DIR)/rocketmq
 	rm -rf $(@D)
 	mkdir -p $(@D)/classes
 	javac -nowarn -d $(@D)/classes -cp '$(REFERENCES_DIR)/rocketmq/*' $(filter %.java,$^)
+	touch $@
+
+$(RUNNER5_STAMP): $(wildcard references/rocketmq5-runner/*.java) $(REFERENCES_DIR)/rocketmq5-client/.fetched-from-pom
+	rm -rf $(@D)
+	mkdir -p $(@D)/classes
+	javac -nowarn -d $(@D)/classes -cp '$(REFERENCES_DIR)/rocketmq5-client/*' $(filter %.java,$^)
 	touch $@
 
 # The parts of the suite the C extensions serve, with SPARKMQ_NATIVE=0: their Python references alone.

@@ -204,7 +204,7 @@ class BrokerController:
             self._every(POP_REVIVE_INTERVAL_S, pop.revive, "pop-revive")
         if cfg.enable_grpc_server:
             assert self.transactions is not None
-            self.grpc = _grpc_server_class()(ctx, pop, self.transactions.end_transaction, self.acl)
+            self.grpc = _grpc_server_class().local(ctx, pop, self.transactions.end_transaction, self.acl)
             renew = self.grpc.servicer.renew
             self._every(max(0.1, renew.ahead_ms / 3000), renew.renew_due, "grpc-auto-renew")
             port = await self.grpc.start()

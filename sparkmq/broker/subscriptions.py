@@ -47,7 +47,8 @@ class SubscriptionGroupConfig:
         }
 
 
-def _decode(text: str) -> dict[str, SubscriptionGroupConfig]:
+def decode_table(text: str | bytes) -> dict[str, SubscriptionGroupConfig]:
+    """A ``subscriptionGroup.json`` table (and GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body) by group name."""
     table = json.loads(text).get("subscriptionGroupTable", {})
     return {
         name: SubscriptionGroupConfig(
@@ -70,7 +71,9 @@ class SubscriptionGroupManager:
     """Groups by name; unknown groups are auto-created when ``auto_create`` is on."""
 
     def __init__(self, path: Path, auto_create: bool, max_groups: int = DEFAULT_MAX_GROUPS) -> None:
-        self._file: ConfigFile[dict[str, SubscriptionGroupConfig]] = ConfigFile(path, _decode, _encode, ConfigError)
+        self._file: ConfigFile[dict[str, SubscriptionGroupConfig]] = ConfigFile(
+            path, decode_table, _encode, ConfigError
+        )
         self._auto_create = auto_create
         self.max_groups = max_groups
         self.groups: dict[str, SubscriptionGroupConfig] = {}

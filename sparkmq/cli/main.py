@@ -26,6 +26,7 @@ from sparkmq.cli import (
     dev_command,
     doctor_command,
     namesrv_command,
+    proxy_command,
     pyspark_bytecode_command,
 )
 
@@ -36,6 +37,7 @@ SUBCOMMAND_MODULES = (
     dev_command,
     admin_command,
     dashboard_command,
+    proxy_command,
     doctor_command,
     completion_command,
     pyspark_bytecode_command,

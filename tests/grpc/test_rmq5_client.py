@@ -7,60 +7,32 @@ broker with SIGKILL and restarts it on the same store.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sparkmq import Message, Producer, PullConsumer
 from sparkmq.protocol.codes import RequestCode, ResponseCode
-from support.grpc_broker import GrpcBroker, start_broker
-from support.processes import NamesrvProcess, wait_until
-from support.rocketmq5 import require_rmq5_python, run5
+from support.grpc_broker import GrpcBroker
+from support.processes import wait_until
+from support.rocketmq5 import all_sent, check_transactions, finished, name_maker, of, require_rmq5_python, run5
 
-CLIENT_TIMEOUT_S = 60.0
-_names = itertools.count()
+names = name_maker("Grpc")
 
 
-@pytest.fixture(scope="module")
-def grpc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcBroker]:
+@pytest.fixture(scope="module", autouse=True)
+def rmq5_python() -> None:
     require_rmq5_python()
-    namesrv = NamesrvProcess.start()
-    store = tmp_path_factory.mktemp("grpc-broker")
-    try:
-        cluster = GrpcBroker(store, namesrv, start_broker(store, namesrv.address))
-        try:
-            yield cluster
-        finally:
-            cluster.broker.stop()
-    finally:
-        namesrv.stop()
-
-
-def names(kind: str) -> tuple[str, str]:
-    n = next(_names)
-    return f"Grpc{kind}Topic{n}", f"Grpc{kind}Group{n}"
 
 
 def client(home: Path, *args: str) -> list[dict[str, object]]:
-    run = run5(home, *args)
-    try:
-        return run.finish(CLIENT_TIMEOUT_S)
-    finally:
-        run.kill()
-
-
-def of(records: list[dict[str, object]], event: str) -> list[dict[str, object]]:
-    return [r for r in records if r["event"] == event]
+    return finished(run5(home, *args))
 
 
 def produce(grpc_broker: GrpcBroker, home: Path, topic: str, count: int, *extra: str) -> list[dict[str, object]]:
-    sent = of(client(home, "produce", grpc_broker.endpoint, topic, str(count), *extra), "sent")
-    assert len(sent) == count
-    return sent
+    return all_sent(client(home, "produce", grpc_broker.endpoint, topic, str(count), *extra), count)
 
 
 def test_producer_and_simple_consumer_receive_ack_and_progress(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
@@ -68,12 +40,7 @@ def test_producer_and_simple_consumer_receive_ack_and_progress(grpc_broker: Grpc
     grpc_broker.create_topic(topic, queues=2)
     sent = produce(grpc_broker, tmp_path, topic, 6, "--tag", "TagA")
     records = client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "6")
-    received = of(records, "received")
-    assert sorted((r["id"], r["body"]) for r in received) == sorted((s["id"], s["body"]) for s in sent)
-    assert {r["attempt"] for r in received} == {1} and {r["tag"] for r in received} == {"TagA"}
-    assert len(of(records, "acked")) == 6
-    # consumerProgress: the POP group's offsets are the broker's consumer offsets
-    assert wait_until(lambda: sum(grpc_broker.committed(group, topic, q) for q in (0, 1)) == 6)
+    grpc_broker.assert_received_and_acked(group, topic, sent, records, "TagA")
 
 
 def test_unacked_message_is_redelivered_then_goes_to_the_dlq(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
@@ -146,17 +113,7 @@ def test_transactions_commit_rollback_and_check(grpc_broker: GrpcBroker, tmp_pat
     topic, group = names("Tx")
     grpc_broker.create_topic(topic, queues=2, message_type="TRANSACTION")
     producer = run5(tmp_path, "transact", grpc_broker.endpoint, topic)
-    try:
-        producer.wait_for(lambda run: bool(run.events("checked")), CLIENT_TIMEOUT_S, "the broker's check")
-        received = of(client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "2"), "received")
-        producer.request_stop()
-        records = producer.finish(CLIENT_TIMEOUT_S)
-    finally:
-        producer.kill()
-    sent = {r["body"]: r["id"] for r in of(records, "sent")}
-    assert [r["body"] for r in of(records, "checked")] == ["orphan"]
-    assert sorted(r["body"] for r in received) == ["commit", "orphan"]
-    assert {r["id"] for r in received} == {sent["commit"], sent["orphan"]}
+    check_transactions(producer, lambda: client(tmp_path, "receive", grpc_broker.endpoint, topic, group, "2"))
 
 
 def test_4x_and_5x_clients_share_a_topic(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
@@ -209,3 +166,21 @@ def test_kill_9_redelivers_unacked_pops_but_not_acked_ones(grpc_broker: GrpcBrok
     # nothing else is pending: the topic's queue is consumed to its end, the retry copies too
     assert wait_until(lambda: grpc_broker.committed(group, topic, 0) == 4)
     assert wait_until(lambda: grpc_broker.committed(group, f"%RETRY%{group}", 0) == 2)
+
+
+def test_fifo_attempts_survive_kill_9_then_the_message_goes_to_the_dlq(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
+    topic, group = names("FifoDlq")
+    grpc_broker.create_topic(topic, queues=1, message_type="FIFO")
+    grpc_broker.create_group(group, retry_max_times=2, orderly=True)
+    [sent] = produce(grpc_broker, tmp_path, topic, 1, "--group-key", "order-9")
+    receive = ("receive", grpc_broker.endpoint, topic, group)
+    first = of(client(tmp_path, *receive, "2", "--invisible", "1", "--no-ack"), "received")
+    assert [(r["id"], r["attempt"]) for r in first] == [(sent["id"], 1), (sent["id"], 2)]
+    port = int(grpc_broker.endpoint.rsplit(":", 1)[1])
+    grpc_broker.broker.kill()
+    grpc_broker.start(grpc_port=port)
+    # the first expiry was journaled: after the restart the message comes back as its third and last attempt
+    last = of(client(tmp_path, *receive, "1", "--invisible", "1", "--no-ack"), "received")
+    assert [(r["id"], r["attempt"]) for r in last] == [(sent["id"], 3)]
+    assert wait_until(lambda: grpc_broker.max_offset(f"%DLQ%{group}") == 1, timeout_s=15)
+    assert of(client(tmp_path, *receive, "1", "--timeout", "3"), "received") == []

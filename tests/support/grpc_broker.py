@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
 from sparkmq.remoting import RemotingClient
-from support.processes import BrokerProcess, NamesrvProcess
+from support.processes import BrokerProcess, NamesrvProcess, wait_until
 
 GRPC_LINE = "gRPC endpoint listening on "
 
@@ -66,6 +67,17 @@ class GrpcBroker:
     def max_offset(self, topic: str, queue_id: int = 0) -> int:
         code, remark, fields, _ = self.request(RequestCode.GET_MAX_OFFSET, topic=topic, queueId=queue_id)
         return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
+
+    def assert_received_and_acked(
+        self, group: str, topic: str, sent: list[dict[str, Any]], records: list[dict[str, Any]], tag: str
+    ) -> None:
+        """A receive run's records: each sent message once, first attempt, acked; and the POP group's
+        consumer offsets (what consumerProgress shows) at the end of the topic's two queues."""
+        received = [r for r in records if r["event"] == "received"]
+        assert sorted((r["id"], r["body"]) for r in received) == sorted((s["id"], s["body"]) for s in sent)
+        assert {r["attempt"] for r in received} == {1} and {r["tag"] for r in received} == {tag}
+        assert len([r for r in records if r["event"] == "acked"]) == len(sent)
+        assert wait_until(lambda: sum(self.committed(group, topic, q) for q in (0, 1)) == len(sent))
 
     def committed(self, group: str, topic: str, queue_id: int) -> int:
         code, _, fields, _ = self.request(

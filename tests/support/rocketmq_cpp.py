@@ -52,11 +52,14 @@ class CppClientRun:
     @classmethod
     def start(cls, home: Path, *args: str, python: Path = CPP_PYTHON, driver: Path = DRIVER) -> CppClientRun:
         """Start ``driver ARGS`` (``cpp_client.py``) with HOME=``home`` (the C++ library logs under $HOME/logs)."""
-        python = require_cpp_python(python)
+        return cls.launch(home, [str(require_cpp_python(python)), str(driver), *args])
+
+    @classmethod
+    def launch(cls, home: Path, command: list[str]) -> CppClientRun:
+        """Start ``command`` (a driver printing one JSON line per event) with HOME=``home``."""
         home.mkdir(parents=True, exist_ok=True)
         env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "VIRTUAL_ENV"))}
         env.update(HOME=str(home), PYTHONUNBUFFERED="1")
-        command = [str(python), str(driver), *args]
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=home
         )

@@ -84,7 +84,7 @@ def missing_references(*names: str) -> str | None:
     """The first of ``names`` that ``make references`` has not completed in the cache, or None."""
     root = references_dir()
     for name in names:
-        stamp = root / name / (".compiled-from-sources" if name == "runner" else ".fetched-from-pom")
+        stamp = root / name / (".compiled-from-sources" if name.endswith("runner") else ".fetched-from-pom")
         if not stamp.exists():
             return str(root / name)
     return None
@@ -94,7 +94,7 @@ def classpath(*names: str) -> str:
     """The ``java -cp`` of the cache folders ``names`` (``runner`` is the compiled classes)."""
     root = references_dir()
     return os.pathsep.join(
-        str(root / "runner" / "classes") if name == "runner" else str(root / name / "*") for name in names
+        str(root / name / "classes") if name.endswith("runner") else str(root / name / "*") for name in names
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import socket
 from collections.abc import Awaitable, Callable
@@ -11,14 +12,12 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.acl.validator import AclDenied, AclValidator
-from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.grpc.backend import Backend
 from sparkmq.broker.grpc.renew import AutoRenew
 from sparkmq.broker.grpc.telemetry import TelemetryChannel
-from sparkmq.broker.pop import PopService
 from sparkmq.message.names import retry_topic
 from sparkmq.message.record import Host
 from sparkmq.protocol import RemotingCommand
-from sparkmq.store.config import delay_level_millis
 
 CLIENT_ID_HEADER = "x-mq-client-id"
 EndTransaction = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]
@@ -65,19 +64,16 @@ def born_host(peer: str) -> Host:
 
 
 class RpcBase:
-    """The collaborators of the RPCs and the ACL check each starts with."""
+    """The collaborators of the RPCs (the brokers behind them: ``backend``) and the ACL check each starts with."""
 
-    def __init__(
-        self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
-    ) -> None:
-        self.ctx = ctx
-        self.pop = pop
+    def __init__(self, backend: Backend, end_transaction: EndTransaction | None, acl: AclValidator | None) -> None:
+        self.backend = backend
         self.end_transaction = end_transaction
         self.acl = acl
-        self.renew = AutoRenew(pop, ctx.config.default_invisible_time_mills)
+        self.renew = AutoRenew(backend, backend.default_invisible_ms)
         self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups
-        self._level_millis = delay_level_millis(ctx.config.message_delay_level)
         self._round_robin = itertools.count()
+        self._long_polls: dict[str, set[asyncio.Task[Any]]] = {}  # client id -> its parked receives
 
     def _denied(self, context: Any, topic: str = "", topic_perm: Perm = Perm.PUB, group: str = "") -> pb.Status | None:
         """With ``aclEnable``: the refusal of a request whose signature or permissions do not pass."""

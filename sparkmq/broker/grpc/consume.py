@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -12,10 +13,10 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc.backend import PopAsk
 from sparkmq.broker.grpc.calls import RpcBase, client_id_of, status, tags_of
-from sparkmq.broker.pop import ReceiptHandle
-from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS
-from sparkmq.errors import InvalidReceiptHandleError
+from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS, Popped
+from sparkmq.errors import InvalidReceiptHandleError, RemoteError
 
 logger = logging.getLogger(__name__)
 MAX_LONG_POLLING_S = 30
@@ -31,7 +32,7 @@ class ConsumeRpcs(RpcBase):
         if denied is not None:
             yield spb.ReceiveMessageResponse(status=denied)
             return
-        refusal, group_config = self._refuse_receive(request)
+        refusal, group_config = await self._refuse_receive(request)
         if refusal is not None:
             yield spb.ReceiveMessageResponse(status=refusal)
             return
@@ -47,9 +48,13 @@ class ConsumeRpcs(RpcBase):
         # the proxy pops every queue of the broker for a non-FIFO group (queueId -1), whichever the client named
         queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else None
         group = request.group.name
-        popped = await self.pop.pop_waiting(
-            group, topic, request.batch_size, invisible_ms, wait_ms, fifo=fifo, tags=tags, queue_id=queue_id
-        )
+        broker = request.message_queue.broker.name
+        try:
+            ask = PopAsk(broker, group, topic, request.batch_size, invisible_ms, wait_ms, fifo, tags, queue_id)
+            popped = await self._long_poll(client_id_of(context), self.backend.pop(ask))
+        except RemoteError as exc:
+            yield spb.ReceiveMessageResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
+            return
         if not popped:
             yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
@@ -57,8 +62,7 @@ class ConsumeRpcs(RpcBase):
         for p in popped:
             if client_id:
                 self.renew.hold(group, topic, client_id, p.handle)
-            key = (request.group.name, p.message.topic, p.message.queue_id)
-            attempt = self.pop.fifo_attempt(key, p.message.queue_offset) if fifo else p.delivery_attempt
+            attempt = self.backend.delivery_attempt(group, p, fifo)
             message = convert.to_protobuf(p.message, topic, p.handle.encode(), invisible_ms, attempt, pb.CRC32)
             yield spb.ReceiveMessageResponse(message=message)
         yield spb.ReceiveMessageResponse(status=status())
@@ -66,11 +70,34 @@ class ConsumeRpcs(RpcBase):
         stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
         yield stamp
 
-    def _refuse_receive(self, request: spb.ReceiveMessageRequest) -> tuple[pb.Status | None, Any]:
+    async def _long_poll(self, client_id: str, waiting: Coroutine[Any, Any, list[Popped]]) -> list[Popped]:
+        """``waiting``'s messages, or none once the client says it terminates (its channel's shutdown would
+        otherwise wait for the long poll to end)."""
+        polling = asyncio.ensure_future(waiting)
+        parked = self._long_polls.setdefault(client_id, set())
+        parked.add(polling)
+        try:
+            return await polling
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not polling.cancelled() or (current is not None and current.cancelling()):
+                raise
+            return []
+        finally:
+            parked.discard(polling)
+            if not parked:
+                self._long_polls.pop(client_id, None)
+
+    def end_long_polls(self, client_id: str) -> None:
+        """Answer the client's parked receives now (NotifyClientTermination)."""
+        for polling in self._long_polls.get(client_id, ()) if client_id else ():
+            polling.cancel()
+
+    async def _refuse_receive(self, request: spb.ReceiveMessageRequest) -> tuple[pb.Status | None, Any]:
         topic = request.message_queue.topic.name
         if not request.group.name:
             return status(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is empty"), None
-        if self.ctx.topics.get(topic) is None:
+        if await self.backend.topic(topic) is None:
             return status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} not found"), None
         if request.batch_size <= 0 or request.batch_size > settings.RECEIVE_BATCH_SIZE:
             return status(
@@ -82,9 +109,9 @@ class ConsumeRpcs(RpcBase):
                 return status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 1 s..12 h"), None
         if request.filter_expression.type == pb.SQL:
             return status(pb.ILLEGAL_FILTER_EXPRESSION, "SQL92 filters over gRPC are not served yet"), None
-        group = self.ctx.groups.find_or_create(request.group.name)
+        group = await self.backend.group(request.group.name)
         if group is None:
-            return status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name)), None
+            return status(pb.CONSUMER_GROUP_NOT_FOUND, self.backend.group_refusal(request.group.name)), None
         return None, group
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
@@ -94,11 +121,13 @@ class ConsumeRpcs(RpcBase):
         entries = []
         for entry in request.entries:
             try:
-                self.pop.ack(request.group.name, request.topic.name, self.renew.current(entry.receipt_handle))
+                await self.backend.ack(request.group.name, request.topic.name, self.renew.current(entry.receipt_handle))
                 self.renew.release(entry.receipt_handle)
                 result = status()
             except InvalidReceiptHandleError as exc:
                 result = status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
+            except RemoteError as exc:
+                result = status(pb.PROXY_TIMEOUT, exc.remark)
             entries.append(
                 spb.AckMessageResultEntry(
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
@@ -124,10 +153,13 @@ class ConsumeRpcs(RpcBase):
             )
         try:
             group, topic = request.group.name, request.topic.name
-            handle = self.pop.change_invisible(group, topic, self.renew.current(request.receipt_handle), invisible)
+            current = self.renew.current(request.receipt_handle)
+            handle = await self.backend.change_invisible(group, topic, current, invisible)
             self.renew.release(request.receipt_handle)
         except InvalidReceiptHandleError as exc:
             return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
+        except RemoteError as exc:
+            return spb.ChangeInvisibleDurationResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
 
     async def ForwardMessageToDeadLetterQueue(
@@ -140,16 +172,13 @@ class ConsumeRpcs(RpcBase):
         current = self.renew.current(request.receipt_handle)
         self.renew.release(request.receipt_handle)
         try:
-            handle = ReceiptHandle.decode(current)
-            message = self.pop.inflight_message(group, request.topic.name, handle)
+            stored = await self.backend.dead_letter(group, request.topic.name, current)
         except InvalidReceiptHandleError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
-        if not await self.pop.resend(message, group, to_dlq=True):
+        except RemoteError as exc:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
+        if not stored:
             return spb.ForwardMessageToDeadLetterQueueResponse(
                 status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
             )
-        try:
-            self.pop.ack(group, request.topic.name, current)
-        except InvalidReceiptHandleError:
-            logger.info("a message forwarded to the DLQ of %s expired meanwhile", group)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())

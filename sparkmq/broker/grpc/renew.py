@@ -12,7 +12,8 @@ import logging
 import time
 from dataclasses import dataclass
 
-from sparkmq.broker.pop import PopService, ReceiptHandle
+from sparkmq.broker.grpc.backend import Backend
+from sparkmq.broker.pop import ReceiptHandle
 from sparkmq.errors import InvalidReceiptHandleError
 
 logger = logging.getLogger(__name__)
@@ -28,10 +29,10 @@ class _Held:
 
 
 class AutoRenew:
-    """The auto-renewed messages of one broker, by the handle their client holds."""
+    """The auto-renewed messages of one endpoint, by the handle their client holds."""
 
-    def __init__(self, pop: PopService, invisible_ms: int) -> None:
-        self.pop = pop
+    def __init__(self, backend: Backend, invisible_ms: int) -> None:
+        self.backend = backend
         self.invisible_ms = invisible_ms
         self.ahead_ms = invisible_ms // 3  # renewed once less than a third of the time is left
         self._held: dict[str, _Held] = {}
@@ -54,7 +55,7 @@ class AutoRenew:
         for key in [k for k, held in self._held.items() if held.client_id == client_id]:
             del self._held[key]
 
-    def renew_due(self) -> int:
+    async def renew_due(self) -> int:
         """Renew every held message of a live client close to its deadline; returns how many."""
         now = int(time.time() * 1000)
         renewed = 0
@@ -65,7 +66,7 @@ class AutoRenew:
                 del self._held[key]  # its client is gone: the message comes back at its deadline
                 continue
             try:
-                handle = self.pop.change_invisible(held.group, held.topic, held.handle, self.invisible_ms)
+                handle = await self.backend.change_invisible(held.group, held.topic, held.handle, self.invisible_ms)
             except InvalidReceiptHandleError as exc:
                 logger.info("auto-renew of a message of group %s stopped: %s", held.group, exc.remark)
                 del self._held[key]

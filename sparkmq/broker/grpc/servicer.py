@@ -1,4 +1,4 @@
-"""``apache.rocketmq.v2.MessagingService`` over the broker's store and POP core (grpc.aio).
+"""``apache.rocketmq.v2.MessagingService`` over the brokers of a ``backend.Backend`` (grpc.aio).
 
 Every RPC answers a ``Status`` with a code and a reason; a refused request never ends a stream
 with an exception, so one bad client cannot disturb the others.
@@ -20,85 +20,69 @@ import grpc
 from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.acl.validator import AclValidator
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.delay import redirect_if_delayed
 from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc.backend import LocalBackend, TopicRoute
 from sparkmq.broker.grpc.calls import EndTransaction, Peer, born_host, client_id_of, status
 from sparkmq.broker.grpc.consume import ConsumeRpcs
 from sparkmq.broker.grpc.telemetry import TelemetryChannel, parse_transaction_id, transaction_id, tx_group
 from sparkmq.broker.pop import PopService
 from sparkmq.broker.topics import check_sendable
-from sparkmq.broker.transactions.state import half_message
 from sparkmq.errors import MessageError
-from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.headers import EndTransactionRequestHeader
-from sparkmq.store import PutMessageStatus
-from sparkmq.tables.attributes import MESSAGE_TYPE
 
 logger = logging.getLogger(__name__)
 MAX_SEND_BATCH = 1024  # messages in one SendMessage
 MAX_LONG_POLLING_S = 30
 COMMIT, ROLLBACK = 8, 12  # END_TRANSACTION's commitOrRollback
-PERSISTENCE_TIMEOUTS = {
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
-}
 
 
 class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
-    """The RPCs of the 5.x clients for one broker (proxyMode=LOCAL)."""
+    """The RPCs of the 5.x clients over the brokers of ``backend`` (one broker: proxyMode=LOCAL; a cluster's:
+    proxyMode=CLUSTER)."""
 
     # -- route -----------------------------------------------------------------------------
-    def _accepted_types(self, topic: str) -> list[int]:
-        config = self.ctx.topics.get(topic)
-        declared = config.attribute_map.get(MESSAGE_TYPE, "") if config is not None else ""
-        kind = convert.TYPE_NAMES.get(declared.upper())
-        return [kind] if kind is not None else list(convert.ALL_TYPES)
-
-    def _queues(self, topic: str, endpoints: pb.Endpoints, queue_ids: list[int]) -> list[pb.MessageQueue]:
-        broker = pb.Broker(name=self.ctx.config.broker_name, id=0, endpoints=endpoints)
-        types = self._accepted_types(topic)
+    @staticmethod
+    def _queues(route: TopicRoute, endpoints: pb.Endpoints, queues: list[tuple[str, int]]) -> list[pb.MessageQueue]:
+        types = route.accepted_types()
         return [
             pb.MessageQueue(
-                topic=pb.Resource(name=topic), id=q, permission=pb.READ_WRITE, broker=broker, accept_message_types=types
+                topic=pb.Resource(name=route.name),
+                id=q,
+                permission=pb.READ_WRITE,
+                broker=pb.Broker(name=broker, id=0, endpoints=endpoints),
+                accept_message_types=types,
             )
-            for q in queue_ids
+            for broker, q in queues
         ]
-
-    def _topic(self, name: str, *, create: bool = False) -> Any:
-        config = self.ctx.topics.get(name)
-        if config is None and create and not is_system_topic(name):
-            config = self.ctx.topics.create_on_send(name, self.ctx.config.default_topic_queue_nums)
-        return config
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
         denied = self._denied(context)
         if denied is not None:
             return spb.QueryRouteResponse(status=denied)
-        config = self._topic(request.topic.name, create=True)
-        if config is None:
+        route = await self.backend.topic(request.topic.name, create=True)
+        if route is None:
             return spb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {request.topic.name!r} not found"))
-        queues = self._queues(config.topic_name, request.endpoints, list(range(config.read_queue_nums)))
+        queues = self._queues(route, request.endpoints, route.read_queues())
         return spb.QueryRouteResponse(status=status(), message_queues=queues)
 
     async def QueryAssignment(self, request: spb.QueryAssignmentRequest, context: Any) -> spb.QueryAssignmentResponse:
         denied = self._denied(context, request.topic.name, Perm.SUB, request.group.name)
         if denied is not None:
             return spb.QueryAssignmentResponse(status=denied)
-        config = self._topic(request.topic.name)
-        if config is None:
+        route = await self.backend.topic(request.topic.name)
+        if route is None:
             return spb.QueryAssignmentResponse(
                 status=status(pb.TOPIC_NOT_FOUND, f"topic {request.topic.name!r} not found")
             )
-        group = self.ctx.groups.find_or_create(request.group.name)
+        group = await self.backend.group(request.group.name)
         if group is None:
             return spb.QueryAssignmentResponse(
-                status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
+                status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.backend.group_refusal(request.group.name))
             )
-        # a FIFO group is given each queue; others one assignment for every queue of the broker (id -1)
-        ids = list(range(config.read_queue_nums)) if group.consume_message_orderly else [-1]
-        queues = self._queues(config.topic_name, request.endpoints, ids)
+        # a FIFO group is given each queue; others one assignment for every queue of each broker (id -1)
+        ids = route.read_queues() if group.consume_message_orderly else [(b, -1) for b, _, _ in route.brokers]
+        queues = self._queues(route, request.endpoints, ids)
         return spb.QueryAssignmentResponse(
             status=status(), assignments=[pb.Assignment(message_queue=q) for q in queues]
         )
@@ -108,21 +92,20 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
         denied = self._denied(context)
         if denied is not None:
             return spb.HeartbeatResponse(status=denied)
-        if request.group.name and self.ctx.groups.find_or_create(request.group.name) is None:
+        if request.group.name and await self.backend.group(request.group.name) is None:
             return spb.HeartbeatResponse(
-                status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.ctx.groups.refusal(request.group.name))
+                status=status(pb.CONSUMER_GROUP_NOT_FOUND, self.backend.group_refusal(request.group.name))
             )
         known = self._producers.get(client_id_of(context))
         if known is not None:
-            channel, groups = known
-            for group in groups:  # keeps the producer a check-back target (clientChannelExpiredMs)
-                self.ctx.clients.register_producer(channel.client_id, channel, group, "PYTHON")  # type: ignore[arg-type]
+            self.backend.producer_joined(*known)
         return spb.HeartbeatResponse(status=status())
 
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
         self.renew.release_client(client_id_of(context))
+        self.end_long_polls(client_id_of(context))
         return spb.NotifyClientTerminationResponse(status=status())
 
     async def Telemetry(
@@ -141,7 +124,7 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
             try:
                 async for command in requests:
                     if command.HasField("settings"):
-                        outbound.put_nowait(self._settings(command.settings, channel, groups))
+                        outbound.put_nowait(await self._settings(command.settings, channel, groups))
             finally:
                 outbound.put_nowait(None)
 
@@ -159,97 +142,89 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
                 del live[client_id]
                 self.renew.release_client(client_id)
             self._producers.pop(client_id, None)
-            for group in groups:
-                self.ctx.clients.unregister(client_id, channel, group, None)  # type: ignore[arg-type]
+            self.backend.client_left(channel, groups)
 
-    def _settings(self, request: pb.Settings, channel: TelemetryChannel, groups: set[str]) -> spb.TelemetryCommand:
+    async def _settings(
+        self, request: pb.Settings, channel: TelemetryChannel, groups: set[str]
+    ) -> spb.TelemetryCommand:
         """Settings answered at once; a producer becomes the check-back target of its topics' transactions."""
         group = None
         if request.HasField("subscription") and request.subscription.group.name:
-            group = self.ctx.groups.find_or_create(request.subscription.group.name)
+            group = await self.backend.group(request.subscription.group.name)
         if request.client_type == pb.PRODUCER:
             for topic in request.publishing.topics:
                 groups.add(tx_group(topic.name))
-            for tx in groups:
-                self.ctx.clients.register_producer(channel.client_id, channel, tx, "PYTHON")  # type: ignore[arg-type]
+            self.backend.producer_joined(channel, groups)
             self._producers[channel.client_id] = (channel, groups)
-        answered = settings.answer(request, self.ctx.config.max_message_size, group)
+        answered = settings.answer(request, self.backend.max_message_size, group)
         return spb.TelemetryCommand(status=status(), settings=answered)
 
     # -- send ------------------------------------------------------------------------------
-    def _refuse_send(self, request: spb.SendMessageRequest) -> pb.Status | None:
+    async def _refuse_send(self, request: spb.SendMessageRequest) -> tuple[pb.Status | None, TopicRoute | None]:
         messages = request.messages
         if not messages:
-            return status(pb.BAD_REQUEST, "no message to send")
+            return status(pb.BAD_REQUEST, "no message to send"), None
         if len(messages) > MAX_SEND_BATCH:
-            return status(pb.PAYLOAD_TOO_LARGE, f"{len(messages)} messages in one request, over {MAX_SEND_BATCH}")
+            return status(pb.PAYLOAD_TOO_LARGE, f"{len(messages)} messages in one request, over {MAX_SEND_BATCH}"), None
         topic = messages[0].topic.name
         if any(m.topic.name != topic for m in messages):
-            return status(pb.BAD_REQUEST, "the messages of one request must share their topic")
+            return status(pb.BAD_REQUEST, "the messages of one request must share their topic"), None
         try:
             check_sendable(topic)
         except MessageError as exc:
-            return status(pb.ILLEGAL_TOPIC, exc.remark)
-        config = self._topic(topic, create=True)
-        if config is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
-        accepted = self._accepted_types(topic)
-        limit = self.ctx.config.max_message_size
+            return status(pb.ILLEGAL_TOPIC, exc.remark), None
+        route = await self.backend.topic(topic, create=True)
+        if route is None:
+            return status(pb.TOPIC_NOT_FOUND, f"topic {topic!r} not found"), None
+        accepted = route.accepted_types()
+        limit = self.backend.max_message_size
         for m in messages:
             if not m.body:
-                return status(pb.MESSAGE_BODY_EMPTY, "message body is empty")
+                return status(pb.MESSAGE_BODY_EMPTY, "message body is empty"), None
             if len(m.body) > limit:
-                return status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(m.body)} bytes, over {limit}")
+                return status(pb.MESSAGE_BODY_TOO_LARGE, f"message body of {len(m.body)} bytes, over {limit}"), None
             if not m.system_properties.message_id:
-                return status(pb.ILLEGAL_MESSAGE_ID, "message id is empty")
+                return status(pb.ILLEGAL_MESSAGE_ID, "message id is empty"), None
             kind = convert.message_type(m)
             if kind not in accepted:
                 return status(
                     pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                     f"topic {topic!r} accepts {[pb.MessageType.Name(t) for t in accepted]}, "
                     f"not {pb.MessageType.Name(kind)} messages",
-                )
-        return None
+                ), None
+            if kind == pb.TRANSACTION and not self.backend.transactions:
+                return status(pb.NOT_IMPLEMENTED, "transactional messages are not served through a proxy"), None
+        return None, route
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
         denied = self._denied(context, request.messages[0].topic.name if request.messages else "")
         if denied is not None:
             return spb.SendMessageResponse(status=denied)
-        refusal = self._refuse_send(request)
+        refusal, route = await self._refuse_send(request)
         if refusal is not None:
             return spb.SendMessageResponse(status=refusal)
-        topic = request.messages[0].topic.name
-        config = self.ctx.topics.get(topic)
-        assert config is not None
+        assert route is not None
+        queues = route.write_queues()
+        healthy = [q for q in queues if self.backend.available(q[0])] or queues
         born = born_host(context.peer())
-        batches, wait = [], []
-        max_level = len(self._level_millis)
+        items = []
         for m in request.messages:
-            if m.system_properties.message_group:
-                queue_id = (
-                    zlib.crc32(m.system_properties.message_group.encode()) & 0x7FFFFFFF
-                ) % config.write_queue_nums
+            if m.system_properties.message_group:  # a message group stays on one queue, so it stays in order
+                hashed = zlib.crc32(m.system_properties.message_group.encode()) & 0x7FFFFFFF
+                broker, queue_id = queues[hashed % len(queues)]
             else:
-                queue_id = next(self._round_robin) % config.write_queue_nums
-            batch = convert.to_batch(m, queue_id, born, self._level_millis)
-            if convert.message_type(m) == pb.TRANSACTION:
-                self.ctx.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
-                batches.append(half_message(batch, tx_group(topic)))
-            else:
-                batches.append(redirect_if_delayed(batch, max_level))
-            wait.append(True)
-        results, durable = self.ctx.put_group(batches, wait)
-        if durable is not None:
-            results = await durable
+                broker, queue_id = healthy[next(self._round_robin) % len(healthy)]
+            batch = convert.to_batch(m, queue_id, born, self.backend.level_millis)
+            items.append((broker, batch, convert.message_type(m) == pb.TRANSACTION))
+        outcomes = await self.backend.send(items)
         entries = []
-        for m, batch, result in zip(request.messages, batches, results, strict=True):
-            code = pb.OK if result.ok else PERSISTENCE_TIMEOUTS.get(result.status, pb.INTERNAL_SERVER_ERROR)
-            text = "OK" if result.ok else f"{result.status.value} {result.remark}".strip()
+        for m, outcome in zip(request.messages, outcomes, strict=True):
             msg_id = m.system_properties.message_id
-            offset = result.queue_offset if batch.topic == topic else 0
-            entry = spb.SendResultEntry(status=status(code, text), message_id=msg_id, offset=offset)
-            if batch.topic == TRANS_HALF_TOPIC and result.ok:
-                entry.transaction_id = transaction_id(result.wrote_offset, result.queue_offset, msg_id)
+            entry = spb.SendResultEntry(
+                status=status(outcome.code, outcome.text), message_id=msg_id, offset=outcome.queue_offset
+            )
+            if outcome.half is not None:
+                entry.transaction_id = transaction_id(outcome.half[0], outcome.half[1], msg_id)
             entries.append(entry)
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some messages failed")
@@ -260,6 +235,10 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
         if denied is not None:
             return spb.EndTransactionResponse(status=denied)
         parsed = parse_transaction_id(request.transaction_id)
+        if self.end_transaction is None:
+            return spb.EndTransactionResponse(
+                status=status(pb.NOT_IMPLEMENTED, "transactions are not served through a proxy")
+            )
         if parsed is None:
             reason = f"transaction id {request.transaction_id[:80]!r} is not one of this broker's"
             return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, reason))
@@ -282,24 +261,29 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
 
 
 class GrpcServer:
-    """The grpc.aio server of one broker."""
+    """The grpc.aio server of a broker's endpoint or of a proxy."""
 
-    def __init__(
-        self, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
-    ) -> None:
-        self.ctx = ctx
-        self.servicer = MessagingServicer(ctx, pop, end_transaction, acl)
-        limit = ctx.config.max_message_size * 4 + (1 << 20)
+    def __init__(self, servicer: MessagingServicer, host: str, port: int) -> None:
+        self.servicer = servicer
+        self.host, self.port = host, port
+        limit = servicer.backend.max_message_size * 4 + (1 << 20)
         self.server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self.servicer, self.server)
 
+    @classmethod
+    def local(
+        cls, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
+    ) -> GrpcServer:
+        """A broker's own endpoint (proxyMode=LOCAL)."""
+        servicer = MessagingServicer(LocalBackend(ctx, pop), end_transaction, acl)
+        return cls(servicer, ctx.config.listen_host or ctx.config.broker_ip, ctx.config.grpc_server_port)
+
     async def start(self) -> int:
-        host = self.ctx.config.listen_host or self.ctx.config.broker_ip
-        port = int(self.server.add_insecure_port(f"{host}:{self.ctx.config.grpc_server_port}"))
+        port = int(self.server.add_insecure_port(f"{self.host}:{self.port}"))
         if port == 0:
-            raise OSError(f"gRPC server cannot listen on {host}:{self.ctx.config.grpc_server_port}")
+            raise OSError(f"gRPC server cannot listen on {self.host}:{self.port}")
         await self.server.start()
         return port
 

@@ -7,7 +7,8 @@ acked one is not. ``load`` replays the lines; a torn last line (a crash mid-writ
 
 Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo}``,
 ``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o"}``,
-``{"k": "seq", "id": next ckId}``.
+``{"k": "seq", "id": next ckId}``, ``{"k": "try", "g", "t", "q", "o", "n"}`` (a FIFO message's expired
+deliveries; an ack of it clears them).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class PopState:
 
     inflight: dict[int, Inflight] = field(default_factory=dict)
     pop_offsets: dict[QueueKey, int] = field(default_factory=dict)
+    fifo_attempts: dict[tuple[QueueKey, int], int] = field(default_factory=dict)  # (queue, offset) -> expiries
     next_id: int = 1
 
     def apply(self, entry: dict[str, Any]) -> None:
@@ -58,7 +60,9 @@ class PopState:
                 )
             self.next_id = max(self.next_id, first + len(entry["o"]))
         elif kind == "ack":
-            self.inflight.pop(int(entry["id"]), None)
+            record = self.inflight.pop(int(entry["id"]), None)
+            if record is not None and record.fifo:
+                self.fifo_attempts.pop(((record.group, record.topic, record.queue_id), record.offset), None)
         elif kind == "chg":
             record = self.inflight.get(int(entry["id"]))
             if record is not None:
@@ -67,6 +71,8 @@ class PopState:
             self.next_id = max(self.next_id, int(entry["id"]))
         elif kind == "off":
             self.pop_offsets[(entry["g"], entry["t"], int(entry["q"]))] = int(entry["o"])
+        elif kind == "try":
+            self.fifo_attempts[((entry["g"], entry["t"], int(entry["q"])), int(entry["o"]))] = int(entry["n"])
 
     def entries(self) -> list[dict[str, Any]]:
         """The state as journal lines (for compaction)."""
@@ -78,6 +84,9 @@ class PopState:
                 {"k": "pop", "id": ck, "g": r.group, "t": r.topic, "q": r.queue_id, "o": [r.offset], "d": r.deadline_ms}
                 | {"f": r.fifo}
             )
+        lines += [
+            {"k": "try", "g": g, "t": t, "q": q, "o": o, "n": n} for ((g, t, q), o), n in self.fifo_attempts.items()
+        ]
         lines.append({"k": "seq", "id": self.next_id})
         return lines
 

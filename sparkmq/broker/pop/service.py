@@ -6,8 +6,10 @@ reads from the group's pop offset of each queue (the topic's and the group's ret
 records a checkpoint per message and advances the offset; the group's committed offset (what
 ``consumerProgress`` shows, shared with 4.x consumers) is the smallest offset still invisible.
 A message whose invisible time passes unacked goes to ``%RETRY%group`` with its reconsume
-times + 1, or to ``%DLQ%group`` after ``retryMaxTimes``. FIFO groups: a queue with an
-unacked message is locked for the group, and an expired one is redelivered in place.
+times + 1, or to ``%DLQ%group`` after ``retryMaxTimes``. FIFO groups (ConsumerOrderInfoManager's
+shape): a queue with an unacked message is locked for the group, so a message group (hashed to one
+queue) keeps its order; an expired message is redelivered in place with its attempt count journaled,
+and goes to ``%DLQ%group`` once it has expired ``retryMaxTimes + 1`` times.
 """
 
 from __future__ import annotations
@@ -80,7 +82,6 @@ class PopService:
         self.clock = clock
         self.state = PopState()
         self._by_queue: dict[QueueKey, dict[int, int]] = {}  # ck id -> offset, per queue
-        self._fifo_attempts: dict[tuple[QueueKey, int], int] = {}
         self._wakeup = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -251,7 +252,8 @@ class PopService:
         pending.pop(ck, None)
         if not pending:
             self._by_queue.pop(key, None)
-        self._fifo_attempts.pop((key, record.offset), None)
+        if record.fifo:
+            self.state.fifo_attempts.pop((key, record.offset), None)
         self._commit(key)
 
     def change_invisible(self, group: str, topic: str, handle_text: str, invisible_ms: int) -> ReceiptHandle:
@@ -268,17 +270,20 @@ class PopService:
 
     def fifo_attempt(self, key: QueueKey, offset: int) -> int:
         """The delivery attempt of a FIFO message redelivered in place (1 the first time)."""
-        return self._fifo_attempts.get((key, offset), 0) + 1
+        return self.state.fifo_attempts.get((key, offset), 0) + 1
 
     # -- revive ----------------------------------------------------------------------------
     async def revive(self) -> int:
         """Move every expired message on (retry topic, DLQ, or back in place for FIFO); returns how many."""
         now = self._now_ms()
         expired = [(ck, r) for ck, r in self.state.inflight.items() if r.deadline_ms <= now]
+        expired.sort(key=lambda item: (item[1].group, item[1].topic, item[1].queue_id, item[1].offset))
+        rewound: set[QueueKey] = set()
         moved = 0
         for ck, record in expired:
             if record.fifo:
-                self._rewind(ck, record)
+                if not await self._fifo_expired(ck, record, rewound):
+                    continue
             elif not await self._requeue(ck, record):
                 continue
             moved += 1
@@ -287,14 +292,31 @@ class PopService:
         self.journal.compact_if_grown(self.state)
         return moved
 
-    def _rewind(self, ck: int, record: Inflight) -> None:
+    async def _fifo_expired(self, ck: int, record: Inflight, rewound: set[QueueKey]) -> bool:
+        """An expired FIFO message: to the DLQ after its last attempt (unless an earlier message of its
+        queue was just rewound, which it must follow), else back in place."""
         key = (record.group, record.topic, record.queue_id)
-        attempts = self._fifo_attempts.get((key, record.offset), 0) + 1
+        attempts = self.state.fifo_attempts.get((key, record.offset), 0) + 1
+        if key not in rewound and attempts > self._max_times(record.group):
+            return await self._requeue(ck, record, to_dlq=True)
+        rewound.add(key)
+        self._rewind(ck, record, attempts)
+        return True
+
+    def _max_times(self, group_name: str) -> int:
+        group = self.ctx.groups.find_or_create(group_name)
+        return group.retry_max_times if group is not None else 16
+
+    def _rewind(self, ck: int, record: Inflight, attempts: int) -> None:
+        key = (record.group, record.topic, record.queue_id)
         offset = min(record.offset, self.state.pop_offsets.get(key, record.offset))
-        self.journal.append({"k": "ack", "id": ck}, {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset})
+        tried = {"k": "try", "g": key[0], "t": key[1], "q": key[2], "o": record.offset, "n": attempts}
+        self.journal.append(
+            {"k": "ack", "id": ck}, {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}, tried
+        )
         self.state.pop_offsets[key] = offset
         self._drop(ck, record)
-        self._fifo_attempts[(key, record.offset)] = attempts
+        self.state.apply(tried)
 
     def _read(self, record: Inflight) -> StoredMessage | None:
         result = self.ctx.store.get_messages(record.group, record.topic, record.queue_id, record.offset, 1)
@@ -309,14 +331,13 @@ class PopService:
             raise InvalidReceiptHandleError(f"the message of receipt handle {handle.encode()!r} is no longer stored")
         return message
 
-    async def _requeue(self, ck: int, record: Inflight) -> bool:
+    async def _requeue(self, ck: int, record: Inflight, to_dlq: bool = False) -> bool:
         message = self._read(record)
         if message is None:
             logger.warning("pop revive: %s/%d offset %d is gone; dropped", record.topic, record.queue_id, record.offset)
         else:
-            group = self.ctx.groups.find_or_create(record.group)
-            max_times = group.retry_max_times if group is not None else 16
-            if not await self.resend(message, record.group, to_dlq=message.reconsume_times >= max_times):
+            to_dlq = to_dlq or message.reconsume_times >= self._max_times(record.group)
+            if not await self.resend(message, record.group, to_dlq=to_dlq):
                 return False
         self.journal.append({"k": "ack", "id": ck})
         self._drop(ck, record)

@@ -3,7 +3,8 @@ CHANGE_MESSAGE_INVISIBLETIME (200053), served by the POP core (``broker/pop``).
 
 A popped message goes back as its stored record; the answer's ``startOffsetInfo`` and
 ``msgOffsetInfo`` (``ExtraInfoUtil``'s ``"topicType queueId offset[,offset...]"`` entries joined
-by ``;``) let the client build each message's ``POP_CK``, the ``extraInfo`` of its ack.
+by ``;``) let the client build each message's ``POP_CK``, the ``extraInfo`` of its ack; a FIFO
+pop's ``orderCountInfo`` says how often each message was delivered before.
 """
 
 from __future__ import annotations
@@ -37,6 +38,19 @@ def offset_infos(popped: list[Popped]) -> tuple[str, str]:
     return start, every
 
 
+def order_counts(pop: PopService, group: str, popped: list[Popped]) -> str:
+    """A FIFO pop's ``orderCountInfo`` (``ExtraInfoUtil``): each message's earlier deliveries
+    (``"topicType qo<queueId>%<offset> count"``), then each queue's fewest (``"topicType queueId count"``)."""
+    entries: list[str] = []
+    fewest: dict[tuple[str, int], int] = {}
+    for p in popped:
+        kind, m = "1" if p.handle.retry else "0", p.message
+        count = pop.fifo_attempt((group, m.topic, m.queue_id), m.queue_offset) - 1
+        entries.append(f"{kind} qo{m.queue_id}%{m.queue_offset} {count}")
+        fewest[kind, m.queue_id] = min(count, fewest.get((kind, m.queue_id), count))
+    return ";".join(entries + [f"{kind} {queue} {count}" for (kind, queue), count in fewest.items()])
+
+
 class PopProcessors:
     """The three POP request codes of one broker."""
 
@@ -67,8 +81,9 @@ class PopProcessors:
         if not popped:
             return request.make_response(ResponseCode.PULL_NOT_FOUND, remark="no new message")
         start, every = offset_infos(popped)
+        counts = order_counts(self.pop, h.consumer_group, popped) if h.order else None
         first = popped[0].handle
-        header = PopMessageResponseHeader(first.pop_time_ms, first.invisible_ms, 0, 0, start, every)
+        header = PopMessageResponseHeader(first.pop_time_ms, first.invisible_ms, 0, 0, start, every, counts)
         body = b"".join(p.record for p in popped)
         return request.make_response(ext_fields=header.to_fields(), body=body)
 
