@@ -37,7 +37,7 @@ def test_the_base_install_has_no_spark_or_delta_and_the_spark_extra_has_them() -
     assert not base & set(SPARK_ONLY), f"the base install pulls {sorted(base & set(SPARK_ONLY))}"
     assert {"prometheus-client", "starlette", "uvicorn"} <= base
     assert set(SPARK_ONLY) <= _requirement_names(project["optional-dependencies"]["spark"])
-    assert "-e '.[spark,test]'" in (REPO_ROOT / "Makefile").read_text()  # make run / make test get everything
+    assert "-e '.[spark,test,grpc]'" in (REPO_ROOT / "Makefile").read_text()  # make run / make test get everything
 
 
 def test_sparkmq_dev_runs_without_spark_and_says_how_to_connect(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.schedule import ScheduleMessageService
-from sparkmq.broker.subscriptions import SubscriptionGroupConfig
+from sparkmq.broker.subscriptions import SubscriptionGroupConfig, decode_table
 from sparkmq.errors import InvalidFieldError, RemoteError
 from sparkmq.offsets.offset_file import decode_offset_table, encode_offset_table
 from sparkmq.offsets.table import OffsetSnapshot
@@ -53,16 +53,7 @@ def encode_groups(groups: dict[str, SubscriptionGroupConfig]) -> bytes:
 
 def decode_groups(body: bytes) -> dict[str, SubscriptionGroupConfig]:
     try:
-        table = json.loads(body).get("subscriptionGroupTable", {})
-        return {
-            name: SubscriptionGroupConfig(
-                name,
-                bool(v.get("consumeEnable", True)),
-                int(v.get("retryQueueNums", 1)),
-                int(v.get("retryMaxTimes", 16)),
-            )
-            for name, v in table.items()
-        }
+        return decode_table(body)
     except (ValueError, AttributeError, TypeError) as exc:
         raise InvalidFieldError(
             f"GET_ALL_SUBSCRIPTIONGROUP_CONFIG body is not a group table: {exc}", field="subscriptionGroupTable"

@@ -13,7 +13,9 @@ import pytest
 
 from sparkmq.broker.config import BrokerConfig
 from sparkmq.broker.controller import BrokerController
-from sparkmq.errors import ConfigError
+from sparkmq.broker.ha.sync import decode_groups, encode_groups
+from sparkmq.broker.subscriptions import SubscriptionGroupConfig
+from sparkmq.errors import ConfigError, InvalidFieldError
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
 from support.broker_wire import Wire, small_config
@@ -108,3 +110,13 @@ def test_ha_keys_parse_from_broker_conf() -> None:
         1024,
     )
     assert BrokerConfig(listen_port=10911).ha_address == "127.0.0.1:10912"  # listenPort + 1 by default
+
+
+def test_a_groups_body_keeps_every_field_a_slave_serves_by() -> None:
+    groups = {
+        "Fifo": SubscriptionGroupConfig("Fifo", False, 2, 3, True),
+        "Plain": SubscriptionGroupConfig("Plain", True, 1, 16, False),
+    }
+    assert decode_groups(encode_groups(groups)) == groups
+    with pytest.raises(InvalidFieldError):
+        decode_groups(b"[1, 2]")
