@@ -219,6 +219,15 @@ class AdminExt:
             statuses[name] = TableStatusBody.decode(response.body)
         return statuses
 
+    async def group_names(self) -> set[str]:
+        """Every subscription group a master holds (GET_ALL_SUBSCRIPTIONGROUP_CONFIG): 4.x and POP groups alike."""
+        names: set[str] = set()
+        for address in (await self.master_addrs()).values():
+            body = (await self.broker(address, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, what="groups")).body
+            table = as_object(loads(body, what="SubscriptionGroupWrapper"), "SubscriptionGroupWrapper")
+            names.update(as_object(table.get("subscriptionGroupTable") or {}, "subscriptionGroupTable"))
+        return names
+
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """The group's offsets on every master broker that has some (merged), and its consume TPS."""
         table, tps = {}, 0.0

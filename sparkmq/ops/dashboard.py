@@ -84,9 +84,19 @@ async def table_section(admin: AdminExt, topic: str, addrs: dict[str, str]) -> s
     return "<h2>Table</h2>" + "".join(notes) + table(headers, rows, "table-lag")
 
 
+BROKER_GROUPS = frozenset({"CID_RMQ_SYS_TRANS", "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP"})
+
+
 def retry_groups(topics: list[str]) -> set[str]:
     """The consumer groups that have a retry topic among ``topics``."""
     return {topic[len(RETRY_GROUP_TOPIC_PREFIX) :] for topic in topics if is_retry_topic(topic)}
+
+
+async def known_groups(admin: AdminExt, history: LagHistory) -> set[str]:
+    """Groups with a retry topic, the masters' subscription groups (POP groups have no retry topic until a
+    redelivery) but the brokers' own, and every group viewed so far."""
+    held = {group for group in await admin.group_names() if group not in BROKER_GROUPS}
+    return retry_groups(await admin.topic_list()) | held | set(history.groups)
 
 
 def is_user_topic(topic: str, brokers: set[str]) -> bool:
@@ -192,7 +202,7 @@ def create_app(config: DashboardConfig) -> Starlette:
 
     async def groups(request: Request) -> Response:
         admin: AdminExt = request.app.state.admin
-        names = sorted(retry_groups(await admin.topic_list()) | set(history.groups))
+        names = sorted(await known_groups(admin, history))
         rows = []
         for group in names:
             stats = await admin.consume_stats(group)
@@ -340,9 +350,7 @@ async def _sample_forever(admin: AdminExt, history: LagHistory, interval_s: floa
     """Every ``interval_s``: the lag of every group with a retry topic and every group viewed so far."""
     while True:
         try:
-            topics = await admin.topic_list()
-            groups = retry_groups(topics) | set(history.groups)
-            for group in sorted(groups):
+            for group in sorted(await known_groups(admin, history)):
                 await _sample_group(admin, history, group)
         except SparkmqError as exc:
             logger.warning("lag sampling failed: %s", exc.remark)

@@ -5,6 +5,7 @@ screenshotted into the test's tmp dir and checked for not being blank."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,10 @@ from sparkmq.client import ConsumeResult, loop_thread
 from sparkmq.client.admin_ext import AdminExt
 from sparkmq.client.message import Message, ReceivedMessage
 from sparkmq.errors import TopicNotExistError
+from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.namesrv_bodies import TopicConfig
+from sparkmq.protocol.pop_headers import PopMessageRequestHeader
+from sparkmq.remoting import RemotingClient
 from support.client_harness import Clients
 from support.png_check import ink_fraction
 from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess, wait_until
@@ -225,6 +229,31 @@ def test_group_page_shows_lag_per_queue_and_a_lag_chart(
     page.goto(site.writable + "/groups")
     assert group in page.locator("#groups").inner_text()
     shot(page, tmp_path, "groups")
+
+
+def test_a_pop_group_is_listed_before_any_redelivery(site: Site, page: Page, tmp_path: Path, clients: Clients) -> None:
+    topic, group = _topic(site, queues=1), f"CID_POP_{uuid.uuid4().hex[:8]}"
+    producer = clients.producer("PID_dash", site.namesrv.address)
+    for i in range(3):
+        producer.send(Message(topic, f"p{i}".encode()))
+
+    async def pop_one() -> None:
+        client = RemotingClient()
+        try:
+            born = int(time.time() * 1000)
+            header = PopMessageRequestHeader(group, topic, -1, 1, 60_000, 0, born, 0, "TAG", "*").to_fields()
+            popped = await client.invoke(site.broker.address, RequestCode.POP_MESSAGE, header, b"", 10)
+            assert popped.code == ResponseCode.SUCCESS, popped.remark
+        finally:
+            await client.close()
+
+    loop_thread.run(pop_one(), timeout=30)
+    page.goto(site.writable + "/groups")
+    assert group in page.locator("#groups").inner_text()  # no %RETRY% topic yet: listed from the broker's groups
+    page.goto(site.writable + f"/groups/{group}")
+    row = page.locator("#lag tbody tr").first.locator("td").all_inner_texts()
+    assert row[:4] == [topic, "broker-a", "0", "3"]
+    shot(page, tmp_path, "pop-group")
 
 
 def test_a_read_only_dashboard_refuses_to_send(site: Site, page: Page, tmp_path: Path) -> None:
