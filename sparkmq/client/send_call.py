@@ -58,6 +58,7 @@ RETRY_FIRST_PAUSE_S = 0.05
 RETRY_MAX_PAUSE_S = 1.0
 _HEX2 = tuple(f"{byte:02X}" for byte in range(256))
 _monotonic = time.monotonic
+_new_result = object.__new__
 
 
 @dataclass(slots=True)
@@ -267,10 +268,16 @@ class SendCall:
         if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
             fields = response.ext_fields
             try:
-                result = SendResult(_SEND_OK, self.unique_id, fields["msgId"], self.queue, int(fields["queueOffset"]))
+                offset_msg_id, queue_offset = fields["msgId"], int(fields["queueOffset"])
             except (KeyError, TypeError, ValueError):
                 pass  # answer_outcome raises the precise error
             else:
+                result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
+                result._status = _SEND_OK
+                result._msg_id = self.unique_id
+                result._offset_msg_id = offset_msg_id
+                result._queue = self.queue
+                result._queue_offset = queue_offset
                 faults = self.producer.faults
                 if latency_ms >= FIRST_PAUSING_MS or faults.paused:
                     faults.succeeded(self.queue.broker_name, latency_ms)
