@@ -110,12 +110,13 @@ class SendCall:
     ``set_exception``, as an asyncio future has them).
     """
 
-    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields).
+    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields),
+    # but for what every attempt reads (set in __init__: an instance's own attribute is the faster read)
     attempt = 0
     #: ``(selector, arg, message, fixed queue)`` of a send to a chosen queue (one attempt), else None
-    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
-    last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
-    oneway = False
+    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None
+    last_broker: str | None  # the broker of the failed attempt before, avoided by the next
+    oneway: bool
     connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
     opaque = 0
     queue: MessageQueue
@@ -147,6 +148,8 @@ class SendCall:
         self.born_ms = born_ms
         self.future = future
         self.callback = callback
+        self.pick = self.last_broker = None
+        self.oneway = False
 
     def route_to(self, selector: QueueSelector | None, arg: Any, message: Message, fixed: MessageQueue | None) -> None:
         """Send to ``fixed``, or the queue ``selector(queues, message, arg)`` picks: one attempt, no retry."""
