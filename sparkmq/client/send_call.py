@@ -58,6 +58,7 @@ RETRY_FIRST_PAUSE_S = 0.05
 RETRY_MAX_PAUSE_S = 1.0
 _HEX2 = tuple(f"{byte:02X}" for byte in range(256))
 _monotonic = time.monotonic
+_new_result = object.__new__
 
 
 @dataclass(slots=True)
@@ -109,12 +110,13 @@ class SendCall:
     ``set_exception``, as an asyncio future has them).
     """
 
-    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields).
+    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields),
+    # but for what every attempt reads (set in __init__: an instance's own attribute is the faster read)
     attempt = 0
     #: ``(selector, arg, message, fixed queue)`` of a send to a chosen queue (one attempt), else None
-    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
-    last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
-    oneway = False
+    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None
+    last_broker: str | None  # the broker of the failed attempt before, avoided by the next
+    oneway: bool
     connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
     opaque = 0
     queue: MessageQueue
@@ -146,6 +148,8 @@ class SendCall:
         self.born_ms = born_ms
         self.future = future
         self.callback = callback
+        self.pick = self.last_broker = None
+        self.oneway = False
 
     def route_to(self, selector: QueueSelector | None, arg: Any, message: Message, fixed: MessageQueue | None) -> None:
         """Send to ``fixed``, or the queue ``selector(queues, message, arg)`` picks: one attempt, no retry."""
@@ -267,10 +271,16 @@ class SendCall:
         if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
             fields = response.ext_fields
             try:
-                result = SendResult(_SEND_OK, self.unique_id, fields["msgId"], self.queue, int(fields["queueOffset"]))
+                offset_msg_id, queue_offset = fields["msgId"], int(fields["queueOffset"])
             except (KeyError, TypeError, ValueError):
                 pass  # answer_outcome raises the precise error
             else:
+                result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
+                result._status = _SEND_OK
+                result._msg_id = self.unique_id
+                result._offset_msg_id = offset_msg_id
+                result._queue = self.queue
+                result._queue_offset = queue_offset
                 faults = self.producer.faults
                 if latency_ms >= FIRST_PAUSING_MS or faults.paused:
                     faults.succeeded(self.queue.broker_name, latency_ms)

@@ -221,9 +221,17 @@ static int int32_number(scan_t *s, long *out) {
 #define CACHE_MAX_CHARS 24
 static PyObject *str_cache[CACHE_SLOTS];
 
+/* A str of text that plain_string proved printable ASCII: no decoder's checks. */
+static PyObject *new_ascii(const unsigned char *text, Py_ssize_t len) {
+    PyObject *str = PyUnicode_New(len, 127);
+    if (str != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(str), text, (size_t)len);
+    return str;
+}
+
 static PyObject *ascii_str(const unsigned char *text, Py_ssize_t len) {
     if (len > CACHE_MAX_CHARS)
-        return PyUnicode_DecodeASCII((const char *)text, len, "strict");
+        return new_ascii(text, len);
     uint32_t hash = 2166136261u;
     for (Py_ssize_t i = 0; i < len; i++)
         hash = (hash ^ text[i]) * 16777619u;
@@ -233,7 +241,7 @@ static PyObject *ascii_str(const unsigned char *text, Py_ssize_t len) {
         Py_INCREF(hit);
         return hit;
     }
-    PyObject *made = PyUnicode_DecodeASCII((const char *)text, len, "strict");
+    PyObject *made = new_ascii(text, len);
     if (made != NULL) {
         Py_INCREF(made);
         Py_XSETREF(*slot, made);

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import pickle
 import time
 from collections.abc import Iterator
 from json.encoder import encode_basestring
@@ -184,6 +185,12 @@ def test_send_ids_and_results_match_their_references() -> None:
     )  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         result.queue_offset = 8  # type: ignore[misc]
+    copied = pickle.loads(pickle.dumps(result))
+    assert (
+        copied == result
+        and hash(copied) == hash(result)
+        and copied != SendResult(SendStatus.SEND_OK, "ID", "", None, 7)
+    )  # type: ignore[arg-type]
 
 
 _SHAPES = [
