@@ -20,7 +20,7 @@ ROCKETMQ5_STAMP := $(ROCKETMQ5_VENV)/.installed-rocketmq-python-client-5.1.2
 # The real references (Apache RocketMQ 4.9.x, Kafka, Spark's Kafka connector; poms under references/) and
 # the Java scenario runner, fetched and compiled into a cache outside the repo. Nothing here is committed.
 REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
-REFERENCE_NAMES := rocketmq kafka spark-kafka
+REFERENCE_NAMES := rocketmq rocketmq5 kafka spark-kafka
 RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
 # Delta Lake's jars for Spark (jars/delta/pom.xml): the main job, the table tests and bench/table_read_bench.py.
 SPARK_JARS_DIR ?= $(HOME)/.cache/sparkmq/jars
