@@ -104,6 +104,7 @@ class ConsumeRpcs(RpcBase):
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
                 )
             )
+        await self.pop.durable()
         codes = {e.status.code for e in entries}
         if not entries:
             overall = status(pb.BAD_REQUEST, "no entry to acknowledge")
@@ -128,6 +129,7 @@ class ConsumeRpcs(RpcBase):
             self.renew.release(request.receipt_handle)
         except InvalidReceiptHandleError as exc:
             return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
+        await self.pop.durable()
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
 
     async def ForwardMessageToDeadLetterQueue(
@@ -152,4 +154,5 @@ class ConsumeRpcs(RpcBase):
             self.pop.ack(group, request.topic.name, current)
         except InvalidReceiptHandleError:
             logger.info("a message forwarded to the DLQ of %s expired meanwhile", group)
+        await self.pop.durable()
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())
