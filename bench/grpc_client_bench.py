@@ -8,7 +8,8 @@ RocketMQ 5.3's NameServer plus its proxy in ``proxyMode=local`` (the broker in t
 ``make references``). Each gets the same client cases from bench/grpc_client_peer.py in .venv-rocketmq5
 (``make rocketmq5-venv``): a warm-up pass on its own topic, then sequential sends and receive (batches of
 32) + ack of each message. The server's CPU (user + system, all threads; the NameServer left out) is
-counted over the measured pass only, per message sent or acked.
+counted over the measured pass only, per message sent or acked; bench/grpc_floor.py's empty grpc.aio
+call, measured last, is what grpcio alone costs sparkmq per call.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from grpc_floor import floor_cpu_us
 
 from bench_common import REPO, SMALL_STORE, Service, free_port, machine, print_machine, process_cpu, temp_root
 
@@ -180,6 +183,8 @@ def main() -> None:
             ratio = values[0] / values[1]
             line += f"   {ratio:6.2f}x" + ("" if higher_better else " (lower is better)")
         print(line)
+    if "sparkmq" in results:
+        print(f"grpcio's own server CPU per empty unary call (bench/grpc_floor.py): {floor_cpu_us(args.count):.0f} µs")
     print_machine(info)
 
 
