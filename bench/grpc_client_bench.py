@@ -99,15 +99,18 @@ def apache_side(root: Path, flush: str) -> Iterator[tuple[str, int]]:
         with JavaProcess.launch(proxy_args, home, ready, env) as server:
             admin = [*_apache_jvm(home), "-cp", cp, "org.apache.rocketmq.tools.command.MQAdminStartup"]
             for topic in (WARM_TOPIC, TOPIC):
-                subprocess.run(
-                    ["java", *admin, "updateTopic", "-n", namesrv_addr, "-c", "DefaultCluster", "-t", topic]
-                    + ["-r", "4", "-w", "4"],
+                created = subprocess.run(
+                    ["java", *admin, "updateTopic", "-n", namesrv_addr, "-b", f"127.0.0.1:{broker_port}"]
+                    + ["-t", topic, "-r", "4", "-w", "4"],
                     env=env,
                     cwd=home,
                     capture_output=True,
+                    text=True,
                     check=True,
                     timeout=120,
                 )
+                if "success" not in created.stdout:
+                    raise RuntimeError(f"Apache's mqadmin did not create {topic}:\n{created.stdout}{created.stderr}")
             yield f"127.0.0.1:{grpc_port}", server.pid
 
 
