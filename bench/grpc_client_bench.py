@@ -1,7 +1,7 @@
 """The RocketMQ 5 Python client (rocketmq-python-client 5.1.2, gRPC) against sparkmq and Apache RocketMQ 5.
 
     .venv/bin/python bench/grpc_client_bench.py [--count 2000] [--size 128] [--flush async|sync] [--only sparkmq]
-        [--warmup N]
+        [--warmup N] [--held N]
 
 In one run, each side in turn: a sparkmq broker with its gRPC endpoint (``enableGrpcServer``), and Apache
 RocketMQ 5.3's NameServer plus its proxy in ``proxyMode=local`` (the broker in the proxy's JVM; jars from
@@ -9,7 +9,8 @@ RocketMQ 5.3's NameServer plus its proxy in ``proxyMode=local`` (the broker in t
 (``make rocketmq5-venv``): a warm-up pass on its own topic, then sequential sends and receive (batches of
 32) + ack of each message. The server's CPU (user + system, all threads; the NameServer left out) is
 counted over the measured pass only, per message sent or acked; bench/grpc_floor.py's empty grpc.aio
-call, measured last, is what grpcio alone costs sparkmq per call.
+call, measured last, is what grpcio alone costs sparkmq per call. ``--held N``: then N more messages
+received and held (invisible for 10 min), and acked one by one at the end (the acks with many in flight).
 """
 
 from __future__ import annotations
@@ -114,10 +115,11 @@ def apache_side(root: Path, flush: str) -> Iterator[tuple[str, int]]:
             yield f"127.0.0.1:{grpc_port}", server.pid
 
 
-def peer(endpoint: str, topic: str, group: str, count: int, size: int, cwd: Path) -> dict[str, Any]:
+def peer(endpoint: str, topic: str, group: str, count: int, size: int, cwd: Path, held: int = 0) -> dict[str, Any]:
     """One bench/grpc_client_peer.py pass; its figures."""
     run = subprocess.run(
-        [str(PEER_PYTHON), str(PEER), endpoint, topic, group, "--count", str(count), "--size", str(size)],
+        [str(PEER_PYTHON), str(PEER), endpoint, topic, group, "--count", str(count), "--size", str(size)]
+        + ["--held", str(held)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -135,9 +137,9 @@ def measure(side: Any, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     with side(root, args.flush) as (endpoint, pid):
         peer(endpoint, WARM_TOPIC, WARM_GROUP, args.count if args.warmup is None else args.warmup, args.size, root)
         user0, sys0 = process_cpu(pid)
-        figures = peer(endpoint, TOPIC, GROUP, args.count, args.size, root)
+        figures = peer(endpoint, TOPIC, GROUP, args.count, args.size, root, args.held)
         user1, sys1 = process_cpu(pid)
-    operations = figures["sent"] + figures["received"]
+    operations = figures["sent"] + figures["received"] + 2 * figures["held"]
     figures["cpu_us"] = (user1 - user0 + sys1 - sys0) / operations * 1e6
     figures["cpu_sys_us"] = (sys1 - sys0) / operations * 1e6
     return figures
@@ -152,6 +154,7 @@ ROWS = (
     ("ack p99 µs", "ack_p99_us", False),
     ("server CPU µs/msg", "cpu_us", False),
     ("  of which system", "cpu_sys_us", False),
+    ("acks, many held /s", "held_ack_per_s", True),
 )
 
 
@@ -160,6 +163,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--flush", choices=("async", "sync"), default="async")
+    parser.add_argument("--held", type=int, default=0, help="then N received and held, acked at the end")
     parser.add_argument("--warmup", type=int, help="messages of the warm-up pass (default: --count; the JIT's)")
     parser.add_argument("--only", choices=("sparkmq", "apache"), help="one side alone")
     args = parser.parse_args()
@@ -180,6 +184,8 @@ def main() -> None:
     header = "".join(f"{n:>12}" for n in names) + ("   sparkmq/apache" if len(names) == 2 else "")
     print(f"{'':20}{header}")
     for label, key, higher_better in ROWS:
+        if key == "held_ack_per_s" and not args.held:
+            continue
         values = [results[n][key] for n in names]
         line = f"{label:20}" + "".join(f"{v:12.0f}" for v in values)
         if len(values) == 2 and values[1]:
