@@ -74,7 +74,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 from bench_profile import SPY_RATE
 from client_consume_bench import consume_cases
 from client_peers import (
-    PEERS_DIR,
+    add_peers_dir_argument,
     add_peers_python_argument,
     peers_table,
     run_peers,
@@ -102,12 +102,11 @@ async def async_cases(bench: Recorder, scale: int, inflight: int, n_latency: int
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
-    parser.add_argument(
-        "--with-peers", action="store_true", help="run ../shared/peers/run_all.sh first (ONLY=redis nats)"
-    )
+    parser.add_argument("--with-peers", action="store_true", help="run the peers' run_all.sh first (ONLY=redis nats)")
     parser.add_argument("--peers-only", default="redis nats", help="the peers' ONLY (default: redis nats)")
     parser.add_argument("--peers-reps", type=int, default=1, help="the peers' REPS (default 1)")
     add_peers_python_argument(parser)
+    add_peers_dir_argument(parser)
     parser.add_argument("--json", type=Path, help="write every row and peer record here")
     args = parser.parse_args(argv)
     info = machine()
@@ -120,14 +119,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     versions = ""
     with temp_root("sparkmq-client-bench-") as root:
         if args.with_peers:
-            print(f"peers: {args.peers_only} via {PEERS_DIR / 'run_all.sh'} ...", file=sys.stderr, flush=True)
-            records, versions = run_peers(
-                root / "peers",
-                args.peers_only,
-                args.peers_reps,
-                args.peers_python,
-                args.latency_sends // (10 if args.quick else 1),  # as many samples as our latency cases take
-            )
+            print(f"peers: {args.peers_only} via {args.peers_dir / 'run_all.sh'} ...", file=sys.stderr, flush=True)
+            try:
+                records, versions = run_peers(
+                    root / "peers",
+                    args.peers_only,
+                    args.peers_reps,
+                    args.peers_python,
+                    args.latency_sends // (10 if args.quick else 1),  # as many samples as our latency cases take
+                    args.peers_dir,
+                )
+            except FileNotFoundError as exc:
+                print(f"client_bench: {exc}", file=sys.stderr)
+                return 2
             info["load after peers"] = loadavg()
         with recording(root, args.tags_keys, args.profile) as bench:
             scale = 10 if args.quick else 1

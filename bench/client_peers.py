@@ -1,7 +1,8 @@
 """The peers beside sparkmq's client benches: run ``../shared/peers/run_all.sh`` and compare in one table.
 
 ``run_peers`` runs ``run_all.sh`` (``ONLY="versions redis nats"``, ``PEERS_OUT`` a temporary
-directory, the peers' virtualenv from ``setup.sh``) and returns its raw JSON records;
+directory, the peers' virtualenv from ``setup.sh``) and returns its raw JSON records; the peers'
+directory is ``--peers-dir``, else ``$SPARKMQ_PEERS_DIR``, else ``shared/peers`` beside the repo;
 ``side_by_side``, ``targets`` and ``peers_table`` render them beside sparkmq's rows.
 """
 
@@ -18,7 +19,7 @@ from bench_common import REPO, Row
 
 SIZES = (100, 1024)
 PEERS_TIMEOUT_S = 1800.0
-PEERS_DIR = REPO.parent / "shared" / "peers"
+PEERS_DIR = Path(os.environ.get("SPARKMQ_PEERS_DIR") or REPO.parent / "shared" / "peers")
 PEERS_BASE = Path(os.environ.get("TMPDIR", "/tmp")) / "sparkmq-peers"  # setup.sh's default PEERS_OUT
 
 
@@ -32,12 +33,31 @@ def add_peers_python_argument(parser: argparse.ArgumentParser, needs: str = "") 
     )
 
 
-def run_peers(out: Path, only: str, reps: int, python: Path, latency_count: int) -> tuple[list[dict], str]:
-    """Run the peers' run_all.sh into ``out``; its raw JSON records and versions text.
+def add_peers_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--peers-dir``: the directory holding the peers' ``run_all.sh`` and ``setup.sh``."""
+    parser.add_argument(
+        "--peers-dir",
+        type=Path,
+        default=PEERS_DIR,
+        help=f"the peers' directory, with run_all.sh (default: $SPARKMQ_PEERS_DIR, else {PEERS_DIR})",
+    )
+
+
+def run_peers(
+    out: Path, only: str, reps: int, python: Path, latency_count: int, peers_dir: Path = PEERS_DIR
+) -> tuple[list[dict], str]:
+    """Run ``peers_dir``'s run_all.sh into ``out``; its raw JSON records and versions text.
 
     ``latency_count`` is the peers' NLAT: as many one-at-a-time publishes as sparkmq's latency
-    cases send, so both p99s are the same rank of the same number of samples.
+    cases send, so both p99s are the same rank of the same number of samples. Raises
+    ``FileNotFoundError`` naming what is missing (the peers' directory, or their virtualenv's python).
     """
+    if not (peers_dir / "run_all.sh").is_file():
+        raise FileNotFoundError(
+            f"no run_all.sh in {peers_dir}: pass --peers-dir or set SPARKMQ_PEERS_DIR to the peers' directory"
+        )
+    if not python.exists():
+        raise FileNotFoundError(f"no peers' python at {python}: run bash {peers_dir / 'setup.sh'} once")
     out.mkdir(parents=True, exist_ok=True)
     (out / "venv").symlink_to(python.parent.parent)
     cached = PEERS_BASE / "bin" / "natsbench"  # the Go client setup.sh's first run_all.sh built; else built here
@@ -54,7 +74,7 @@ def run_peers(out: Path, only: str, reps: int, python: Path, latency_count: int)
         NLAT=str(latency_count),
     )
     process = subprocess.Popen(
-        ["bash", str(PEERS_DIR / "run_all.sh")],
+        ["bash", str(peers_dir / "run_all.sh")],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

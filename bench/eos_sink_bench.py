@@ -96,8 +96,8 @@ def pieces(namesrv: str, broker_address: str, broker_pid: int, rows: int) -> str
     import pyarrow as pa
 
     from sparkmq.connector.sink_options import SinkOptions
+    from sparkmq.connector.sink_send import place_runs
     from sparkmq.connector.transactional_writer import close_clients, settle, write_halves
-    from sparkmq.sink import place_runs
 
     topic = f"EosPieces_{uuid.uuid4().hex[:8]}"
     create_topic([broker_address], topic, QUEUES)

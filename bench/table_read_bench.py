@@ -1,16 +1,19 @@
 """A Spark batch read of a topic's Delta table against a plain Parquet read of the same rows and columns.
 
-The table is written per ``sparkmq.tables.layout`` with ``deltalake`` (raw columns, 100-byte bodies,
-one commit per queue per round with the queue's application transaction, as the broker's materializer
-commits); the plain Parquet folder holds copies of the very data files the table's snapshot lists, so
-both reads scan the same bytes and the ratio is what Delta's log and planning add. Each read is
-``spark.read...load(...).write.format("noop")`` (every column decoded, nothing kept), Delta and Parquet
-alternating; the figures are the medians of ``--repeat`` pairs, of wall time and of the JVM's CPU (which
-moves less with the machine's load). The session keeps Delta's snapshot state in
-2 partitions (``spark.databricks.delta.snapshotPartitions``, 50 by default: 50 tasks per read's planning).
-Target (issue 32): Delta ≥ 0.9× Parquet.
+Each ``--shapes`` table is written per ``sparkmq.tables.layout`` with ``deltalake`` (raw columns, 100-byte
+bodies, ``--rounds`` rounds each moving every queue's application transaction): ``per-queue`` commits each
+queue's rows apart (a file and a commit per queue per round); ``per-cycle`` commits all queues' rows in one
+commit as the broker's materializer does (a file per round); ``checkpoint`` adds a checkpoint at the last
+version, as the materializer's table configuration and upkeep leave one; ``compacted`` is ``per-cycle``
+after the upkeep's compaction and checkpoint. The plain Parquet folder of each holds copies of the very data
+files its snapshot lists, so both reads scan the same bytes and the ratio is what Delta's log and planning
+add. Each read is ``spark.read...load(...).write.format("noop")`` (every column decoded, nothing kept), in
+one Spark session, Delta and Parquet alternating; the figures are the medians of ``--repeat`` pairs, of wall
+time and of the JVM's CPU (which moves less with the machine's load). The session keeps Delta's snapshot
+state in 2 partitions (``spark.databricks.delta.snapshotPartitions``, 50 by default: 50 tasks per read's
+planning). Target (issue 32): Delta ≥ 0.9× Parquet.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/table_read_bench.py --rows 1000000 --repeat 5
+    PYTHONPATH=$PWD .venv/bin/python bench/table_read_bench.py --rows 1000000 --repeat 7
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from sparkmq.tables.layout import RAW_SCHEMA, app_id, table_uri
 from sparkmq.tables.spark_delta import missing_jars, with_delta
+from sparkmq.tables.upkeep import compact
 
 TOPIC = "orders"
 BODY_BYTES = 100
@@ -74,20 +78,27 @@ def queue_rows(queue_id: int, start: int, count: int, rng: np.random.Generator) 
     return pa.table([columns[name] for name in RAW_SCHEMA.names], schema=RAW_SCHEMA)
 
 
-def write_table(uri: str, rows: int, queues: int, rounds: int) -> None:
+def write_table(uri: str, rows: int, queues: int, rounds: int, shape: str) -> None:
+    """``rounds`` cycles of ``rows // rounds`` rows: ``per-queue`` commits each queue's rows apart, ``per-cycle``
+    commits all queues' rows in one commit as the materializer does (one file), ``checkpoint`` also leaves a
+    checkpoint at the last version as the materializer's upkeep does."""
     rng = np.random.default_rng(7)
     per_commit = rows // (queues * rounds)
     for turn in range(rounds):
-        for queue_id in range(queues):
-            start = turn * per_commit
+        start = turn * per_commit
+        parts = [(q, queue_rows(q, start, per_commit, rng)) for q in range(queues)]
+        groups = [[part] for part in parts] if shape == "per-queue" else [parts]
+        for group in groups:
             write_deltalake(
                 uri,
-                queue_rows(queue_id, start, per_commit, rng),
+                pa.concat_tables([table for _, table in group]),
                 mode="append",
                 commit_properties=CommitProperties(
-                    app_transactions=[Transaction(app_id(TOPIC, queue_id), start + per_commit)]
+                    app_transactions=[Transaction(app_id(TOPIC, q), start + per_commit) for q, _ in group]
                 ),
             )
+    if shape == "checkpoint":
+        DeltaTable(uri).create_checkpoint()
 
 
 def copy_data_files(uri: str, folder: Path) -> int:
@@ -106,13 +117,20 @@ def timed_read(spark, fmt: str, path: str) -> tuple[float, float]:  # type: igno
     return time.perf_counter() - started, cpu_seconds(jvm) - cpu
 
 
+SHAPES = ("per-queue", "per-cycle", "checkpoint", "compacted")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=8, help="commits per queue")
+    parser.add_argument("--rounds", type=int, default=8, help="materializer cycles (commits per queue)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"a comma list of {', '.join(SHAPES)}")
     args = parser.parse_args()
+    shapes = args.shapes.split(",")
+    if not set(shapes) <= set(SHAPES):
+        parser.error(f"--shapes takes {', '.join(SHAPES)}")
     missing = missing_jars()
     if missing:
         print(missing, file=sys.stderr)
@@ -120,11 +138,18 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     work = Path(tempfile.mkdtemp(prefix="table-read-bench-", dir=bench_root()))
+    results: dict[str, tuple[int, int, list[tuple[float, float]], list[tuple[float, float]]]] = {}
     try:
-        uri = table_uri(str(work / "tables"), TOPIC)
-        write_table(uri, args.rows, args.queues, args.rounds)
-        files = copy_data_files(uri, work / "parquet")
-        rows = DeltaTable(uri).to_pyarrow_dataset().count_rows()
+        paths = {}
+        for shape in shapes:
+            uri = table_uri(str(work / shape / "tables"), TOPIC)
+            write_table(uri, args.rows, args.queues, args.rounds, "per-cycle" if shape == "compacted" else shape)
+            if shape == "compacted":
+                compact(uri)
+                DeltaTable(uri).create_checkpoint()
+            files = copy_data_files(uri, work / shape / "parquet")
+            paths[shape] = (uri, str(work / shape / "parquet"))
+            results[shape] = (files, DeltaTable(uri).version() + 1, [], [])
         spark = (
             with_delta(SparkSession.builder)
             .master("local[2]")
@@ -138,27 +163,27 @@ def main() -> int:
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
-        assert spark.read.format("delta").load(uri).count() == spark.read.parquet(str(work / "parquet")).count() == rows
-        timed_read(spark, "delta", uri), timed_read(spark, "parquet", str(work / "parquet"))  # warm-up
-        delta, parquet = [], []
+        for uri, parquet in paths.values():
+            assert spark.read.format("delta").load(uri).count() == spark.read.parquet(parquet).count() == args.rows
+            timed_read(spark, "delta", uri), timed_read(spark, "parquet", parquet)  # warm-up
         load = [loadavg()]
         for _ in range(args.repeat):
-            delta.append(timed_read(spark, "delta", uri))
-            parquet.append(timed_read(spark, "parquet", str(work / "parquet")))
+            for shape, (uri, parquet) in paths.items():
+                results[shape][2].append(timed_read(spark, "delta", uri))
+                results[shape][3].append(timed_read(spark, "parquet", parquet))
         load.append(loadavg())
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    d, p = statistics.median(w for w, _ in delta), statistics.median(w for w, _ in parquet)
-    dc, pc = statistics.median(c for _, c in delta), statistics.median(c for _, c in parquet)
-    print(f"{rows:,} rows, {files} files, {args.repeat} pairs, load {load[0]} -> {load[-1]}, {commit()}")
-    for name, wall, cpu, runs in (("delta", d, dc, delta), ("parquet", p, pc, parquet)):
+    print(f"{args.rows:,} rows, {args.queues} queues, {args.repeat} pairs, load {load[0]} -> {load[-1]}, {commit()}")
+    for shape, (files, commits, delta, parquet) in results.items():
+        d, p = statistics.median(w for w, _ in delta), statistics.median(w for w, _ in parquet)
+        dc, pc = statistics.median(c for _, c in delta), statistics.median(c for _, c in parquet)
         print(
-            f"{name:<8} median {wall:.3f} s  {rows / wall:,.0f} rows/s  [{min(w for w, _ in runs):.3f}-"
-            f"{max(w for w, _ in runs):.3f}]  JVM CPU {cpu:.3f} s"
+            f"{shape:<10} {files:3} files {commits:3} commits  delta {d:.3f} s (JVM CPU {dc:.3f})  parquet {p:.3f} s "
+            f"(JVM CPU {pc:.3f})  delta/parquet rate: median {p / d:.2f}x, by JVM CPU {pc / dc:.2f}x"
         )
-    best = min(w for w, _ in parquet) / min(w for w, _ in delta)
-    print(f"delta / parquet rate: median {p / d:.2f}x, best {best:.2f}x, by JVM CPU {pc / dc:.2f}x (target >= 0.9x)")
+    print("target (issue 32): delta/parquet >= 0.9x")
     return 0
 
 

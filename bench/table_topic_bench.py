@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
 import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from broker_bench import batch_plan
 
-from bench_common import REPO, SMALL_STORE, Service, machine, print_machine, temp_root  # bench/ is sys.path[0]
+# bench/ is sys.path[0]
+from bench_common import REPO, SMALL_STORE, Service, cpu_seconds, machine, print_machine, temp_root
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -46,6 +50,23 @@ class Run:
     worst_lag_s: float = 0.0
     worst_lag_messages: int = 0
     done_seconds: float = 0.0  # first send → the table holds every message
+    threads: Counter[str] = field(default_factory=Counter)  # the broker's CPU seconds by thread kind, this run
+    cpu_seconds: float = 0.0  # the broker's, all threads (those ended too)
+
+
+def thread_cpu(pid: int) -> Counter[str]:
+    """CPU seconds (user + system) of each of ``pid``'s threads so far, summed by name, digits dropped."""
+    tick, found = os.sysconf("SC_CLK_TCK"), Counter[str]()
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            with open(f"{task.path}/stat") as stat:
+                text = stat.read()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        name = re.sub(r"[-_]?\d+$", "", text[text.index("(") + 1 : text.rindex(")")])
+        fields = text[text.rindex(")") + 2 :].split()
+        found[name] += (int(fields[11]) + int(fields[12])) / tick
+    return found
 
 
 async def _status(client: RemotingClient, address: str) -> TableStatusBody:
@@ -55,11 +76,17 @@ async def _status(client: RemotingClient, address: str) -> TableStatusBody:
     return TableStatusBody.decode(response.body)
 
 
-async def bench(address: str, seconds: float) -> tuple[Run, Run]:
+async def bench(address: str, pid: int, seconds: float) -> tuple[Run, Run]:
     """The same sends to a plain topic, then to a table-enabled one: (plain, table)."""
     client = RemotingClient()
     try:
-        return await _sends(client, address, PLAIN_TOPIC, seconds), await _sends(client, address, TOPIC, seconds)
+        runs = []
+        for topic in (PLAIN_TOPIC, TOPIC):
+            before, cpu = thread_cpu(pid), cpu_seconds(pid)
+            run = await _sends(client, address, topic, seconds)
+            run.threads, run.cpu_seconds = thread_cpu(pid) - before, cpu_seconds(pid) - cpu
+            runs.append(run)
+        return runs[0], runs[1]
     finally:
         await client.close()
 
@@ -130,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         store = ["--store-dir", str(root / "store"), *SMALL_STORE]
         broker = Service(["broker", "--host", "127.0.0.1", "--port", "0", *store, *settings], "broker listening on ")
         try:
-            plain, run = asyncio.run(bench(broker.address, seconds))
+            plain, run = asyncio.run(bench(broker.address, broker.process.pid, seconds))
         finally:
             broker.stop()
     interval_s = interval_ms / 1000
@@ -141,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  worst lag            {run.worst_lag_s:12.2f} s = {run.worst_lag_s / interval_s:.2f} commit intervals")
     print(f"  worst lag            {run.worst_lag_messages:12,} messages")
     print(f"  caught up after      {run.done_seconds - run.send_seconds:12.2f} s once the sends stopped")
+    print("  the broker's CPU by thread, µs per message: plain / table (first send → table complete)")
+    for name in sorted(plain.threads | run.threads, key=lambda n: -run.threads[n]):
+        if max(plain.threads[name], run.threads[name]) >= 0.05:
+            per = plain.threads[name] / plain.sent * 1e6, run.threads[name] / run.sent * 1e6
+            print(f"    {name:<24} {per[0]:6.2f} / {per[1]:6.2f}")
+    print(f"    {'all':<24} {plain.cpu_seconds / plain.sent * 1e6:6.2f} / {run.cpu_seconds / run.sent * 1e6:6.2f}")
     print_machine(info)
     return 0
 

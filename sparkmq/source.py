@@ -21,8 +21,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -38,7 +36,9 @@ from sparkmq.connector.offsets import QueueOffsets, from_json_offsets, rate_limi
 from sparkmq.connector.options import SourceOptions
 from sparkmq.errors import DataLossError, OptionError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy and pyarrow only where records are read: the driver's processes never need them
+    import pyarrow as pa
+
     from sparkmq.client.security import ClientSecurity
     from sparkmq.client.selector import MessageSelector
     from sparkmq.connector.driver_view import DriverView
@@ -197,6 +197,8 @@ def _broker_rows(
     options: SourceOptions, group: str, part: QueueRange, selector: str | MessageSelector
 ) -> Iterator[pa.RecordBatch]:
     # Imported here: Spark's per-query source runner (the driver side) never reads records.
+    import numpy as np
+
     from sparkmq.connector.arrow import records_to_arrow
 
     for body in _bodies(options, group, part, selector):

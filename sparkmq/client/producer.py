@@ -204,7 +204,8 @@ class AsyncProducer:
             )
             if selector is not None or queue is not None:
                 call.route_to(selector, arg, message, queue)
-            call.oneway = oneway
+            if oneway:
+                call.oneway = True
         except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
             complete(future, callback, error=exc)
             return None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +37,13 @@ from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.routes import TopicRoute
 from sparkmq.client.send_frames import SendTemplate
-from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed, notify
+from sparkmq.client.send_outcome import SendCallback, SendFuture, answer_outcome, complete, log_failed, logger
 from sparkmq.errors import DurabilityNotConfirmedError, RemoteError, SparkmqError
 from sparkmq.message.layout import TRANSACTION_PREPARED_TYPE
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
+from sparkmq.protocol.codes import MAX_FRAME_BYTES
 from sparkmq.remoting.client import Signer
 from sparkmq.remoting.client_connection import ClientConnection
 
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["Lane", "SendCall", "SendIds"]
 
 _SEND_OK = SendStatus.SEND_OK
+_SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 RETRY_FIRST_PAUSE_S = 0.05
 RETRY_MAX_PAUSE_S = 1.0
 _HEX2 = tuple(f"{byte:02X}" for byte in range(256))
@@ -59,13 +63,19 @@ _monotonic = time.monotonic
 @dataclass(slots=True)
 class Lane:
     """A topic's route as last seen, its writable queues, header template, the client's ACL signer (None:
-    it does not sign) and broker connections."""
+    it does not sign), broker connections, and the C render of its unsigned frames (None: the template's)."""
 
     route: TopicRoute
     queues: list[MessageQueue]
     template: SendTemplate
     signer: Signer | None
     connections: dict[str, ClientConnection] = field(default_factory=dict)
+    render: Callable[..., bytes | None] | None = None
+    fields: bytes = b""
+
+    def __post_init__(self) -> None:
+        if self.signer is None:
+            self.render, self.fields = self.template.native_render()
 
 
 class SendIds(UniqueIdGenerator):
@@ -162,7 +172,22 @@ class SendCall:
             if connection is None or not connection.is_open:
                 self._later(queue)
                 return
-            self._write(lane, queue, connection)
+            render = lane.render
+            if render is None or self.oneway:
+                self._write(lane, queue, connection)
+                return
+            # _write's common case inline: the C render of a plain frame (its reference: SendTemplate.frame)
+            self.queue, opaque, code = queue, connection.next_opaque(), self.code
+            frame = render(
+                code, 0, opaque, lane.fields, queue.queue_id, self.sys_flag, self.born_ms, self.flag,
+                self.properties_json, code == _SEND_BATCH, self.body,
+            )  # fmt: skip
+            if frame is None or len(frame) > MAX_FRAME_BYTES:
+                self._write(lane, queue, connection, opaque)  # the template's f-string, or its precise error
+                return
+            self.started = _monotonic()
+            self.connection, self.opaque = connection, opaque
+            connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
         except Exception as exc:  # noqa: BLE001 - a selector's or the frame's error is the send's outcome
             self._finish(None, exc)
 
@@ -210,9 +235,11 @@ class SendCall:
             return fixed if fixed is not None else selector(queues, message, arg)  # type: ignore[misc]
         return self.producer._pick(queues, self.last_broker)
 
-    def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection) -> None:
+    def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection, opaque: int = -1) -> None:
+        """Render the attempt's frame from the topic's template (a fresh opaque when -1) and write it."""
         self.queue = queue
-        opaque = connection.next_opaque()
+        if opaque < 0:
+            opaque = connection.next_opaque()
         frame = lane.template.frame(
             self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
             self.flag, self.oneway, lane.signer,
@@ -231,8 +258,8 @@ class SendCall:
             self.connection.forget(self.opaque)
 
     # -- the connection's waiter -------------------------------------------------------------------------
-    def done(self) -> bool:
-        return False  # the connection holds it only until its one answer or failure
+    #: Always False (the connection holds a call only until its one answer or failure): a C call, not a frame.
+    done = staticmethod(bool)
 
     def set_result(self, response: Any) -> None:
         """The broker answered the attempt: complete, raise a non-retriable answer, or retry."""
@@ -251,7 +278,10 @@ class SendCall:
                 if not future.done():
                     future.set_result(result)
                 if self.callback is not None:
-                    notify(future, self.callback)
+                    try:
+                        self.callback(future)
+                    except Exception:
+                        logger.exception("send callback %r raised", self.callback)
                 return
         faults, broker = self.producer.faults, self.queue.broker_name
         try:
@@ -281,10 +311,10 @@ class SendCall:
     def _retry(self, error: SparkmqError, answered: bool, broker: str | None) -> None:
         """The attempt to ``broker`` (None: no queue to send to) failed: the next one, or ``error`` raised."""
         attempts = 1 if self.pick is not None else 1 + self.producer.retry_times
-        if broker is not None:
-            log_failed(broker, self.attempt, attempts, error, answered)
         self.attempt += 1
         pause = 0.0 if self.attempt < attempts else self._pause(error)
+        if broker is not None:
+            log_failed(broker, self.attempt, attempts, error, answered, pause, self.give_up_at - _monotonic())
         if pause < 0:
             self._finish(None, error)
         elif not self.future.done():  # else cancelled: nobody waits for the outcome

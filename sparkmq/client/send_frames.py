@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from json.encoder import (
     encode_basestring,  # C-accelerated; non-ASCII kept, as RemotingCommand encodes
 )
@@ -74,6 +75,11 @@ class SendTemplate:
         )
         self._fields_bytes = self._fields.encode()
         self._middles: dict[int, str] = {}  # queue id → the header's text from the opaque to the sysFlag
+
+    def native_render(self) -> tuple[Callable[..., bytes | None] | None, bytes]:
+        """The C render of this template's unsigned frames (:meth:`frame`'s arguments, in the C's order) and the
+        fields it takes, or None when the C is off."""
+        return (None if _native is None else _native.render), self._fields_bytes
 
     def _middle(self, queue_id: int) -> str:
         middle = self._middles.get(queue_id)

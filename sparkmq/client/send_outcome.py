@@ -37,9 +37,19 @@ _NOT_CONFIRMED_CODES = (
 )
 
 
-def log_failed(broker: str, attempt: int, attempts: int, error: SparkmqError, answered: bool) -> None:
+def log_failed(
+    broker: str, attempt: int, attempts: int, error: SparkmqError, answered: bool, pause_s: float, left_s: float
+) -> None:
+    """Log the failed ``attempt`` (from 1) of ``attempts``, and what follows: another attempt, a try of the
+    retry_timeout_s window after ``pause_s`` with ``left_s`` of it left (``pause_s`` > 0), or none (< 0)."""
     what = "not acknowledged" if answered else "failed"
-    logger.warning("send to %s %s (attempt %d/%d): %s", broker, what, attempt + 1, attempts, error.remark)
+    if pause_s > 0:
+        then = f"attempt {attempt}, retrying in {pause_s:.2f} s, {left_s:.1f} s of the retry window left"
+    elif pause_s < 0:
+        then = f"attempt {attempt}/{attempts}, giving up" if attempt <= attempts else f"attempt {attempt}, giving up"
+    else:
+        then = f"attempt {attempt}/{attempts}"
+    logger.warning("send to %s %s (%s): %s", broker, what, then, error.remark)
 
 
 def answer_outcome(response: RemotingCommand | LeanResponse, unique_id: str, queue: MessageQueue, topic: str) -> Any:

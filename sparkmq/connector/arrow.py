@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from sparkmq import native
-from sparkmq.connector.columns import LEAN_COLUMNS, TIMESTAMP, WIDE_COLUMNS, arrow_schema, source_columns
+from sparkmq.connector.columns import LEAN_COLUMNS, WIDE_COLUMNS, arrow_schema, source_columns
 from sparkmq.message import layout as L
 from sparkmq.message.bulk import RecordColumns, at_every_byte, decode_columns
 from sparkmq.message.property_scan import find_values
@@ -25,6 +25,7 @@ from sparkmq.message.property_scan import find_values
 # the lean columns in C (setup.py builds it, optional; None under SPARKMQ_NATIVE=0): the numpy path is the reference
 _leanrecords = native.extension("sparkmq.connector._leanrecords")
 
+TIMESTAMP = pa.timestamp("us", tz="UTC")
 _LEAN_SCHEMA = arrow_schema(LEAN_COLUMNS)
 _LEAN_PROPERTIES_SCHEMA = arrow_schema(source_columns(include_properties=True))
 _NATIVE_COLUMNS = (LEAN_COLUMNS, source_columns(include_properties=True))

@@ -1,8 +1,8 @@
 """The source's columns: their names, Arrow types and Spark DDL (lean default, properties, wide).
 
 Apart from :mod:`.arrow` (the record decoding) so that parsing options and answering Spark's
-``schema()`` import pyarrow's types only, not the record codecs: Spark's per-query source runner
-parses the options of every query.
+``schema()`` import neither pyarrow nor the record codecs: Spark's per-query source runner and its
+data source lookups parse the options of every query.
 
 >>> source_columns(include_properties=True)[7:9]
 ('body', 'properties')
@@ -10,27 +10,29 @@ parses the options of every query.
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-_TYPES: dict[str, tuple[pa.DataType, str]] = {  # column → (Arrow type, Spark DDL type)
-    "topic": (pa.string(), "string"),
-    "brokerName": (pa.string(), "string"),
-    "queueId": (pa.int32(), "int"),
-    "queueOffset": (pa.int64(), "long"),
-    "commitLogOffset": (pa.int64(), "long"),
-    "msgId": (pa.string(), "string"),
-    "keys": (pa.string(), "string"),
-    "tags": (pa.string(), "string"),
-    "body": (pa.binary(), "binary"),
-    "properties": (pa.map_(pa.string(), pa.string()), "map<string,string>"),
-    "bornTimestamp": (TIMESTAMP, "timestamp"),
-    "storeTimestamp": (TIMESTAMP, "timestamp"),
-    "bornHost": (pa.string(), "string"),
-    "storeHost": (pa.string(), "string"),
-    "reconsumeTimes": (pa.int32(), "int"),
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_DDL: dict[str, str] = {  # column → Spark DDL type (its Arrow type: arrow_schema)
+    "topic": "string",
+    "brokerName": "string",
+    "queueId": "int",
+    "queueOffset": "long",
+    "commitLogOffset": "long",
+    "msgId": "string",
+    "keys": "string",
+    "tags": "string",
+    "body": "binary",
+    "properties": "map<string,string>",
+    "bornTimestamp": "timestamp",
+    "storeTimestamp": "timestamp",
+    "bornHost": "string",
+    "storeHost": "string",
+    "reconsumeTimes": "int",
 }
-WIDE_COLUMNS = tuple(_TYPES)  # wideSchema=true: every stored field
+WIDE_COLUMNS = tuple(_DDL)  # wideSchema=true: every stored field
 LEAN_COLUMNS = (
     "topic",
     "brokerName",
@@ -53,11 +55,21 @@ def source_columns(wide: bool = False, include_properties: bool = False) -> tupl
 
 
 def arrow_schema(columns: tuple[str, ...]) -> pa.Schema:
-    return pa.schema([pa.field(name, _TYPES[name][0]) for name in columns])
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "binary": pa.binary(),
+        "map<string,string>": pa.map_(pa.string(), pa.string()),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
+    return pa.schema([pa.field(name, types[_DDL[name]]) for name in columns])
 
 
 def schema_ddl(columns: tuple[str, ...]) -> str:
-    return ", ".join(f"{name} {_TYPES[name][1]}" for name in columns)
+    return ", ".join(f"{name} {_DDL[name]}" for name in columns)
 
 
 SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
@@ -66,7 +78,6 @@ SCHEMA_DDL = schema_ddl(LEAN_COLUMNS)
 __all__ = [
     "LEAN_COLUMNS",
     "SCHEMA_DDL",
-    "TIMESTAMP",
     "WIDE_COLUMNS",
     "arrow_schema",
     "schema_ddl",

@@ -56,10 +56,10 @@ _checked_brokers: set[tuple[str, str]] = set()  # (NameServer, broker name) seen
 _clients: dict[tuple[str, str, ClientSecurity], tuple[AsyncTransactionProducer, CommitLog]] = {}
 _clients_lock = threading.Lock()
 Half = tuple[int, int, str, int]  # (half queue offset, commit log offset, msg id): what END names; + its rows
-SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]  # as sparkmq.sink.SendRun
+SendRun = tuple[MessageQueue, "list[Message] | bytes", int, bool]  # as sparkmq.connector.sink_send.SendRun
 RunsOf = Callable[[AsyncProducer, SinkOptions, pa.RecordBatch, int, dict[str, str]], tuple[list[SendRun], int]]
-"""The sink's placement (``sparkmq.sink.place_runs``): an Arrow batch's rows, with extra properties, in runs
-per queue of at most ``batchSize`` rows, in row order; and the round-robin position after them."""
+"""The sink's placement (``sparkmq.connector.sink_send.place_runs``): an Arrow batch's rows, with extra
+properties, in runs per queue of at most ``batchSize`` rows, in row order; and the round-robin position after them."""
 
 
 @dataclass

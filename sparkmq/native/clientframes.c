@@ -277,13 +277,15 @@ not_plain: /* or failed: the caller tells them apart by the error set */
     return NULL;
 }
 
+#define HEADER_KEY(text, field) {text, sizeof(text) - 1, field}
 static const struct {
     const char *name;
+    Py_ssize_t length;
     unsigned field;
 } header_keys[] = {
-    {"code", F_CODE},         {"opaque", F_OPAQUE}, {"flag", F_FLAG},
-    {"version", F_VERSION},   {"language", F_LANGUAGE}, {"remark", F_REMARK},
-    {"extFields", F_EXT},     {"serializeTypeCurrentRPC", F_SER},
+    HEADER_KEY("code", F_CODE),       HEADER_KEY("opaque", F_OPAQUE),     HEADER_KEY("flag", F_FLAG),
+    HEADER_KEY("version", F_VERSION), HEADER_KEY("language", F_LANGUAGE), HEADER_KEY("remark", F_REMARK),
+    HEADER_KEY("extFields", F_EXT),   HEADER_KEY("serializeTypeCurrentRPC", F_SER),
 };
 
 /* One header of the plain shape as (end, code, opaque, flag, version, language, remark, ext_fields); None when it
@@ -302,8 +304,10 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py
             goto not_plain;
         unsigned field = 0;
         for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
-            if (n == (Py_ssize_t)strlen(header_keys[i].name) && memcmp(key, header_keys[i].name, (size_t)n) == 0)
+            if (n == header_keys[i].length && memcmp(key, header_keys[i].name, (size_t)n) == 0) {
                 field = header_keys[i].field;
+                break;
+            }
         if (field == 0 || (seen & field))
             goto not_plain;
         seen |= field;

@@ -9,12 +9,13 @@ reference path tries first) and completes the waiting future with that ``LeanRes
 Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter with ``done``,
 ``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
 appends the frame to the loop turn's coalesced write, which goes out in chunks of
-:data:`LEAN_CHUNK_FRAMES` during the turn (and the rest at its end). Its deadline goes to a first-in-first-out
-queue per timeout and request code (a producer's sends share one, so deadlines arrive in order): an
-append and, once answered, a pop, instead of a heap push and pop per request; the connection's one
-sweeper timer serves both. The queue is two parallel deques (deadlines, opaques) of floats and ints,
-which the garbage collector does not track: with thousands of sends in flight a tuple per send was
-one more object each collection traversed (docs/design-notes.md, "The client's collector").
+:data:`LEAN_CHUNK_FRAMES` during the turn (and the rest at its end). Its deadline joins a group: the
+requests of one timeout and request code sent within ``DEADLINE_SWEEP_S`` of the group's first share one
+entry (its due time, the first's deadline plus that slack, and a list of opaques) in a first-in-first-out
+queue per timeout; the connection's one sweeper timer fails what is still unanswered in a group once it
+is due, and drops groups whose requests were all answered. Per send that is a comparison and a list
+append, not a deadline entry pushed and popped; a request fails never before its deadline and at most
+twice ``DEADLINE_SWEEP_S`` after it.
 
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
@@ -51,8 +52,8 @@ _native = extension("sparkmq.native._clientframes")
 
 __all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter"]
 
-#: The lean requests of one timeout and request code, oldest first: their deadlines and opaques, in step.
-LeanDeadlines = tuple[deque[float], deque[int]]
+#: Lean requests sent close together with one timeout and request code: (due, code, timeout, opaques).
+LeanGroup = tuple[float, int, float, list[int]]
 
 # length prefix, then serializeType << 24 | header length: a JSON header (type 0) reads as its length
 _PREFIX = struct.Struct(">II")
@@ -89,8 +90,11 @@ class ClientConnection(RemotingConnection):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._spinner = client_spinner_for(self._loop)  # a client spins only when asked to (spin.py)
-        # timeout → request code → the deadlines and opaques of lean requests, oldest first (deadlines in order)
-        self._lean_deadlines: dict[float, dict[int, LeanDeadlines]] = {}
+        # timeout → the groups of lean requests' deadlines, oldest first (due times in order)
+        self._lean_groups: dict[float, deque[LeanGroup]] = {}
+        # the group sends join: its due time, timeout, request code and opaques
+        self._group_due, self._group_timeout, self._group_code = -1.0, -1.0, -1
+        self._group: list[int] = []
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
 
     def pause_writing(self) -> None:
@@ -128,18 +132,10 @@ class ClientConnection(RemotingConnection):
         lean: dict[int, LeanWaiter] = self._lean  # type: ignore[assignment]  # the base's table, typed for its futures
         lean[opaque] = waiter
         when = self._loop.time() + timeout
-        by_code = self._lean_deadlines.get(timeout)
-        queue = None if by_code is None else by_code.get(code)
-        if queue is None:
-            queue = self._lean_deadlines.setdefault(timeout, {})[code] = (deque(), deque())
-        whens, opaques = queue
-        if opaques and opaques[0] not in lean:  # one answered entry leaves per send: the queue holds ~ those in flight
-            whens.popleft()
-            opaques.popleft()
-        whens.append(when)
-        opaques.append(opaque)
-        if self._sweeper is None or when < self._sweeper_when:
-            self._arm_sweeper(when)
+        if when <= self._group_due and timeout == self._group_timeout and code == self._group_code:
+            self._group.append(opaque)
+        else:
+            self._new_group(opaque, code, when, timeout)
         out = self._out
         if not out and len(lean) == 1 and not self._pending:
             assert self._transport is not None
@@ -157,15 +153,32 @@ class ClientConnection(RemotingConnection):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_out)
 
+    def _new_group(self, opaque: int, code: int, when: float, timeout: float) -> None:
+        """Open a deadline group for the request ``opaque`` due ``when``; groups all answered leave the front."""
+        groups = self._lean_groups.get(timeout)
+        if groups is None:
+            groups = self._lean_groups[timeout] = deque()
+        lean = self._lean
+        while groups and not any(map(lean.__contains__, groups[0][3])):
+            groups.popleft()
+        due = when + DEADLINE_SWEEP_S
+        self._group = [opaque]
+        self._group_due, self._group_timeout, self._group_code = due, timeout, code
+        groups.append((due, code, timeout, self._group))
+        if self._sweeper is None or due < self._sweeper_when:
+            self._arm_sweeper(due)
+
     def _sweep(self) -> None:
-        super()._sweep()  # the general requests' heap; then the lean queues
+        super()._sweep()  # the general requests' heap; then the lean groups
         now, lean, soonest = self._loop.time(), self._lean, None
-        # snapshots: a failed waiter's callback may send, and a new timeout or code adds a queue
-        for timeout, by_code in list(self._lean_deadlines.items()):
-            for code, (whens, opaques) in list(by_code.items()):
-                while opaques and (whens[0] <= now or opaques[0] not in lean):
-                    whens.popleft()  # due, or answered already
-                    waiter = lean.pop(opaques.popleft(), None)
+        # snapshots: a failed waiter's callback may send, and a new timeout adds a queue
+        for groups in list(self._lean_groups.values()):
+            while groups and (groups[0][0] <= now or not any(map(lean.__contains__, groups[0][3]))):
+                _, code, timeout, opaques = groups.popleft()  # due, or all answered already
+                if opaques is self._group:
+                    self._group_due = -1.0  # the next send opens a group of its own
+                for opaque in opaques:
+                    waiter = lean.pop(opaque, None)
                     if waiter is not None and not waiter.done():
                         waiter.set_exception(
                             RemoteError(
@@ -173,8 +186,8 @@ class ClientConnection(RemotingConnection):
                                 retriable=True,
                             )
                         )
-                if whens and (soonest is None or whens[0] < soonest):
-                    soonest = whens[0]
+            if groups and (soonest is None or groups[0][0] < soonest):
+                soonest = groups[0][0]
         if soonest is not None and (self._sweeper is None or soonest < self._sweeper_when):
             self._arm_sweeper(max(soonest, now + DEADLINE_SWEEP_S))
 

@@ -149,19 +149,38 @@ def flush_outcome(result: PutResult, error: BaseException | None) -> PutResult:
     return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, f"the message was not flushed to disk: {error}")
 
 
+class _Locks:
+    """Several locks held together, taken in one order and released in the other."""
+
+    def __init__(self, *locks: threading.Lock) -> None:
+        self._locks = locks
+
+    def __enter__(self) -> None:
+        for lock in self._locks:
+            lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
+
+
 class StoreFlush:
     """The flushes of one store, under one lock, and their fail-stop.
 
     The first failed fsync/msync sets ``disk_error``: from then on nothing is flushed and the
     checkpoint never advances (Linux marks the failed pages clean, so a later fsync would
     "succeed" without writing them); the store refuses puts until a restart recovers it.
-    ``lock`` is held across every sync, so whoever deletes files waits for it without the
-    store lock.
+    The CommitLog's syncs and the others (ConsumeQueues, index, checkpoint) each hold their
+    own lock, so a SYNC put's group commit never waits behind the periodic queue flush (as
+    RocketMQ's ``GroupCommitService`` and ``FlushConsumeQueueService``); ``lock`` takes both,
+    so whoever deletes files or cuts the log waits for every sync without the store lock.
     """
 
     def __init__(self, store: MessageStore) -> None:
         self.store = store
-        self.lock = threading.Lock()
+        self.commitlog_lock = threading.Lock()
+        self.queues_lock = threading.Lock()
+        self.lock = _Locks(self.commitlog_lock, self.queues_lock)
         self.disk_error: str | None = None
         self._last_thorough = time.monotonic()
         self._last_thorough_queues = time.monotonic()
@@ -184,7 +203,7 @@ class StoreFlush:
     def flush_commitlog(self) -> int:
         """Sync the CommitLog; return the flushed offset. Raises :class:`DiskError` once failed."""
         store = self.store
-        with self.lock:
+        with self.commitlog_lock:
             if self.disk_error is not None:
                 raise DiskError(f"the store is read-only after a disk error: {self.disk_error}")
             covered = store._last_store_timestamp  # the flusher is part of the store
@@ -258,7 +277,7 @@ class StoreFlush:
         with store._lock:
             covered = store._last_dispatched_timestamp
             queues = list(store._queues.values())
-        with self.lock:
+        with self.queues_lock:
             if self.disk_error is not None:
                 return  # logged when it happened; nothing may advance the checkpoint now
             try:

@@ -10,9 +10,9 @@ rolled-back transactional messages live in ``RMQ_SYS_TRANS_HALF_TOPIC`` and neve
 A cycle that fails (an unwritable root, a corrupt log, a table someone else changed) marks the table
 stalled with the reason and is retried next interval; the stream is never affected.
 
-Every ``upkeep_interval_s`` a table (and its reject table) is compacted and vacuumed after its cycle
-(:mod:`.upkeep`): the many small files one commit per interval leaves become few, with the rows and
-the queues' transactions unchanged.
+Every ``upkeep_interval_s`` a table (and its reject table) is compacted, vacuumed and checkpointed after
+its cycle (:mod:`.upkeep`): the many small files one commit per interval leaves become few, with the rows
+and the queues' transactions unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from sparkmq.tables.layout import (
     table_uri,
 )
 from sparkmq.tables.queue_rows import READER_GROUP, QueueRows, read_rows
-from sparkmq.tables.upkeep import compact, vacuum
+from sparkmq.tables.upkeep import checkpoint, compact, vacuum
 
 logger = logging.getLogger(__name__)
 MAX_ROWS_PER_COMMIT = 262_144  # one topic's rows in one commit at most; a cycle that hits it runs again at once
@@ -54,6 +54,9 @@ OK, STALLED = "ok", "stalled"
 WRITER_PROPERTIES = WriterProperties(
     compression="SNAPPY", default_column_properties=ColumnProperties(dictionary_enabled=False)
 )
+# A checkpoint every 10 commits (Delta's own default; deltalake's is 100): a reader's snapshot then replays one
+# Parquet checkpoint and at most 9 JSON commits, not every commit since the table began.
+TABLE_CONFIGURATION = {"delta.checkpointInterval": "10"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,12 @@ class _Table:
     ) -> None:
         self.uri, self.topic = uri, topic
         self.delta = DeltaTable.create(
-            uri, schema=schema, partition_by=partition_by, mode="ignore", storage_options=dict(storage) or None
+            uri,
+            schema=schema,
+            partition_by=partition_by,
+            mode="ignore",
+            storage_options=dict(storage) or None,
+            configuration=TABLE_CONFIGURATION,
         )
 
     def offsets(self, queue_ids: list[int]) -> dict[int, int | None]:
@@ -260,6 +268,7 @@ class Materializer:
             uri = table_uri(self.root, name)
             done = compact(uri, storage_options=self.storage_options)
             removed = vacuum(uri, self.vacuum_retention_hours, self.storage_options)
+            checkpoint(uri, self.storage_options)
             logger.info(
                 "table %s: %d files compacted into %d, %d vacuumed",
                 uri,

@@ -1,7 +1,7 @@
 """A topic table's upkeep: compaction of its small files and vacuum of the files no recent version reads.
 
 Plain functions over a table URI, for the broker to call periodically (each commit of a materializer
-adds at least one small file per queue). Neither changes the rows nor the queues' application
+adds at least one small file). Neither changes the rows nor the queues' application
 transactions, so what a reader's offsets point at stays where it was.
 
 >>> # compact(table_uri(root, "orders")).files_removed, vacuum(table_uri(root, "orders"), 168)
@@ -42,6 +42,13 @@ def compact(
     )
 
 
+def checkpoint(uri: str, storage_options: Mapping[str, str] | None = None) -> int:
+    """Write a checkpoint of the table's latest version (what a new reader's snapshot starts from); that version."""
+    table = DeltaTable(uri, storage_options=dict(storage_options or {}) or None)
+    table.create_checkpoint()
+    return table.version()
+
+
 def vacuum(uri: str, retention_hours: int, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """Delete the files that no version of the last ``retention_hours`` reads; the deleted files' paths.
 
@@ -54,4 +61,4 @@ def vacuum(uri: str, retention_hours: int, storage_options: Mapping[str, str] | 
     return sorted(table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False))
 
 
-__all__ = ["TARGET_FILE_BYTES", "Compaction", "compact", "vacuum"]
+__all__ = ["TARGET_FILE_BYTES", "Compaction", "checkpoint", "compact", "vacuum"]

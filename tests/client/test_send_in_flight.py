@@ -24,7 +24,7 @@ import pytest
 from sparkmq.client import AsyncProducer, Message, SendResult, SendStatus
 from sparkmq.client.send_call import SendCall
 from sparkmq.errors import RemoteError
-from sparkmq.protocol import FrameDecoder, RequestCode
+from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
 from sparkmq.protocol.frame import decode_frame
 from sparkmq.remoting.client_connection import LEAN_CHUNK_FRAMES, ClientConnection
 from support.chunk_peer import ChunkWatchingPeer, answer
@@ -241,7 +241,7 @@ def test_the_sweeper_fails_exactly_the_unanswered_sends_and_a_cancelled_send_for
     """30 sends in flight on a server that answers every third: 10 return their results; of the others, 5
     are cancelled by their caller (CancelledError, their opaques forgotten at once, their answers never
     delivered) and 15 fail with the sweeper's retriable timeout. Afterwards the table and the deadline
-    queues (two deques in step, no tuple per send) are empty."""
+    groups are empty."""
     topic = cluster.topic(f"SenderSweep{style}", queues=1)
     count = 30
     read_all = asyncio.Event()
@@ -282,9 +282,46 @@ def test_the_sweeper_fails_exactly_the_unanswered_sends_and_a_cancelled_send_for
                     assert isinstance(outcome, RemoteError) and outcome.retriable, (i, outcome)
                     assert "timed out after 0.5 s" in str(outcome)
             assert not connection._lean
-            connection._sweep()  # what is left of the queues: answered or forgotten, popped by a sweep
-            queues = [queue for by_code in connection._lean_deadlines.values() for queue in by_code.values()]
-            assert queues and all(tuple(map(len, queue)) == (0, 0) for queue in queues)
+            connection._sweep()  # what is left of the deadline groups: answered or forgotten, popped by a sweep
+            assert connection._lean_groups and not any(connection._lean_groups.values())
+
+    asyncio.run(main())
+
+
+def test_deadline_groups_never_fail_a_request_before_its_own_deadline(cluster: UnconfirmingCluster) -> None:
+    """Requests of two timeouts and two codes, each in three bursts spread over more than a group's slack, to a
+    server that never answers: each fails with its own code and timeout, none before its own deadline (a
+    later member of a group is not failed at the group's first deadline), and no group is left."""
+    topic = cluster.topic("SenderGroups", queues=1)
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):
+            pass
+        writer.close()
+
+    async def main() -> None:
+        async with _scripted(cluster, topic, silent) as (_, connection):
+            loop = asyncio.get_running_loop()
+            sent: list[tuple[asyncio.Future[Any], float, float, int]] = []
+            for timeout, codes in ((0.3, (310, 310, 310)), (0.45, (320, 321, 320))):
+                for code in codes:  # a burst; the next one a little later, the third past the first's group slack
+                    for _ in range(4):
+                        opaque = connection.next_opaque()
+                        frame = RemotingCommand.request(code, opaque).encode()
+                        future = connection.request_lean(opaque, code, frame, timeout)
+                        sent.append((future, loop.time(), timeout, code))
+                    await asyncio.sleep(0.06)
+            failed_at: dict[int, float] = {}
+            for i, (future, *_) in enumerate(sent):
+                future.add_done_callback(lambda _, i=i: failed_at.__setitem__(i, loop.time()))
+            await asyncio.wait([future for future, *_ in sent], timeout=WAIT_S)
+            for i, (future, at, timeout, code) in enumerate(sent):
+                error = future.exception()
+                assert isinstance(error, RemoteError) and error.retriable, (i, error)
+                assert f"request code {code} " in str(error) and f"timed out after {timeout} s" in str(error)
+                assert failed_at[i] >= at + timeout, (i, failed_at[i] - at, timeout)
+            connection._sweep()
+            assert not connection._lean and not any(connection._lean_groups.values())
 
     asyncio.run(main())
 

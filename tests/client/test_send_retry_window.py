@@ -5,7 +5,8 @@ Real NameServer and broker processes. A lone broker is SIGKILLed: a send to its 
 window fails at once, one with a short window fails too (the NameServer drops the topic's route:
 no broker serves it, not retriable). A master with a slave is SIGKILLed: the route keeps the
 group's queues, none writable, and a send with a long window is still trying when its first
-failure is logged (a half message with the same window is not: it fails), then is stored by the
+failure is logged, saying when it tries again and how much of the window is left (a half message
+with the same window is not: it fails), then is stored by the
 master restarted on the same port and store (as a group's newly elected master takes over its
 queues).
 """
@@ -77,6 +78,9 @@ def test_a_send_within_its_window_is_stored_by_the_master_that_comes_back(
                     failed = f"send to {BROKER} failed"
                     wait_for(lambda: any(failed in r.getMessage() for r in caplog.records), UNTIL_S, "a failure")
                     assert not sent.done(), "the send gave up although its window is open"
+                    logged = next(r.getMessage() for r in caplog.records if failed in r.getMessage())
+                    assert "(attempt 1, retrying in 0.05 s, " in logged, logged  # a queue's one attempt, the window
+                    assert " s of the retry window left)" in logged, logged
                     with (
                         TransactionProducer(
                             "PID_window_tx",

@@ -113,15 +113,28 @@ async def _stored(w: Wire) -> dict[bytes, tuple[int, int, int]]:
     return stored
 
 
-def _check_answers(connection: int, answers: list[Any], stored: dict[bytes, tuple[int, int, int]]) -> None:
+def _check_answers(
+    connection: int, answers: list[Any], stored: dict[bytes, tuple[int, int, int]], code: int = ResponseCode.SUCCESS
+) -> None:
     """The connection's answers are its requests' opaques in order, each naming its own record."""
     assert [a.opaque for a in answers] == [1000 * (connection + 1) + send for send in range(SENDS)]
     for send, answer in enumerate(answers):
-        assert answer.code == ResponseCode.SUCCESS, answer
+        assert answer.code == code, answer
         queue_id, queue_offset, physical = stored[_body(connection, send)]
         fields = answer.ext_fields
         assert (int(fields["queueId"]), int(fields["queueOffset"])) == (queue_id, queue_offset)
         assert decode_offset_msg_id(fields["msgId"])[2] == physical
+
+
+async def _one_turn(w: Wire) -> list[tuple[list[Any], bool]]:
+    """Every connection's sends written in one turn, stored by one put; each connection's answers."""
+    connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
+    puts = _record_puts(w.broker)
+    _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
+    results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
+    await _close(connections)
+    assert puts[0] == CONNECTIONS * SENDS, f"one put held every connection's sends: {puts}"
+    return results
 
 
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
@@ -146,12 +159,7 @@ def test_sends_of_many_connections_in_one_turn_are_one_put(
         await w.send_ok(TOPIC, b"create")
         store.append(w.broker.store)
         unflushed.clear()
-        connections = await _connect(w.broker.config.listen_port, CONNECTIONS)
-        puts = _record_puts(w.broker)
-        _burst(connections, [b"".join(_frames(c)) for c in range(CONNECTIONS)])
-        results = await asyncio.gather(*(_answers(reader, SENDS) for reader, _writer in connections))
-        await _close(connections)
-        assert puts[0] == CONNECTIONS * SENDS, f"one put held every connection's sends: {puts}"
+        results = await _one_turn(w)
         if flush is FlushDiskType.SYNC_FLUSH:
             assert not unflushed, unflushed
         stored = await _stored(w)
@@ -161,6 +169,19 @@ def test_sends_of_many_connections_in_one_turn_are_one_put(
             _check_answers(connection, answers, stored)
 
     run_broker(tmp_path, scenario, flush_disk_type=flush)
+
+
+def test_a_sync_master_without_a_slave_answers_each_connection_of_a_turn_slave_not_available(tmp_path: Path) -> None:
+    """One put for the turn; each connection's sends stored and answered with their own records."""
+
+    async def scenario(w: Wire) -> None:
+        await w.send(TOPIC, b"create")
+        results = await _one_turn(w)
+        stored = await _stored(w)
+        for connection, (answers, _closed) in enumerate(results):
+            _check_answers(connection, answers, stored, ResponseCode.SLAVE_NOT_AVAILABLE)
+
+    run_broker(tmp_path, scenario, broker_role="SYNC_MASTER")
 
 
 def test_reads_held_for_the_turn_with_a_cut_frame_or_another_request_first(tmp_path: Path) -> None:

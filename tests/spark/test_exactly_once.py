@@ -27,12 +27,12 @@ from sparkmq.client.transaction_producer import AsyncTransactionProducer, LocalT
 from sparkmq.connector import transactional_writer
 from sparkmq.connector.exactly_once import TXN_PROPERTY, parse_tag, query_identity
 from sparkmq.connector.sink_options import SinkOptions
+from sparkmq.connector.sink_send import place_runs
 from sparkmq.connector.transactional_writer import clients, close_clients, settle
 from sparkmq.errors import OptionError, SparkmqError
 from sparkmq.message.batch import encode_batch_items
 from sparkmq.message.properties import TRANSACTION_BATCH
 from sparkmq.protocol import ResponseCode
-from sparkmq.sink import place_runs
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 from support.spark_harness import Cluster, kill_group, running_cluster, start_driver
 

@@ -19,6 +19,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from sparkmq import sink
 from sparkmq.client import Message, ReceivedMessage, loop_thread
+from sparkmq.connector import sink_send
 from sparkmq.connector.sink_options import SinkOptions
 from sparkmq.errors import DurabilityNotConfirmedError, SparkmqError
 from sparkmq.protocol import ResponseCode
@@ -235,8 +236,9 @@ def unconfirming(tmp_path) -> Iterator[UnconfirmingCluster]:
         try:
             yield running
         finally:
-            with sink._producers_lock:  # the in-process writer's cached producer: close, do not leak it
-                producers = [sink._producers.pop(key) for key in list(sink._producers) if key[0] == running.ns]
+            with sink_send._producers_lock:  # the in-process writer's cached producer: close, do not leak it
+                cached = sink_send._producers
+                producers = [cached.pop(key) for key in list(cached) if key[0] == running.ns]
             for producer in producers:
                 loop_thread.run(producer.close())
 

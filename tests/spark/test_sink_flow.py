@@ -21,7 +21,8 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from sparkmq.client import loop_thread
 from sparkmq.connector.sink_options import SinkOptions
-from sparkmq.sink import SparkmqBatchWriter, _producer
+from sparkmq.connector.sink_send import producer_for
+from sparkmq.sink import SparkmqBatchWriter
 from support.spark_harness import Cluster
 
 QUEUES = 4
@@ -92,7 +93,7 @@ def test_sharding_key_keeps_row_order_per_key(cluster, monkeypatch) -> None:
     topic = cluster.topic(QUEUES)
     keys, per_key, batch_rows = 12, 60, 300
     writer = sink(cluster, WITH_KEY, topic=topic, batchSize=2, maxInFlight=32)
-    producer = _producer(writer.options)
+    producer = producer_for(writer.options)
     real_send, calls = producer.send_encoded_batch, itertools.count()
 
     async def slow_every_third(*args, **kwargs):

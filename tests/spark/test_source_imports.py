@@ -75,3 +75,20 @@ def test_a_worker_reading_at_planned_addresses_leaves_the_client_unloaded() -> N
     assert "sparkmq.connector.planned_reads" in loaded
     client = {"asyncio", "sparkmq.client.instance", "sparkmq.client.pull_consumer", "sparkmq.remoting"}
     assert sorted(loaded & (client | {"sparkmq.connector.broker_view"})) == []
+
+
+def test_the_sinks_driver_side_leaves_the_client_numpy_and_pyarrow_unloaded() -> None:
+    # Spark's driver-side processes of a write (the data source lookup, the writer's creation, the
+    # streaming commit) unpickle the writer: only the tasks' write() sends (connector/sink_send.py).
+    loaded = _loaded_after(
+        "import pyspark.sql.worker.python_streaming_sink_runner\n"
+        "import sparkmq.sink, sparkmq.source\n"
+        "from pyspark.sql.types import BinaryType, StructField, StructType\n"
+        "schema = StructType([StructField('body', BinaryType())])\n"
+        "options = {'namesrvaddr': '127.0.0.1:9', 'topic': 'T'}\n"
+        "writer = sparkmq.source.SparkmqDataSource(options).streamWriter(schema, False)\n"
+        "writer.commit([sparkmq.sink.SinkCommitMessage(3)], 0)"
+    )
+    assert "sparkmq.sink" in loaded
+    heavy = {"numpy", "pyarrow", "asyncio", "sparkmq.client.producer", "sparkmq.connector.sink_send"}
+    assert sorted(loaded & heavy) == []

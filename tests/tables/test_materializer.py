@@ -188,7 +188,7 @@ def test_the_writer_compacts_and_vacuums_its_table_keeping_rows_and_queue_offset
 
     def files() -> tuple[int, int]:
         live = len(DeltaTable(str(table_dir)).file_uris())
-        return live, len(list(table_dir.rglob("*.parquet")))
+        return live, len([p for p in table_dir.rglob("*.parquet") if "_delta_log" not in p.parts])  # not checkpoints
 
     async def scenario(w: Wire) -> None:
         await update_topic(w, "clicks", "+table.enable=true")
@@ -212,3 +212,7 @@ def test_the_writer_compacts_and_vacuums_its_table_keeping_rows_and_queue_offset
     assert {r["body"] for r in found} == {f"r{k}-{i}".encode() for k in range(4) for i in range(6)}
     table = DeltaTable(str(table_dir))
     assert [table.transaction_version(f"sparkmq:clicks:{q}") for q in (0, 1)] == [12, 12]
+    assert table.metadata().configuration["delta.checkpointInterval"] == "10"
+    # the upkeep leaves a checkpoint, so a new reader's snapshot starts from it, not from every commit
+    last = json.loads((table_dir / "_delta_log" / "_last_checkpoint").read_text())
+    assert (table_dir / "_delta_log" / f"{last['version']:020d}.checkpoint.parquet").exists()

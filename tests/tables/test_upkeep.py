@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from sparkmq.errors import ConfigError
 from sparkmq.tables.layout import RAW_SCHEMA, app_id, table_uri
-from sparkmq.tables.upkeep import compact, vacuum
+from sparkmq.tables.upkeep import checkpoint, compact, vacuum
 from support.delta_tables import write_queue
 
 TOPIC = "orders"
@@ -67,6 +67,19 @@ def test_vacuum_deletes_the_files_compaction_replaced_once_out_of_retention(tmp_
     assert _data_files(uri) == {Path(u).name for u in DeltaTable(uri).file_uris()}
     assert _content(uri) == rows
     assert DeltaTable(uri).transaction_version(app_id(TOPIC, 1)) == COMMITS * 10
+
+
+def test_a_checkpoint_holds_the_rows_and_queue_offsets_a_new_reader_starts_from(tmp_path: Path) -> None:
+    uri = _small_files_table(tmp_path)
+    rows = _content(uri)
+    version = checkpoint(uri)
+    assert version == DeltaTable(uri).version() == 2 * COMMITS - 1  # the first write created it: version 0
+    assert (Path(uri) / "_delta_log" / f"{version:020d}.checkpoint.parquet").exists()
+    for log in Path(uri, "_delta_log").glob("*.json"):  # the checkpoint alone must hold the snapshot
+        log.unlink()
+    table = DeltaTable(uri)
+    assert table.version() == version and _content(uri) == rows
+    assert [table.transaction_version(app_id(TOPIC, q)) for q in (0, 1)] == [COMMITS * 10, COMMITS * 10]
 
 
 def test_a_negative_retention_is_refused(tmp_path: Path) -> None:

@@ -171,8 +171,7 @@ class _SlaveLink:
             self.new_data.clear()
             data = source.read_run(offset, source.batch_bytes)
             if data:
-                self.writer.write(encode_transfer_header(offset, len(data)))
-                self.writer.write(data)
+                self.writer.writelines((encode_transfer_header(offset, len(data)), data))  # one send
                 await self.writer.drain()
                 offset += len(data)
                 self._sent()

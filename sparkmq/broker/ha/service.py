@@ -162,22 +162,32 @@ class HAService:
         if not waiting:
             return results
         end = max(int(results[i].physical_offsets[-1]) + int(results[i].sizes[-1]) for i in waiting)
-        if not self.acks.slave_ok(end, self.config.ha_slave_fallbehind_max):
-            status, remark = PutMessageStatus.SLAVE_NOT_AVAILABLE, "no slave is connected or it is too far behind"
-        else:
-            if self.source is not None:
-                self.source.wake()
-            if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
-                self.acks.confirmed = max(self.acks.confirmed, end)
-                return results
-            status, remark = (
-                PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
-                "no slave confirmed the message within syncFlushTimeout",
-            )
+        failed = await self._replicated(end)
+        if failed is None:
+            return results
         confirmed = list(results)
         for i in waiting:
-            confirmed[i] = dataclasses.replace(results[i], status=status, remark=remark)
+            confirmed[i] = dataclasses.replace(results[i], status=failed[0], remark=failed[1])
         return confirmed
+
+    async def confirm_run(self, result: PutResult, end: int) -> PutResult:
+        """``confirm`` for sends stored as one CommitLog run ending at ``end`` that share ``result``
+        (the native send lane's group)."""
+        if not self.sync_master or result.status not in _CONFIRMABLE:
+            return result
+        failed = await self._replicated(end)
+        return result if failed is None else dataclasses.replace(result, status=failed[0], remark=failed[1])
+
+    async def _replicated(self, end: int) -> tuple[PutMessageStatus, str] | None:
+        """None once replicas confirmed the CommitLog up to ``end``; else what each waiting send answers."""
+        if not self.acks.slave_ok(end, self.config.ha_slave_fallbehind_max):
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE, "no slave is connected or it is too far behind"
+        if self.source is not None:
+            self.source.wake()
+        if await self.acks.wait(end, self.config.sync_flush_timeout / 1000):
+            self.acks.confirmed = max(self.acks.confirmed, end)
+            return None
+        return PutMessageStatus.FLUSH_SLAVE_TIMEOUT, "no slave confirmed the message within syncFlushTimeout"
 
     async def close(self) -> None:
         if self.sink is not None:

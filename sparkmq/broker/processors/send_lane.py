@@ -110,12 +110,12 @@ class SendLane:
         if placed is None:
             return position
         try:  # stored: these frames are never served again, whatever happens next
-            if placed[2] is None or not group.waits:  # _answer's first branch, at once, one call less
+            if not group.waits or (placed[2] is None and not self._replicated()):  # _answer's first branch
                 connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port), at_once=True)
                 elapsed_ms = (time.perf_counter() - start) * 1000
                 self.ctx.stats.rpc_many(group.code, _SUCCESS, elapsed_ms, group.count, group.topic_stats)
             else:
-                self._answer(group, placed[2], connection, start)
+                self._answer(group, placed[0] + group.record_bytes, placed[2], connection, start)
         except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
             logger.exception("answering %d stored sends failed", group.count)
         return end
@@ -125,8 +125,8 @@ class SendLane:
     ) -> tuple[SendGroup, int] | None:
         """The leading plain sends at ``buffer[position:]`` the lane would serve, encoded but not
         stored, and the position after them (None: none); ``serve`` stores and answers them."""
-        ctx = self.ctx
-        if ctx.ha is not None and ctx.ha.sync_master:  # each send waits for the slave: the group path's
+        ha = self.ctx.ha
+        if ha is not None and ha.in_sync_refusal() is not None:  # refused unstored: the usual path answers
             return None
         args = connection.attributes.get(_SCAN_ARGS)
         if args is None:
@@ -148,14 +148,15 @@ class SendLane:
         declines them together (the caller then serves each connection's frames the usual way)."""
         start = time.perf_counter()
         groups = [group for _connection, group in prepared]
-        merged = self._merge(groups) if self._async_flush and len(groups) > 1 else None
+        apart = not self._async_flush or self._replicated()  # each connection answered once its group is durable
+        merged = self._merge(groups) if not apart and len(groups) > 1 else None
         placed = self.ctx.store.put_lane_groups(groups if merged is None else [merged])
         if placed is None:
             return False
         if merged is None:
-            for (connection, group), (_at, _bases, flushed) in zip(prepared, placed, strict=True):
+            for (connection, group), (at, _bases, flushed) in zip(prepared, placed, strict=True):
                 try:  # stored: these frames are never served again, whatever happens next
-                    self._answer(group, flushed, connection, start)
+                    self._answer(group, at + group.record_bytes, flushed, connection, start)
                 except Exception:  # noqa: BLE001 - a bug here must not store the same sends twice
                     logger.exception("answering %d stored sends failed", group.count)
             return True
@@ -179,30 +180,42 @@ class SendLane:
             host = connection.attributes[_BORN_HOST] = Host(ipv4_bytes(connection.peer[0]), connection.peer[1])
         return MAX_FRAME_BYTES, self._max_message_bytes, host.ip, host.port, self._store_ip, self._store_port
 
+    def _replicated(self) -> bool:
+        """A SYNC_MASTER: a send that waits is answered once a replica holds it."""
+        ha = self.ctx.ha
+        return ha is not None and ha.sync_master
+
     def _answer(
         self,
         group: SendGroup,
+        end: int,
         flushed: concurrent.futures.Future[int] | None,
         connection: RemotingConnection,
         start: float,
     ) -> None:
-        """Count ``group`` and answer it: now, or once ``flushed`` covers it (SYNC flush)."""
+        """Count ``group`` (stored up to CommitLog offset ``end``) and answer it: now, or once
+        ``flushed`` covers it (SYNC flush) and a replica holds it (SYNC_MASTER)."""
         stats = self.ctx.stats
-        if flushed is None or not group.waits:  # the answers first: the counting runs while they travel
+        if not group.waits or (flushed is None and not self._replicated()):  # the answers first: counted meanwhile
             connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port))
             elapsed_ms = (time.perf_counter() - start) * 1000
             stats.rpc_many(group.code, _SUCCESS, elapsed_ms, group.count, group.topic_stats)
-        else:  # SYNC flush: one wait for the group, then its answers (as BrokerContext.put_group waits)
+        else:  # one wait for the group, then its answers (as BrokerContext.put_group waits)
             for topic, messages, size in group.topic_stats:
                 stats.put(topic, messages, size)
-            connection.write_when_done(asyncio.ensure_future(self._after_flush(group, flushed, start)))
+            connection.write_when_done(asyncio.ensure_future(self._after_durable(group, end, flushed, start)))
 
-    async def _after_flush(self, group: SendGroup, flushed: concurrent.futures.Future[int], start: float) -> bytes:
-        """The group's response frames once its flush is done, or what a timed-out or failed
-        flush makes each waiting send answer (``flush_outcome``, as the group path)."""
+    async def _after_durable(
+        self, group: SendGroup, end: int, flushed: concurrent.futures.Future[int] | None, start: float
+    ) -> bytes:
+        """The group's response frames once its flush is done and a replica holds it, or what a
+        timed-out or failed flush or replication makes each waiting send answer (as the group path)."""
         host = self.ctx.store.config.store_host
-        stored = PutResult(PutMessageStatus.PUT_OK, "", store_host=host)
-        outcome = (await self.ctx.flushed([stored], [True], flushed))[0]
+        outcome = PutResult(PutMessageStatus.PUT_OK, "", store_host=host)
+        if flushed is not None:
+            outcome = (await self.ctx.flushed([outcome], [True], flushed))[0]
+        if self.ctx.ha is not None:
+            outcome = await self.ctx.ha.confirm_run(outcome, end)
         ok = outcome.status is PutMessageStatus.PUT_OK
         frames = group.responses(self._parts, self._store_ip, self._store_port) if ok else self._failed(group, outcome)
         elapsed_ms = (time.perf_counter() - start) * 1000

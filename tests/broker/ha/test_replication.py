@@ -21,7 +21,7 @@ from sparkmq.broker.ha.wire import decode_transfer_header, encode_report, encode
 from sparkmq.errors import ProtocolError
 from sparkmq.message.record import iter_records
 from sparkmq.protocol import PullSysFlag, RequestCode, ResponseCode
-from support.broker_wire import Wire, small_config
+from support.broker_wire import Wire, counted_lane, small_config
 
 UNTIL_S = 10.0
 
@@ -73,6 +73,14 @@ def in_sync(master: BrokerController, slave: BrokerController) -> Callable[[], b
 async def send_many(wire: Wire, topic: str, count: int, start: int = 0, size: int = 100) -> None:
     for i in range(start, start + count):
         await wire.send_ok(topic, f"m{i:06d}".encode().ljust(size, b"."), queue_id=i % 2)
+
+
+def lane_counter(broker: BrokerController) -> list[int] | None:
+    """The bytes each call of ``broker``'s native send lane takes from now on (None: no lane)."""
+    if broker.server.lane is None:
+        return None
+    broker.server.lane, taken = counted_lane(broker.server.lane)
+    return taken
 
 
 def run(scenario: Awaitable[None]) -> None:
@@ -168,13 +176,17 @@ def test_slave_restart_and_master_restart_resume_without_gap_or_duplicate(tmp_pa
 
 
 def test_sync_master_waits_for_the_slave_and_answers_slave_not_available_without_one(tmp_path: Path) -> None:
+    """The first send creates the topic (the Python path); the native send lane, when built, serves the rest."""
+
     async def scenario() -> None:
         async with BrokerController(master_config(tmp_path, broker_role="SYNC_MASTER")) as master:
+            taken = lane_counter(master)
             wire = Wire(master)
             try:
-                alone = await wire.send("HaTopic", b"before any slave")
-                assert alone.code == ResponseCode.SLAVE_NOT_AVAILABLE
-                assert alone.ext_fields["msgId"] and alone.ext_fields["queueOffset"] == "0"  # stored all the same
+                for offset in range(2):
+                    alone = await wire.send("HaTopic", b"before any slave", queue_id=0)
+                    assert alone.code == ResponseCode.SLAVE_NOT_AVAILABLE
+                    assert alone.ext_fields["msgId"] and alone.ext_fields["queueOffset"] == str(offset)  # stored
                 async with BrokerController(slave_config(tmp_path, master)) as slave:
                     await until(lambda: master.ha.acks.connections == 1, "the slave link")
                     for i in range(20):
@@ -183,6 +195,7 @@ def test_sync_master_waits_for_the_slave_and_answers_slave_not_available_without
                         assert slave.store.commitlog.max_offset >= master.store.commitlog.max_offset
                     no_wait = await wire.send("HaTopic", b"WAIT=false", props={"WAIT": "false"})
                     assert no_wait.code == ResponseCode.SUCCESS
+                assert taken is None or sum(taken) > 0, "the lane served the sends to the SYNC_MASTER"
             finally:
                 await wire.close()
 
@@ -200,10 +213,14 @@ def test_sync_master_answers_flush_slave_timeout_when_the_slave_stops_acknowledg
             try:
                 mute.sendall(encode_report(0))
                 await until(lambda: master.ha.acks.connections == 1, "the mute slave's link")
-                response = await wire.send("HaTopic", b"never confirmed")
-                assert response.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
-                records = await wire.pull_records("G", "HaTopic", int(response.ext_fields["queueId"]))
-                assert [r.body for r in records] == [b"never confirmed"]  # stored on the master
+                taken = lane_counter(master)
+                for body in (b"never confirmed", b"nor this one"):  # the topic's creation, then the lane's
+                    response = await wire.send("HaTopic", body, queue_id=0)
+                    assert response.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+                    assert response.ext_fields["msgId"]
+                assert taken is None or sum(taken) > 0, "the lane answered the second send"
+                records = await wire.pull_records("G", "HaTopic", 0)
+                assert [r.body for r in records] == [b"never confirmed", b"nor this one"]  # stored on the master
             finally:
                 mute.close()
                 await wire.close()
