@@ -1,7 +1,7 @@
 """The RocketMQ 5 Python client (rocketmq-python-client 5.1.2, gRPC) against sparkmq and Apache RocketMQ 5.
 
     .venv/bin/python bench/grpc_client_bench.py [--count 2000] [--size 128] [--flush async|sync] [--only sparkmq]
-        [--warmup N] [--held N]
+        [--warmup N] [--held N] [--rounds N]
 
 In one run, each side in turn: a sparkmq broker with its gRPC endpoint (``enableGrpcServer``), and Apache
 RocketMQ 5.3's NameServer plus its proxy in ``proxyMode=local`` (the broker in the proxy's JVM; jars from
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -166,6 +167,7 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=0, help="then N received and held, acked at the end")
     parser.add_argument("--warmup", type=int, help="messages of the warm-up pass (default: --count; the JIT's)")
     parser.add_argument("--only", choices=("sparkmq", "apache"), help="one side alone")
+    parser.add_argument("--rounds", type=int, default=1, help="the sides in turn this many times; medians shown")
     args = parser.parse_args()
     if not PEER_PYTHON.exists():
         raise SystemExit(f"{PEER_PYTHON} is missing: run `make rocketmq5-venv`")
@@ -175,10 +177,17 @@ def main() -> None:
     if "apache" in sides and missing_references(APACHE):
         raise SystemExit(f"{missing_references(APACHE)} is missing: run `make references`")
     info = machine()
-    results = {}
-    for name, side in sides.items():
-        with temp_root(f"grpc-bench-{name}-") as root:
-            results[name] = measure(side, root, args)
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for _ in range(args.rounds):
+        for name, side in sides.items():
+            with temp_root(f"grpc-bench-{name}-") as root:
+                rounds[name].append(measure(side, root, args))
+    results = {name: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for name, runs in rounds.items()}
+    if args.rounds > 1:
+        for name, runs in rounds.items():
+            each = ", ".join(f"{r['send_per_s']:.0f}/{r['receive_ack_per_s']:.0f}/{r['ack_p99_us']:.0f}" for r in runs)
+            print(f"{name} by round (send msg/s / receive+ack msg/s / ack p99 µs): {each}")
+        print(f"medians of {args.rounds} rounds:")
     print(f"flush {args.flush}, {args.count} x {args.size} B, receive batches of 32, one ack per message")
     names = list(results)
     header = "".join(f"{n:>12}" for n in names) + ("   sparkmq/apache" if len(names) == 2 else "")
