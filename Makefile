@@ -20,7 +20,7 @@ ROCKETMQ5_STAMP := $(ROCKETMQ5_VENV)/.installed-rocketmq-python-client-5.1.2
 # The real references (Apache RocketMQ 4.9.x, Kafka, Spark's Kafka connector; poms under references/) and
 # the Java scenario runner, fetched and compiled into a cache outside the repo. Nothing here is committed.
 REFERENCES_DIR ?= $(HOME)/.cache/sparkmq/references
-REFERENCE_NAMES := rocketmq kafka spark-kafka rocketmq5-client
+REFERENCE_NAMES := rocketmq rocketmq5 kafka spark-kafka rocketmq5-client
 RUNNER_STAMP := $(REFERENCES_DIR)/runner/.compiled-from-sources
 # The RocketMQ 5 Java client's scenarios (references/rocketmq5-runner) for tests/grpc.
 RUNNER5_STAMP := $(REFERENCES_DIR)/rocketmq5-runner/.compiled-from-sources

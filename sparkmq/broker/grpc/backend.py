@@ -108,6 +108,9 @@ class Backend(Protocol):
 
     async def dead_letter(self, group: str, topic: str, handle: str) -> bool: ...
 
+    async def durable(self) -> None:
+        """Until the acks and invisible-time changes recorded so far are as durable as the store's flush."""
+
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None: ...
 
     def client_left(self, channel: TelemetryChannel, groups: Collection[str]) -> None: ...
@@ -199,6 +202,9 @@ class LocalBackend:
         with contextlib.suppress(InvalidReceiptHandleError):  # it expired meanwhile: the copy stands
             self.pop_service.ack(group, topic, handle)
         return True
+
+    async def durable(self) -> None:
+        await self.pop_service.durable()
 
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
         """The producer becomes a check-back target of its topics' half messages (clientChannelExpiredMs)."""

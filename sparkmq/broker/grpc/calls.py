@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import socket
 from collections.abc import Awaitable, Callable
@@ -53,6 +54,7 @@ def tags_of(expression: pb.FilterExpression) -> set[str] | None:
     return {tag.strip() for tag in text.split("||") if tag.strip()}
 
 
+@functools.lru_cache(maxsize=4096)  # one parse per client connection, not per send
 def born_host(peer: str) -> Host:
     """``ipv4:127.0.0.1:5000`` as a record's born host (0.0.0.0 for anything else)."""
     _scheme, _, rest = peer.partition(":")

@@ -133,6 +133,7 @@ class ConsumeRpcs(RpcBase):
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
                 )
             )
+        await self.backend.durable()
         codes = {e.status.code for e in entries}
         if not entries:
             overall = status(pb.BAD_REQUEST, "no entry to acknowledge")
@@ -160,6 +161,7 @@ class ConsumeRpcs(RpcBase):
             return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
         except RemoteError as exc:
             return spb.ChangeInvisibleDurationResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
+        await self.backend.durable()
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
 
     async def ForwardMessageToDeadLetterQueue(
@@ -181,4 +183,5 @@ class ConsumeRpcs(RpcBase):
             return spb.ForwardMessageToDeadLetterQueueResponse(
                 status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
             )
+        await self.backend.durable()
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())

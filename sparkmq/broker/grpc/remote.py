@@ -280,6 +280,9 @@ class RemoteBackend:
             self._remember(renewed.encode(), *kept)
         return renewed
 
+    async def durable(self) -> None:
+        """Nothing to wait for: each broker answered ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME once durable."""
+
     async def dead_letter(self, group: str, topic: str, handle: str) -> bool:
         """CONSUMER_SEND_MSG_BACK with delay level -1 (straight to ``%DLQ%group``), then the ack."""
         h = ReceiptHandle.decode(handle)

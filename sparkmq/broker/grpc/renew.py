@@ -8,6 +8,7 @@ name the message by that handle, which :meth:`AutoRenew.current` maps to the lat
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from dataclasses import dataclass
@@ -36,11 +37,13 @@ class AutoRenew:
         self.invisible_ms = invisible_ms
         self.ahead_ms = invisible_ms // 3  # renewed once less than a third of the time is left
         self._held: dict[str, _Held] = {}
+        self._due: list[tuple[int, str]] = []  # (deadline, client's handle) heap; released ones linger
         self.live_clients: dict[str, int] = {}  # client id -> open Telemetry streams
 
     def hold(self, group: str, topic: str, client_id: str, handle: ReceiptHandle) -> None:
         text = handle.encode()
         self._held[text] = _Held(group, topic, client_id, text, handle.deadline_ms)
+        heapq.heappush(self._due, (handle.deadline_ms, text))
 
     def current(self, handle: str) -> str:
         """The live handle of the message the client's ``handle`` names (itself when not renewed)."""
@@ -58,10 +61,12 @@ class AutoRenew:
     async def renew_due(self) -> int:
         """Renew every held message of a live client close to its deadline; returns how many."""
         now = int(time.time() * 1000)
-        renewed = 0
-        for key, held in list(self._held.items()):
-            if held.deadline_ms - now > self.ahead_ms:
-                continue
+        renewed: list[tuple[int, str]] = []
+        while self._due and self._due[0][0] - now <= self.ahead_ms:
+            deadline, key = heapq.heappop(self._due)
+            held = self._held.get(key)
+            if held is None or held.deadline_ms != deadline:
+                continue  # released, or renewed since
             if not self.live_clients.get(held.client_id):
                 del self._held[key]  # its client is gone: the message comes back at its deadline
                 continue
@@ -72,5 +77,10 @@ class AutoRenew:
                 del self._held[key]
                 continue
             held.handle, held.deadline_ms = handle.encode(), handle.deadline_ms
-            renewed += 1
-        return renewed
+            renewed.append((handle.deadline_ms, key))
+        for entry in renewed:
+            heapq.heappush(self._due, entry)
+        if len(self._due) > 2 * len(self._held) + 1024:
+            self._due = [(held.deadline_ms, key) for key, held in self._held.items()]
+            heapq.heapify(self._due)
+        return len(renewed)

@@ -1,9 +1,10 @@
 """The POP state and its journal: checkpoints, acks, changed invisible times and pop offsets.
 
-One JSON line per change, appended (and fsynced when the store flushes synchronously) before
-the change is answered, so a popped-but-unacked message is redelivered after a kill -9 and an
-acked one is not. ``load`` replays the lines; a torn last line (a crash mid-write) is dropped.
-``compact`` rewrites the live state (tmp, fsync, rename) once the file has grown.
+One JSON line per change, written before the change is answered and, when the store flushes
+synchronously, fsynced too (``synced``: one fsync off the event loop serves every change written
+before it, so an RPC's or a batch's lines share one), so a popped-but-unacked message is
+redelivered after a kill -9 and an acked one is not. ``load`` replays the lines; a torn last line
+(a crash mid-write) is dropped. ``compact`` rewrites the live state (tmp, fsync, rename) once the file has grown.
 
 Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo}``,
 ``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o"}``,
@@ -13,9 +14,12 @@ deliveries; an ack of it clears them).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +102,11 @@ class PopJournal:
         self.path = path
         self.sync = sync
         self._file: Any = None
+        self._written = 0  # appends so far
+        self._synced = 0  # appends on disk
+        self._syncing: asyncio.Future[None] | None = None
+        self._fsyncs: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()  # an fsync off the loop against a rewrite closing the file
 
     def load(self) -> PopState:
         state = PopState()
@@ -117,14 +126,40 @@ class PopJournal:
         return state
 
     def append(self, *entries: dict[str, Any]) -> None:
+        """Write ``entries`` to the file (the page cache); ``synced`` makes them durable."""
         data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
         try:
             self._file.write(data)
             self._file.flush()
-            if self.sync:
-                os.fsync(self._file.fileno())
         except OSError as exc:
             raise OffsetStoreError(f"cannot append to the POP journal {self.path}: {exc}") from exc
+        self._written += 1
+
+    async def synced(self) -> None:
+        """With ``sync``: until every entry appended so far is on disk. One fsync runs at a time, in a
+        thread; the callers that appended before it started all return when it ends."""
+        target = self._written
+        while self.sync and self._synced < target:
+            if self._syncing is None:
+                self._syncing = asyncio.ensure_future(self._fsync())
+            await asyncio.shield(self._syncing)
+
+    async def _fsync(self) -> None:
+        upto = self._written
+        if self._fsyncs is None:
+            self._fsyncs = ThreadPoolExecutor(1, thread_name_prefix="sparkmq-pop-journal")
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._fsyncs, self._fsync_file)
+        except OSError as exc:
+            raise OffsetStoreError(f"cannot fsync the POP journal {self.path}: {exc}") from exc
+        finally:
+            self._syncing = None
+        self._synced = max(self._synced, upto)
+
+    def _fsync_file(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                os.fsync(self._file.fileno())
 
     def compact_if_grown(self, state: PopState) -> None:
         if self._file is not None and self._file.tell() > COMPACT_ABOVE_BYTES:
@@ -139,13 +174,19 @@ class PopJournal:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-            if self._file is not None:
-                self._file.close()
-            self._file = open(self.path, "ab")  # noqa: SIM115 - held open for appends until close()
+            with self._lock:
+                if self._file is not None:
+                    self._file.close()
+                self._file = open(self.path, "ab")  # noqa: SIM115 - held open for appends until close()
+            self._synced = self._written  # the rewritten file holds the state of every append, fsynced
         except OSError as exc:
             raise OffsetStoreError(f"cannot rewrite the POP journal {self.path}: {exc}") from exc
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fsyncs is not None:
+            self._fsyncs.shutdown(wait=True)
+            self._fsyncs = None
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None

@@ -10,12 +10,17 @@ times + 1, or to ``%DLQ%group`` after ``retryMaxTimes``. FIFO groups (ConsumerOr
 shape): a queue with an unacked message is locked for the group, so a message group (hashed to one
 queue) keeps its order; an expired message is redelivered in place with its attempt count journaled,
 and goes to ``%DLQ%group`` once it has expired ``retryMaxTimes + 1`` times.
+
+Each operation costs O(log n) in the messages in flight: a handle names its checkpoint, a queue's
+in-flight messages are kept by offset in ascending order, and revive takes the expired from a heap
+by deadline. The journal's fsync (SYNC_FLUSH) is awaited once per request (``durable``), off the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -81,7 +86,9 @@ class PopService:
         self.journal = journal
         self.clock = clock
         self.state = PopState()
-        self._by_queue: dict[QueueKey, dict[int, int]] = {}  # ck id -> offset, per queue
+        self._by_queue: dict[QueueKey, dict[int, int]] = {}  # offset -> ck id, ascending offsets, per queue
+        self._due: list[tuple[int, int]] = []  # (deadline, ck id) heap; entries of acked or changed ones linger
+        self._parked = 0  # pops waiting for a message
         self._wakeup = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -89,7 +96,8 @@ class PopService:
         self._loop = asyncio.get_running_loop()
         self.state = self.journal.load()
         for ck, record in self.state.inflight.items():
-            self._by_queue.setdefault((record.group, record.topic, record.queue_id), {})[ck] = record.offset
+            self._hold((record.group, record.topic, record.queue_id), record.offset, ck)
+        self._rebuild_due()
         self.ctx.store.add_group_dispatch_listener(self._dispatched)
 
     def close(self) -> None:
@@ -98,10 +106,26 @@ class PopService:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    async def durable(self) -> None:
+        """Until what was recorded so far is on disk (the journal's fsync under SYNC_FLUSH)."""
+        await self.journal.synced()
+
     def _dispatched(self, keys: object, ends: object) -> None:
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if self._parked and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wakeup.set)
+
+    def _hold(self, key: QueueKey, offset: int, ck: int) -> None:
+        pending = self._by_queue.setdefault(key, {})
+        if pending and offset < next(reversed(pending)):  # a FIFO message popped again: keep offsets ascending
+            pending[offset] = ck
+            self._by_queue[key] = dict(sorted(pending.items()))
+        else:
+            pending[offset] = ck
+
+    def _rebuild_due(self) -> None:
+        self._due = [(r.deadline_ms, ck) for ck, r in self.state.inflight.items()]
+        heapq.heapify(self._due)
 
     # -- pop -------------------------------------------------------------------------------
     async def pop_waiting(
@@ -116,16 +140,22 @@ class PopService:
         tags: Collection[str] | None = None,
         queue_id: int | None = None,
     ) -> list[Popped]:
-        """``pop``, parked up to ``wait_ms`` until something arrives (long polling)."""
+        """``pop``, parked up to ``wait_ms`` until something arrives (long polling); durable when returned."""
         deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            self._wakeup.clear()
-            popped = self.pop(group, topic, max_nums, invisible_ms, fifo=fifo, tags=tags, queue_id=queue_id)
-            left = deadline - time.monotonic()
-            if popped or left <= 0:
-                return popped
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), min(left, 1.0))
+        self._parked += 1
+        try:
+            while True:
+                self._wakeup.clear()
+                popped = self.pop(group, topic, max_nums, invisible_ms, fifo=fifo, tags=tags, queue_id=queue_id)
+                left = deadline - time.monotonic()
+                if popped or left <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), min(left, 1.0))
+        finally:
+            self._parked -= 1
+        await self.durable()
+        return popped
 
     def pop(
         self,
@@ -194,7 +224,8 @@ class PopService:
         retry = stored_topic != topic
         popped = []
         for i, (message, raw) in enumerate(chosen):
-            self._by_queue.setdefault(key, {})[first + i] = message.queue_offset
+            self._hold(key, message.queue_offset, first + i)
+            heapq.heappush(self._due, (deadline, first + i))
             handle = ReceiptHandle(
                 first + i, now, invisible_ms, self.ctx.config.broker_name, queue_id, message.queue_offset, retry
             )
@@ -219,7 +250,7 @@ class PopService:
     def _commit(self, key: QueueKey) -> None:
         """The group's consumer offset: the first message of the queue still invisible, else the pop offset."""
         pending = self._by_queue.get(key)
-        offset = min(pending.values()) if pending else self.state.pop_offsets.get(key)
+        offset = next(iter(pending)) if pending else self.state.pop_offsets.get(key)
         if offset is not None:
             self.ctx.offsets.commit(key[0], key[1], key[2], offset)
 
@@ -228,12 +259,10 @@ class PopService:
         """The live checkpoint of a handle: found by (group, topic or its retry topic, queue, offset),
         and only until its deadline, the handle's (an expired, revived or re-popped message is not)."""
         stored = retry_topic(group) if handle.retry else topic
-        pending = self._by_queue.get((group, stored, handle.queue_id), {})
-        now = self._now_ms()
-        for ck, offset in pending.items():
-            record = self.state.inflight[ck]
-            if offset == handle.offset and record.deadline_ms == handle.deadline_ms > now:
-                return ck, record
+        ck = self._by_queue.get((group, stored, handle.queue_id), {}).get(handle.offset)
+        record = self.state.inflight.get(ck) if ck is not None else None
+        if ck is not None and record is not None and record.deadline_ms == handle.deadline_ms > self._now_ms():
+            return ck, record
         raise InvalidReceiptHandleError(
             f"receipt handle {handle.encode()!r} names no message of {topic!r} invisible to group {group!r}"
             " (acked, expired or unknown)"
@@ -249,7 +278,8 @@ class PopService:
         self.state.inflight.pop(ck, None)
         key = (record.group, record.topic, record.queue_id)
         pending = self._by_queue.get(key, {})
-        pending.pop(ck, None)
+        if pending.get(record.offset) == ck:
+            del pending[record.offset]
         if not pending:
             self._by_queue.pop(key, None)
         if record.fifo:
@@ -265,6 +295,7 @@ class PopService:
         entry = {"k": "chg", "id": ck, "d": now + invisible_ms}
         self.journal.append(entry)
         self.state.apply(entry)
+        heapq.heappush(self._due, (now + invisible_ms, ck))
         broker = handle.broker_name
         return ReceiptHandle(handle.ck_id, now, invisible_ms, broker, record.queue_id, record.offset, handle.retry)
 
@@ -276,20 +307,27 @@ class PopService:
     async def revive(self) -> int:
         """Move every expired message on (retry topic, DLQ, or back in place for FIFO); returns how many."""
         now = self._now_ms()
-        expired = [(ck, r) for ck, r in self.state.inflight.items() if r.deadline_ms <= now]
-        expired.sort(key=lambda item: (item[1].group, item[1].topic, item[1].queue_id, item[1].offset))
+        due: dict[int, Inflight] = {}
+        while self._due and self._due[0][0] <= now:
+            deadline, ck = heapq.heappop(self._due)
+            record = self.state.inflight.get(ck)
+            if record is not None and record.deadline_ms == deadline:
+                due[ck] = record
+        # a queue's messages in offset order, so a FIFO queue's earlier message is rewound before a later one
+        expired = sorted(due.items(), key=lambda item: (item[1].group, item[1].topic, item[1].queue_id, item[1].offset))
         rewound: set[QueueKey] = set()
         moved = 0
         for ck, record in expired:
-            if record.fifo:
-                if not await self._fifo_expired(ck, record, rewound):
-                    continue
-            elif not await self._requeue(ck, record):
+            if not await (self._fifo_expired(ck, record, rewound) if record.fifo else self._requeue(ck, record)):
+                heapq.heappush(self._due, (record.deadline_ms, ck))  # tried again next time
                 continue
             moved += 1
         if moved:
             self._wakeup.set()
+        if len(self._due) > 2 * len(self.state.inflight) + 1024:
+            self._rebuild_due()
         self.journal.compact_if_grown(self.state)
+        await self.durable()
         return moved
 
     async def _fifo_expired(self, ck: int, record: Inflight, rewound: set[QueueKey]) -> bool:

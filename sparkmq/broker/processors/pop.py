@@ -93,6 +93,7 @@ class PopProcessors:
             self.pop.ack(h.consumer_group, h.topic, _extra_info(h.extra_info, h.offset))
         except InvalidReceiptHandleError as exc:
             return request.make_response(ResponseCode.NO_MESSAGE, remark=exc.remark)
+        await self.pop.durable()
         return request.make_response()
 
     async def change_invisible_time(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -103,6 +104,7 @@ class PopProcessors:
             )
         except InvalidReceiptHandleError as exc:
             return request.make_response(ResponseCode.NO_MESSAGE, remark=exc.remark)
+        await self.pop.durable()
         header = ChangeInvisibleTimeResponseHeader(handle.pop_time_ms, handle.invisible_ms, 0)
         return request.make_response(ext_fields=header.to_fields())
 
