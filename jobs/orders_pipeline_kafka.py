@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.delta_sink import exists, read
+from jobs.delta_sink import exists, row_count
 from jobs.orders_pipeline import (
     TOPIC,
     land_in_delta,
@@ -68,7 +68,7 @@ def run(bootstrap: str, jars: list[Path], data_dir: Path, total: int, rate: int,
             time.sleep(2)
             if consumer is None and producer.lastProgress and producer.lastProgress["sink"]["numOutputRows"]:
                 consumer = start_consumer(spark, bootstrap, tables, checkpoints / "consumer")
-            consumed = read(spark, tables / "orders").count() if exists(tables / "orders") else 0
+            consumed = row_count(tables / "orders") if exists(tables / "orders") else 0
             print(f"  {time.monotonic() - started:5.1f}s  in Delta {consumed:>7,}")
             if consumed >= total:
                 break
