@@ -53,8 +53,8 @@ def java_utf8_hash(value: bytes, prefix: str = "") -> int:
     if len(_DESCENDING_POWERS) <= n:
         _DESCENDING_POWERS[:] = [pow(31, k, 1 << 32) for k in range(max(2 * n, 64), -1, -1)]
     top = len(_DESCENDING_POWERS) - 1  # the list ends with 31^0
-    h = _unsigned_hash(prefix) * _DESCENDING_POWERS[top - n] + sum(map(mul, value, _DESCENDING_POWERS[top + 1 - n :]))
-    h &= _MASK32
+    tail: int = sum(map(mul, value, _DESCENDING_POWERS[top + 1 - n :]))
+    h = (_unsigned_hash(prefix) * _DESCENDING_POWERS[top - n] + tail) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
 
 
