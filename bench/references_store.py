@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench_common import producer_and_consumer
+from bench_common import cpu_seconds, producer_and_consumer
 from sparkmq.client import Message
 from sparkmq.errors import SparkmqError
 from support.processes import BrokerProcess, NamesrvProcess
@@ -76,18 +76,25 @@ def ha_throughput(root: Path, flush: str, threads: int, seconds: int, body: int)
     slave = {"flushDiskType": flush, "brokerRole": "SLAVE", "brokerId": "1"}
     ha_port = free_port()
     with namesrvs(root) as names, contextlib.ExitStack() as stack:
-        stack.enter_context(ApacheBroker.start(root, names["apache"], conf=conf, name="apache-master"))
-        stack.enter_context(ApacheBroker.start(root, names["apache"], conf=slave, name="apache-slave"))
+        master = stack.enter_context(ApacheBroker.start(root, names["apache"], conf=conf, name="apache-master"))
+        replica = stack.enter_context(ApacheBroker.start(root, names["apache"], conf=slave, name="apache-slave"))
+        pids = {"apache": (master.process.pid, replica.process.pid)}
         master_flags = sparkmq_flags({**conf, "haListenPort": str(ha_port)})
-        stack.enter_context(BrokerProcess.start(root / "sparkmq-master", names["sparkmq"], *master_flags))
+        ours = stack.enter_context(BrokerProcess.start(root / "sparkmq-master", names["sparkmq"], *master_flags))
         slave_conf = {**slave, "haMasterAddress": f"127.0.0.1:{ha_port}", "haListenPort": str(free_port())}
-        stack.enter_context(BrokerProcess.start(root / "sparkmq-slave", names["sparkmq"], *sparkmq_flags(slave_conf)))
+        slave_flags = sparkmq_flags(slave_conf)
+        our_replica = stack.enter_context(BrokerProcess.start(root / "sparkmq-slave", names["sparkmq"], *slave_flags))
+        pids["sparkmq"] = (ours.pid, our_replica.pid)
         for side in SIDES:  # the JIT, and the slave's link (SLAVE_NOT_AVAILABLE until then)
             client(names[side], root / f"client-{side}", "send", "HaWarm", threads, WARMUP_S, body, 1)
-        return {
-            side: client(names[side], root / f"client-{side}", "send", "HaSingle", threads, seconds, body, 1)
-            for side in SIDES
-        }
+        results = {}
+        for side in SIDES:
+            before = [cpu_seconds(pid) for pid in pids[side]]
+            results[side] = client(names[side], root / f"client-{side}", "send", "HaSingle", threads, seconds, body, 1)
+            used = [cpu_seconds(pid) - cpu for pid, cpu in zip(pids[side], before, strict=True)]
+            sent = max(results[side]["sent"], 1)
+            results[side]["master_slave_cpu_us_per_msg"] = [round(cpu / sent * 1e6, 1) for cpu in used]
+        return results
 
 
 async def first_send_and_pull(namesrv: str, topic: str) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.delta_sink import append_once, exists, overwrite, read
+from jobs.delta_sink import append_once, exists, overwrite, read, row_count, sorted_rows
 from sparkmq import Admin, EmbeddedCluster
 from sparkmq.tables.spark_delta import with_delta
 
@@ -185,7 +185,7 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
                     raise RuntimeError(f"the landing query stopped: {consumer.exception()}")
                 sent = sum(q.broker_offset for q in lags)
                 lag = sum(q.lag for q in lags)
-                consumed = read(spark, tables / "orders").count() if exists(tables / "orders") else 0
+                consumed = row_count(tables / "orders") if exists(tables / "orders") else 0
                 print(
                     f"  {time.monotonic() - started:5.1f}s  sent {sent:>7,}  in Delta {consumed:>7,}  group lag {lag:,}"
                 )
@@ -194,12 +194,9 @@ def run(data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
         finally:
             produced_rate, consumed_rate = stop_and_rates(producer, consumer)
         elapsed = time.monotonic() - started
-        revenue_rows = (
-            read(spark, tables / "revenue_per_minute").orderBy("window_start", "category").collect()
-            if exists(tables / "revenue_per_minute")
-            else None
-        )
         spark.stop()
+    revenue_table = tables / "revenue_per_minute"
+    revenue_rows = sorted_rows(revenue_table, ["window_start", "category"]) if exists(revenue_table) else None
     print_summary("acknowledged by the broker", sent, consumed, produced_rate, consumed_rate, elapsed)
     print(f"  consumer group '{GROUP}' lag on the broker: {lag}")
     if revenue_rows is not None:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.delta_sink import exists, read
+from jobs.delta_sink import exists, row_count
 from jobs.orders_pipeline import (
     TOPIC,
     land_in_delta,
@@ -55,6 +55,11 @@ def records_in(spark: SparkSession, bootstrap: str) -> int:
     return int(spark.read.format("kafka").options(**options).load().count())
 
 
+def landed(query: StreamingQuery | None) -> int:
+    """Rows of the micro-batches ``query`` finished (the orders appended and the revenue recomputed)."""
+    return sum(p["numInputRows"] for p in query.recentProgress) if query is not None else 0
+
+
 def run(bootstrap: str, jars: list[Path], data_dir: Path, total: int, rate: int, timeout_s: float) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     tables, checkpoints = data_dir / "delta", data_dir / "checkpoints"
@@ -68,9 +73,9 @@ def run(bootstrap: str, jars: list[Path], data_dir: Path, total: int, rate: int,
             time.sleep(2)
             if consumer is None and producer.lastProgress and producer.lastProgress["sink"]["numOutputRows"]:
                 consumer = start_consumer(spark, bootstrap, tables, checkpoints / "consumer")
-            consumed = read(spark, tables / "orders").count() if exists(tables / "orders") else 0
+            consumed = row_count(tables / "orders") if exists(tables / "orders") else 0
             print(f"  {time.monotonic() - started:5.1f}s  in Delta {consumed:>7,}")
-            if consumed >= total:
+            if consumed >= total and landed(consumer) >= total:  # the batch also recomputed the revenue table
                 break
     finally:
         produced_rate, consumed_rate = stop_and_rates(producer, consumer)

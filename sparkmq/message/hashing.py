@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import mul
 
 import numpy as np
 import numpy.typing as npt
 
 _MASK32 = 0xFFFFFFFF
 _POWERS_CACHE: list[npt.NDArray[np.uint32]] = [np.ones(1, dtype=np.uint32)]
+_DESCENDING_POWERS: list[int] = []  # 31**k mod 2**32 for k from its length - 1 down to 0 (grown on demand)
 
 
 def java_string_hash(text: str) -> int:
@@ -47,9 +49,12 @@ def java_utf8_hash(value: bytes, prefix: str = "") -> int:
     """
     if not value.isascii():
         return java_string_hash(prefix + value.decode("utf-8", errors="replace"))
-    h = _unsigned_hash(prefix)
-    for c in value:  # ASCII: the UTF-16 code units are the bytes themselves
-        h = (31 * h + c) & _MASK32
+    n = len(value)  # ASCII: the UTF-16 code units are the bytes themselves, h = prefix·31^n + Σ c_i·31^(n-1-i)
+    if len(_DESCENDING_POWERS) <= n:
+        _DESCENDING_POWERS[:] = [pow(31, k, 1 << 32) for k in range(max(2 * n, 64), -1, -1)]
+    top = len(_DESCENDING_POWERS) - 1  # the list ends with 31^0
+    tail: int = sum(map(mul, value, _DESCENDING_POWERS[top + 1 - n :]))
+    h = (_unsigned_hash(prefix) * _DESCENDING_POWERS[top - n] + tail) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
 
 

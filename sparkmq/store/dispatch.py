@@ -12,7 +12,7 @@ by record with ``find_property``: the reference, and the path of small batches) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -176,14 +176,18 @@ def request_for_put(
 
 @dataclass(slots=True)
 class GroupDispatch:
-    """What a group put dispatches: one request per queue (no index columns), and the index
-    entries of the whole group in log order (one ``IndexService.put``: the index skips entries
-    below its end, so per-queue puts of interleaved records would lose some)."""
+    """What a group put (or a slave's replicated run) dispatches: the requests of each queue (no index
+    columns), and the index entries of the whole group in log order (one ``IndexService.put``: the index
+    skips entries below its end, so per-queue puts of interleaved records would lose some)."""
 
     queues: list[DispatchRequest]
     index_hashes: list[int]
     index_offsets: list[int]
-    store_timestamp: int
+    index_timestamps: list[int]
+
+
+# (topic, queue_id, queue_offset, properties, physical_offsets, sizes, store_timestamps) of consecutive records
+Appended = tuple[str, int, int, Sequence[bytes], list[int], list[int], list[int]]
 
 
 def dispatch_for_group(
@@ -194,34 +198,41 @@ def dispatch_for_group(
     """The dispatch of small batches just appended together, given in log order as
     ``(topic, queue_id, queue_offset, properties, physical_offsets, sizes)``; the batches of one
     queue hold consecutive queue offsets (the group put assigned them in this order)."""
-    by_queue: dict[tuple[str, int], DispatchRequest] = {}
+    return _gathered(coder, [(*batch, [store_timestamp] * len(batch[3])) for batch in appended])
+
+
+def _gathered(coder: TagsCoder, appended: Iterable[Appended]) -> GroupDispatch:
+    """``dispatch_for_group`` of runs given with their store timestamps: a queue's runs that continue
+    each other join one request."""
+    by_queue: dict[tuple[str, int], list[DispatchRequest]] = {}
     index_keys: list[bytes] = []
     index_prefixes: list[tuple[str, int]] = []  # runs of (topic#, key count) over index_keys
     index_offsets: list[int] = []
-    for topic, queue_id, queue_offset, properties, physical, sizes in appended:
-        timestamps = [store_timestamp] * len(properties)
+    index_timestamps: list[int] = []
+    for topic, queue_id, queue_offset, properties, physical, sizes, timestamps in appended:
         codes, keys, rows = _tags_codes_and_index_keys(coder, topic, properties, timestamps)
         if keys:
             index_keys += keys
             index_offsets += [physical[r] for r in rows]
+            index_timestamps += [timestamps[r] for r in rows]
             prefix = topic + "#"
             if index_prefixes and index_prefixes[-1][0] == prefix:
                 index_prefixes[-1] = (prefix, index_prefixes[-1][1] + len(keys))
             else:
                 index_prefixes.append((prefix, len(keys)))
-        request = by_queue.get((topic, queue_id))
-        if request is None:
-            by_queue[(topic, queue_id)] = DispatchRequest(
-                topic, queue_id, queue_offset, list(physical), list(sizes), codes, timestamps, [], []
+        requests = by_queue.setdefault((topic, queue_id), [])
+        last = requests[-1] if requests else None
+        if last is None or last.queue_offset + len(last.sizes) != queue_offset:
+            requests.append(
+                DispatchRequest(topic, queue_id, queue_offset, list(physical), list(sizes), codes, timestamps, [], [])
             )
         else:
-            request.physical_offsets += physical
-            request.sizes += sizes
-            request.tags_codes += codes
-            request.store_timestamps += timestamps
-    return GroupDispatch(
-        list(by_queue.values()), _index_hashes(index_keys, index_prefixes), index_offsets, store_timestamp
-    )
+            last.physical_offsets += physical
+            last.sizes += sizes
+            last.tags_codes += codes
+            last.store_timestamps += timestamps
+    queues = [request for requests in by_queue.values() for request in requests]
+    return GroupDispatch(queues, _index_hashes(index_keys, index_prefixes), index_offsets, index_timestamps)
 
 
 def _index_hashes(keys: list[bytes], prefixes: list[tuple[str, int]]) -> list[int]:
@@ -248,6 +259,44 @@ def requests_for_scan(
     Runs must not be reordered across queues: the index skips records below its end
     physical offset, so a later record of another queue dispatched first would hide these.
     """
+    for run in _runs(records, chunk):
+        yield _request_of_run(coder, run)
+
+
+def requests_for_replica(
+    coder: TagsCoder, records: Iterable[ScannedRecord]
+) -> Iterator[DispatchRequest | GroupDispatch]:
+    """``requests_for_scan`` for a slave's replicated records, in log order: a run of more than
+    ``SMALL_BATCH_MAX`` records is a request of its own (numpy columns); the small runs between such
+    are gathered into one ``GroupDispatch`` (a request per queue, one index put), as a group put is:
+    single sends from many producers interleave queues record by record."""
+    small: list[Appended] = []
+    for run in _runs(records, 4096):
+        if len(run) > SMALL_BATCH_MAX:
+            if small:
+                yield _gathered(coder, small)
+                small = []
+            yield _request_of_run(coder, run)
+            continue
+        first = run[0]
+        small.append(
+            (
+                first.topic,
+                first.queue_id,
+                first.queue_offset,
+                [r.properties_raw for r in run],
+                [r.physical_offset for r in run],
+                [r.size for r in run],
+                [r.store_timestamp for r in run],
+            )
+        )
+    if small:
+        yield _gathered(coder, small)
+
+
+def _runs(records: Iterable[ScannedRecord], chunk: int) -> Iterator[list[ScannedRecord]]:
+    """The dispatched records (no half or rolled-back transaction message) in runs of one queue's
+    consecutive offsets, at most ``chunk`` long, in log order."""
     run: list[ScannedRecord] = []
     for record in records:
         kind = L.transaction_type(record.sys_flag)
@@ -259,11 +308,11 @@ def requests_for_scan(
             or run[-1].queue_id != record.queue_id
             or run[-1].topic != record.topic
         ):
-            yield _request_of_run(coder, run)
+            yield run
             run = []
         run.append(record)
     if run:
-        yield _request_of_run(coder, run)
+        yield run
 
 
 def _request_of_run(coder: TagsCoder, run: list[ScannedRecord]) -> DispatchRequest:

@@ -39,7 +39,14 @@ from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_
 from sparkmq.store.consume_queue import ConsumeQueue
 from sparkmq.store.damage import INDEX_FILE, REPLICA, DamageReport
 from sparkmq.store.disk import store_io
-from sparkmq.store.dispatch import DispatchListener, GroupDispatchListener, TagsCoder, requests_for_scan
+from sparkmq.store.dispatch import (
+    DispatchListener,
+    GroupDispatch,
+    GroupDispatchListener,
+    TagsCoder,
+    requests_for_replica,
+    requests_for_scan,
+)
 from sparkmq.store.flush import GroupCommitService, PeriodicService, StoreFlush, flush_outcome
 from sparkmq.store.index_file import IndexDamage
 from sparkmq.store.index_service import IndexService
@@ -50,6 +57,7 @@ from sparkmq.store.mapped_file_queue import MappedFileQueue
 from sparkmq.store.put_steps import (
     append_lane_units,
     dispatch,
+    dispatch_group,
     index_finished,
     index_request,
     put_batch,
@@ -63,7 +71,7 @@ from sparkmq.store.queue_manifest import QueueManifest
 from sparkmq.store.queue_repair import QueueDamage, repair, reported_elsewhere
 from sparkmq.store.reads import MAX_FILTER_SCAN_UNITS, FrameAnswer, RecordFilter, read_frame, read_queue
 from sparkmq.store.recovery import Recovery, RecoveryReport, boot_id, read_abort_marker, write_abort_marker
-from sparkmq.store.replica import ReplicaDamage, append_run, read_run, whole_records
+from sparkmq.store.replica import ReplicaDamage, append_run, checked_records, read_run
 from sparkmq.store.retention import Retention
 from sparkmq.store.startup import acquire_lock, load_index, load_queues, recover_queue_table, replay, start_services
 from sparkmq.store.status import GetMessageStatus, GetResult, PutResult
@@ -366,7 +374,7 @@ class MessageStore:
             if held and offset == held_at + len(held):
                 offset, data = held_at, held + data
             try:
-                whole = whole_records(data, offset, self.commitlog.file_bytes)
+                whole, records = checked_records(data, offset, self.commitlog.file_bytes)
             except ReplicaDamage as damage:
                 self.damage.found(REPLICA, "refused", f"CommitLog offset {damage.offset}", damage.detail)
                 raise
@@ -375,14 +383,20 @@ class MessageStore:
             if whole:
                 append_run(self.commitlog, offset, memoryview(data)[:whole])
             self._replica_held = (offset + whole, bytes(data[whole:]))
-            for request in requests_for_scan(self.coder, self.commitlog.scan(self._replica_dispatched, False)):
-                key = (request.topic, request.queue_id)
-                self._next_queue_offset[key] = max(
-                    self._next_queue_offset.get(key, 0), request.queue_offset + len(request.sizes)
-                )
-                self._last_store_timestamp = max(self._last_store_timestamp, int(request.store_timestamps[-1]))
-                dispatch(self, request)
-            self._replica_dispatched = self.commitlog.scan_end
+            direct = self._replica_dispatched == offset  # the records just checked are all there is to dispatch
+            scanned = records if direct else self.commitlog.scan(self._replica_dispatched, False)
+            for item in requests_for_replica(self.coder, scanned):
+                for request in item.queues if isinstance(item, GroupDispatch) else (item,):
+                    key = (request.topic, request.queue_id)
+                    self._next_queue_offset[key] = max(
+                        self._next_queue_offset.get(key, 0), request.queue_offset + len(request.sizes)
+                    )
+                    self._last_store_timestamp = max(self._last_store_timestamp, int(request.store_timestamps[-1]))
+                if isinstance(item, GroupDispatch):
+                    dispatch_group(self, item)
+                else:
+                    dispatch(self, item)
+            self._replica_dispatched = offset + whole if direct else self.commitlog.scan_end
             return self.commitlog.max_offset
 
     @property

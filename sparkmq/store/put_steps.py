@@ -219,8 +219,7 @@ def dispatch_group(store: MessageStore, group: GroupDispatch) -> None:
     for request in group.queues:
         dispatch(store, request)
     if group.index_hashes:
-        timestamps = [group.store_timestamp] * len(group.index_hashes)
-        index_finished(store, store.index.put(group.index_hashes, group.index_offsets, timestamps))
+        index_finished(store, store.index.put(group.index_hashes, group.index_offsets, group.index_timestamps))
 
 
 def queue_for(store: MessageStore, key: tuple[str, int]) -> ConsumeQueue:

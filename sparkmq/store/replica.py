@@ -20,7 +20,7 @@ import struct
 from sparkmq.errors import StoreError
 from sparkmq.message import layout as L
 from sparkmq.message.record import blank_filler
-from sparkmq.store.commitlog import CommitLog, check_record
+from sparkmq.store.commitlog import CommitLog, ScannedRecord, check_record
 
 _SIZE_MAGIC = struct.Struct(">ii")
 
@@ -39,6 +39,12 @@ def whole_records(data: bytes | memoryview, offset: int, file_bytes: int) -> int
     records or an END_OF_FILE filler, each checked; the rest is an incomplete record. No length read
     from ``data`` is trusted beyond its segment's end. Raises :class:`ReplicaDamage` at the first
     record that fails a check."""
+    return checked_records(data, offset, file_bytes)[0]
+
+
+def checked_records(data: bytes | memoryview, offset: int, file_bytes: int) -> tuple[int, list[ScannedRecord]]:
+    """``whole_records`` and the records it checked, in log order (what the slave dispatches: no second scan)."""
+    records: list[ScannedRecord] = []
     view = memoryview(data)
     room = file_bytes - offset % file_bytes  # from data[0] to its segment's end
     pos = 0
@@ -68,12 +74,14 @@ def whole_records(data: bytes | memoryview, offset: int, file_bytes: int) -> int
             )
         if len(view) - pos < size:
             break
-        if check_record(view, pos, pos + size, offset, True) is None:
+        record = check_record(view, pos, pos + size, offset, True)
+        if record is None:
             raise ReplicaDamage(
                 offset + pos, f"the record of {size} bytes fails its checks (offset, lengths, body CRC)"
             )
+        records.append(record)
         pos += size
-    return pos
+    return pos, records
 
 
 def read_run(commitlog: CommitLog, offset: int, max_bytes: int) -> bytes | None:

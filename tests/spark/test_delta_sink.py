@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from jobs.delta_sink import append_once, exists, read
+from jobs.delta_sink import append_once, exists, read, row_count, sorted_rows
 from jobs.orders_pipeline import revenue
 from support.delta_tables import require_delta
 
@@ -35,6 +35,8 @@ def test_a_replayed_batch_is_skipped_by_its_application_transaction(spark, tmp_p
     append_once(batch(9), table, "other-app", 0)  # versions are per app id
     assert DeltaTable(str(table)).transaction_version("other-app") == 0
     assert sorted(r.n for r in read(spark, table).collect()) == [1, 2, 3, 9]
+    assert row_count(table) == 4  # the job's progress and summary read the table without Spark
+    assert [r["n"] for r in sorted_rows(table, ["n"])] == [1, 2, 3, 9]
 
 
 def test_revenue_sums_each_category_per_minute(spark) -> None:
