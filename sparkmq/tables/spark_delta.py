@@ -22,6 +22,10 @@ MAKE_TARGET = "make delta-jars"
 SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Each read plans its scan by a Spark job over the table's cached snapshot state, one task per partition
+    # of that state (Delta's default: 50). A topic table, compacted by its upkeep, lists few files, which one
+    # task collects for a fifth of the CPU that 50 take (docs/tables.md "Read speed"). A later `.config` wins.
+    "spark.databricks.delta.snapshotPartitions": "1",
 }
 
 
@@ -52,7 +56,8 @@ def delta_jars() -> list[Path]:
 
 
 def with_delta(builder: SparkSession.Builder, extra_jars: Sequence[Path] = ()) -> SparkSession.Builder:
-    """``builder`` with Delta's jars (and ``extra_jars``) on Spark's classpath, its SQL extension and catalog."""
+    """``builder`` with Delta's jars (and ``extra_jars``) on Spark's classpath, its SQL extension, its catalog
+    and its snapshot state in one partition (see ``SETTINGS``)."""
     builder = builder.config("spark.jars", ",".join(str(jar) for jar in [*delta_jars(), *extra_jars]))
     for key, value in SETTINGS.items():
         builder = builder.config(key, value)

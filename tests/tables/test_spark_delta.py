@@ -41,6 +41,7 @@ def test_spark_reads_a_topic_table_with_the_sources_columns(delta_spark, cluster
 
     table = delta_spark.read.format("delta").load(uri)
     assert tuple(table.columns) == RAW_COLUMNS
+    assert delta_spark.conf.get("spark.databricks.delta.snapshotPartitions") == "1"
     rows = sorted((r.queueId, r.queueOffset, r.body, r.tags, r.keys, r.properties["n"]) for r in table.collect())
     stream = (
         delta_spark.read.format("sparkmq")
