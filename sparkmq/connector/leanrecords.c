@@ -140,8 +140,9 @@ static Py_ssize_t walk(const uint8_t *buf, Py_ssize_t size, Record *out, Py_ssiz
         if (props_length > 0x7FFF || FIXED_BYTES + body_length + topic_length + props_length != total) return -1;
         fixed->queue_ids[count] = be32(r + POS_QUEUE_ID);
         fixed->offsets[count] = be64(r + POS_QUEUE_OFFSET);
-        fixed->born[count] = be64(r + POS_BORN_TIMESTAMP) * 1000; /* ms → Arrow µs */
-        fixed->stored[count] = be64(r + POS_STORE_TIMESTAMP) * 1000;
+        /* ms → Arrow µs, wrapping as numpy's int64 product does (a damaged stamp must not be UB) */
+        fixed->born[count] = (int64_t)((uint64_t)be64(r + POS_BORN_TIMESTAMP) * 1000u);
+        fixed->stored[count] = (int64_t)((uint64_t)be64(r + POS_STORE_TIMESTAMP) * 1000u);
         Record *rec = &out[count++];
         rec->start = pos;
         rec->body.at = pos + POS_BODY;

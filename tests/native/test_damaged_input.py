@@ -152,6 +152,16 @@ def test_damaged_pull_bodies_are_declined_or_decoded_as_numpy_decodes_them(
     assert native.equals(reference)
 
 
+@pytest.mark.parametrize("stamp", [-(2**63), -72_055_894_037_927_813, 2**63 - 1, 9_223_372_036_854_776])
+def test_stamps_past_the_microsecond_range_wrap_as_numpy_wraps_them(stamp: int) -> None:
+    """A damaged born or store time whose microseconds overflow int64 (UB in C unless done unsigned)."""
+    made = MessageBatch("ArrowT", 2, [b"x"], [encode_properties({"TAGS": "t"})], born_timestamp=stamp)
+    body = encode_records(made, 0, 1, 10, 4096, stamp, STORE_HOST)
+    assert _leanrecords.decode(body, False) is not None  # the C takes it
+    native = records_to_arrow(body, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT")
+    assert native.equals(records_to_arrow(body, "broker-a", columns=LEAN_COLUMNS, topic="ArrowT", native=False))
+
+
 # -- SEND_BATCH_MESSAGE bodies (batchitems.c) ------------------------------------------------------------------
 
 
