@@ -5,17 +5,24 @@ picks a free one)::
 
     $ sparkmq proxy --namesrv 127.0.0.1:9876 --grpc-port 0
     proxy gRPC endpoint listening on 127.0.0.1:40123
+
+``--acl-file`` checks every RPC against a plain_acl accounts file (a broker's ``aclEnable`` with its
+``aclFile``); ``--access-key`` / ``--secret-key`` (else ``SPARKMQ_ACCESS_KEY`` / ``SPARKMQ_SECRET_KEY``)
+sign what the proxy sends brokers with ``aclEnable``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from sparkmq.cli.service import run_service
 
 DEFAULT_GRPC_PORT = 8081
+ACCESS_KEY_ENV, SECRET_KEY_ENV = "SPARKMQ_ACCESS_KEY", "SPARKMQ_SECRET_KEY"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +32,16 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"sparkmq proxy needs the grpc extra (pip install 'sparkmq[grpc]'): {exc}", file=sys.stderr)
         return 2
-    proxy = GrpcProxy(args.namesrv, args.host, args.grpc_port, args.invisible_ms)
+    from sparkmq.protocol.acl_signing import SessionCredentials
+
+    if bool(args.access_key) != bool(args.secret_key):
+        print("sparkmq proxy: --access-key and --secret-key go together", file=sys.stderr)
+        return 2
+    credentials = SessionCredentials(args.access_key, args.secret_key) if args.access_key else None
+    acl_file = Path(args.acl_file) if args.acl_file else None
+    proxy = GrpcProxy(
+        args.namesrv, args.host, args.grpc_port, args.invisible_ms, acl_file=acl_file, credentials=credentials
+    )
     return run_service(proxy, ready_line_of=lambda: f"proxy gRPC endpoint listening on {proxy.address}")
 
 
@@ -48,5 +64,15 @@ def register(subcommands: Any) -> None:
         default=60_000,
         metavar="MS",
         help="invisible time of a receive that names none, auto-renewed (default: 60000)",
+    )
+    parser.add_argument(
+        "--acl-file", default=None, metavar="FILE", help="check every RPC against this plain_acl accounts file"
+    )
+    environ = os.environ
+    parser.add_argument(
+        "--access-key", default=environ.get(ACCESS_KEY_ENV), help=f"ACL access key for the brokers (${ACCESS_KEY_ENV})"
+    )
+    parser.add_argument(
+        "--secret-key", default=environ.get(SECRET_KEY_ENV), help=f"ACL secret key for the brokers (${SECRET_KEY_ENV})"
     )
     parser.set_defaults(run=run)

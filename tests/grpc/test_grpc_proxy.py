@@ -1,13 +1,18 @@
-"""``sparkmq proxy`` (proxyMode=CLUSTER) in front of two broker groups, with the real RocketMQ 5 Python client.
+"""``sparkmq proxy`` (proxyMode=CLUSTER) in front of two broker groups, with the real RocketMQ 5 clients.
 
-One NameServer, brokers ``proxy-a`` and ``proxy-b`` (SYNC flush) and one proxy per module; the topic
-has two queues on each broker. The last test kills ``proxy-b`` with SIGKILL: the proxy keeps
-serving through ``proxy-a``.
+One NameServer, brokers ``proxy-a`` and ``proxy-b`` (SYNC flush, ``aclEnable``) and two proxies per
+module, both signing their remoting requests with an admin account of the brokers: ``proxy`` checks
+no ACL, ``acl_proxy`` checks every RPC against the brokers' own accounts file. Each topic has two
+queues on each broker. The last test kills ``proxy-b`` with SIGKILL: the proxy keeps serving
+through ``proxy-a``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +23,32 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from sparkmq.protocol.acl_signing import SessionCredentials
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from support.grpc_broker import GrpcBroker, start_broker
 from support.processes import NamesrvProcess, ServiceProcess, wait_until
-from support.rocketmq5 import finished, of, require_rmq5_python, run5
+from support.rocketmq5 import check_transactions, finished, of, require_rmq5_python, run5
+from support.rocketmq5_java import require_java5, run_java5
 
 TOPIC, GROUP = "ProxyTopic", "ProxyGroup"
+TX_TOPIC, JAVA_TX_TOPIC, ACL_TOPIC = "ProxyTxTopic", "ProxyJavaTxTopic", "ProxyAclTopic"
+PROXY_KEYS = ("proxyAdmin", "proxySecret12")
+USER_KEYS = ("--ak", "grpcUser", "--sk", "grpcSecret12")
+ACCOUNTS = f"""\
+globalWhiteRemoteAddresses: []
+accounts:
+- accessKey: {PROXY_KEYS[0]}
+  secretKey: {PROXY_KEYS[1]}
+  admin: true
+- accessKey: grpcUser
+  secretKey: grpcSecret12
+  admin: false
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - {ACL_TOPIC}=PUB|SUB
+  - ProxyAclPubOnly=PUB
+"""
 
 
 @dataclass
@@ -31,10 +56,15 @@ class Cluster:
     namesrv: NamesrvProcess
     brokers: dict[str, GrpcBroker]
     proxy: ServiceProcess
+    acl_proxy: ServiceProcess
 
     @property
     def endpoint(self) -> str:
         return self.proxy.ready_line.rsplit(" ", 1)[-1]
+
+    @property
+    def acl_endpoint(self) -> str:
+        return self.acl_proxy.ready_line.rsplit(" ", 1)[-1]
 
     def stored(self, name: str) -> int:
         return sum(max(0, self.brokers[name].max_offset(TOPIC, q)) for q in (0, 1))
@@ -46,31 +76,42 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     require_rmq5_python()
+    accounts = tmp_path_factory.mktemp("proxy-acl") / "plain_acl.yml"
+    accounts.write_text(ACCOUNTS, encoding="utf-8")
+    acl = ("--set", "aclEnable=true", "--set", f"aclFile={accounts}")
+    signer = SessionCredentials(*PROXY_KEYS).sign
     namesrv = NamesrvProcess.start()
     brokers: dict[str, GrpcBroker] = {}
-    proxy = None
+    proxies: list[ServiceProcess] = []
     try:
         for name in ("proxy-a", "proxy-b"):
             store = tmp_path_factory.mktemp(name)
-            process = start_broker(store, namesrv.address, 0, "--set", f"brokerName={name}")
-            brokers[name] = GrpcBroker(store, namesrv, process)
+            process = start_broker(store, namesrv.address, 0, "--set", f"brokerName={name}", *acl)
+            brokers[name] = GrpcBroker(store, namesrv, process, signer)
             brokers[name].create_topic(TOPIC, queues=2)
-        assert wait_until(lambda: _route_brokers(brokers["proxy-a"], namesrv.address) == set(brokers), timeout_s=40)
-        proxy = ServiceProcess.launch(
-            ["proxy", "--namesrv", namesrv.address, "--grpc-port", "0", "--invisible-ms", "2000"],
-            "proxy gRPC endpoint listening on",
+            brokers[name].create_topic(ACL_TOPIC, queues=2)
+            for topic in (TX_TOPIC, JAVA_TX_TOPIC):
+                brokers[name].create_topic(topic, queues=2, message_type="TRANSACTION")
+        topics = (TOPIC, ACL_TOPIC, TX_TOPIC, JAVA_TX_TOPIC)
+        assert wait_until(
+            lambda: all(_route_brokers(brokers["proxy-a"], namesrv.address, t) == set(brokers) for t in topics),
+            timeout_s=40,
         )
-        yield Cluster(namesrv, brokers, proxy)
+        keys = ["--access-key", PROXY_KEYS[0], "--secret-key", PROXY_KEYS[1]]
+        command = ["proxy", "--namesrv", namesrv.address, "--grpc-port", "0", "--invisible-ms", "2000", *keys]
+        for extra in ([], ["--acl-file", str(accounts)]):
+            proxies.append(ServiceProcess.launch([*command, *extra], "proxy gRPC endpoint listening on"))
+        yield Cluster(namesrv, brokers, *proxies)
     finally:
-        if proxy is not None:
+        for proxy in proxies:
             proxy.stop()
         for broker in brokers.values():
             broker.broker.stop()
         namesrv.stop()
 
 
-def _route_brokers(broker: GrpcBroker, namesrv: str) -> set[str]:
-    code, _, _, body = broker.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, address=namesrv, topic=TOPIC)
+def _route_brokers(broker: GrpcBroker, namesrv: str, topic: str) -> set[str]:
+    code, _, _, body = broker.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, address=namesrv, topic=topic)
     if code != ResponseCode.SUCCESS:
         return set()
     return {q["brokerName"] for q in json.loads(body).get("queueDatas", [])}
@@ -125,15 +166,105 @@ def test_bad_input_through_the_proxy_gets_a_status_with_a_reason(cluster: Cluste
         )
         assert [e.status.code for e in ack.entries] == [pb.INVALID_RECEIPT_HANDLE] * 3
         assert "nowhere" in ack.entries[0].status.message
-        half = pb.Message(
-            topic=pb.Resource(name=TOPIC),
-            body=b"x",
-            system_properties=pb.SystemProperties(message_id="tx-1", message_type=pb.TRANSACTION),
-        )
-        sent = stub.SendMessage(spb.SendMessageRequest(messages=[half]), timeout=10)
-        assert sent.status.code == pb.NOT_IMPLEMENTED and "proxy" in sent.status.message
         route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="ProxyNoSuchTopic")), timeout=10)
         assert route.status.code == pb.TOPIC_NOT_FOUND
+        end = spb.EndTransactionRequest(
+            topic=pb.Resource(name=TX_TOPIC), message_id="m", transaction_id="proxy-a 1 x", resolution=pb.COMMIT
+        )
+        ended = stub.EndTransaction(end, timeout=10).status
+        assert ended.code == pb.INVALID_TRANSACTION_ID and "proxy-a 1 x" in ended.message
+
+
+def test_a_topic_message_type_comes_from_the_brokers(cluster: Cluster) -> None:
+    """The proxy routes and refuses by the brokers' ``message.type``, as a broker's own endpoint does."""
+    normal = pb.Message(
+        topic=pb.Resource(name=TX_TOPIC),
+        body=b"x",
+        system_properties=pb.SystemProperties(message_id="normal-1", message_type=pb.NORMAL),
+    )
+    answers = []
+    for endpoint in (cluster.endpoint, cluster.brokers["proxy-a"].endpoint):
+        with grpc.insecure_channel(endpoint) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            md = metadata("proxyAdmin", "proxySecret12")
+            route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=TX_TOPIC)), metadata=md, timeout=10)
+            sent = stub.SendMessage(spb.SendMessageRequest(messages=[normal]), metadata=md, timeout=10)
+        assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.TRANSACTION,)}
+        answers.append((sent.status.code, sent.status.message))
+    assert (
+        answers[0]
+        == answers[1]
+        == (
+            pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"topic {TX_TOPIC!r} accepts ['TRANSACTION'], not NORMAL messages",
+        )
+    )
+
+
+def test_python_client_transactions_commit_rollback_and_check_through_the_proxy(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    producer = run5(tmp_path, "transact", cluster.endpoint, TX_TOPIC)
+    check_transactions(producer, lambda: client(tmp_path, "receive", cluster.endpoint, TX_TOPIC, "ProxyTxGroup", "2"))
+
+
+def test_java_client_transactions_commit_rollback_and_check_through_the_proxy(cluster: Cluster, tmp_path: Path) -> None:
+    require_java5()
+    producer = run_java5(tmp_path, "Rmq5Transact", cluster.endpoint, JAVA_TX_TOPIC)
+    receive = ("Rmq5Receive", cluster.endpoint, JAVA_TX_TOPIC, "ProxyJavaTxGroup", "2")
+    check_transactions(producer, lambda: finished(run_java5(tmp_path, *receive), 90))
+
+
+def metadata(access_key: str, secret_key: str) -> list[tuple[str, str]]:
+    """A 5.x client's signature headers: HMAC-SHA1 of ``x-mq-date-time`` with the secret key."""
+    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    signature = hmac.new(secret_key.encode(), when.encode(), hashlib.sha1).hexdigest()
+    authorization = f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
+    return [("x-mq-date-time", when), ("authorization", authorization), ("x-mq-client-id", "proxy-acl-test")]
+
+
+def test_acl_proxy_serves_an_allowed_client_through_acl_brokers(cluster: Cluster, tmp_path: Path) -> None:
+    sent = of(client(tmp_path, "produce", cluster.acl_endpoint, ACL_TOPIC, "4", *USER_KEYS), "sent")
+    records = client(tmp_path, "receive", cluster.acl_endpoint, ACL_TOPIC, "ProxyAclGroup", "4", *USER_KEYS)
+    assert sorted(r["id"] for r in of(records, "received")) == sorted(s["id"] for s in sent)
+    assert len(of(records, "acked")) == 4
+
+
+def test_acl_proxy_refuses_as_the_brokers_own_endpoint_does(cluster: Cluster) -> None:
+    user = metadata("grpcUser", "grpcSecret12")
+    route = spb.QueryRouteRequest(topic=pb.Resource(name=ACL_TOPIC))
+    message = pb.Message(
+        topic=pb.Resource(name=TX_TOPIC), body=b"x", system_properties=pb.SystemProperties(message_id="acl-1")
+    )
+    receive = spb.ReceiveMessageRequest(
+        group=pb.Resource(name="ProxyAclGroup"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="ProxyAclPubOnly"), id=-1),
+        batch_size=1,
+    )
+
+    def answers(endpoint: str) -> dict[str, tuple[int, str]]:
+        with grpc.insecure_channel(endpoint) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            statuses = {
+                "wrong secret": stub.QueryRoute(route, metadata=metadata("grpcUser", "not-the-secret"), timeout=10),
+                "unknown account": stub.QueryRoute(route, metadata=metadata("nobody", "x"), timeout=10),
+                "no signature": stub.QueryRoute(route, timeout=10),
+                "allowed": stub.QueryRoute(route, metadata=user, timeout=10),
+                "send to a denied topic": stub.SendMessage(
+                    spb.SendMessageRequest(messages=[message]), metadata=user, timeout=10
+                ),
+                "receive from a PUB-only topic": next(iter(stub.ReceiveMessage(receive, metadata=user, timeout=10))),
+            }
+        return {case: (answer.status.code, answer.status.message) for case, answer in statuses.items()}
+
+    proxy = answers(cluster.acl_endpoint)
+    assert proxy == answers(cluster.brokers["proxy-a"].endpoint)
+    assert proxy["wrong secret"] == (pb.UNAUTHORIZED, "Check signature failed for accessKey=grpcUser")
+    assert proxy["unknown account"] == (pb.UNAUTHORIZED, "No acl config for nobody")
+    assert proxy["no signature"][0] == pb.UNAUTHORIZED
+    assert proxy["allowed"][0] == pb.OK
+    assert proxy["send to a denied topic"] == (pb.FORBIDDEN, f"No default permission for topic:{TX_TOPIC}")
+    assert proxy["receive from a PUB-only topic"] == (pb.FORBIDDEN, "No permission for topic:ProxyAclPubOnly")
 
 
 def test_a_killed_broker_group_leaves_the_others_serving(cluster: Cluster, tmp_path: Path) -> None:

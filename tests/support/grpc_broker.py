@@ -10,6 +10,7 @@ from typing import Any
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from sparkmq.protocol.ops_bodies import SubscriptionGroupBody
 from sparkmq.remoting import RemotingClient
+from sparkmq.remoting.client import Signer
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 
 GRPC_LINE = "gRPC endpoint listening on "
@@ -20,6 +21,7 @@ class GrpcBroker:
     store_dir: Path
     namesrv: NamesrvProcess | None
     broker: BrokerProcess
+    signer: Signer | None = None  # signs the admin requests of a broker with aclEnable
 
     @property
     def endpoint(self) -> str:
@@ -33,7 +35,7 @@ class GrpcBroker:
         self, code: int, body: bytes = b"", address: str = "", **ext: object
     ) -> tuple[int, str | None, dict[str, str], bytes]:
         async def call() -> tuple[int, str | None, dict[str, str], bytes]:
-            client = RemotingClient()
+            client = RemotingClient(signer=self.signer)
             try:
                 fields = {k: str(v) for k, v in ext.items()}
                 response = await client.invoke(address or self.broker.address, code, fields, body=body)

@@ -8,26 +8,30 @@ broker); ``remote.RemoteBackend`` talks remoting to the brokers a NameServer kno
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
 from sparkmq.broker.grpc import convert
-from sparkmq.broker.grpc.telemetry import TelemetryChannel, tx_group
+from sparkmq.broker.grpc.telemetry import TelemetryChannel, end_header, parse_transaction_id, transaction_id, tx_group
 from sparkmq.broker.pop import Popped, PopService, ReceiptHandle
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig
 from sparkmq.broker.transactions.state import half_message
 from sparkmq.errors import InvalidReceiptHandleError
 from sparkmq.message.names import TRANS_HALF_TOPIC, is_system_topic
+from sparkmq.message.properties import UNIQ_KEY, decode_properties
 from sparkmq.message.record import MessageBatch
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.store import PutMessageStatus
 from sparkmq.store.config import delay_level_millis
 from sparkmq.tables.attributes import MESSAGE_TYPE
 
+#: A broker's END_TRANSACTION processor: (request, the peer it names in its log) -> response.
+EndTransaction = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]
 PERSISTENCE_TIMEOUTS = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
@@ -56,13 +60,13 @@ class TopicRoute:
 
 @dataclass(frozen=True, slots=True)
 class SendOutcome:
-    """One sent message: a ``pb.Code`` with its text, its queue offset, and a half message's (CommitLog offset,
-    half queue offset)."""
+    """One sent message: a ``pb.Code`` with its text, its queue offset, and a half message's transaction id (what
+    EndTransaction names it by)."""
 
     code: int
     text: str
     queue_offset: int = 0
-    half: tuple[int, int] | None = None
+    transaction_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,6 @@ class Backend(Protocol):
     max_message_size: int
     level_millis: list[int]
     default_invisible_ms: int
-    transactions: bool  # half messages, EndTransaction and check-backs are served
 
     async def topic(self, name: str, *, create: bool = False) -> TopicRoute | None: ...
 
@@ -111,6 +114,11 @@ class Backend(Protocol):
     async def durable(self) -> None:
         """Until the acks and invisible-time changes recorded so far are as durable as the store's flush."""
 
+    async def end_transaction(
+        self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool, peer: Any
+    ) -> str | None:
+        """Commit or roll back (``pb.TransactionResolution``) the half message ``txid`` names; the refusal, or None."""
+
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None: ...
 
     def client_left(self, channel: TelemetryChannel, groups: Collection[str]) -> None: ...
@@ -119,11 +127,10 @@ class Backend(Protocol):
 class LocalBackend:
     """The broker's own store and POP core."""
 
-    transactions = True
-
-    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+    def __init__(self, ctx: BrokerContext, pop: PopService, end: EndTransaction) -> None:
         self.ctx = ctx
         self.pop_service = pop
+        self.end = end
         self.max_message_size = ctx.config.max_message_size
         self.level_millis = delay_level_millis(ctx.config.message_delay_level)
         self.default_invisible_ms = ctx.config.default_invisible_time_mills
@@ -166,8 +173,11 @@ class LocalBackend:
                 outcomes.append(SendOutcome(code, f"{result.status.value} {result.remark}".strip()))
                 continue
             offset = result.queue_offset if batch.topic == sent.topic else 0
-            half = (result.wrote_offset, result.queue_offset) if batch.topic == TRANS_HALF_TOPIC else None
-            outcomes.append(SendOutcome(pb.OK, "OK", offset, half))
+            txid = ""
+            if batch.topic == TRANS_HALF_TOPIC:
+                uniq = decode_properties(sent.properties[0]).get(UNIQ_KEY, "")
+                txid = transaction_id(result.wrote_offset, result.queue_offset, uniq)
+            outcomes.append(SendOutcome(pb.OK, "OK", offset, txid))
         return outcomes
 
     async def pop(self, ask: PopAsk) -> list[Popped]:
@@ -205,6 +215,18 @@ class LocalBackend:
 
     async def durable(self) -> None:
         await self.pop_service.durable()
+
+    async def end_transaction(
+        self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool, peer: Any
+    ) -> str | None:
+        ids = parse_transaction_id(txid)
+        if ids is None:
+            return f"transaction id {txid[:80]!r} is not one of this broker's"
+        header = end_header(topic, ids, resolution, message_id, from_check)
+        answer = await self.end(
+            RemotingCommand.request(RequestCode.END_TRANSACTION, 0, ext_fields=header.to_fields()), peer
+        )
+        return None if answer.code == ResponseCode.SUCCESS else answer.remark or "refused"
 
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
         """The producer becomes a check-back target of its topics' half messages (clientChannelExpiredMs)."""

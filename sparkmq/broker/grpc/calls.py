@@ -6,7 +6,6 @@ import asyncio
 import functools
 import itertools
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -18,10 +17,8 @@ from sparkmq.broker.grpc.renew import AutoRenew
 from sparkmq.broker.grpc.telemetry import TelemetryChannel
 from sparkmq.message.names import retry_topic
 from sparkmq.message.record import Host
-from sparkmq.protocol import RemotingCommand
 
 CLIENT_ID_HEADER = "x-mq-client-id"
-EndTransaction = Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]]
 
 
 def status(code: int = pb.OK, message: str = "OK") -> pb.Status:
@@ -68,9 +65,8 @@ def born_host(peer: str) -> Host:
 class RpcBase:
     """The collaborators of the RPCs (the brokers behind them: ``backend``) and the ACL check each starts with."""
 
-    def __init__(self, backend: Backend, end_transaction: EndTransaction | None, acl: AclValidator | None) -> None:
+    def __init__(self, backend: Backend, acl: AclValidator | None) -> None:
         self.backend = backend
-        self.end_transaction = end_transaction
         self.acl = acl
         self.renew = AutoRenew(backend, backend.default_invisible_ms)
         self._producers: dict[str, tuple[TelemetryChannel, set[str]]] = {}  # client id -> stream, tx groups

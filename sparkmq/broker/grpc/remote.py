@@ -4,8 +4,10 @@ Routes come from the NameServer (GET_ROUTEINFO_BY_TOPIC, cached a few seconds) a
 from a broker (GET_ALL_SUBSCRIPTIONGROUP_CONFIG); a send goes to the master of the queue's broker
 group (SEND_MESSAGE_V2), a receive to the broker the client's queue names (POP_MESSAGE), an ack or
 a changed invisible time to the broker its receipt handle names (ACK_MESSAGE,
-CHANGE_MESSAGE_INVISIBLETIME). A broker that cannot be reached is skipped by non-FIFO sends for a
-few seconds; the others keep serving.
+CHANGE_MESSAGE_INVISIBLETIME). A topic's ``message.type`` comes from its brokers' topic tables
+(GET_ALL_TOPIC_CONFIG); transactions are ``remote_tx``'s. Every request is signed with the proxy's
+own credentials when it has some (brokers with ``aclEnable``). A broker that cannot be reached is
+skipped by non-FIFO sends for a few seconds; the others keep serving.
 """
 
 from __future__ import annotations
@@ -14,20 +16,33 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Collection
+from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from sparkmq.broker.grpc.backend import PopAsk, SendOutcome, TopicRoute
-from sparkmq.broker.grpc.telemetry import TelemetryChannel
+from sparkmq.broker.grpc.remote_tx import ProxyTransactions, proxy_transaction_id
+from sparkmq.broker.grpc.telemetry import TelemetryChannel, tx_group
 from sparkmq.broker.pop import Popped, ReceiptHandle
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig, decode_table
-from sparkmq.errors import InvalidReceiptHandleError, RemoteError
+from sparkmq.errors import InvalidReceiptHandleError, MessageError, RemoteError
+from sparkmq.message import layout as L
 from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
+from sparkmq.message.msgid import decode_offset_msg_id
 from sparkmq.message.names import retry_topic
+from sparkmq.message.properties import (
+    PRODUCER_GROUP,
+    TRANSACTION_PREPARED,
+    UNIQ_KEY,
+    decode_properties,
+    encode_properties,
+)
 from sparkmq.message.record import MessageBatch, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from sparkmq.protocol.acl_signing import SessionCredentials
 from sparkmq.protocol.bodies import TopicRouteData
 from sparkmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeaderV2
+from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
 from sparkmq.protocol.pop_headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -37,11 +52,13 @@ from sparkmq.protocol.pop_headers import (
 )
 from sparkmq.remoting import RemotingClient
 from sparkmq.store.config import DEFAULT_MESSAGE_DELAY_LEVEL, delay_level_millis
+from sparkmq.tables.attributes import MESSAGE_TYPE
 
 logger = logging.getLogger(__name__)
 ROUTE_TTL_S = 5.0
 GROUPS_TTL_S = 5.0
-GROUP_MISS_REFETCH_S = 1.0  # a group the last table lacked is looked up again after this
+GROUP_MISS_REFETCH_S = 1.0  # a group (or topic) the last table lacked is looked up again after this
+TOPICS_TTL_S = 5.0
 DOWN_FOR_S = 10.0  # a broker that failed a request is left out of non-FIFO sends this long
 REQUEST_TIMEOUT_S = 5.0
 MAX_POLL_MS = 20_000  # the broker parks a POP_MESSAGE at most this long
@@ -55,25 +72,38 @@ PERSISTENCE = {
 
 
 class RemoteBackend:
-    """The brokers of the NameServers ``namesrv`` (``host:port[;host:port...]``)."""
+    """The brokers of the NameServers ``namesrv`` (``host:port[;host:port...]``); ``credentials`` sign every
+    request (brokers with ``aclEnable``)."""
 
-    transactions = False
-
-    def __init__(self, namesrv: str, default_invisible_ms: int = 60_000) -> None:
+    def __init__(
+        self, namesrv: str, default_invisible_ms: int = 60_000, credentials: SessionCredentials | None = None
+    ) -> None:
         self.namesrv = [address for address in namesrv.split(";") if address]
         self.max_message_size = DEFAULT_MAX_MESSAGE_BYTES
         self.level_millis = delay_level_millis(DEFAULT_MESSAGE_DELAY_LEVEL)
         self.default_invisible_ms = default_invisible_ms
-        self.client = RemotingClient()
+        self.client = RemotingClient(self._from_broker, signer=None if credentials is None else credentials.sign)
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._masters: dict[str, str] = {}  # broker name -> master address
+        self._topic_types: dict[str, tuple[float, dict[str, str]]] = {}  # broker -> when, topic -> message.type
+        self.transactions = ProxyTransactions(self._to_broker, self.topic, self._masters)
         self._down_until: dict[str, float] = {}
         self._groups: tuple[float, dict[str, SubscriptionGroupConfig]] = (0.0, {})
         self._physical: OrderedDict[str, tuple[int, str]] = OrderedDict()  # handle -> CommitLog offset, msg id
         self._earlier: dict[str, int] = {}  # handle -> deliveries before, of a FIFO message being answered
 
     async def close(self) -> None:
+        await self.transactions.close()
         await self.client.close()
+
+    async def _from_broker(self, request: RemotingCommand, connection: Any) -> RemotingCommand | None:
+        """A request a broker sends the proxy: CHECK_TRANSACTION_STATE (oneway), nothing else."""
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self.transactions.check(request, f"{connection.peer[0]}:{connection.peer[1]}")
+            return None
+        if request.is_oneway:
+            return None
+        return request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark="not served by a proxy")
 
     async def _call(
         self, address: str, code: int, fields: dict[str, str], body: bytes = b"", timeout: float = 0
@@ -120,10 +150,31 @@ class RemoteBackend:
                 for q in data.queue_datas
                 if q.broker_name in self._masters
             )
-            route = TopicRoute(name, "", tuple(queues))
+            kind = await self._message_type(name, [b for b, _, _ in queues])
+            route = TopicRoute(name, kind, tuple(queues))
             self._routes[name] = (time.monotonic(), route)
             return route
         return cached[1] if cached is not None else None  # no NameServer answered: the last route known
+
+    async def _message_type(self, topic: str, brokers: list[str]) -> str:
+        """The topic's ``message.type`` in the first of ``brokers`` whose topic table has it ("" when none)."""
+        for broker in brokers:
+            fetched, table = self._topic_types.get(broker, (0.0, {}))
+            age = time.monotonic() - fetched
+            if self.available(broker) and (age >= TOPICS_TTL_S or (topic not in table and age >= GROUP_MISS_REFETCH_S)):
+                try:
+                    response = await self._to_broker(broker, RequestCode.GET_ALL_TOPIC_CONFIG, {})
+                    if response.code == ResponseCode.SUCCESS:
+                        configs = TopicConfigSerializeWrapper.decode(response.body).topic_config_table
+                        table = {t: c.attribute_map.get(MESSAGE_TYPE, "") for t, c in configs.items()}
+                        self._topic_types[broker] = (time.monotonic(), table)
+                    else:
+                        logger.warning("proxy: topic table of broker %s refused: %s", broker, response.remark)
+                except (RemoteError, ValueError, AttributeError) as exc:
+                    logger.warning("proxy: topic table of broker %s: %s", broker, exc)
+            if topic in table:
+                return table[topic]
+        return ""
 
     async def group(self, name: str) -> SubscriptionGroupConfig | None:
         fetched, table = self._groups
@@ -154,19 +205,26 @@ class RemoteBackend:
 
     # -- send ------------------------------------------------------------------------------
     async def send(self, items: list[tuple[str, MessageBatch, bool]]) -> list[SendOutcome]:
-        return [await self._send(broker, batch) for broker, batch, _ in items]  # in order: a message group's
+        return [await self._send(broker, batch, half) for broker, batch, half in items]  # in order: a message group's
 
-    async def _send(self, broker: str, batch: MessageBatch) -> SendOutcome:
+    async def _send(self, broker: str, batch: MessageBatch, half: bool) -> SendOutcome:
+        """SEND_MESSAGE_V2; a half message (``half``) as a 4.x transactional producer of ``GRPC_TX_<topic>``."""
+        group, sys_flag, properties = PROXY_PRODUCER_GROUP, batch.sys_flag, bytes(batch.properties[0]).decode()
+        if half:
+            group, sys_flag = tx_group(batch.topic), sys_flag | L.TRANSACTION_PREPARED_TYPE
+            props = decode_properties(properties)
+            props.update({TRANSACTION_PREPARED: "true", PRODUCER_GROUP: group})
+            properties = encode_properties(props).decode()
         header = SendMessageRequestHeaderV2(
-            PROXY_PRODUCER_GROUP,
+            group,
             batch.topic,
             "TBW102",
             4,
             batch.queue_id,
-            batch.sys_flag,
+            sys_flag,
             batch.born_timestamp,
             batch.flags[0] if batch.flags else 0,
-            bytes(batch.properties[0]).decode(),
+            properties,
             0,
             bname=broker,
         )
@@ -175,7 +233,15 @@ class RemoteBackend:
         except RemoteError as exc:
             return SendOutcome(pb.PROXY_TIMEOUT, exc.remark)
         if response.code == ResponseCode.SUCCESS:
-            return SendOutcome(pb.OK, "OK", int(response.ext_fields.get("queueOffset", "0") or 0))
+            queue_offset = int(response.ext_fields.get("queueOffset", "0") or 0)
+            if not half:
+                return SendOutcome(pb.OK, "OK", queue_offset)
+            try:
+                commit_log_offset = decode_offset_msg_id(response.ext_fields.get("msgId", ""))[2]
+            except MessageError as exc:
+                return SendOutcome(pb.INTERNAL_SERVER_ERROR, f"broker {broker}: the half message's {exc.remark}")
+            uniq = decode_properties(properties).get(UNIQ_KEY, "")
+            return SendOutcome(pb.OK, "OK", 0, proxy_transaction_id(broker, commit_log_offset, queue_offset, uniq))
         code = PERSISTENCE.get(response.code, pb.INTERNAL_SERVER_ERROR)  # type: ignore[call-overload]
         return SendOutcome(code, f"broker {broker}: {response.remark or response.code}")
 
@@ -309,11 +375,16 @@ class RemoteBackend:
             )
         return await self._to_broker(handle.broker_name, code, fields)
 
+    async def end_transaction(
+        self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool, peer: Any
+    ) -> str | None:
+        return await self.transactions.end(topic, txid, message_id, resolution, from_check)
+
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
-        """Transactions are not served through the proxy: no check-back target to register."""
+        self.transactions.joined(channel, groups)
 
     def client_left(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
-        """Nothing is registered for a client."""
+        self.transactions.left(channel, groups)
 
 
 def order_counts(info: str) -> dict[str, int]:

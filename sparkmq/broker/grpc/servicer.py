@@ -21,20 +21,17 @@ from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.acl.validator import AclValidator
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.grpc import convert, settings
-from sparkmq.broker.grpc.backend import LocalBackend, TopicRoute
-from sparkmq.broker.grpc.calls import EndTransaction, Peer, born_host, client_id_of, status
+from sparkmq.broker.grpc.backend import EndTransaction, LocalBackend, TopicRoute
+from sparkmq.broker.grpc.calls import Peer, born_host, client_id_of, status
 from sparkmq.broker.grpc.consume import ConsumeRpcs
-from sparkmq.broker.grpc.telemetry import TelemetryChannel, parse_transaction_id, transaction_id, tx_group
+from sparkmq.broker.grpc.telemetry import TelemetryChannel, tx_group
 from sparkmq.broker.pop import PopService
 from sparkmq.broker.topics import check_sendable
 from sparkmq.errors import MessageError
-from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from sparkmq.protocol.headers import EndTransactionRequestHeader
 
 logger = logging.getLogger(__name__)
 MAX_SEND_BATCH = 1024  # messages in one SendMessage
 MAX_LONG_POLLING_S = 30
-COMMIT, ROLLBACK = 8, 12  # END_TRANSACTION's commitOrRollback
 
 
 class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
@@ -192,8 +189,6 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
                     f"topic {topic!r} accepts {[pb.MessageType.Name(t) for t in accepted]}, "
                     f"not {pb.MessageType.Name(kind)} messages",
                 ), None
-            if kind == pb.TRANSACTION and not self.backend.transactions:
-                return status(pb.NOT_IMPLEMENTED, "transactional messages are not served through a proxy"), None
         return None, route
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
@@ -223,8 +218,8 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
             entry = spb.SendResultEntry(
                 status=status(outcome.code, outcome.text), message_id=msg_id, offset=outcome.queue_offset
             )
-            if outcome.half is not None:
-                entry.transaction_id = transaction_id(outcome.half[0], outcome.half[1], msg_id)
+            if outcome.transaction_id:
+                entry.transaction_id = outcome.transaction_id
             entries.append(entry)
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS, "some messages failed")
@@ -234,29 +229,16 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
         denied = self._denied(context, request.topic.name)
         if denied is not None:
             return spb.EndTransactionResponse(status=denied)
-        parsed = parse_transaction_id(request.transaction_id)
-        if self.end_transaction is None:
-            return spb.EndTransactionResponse(
-                status=status(pb.NOT_IMPLEMENTED, "transactions are not served through a proxy")
-            )
-        if parsed is None:
-            reason = f"transaction id {request.transaction_id[:80]!r} is not one of this broker's"
-            return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, reason))
-        commit_log_offset, queue_offset, txid = parsed
-        resolution = {pb.COMMIT: COMMIT, pb.ROLLBACK: ROLLBACK}.get(request.resolution, 0)
-        header = EndTransactionRequestHeader(
-            tx_group(request.topic.name),
-            queue_offset,
-            commit_log_offset,
-            resolution,
+        refusal = await self.backend.end_transaction(
+            request.topic.name,
+            request.transaction_id,
             request.message_id,
+            request.resolution,
             request.source == pb.SOURCE_SERVER_CHECK,
-            txid,
+            Peer(context.peer()),
         )
-        end = RemotingCommand.request(RequestCode.END_TRANSACTION, 0, ext_fields=header.to_fields())
-        answer = await self.end_transaction(end, Peer(context.peer()))
-        if answer.code != ResponseCode.SUCCESS:
-            return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, answer.remark or "refused"))
+        if refusal is not None:
+            return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, refusal))
         return spb.EndTransactionResponse(status=status())
 
 
@@ -277,7 +259,7 @@ class GrpcServer:
         cls, ctx: BrokerContext, pop: PopService, end_transaction: EndTransaction, acl: AclValidator | None
     ) -> GrpcServer:
         """A broker's own endpoint (proxyMode=LOCAL)."""
-        servicer = MessagingServicer(LocalBackend(ctx, pop), end_transaction, acl)
+        servicer = MessagingServicer(LocalBackend(ctx, pop, end_transaction), acl)
         return cls(servicer, ctx.config.listen_host or ctx.config.broker_ip, ctx.config.grpc_server_port)
 
     async def start(self) -> int:

@@ -15,12 +15,14 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
 from sparkmq.broker.grpc import convert
-from sparkmq.message.record import decode_record
+from sparkmq.message.record import StoredMessage, decode_record
 from sparkmq.protocol import RemotingCommand, RequestCode
 from sparkmq.protocol.client_headers import CheckTransactionStateRequestHeader
+from sparkmq.protocol.headers import EndTransactionRequestHeader
 
 _IDS = itertools.count(1)
 TX_GROUP_PREFIX = "GRPC_TX_"  # the producer group of a topic's gRPC transactions (PGROUP of its half messages)
+RESOLUTIONS = {pb.COMMIT: 8, pb.ROLLBACK: 12}  # END_TRANSACTION's commitOrRollback
 
 
 def tx_group(topic: str) -> str:
@@ -37,6 +39,16 @@ def parse_transaction_id(text: str) -> tuple[int, int, str] | None:
     if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
         return None
     return int(parts[0]), int(parts[1]), parts[2]
+
+
+def end_header(
+    topic: str, ids: tuple[int, int, str], resolution: int, message_id: str, from_check: bool
+) -> EndTransactionRequestHeader:
+    """The END_TRANSACTION of an EndTransaction RPC; ``ids`` as :func:`parse_transaction_id` gives them."""
+    commit_log_offset, queue_offset, txid = ids
+    return EndTransactionRequestHeader(
+        tx_group(topic), queue_offset, commit_log_offset, RESOLUTIONS.get(resolution, 0), message_id, from_check, txid
+    )
 
 
 class TelemetryChannel:
@@ -58,9 +70,14 @@ class TelemetryChannel:
         if command.code != RequestCode.CHECK_TRANSACTION_STATE or not self.is_open:
             return
         header = CheckTransactionStateRequestHeader.from_fields(command.ext_fields)
-        half = decode_record(command.body)
-        message = convert.to_protobuf(half, half.topic, "", 0, 1, pb.CRC32)
         txid = transaction_id(header.commit_log_offset, header.tran_state_table_offset, header.transaction_id or "")
+        self.recover(decode_record(command.body), txid)
+
+    def recover(self, half: StoredMessage, txid: str) -> None:
+        """Ask the client about the transaction of ``half`` (a RecoverOrphanedTransactionCommand)."""
+        if not self.is_open:
+            return
+        message = convert.to_protobuf(half, half.topic, "", 0, 1, pb.CRC32)
         recover = spb.RecoverOrphanedTransactionCommand(message=message, transaction_id=txid)
         self._loop.call_soon_threadsafe(
             self.outbound.put_nowait, spb.TelemetryCommand(recover_orphaned_transaction_command=recover)
