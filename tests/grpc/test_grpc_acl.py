@@ -3,9 +3,6 @@ the account's topic and group permissions, against one broker with ``aclEnable``
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,21 +16,10 @@ try:
 except ImportError as exc:  # loud: these tests need what the broker's endpoint needs
     raise ImportError(f"{exc}: tests/grpc need the `grpc` extra in .venv (`make venv` installs it)") from exc
 
-from support.grpc_broker import GrpcBroker, start_broker
+from support.grpc_broker import GrpcBroker, signed_metadata, start_broker, user_account
 from support.rocketmq5 import require_rmq5_python, run5
 
-ACL = """\
-globalWhiteRemoteAddresses: []
-accounts:
-- accessKey: grpcUser
-  secretKey: grpcSecret12
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - GrpcAclTopic=PUB|SUB
-  - GrpcAclPubOnly=PUB
-"""
+ACL = "globalWhiteRemoteAddresses: []\naccounts:\n" + user_account("GrpcAclTopic", "GrpcAclPubOnly")
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +33,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcBroker]:
         yield cluster
     finally:
         cluster.broker.stop()
-
-
-def metadata(access_key: str, secret_key: str) -> list[tuple[str, str]]:
-    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    signature = hmac.new(secret_key.encode(), when.encode(), hashlib.sha1).hexdigest()
-    authorization = f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
-    return [("x-mq-date-time", when), ("authorization", authorization), ("x-mq-client-id", "acl-test")]
 
 
 def route(broker: GrpcBroker, topic: str, md: list[tuple[str, str]]) -> pb.Status:
@@ -78,10 +57,10 @@ def test_the_5x_client_with_its_credentials_produces_and_consumes(broker: GrpcBr
 
 
 def test_bad_signatures_and_missing_permissions_are_refused(broker: GrpcBroker) -> None:
-    assert route(broker, "GrpcAclTopic", metadata("grpcUser", "grpcSecret12")).code == pb.OK
-    wrong = route(broker, "GrpcAclTopic", metadata("grpcUser", "not-the-secret"))
+    assert route(broker, "GrpcAclTopic", signed_metadata("grpcUser", "grpcSecret12")).code == pb.OK
+    wrong = route(broker, "GrpcAclTopic", signed_metadata("grpcUser", "not-the-secret"))
     assert (wrong.code, wrong.message) == (pb.UNAUTHORIZED, "Check signature failed for accessKey=grpcUser")
-    unknown = route(broker, "GrpcAclTopic", metadata("nobody", "x"))
+    unknown = route(broker, "GrpcAclTopic", signed_metadata("nobody", "x"))
     assert (unknown.code, unknown.message) == (pb.UNAUTHORIZED, "No acl config for nobody")
     assert route(broker, "GrpcAclTopic", []).code == pb.UNAUTHORIZED
     with grpc.insecure_channel(broker.endpoint) as channel:
@@ -91,6 +70,6 @@ def test_bad_signatures_and_missing_permissions_are_refused(broker: GrpcBroker) 
             message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcAclPubOnly"), id=-1),
             batch_size=1,
         )
-        md = metadata("grpcUser", "grpcSecret12")
+        md = signed_metadata("grpcUser", "grpcSecret12")
         [answer] = list(stub.ReceiveMessage(request, metadata=md, timeout=10))
     assert (answer.status.code, answer.status.message) == (pb.FORBIDDEN, "No permission for topic:GrpcAclPubOnly")

@@ -9,10 +9,7 @@ through ``proxy-a``.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 
 from sparkmq.protocol.acl_signing import SessionCredentials
 from sparkmq.protocol.codes import RequestCode, ResponseCode
-from support.grpc_broker import GrpcBroker, start_broker
+from support.grpc_broker import GrpcBroker, signed_metadata, start_broker, user_account
 from support.processes import NamesrvProcess, ServiceProcess, wait_until
 from support.rocketmq5 import check_transactions, finished, of, require_rmq5_python, run5
 from support.rocketmq5_java import require_java5, run_java5
@@ -40,15 +37,7 @@ accounts:
 - accessKey: {PROXY_KEYS[0]}
   secretKey: {PROXY_KEYS[1]}
   admin: true
-- accessKey: grpcUser
-  secretKey: grpcSecret12
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - {ACL_TOPIC}=PUB|SUB
-  - ProxyAclPubOnly=PUB
-"""
+{user_account(ACL_TOPIC, "ProxyAclPubOnly")}"""
 
 
 @dataclass
@@ -186,7 +175,7 @@ def test_a_topic_message_type_comes_from_the_brokers(cluster: Cluster) -> None:
     for endpoint in (cluster.endpoint, cluster.brokers["proxy-a"].endpoint):
         with grpc.insecure_channel(endpoint) as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
-            md = metadata("proxyAdmin", "proxySecret12")
+            md = signed_metadata("proxyAdmin", "proxySecret12")
             route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=TX_TOPIC)), metadata=md, timeout=10)
             sent = stub.SendMessage(spb.SendMessageRequest(messages=[normal]), metadata=md, timeout=10)
         assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.TRANSACTION,)}
@@ -215,14 +204,6 @@ def test_java_client_transactions_commit_rollback_and_check_through_the_proxy(cl
     check_transactions(producer, lambda: client(tmp_path, *receive))  # the Python client: one JVM less
 
 
-def metadata(access_key: str, secret_key: str) -> list[tuple[str, str]]:
-    """A 5.x client's signature headers: HMAC-SHA1 of ``x-mq-date-time`` with the secret key."""
-    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    signature = hmac.new(secret_key.encode(), when.encode(), hashlib.sha1).hexdigest()
-    authorization = f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
-    return [("x-mq-date-time", when), ("authorization", authorization), ("x-mq-client-id", "proxy-acl-test")]
-
-
 def test_acl_proxy_serves_an_allowed_client_through_acl_brokers(cluster: Cluster, tmp_path: Path) -> None:
     sent = of(client(tmp_path, "produce", cluster.acl_endpoint, ACL_TOPIC, "4", *USER_KEYS), "sent")
     records = client(tmp_path, "receive", cluster.acl_endpoint, ACL_TOPIC, "ProxyAclGroup", "4", *USER_KEYS)
@@ -231,7 +212,7 @@ def test_acl_proxy_serves_an_allowed_client_through_acl_brokers(cluster: Cluster
 
 
 def test_acl_proxy_refuses_as_the_brokers_own_endpoint_does(cluster: Cluster) -> None:
-    user = metadata("grpcUser", "grpcSecret12")
+    user = signed_metadata("grpcUser", "grpcSecret12")
     route = spb.QueryRouteRequest(topic=pb.Resource(name=ACL_TOPIC))
     message = pb.Message(
         topic=pb.Resource(name=TX_TOPIC), body=b"x", system_properties=pb.SystemProperties(message_id="acl-1")
@@ -246,8 +227,10 @@ def test_acl_proxy_refuses_as_the_brokers_own_endpoint_does(cluster: Cluster) ->
         with grpc.insecure_channel(endpoint) as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
             statuses = {
-                "wrong secret": stub.QueryRoute(route, metadata=metadata("grpcUser", "not-the-secret"), timeout=10),
-                "unknown account": stub.QueryRoute(route, metadata=metadata("nobody", "x"), timeout=10),
+                "wrong secret": stub.QueryRoute(
+                    route, metadata=signed_metadata("grpcUser", "not-the-secret"), timeout=10
+                ),
+                "unknown account": stub.QueryRoute(route, metadata=signed_metadata("nobody", "x"), timeout=10),
                 "no signature": stub.QueryRoute(route, timeout=10),
                 "allowed": stub.QueryRoute(route, metadata=user, timeout=10),
                 "send to a denied topic": stub.SendMessage(

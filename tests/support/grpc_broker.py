@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,29 @@ from sparkmq.remoting.client import Signer
 from support.processes import BrokerProcess, NamesrvProcess, wait_until
 
 GRPC_LINE = "gRPC endpoint listening on "
+
+
+def user_account(topic: str, pub_only: str) -> str:
+    """The plain_acl account ``grpcUser`` / ``grpcSecret12``: PUB|SUB on ``topic``, PUB on ``pub_only``, no
+    other topic, SUB on every group."""
+    return f"""\
+- accessKey: grpcUser
+  secretKey: grpcSecret12
+  admin: false
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - {topic}=PUB|SUB
+  - {pub_only}=PUB
+"""
+
+
+def signed_metadata(access_key: str, secret_key: str) -> list[tuple[str, str]]:
+    """A 5.x client's signature headers: an HMAC-SHA1 of ``x-mq-date-time`` with the secret key."""
+    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    signature = hmac.new(secret_key.encode(), when.encode(), hashlib.sha1).hexdigest()
+    authorization = f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
+    return [("x-mq-date-time", when), ("authorization", authorization), ("x-mq-client-id", "acl-test")]
 
 
 @dataclass
