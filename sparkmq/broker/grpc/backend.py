@@ -116,8 +116,9 @@ class Backend(Protocol):
 
     async def end_transaction(
         self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool, peer: Any
-    ) -> str | None:
-        """Commit or roll back (``pb.TransactionResolution``) the half message ``txid`` names; the refusal, or None."""
+    ) -> tuple[int, str] | None:
+        """Commit or roll back (``pb.TransactionResolution``) the half message ``txid`` names; None, or the refusal's
+        ``pb.Code`` and reason."""
 
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None: ...
 
@@ -218,15 +219,15 @@ class LocalBackend:
 
     async def end_transaction(
         self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool, peer: Any
-    ) -> str | None:
+    ) -> tuple[int, str] | None:
         ids = parse_transaction_id(txid)
         if ids is None:
-            return f"transaction id {txid[:80]!r} is not one of this broker's"
+            return pb.INVALID_TRANSACTION_ID, f"transaction id {txid[:80]!r} is not one of this broker's"
         header = end_header(topic, ids, resolution, message_id, from_check)
         answer = await self.end(
             RemotingCommand.request(RequestCode.END_TRANSACTION, 0, ext_fields=header.to_fields()), peer
         )
-        return None if answer.code == ResponseCode.SUCCESS else answer.remark or "refused"
+        return None if answer.code == ResponseCode.SUCCESS else (pb.INVALID_TRANSACTION_ID, answer.remark or "refused")
 
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
         """The producer becomes a check-back target of its topics' half messages (clientChannelExpiredMs)."""

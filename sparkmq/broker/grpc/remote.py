@@ -377,7 +377,7 @@ class RemoteBackend:
 
     async def end_transaction(
         self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool, peer: Any
-    ) -> str | None:
+    ) -> tuple[int, str] | None:
         return await self.transactions.end(topic, txid, message_id, resolution, from_check)
 
     def producer_joined(self, channel: TelemetryChannel, groups: Collection[str]) -> None:

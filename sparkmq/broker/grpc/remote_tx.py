@@ -16,6 +16,8 @@ import random
 import socket
 from collections.abc import Awaitable, Callable, Collection
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from sparkmq.broker.grpc.backend import TopicRoute
 from sparkmq.broker.grpc.telemetry import (
     TX_GROUP_PREFIX,
@@ -118,15 +120,21 @@ class ProxyTransactions:
         )
         random.choice(channels).recover(half, txid)
 
-    async def end(self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool) -> str | None:
-        """END_TRANSACTION at the broker the transaction id names; the refusal, or None."""
+    async def end(
+        self, topic: str, txid: str, message_id: str, resolution: int, from_check: bool
+    ) -> tuple[int, str] | None:
+        """END_TRANSACTION at the broker the transaction id names; None, or the refusal's ``pb.Code`` and reason."""
         broker, _, rest = txid.partition(" ")
         ids = parse_transaction_id(rest)
+        if ids is not None and broker not in self._masters:
+            await self._route(topic)  # a proxy started since the half was sent learns its broker's master
         if ids is None or broker not in self._masters:
-            return f"transaction id {txid[:80]!r} names no half message of this cluster"
+            return pb.INVALID_TRANSACTION_ID, f"transaction id {txid[:80]!r} names no half message of this cluster"
         header = end_header(topic, ids, resolution, message_id, from_check)
         try:
             response = await self._to_broker(broker, RequestCode.END_TRANSACTION, header.to_fields(), b"")
         except RemoteError as exc:
-            return exc.remark
-        return None if response.code == ResponseCode.SUCCESS else f"broker {broker}: {response.remark}"
+            return pb.PROXY_TIMEOUT, exc.remark
+        if response.code != ResponseCode.SUCCESS:
+            return pb.INVALID_TRANSACTION_ID, f"broker {broker}: {response.remark}"
+        return None

@@ -238,7 +238,7 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
             Peer(context.peer()),
         )
         if refusal is not None:
-            return spb.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, refusal))
+            return spb.EndTransactionResponse(status=status(*refusal))
         return spb.EndTransactionResponse(status=status())
 
 
