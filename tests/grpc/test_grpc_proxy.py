@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,29 +72,41 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     signer = SessionCredentials(*PROXY_KEYS).sign
     namesrv = NamesrvProcess.start()
     brokers: dict[str, GrpcBroker] = {}
-    proxies: list[ServiceProcess] = []
+    started: list[Future[ServiceProcess]] = []
     try:
-        for name in ("proxy-a", "proxy-b"):
-            store = tmp_path_factory.mktemp(name)
-            process = start_broker(store, namesrv.address, 0, "--set", f"brokerName={name}", *acl)
-            brokers[name] = GrpcBroker(store, namesrv, process, signer)
-            brokers[name].create_topic(TOPIC, queues=2)
-            brokers[name].create_topic(ACL_TOPIC, queues=2)
+        stores = {name: tmp_path_factory.mktemp(name) for name in ("proxy-a", "proxy-b")}
+        with ThreadPoolExecutor(2) as pool:  # processes start side by side: the module's setup is most of its time
+            starting = {
+                name: pool.submit(start_broker, store, namesrv.address, 0, "--set", f"brokerName={name}", *acl)
+                for name, store in stores.items()
+            }
+        for name, future in starting.items():
+            if future.exception() is None:
+                brokers[name] = GrpcBroker(stores[name], namesrv, future.result(), signer)
+        for future in starting.values():
+            future.result()  # a broker that did not start fails the module; the others are stopped below
+        for broker in brokers.values():
+            broker.create_topic(TOPIC, queues=2)
+            broker.create_topic(ACL_TOPIC, queues=2)
             for topic in (TX_TOPIC, JAVA_TX_TOPIC):
-                brokers[name].create_topic(topic, queues=2, message_type="TRANSACTION")
+                broker.create_topic(topic, queues=2, message_type="TRANSACTION")
+        keys = ["--access-key", PROXY_KEYS[0], "--secret-key", PROXY_KEYS[1]]
+        command = ["proxy", "--namesrv", namesrv.address, "--grpc-port", "0", "--invisible-ms", "2000", *keys]
+        with ThreadPoolExecutor(2) as pool:
+            started = [
+                pool.submit(ServiceProcess.launch, [*command, *extra], "proxy gRPC endpoint listening on")
+                for extra in ([], ["--acl-file", str(accounts)])
+            ]
         topics = (TOPIC, ACL_TOPIC, TX_TOPIC, JAVA_TX_TOPIC)
         assert wait_until(
             lambda: all(_route_brokers(brokers["proxy-a"], namesrv.address, t) == set(brokers) for t in topics),
             timeout_s=40,
         )
-        keys = ["--access-key", PROXY_KEYS[0], "--secret-key", PROXY_KEYS[1]]
-        command = ["proxy", "--namesrv", namesrv.address, "--grpc-port", "0", "--invisible-ms", "2000", *keys]
-        for extra in ([], ["--acl-file", str(accounts)]):
-            proxies.append(ServiceProcess.launch([*command, *extra], "proxy gRPC endpoint listening on"))
-        yield Cluster(namesrv, brokers, *proxies)
+        yield Cluster(namesrv, brokers, *(proxy.result() for proxy in started))
     finally:
-        for proxy in proxies:
-            proxy.stop()
+        for proxy in started:
+            if proxy.exception() is None:
+                proxy.result().stop()
         for broker in brokers.values():
             broker.broker.stop()
         namesrv.stop()
