@@ -62,9 +62,15 @@ class ProxyTransactions:
             new |= group not in self._channels
             self._channels.setdefault(group, {})[channel.id] = channel
         if new:
-            task = asyncio.get_running_loop().create_task(self.heartbeat(), name="sparkmq-proxy-tx-heartbeat")
+            task = asyncio.get_running_loop().create_task(self._heartbeat_now(), name="sparkmq-proxy-tx-heartbeat")
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
+
+    async def _heartbeat_now(self) -> None:
+        try:
+            await self.heartbeat()
+        except Exception:  # the periodic heartbeat tries again
+            logger.exception("proxy: transaction heartbeat failed")
 
     def left(self, channel: TelemetryChannel, groups: Collection[str]) -> None:
         for group in groups:
