@@ -201,10 +201,11 @@ class RemoteBackend:
                 ask.invisible_ms,
                 poll_ms,
                 int(time.time() * 1000),
-                0,
-                "TAG",
-                "||".join(sorted(ask.tags)) if ask.tags else "*",
+                1,  # initMode MAX, as Apache's proxy asks
+                "SQL92" if ask.sql else "TAG",
+                ask.sql or ("||".join(sorted(ask.tags)) if ask.tags else "*"),
                 fifo,
+                ask.attempt_id or None,
             )
             i += 1
             try:
