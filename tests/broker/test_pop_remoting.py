@@ -148,3 +148,29 @@ def test_pop_init_mode_sql92_fifo_message_groups_and_attempt_id(tmp_path: Path) 
         assert committed.ext_fields["offset"] == "0"  # a0 is still in flight: the offset waits for it
 
     run_broker(tmp_path, scenario, enable_property_filter=True, init_pop_offset_by_check_msg_in_mem=False)
+
+
+def test_journal_keeps_fifo_message_groups_through_replay_and_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "pop" / "journal"
+    journal = PopJournal(path, sync=True)
+    state = journal.load()
+    key = ("G", "T", 0)
+    entries = [
+        {"k": "pop", "id": 1, "g": "G", "t": "T", "q": 0, "o": [0, 2], "d": 99, "f": True, "m": ["A", "B"]},
+        {"k": "off", "g": "G", "t": "T", "q": 0, "o": 4, "w": {"A": [1, 3]}},
+        {"k": "back", "id": 1, "n": 1},  # A's m0 expired: back to the head of A, before 1 and 3
+        {"k": "ack", "id": 2},
+        {"k": "pop", "id": 3, "g": "G", "t": "T", "q": 0, "o": [0], "d": 199, "f": True, "m": ["A"]},
+    ]
+    journal.append(*entries)
+    for entry in entries:
+        state.apply(entry)
+    assert state.fifo_waiting == {key: {"A": [1, 3]}} and state.fifo_attempts == {(key, 0): 1}
+    journal._rewrite(state)  # what compaction writes
+    journal.close()
+    replayed = PopJournal(path, sync=True)
+    again = replayed.load()
+    replayed.close()
+    assert again.fifo_waiting == state.fifo_waiting and again.fifo_attempts == state.fifo_attempts
+    assert {ck: (r.offset, r.message_group) for ck, r in again.inflight.items()} == {3: (0, "A")}
+    assert again.pop_offsets == {key: 4}
