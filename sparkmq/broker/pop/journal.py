@@ -30,7 +30,7 @@ from sparkmq.errors import OffsetStoreError
 
 logger = logging.getLogger(__name__)
 COMPACT_ABOVE_BYTES = 4 << 20
-MAX_LINE_BYTES = 1 << 20  # a pop line lists at most a batch's offsets
+MAX_LINE_BYTES = 4 << 20  # a pop line lists at most a batch's offsets and message groups (each < 32 KiB)
 
 QueueKey = tuple[str, str, int]  # (group, topic, queue_id)
 
@@ -96,10 +96,11 @@ class PopState:
 
     def entries(self) -> list[dict[str, Any]]:
         """The state as journal lines (for compaction)."""
-        lines: list[dict[str, Any]] = [
-            {"k": "off", "g": g, "t": t, "q": q, "o": o} | ({"w": w} if (w := self.fifo_waiting.get((g, t, q))) else {})
-            for (g, t, q), o in self.pop_offsets.items()
-        ]
+        lines: list[dict[str, Any]] = []
+        for (g, t, q), o in self.pop_offsets.items():
+            lines.append({"k": "off", "g": g, "t": t, "q": q, "o": o})
+            for message_group, offsets in self.fifo_waiting.get((g, t, q), {}).items():  # a line each: bounded
+                lines.append({"k": "off", "g": g, "t": t, "q": q, "o": o, "w": {message_group: offsets}})
         for ck, r in self.inflight.items():
             lines.append(
                 {"k": "pop", "id": ck, "g": r.group, "t": r.topic, "q": r.queue_id, "o": [r.offset], "d": r.deadline_ms}

@@ -59,6 +59,7 @@ MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the proxy's maxInvisibleTimeMills: 12 h
 MAX_FIFO_WINDOW = 10_000  # a FIFO queue is read at most this far past its first message not yet consumed
 FIFO_READ = 64  # messages a FIFO pop reads at a time
+FIFO_WAIT_BYTES = 256 << 10  # a FIFO pop sets at most about this much of waiting messages in its journal line
 Selector = Callable[[StoredMessage], bool]
 
 
@@ -323,10 +324,26 @@ class PopService:
                 continue
             chosen.append(found)
             taken.add(message_group)
-        start = offset = self._pop_offset(key, ask.init_max)
-        skipped: dict[str, list[int]] = {}
+        start = self._pop_offset(key, ask.init_max)
         floor = self._committed(key)
-        while len(chosen) < max_nums and offset - (offset if floor is None else floor) < MAX_FIFO_WINDOW:
+        read, skipped, offset = self._scan_fifo(ask, key, start, max_nums - len(chosen), taken, floor)
+        chosen += read
+        if not chosen and not skipped and offset == start:
+            return []
+        off = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset} | ({"w": skipped} if skipped else {})
+        chosen.sort(key=lambda found: found[0].queue_offset)
+        return self._deliver(ask, key, chosen, off, now, invisible_ms)
+
+    def _scan_fifo(
+        self, ask: PopRequest, key: QueueKey, offset: int, room: int, taken: set[str], floor: int | None
+    ) -> tuple[list[tuple[StoredMessage, bytes]], dict[str, list[int]], int]:
+        """A FIFO queue's new messages from ``offset``: up to ``room`` of message groups not ``taken`` (nor waiting),
+        the others to wait (a journal line's worth), and the offset read up to."""
+        waiting = self.state.fifo_waiting.get(key, {})
+        chosen: list[tuple[StoredMessage, bytes]] = []
+        skipped: dict[str, list[int]] = {}
+        budget = FIFO_WAIT_BYTES
+        while len(chosen) < room and budget > 0 and offset - (offset if floor is None else floor) < MAX_FIFO_WINDOW:
             result = self.ctx.store.get_messages(key[0], key[1], key[2], offset, FIFO_READ)
             if result.status is not GetMessageStatus.FOUND:
                 if result.next_begin_offset > offset and result.status is not GetMessageStatus.OFFSET_OVERFLOW_ONE:
@@ -334,24 +351,21 @@ class PopService:
                     continue
                 break
             for message, raw in _with_records(result.buffers):
-                if len(chosen) >= max_nums:
+                if len(chosen) >= room or budget <= 0:
                     break
                 offset = message.queue_offset + 1
                 if not ask.accepts(message):
                     continue
                 message_group = message_group_of(message)
                 if message_group in taken or message_group in waiting or message_group in skipped:
+                    budget -= 12 if message_group in skipped else 16 + len(message_group)
                     skipped.setdefault(message_group, []).append(message.queue_offset)
                 else:
                     chosen.append((message, raw))
                     taken.add(message_group)
             else:
                 offset = max(offset, result.next_begin_offset)
-        if not chosen and not skipped and offset == start:
-            return []
-        off = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset} | ({"w": skipped} if skipped else {})
-        chosen.sort(key=lambda found: found[0].queue_offset)
-        return self._deliver(ask, key, chosen, off, now, invisible_ms)
+        return chosen, skipped, offset
 
     def _pop_offset(self, key: QueueKey, init_max: bool) -> int:
         offset = self.state.pop_offsets.get(key)
