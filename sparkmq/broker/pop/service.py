@@ -321,6 +321,7 @@ class PopService:
             found = self._read_raw(key, offset)
             if found is None:  # no longer stored: nothing to deliver
                 self.state.unwait(key, message_group, offset)
+                self.state.fifo_attempts.pop((key, offset), None)
                 continue
             chosen.append(found)
             taken.add(message_group)
