@@ -20,7 +20,7 @@ from sparkmq.broker.filtering import SQL92
 from sparkmq.broker.grpc import convert
 from sparkmq.broker.grpc.telemetry import TelemetryChannel, tx_group
 from sparkmq.broker.pop import Popped, PopService, ReceiptHandle
-from sparkmq.broker.pop.service import PopRequest, subscription_selector, tags_selector
+from sparkmq.broker.pop.select import PopRequest, subscription_selector, tags_selector
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig
 from sparkmq.broker.transactions.state import half_message
 from sparkmq.errors import InvalidReceiptHandleError

@@ -22,36 +22,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import heapq
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.filtering import SQL92, is_tag_type, parse_tags
 from sparkmq.broker.ha.reads import in_memory_bytes
 from sparkmq.broker.pop.attempts import Attempts
 from sparkmq.broker.pop.handle import ReceiptHandle
 from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
+from sparkmq.broker.pop.select import PopRequest, message_group_of
 from sparkmq.broker.requeue import message_copy, store_copy
-from sparkmq.errors import InvalidReceiptHandleError, PropertyFilterDisabledError, SubscriptionParseError
+from sparkmq.errors import InvalidReceiptHandleError
 from sparkmq.message.names import dlq_topic, is_retry_topic, retry_topic
-from sparkmq.message.properties import (
-    DELAY_TIME_LEVEL,
-    ORIGIN_MESSAGE_ID,
-    RETRY_TOPIC,
-    SHARDING_KEY,
-    TAGS,
-)
+from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.store import PutMessageStatus
 from sparkmq.store.status import GetMessageStatus
-
-if TYPE_CHECKING:
-    from sparkmq.broker.sql92 import Sql92Selector
 
 logger = logging.getLogger(__name__)
 MAX_POP_NUMS = 32  # PopMessageRequestHeader maxMsgNums is at most 32 in RocketMQ 5
@@ -60,28 +50,6 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the proxy's maxInvisibleTimeMills: 12 h
 MAX_FIFO_WINDOW = 10_000  # a FIFO queue is read at most this far past its first message not yet consumed
 FIFO_READ = 64  # messages a FIFO pop reads at a time
 FIFO_WAIT_BYTES = 256 << 10  # a FIFO pop sets at most about this much of waiting messages in its journal line
-Selector = Callable[[StoredMessage], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class PopRequest:
-    """What a pop asks: up to ``max_nums`` messages of ``topic`` for ``group``, invisible for ``invisible_ms``.
-
-    ``queue_id`` None: any queue; ``selector``: the subscription's test of a message (None: all); ``init_max``: a
-    group without an offset starts at the end (initMode MAX); ``attempt_id``: the client's name of this receive."""
-
-    group: str
-    topic: str
-    max_nums: int
-    invisible_ms: int
-    fifo: bool = False
-    selector: Selector | None = None
-    queue_id: int | None = None
-    init_max: bool = False
-    attempt_id: str = ""
-
-    def accepts(self, message: StoredMessage) -> bool:
-        return self.selector is None or self.selector(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,39 +64,6 @@ class Popped:
     @property
     def delivery_attempt(self) -> int:
         return self.message.reconsume_times + 1
-
-
-def tags_selector(tags: Collection[str] | None) -> Selector | None:
-    """A TAG subscription's test (None: every message)."""
-    if tags is None or "*" in tags:
-        return None
-    wanted = frozenset(tags)
-    return lambda message: message.properties.get(TAGS, "") in wanted
-
-
-def subscription_selector(expression_type: str | None, expression: str | None, sql_enabled: bool) -> Selector | None:
-    """A POP subscription's test of a message: TAG (``a||b``, ``*``) or SQL92 over its properties (with
-    ``enablePropertyFilter``, as for pulls); SubscriptionParseError or PropertyFilterDisabledError say why not."""
-    if is_tag_type(expression_type):
-        return tags_selector(parse_tags(expression))
-    if expression_type != SQL92:
-        raise SubscriptionParseError(f"expression type {expression_type!r} is not supported (TAG or SQL92)")
-    if not sql_enabled:
-        raise PropertyFilterDisabledError(f"The broker does not support consumer to filter message by {SQL92}")
-    sql = _compiled_sql92(expression or "")
-    return lambda message: sql.matches(message.properties)
-
-
-@functools.lru_cache(maxsize=256)  # one parse per subscription, not per receive
-def _compiled_sql92(expression: str) -> Sql92Selector:
-    from sparkmq.broker.sql92 import compile_sql92  # lark is loaded only by brokers that filter by SQL92
-
-    return compile_sql92(expression)
-
-
-def message_group_of(message: StoredMessage) -> str:
-    """A FIFO message's message group: its ``__SHARDINGKEY``; "" (the whole queue) when it names none."""
-    return message.properties.get(SHARDING_KEY, "")
 
 
 def _with_records(buffers: list[bytes]) -> Iterator[tuple[StoredMessage, bytes]]:

@@ -15,7 +15,7 @@ from collections import defaultdict
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.pop import Popped, PopService
 from sparkmq.broker.pop.handle import ReceiptHandle
-from sparkmq.broker.pop.service import PopRequest, subscription_selector
+from sparkmq.broker.pop.select import PopRequest, subscription_selector
 from sparkmq.errors import InvalidReceiptHandleError
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.pop_headers import (
