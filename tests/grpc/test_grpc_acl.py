@@ -63,6 +63,9 @@ def test_bad_signatures_and_missing_permissions_are_refused(broker: GrpcBroker) 
     unknown = route(broker, "GrpcAclTopic", signed_metadata("nobody", "x"))
     assert (unknown.code, unknown.message) == (pb.UNAUTHORIZED, "No acl config for nobody")
     assert route(broker, "GrpcAclTopic", []).code == pb.UNAUTHORIZED
+    assert route(broker, "GrpcAclTopic", signed_metadata("grpcUser", "grpcSecret12", age_s=60)).code == pb.OK
+    stale = route(broker, "GrpcAclTopic", signed_metadata("grpcUser", "grpcSecret12", age_s=3600))
+    assert stale.code == pb.UNAUTHORIZED and "away from the broker's clock" in stale.message
     with grpc.insecure_channel(broker.endpoint) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         request = spb.ReceiveMessageRequest(

@@ -34,9 +34,9 @@ def user_account(topic: str, pub_only: str) -> str:
 """
 
 
-def signed_metadata(access_key: str, secret_key: str) -> list[tuple[str, str]]:
-    """A 5.x client's signature headers: an HMAC-SHA1 of ``x-mq-date-time`` with the secret key."""
-    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+def signed_metadata(access_key: str, secret_key: str, age_s: float = 0) -> list[tuple[str, str]]:
+    """A 5.x client's signature headers: an HMAC-SHA1 of ``x-mq-date-time`` (``age_s`` ago) with the secret key."""
+    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() - age_s))
     signature = hmac.new(secret_key.encode(), when.encode(), hashlib.sha1).hexdigest()
     authorization = f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
     return [("x-mq-date-time", when), ("authorization", authorization), ("x-mq-client-id", "acl-test")]

@@ -25,7 +25,7 @@ from sparkmq.broker.grpc.remote_tx import ProxyTransactions, proxy_transaction_i
 from sparkmq.broker.grpc.telemetry import TelemetryChannel, tx_group
 from sparkmq.broker.pop import Popped, ReceiptHandle
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig, decode_table
-from sparkmq.errors import InvalidReceiptHandleError, MessageError, RemoteError
+from sparkmq.errors import InvalidReceiptHandleError, MessageError, RemoteError, SubscriptionParseError
 from sparkmq.message import layout as L
 from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
 from sparkmq.message.msgid import decode_offset_msg_id
@@ -267,10 +267,11 @@ class RemoteBackend:
                 ask.invisible_ms,
                 poll_ms,
                 int(time.time() * 1000),
-                0,
-                "TAG",
-                "||".join(sorted(ask.tags)) if ask.tags else "*",
+                1,  # initMode MAX, as Apache's proxy asks
+                "SQL92" if ask.sql else "TAG",
+                ask.sql or ("||".join(sorted(ask.tags)) if ask.tags else "*"),
                 fifo,
+                ask.attempt_id or None,
             )
             i += 1
             try:
@@ -284,6 +285,8 @@ class RemoteBackend:
                 continue
             if response.code == ResponseCode.SUCCESS:
                 return self._popped(name, ask.topic, response)
+            if response.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                raise SubscriptionParseError(f"broker {name}: {response.remark}")
             if response.code != ResponseCode.PULL_NOT_FOUND:
                 raise RemoteError(f"broker {name}: POP_MESSAGE answered {response.code} {response.remark}")
             failed = None
