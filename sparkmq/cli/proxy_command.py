@@ -26,12 +26,13 @@ ACCESS_KEY_ENV, SECRET_KEY_ENV = "SPARKMQ_ACCESS_KEY", "SPARKMQ_SECRET_KEY"
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until signalled; 2 when the grpc extra is missing."""
+    """Serve until signalled; 2 when the grpc extra is missing or an option is refused."""
     try:
         from sparkmq.broker.grpc.proxy import GrpcProxy
     except ImportError as exc:
         print(f"sparkmq proxy needs the grpc extra (pip install 'sparkmq[grpc]'): {exc}", file=sys.stderr)
         return 2
+    from sparkmq.errors import ConfigError
     from sparkmq.protocol.acl_signing import SessionCredentials
 
     if bool(args.access_key) != bool(args.secret_key):
@@ -39,9 +40,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     credentials = SessionCredentials(args.access_key, args.secret_key) if args.access_key else None
     acl_file = Path(args.acl_file) if args.acl_file else None
-    proxy = GrpcProxy(
-        args.namesrv, args.host, args.grpc_port, args.invisible_ms, acl_file=acl_file, credentials=credentials
-    )
+    try:
+        proxy = GrpcProxy(
+            args.namesrv, args.host, args.grpc_port, args.invisible_ms, acl_file=acl_file, credentials=credentials
+        )
+    except ConfigError as exc:  # an --acl-file that cannot be read or parsed
+        print(f"sparkmq proxy: {exc.remark}", file=sys.stderr)
+        return 2
     return run_service(proxy, ready_line_of=lambda: f"proxy gRPC endpoint listening on {proxy.address}")
 
 

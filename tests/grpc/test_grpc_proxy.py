@@ -21,6 +21,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from sparkmq.cli.main import main
 from sparkmq.protocol.acl_signing import SessionCredentials
 from sparkmq.protocol.codes import RequestCode, ResponseCode
 from support.grpc_broker import GrpcBroker, signed_metadata, start_broker, user_account
@@ -261,6 +262,15 @@ def test_acl_proxy_refuses_as_the_brokers_own_endpoint_does(cluster: Cluster) ->
     assert proxy["allowed"][0] == pb.OK
     assert proxy["send to a denied topic"] == (pb.FORBIDDEN, f"No default permission for topic:{TX_TOPIC}")
     assert proxy["receive from a PUB-only topic"] == (pb.FORBIDDEN, "No permission for topic:ProxyAclPubOnly")
+
+
+def test_refused_proxy_options_exit_2_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["proxy", "--namesrv", "127.0.0.1:9", "--grpc-port", "0"]
+    assert main([*base, "--access-key", "proxyAdmin", "--secret-key", ""]) == 2
+    assert "--access-key and --secret-key go together" in capsys.readouterr().err
+    (tmp_path / "bad.yml").write_text("accounts: [1, 2", encoding="utf-8")
+    assert main([*base, "--acl-file", str(tmp_path / "bad.yml")]) == 2
+    assert "bad.yml" in capsys.readouterr().err
 
 
 def test_a_killed_broker_group_leaves_the_others_serving(cluster: Cluster, tmp_path: Path) -> None:
