@@ -9,7 +9,7 @@ redelivered after a kill -9 and an acked one is not. ``load`` replays the lines;
 Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo}``,
 ``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o"}``,
 ``{"k": "seq", "id": next ckId}``, ``{"k": "try", "g", "t", "q", "o", "n"}`` (a FIFO message's expired
-deliveries; an ack of it clears them).
+deliveries; an ack of it clears them), ``{"k": "log", "o"}`` (how far the revive log is applied, ``revive_log.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class PopState:
     pop_offsets: dict[QueueKey, int] = field(default_factory=dict)
     fifo_attempts: dict[tuple[QueueKey, int], int] = field(default_factory=dict)  # (queue, offset) -> expiries
     next_id: int = 1
+    log_offset: int = 0  # the revive log's queue offset up to which this state holds its records
 
     def apply(self, entry: dict[str, Any]) -> None:
         kind = entry["k"]
@@ -77,6 +78,8 @@ class PopState:
             self.pop_offsets[(entry["g"], entry["t"], int(entry["q"]))] = int(entry["o"])
         elif kind == "try":
             self.fifo_attempts[((entry["g"], entry["t"], int(entry["q"])), int(entry["o"]))] = int(entry["n"])
+        elif kind == "log":
+            self.log_offset = int(entry["o"])
 
     def entries(self) -> list[dict[str, Any]]:
         """The state as journal lines (for compaction)."""
@@ -92,6 +95,7 @@ class PopState:
             {"k": "try", "g": g, "t": t, "q": q, "o": o, "n": n} for ((g, t, q), o), n in self.fifo_attempts.items()
         ]
         lines.append({"k": "seq", "id": self.next_id})
+        lines.append({"k": "log", "o": self.log_offset})
         return lines
 
 
@@ -164,6 +168,10 @@ class PopJournal:
     def compact_if_grown(self, state: PopState) -> None:
         if self._file is not None and self._file.tell() > COMPACT_ABOVE_BYTES:
             self._rewrite(state)
+
+    def replace(self, state: PopState) -> None:
+        """The file holds ``state`` alone from now on (rewritten, fsynced)."""
+        self._rewrite(state)
 
     def _rewrite(self, state: PopState) -> None:
         tmp = self.path.with_suffix(".tmp")

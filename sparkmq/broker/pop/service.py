@@ -14,6 +14,10 @@ and goes to ``%DLQ%group`` once it has expired ``retryMaxTimes + 1`` times.
 Each operation costs O(log n) in the messages in flight: a handle names its checkpoint, a queue's
 in-flight messages are kept by offset in ascending order, and revive takes the expired from a heap
 by deadline. The journal's fsync (SYNC_FLUSH) is awaited once per request (``durable``), off the loop.
+
+Only a master pops, acks and revives. In controller mode every change is also stored in the revive
+log (``revive_log.py``) before it is answered; a replica applies that log (``follow``) and, once
+promoted, revives what its predecessor had in flight, at the same deadlines and with their attempts.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.pop.handle import ReceiptHandle
 from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
+from sparkmq.broker.pop.revive_log import ReviveLog
 from sparkmq.broker.requeue import message_copy, store_copy
 from sparkmq.errors import InvalidReceiptHandleError
 from sparkmq.message.names import dlq_topic, retry_topic
@@ -81,10 +87,19 @@ def _with_records(buffers: list[bytes]) -> Iterator[tuple[StoredMessage, bytes]]
 class PopService:
     """The POP state of one broker; every method runs on the broker's event loop."""
 
-    def __init__(self, ctx: BrokerContext, journal: PopJournal, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        journal: PopJournal,
+        clock: Callable[[], float] = time.time,
+        log: ReviveLog | None = None,
+    ) -> None:
         self.ctx = ctx
         self.journal = journal
         self.clock = clock
+        self.log = log  # controller mode: the changes replicated through the revive log
+        self._truncations = ctx.store.truncations  # a change: the applied revive log may have lost its tail
+        self._followed = False  # the state changed by follow() since it was last indexed
         self.state = PopState()
         self._by_queue: dict[QueueKey, dict[int, int]] = {}  # offset -> ck id, ascending offsets, per queue
         self._due: list[tuple[int, int]] = []  # (deadline, ck id) heap; entries of acked or changed ones linger
@@ -95,10 +110,14 @@ class PopService:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.state = self.journal.load()
+        self._reindex()
+        self.ctx.store.add_group_dispatch_listener(self._dispatched)
+
+    def _reindex(self) -> None:
+        self._by_queue = {}
         for ck, record in self.state.inflight.items():
             self._hold((record.group, record.topic, record.queue_id), record.offset, ck)
         self._rebuild_due()
-        self.ctx.store.add_group_dispatch_listener(self._dispatched)
 
     def close(self) -> None:
         self.journal.close()
@@ -106,9 +125,81 @@ class PopService:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    def serving(self) -> bool:
+        """Whether this broker pops, acks and revives: a master (a replica's store refuses writes), its
+        state indexed once more after following the revive log."""
+        if self.ctx.store.slave_mode:
+            return False
+        if self._followed:
+            self.promote()
+        return True
+
+    def _record(self, *entries: dict[str, Any]) -> None:
+        self.journal.append(*entries)
+        if self.log is not None:
+            self.log.queue(entries)
+
     async def durable(self) -> None:
-        """Until what was recorded so far is on disk (the journal's fsync under SYNC_FLUSH)."""
+        """Until what was recorded so far is on disk (the journal's fsync under SYNC_FLUSH) and, in
+        controller mode, in the revive log as durable as a send (OffsetStoreError when it is not)."""
         await self.journal.synced()
+        if self.log is not None and self.serving():
+            end = await self.log.shipped()
+            if end is not None:
+                self.state.log_offset = max(self.state.log_offset, end)
+
+    # -- replication -----------------------------------------------------------------------
+    def follow(self, reads: int | None = 8) -> int:
+        """A replica: apply the revive log's new records (up to ``reads`` reads; None: to its end) to
+        the state and the journal; returns the entries applied. After the CommitLog was cut (a
+        divergent tail dropped) the state is rebuilt from the log's first record."""
+        log = self.log
+        if log is None:
+            return 0
+        if self.ctx.store.truncations != self._truncations or log.end() < self.state.log_offset:
+            self._truncations = self.ctx.store.truncations
+            logger.warning("pop: the revive log was cut; the POP state is rebuilt from %s", log.topic)
+            self.state = PopState(log_offset=log.start())
+            self.journal.replace(self.state)
+            self._followed = True
+        applied = 0
+        while reads is None or reads > 0:
+            offset = max(self.state.log_offset, log.start())
+            entries, next_offset = log.read(offset)
+            if next_offset <= self.state.log_offset:
+                break
+            for entry in entries:
+                try:
+                    self.state.apply(entry)
+                except (ValueError, KeyError, TypeError) as exc:
+                    logger.warning("pop: revive log entry %.200r unreadable (%s), skipped", entry, exc)
+            self.state.log_offset = next_offset
+            self.journal.append(*entries, {"k": "log", "o": next_offset})
+            applied += len(entries)
+            self._followed = True
+            reads = None if reads is None else reads - 1
+        self.journal.compact_if_grown(self.state)
+        return applied
+
+    def promote(self) -> None:
+        """This replica became master: apply the rest of the revive log, then serve its state (the
+        revive loop redelivers what its predecessor had in flight)."""
+        applied = self.follow(reads=None)
+        self._reindex()
+        self._followed = False
+        logger.info("pop: promoted with %d messages in flight (%d entries applied)", len(self.state.inflight), applied)
+
+    def demote(self) -> None:
+        """This master became a replica: what it did not ship is its successor's to decide."""
+        if self.log is not None:
+            self.log.drop_pending()
+
+    async def tick(self) -> int:
+        """The periodic duty: a master revives the expired; a replica follows the revive log."""
+        if self.serving():
+            return await self.revive()
+        self.follow()
+        return 0
 
     def _dispatched(self, keys: object, ends: object) -> None:
         loop = self._loop
@@ -169,6 +260,8 @@ class PopService:
         queue_id: int | None = None,
     ) -> list[Popped]:
         """Up to ``max_nums`` messages of ``topic`` (and the group's retry topic), invisible for ``invisible_ms``."""
+        if not self.serving():
+            return []  # a replica's state is its master's: pop from the master
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         invisible_ms = max(MIN_INVISIBLE_MS, min(invisible_ms, MAX_INVISIBLE_MS))
         config = self.ctx.topics.get(topic)
@@ -218,7 +311,7 @@ class PopService:
         entry = {"k": "pop", "id": first, "g": group, "t": stored_topic, "q": queue_id}
         entry |= {"o": [m.queue_offset for m, _ in chosen], "d": deadline, "f": fifo}
         off = {"k": "off", "g": group, "t": stored_topic, "q": queue_id, "o": next_offset}
-        self.journal.append(*([entry] if chosen else []), off)
+        self._record(*([entry] if chosen else []), off)
         self.state.apply(entry) if chosen else None
         self.state.apply(off)
         retry = stored_topic != topic
@@ -243,7 +336,7 @@ class PopService:
 
     def _advance(self, key: QueueKey, offset: int) -> None:
         entry = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}
-        self.journal.append(entry)
+        self._record(entry)
         self.state.apply(entry)
         self._commit(key)
 
@@ -258,6 +351,10 @@ class PopService:
     def _inflight(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[int, Inflight]:
         """The live checkpoint of a handle: found by (group, topic or its retry topic, queue, offset),
         and only until its deadline, the handle's (an expired, revived or re-popped message is not)."""
+        if not self.serving():
+            raise InvalidReceiptHandleError(
+                f"broker {self.ctx.config.broker_name} is a replica: acks and invisible-time changes go to its master"
+            )
         stored = retry_topic(group) if handle.retry else topic
         ck = self._by_queue.get((group, stored, handle.queue_id), {}).get(handle.offset)
         record = self.state.inflight.get(ck) if ck is not None else None
@@ -271,7 +368,7 @@ class PopService:
     def ack(self, group: str, topic: str, handle_text: str) -> None:
         """Acknowledge one popped message; InvalidReceiptHandleError when its handle is not live."""
         ck, record = self._inflight(group, topic, ReceiptHandle.decode(handle_text))
-        self.journal.append({"k": "ack", "id": ck})
+        self._record({"k": "ack", "id": ck})
         self._drop(ck, record)
 
     def _drop(self, ck: int, record: Inflight) -> None:
@@ -293,7 +390,7 @@ class PopService:
         invisible_ms = max(0, min(invisible_ms, MAX_INVISIBLE_MS))
         now = self._now_ms()
         entry = {"k": "chg", "id": ck, "d": now + invisible_ms}
-        self.journal.append(entry)
+        self._record(entry)
         self.state.apply(entry)
         heapq.heappush(self._due, (now + invisible_ms, ck))
         broker = handle.broker_name
@@ -349,9 +446,7 @@ class PopService:
         key = (record.group, record.topic, record.queue_id)
         offset = min(record.offset, self.state.pop_offsets.get(key, record.offset))
         tried = {"k": "try", "g": key[0], "t": key[1], "q": key[2], "o": record.offset, "n": attempts}
-        self.journal.append(
-            {"k": "ack", "id": ck}, {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}, tried
-        )
+        self._record({"k": "ack", "id": ck}, {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}, tried)
         self.state.pop_offsets[key] = offset
         self._drop(ck, record)
         self.state.apply(tried)
@@ -377,7 +472,7 @@ class PopService:
             to_dlq = to_dlq or message.reconsume_times >= self._max_times(record.group)
             if not await self.resend(message, record.group, to_dlq=to_dlq):
                 return False
-        self.journal.append({"k": "ack", "id": ck})
+        self._record({"k": "ack", "id": ck})
         self._drop(ck, record)
         return True
 
