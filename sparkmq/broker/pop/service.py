@@ -100,6 +100,7 @@ class PopService:
         self.log = log  # controller mode: the changes replicated through the revive log
         self._truncations = ctx.store.truncations  # a change: the applied revive log may have lost its tail
         self._followed = False  # the state changed by follow() since it was last indexed
+        self._noted = 0  # the revive log offset a master last noted in its journal
         self.state = PopState()
         self._by_queue: dict[QueueKey, dict[int, int]] = {}  # offset -> ck id, ascending offsets, per queue
         self._due: list[tuple[int, int]] = []  # (deadline, ck id) heap; entries of acked or changed ones linger
@@ -195,11 +196,15 @@ class PopService:
             self.log.drop_pending()
 
     async def tick(self) -> int:
-        """The periodic duty: a master revives the expired; a replica follows the revive log."""
-        if self.serving():
-            return await self.revive()
-        self.follow()
-        return 0
+        """The periodic duty: a master revives the expired (and notes in its journal how far the revive
+        log holds its state, where a replay at start begins); a replica follows the revive log."""
+        if not self.serving():
+            self.follow()
+            return 0
+        if self.log is not None and self.state.log_offset != self._noted:
+            self._noted = self.state.log_offset
+            self.journal.append({"k": "log", "o": self._noted})
+        return await self.revive()
 
     def _dispatched(self, keys: object, ends: object) -> None:
         loop = self._loop
