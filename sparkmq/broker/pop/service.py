@@ -169,14 +169,17 @@ class PopService:
             entries, next_offset = log.read(offset)
             if next_offset <= self.state.log_offset:
                 break
+            applied_now = []
             for entry in entries:
                 try:
                     self.state.apply(entry)
                 except (ValueError, KeyError, TypeError) as exc:
                     logger.warning("pop: revive log entry %.200r unreadable (%s), skipped", entry, exc)
+                else:
+                    applied_now.append(entry)
             self.state.log_offset = next_offset
-            self.journal.append(*entries, {"k": "log", "o": next_offset})
-            applied += len(entries)
+            self.journal.append(*applied_now, {"k": "log", "o": next_offset})
+            applied += len(applied_now)
             self._followed = True
             reads = None if reads is None else reads - 1
         self.journal.compact_if_grown(self.state)
