@@ -120,6 +120,9 @@ class BrokerConfig:
     enable_grpc_server: bool = False  # enableGrpcServer: serve RocketMQ 5 gRPC clients (docs/grpc.md)
     grpc_server_port: int = 8081  # grpcServerPort (0 picks a free port)
     default_invisible_time_mills: int = 60_000  # defaultInvisibleTimeMills: a gRPC receive without one (auto-renewed)
+    # initPopOffsetByCheckMsgInMem: a new POP group starting from the end (initMode MAX, gRPC) starts at the first
+    # message instead when the queue still has it and it lies within the in-memory window
+    init_pop_offset_by_check_msg_in_mem: bool = True
     acl_enable: bool = False  # aclEnable: check every request against the ACL 1.0 accounts file
     acl_file: Path | None = None  # aclFile (sparkmq; RocketMQ: -Drocketmq.acl.plain.file), see acl_path()
     acl_reload_interval_ms: int = 1000  # aclReloadIntervalMs (sparkmq): how often the file is looked at
@@ -392,6 +395,7 @@ BROKER_CONF_KEYS: dict[str, ConfKey] = {
     "clientChannelExpiredMs": ConfKey("client_channel_expired_ms"),
     "commitIntervalCommitLog": ConfKey("commit_interval_commit_log"),
     "defaultInvisibleTimeMills": ConfKey("default_invisible_time_mills"),
+    "initPopOffsetByCheckMsgInMem": ConfKey("init_pop_offset_by_check_msg_in_mem"),
     "defaultTopicQueueNums": ConfKey("default_topic_queue_nums"),
     "deleteWhen": ConfKey("delete_when"),
     "diskMaxUsedSpaceRatio": ConfKey("disk_max_used_space_ratio"),

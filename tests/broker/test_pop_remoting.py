@@ -1,5 +1,5 @@
-"""RocketMQ 5's POP requests over remoting (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME), and
-the POP journal's replay after a torn write."""
+"""RocketMQ 5's POP requests over remoting (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME): initMode,
+SQL92 filters, FIFO message groups, attempt ids; and the POP journal's replay after a torn write."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sparkmq.broker.pop.journal import PopJournal
 from sparkmq.message.record import iter_records
-from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.pop_headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -95,3 +95,82 @@ def test_journal_replays_to_its_last_whole_line(tmp_path: Path) -> None:
     replayed.close()
     assert set(again.inflight) == {2} and again.inflight[2].offset == 6
     assert again.pop_offsets == {("G", "T", 0): 7} and again.next_id == 3
+
+
+def test_pop_init_mode_sql92_fifo_message_groups_and_attempt_id(tmp_path: Path) -> None:
+    async def pop(wire: Wire, group: str, topic: str, **fields: object) -> RemotingCommand:
+        header = PopMessageRequestHeader(
+            group,
+            topic,
+            -1,
+            int(fields.get("nums", 8)),  # type: ignore[call-overload]
+            60_000,
+            0,
+            int(time.time() * 1000),
+            int(fields.get("init_mode", 0)),  # type: ignore[call-overload]
+            str(fields.get("exp_type", "TAG")),
+            str(fields.get("exp", "*")),
+            bool(fields.get("order", False)),
+            str(fields.get("attempt_id", "")) or None,
+        )
+        return await wire.call(RequestCode.POP_MESSAGE, header.to_fields())
+
+    def bodies(response: RemotingCommand) -> list[bytes]:
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return [bytes(m.body) for m in iter_records(response.body)]
+
+    async def scenario(wire: Wire) -> None:
+        for i in range(3):
+            await wire.send_ok("InitTopic", f"m{i}".encode(), queue_nums=1, props={"n": str(i)})
+        # initMode MAX starts a new group at the queue's last message (the in-memory check is off), MIN at its first
+        assert bodies(await pop(wire, "G_MAX", "InitTopic", init_mode=1)) == [b"m2"]
+        assert bodies(await pop(wire, "G_MIN", "InitTopic", init_mode=0)) == [b"m0", b"m1", b"m2"]
+        sql = await pop(wire, "G_SQL", "InitTopic", exp_type="SQL92", exp="n > 0")
+        assert bodies(sql) == [b"m1", b"m2"]
+        bad = await pop(wire, "G_SQL", "InitTopic", exp_type="SQL92", exp="n >")
+        assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "invalid" in (bad.remark or "")
+        # the same attempt id answers the same message again; another pops the next
+        first = await pop(wire, "G_TRY", "InitTopic", nums=1, attempt_id="a-1")
+        assert bodies(first) == bodies(await pop(wire, "G_TRY", "InitTopic", nums=1, attempt_id="a-1")) == [b"m0"]
+        assert bodies(await pop(wire, "G_TRY", "InitTopic", nums=1, attempt_id="a-2")) == [b"m1"]
+        # FIFO: one message per message group in flight; group B is served while A's first is unacked
+        for body, key in ((b"a0", "A"), (b"a1", "A"), (b"b0", "B"), (b"b1", "B")):
+            await wire.send_ok("FifoTopic", body, queue_nums=1, props={"__SHARDINGKEY": key})
+        popped = await pop(wire, "G_FIFO", "FifoTopic", order=True)
+        assert bodies(popped) == [b"a0", b"b0"]
+        assert (await pop(wire, "G_FIFO", "FifoTopic", order=True)).code == ResponseCode.PULL_NOT_FOUND
+        info = extra_info(popped.ext_fields, False, 0, 0)
+        acked = AckMessageRequestHeader("G_FIFO", "FifoTopic", 0, info, 2).to_fields()
+        assert (await wire.call(RequestCode.ACK_MESSAGE, acked)).code == ResponseCode.SUCCESS
+        assert bodies(await pop(wire, "G_FIFO", "FifoTopic", order=True)) == [b"b1"]
+        query = {"consumerGroup": "G_FIFO", "topic": "FifoTopic", "queueId": "0"}
+        committed = await wire.call(RequestCode.QUERY_CONSUMER_OFFSET, query)
+        assert committed.ext_fields["offset"] == "0"  # a0 is still in flight: the offset waits for it
+
+    run_broker(tmp_path, scenario, enable_property_filter=True, init_pop_offset_by_check_msg_in_mem=False)
+
+
+def test_journal_keeps_fifo_message_groups_through_replay_and_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "pop" / "journal"
+    journal = PopJournal(path, sync=True)
+    state = journal.load()
+    key = ("G", "T", 0)
+    entries = [
+        {"k": "pop", "id": 1, "g": "G", "t": "T", "q": 0, "o": [0, 2], "d": 99, "f": True, "m": ["A", "B"]},
+        {"k": "off", "g": "G", "t": "T", "q": 0, "o": 4, "w": {"A": [1, 3]}},
+        {"k": "back", "id": 1, "n": 1},  # A's m0 expired: back to the head of A, before 1 and 3
+        {"k": "ack", "id": 2},
+        {"k": "pop", "id": 3, "g": "G", "t": "T", "q": 0, "o": [0], "d": 199, "f": True, "m": ["A"]},
+    ]
+    journal.append(*entries)
+    for entry in entries:
+        state.apply(entry)
+    assert state.fifo_waiting == {key: {"A": [1, 3]}} and state.fifo_attempts == {(key, 0): 1}
+    journal._rewrite(state)  # what compaction writes
+    journal.close()
+    replayed = PopJournal(path, sync=True)
+    again = replayed.load()
+    replayed.close()
+    assert again.fifo_waiting == state.fifo_waiting and again.fifo_attempts == state.fifo_attempts
+    assert {ck: (r.offset, r.message_group) for ck, r in again.inflight.items()} == {3: (0, "A")}
+    assert again.pop_offsets == {key: 4}

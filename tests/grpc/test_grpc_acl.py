@@ -49,8 +49,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcBroker]:
         cluster.broker.stop()
 
 
-def metadata(access_key: str, secret_key: str) -> list[tuple[str, str]]:
-    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+def metadata(access_key: str, secret_key: str, age_s: float = 0) -> list[tuple[str, str]]:
+    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() - age_s))
     signature = hmac.new(secret_key.encode(), when.encode(), hashlib.sha1).hexdigest()
     authorization = f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
     return [("x-mq-date-time", when), ("authorization", authorization), ("x-mq-client-id", "acl-test")]
@@ -84,6 +84,9 @@ def test_bad_signatures_and_missing_permissions_are_refused(broker: GrpcBroker) 
     unknown = route(broker, "GrpcAclTopic", metadata("nobody", "x"))
     assert (unknown.code, unknown.message) == (pb.UNAUTHORIZED, "No acl config for nobody")
     assert route(broker, "GrpcAclTopic", []).code == pb.UNAUTHORIZED
+    assert route(broker, "GrpcAclTopic", metadata("grpcUser", "grpcSecret12", age_s=60)).code == pb.OK
+    stale = route(broker, "GrpcAclTopic", metadata("grpcUser", "grpcSecret12", age_s=3600))
+    assert stale.code == pb.UNAUTHORIZED and "away from the broker's clock" in stale.message
     with grpc.insecure_channel(broker.endpoint) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         request = spb.ReceiveMessageRequest(

@@ -20,9 +20,11 @@ a file that no longer parses is logged and the last good table stays in force.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +49,7 @@ from sparkmq.protocol.acl_signing import (
 from sparkmq.remoting import RemotingConnection
 
 logger = logging.getLogger(__name__)
+DATE_TIME_TOLERANCE_S = 15 * 60  # a gRPC signature's age (either way: clocks differ)
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 RELOAD_INTERVAL_S = 1.0  # RocketMQ's AclFileWatchService looks every 500 ms; a second is soon enough
 _IP_ATTRIBUTE = "acl.ip"
@@ -138,6 +141,7 @@ class AclValidator:
 
         account = self._signed_account(fields.get("Credential", "").split("/")[0] or None, ip, signed)
         if account is not None:
+            _check_date_time(date_time, time.time())
             _check_permissions(0, needed, account)
 
     def _signed_account(self, access_key: str | None, ip: str, signed: Callable[[Account], bool]) -> Account | None:
@@ -157,6 +161,20 @@ class AclValidator:
         if not signed(account):
             raise AclDenied(f"Check signature failed for accessKey={access_key}")
         return account
+
+
+def _check_date_time(date_time: str, now: float) -> None:
+    """A signed gRPC request's ``x-mq-date-time`` (``20261128T235600Z``, UTC) must be within
+    ``DATE_TIME_TOLERANCE_S`` of the broker's clock: a captured signature cannot be replayed later."""
+    try:
+        signed_at = calendar.timegm(time.strptime(date_time, "%Y%m%dT%H%M%SZ"))
+    except ValueError:
+        raise AclDenied(f"x-mq-date-time {date_time[:40]!r} is not a UTC time like 20260101T000000Z") from None
+    if abs(now - signed_at) > DATE_TIME_TOLERANCE_S:
+        raise AclDenied(
+            f"x-mq-date-time {date_time} is {abs(now - signed_at):.0f} s away from the broker's clock"
+            f" (at most {DATE_TIME_TOLERANCE_S} s)"
+        )
 
 
 def _check_permissions(code: int, needed: dict[str, Perm], account: Account) -> None:

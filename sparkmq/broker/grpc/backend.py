@@ -16,9 +16,11 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.delay import redirect_if_delayed
+from sparkmq.broker.filtering import SQL92
 from sparkmq.broker.grpc import convert
 from sparkmq.broker.grpc.telemetry import TelemetryChannel, tx_group
 from sparkmq.broker.pop import Popped, PopService, ReceiptHandle
+from sparkmq.broker.pop.select import PopRequest, subscription_selector, tags_selector
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig
 from sparkmq.broker.transactions.state import half_message
 from sparkmq.errors import InvalidReceiptHandleError
@@ -78,6 +80,8 @@ class PopAsk:
     fifo: bool
     tags: Collection[str] | None
     queue_id: int | None  # a FIFO group's queue; None: any queue of the broker
+    sql: str = ""  # a SQL92 filter's expression (then ``tags`` is None)
+    attempt_id: str = ""  # the client's name of this receive, the same when it retries
 
 
 class Backend(Protocol):
@@ -171,16 +175,22 @@ class LocalBackend:
         return outcomes
 
     async def pop(self, ask: PopAsk) -> list[Popped]:
-        return await self.pop_service.pop_waiting(
+        """A POP starting a new group at the end (initMode MAX, as Apache's proxy asks); a SQL92 filter needs
+        ``enablePropertyFilter`` (PropertyFilterDisabledError, SubscriptionParseError)."""
+        enabled = self.ctx.config.enable_property_filter
+        selector = subscription_selector(SQL92, ask.sql, enabled) if ask.sql else tags_selector(ask.tags)
+        request = PopRequest(
             ask.group,
             ask.topic,
             ask.max_nums,
             ask.invisible_ms,
-            ask.wait_ms,
             fifo=ask.fifo,
-            tags=ask.tags,
+            selector=selector,
             queue_id=ask.queue_id,
+            init_max=True,
+            attempt_id=ask.attempt_id,
         )
+        return await self.pop_service.pop_waiting(request, ask.wait_ms)
 
     def delivery_attempt(self, group: str, popped: Popped, fifo: bool) -> int:
         if not fifo:

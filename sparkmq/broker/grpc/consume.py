@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -16,7 +17,7 @@ from sparkmq.broker.grpc import convert, settings
 from sparkmq.broker.grpc.backend import PopAsk
 from sparkmq.broker.grpc.calls import RpcBase, client_id_of, status, tags_of
 from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS, Popped
-from sparkmq.errors import InvalidReceiptHandleError, RemoteError
+from sparkmq.errors import InvalidReceiptHandleError, PropertyFilterDisabledError, RemoteError, SubscriptionParseError
 
 logger = logging.getLogger(__name__)
 MAX_LONG_POLLING_S = 30
@@ -43,15 +44,20 @@ class ConsumeRpcs(RpcBase):
             request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else default_ms
         )
         wait_ms = min(request.long_polling_timeout.ToMilliseconds(), MAX_LONG_POLLING_S * 1000)
-        tags = tags_of(request.filter_expression)
+        sql = request.filter_expression.expression if request.filter_expression.type == pb.SQL else ""
+        tags = None if sql else tags_of(request.filter_expression)
         fifo = group_config.consume_message_orderly
         # the proxy pops every queue of the broker for a non-FIFO group (queueId -1), whichever the client named
         queue_id = request.message_queue.id if fifo and request.message_queue.id >= 0 else None
         group = request.group.name
         broker = request.message_queue.broker.name
         try:
-            ask = PopAsk(broker, group, topic, request.batch_size, invisible_ms, wait_ms, fifo, tags, queue_id)
+            ask = PopAsk(broker, group, topic, request.batch_size, invisible_ms, wait_ms, fifo, tags, queue_id, sql)
+            ask = dataclasses.replace(ask, attempt_id=request.attempt_id) if request.attempt_id else ask
             popped = await self._long_poll(client_id_of(context), self.backend.pop(ask))
+        except (SubscriptionParseError, PropertyFilterDisabledError) as exc:
+            yield spb.ReceiveMessageResponse(status=status(pb.ILLEGAL_FILTER_EXPRESSION, exc.remark))
+            return
         except RemoteError as exc:
             yield spb.ReceiveMessageResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
             return
@@ -107,8 +113,6 @@ class ConsumeRpcs(RpcBase):
             invisible = request.invisible_duration.ToMilliseconds()
             if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
                 return status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible time {invisible} ms outside 1 s..12 h"), None
-        if request.filter_expression.type == pb.SQL:
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, "SQL92 filters over gRPC are not served yet"), None
         group = await self.backend.group(request.group.name)
         if group is None:
             return status(pb.CONSUMER_GROUP_NOT_FOUND, self.backend.group_refusal(request.group.name)), None

@@ -27,7 +27,7 @@ from sparkmq.message.properties import (
 )
 from sparkmq.message.record import Host, MessageBatch, StoredMessage
 
-MESSAGE_GROUP = "__SHARDINGKEY"  # MessageConst.PROPERTY_SHARDING_KEY
+MESSAGE_GROUP = P.SHARDING_KEY  # MessageConst.PROPERTY_SHARDING_KEY
 DELIVERY_TIME = "__STARTDELIVERTIME"  # the wanted delivery time (ms), kept for the consumer's view
 SYSTEM_KEYS = frozenset(
     {MESSAGE_GROUP, DELIVERY_TIME}

@@ -21,7 +21,7 @@ from sparkmq.broker.grpc.backend import PopAsk, SendOutcome, TopicRoute
 from sparkmq.broker.grpc.telemetry import TelemetryChannel
 from sparkmq.broker.pop import Popped, ReceiptHandle
 from sparkmq.broker.subscriptions import SubscriptionGroupConfig, decode_table
-from sparkmq.errors import InvalidReceiptHandleError, RemoteError
+from sparkmq.errors import InvalidReceiptHandleError, RemoteError, SubscriptionParseError
 from sparkmq.message.layout import DEFAULT_MAX_MESSAGE_BYTES
 from sparkmq.message.names import retry_topic
 from sparkmq.message.record import MessageBatch, iter_records
@@ -201,10 +201,11 @@ class RemoteBackend:
                 ask.invisible_ms,
                 poll_ms,
                 int(time.time() * 1000),
-                0,
-                "TAG",
-                "||".join(sorted(ask.tags)) if ask.tags else "*",
+                1,  # initMode MAX, as Apache's proxy asks
+                "SQL92" if ask.sql else "TAG",
+                ask.sql or ("||".join(sorted(ask.tags)) if ask.tags else "*"),
                 fifo,
+                ask.attempt_id or None,
             )
             i += 1
             try:
@@ -218,6 +219,8 @@ class RemoteBackend:
                 continue
             if response.code == ResponseCode.SUCCESS:
                 return self._popped(name, ask.topic, response)
+            if response.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                raise SubscriptionParseError(f"broker {name}: {response.remark}")
             if response.code != ResponseCode.PULL_NOT_FOUND:
                 raise RemoteError(f"broker {name}: POP_MESSAGE answered {response.code} {response.remark}")
             failed = None

@@ -6,15 +6,18 @@ before it, so an RPC's or a batch's lines share one), so a popped-but-unacked me
 redelivered after a kill -9 and an acked one is not. ``load`` replays the lines; a torn last line
 (a crash mid-write) is dropped. ``compact`` rewrites the live state (tmp, fsync, rename) once the file has grown.
 
-Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo}``,
-``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o"}``,
-``{"k": "seq", "id": next ckId}``, ``{"k": "try", "g", "t", "q", "o", "n"}`` (a FIFO message's expired
-deliveries; an ack of it clears them), ``{"k": "log", "o"}`` (how far the revive log is applied, ``revive_log.py``).
+Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo, "m": [message
+groups] (FIFO)}``, ``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o", "w": {message
+group: [offsets]}}`` (the pop offset, and the FIFO messages read past while their message group was locked),
+``{"k": "seq", "id": next ckId}``, ``{"k": "back", "id", "n"}`` (an expired FIFO message back to the head of its
+message group, after ``n`` expired deliveries; an ack of it clears them), ``{"k": "try", "g", "t", "q", "o", "n"}``,
+``{"k": "log", "o"}`` (how far the revive log is applied, ``revive_log.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import logging
 import os
@@ -28,7 +31,7 @@ from sparkmq.errors import OffsetStoreError
 
 logger = logging.getLogger(__name__)
 COMPACT_ABOVE_BYTES = 4 << 20
-MAX_LINE_BYTES = 1 << 20  # a pop line lists at most a batch's offsets
+MAX_LINE_BYTES = 4 << 20  # a pop line lists at most a batch's offsets and message groups (each < 32 KiB)
 
 QueueKey = tuple[str, str, int]  # (group, topic, queue_id)
 
@@ -43,6 +46,7 @@ class Inflight:
     offset: int
     deadline_ms: int
     fifo: bool
+    message_group: str = ""  # a FIFO message's (its ``__SHARDINGKEY``); "" when it names none
 
 
 @dataclass
@@ -52,17 +56,20 @@ class PopState:
     inflight: dict[int, Inflight] = field(default_factory=dict)
     pop_offsets: dict[QueueKey, int] = field(default_factory=dict)
     fifo_attempts: dict[tuple[QueueKey, int], int] = field(default_factory=dict)  # (queue, offset) -> expiries
+    # a FIFO queue's messages read past while their message group had one in flight: message group -> offsets
+    fifo_waiting: dict[QueueKey, dict[str, list[int]]] = field(default_factory=dict)
     next_id: int = 1
     log_offset: int = 0  # the revive log's queue offset up to which this state holds its records
 
     def apply(self, entry: dict[str, Any]) -> None:
         kind = entry["k"]
         if kind == "pop":
-            first = int(entry["id"])
-            for i, offset in enumerate(entry["o"]):
-                self.inflight[first + i] = Inflight(
-                    entry["g"], entry["t"], int(entry["q"]), int(offset), int(entry["d"]), bool(entry["f"])
-                )
+            first, key = int(entry["id"]), (entry["g"], entry["t"], int(entry["q"]))
+            groups = entry.get("m") or [""] * len(entry["o"])
+            for i, (offset, message_group) in enumerate(zip(entry["o"], groups, strict=True)):
+                self.inflight[first + i] = Inflight(*key, int(offset), int(entry["d"]), bool(entry["f"]), message_group)
+                if entry.get("m") is not None:
+                    self.unwait(key, message_group, int(offset))
             self.next_id = max(self.next_id, first + len(entry["o"]))
         elif kind == "ack":
             record = self.inflight.pop(int(entry["id"]), None)
@@ -75,7 +82,17 @@ class PopState:
         elif kind == "seq":
             self.next_id = max(self.next_id, int(entry["id"]))
         elif kind == "off":
-            self.pop_offsets[(entry["g"], entry["t"], int(entry["q"]))] = int(entry["o"])
+            key = (entry["g"], entry["t"], int(entry["q"]))
+            self.pop_offsets[key] = int(entry["o"])
+            for message_group, offsets in (entry.get("w") or {}).items():
+                for offset in offsets:
+                    self.wait(key, message_group, int(offset))
+        elif kind == "back":
+            record = self.inflight.pop(int(entry["id"]), None)
+            if record is not None:
+                key = (record.group, record.topic, record.queue_id)
+                self.fifo_attempts[(key, record.offset)] = int(entry["n"])
+                self.wait(key, record.message_group, record.offset)
         elif kind == "try":
             self.fifo_attempts[((entry["g"], entry["t"], int(entry["q"])), int(entry["o"]))] = int(entry["n"])
         elif kind == "log":
@@ -83,13 +100,16 @@ class PopState:
 
     def entries(self) -> list[dict[str, Any]]:
         """The state as journal lines (for compaction)."""
-        lines: list[dict[str, Any]] = [
-            {"k": "off", "g": g, "t": t, "q": q, "o": o} for (g, t, q), o in self.pop_offsets.items()
-        ]
+        lines: list[dict[str, Any]] = []
+        for (g, t, q), o in self.pop_offsets.items():
+            lines.append({"k": "off", "g": g, "t": t, "q": q, "o": o})
+            for message_group, offsets in self.fifo_waiting.get((g, t, q), {}).items():  # a line each: bounded
+                lines.append({"k": "off", "g": g, "t": t, "q": q, "o": o, "w": {message_group: offsets}})
         for ck, r in self.inflight.items():
             lines.append(
                 {"k": "pop", "id": ck, "g": r.group, "t": r.topic, "q": r.queue_id, "o": [r.offset], "d": r.deadline_ms}
                 | {"f": r.fifo}
+                | ({"m": [r.message_group]} if r.fifo else {})
             )
         lines += [
             {"k": "try", "g": g, "t": t, "q": q, "o": o, "n": n} for ((g, t, q), o), n in self.fifo_attempts.items()
@@ -97,6 +117,31 @@ class PopState:
         lines.append({"k": "seq", "id": self.next_id})
         lines.append({"k": "log", "o": self.log_offset})
         return lines
+
+    def wait(self, key: QueueKey, message_group: str, offset: int) -> None:
+        """A FIFO message to deliver after the one of its message group in flight (offsets kept ascending)."""
+        offsets = self.fifo_waiting.setdefault(key, {}).setdefault(message_group, [])
+        if not offsets or offsets[-1] < offset:
+            offsets.append(offset)
+            return
+        i = bisect.bisect_left(offsets, offset)
+        if offsets[i] != offset:
+            offsets.insert(i, offset)
+
+    def unwait(self, key: QueueKey, message_group: str, offset: int) -> None:
+        """A waiting FIFO message delivered (usually the head of its message group)."""
+        waiting = self.fifo_waiting.get(key, {})
+        offsets = waiting.get(message_group)
+        if not offsets or offset not in offsets:
+            return
+        if offsets[0] == offset:
+            del offsets[0]
+        else:
+            offsets.remove(offset)
+        if not offsets:
+            del waiting[message_group]
+            if not waiting:
+                del self.fifo_waiting[key]
 
 
 class PopJournal:

@@ -6,14 +6,16 @@ reads from the group's pop offset of each queue (the topic's and the group's ret
 records a checkpoint per message and advances the offset; the group's committed offset (what
 ``consumerProgress`` shows, shared with 4.x consumers) is the smallest offset still invisible.
 A message whose invisible time passes unacked goes to ``%RETRY%group`` with its reconsume
-times + 1, or to ``%DLQ%group`` after ``retryMaxTimes``. FIFO groups (ConsumerOrderInfoManager's
-shape): a queue with an unacked message is locked for the group, so a message group (hashed to one
-queue) keeps its order; an expired message is redelivered in place with its attempt count journaled,
-and goes to ``%DLQ%group`` once it has expired ``retryMaxTimes + 1`` times.
+times + 1, or to ``%DLQ%group`` after ``retryMaxTimes``. FIFO groups lock per message group (the message's
+``__SHARDINGKEY``; one without it is its queue's): while a message of a message group is in flight, the
+group's later messages wait (journaled) and other message groups of the queue are delivered; an expired
+message goes back to the head of its message group with its attempt count journaled, and to
+``%DLQ%group`` once it has expired ``retryMaxTimes + 1`` times.
 
-Each operation costs O(log n) in the messages in flight: a handle names its checkpoint, a queue's
-in-flight messages are kept by offset in ascending order, and revive takes the expired from a heap
-by deadline. The journal's fsync (SYNC_FLUSH) is awaited once per request (``durable``), off the loop.
+Each operation costs O(log n) in the messages in flight (and a FIFO queue's O(m) in its message groups
+waiting): a handle names its checkpoint, a queue's in-flight messages are kept by offset in ascending
+order, and revive takes the expired from a heap by deadline. The journal's fsync (SYNC_FLUSH) is awaited
+once per request (``durable``), off the loop.
 
 Only a master pops, acks and revives. In controller mode every change is also stored in the revive
 log (``revive_log.py``) before it is answered; a replica applies that log (``follow``) and, once
@@ -27,23 +29,21 @@ import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sparkmq.broker.context import BrokerContext
+from sparkmq.broker.ha.reads import in_memory_bytes
+from sparkmq.broker.pop.attempts import Attempts
 from sparkmq.broker.pop.handle import ReceiptHandle
 from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
 from sparkmq.broker.pop.revive_log import ReviveLog
+from sparkmq.broker.pop.select import PopRequest, message_group_of
 from sparkmq.broker.requeue import message_copy, store_copy
 from sparkmq.errors import InvalidReceiptHandleError
-from sparkmq.message.names import dlq_topic, retry_topic
-from sparkmq.message.properties import (
-    DELAY_TIME_LEVEL,
-    ORIGIN_MESSAGE_ID,
-    RETRY_TOPIC,
-    TAGS,
-)
+from sparkmq.message.names import dlq_topic, is_retry_topic, retry_topic
+from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.store import PutMessageStatus
 from sparkmq.store.status import GetMessageStatus
@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 MAX_POP_NUMS = 32  # PopMessageRequestHeader maxMsgNums is at most 32 in RocketMQ 5
 MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # the proxy's maxInvisibleTimeMills: 12 h
+MAX_FIFO_WINDOW = 10_000  # a FIFO queue is read at most this far past its first message not yet consumed
+FIFO_READ = 64  # messages a FIFO pop reads at a time
+FIFO_WAIT_BYTES = 256 << 10  # a FIFO pop sets at most about this much of waiting messages in its journal line
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +69,6 @@ class Popped:
     @property
     def delivery_attempt(self) -> int:
         return self.message.reconsume_times + 1
-
-
-def tags_match(message: StoredMessage, tags: Collection[str] | None) -> bool:
-    """A TAG subscription: None or ``*`` takes every message."""
-    if tags is None or "*" in tags:
-        return True
-    return message.properties.get(TAGS, "") in tags
 
 
 def _with_records(buffers: list[bytes]) -> Iterator[tuple[StoredMessage, bytes]]:
@@ -103,6 +99,8 @@ class PopService:
         self._noted = 0  # the revive log offset a master last noted in its journal
         self.state = PopState()
         self._by_queue: dict[QueueKey, dict[int, int]] = {}  # offset -> ck id, ascending offsets, per queue
+        self._busy: dict[QueueKey, dict[str, int]] = {}  # a FIFO queue's message groups in flight -> ck id
+        self.attempts = Attempts()
         self._due: list[tuple[int, int]] = []  # (deadline, ck id) heap; entries of acked or changed ones linger
         self._parked = 0  # pops waiting for a message
         self._wakeup = asyncio.Event()
@@ -115,9 +113,11 @@ class PopService:
         self.ctx.store.add_group_dispatch_listener(self._dispatched)
 
     def _reindex(self) -> None:
-        self._by_queue = {}
+        self._by_queue, self._busy = {}, {}
         for ck, record in self.state.inflight.items():
             self._hold((record.group, record.topic, record.queue_id), record.offset, ck)
+            if record.fifo:
+                self._busy.setdefault((record.group, record.topic, record.queue_id), {})[record.message_group] = ck
         self._rebuild_due()
 
     def close(self) -> None:
@@ -227,25 +227,14 @@ class PopService:
         heapq.heapify(self._due)
 
     # -- pop -------------------------------------------------------------------------------
-    async def pop_waiting(
-        self,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        wait_ms: int,
-        *,
-        fifo: bool = False,
-        tags: Collection[str] | None = None,
-        queue_id: int | None = None,
-    ) -> list[Popped]:
+    async def pop_waiting(self, ask: PopRequest, wait_ms: int) -> list[Popped]:
         """``pop``, parked up to ``wait_ms`` until something arrives (long polling); durable when returned."""
         deadline = time.monotonic() + wait_ms / 1000
         self._parked += 1
         try:
             while True:
                 self._wakeup.clear()
-                popped = self.pop(group, topic, max_nums, invisible_ms, fifo=fifo, tags=tags, queue_id=queue_id)
+                popped = self.pop(ask)
                 left = deadline - time.monotonic()
                 if popped or left <= 0:
                     break
@@ -256,22 +245,19 @@ class PopService:
         await self.durable()
         return popped
 
-    def pop(
-        self,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        *,
-        fifo: bool = False,
-        tags: Collection[str] | None = None,
-        queue_id: int | None = None,
-    ) -> list[Popped]:
-        """Up to ``max_nums`` messages of ``topic`` (and the group's retry topic), invisible for ``invisible_ms``."""
+    def pop(self, ask: PopRequest) -> list[Popped]:
+        """Up to ``max_nums`` messages of the topic (and the group's retry topic), invisible for ``invisible_ms``;
+        a retried attempt gets its earlier answer's messages still invisible."""
         if not self.serving():
             return []  # a replica's state is its master's: pop from the master
-        max_nums = max(1, min(max_nums, MAX_POP_NUMS))
-        invisible_ms = max(MIN_INVISIBLE_MS, min(invisible_ms, MAX_INVISIBLE_MS))
+        now = self._now_ms()
+        if ask.attempt_id:
+            again = self._answered_again(ask, now)
+            if again:
+                return again
+        max_nums = max(1, min(ask.max_nums, MAX_POP_NUMS))
+        invisible_ms = max(MIN_INVISIBLE_MS, min(ask.invisible_ms, MAX_INVISIBLE_MS))
+        group, topic, queue_id = ask.group, ask.topic, ask.queue_id
         config = self.ctx.topics.get(topic)
         queues = range(config.read_queue_nums) if config is not None else range(0)
         if queue_id is not None:
@@ -281,66 +267,165 @@ class PopService:
         if self.ctx.topics.get(retry) is not None and queue_id is None:
             sources += [(retry, q) for q in self.ctx.store.queue_ids().get(retry, [])]
         popped: list[Popped] = []
-        now = self._now_ms()
         start = now % max(1, len(sources))
         for source_topic, q in sources[start:] + sources[:start]:
             if len(popped) >= max_nums:
                 break
             wanted = max_nums - len(popped)
-            popped += self._pop_queue(group, source_topic, topic, q, wanted, now, invisible_ms, fifo, tags)
+            popped += self._pop_queue(ask, (group, source_topic, q), wanted, now, invisible_ms)
+        if ask.attempt_id and popped:
+            ck_ids = tuple(p.handle.ck_id for p in popped)
+            self.attempts.remember(group, topic, ask.attempt_id, ck_ids, now + invisible_ms)
         return popped
 
-    def _pop_queue(
-        self,
-        group: str,
-        stored_topic: str,
-        topic: str,
-        queue_id: int,
-        max_nums: int,
-        now: int,
-        invisible_ms: int,
-        fifo: bool,
-        tags: Collection[str] | None,
-    ) -> list[Popped]:
-        key = (group, stored_topic, queue_id)
-        if fifo and self._by_queue.get(key):
-            return []  # the queue's order: nothing more until its popped message is acked
-        offset = self._pop_offset(key)
-        result = self.ctx.store.get_messages(group, stored_topic, queue_id, offset, max_nums)
+    def _answered_again(self, ask: PopRequest, now: int) -> list[Popped]:
+        """The messages of this attempt's earlier answer that are still invisible, with their current handles."""
+        attempt = self.attempts.answered(ask.group, ask.topic, ask.attempt_id, now)
+        again = []
+        for ck in attempt.ck_ids if attempt is not None else ():
+            record = self.state.inflight.get(ck)
+            if record is None or record.deadline_ms <= now:
+                continue
+            found = self._read_raw((record.group, record.topic, record.queue_id), record.offset)
+            if found is None:
+                continue
+            invisible = max(1, record.deadline_ms - now)
+            retry = record.topic != ask.topic
+            broker = self.ctx.config.broker_name
+            handle = ReceiptHandle(ck, now, invisible, broker, record.queue_id, record.offset, retry)
+            again.append(Popped(found[0], handle, ask.topic, found[1]))
+        return again
+
+    def _pop_queue(self, ask: PopRequest, key: QueueKey, max_nums: int, now: int, invisible_ms: int) -> list[Popped]:
+        if ask.fifo:
+            return self._pop_fifo(ask, key, max_nums, now, invisible_ms)
+        offset = self._pop_offset(key, ask.init_max)
+        result = self.ctx.store.get_messages(key[0], key[1], key[2], offset, max_nums)
         if result.status is not GetMessageStatus.FOUND:
             if result.next_begin_offset > offset and result.status is not GetMessageStatus.OFFSET_OVERFLOW_ONE:
                 self._advance(key, result.next_begin_offset)
             return []
         messages = list(_with_records(result.buffers))
-        chosen = [(m, raw) for m, raw in messages if tags_match(m, tags)]
+        chosen = [(m, raw) for m, raw in messages if ask.accepts(m)]
         next_offset = messages[-1][0].queue_offset + 1 if messages else result.next_begin_offset
+        off = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": next_offset}
+        return self._deliver(ask, key, chosen, off, now, invisible_ms)
+
+    def _deliver(
+        self,
+        ask: PopRequest,
+        key: QueueKey,
+        chosen: list[tuple[StoredMessage, bytes]],
+        off: dict[str, Any],
+        now: int,
+        invisible_ms: int,
+    ) -> list[Popped]:
+        """Record the checkpoints of ``chosen`` and the queue's new pop offset ``off``; their handles."""
         first = self.state.next_id
         deadline = now + invisible_ms
-        entry = {"k": "pop", "id": first, "g": group, "t": stored_topic, "q": queue_id}
-        entry |= {"o": [m.queue_offset for m, _ in chosen], "d": deadline, "f": fifo}
-        off = {"k": "off", "g": group, "t": stored_topic, "q": queue_id, "o": next_offset}
+        entry = {"k": "pop", "id": first, "g": key[0], "t": key[1], "q": key[2]}
+        entry |= {"o": [m.queue_offset for m, _ in chosen], "d": deadline, "f": ask.fifo}
+        if ask.fifo:
+            entry["m"] = [message_group_of(m) for m, _ in chosen]
         self._record(*([entry] if chosen else []), off)
         self.state.apply(entry) if chosen else None
         self.state.apply(off)
-        retry = stored_topic != topic
+        retry = key[1] != ask.topic
         popped = []
+        broker = self.ctx.config.broker_name
         for i, (message, raw) in enumerate(chosen):
             self._hold(key, message.queue_offset, first + i)
+            if ask.fifo:
+                self._busy.setdefault(key, {})[message_group_of(message)] = first + i
             heapq.heappush(self._due, (deadline, first + i))
-            handle = ReceiptHandle(
-                first + i, now, invisible_ms, self.ctx.config.broker_name, queue_id, message.queue_offset, retry
-            )
-            popped.append(Popped(message, handle, topic, raw))
+            handle = ReceiptHandle(first + i, now, invisible_ms, broker, key[2], message.queue_offset, retry)
+            popped.append(Popped(message, handle, ask.topic, raw))
         self._commit(key)
         return popped
 
-    def _pop_offset(self, key: QueueKey) -> int:
+    def _pop_fifo(self, ask: PopRequest, key: QueueKey, max_nums: int, now: int, invisible_ms: int) -> list[Popped]:
+        """A FIFO queue: at most one message of each message group in flight. The first waiting message of a message
+        group with none in flight goes first, then new messages are read; one whose message group is locked (or
+        has earlier ones waiting) waits, up to ``MAX_FIFO_WINDOW`` messages past the queue's first unacked one."""
+        busy = self._busy.get(key, {})
+        waiting = self.state.fifo_waiting.get(key, {})
+        heads = sorted((offsets[0], g) for g, offsets in waiting.items() if g not in busy)[:max_nums]
+        chosen: list[tuple[StoredMessage, bytes]] = []
+        taken = set(busy)
+        for offset, message_group in heads:
+            found = self._read_raw(key, offset)
+            if found is None:  # no longer stored: nothing to deliver
+                self.state.unwait(key, message_group, offset)
+                self.state.fifo_attempts.pop((key, offset), None)
+                continue
+            chosen.append(found)
+            taken.add(message_group)
+        start = self._pop_offset(key, ask.init_max)
+        floor = self._committed(key)
+        read, skipped, offset = self._scan_fifo(ask, key, start, max_nums - len(chosen), taken, floor)
+        chosen += read
+        if not chosen and not skipped and offset == start:
+            return []
+        off = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset} | ({"w": skipped} if skipped else {})
+        chosen.sort(key=lambda found: found[0].queue_offset)
+        return self._deliver(ask, key, chosen, off, now, invisible_ms)
+
+    def _scan_fifo(
+        self, ask: PopRequest, key: QueueKey, offset: int, room: int, taken: set[str], floor: int | None
+    ) -> tuple[list[tuple[StoredMessage, bytes]], dict[str, list[int]], int]:
+        """A FIFO queue's new messages from ``offset``: up to ``room`` of message groups not ``taken`` (nor waiting),
+        the others to wait (a journal line's worth), and the offset read up to."""
+        waiting = self.state.fifo_waiting.get(key, {})
+        chosen: list[tuple[StoredMessage, bytes]] = []
+        skipped: dict[str, list[int]] = {}
+        budget = FIFO_WAIT_BYTES
+        while len(chosen) < room and budget > 0 and offset - (offset if floor is None else floor) < MAX_FIFO_WINDOW:
+            result = self.ctx.store.get_messages(key[0], key[1], key[2], offset, FIFO_READ)
+            if result.status is not GetMessageStatus.FOUND:
+                if result.next_begin_offset > offset and result.status is not GetMessageStatus.OFFSET_OVERFLOW_ONE:
+                    offset = result.next_begin_offset
+                    continue
+                break
+            for message, raw in _with_records(result.buffers):
+                if len(chosen) >= room or budget <= 0:
+                    break
+                offset = message.queue_offset + 1
+                if not ask.accepts(message):
+                    continue
+                message_group = message_group_of(message)
+                if message_group in taken or message_group in waiting or message_group in skipped:
+                    budget -= 12 if message_group in skipped else 16 + len(message_group)
+                    skipped.setdefault(message_group, []).append(message.queue_offset)
+                else:
+                    chosen.append((message, raw))
+                    taken.add(message_group)
+            else:
+                offset = max(offset, result.next_begin_offset)
+        return chosen, skipped, offset
+
+    def _pop_offset(self, key: QueueKey, init_max: bool) -> int:
         offset = self.state.pop_offsets.get(key)
         if offset is not None:
             return offset
         group, topic, queue_id = key
         committed = self.ctx.offsets.query(group, topic, queue_id)
-        return committed if committed >= 0 else self.ctx.store.min_offset_in_queue(topic, queue_id)
+        return committed if committed >= 0 else self._init_offset(topic, queue_id, init_max)
+
+    def _init_offset(self, topic: str, queue_id: int, init_max: bool) -> int:
+        """Where a group without an offset starts (PopMessageProcessor's initMode): MIN at the queue's first
+        message; MAX at its last one, or at the first when the queue still has it in the in-memory window
+        (``initPopOffsetByCheckMsgInMem``). A retry topic always from its first."""
+        store = self.ctx.store
+        first = store.min_offset_in_queue(topic, queue_id)
+        if not init_max or is_retry_topic(topic):
+            return first
+        if self.ctx.config.init_pop_offset_by_check_msg_in_mem and first <= 0:
+            result = store.get_messages("", topic, queue_id, 0, 1)
+            if result.status is GetMessageStatus.FOUND and len(result.physical_offsets):
+                behind = store.commitlog.max_offset - int(result.physical_offsets[0])
+                if behind <= in_memory_bytes(self.ctx.config):
+                    return 0
+        return max(0, store.max_offset_in_queue(topic, queue_id) - 1)
 
     def _advance(self, key: QueueKey, offset: int) -> None:
         entry = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}
@@ -348,10 +433,19 @@ class PopService:
         self.state.apply(entry)
         self._commit(key)
 
-    def _commit(self, key: QueueKey) -> None:
-        """The group's consumer offset: the first message of the queue still invisible, else the pop offset."""
+    def _committed(self, key: QueueKey) -> int | None:
+        """The first message of the queue still invisible or waiting (FIFO), else the pop offset."""
         pending = self._by_queue.get(key)
         offset = next(iter(pending)) if pending else self.state.pop_offsets.get(key)
+        waiting = self.state.fifo_waiting.get(key)
+        if waiting:
+            first = min(offsets[0] for offsets in waiting.values())
+            offset = first if offset is None else min(offset, first)
+        return offset
+
+    def _commit(self, key: QueueKey) -> None:
+        """The group's consumer offset: where its messages not yet consumed start."""
+        offset = self._committed(key)
         if offset is not None:
             self.ctx.offsets.commit(key[0], key[1], key[2], offset)
 
@@ -380,7 +474,14 @@ class PopService:
         self._drop(ck, record)
 
     def _drop(self, ck: int, record: Inflight) -> None:
+        """The message is consumed (acked, or moved to the retry topic or the DLQ)."""
         self.state.inflight.pop(ck, None)
+        if record.fifo:
+            self.state.fifo_attempts.pop(((record.group, record.topic, record.queue_id), record.offset), None)
+        self._release(ck, record)
+
+    def _release(self, ck: int, record: Inflight) -> None:
+        """The message is no longer in flight: out of its queue's index, its FIFO message group unlocked."""
         key = (record.group, record.topic, record.queue_id)
         pending = self._by_queue.get(key, {})
         if pending.get(record.offset) == ck:
@@ -388,8 +489,18 @@ class PopService:
         if not pending:
             self._by_queue.pop(key, None)
         if record.fifo:
-            self.state.fifo_attempts.pop((key, record.offset), None)
+            self._unlock(key, record.message_group, ck)
         self._commit(key)
+
+    def _unlock(self, key: QueueKey, message_group: str, ck: int) -> None:
+        """The FIFO message ``ck`` no longer in flight: its message group's next one may go (parked pops wake)."""
+        busy = self._busy.get(key, {})
+        if busy.get(message_group) == ck:
+            del busy[message_group]
+            if not busy:
+                del self._busy[key]
+            if self._parked:
+                self._wakeup.set()
 
     def change_invisible(self, group: str, topic: str, handle_text: str, invisible_ms: int) -> ReceiptHandle:
         """Make a popped message invisible for ``invisible_ms`` from now; the new handle replaces the old."""
@@ -418,12 +529,9 @@ class PopService:
             record = self.state.inflight.get(ck)
             if record is not None and record.deadline_ms == deadline:
                 due[ck] = record
-        # a queue's messages in offset order, so a FIFO queue's earlier message is rewound before a later one
-        expired = sorted(due.items(), key=lambda item: (item[1].group, item[1].topic, item[1].queue_id, item[1].offset))
-        rewound: set[QueueKey] = set()
         moved = 0
-        for ck, record in expired:
-            if not await (self._fifo_expired(ck, record, rewound) if record.fifo else self._requeue(ck, record)):
+        for ck, record in due.items():
+            if not await (self._fifo_expired(ck, record) if record.fifo else self._requeue(ck, record)):
                 heapq.heappush(self._due, (record.deadline_ms, ck))  # tried again next time
                 continue
             moved += 1
@@ -435,35 +543,31 @@ class PopService:
         await self.durable()
         return moved
 
-    async def _fifo_expired(self, ck: int, record: Inflight, rewound: set[QueueKey]) -> bool:
-        """An expired FIFO message: to the DLQ after its last attempt (unless an earlier message of its
-        queue was just rewound, which it must follow), else back in place."""
+    async def _fifo_expired(self, ck: int, record: Inflight) -> bool:
+        """An expired FIFO message: to the DLQ after its last attempt, else back to the head of its message group."""
         key = (record.group, record.topic, record.queue_id)
         attempts = self.state.fifo_attempts.get((key, record.offset), 0) + 1
-        if key not in rewound and attempts > self._max_times(record.group):
+        if attempts > self._max_times(record.group):
             return await self._requeue(ck, record, to_dlq=True)
-        rewound.add(key)
-        self._rewind(ck, record, attempts)
+        back = {"k": "back", "id": ck, "n": attempts}
+        self._record(back)
+        self.state.apply(back)
+        self._release(ck, record)
         return True
 
     def _max_times(self, group_name: str) -> int:
         group = self.ctx.groups.find_or_create(group_name)
         return group.retry_max_times if group is not None else 16
 
-    def _rewind(self, ck: int, record: Inflight, attempts: int) -> None:
-        key = (record.group, record.topic, record.queue_id)
-        offset = min(record.offset, self.state.pop_offsets.get(key, record.offset))
-        tried = {"k": "try", "g": key[0], "t": key[1], "q": key[2], "o": record.offset, "n": attempts}
-        self._record({"k": "ack", "id": ck}, {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}, tried)
-        self.state.pop_offsets[key] = offset
-        self._drop(ck, record)
-        self.state.apply(tried)
+    def _read_raw(self, key: QueueKey, offset: int) -> tuple[StoredMessage, bytes] | None:
+        """The stored message at ``offset`` of a queue and its record, None when it is no longer stored."""
+        result = self.ctx.store.get_messages(key[0], key[1], key[2], offset, 1)
+        found = list(_with_records(result.buffers)) if result.status is GetMessageStatus.FOUND else []
+        return found[0] if found and found[0][0].queue_offset == offset else None
 
     def _read(self, record: Inflight) -> StoredMessage | None:
-        result = self.ctx.store.get_messages(record.group, record.topic, record.queue_id, record.offset, 1)
-        found = result.status is GetMessageStatus.FOUND
-        messages = [m for buf in result.buffers for m in iter_records(buf)] if found else []
-        return messages[0] if messages and messages[0].queue_offset == record.offset else None
+        found = self._read_raw((record.group, record.topic, record.queue_id), record.offset)
+        return found[0] if found is not None else None
 
     def inflight_message(self, group: str, topic: str, handle: ReceiptHandle) -> StoredMessage:
         """The stored message a live handle names (InvalidReceiptHandleError when none)."""

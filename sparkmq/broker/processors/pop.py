@@ -4,7 +4,8 @@ CHANGE_MESSAGE_INVISIBLETIME (200053), served by the POP core (``broker/pop``).
 A popped message goes back as its stored record; the answer's ``startOffsetInfo`` and
 ``msgOffsetInfo`` (``ExtraInfoUtil``'s ``"topicType queueId offset[,offset...]"`` entries joined
 by ``;``) let the client build each message's ``POP_CK``, the ``extraInfo`` of its ack; a FIFO
-pop's ``orderCountInfo`` says how often each message was delivered before.
+pop's ``orderCountInfo`` says how often each message was delivered before. A SQL92 ``expType`` filters with
+``enablePropertyFilter`` (SYSTEM_ERROR without it, SUBSCRIPTION_PARSE_FAILED for a bad expression).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import defaultdict
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.pop import Popped, PopService
 from sparkmq.broker.pop.handle import ReceiptHandle
+from sparkmq.broker.pop.select import PopRequest, subscription_selector
 from sparkmq.errors import InvalidReceiptHandleError
 from sparkmq.protocol import RemotingCommand, ResponseCode
 from sparkmq.protocol.pop_headers import (
@@ -26,6 +28,7 @@ from sparkmq.protocol.pop_headers import (
 from sparkmq.remoting import RemotingConnection
 
 MAX_POLL_MS = 20_000  # a POP_MESSAGE parks at most this long (the client's timeout is longer)
+INIT_MODE_MAX = 1  # ConsumeInitMode: MIN 0 (the first message), MAX 1 (the last)
 
 
 def offset_infos(popped: list[Popped]) -> tuple[str, str]:
@@ -65,19 +68,19 @@ class PopProcessors:
             return request.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=refusal)
         if self.ctx.topics.get(h.topic) is None:
             return request.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{h.topic}] not exist")
-        if h.exp_type not in (None, "", "TAG"):
-            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=f"POP filter {h.exp_type} not supported")
-        tags = None if not h.exp or h.exp.strip() == "*" else {t.strip() for t in h.exp.split("||") if t.strip()}
-        popped = await self.pop.pop_waiting(
+        selector = subscription_selector(h.exp_type, h.exp, self.ctx.config.enable_property_filter)
+        ask = PopRequest(
             h.consumer_group,
             h.topic,
             h.max_msg_nums,
             h.invisible_time,
-            min(max(0, h.poll_time), MAX_POLL_MS),
             fifo=bool(h.order),
-            tags=tags,
+            selector=selector,
             queue_id=h.queue_id if h.queue_id >= 0 else None,
+            init_max=h.init_mode == INIT_MODE_MAX,
+            attempt_id=h.attempt_id or "",
         )
+        popped = await self.pop.pop_waiting(ask, min(max(0, h.poll_time), MAX_POLL_MS))
         if not popped:
             return request.make_response(ResponseCode.PULL_NOT_FOUND, remark="no new message")
         start, every = offset_infos(popped)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sparkmq import Producer
+from sparkmq import Message, Producer, SparkmqError
+from sparkmq.message.properties import SHARDING_KEY
 from sparkmq.message.record import StoredMessage, iter_records
 from sparkmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from sparkmq.protocol.pop_headers import (
@@ -21,11 +22,19 @@ from sparkmq.protocol.pop_headers import (
     ChangeInvisibleTimeRequestHeader,
     PopMessageRequestHeader,
 )
-from support.controller_group import GROUP, UNTIL_S, ControllerGroup, ask, send_until_ok
+from support.controller_group import GROUP, UNTIL_S, ControllerGroup, ask
 from support.processes import wait_until
 
 CONSUMER, FIFO, TOPIC = "CID_CTL_POP", "CID_CTL_POP_FIFO", "CtlPop"
 INVISIBLE_MS = 3_000
+
+
+def sent(producer: Producer, message: Message) -> bool:
+    try:
+        producer.send(message)
+    except SparkmqError:
+        return False
+    return True
 
 
 def pop(address: str, poll_ms: int, group: str = CONSUMER) -> RemotingCommand:
@@ -62,8 +71,9 @@ def test_the_promoted_replica_redelivers_what_the_killed_master_had_in_flight(tm
         assert wait_until(group.all_in_sync, UNTIL_S), "the group never had both brokers in sync"
         assert group.namesrv is not None
         with Producer("PID_CTL_POP", group.namesrv.address) as producer:
-            for body in (b"acked", b"in flight", b"extended"):
-                send_until_ok(producer, TOPIC, body)
+            for body in (b"acked", b"in flight", b"extended"):  # each its own FIFO message group
+                message = Message(TOPIC, body, properties={SHARDING_KEY: body.decode()})
+                assert wait_until(lambda m=message: sent(producer, m), UNTIL_S), "sends never succeeded"
         old = group.master_index()
         assert old is not None
         master = group.brokers[old]
