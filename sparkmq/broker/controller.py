@@ -27,6 +27,7 @@ from sparkmq.broker.metrics import PromExporter
 from sparkmq.broker.persistence import TablePersister
 from sparkmq.broker.pop import PopService
 from sparkmq.broker.pop.journal import PopJournal
+from sparkmq.broker.pop.revive_log import ReviveLog
 from sparkmq.broker.processors.admin import AdminProcessors
 from sparkmq.broker.processors.admin_ops import AdminOpsProcessors
 from sparkmq.broker.processors.consumer import ConsumerProcessors
@@ -191,7 +192,10 @@ class BrokerController:
         """The POP core (RocketMQ 5 consumers) and, with ``enableGrpcServer``, the gRPC endpoint over it."""
         cfg = self.config
         sync = cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self.pop = pop = PopService(ctx, PopJournal(cfg.store_path_root_dir / "pop" / "journal", sync))
+        log = ReviveLog(ctx) if cfg.enable_controller_mode else None  # replicas take over only in controller mode
+        # with the revive log the journal is not fsynced: the log's records (flushed like sends) replay its lost tail
+        journal = PopJournal(cfg.store_path_root_dir / "pop" / "journal", sync and log is None)
+        self.pop = pop = PopService(ctx, journal, log=log)
         pop.start()
         served = PopProcessors(ctx, pop)
         for code, processor in (
@@ -200,8 +204,7 @@ class BrokerController:
             (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, served.change_invisible_time),
         ):
             self.server.register(code, timed(processor, code, ctx.stats))
-        if not cfg.is_slave:
-            self._every(POP_REVIVE_INTERVAL_S, pop.revive, "pop-revive")
+        self._every(POP_REVIVE_INTERVAL_S, pop.tick, "pop-revive")  # a master revives, a replica follows
         if cfg.enable_grpc_server:
             assert self.transactions is not None
             self.grpc = _grpc_server_class().local(ctx, pop, self.transactions.end_transaction, self.acl)
@@ -298,9 +301,13 @@ class BrokerController:
         self.config = self.context.config = self.ha.config = self._registration.config = cfg
         if self.slave_sync is not None:
             self.slave_sync.master_addr = "" if master else master_addr
-        if master:  # the check-back runs on the master only (startProcessorByHa / shutdownProcessorByHa)
+        if master:  # the check-back and POP revive run on the master only (startProcessorByHa / shutdownProcessorByHa)
+            if self.pop is not None:
+                self.pop.promote()
             await self.transactions.start()
         else:
+            if self.pop is not None:
+                self.pop.demote()
             await self.transactions.stop()
         self._registration.paused = False
         await self._registration.register_all()

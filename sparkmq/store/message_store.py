@@ -115,6 +115,7 @@ class MessageStore:
         self._replica_dispatched: int | None = None  # a slave: CommitLog offset dispatch has reached
         self._replica_held: tuple[int, bytes] = (0, b"")  # a slave: an incomplete record received, and where
         self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
+        self.truncations = 0  # times truncate_replica cut the CommitLog (what was derived from its tail is stale)
         self.retention = Retention(self)
         self.flusher = StoreFlush(self)
         self.damage = DamageReport()
@@ -425,6 +426,7 @@ class MessageStore:
             recover_queue_table(self.commitlog, self._queues, self._next_queue_offset, self._manifest)
             self._replica_dispatched = self.commitlog.max_offset
             self._replica_held = (0, b"")
+            self.truncations += 1
             return self.commitlog.max_offset
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:

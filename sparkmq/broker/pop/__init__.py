@@ -2,7 +2,8 @@
 
 ``PopService`` (``service.py``) is the core the gRPC endpoint and the POP_MESSAGE family of
 remoting requests call; ``journal.py`` keeps its checkpoints durable; ``handle.py`` is the
-receipt handle (``ExtraInfoUtil``'s shape); ``attempts.py`` the recent answers by the client's attempt id.
+receipt handle (``ExtraInfoUtil``'s shape); ``attempts.py`` the recent answers by the client's attempt id;
+``revive_log.py`` carries the changes to the replicas (controller mode).
 """
 
 from sparkmq.broker.pop.handle import ReceiptHandle

@@ -10,7 +10,8 @@ Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": dead
 groups] (FIFO)}``, ``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o", "w": {message
 group: [offsets]}}`` (the pop offset, and the FIFO messages read past while their message group was locked),
 ``{"k": "seq", "id": next ckId}``, ``{"k": "back", "id", "n"}`` (an expired FIFO message back to the head of its
-message group, after ``n`` expired deliveries; an ack of it clears them), ``{"k": "try", "g", "t", "q", "o", "n"}``.
+message group, after ``n`` expired deliveries; an ack of it clears them), ``{"k": "try", "g", "t", "q", "o", "n"}``,
+``{"k": "log", "o"}`` (how far the revive log is applied, ``revive_log.py``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class PopState:
     # a FIFO queue's messages read past while their message group had one in flight: message group -> offsets
     fifo_waiting: dict[QueueKey, dict[str, list[int]]] = field(default_factory=dict)
     next_id: int = 1
+    log_offset: int = 0  # the revive log's queue offset up to which this state holds its records
 
     def apply(self, entry: dict[str, Any]) -> None:
         kind = entry["k"]
@@ -93,6 +95,8 @@ class PopState:
                 self.wait(key, record.message_group, record.offset)
         elif kind == "try":
             self.fifo_attempts[((entry["g"], entry["t"], int(entry["q"])), int(entry["o"]))] = int(entry["n"])
+        elif kind == "log":
+            self.log_offset = int(entry["o"])
 
     def entries(self) -> list[dict[str, Any]]:
         """The state as journal lines (for compaction)."""
@@ -111,6 +115,7 @@ class PopState:
             {"k": "try", "g": g, "t": t, "q": q, "o": o, "n": n} for ((g, t, q), o), n in self.fifo_attempts.items()
         ]
         lines.append({"k": "seq", "id": self.next_id})
+        lines.append({"k": "log", "o": self.log_offset})
         return lines
 
     def wait(self, key: QueueKey, message_group: str, offset: int) -> None:
@@ -208,6 +213,10 @@ class PopJournal:
     def compact_if_grown(self, state: PopState) -> None:
         if self._file is not None and self._file.tell() > COMPACT_ABOVE_BYTES:
             self._rewrite(state)
+
+    def replace(self, state: PopState) -> None:
+        """The file holds ``state`` alone from now on (rewritten, fsynced)."""
+        self._rewrite(state)
 
     def _rewrite(self, state: PopState) -> None:
         tmp = self.path.with_suffix(".tmp")

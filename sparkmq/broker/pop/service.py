@@ -16,6 +16,10 @@ Each operation costs O(log n) in the messages in flight (and a FIFO queue's O(m)
 waiting): a handle names its checkpoint, a queue's in-flight messages are kept by offset in ascending
 order, and revive takes the expired from a heap by deadline. The journal's fsync (SYNC_FLUSH) is awaited
 once per request (``durable``), off the loop.
+
+Only a master pops, acks and revives. In controller mode every change is also stored in the revive
+log (``revive_log.py``) before it is answered; a replica applies that log (``follow``) and, once
+promoted, revives what its predecessor had in flight, at the same deadlines and with their attempts.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from sparkmq.broker.ha.reads import in_memory_bytes
 from sparkmq.broker.pop.attempts import Attempts
 from sparkmq.broker.pop.handle import ReceiptHandle
 from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
+from sparkmq.broker.pop.revive_log import ReviveLog
 from sparkmq.broker.pop.select import PopRequest, message_group_of
 from sparkmq.broker.requeue import message_copy, store_copy
 from sparkmq.errors import InvalidReceiptHandleError
@@ -78,10 +83,20 @@ def _with_records(buffers: list[bytes]) -> Iterator[tuple[StoredMessage, bytes]]
 class PopService:
     """The POP state of one broker; every method runs on the broker's event loop."""
 
-    def __init__(self, ctx: BrokerContext, journal: PopJournal, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        journal: PopJournal,
+        clock: Callable[[], float] = time.time,
+        log: ReviveLog | None = None,
+    ) -> None:
         self.ctx = ctx
         self.journal = journal
         self.clock = clock
+        self.log = log  # controller mode: the changes replicated through the revive log
+        self._truncations = ctx.store.truncations  # a change: the applied revive log may have lost its tail
+        self._followed = False  # the state changed by follow() since it was last indexed
+        self._noted = 0  # the revive log offset a master last noted in its journal
         self.state = PopState()
         self._by_queue: dict[QueueKey, dict[int, int]] = {}  # offset -> ck id, ascending offsets, per queue
         self._busy: dict[QueueKey, dict[str, int]] = {}  # a FIFO queue's message groups in flight -> ck id
@@ -94,12 +109,16 @@ class PopService:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.state = self.journal.load()
+        self._reindex()
+        self.ctx.store.add_group_dispatch_listener(self._dispatched)
+
+    def _reindex(self) -> None:
+        self._by_queue, self._busy = {}, {}
         for ck, record in self.state.inflight.items():
             self._hold((record.group, record.topic, record.queue_id), record.offset, ck)
             if record.fifo:
                 self._busy.setdefault((record.group, record.topic, record.queue_id), {})[record.message_group] = ck
         self._rebuild_due()
-        self.ctx.store.add_group_dispatch_listener(self._dispatched)
 
     def close(self) -> None:
         self.journal.close()
@@ -107,9 +126,88 @@ class PopService:
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    def serving(self) -> bool:
+        """Whether this broker pops, acks and revives: a master (a replica's store refuses writes), its
+        state indexed once more after following the revive log."""
+        if self.ctx.store.slave_mode:
+            return False
+        if self._followed:
+            self.promote()
+        return True
+
+    def _record(self, *entries: dict[str, Any]) -> None:
+        self.journal.append(*entries)
+        if self.log is not None:
+            self.log.queue(entries)
+
     async def durable(self) -> None:
-        """Until what was recorded so far is on disk (the journal's fsync under SYNC_FLUSH)."""
+        """Until what was recorded so far is on disk (the journal's fsync under SYNC_FLUSH) and, in
+        controller mode, in the revive log as durable as a send (OffsetStoreError when it is not)."""
         await self.journal.synced()
+        if self.log is not None and self.serving():
+            end = await self.log.shipped()
+            if end is not None:
+                self.state.log_offset = max(self.state.log_offset, end)
+
+    # -- replication -----------------------------------------------------------------------
+    def follow(self, reads: int | None = 8) -> int:
+        """A replica: apply the revive log's new records (up to ``reads`` reads; None: to its end) to
+        the state and the journal; returns the entries applied. After the CommitLog was cut (a
+        divergent tail dropped) the state is rebuilt from the log's first record."""
+        log = self.log
+        if log is None:
+            return 0
+        if self.ctx.store.truncations != self._truncations or log.end() < self.state.log_offset:
+            self._truncations = self.ctx.store.truncations
+            logger.warning("pop: the revive log was cut; the POP state is rebuilt from %s", log.topic)
+            self.state = PopState(log_offset=log.start())
+            self.journal.replace(self.state)
+            self._followed = True
+        applied = 0
+        while reads is None or reads > 0:
+            offset = max(self.state.log_offset, log.start())
+            entries, next_offset = log.read(offset)
+            if next_offset <= self.state.log_offset:
+                break
+            applied_now = []
+            for entry in entries:
+                try:
+                    self.state.apply(entry)
+                except (ValueError, KeyError, TypeError) as exc:
+                    logger.warning("pop: revive log entry %.200r unreadable (%s), skipped", entry, exc)
+                else:
+                    applied_now.append(entry)
+            self.state.log_offset = next_offset
+            self.journal.append(*applied_now, {"k": "log", "o": next_offset})
+            applied += len(applied_now)
+            self._followed = True
+            reads = None if reads is None else reads - 1
+        self.journal.compact_if_grown(self.state)
+        return applied
+
+    def promote(self) -> None:
+        """This replica became master: apply the rest of the revive log, then serve its state (the
+        revive loop redelivers what its predecessor had in flight)."""
+        applied = self.follow(reads=None)
+        self._reindex()
+        self._followed = False
+        logger.info("pop: promoted with %d messages in flight (%d entries applied)", len(self.state.inflight), applied)
+
+    def demote(self) -> None:
+        """This master became a replica: what it did not ship is its successor's to decide."""
+        if self.log is not None:
+            self.log.drop_pending()
+
+    async def tick(self) -> int:
+        """The periodic duty: a master revives the expired (and notes in its journal how far the revive
+        log holds its state, where a replay at start begins); a replica follows the revive log."""
+        if not self.serving():
+            self.follow()
+            return 0
+        if self.log is not None and self.state.log_offset != self._noted:
+            self._noted = self.state.log_offset
+            self.journal.append({"k": "log", "o": self._noted})
+        return await self.revive()
 
     def _dispatched(self, keys: object, ends: object) -> None:
         loop = self._loop
@@ -150,6 +248,8 @@ class PopService:
     def pop(self, ask: PopRequest) -> list[Popped]:
         """Up to ``max_nums`` messages of the topic (and the group's retry topic), invisible for ``invisible_ms``;
         a retried attempt gets its earlier answer's messages still invisible."""
+        if not self.serving():
+            return []  # a replica's state is its master's: pop from the master
         now = self._now_ms()
         if ask.attempt_id:
             again = self._answered_again(ask, now)
@@ -227,7 +327,7 @@ class PopService:
         entry |= {"o": [m.queue_offset for m, _ in chosen], "d": deadline, "f": ask.fifo}
         if ask.fifo:
             entry["m"] = [message_group_of(m) for m, _ in chosen]
-        self.journal.append(*([entry] if chosen else []), off)
+        self._record(*([entry] if chosen else []), off)
         self.state.apply(entry) if chosen else None
         self.state.apply(off)
         retry = key[1] != ask.topic
@@ -329,7 +429,7 @@ class PopService:
 
     def _advance(self, key: QueueKey, offset: int) -> None:
         entry = {"k": "off", "g": key[0], "t": key[1], "q": key[2], "o": offset}
-        self.journal.append(entry)
+        self._record(entry)
         self.state.apply(entry)
         self._commit(key)
 
@@ -353,6 +453,10 @@ class PopService:
     def _inflight(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[int, Inflight]:
         """The live checkpoint of a handle: found by (group, topic or its retry topic, queue, offset),
         and only until its deadline, the handle's (an expired, revived or re-popped message is not)."""
+        if not self.serving():
+            raise InvalidReceiptHandleError(
+                f"broker {self.ctx.config.broker_name} is a replica: acks and invisible-time changes go to its master"
+            )
         stored = retry_topic(group) if handle.retry else topic
         ck = self._by_queue.get((group, stored, handle.queue_id), {}).get(handle.offset)
         record = self.state.inflight.get(ck) if ck is not None else None
@@ -366,7 +470,7 @@ class PopService:
     def ack(self, group: str, topic: str, handle_text: str) -> None:
         """Acknowledge one popped message; InvalidReceiptHandleError when its handle is not live."""
         ck, record = self._inflight(group, topic, ReceiptHandle.decode(handle_text))
-        self.journal.append({"k": "ack", "id": ck})
+        self._record({"k": "ack", "id": ck})
         self._drop(ck, record)
 
     def _drop(self, ck: int, record: Inflight) -> None:
@@ -405,7 +509,7 @@ class PopService:
         invisible_ms = max(0, min(invisible_ms, MAX_INVISIBLE_MS))
         now = self._now_ms()
         entry = {"k": "chg", "id": ck, "d": now + invisible_ms}
-        self.journal.append(entry)
+        self._record(entry)
         self.state.apply(entry)
         heapq.heappush(self._due, (now + invisible_ms, ck))
         broker = handle.broker_name
@@ -446,7 +550,7 @@ class PopService:
         if attempts > self._max_times(record.group):
             return await self._requeue(ck, record, to_dlq=True)
         back = {"k": "back", "id": ck, "n": attempts}
-        self.journal.append(back)
+        self._record(back)
         self.state.apply(back)
         self._release(ck, record)
         return True
@@ -480,7 +584,7 @@ class PopService:
             to_dlq = to_dlq or message.reconsume_times >= self._max_times(record.group)
             if not await self.resend(message, record.group, to_dlq=to_dlq):
                 return False
-        self.journal.append({"k": "ack", "id": ck})
+        self._record({"k": "ack", "id": ck})
         self._drop(ck, record)
         return True
 
