@@ -40,11 +40,13 @@ def installed_zip_site(entry: str, path: list[str]) -> str | None:
         return None
     package = os.path.dirname(os.path.dirname(os.path.dirname(entry)))  # <site>/pyspark/python/lib/pyspark.zip
     site = os.path.dirname(package)
-    if os.path.basename(package) != "pyspark" or site not in path:
+    if os.path.basename(package) != "pyspark" or not os.path.isfile(os.path.join(package, "__init__.py")):
         return None
-    if not os.path.isfile(os.path.join(package, "__init__.py")):
-        return None
-    return site
+    if site in path:
+        return site
+    # Spark names the zip under SPARK_HOME with symlinks resolved; sys.path may reach the same site through one.
+    real = os.path.realpath(site)
+    return site if any(entry and os.path.realpath(entry) == real for entry in path) else None
 
 
 def prefer_compiled_pyspark(path: list[str]) -> list[str]:

@@ -62,6 +62,17 @@ def test_a_spark_distributions_zip_stays_where_spark_put_it(tmp_path: Path) -> N
     assert path == [*foreign, str(site)]
 
 
+def test_the_zip_leaves_when_the_path_reaches_its_site_through_a_symlink(tmp_path: Path) -> None:
+    """A virtualenv reached through a symlink: Spark names the zip by the resolved path, sys.path by the link."""
+    site = tmp_path / "real" / "site-packages"
+    pyspark_zip, py4j_zip = installed_pyspark(site)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    path = [pyspark_zip, py4j_zip, str(tmp_path / "link" / "site-packages")]
+
+    assert prefer_compiled_pyspark(path) == [pyspark_zip, py4j_zip]
+    assert path == [str(tmp_path / "link" / "site-packages")]
+
+
 @pytest.mark.parametrize("on_path", [False, True])
 def test_an_installed_zip_stays_when_its_package_cannot_be_imported_instead(tmp_path: Path, on_path: bool) -> None:
     """Without the site directory on the path, or without the package's __init__.py, the zip is the only pyspark."""
