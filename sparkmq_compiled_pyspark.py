@@ -10,7 +10,8 @@ query's fixed start-up cost (bench/spark_source_bench.py; docs/benchmarks.md).
 When the zip is the one inside an installed ``pyspark`` package that is itself on ``sys.path``
 (a pip-installed pyspark: ``SPARK_HOME`` is that package), the zip and the package hold the
 same modules, so dropping the zip from ``sys.path`` changes nothing but the import's cost. A zip
-from any other Spark distribution is left where Spark put it.
+from any other Spark distribution is left where Spark put it. The installed package's own jars
+(Spark puts spark-core's on the path too) hold no Python module: they go as well.
 
 A ``.pth`` file in site-packages (:data:`PTH_NAME`, :data:`PTH_TEXT`) calls
 :func:`prefer_compiled_pyspark` at interpreter start, only when a ``pyspark.zip`` is on ``sys.path``.
@@ -23,6 +24,7 @@ package so that the call does not import the package.
 from __future__ import annotations
 
 import os
+import sys
 
 ZIP_NAME = "pyspark.zip"
 PTH_NAME = "sparkmq-compiled-pyspark.pth"
@@ -40,18 +42,23 @@ def installed_zip_site(entry: str, path: list[str]) -> str | None:
         return None
     package = os.path.dirname(os.path.dirname(os.path.dirname(entry)))  # <site>/pyspark/python/lib/pyspark.zip
     site = os.path.dirname(package)
-    if os.path.basename(package) != "pyspark" or site not in path:
+    if os.path.basename(package) != "pyspark" or not os.path.isfile(os.path.join(package, "__init__.py")):
         return None
-    if not os.path.isfile(os.path.join(package, "__init__.py")):
-        return None
-    return site
+    if site in path:
+        return site
+    # Spark names the zip under SPARK_HOME with symlinks resolved; sys.path may reach the same site through one.
+    real = os.path.realpath(site)
+    return site if any(entry and os.path.realpath(entry) == real for entry in path) else None
 
 
 def prefer_compiled_pyspark(path: list[str]) -> list[str]:
     """Remove from ``path`` (in place) the zips that shadow an installed pyspark and py4j; return them.
 
     The py4j source zip beside the pyspark zip goes too when the same site directory has ``py4j``
-    installed. Every other entry keeps its place.
+    installed, and so do the package's own jars (Spark adds spark-core's: it holds no Python module).
+    Every other entry keeps its place. The removed entries' importers leave ``sys.path_importer_cache``:
+    each ``importlib.invalidate_caches()`` (PySpark's, once per fresh process) reads the directory of
+    every zip importer held there again (~40 ms of CPU for spark-core's jar and pyspark.zip).
     """
     removed: list[str] = []
     for entry in list(path):
@@ -61,11 +68,15 @@ def prefer_compiled_pyspark(path: list[str]) -> list[str]:
         path.remove(entry)
         removed.append(entry)
         lib = os.path.dirname(entry)
-        if os.path.isdir(os.path.join(site, "py4j")):
-            for other in list(path):
-                if os.path.dirname(other) == lib and os.path.basename(other).startswith("py4j-"):
-                    path.remove(other)
-                    removed.append(other)
+        jars = os.path.join(os.path.dirname(os.path.dirname(lib)), "jars")
+        py4j = os.path.isdir(os.path.join(site, "py4j"))
+        for other in list(path):
+            folder, name = os.path.split(other)
+            if (py4j and folder == lib and name.startswith("py4j-")) or (folder == jars and name.endswith(".jar")):
+                path.remove(other)
+                removed.append(other)
+    for entry in removed:
+        sys.path_importer_cache.pop(entry, None)
     return removed
 
 

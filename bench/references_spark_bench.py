@@ -15,8 +15,10 @@ queues, BODY-byte random bodies:
   ``maxOffsetsPerTrigger`` 100,000, ``Trigger.AvailableNow`` → ``writeStream.format("noop")``; the rows
   read are checked; the median trigger time is the micro-batch latency column.
 
-Cases alternate Kafka / sparkmq, ``--repeat`` times (the table shows each case's median run); a warm-up
-round of N/10 rows runs first. CPU seconds come from /proc (JVM, Spark's Python processes, the broker).
+Cases alternate Kafka / sparkmq, ``--repeat`` times (the table shows each case's median run;
+``--cases source``: the sink still writes, untimed; ``packed``: sparkmq's source again, ``maxPartitions``
+Spark's default parallelism); a warm-up round of N/10 rows runs first. CPU seconds come from /proc
+(JVM, Spark's Python processes, the broker).
 
 ``--eos``: exactly-once with a driver killed mid-stream. A driver process of its own (this file with
 ``--driver``) streams ``EOS_FILES`` text files of ``--eos-rows`` ids, one file a micro-batch, into Kafka's
@@ -110,7 +112,17 @@ def sink(kind: str, frame: Any, target: dict[str, str], topic: str, pid: int, ro
     return meter.fill(Run(f"{kind} sink", rows, 0.0))
 
 
-def source(kind: str, spark: Any, target: dict[str, str], topic: str, pid: int, rows: int, checkpoint: Path) -> Run:
+def source(
+    kind: str,
+    spark: Any,
+    target: dict[str, str],
+    topic: str,
+    pid: int,
+    rows: int,
+    checkpoint: Path,
+    packed: bool = False,
+) -> Run:
+    """``packed``: sparkmq's source with ``maxPartitions`` Spark's default parallelism (its cores)."""
     if kind == "kafka":
         frame = (
             spark.readStream.format("kafka")
@@ -125,12 +137,14 @@ def source(kind: str, spark: Any, target: dict[str, str], topic: str, pid: int, 
             spark.readStream.format("sparkmq")
             .option("namesrvAddr", target["sparkmq"])
             .option("topic", topic)
-            .option("consumerGroup", f"bench_{topic}")
+            .option("consumerGroup", f"bench_{topic}" + ("_packed" if packed else ""))
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
-            .load()
         )
-    return run_stream(f"{kind} source", frame, checkpoint, rows, pid)
+        if packed:
+            frame = frame.option("maxPartitions", str(spark.sparkContext.defaultParallelism))
+        frame = frame.load()
+    return run_stream(f"{kind} source" + (" packed" if packed else ""), frame, checkpoint, rows, pid)
 
 
 def eos_driver(kind: str, source_dir: str, target: str, topic: str, checkpoint: str) -> int:
@@ -260,12 +274,17 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--body", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--cases", default="sink,source", help="timed, of sink, source, packed (the sources read what the sink wrote)"
+    )
     parser.add_argument("--eos", action="store_true", help="the driver-kill exactly-once case instead")
     parser.add_argument("--eos-rows", type=int, default=200_000)
     parser.add_argument("--job", action="store_true", help="the main job written both ways instead")
     parser.add_argument("--job-orders", type=int, default=100_000)
     parser.add_argument("--driver", nargs=5, metavar=("KIND", "INPUT", "TARGET", "TOPIC", "CHECKPOINT"))
     args = parser.parse_args()
+    if set(args.cases.split(",")) - {"sink", "source", "packed"}:
+        parser.error(f"--cases {args.cases}: any of sink, source, packed")
     if args.driver:
         return eos_driver(*args.driver)
     missing = missing_references("kafka", "spark-kafka")
@@ -324,17 +343,25 @@ def throughput(
         source(kind, spark, target, "Warm", pids[kind], warm.count(), root / f"warm-{kind}")
     warm.unpersist()
     frame = bodies(spark, args.rows, args.body)
+    cases = args.cases.split(",")
     for n in range(args.repeat):
         for kind in SIDES:
             topic = f"Bench{n}"
-            runs.append(sink(kind, frame, target, topic, pids[kind], args.rows))
-            runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+            written = sink(kind, frame, target, topic, pids[kind], args.rows)
+            if "sink" in cases:
+                runs.append(written)
+            if "source" in cases:
+                runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+            if "packed" in cases and kind == "sparkmq":
+                checkpoint = root / f"cp-packed-{n}"
+                runs.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, packed=True))
     lines = [
         f"{args.rows:,} rows of {args.body} B, {args.repeat} repeats, maxOffsetsPerTrigger {PER_TRIGGER:,}",
         table(runs),
     ]
-    for case in ("sink", "source"):
-        ratio = median_rate(runs, f"sparkmq {case}") / median_rate(runs, f"kafka {case}")
+    for case in cases:
+        ours, theirs = ("source packed", "source") if case == "packed" else (case, case)
+        ratio = median_rate(runs, f"sparkmq {ours}") / median_rate(runs, f"kafka {theirs}")
         lines.append(f"{case}: sparkmq / Kafka rows/s = {ratio:.2f}x (target >= 1.0x)")
     return "\n".join(lines)
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+import zipimport
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,37 @@ def test_a_spark_distributions_zip_stays_where_spark_put_it(tmp_path: Path) -> N
 
     assert prefer_compiled_pyspark(path) == []
     assert path == [*foreign, str(site)]
+
+
+def test_the_packages_own_jars_leave_with_their_importers_and_other_jars_stay(tmp_path: Path) -> None:
+    """Spark adds spark-core's jar to PYTHONPATH; a zip importer kept for it is read again on every
+    ``importlib.invalidate_caches()``."""
+    site = tmp_path / "site-packages"
+    pyspark_zip, py4j_zip = installed_pyspark(site)
+    (site / "pyspark" / "jars").mkdir()
+    core_jar, user_jar = site / "pyspark" / "jars" / "spark-core_2.13-4.2.0.jar", tmp_path / "user.jar"
+    for jar in (core_jar, user_jar):
+        with zipfile.ZipFile(jar, "w") as made:
+            made.writestr("Placeholder.class", "")
+    path = [pyspark_zip, py4j_zip, str(core_jar), str(user_jar), str(site)]
+    sys.path_importer_cache[str(core_jar)] = zipimport.zipimporter(str(core_jar))
+    try:
+        assert prefer_compiled_pyspark(path) == [pyspark_zip, py4j_zip, str(core_jar)]
+        assert path == [str(user_jar), str(site)]
+        assert str(core_jar) not in sys.path_importer_cache
+    finally:
+        sys.path_importer_cache.pop(str(core_jar), None)
+
+
+def test_the_zip_leaves_when_the_path_reaches_its_site_through_a_symlink(tmp_path: Path) -> None:
+    """A virtualenv reached through a symlink: Spark names the zip by the resolved path, sys.path by the link."""
+    site = tmp_path / "real" / "site-packages"
+    pyspark_zip, py4j_zip = installed_pyspark(site)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    path = [pyspark_zip, py4j_zip, str(tmp_path / "link" / "site-packages")]
+
+    assert prefer_compiled_pyspark(path) == [pyspark_zip, py4j_zip]
+    assert path == [str(tmp_path / "link" / "site-packages")]
 
 
 @pytest.mark.parametrize("on_path", [False, True])
