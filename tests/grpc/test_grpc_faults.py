@@ -226,6 +226,23 @@ def test_a_failed_journal_fsync_over_remoting_answers_system_error_and_the_retri
     assert hosted.committed(group, topic) == 1  # r1 is still invisible
 
 
+def test_a_message_that_expires_while_the_journal_fails_is_revived_once_it_is_back(
+    hosted: HostedBroker, stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic, group = "FaultReviveTopic", "FaultReviveGroup"
+    hosted.create_topic(topic)
+    send(stub, topic, "e0")
+    code, handles = receive(stub, topic, group, invisible_ms=1000)
+    assert code == pb.OK and list(handles) == ["e0"]
+    fault = FailingJournalSync()
+    monkeypatch.setattr(disk, "fsync", fault)
+    assert wait_until(lambda: fault.failed >= 4, timeout_s=15)  # revive rounds met the failing journal
+    retry_copies = hosted.request(RequestCode.GET_MAX_OFFSET, {"topic": f"%RETRY%{group}", "queueId": "0"})
+    assert int(retry_copies.ext_fields.get("offset", "0")) <= 1  # a round the journal refused copied nothing
+    monkeypatch.undo()
+    assert list(receive_until_found(stub, topic, group, {"e0"})) == ["e0"]  # from the retry topic
+
+
 def test_the_real_client_receives_what_a_failed_fsync_gave_back(
     hosted: HostedBroker, stub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

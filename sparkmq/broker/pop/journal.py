@@ -200,8 +200,7 @@ class PopJournal:
         """Write ``entries`` to the file (the page cache); ``synced`` makes them durable. OffsetStoreError
         (nothing written) while the file cannot be written or rewritten."""
         data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
-        if self._broken:
-            self._rewrite(self.durable)
+        self.check()
         try:
             self._file.write(data)
             self._file.flush()
@@ -214,6 +213,11 @@ class PopJournal:
         self._written += 1
         if self.sync:
             self._unsynced.append((self._written, entries))
+
+    def check(self) -> None:
+        """OffsetStoreError while the file, after a failure, still cannot be rewritten (an append would fail)."""
+        if self._broken:
+            self._rewrite(self.durable)
 
     async def synced(self) -> None:
         """With ``sync``: until every entry appended so far is on disk. One fsync runs at a time, in a

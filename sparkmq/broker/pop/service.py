@@ -41,7 +41,7 @@ from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
 from sparkmq.broker.pop.revive_log import ReviveLog
 from sparkmq.broker.pop.select import PopRequest, message_group_of
 from sparkmq.broker.requeue import message_copy, store_copy
-from sparkmq.errors import InvalidReceiptHandleError
+from sparkmq.errors import InvalidReceiptHandleError, OffsetStoreError
 from sparkmq.message.names import dlq_topic, is_retry_topic, retry_topic
 from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from sparkmq.message.record import StoredMessage, iter_records
@@ -547,12 +547,22 @@ class PopService:
             record = self.state.inflight.get(ck)
             if record is not None and record.deadline_ms == deadline:
                 due[ck] = record
-        moved = 0
-        for ck, record in due.items():
-            if not await (self._fifo_expired(ck, record) if record.fifo else self._requeue(ck, record)):
-                heapq.heappush(self._due, (record.deadline_ms, ck))  # tried again next time
-                continue
-            moved += 1
+        moved = done = 0
+        expired = list(due.items())
+        try:
+            if expired:
+                self.journal.check()  # no copy to the retry topic that the journal could not then record
+            for ck, record in expired:
+                revived = await (self._fifo_expired(ck, record) if record.fifo else self._requeue(ck, record))
+                done += 1
+                if not revived:
+                    heapq.heappush(self._due, (record.deadline_ms, ck))  # tried again next time
+                    continue
+                moved += 1
+        except OffsetStoreError:  # the journal refused: the rest are tried again next time
+            for ck, record in expired[done:]:
+                heapq.heappush(self._due, (record.deadline_ms, ck))
+            raise
         if moved:
             self._wakeup.set()
         if len(self._due) > 2 * len(self.state.inflight) + 1024:
