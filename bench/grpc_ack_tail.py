@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import gc
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,7 @@ def main() -> None:
     client = json.loads(run.stdout.strip().splitlines()[-1])
     idle_lags = json.loads(idle.communicate(timeout=300)[0])
     asyncio.run_coroutine_threadsafe(broker.close(), loop).result(60)
+    shutil.rmtree(store, ignore_errors=True)
     print_machine(info)
     us = 1e6
     print(f"client ack p50 / p99:              {client['ack_p50_us']:8.0f} / {client['ack_p99_us']:8.0f} µs")
