@@ -69,12 +69,13 @@ def produce(args: argparse.Namespace, config: ClientConfiguration) -> None:
             if args.group_key:
                 keys = args.group_key.split(",")
                 message.message_group = keys[i % len(keys)]
+            asked_at = time.time()
             if args.delay_ms:
-                message.delivery_timestamp = int(time.time() * 1000) + args.delay_ms
+                message.delivery_timestamp = int(asked_at * 1000) + args.delay_ms
             for key, _, value in (prop.partition("=") for prop in args.prop):
                 message.add_property(key, value.format(i=i))
             receipt = producer.send(message)
-            emit("sent", id=receipt.message_id, body=f"{args.prefix}{i}", sent_at=time.time())
+            emit("sent", id=receipt.message_id, body=f"{args.prefix}{i}", asked_at=asked_at, sent_at=time.time())
     finally:
         producer.shutdown()
 

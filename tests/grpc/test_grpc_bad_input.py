@@ -1,6 +1,6 @@
 """Bad input to the gRPC endpoint: each answered with a status and a reason; the server keeps serving.
 
-Raw gRPC calls with the published stubs (the ``grpc`` extra) to one broker subprocess.
+Raw gRPC calls with the published stubs (the ``grpc`` extra) to the package's broker subprocess (``grpc_broker``).
 """
 
 from __future__ import annotations
@@ -17,20 +17,15 @@ try:
 except ImportError as exc:  # loud: these tests need what the broker's endpoint needs
     raise ImportError(f"{exc}: tests/grpc need the `grpc` extra in .venv (`make venv` installs it)") from exc
 
-from support.grpc_broker import GrpcBroker, start_broker
+from support.grpc_broker import GrpcBroker
 from support.processes import wait_until
 
 SEND = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcBroker]:
-    store = tmp_path_factory.mktemp("grpc-bad-input")
-    cluster = GrpcBroker(store, None, start_broker(store, None))
-    try:
-        yield cluster
-    finally:
-        cluster.broker.stop()
+def broker(grpc_broker: GrpcBroker) -> GrpcBroker:
+    return grpc_broker
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def test_producer_and_simple_consumer_receive_ack(grpc_broker: GrpcBroker, tmp_p
 def test_change_invisible_duration(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
     topic, group = names("Change")
     grpc_broker.create_topic(topic, queues=1)
-    [sent] = produce(grpc_broker, tmp_path, topic, 1)
+    [sent] = grpc_broker.send(topic, 1)
     receive = ("Rmq5Receive", grpc_broker.endpoint, topic, group, "2", "--invisible", "60", "--change-to", "1")
     records = java(tmp_path, *receive)
     assert [(r["id"], r["attempt"]) for r in of(records, "received")] == [(sent["id"], 1), (sent["id"], 2)]
@@ -51,7 +51,7 @@ def test_change_invisible_duration(grpc_broker: GrpcBroker, tmp_path: Path) -> N
 def test_push_consumer_failure_is_retried(grpc_broker: GrpcBroker, tmp_path: Path) -> None:
     topic, group = names("Push")
     grpc_broker.create_topic(topic, queues=2)
-    sent = produce(grpc_broker, tmp_path, topic, 3)
+    sent = grpc_broker.send(topic, 3)
     records = java(tmp_path, "Rmq5Push", grpc_broker.endpoint, topic, group, "3", "--fail-first", "1")
     ok = [r for r in of(records, "received") if not r["failed"]]
     assert sorted(r["id"] for r in ok) == sorted(s["id"] for s in sent)

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,26 @@ class GrpcBroker:
         body = SubscriptionGroupBody(group, retry_max_times=retry_max_times, consume_message_orderly=orderly)
         code, remark, _, _ = self.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body.encode())
         assert code == ResponseCode.SUCCESS, remark
+
+    def send(self, topic: str, count: int) -> list[dict[str, Any]]:
+        """``count`` messages (bodies ``m0``, ``m1``, ...) sent with the published stubs, as a producer run's
+        ``sent`` records: for scenarios whose producer is not what they test (a client run costs seconds)."""
+        import grpc
+        from rocketmq.grpc_protocol import definition_pb2 as pb
+        from rocketmq.grpc_protocol import service_pb2 as spb
+        from rocketmq.grpc_protocol import service_pb2_grpc
+
+        sent = [{"id": f"{topic}-{uuid.uuid4().hex}", "body": f"m{i}"} for i in range(count)]
+        with grpc.insecure_channel(self.endpoint) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            for record in sent:
+                system = pb.SystemProperties(message_id=record["id"], body_encoding=pb.IDENTITY)
+                message = pb.Message(
+                    topic=pb.Resource(name=topic), body=record["body"].encode(), system_properties=system
+                )
+                answer = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=30)
+                assert answer.status.code == pb.OK, answer.status
+        return sent
 
     def max_offset(self, topic: str, queue_id: int = 0) -> int:
         code, remark, fields, _ = self.request(RequestCode.GET_MAX_OFFSET, topic=topic, queueId=queue_id)

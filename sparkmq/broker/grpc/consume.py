@@ -3,39 +3,73 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
 from sparkmq.broker.acl.accounts import Perm
-from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc import convert, settings, streams
 from sparkmq.broker.grpc.backend import PopAsk
 from sparkmq.broker.grpc.calls import RpcBase, client_id_of, status, tags_of
 from sparkmq.broker.pop.service import MAX_INVISIBLE_MS, MIN_INVISIBLE_MS, Popped
-from sparkmq.errors import InvalidReceiptHandleError, PropertyFilterDisabledError, RemoteError, SubscriptionParseError
+from sparkmq.errors import (
+    InvalidReceiptHandleError,
+    OffsetStoreError,
+    PropertyFilterDisabledError,
+    RemoteError,
+    SparkmqError,
+    SubscriptionParseError,
+)
 
 logger = logging.getLogger(__name__)
 MAX_LONG_POLLING_S = 30
+CONSUME_ERRORS = (
+    InvalidReceiptHandleError,
+    RemoteError,
+    OffsetStoreError,
+    SubscriptionParseError,
+    PropertyFilterDisabledError,
+)
+NACK_INVISIBLE_MS = 1000
+
+
+async def answer(context: Any, response: spb.ReceiveMessageResponse) -> None:
+    """Write one response of a receive; a client that does not take it loses the stream."""
+    if not await streams.deliver(context, response):
+        await streams.end_stalled(context)
+
+
+def refusal(exc: SparkmqError) -> pb.Status:
+    """The status of a receive, ack, change or forward that failed, as Apache's proxy maps a broker's answer:
+    a handle that is not live; a filter that does not parse or is not enabled; a broker that did not answer
+    (PROXY_TIMEOUT); anything else a broker or the POP journal refused is INTERNAL_SERVER_ERROR with the
+    reason (nothing was changed: retry)."""
+    if isinstance(exc, InvalidReceiptHandleError):
+        return status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
+    if isinstance(exc, (SubscriptionParseError, PropertyFilterDisabledError)):
+        return status(pb.ILLEGAL_FILTER_EXPRESSION, exc.remark)
+    if isinstance(exc, RemoteError) and exc.retriable:
+        return status(pb.PROXY_TIMEOUT, exc.remark)
+    return status(pb.INTERNAL_SERVER_ERROR, exc.remark)
 
 
 class ConsumeRpcs(RpcBase):
     """POP consumption for the 5.x consumers."""
 
-    async def ReceiveMessage(
-        self, request: spb.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+    async def ReceiveMessage(self, request: spb.ReceiveMessageRequest, context: Any) -> None:
         denied = self._denied(context, request.message_queue.topic.name, Perm.SUB, request.group.name)
         if denied is not None:
-            yield spb.ReceiveMessageResponse(status=denied)
+            await answer(context, spb.ReceiveMessageResponse(status=denied))
             return
-        refusal, group_config = await self._refuse_receive(request)
-        if refusal is not None:
-            yield spb.ReceiveMessageResponse(status=refusal)
+        refused, group_config = await self._refuse_receive(request)
+        if refused is not None:
+            await answer(context, spb.ReceiveMessageResponse(status=refused))
             return
         assert group_config is not None
         topic = request.message_queue.topic.name
@@ -55,26 +89,35 @@ class ConsumeRpcs(RpcBase):
             ask = PopAsk(broker, group, topic, request.batch_size, invisible_ms, wait_ms, fifo, tags, queue_id, sql)
             ask = dataclasses.replace(ask, attempt_id=request.attempt_id) if request.attempt_id else ask
             popped = await self._long_poll(client_id_of(context), self.backend.pop(ask))
-        except (SubscriptionParseError, PropertyFilterDisabledError) as exc:
-            yield spb.ReceiveMessageResponse(status=status(pb.ILLEGAL_FILTER_EXPRESSION, exc.remark))
-            return
-        except RemoteError as exc:
-            yield spb.ReceiveMessageResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
+        except CONSUME_ERRORS as exc:
+            await answer(context, spb.ReceiveMessageResponse(status=refusal(exc)))
             return
         if not popped:
-            yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            await answer(context, spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message")))
             return
         client_id = client_id_of(context) if request.auto_renew else ""
-        for p in popped:
+        for i, p in enumerate(popped):
             if client_id:
                 self.renew.hold(group, topic, client_id, p.handle)
             attempt = self.backend.delivery_attempt(group, p, fifo)
             message = convert.to_protobuf(p.message, topic, p.handle.encode(), invisible_ms, attempt, pb.CRC32)
-            yield spb.ReceiveMessageResponse(message=message)
-        yield spb.ReceiveMessageResponse(status=status())
+            if not await streams.deliver(context, spb.ReceiveMessageResponse(message=message)):
+                await self._nack(group, topic, popped[i:])
+                await streams.end_stalled(context)
+        await answer(context, spb.ReceiveMessageResponse(status=status()))
         stamp = spb.ReceiveMessageResponse()
         stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
-        yield stamp
+        await answer(context, stamp)
+
+    async def _nack(self, group: str, topic: str, unsent: list[Popped]) -> None:
+        """Messages a stalled client never took: visible again in a second (as Apache's proxy nacks them)."""
+        for p in unsent:
+            handle = p.handle.encode()
+            self.renew.release(handle)
+            with contextlib.suppress(*CONSUME_ERRORS):
+                await self.backend.change_invisible(group, topic, handle, NACK_INVISIBLE_MS)
+        with contextlib.suppress(OffsetStoreError):
+            await self.backend.durable()
 
     async def _long_poll(self, client_id: str, waiting: Coroutine[Any, Any, list[Popped]]) -> list[Popped]:
         """``waiting``'s messages, or none once the client says it terminates (its channel's shutdown would
@@ -126,18 +169,25 @@ class ConsumeRpcs(RpcBase):
         for entry in request.entries:
             try:
                 await self.backend.ack(request.group.name, request.topic.name, self.renew.current(entry.receipt_handle))
-                self.renew.release(entry.receipt_handle)
                 result = status()
-            except InvalidReceiptHandleError as exc:
-                result = status(pb.INVALID_RECEIPT_HANDLE, exc.remark)
-            except RemoteError as exc:
-                result = status(pb.PROXY_TIMEOUT, exc.remark)
+            except CONSUME_ERRORS as exc:
+                result = refusal(exc)
             entries.append(
                 spb.AckMessageResultEntry(
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
                 )
             )
-        await self.backend.durable()
+        try:
+            await self.backend.durable()
+            lost = None
+        except OffsetStoreError as exc:  # the journal lost them: nothing was acked
+            lost = refusal(exc)
+        for entry in entries:
+            if entry.status.code == pb.OK:
+                if lost is None:
+                    self.renew.release(entry.receipt_handle)
+                else:
+                    entry.status.CopyFrom(lost)
         codes = {e.status.code for e in entries}
         if not entries:
             overall = status(pb.BAD_REQUEST, "no entry to acknowledge")
@@ -160,12 +210,10 @@ class ConsumeRpcs(RpcBase):
             group, topic = request.group.name, request.topic.name
             current = self.renew.current(request.receipt_handle)
             handle = await self.backend.change_invisible(group, topic, current, invisible)
-            self.renew.release(request.receipt_handle)
-        except InvalidReceiptHandleError as exc:
-            return spb.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
-        except RemoteError as exc:
-            return spb.ChangeInvisibleDurationResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
-        await self.backend.durable()
+            await self.backend.durable()
+        except CONSUME_ERRORS as exc:
+            return spb.ChangeInvisibleDurationResponse(status=refusal(exc))
+        self.renew.release(request.receipt_handle)
         return spb.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle.encode())
 
     async def ForwardMessageToDeadLetterQueue(
@@ -176,16 +224,14 @@ class ConsumeRpcs(RpcBase):
             return spb.ForwardMessageToDeadLetterQueueResponse(status=denied)
         group = request.group.name
         current = self.renew.current(request.receipt_handle)
-        self.renew.release(request.receipt_handle)
         try:
             stored = await self.backend.dead_letter(group, request.topic.name, current)
-        except InvalidReceiptHandleError as exc:
-            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, exc.remark))
-        except RemoteError as exc:
-            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.PROXY_TIMEOUT, exc.remark))
+            await self.backend.durable()
+        except CONSUME_ERRORS as exc:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
         if not stored:
             return spb.ForwardMessageToDeadLetterQueueResponse(
                 status=status(pb.INTERNAL_SERVER_ERROR, "the DLQ copy could not be stored")
             )
-        await self.backend.durable()
+        self.renew.release(request.receipt_handle)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status())

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sparkmq.broker.grpc.backend import Backend
 from sparkmq.broker.pop import ReceiptHandle
-from sparkmq.errors import InvalidReceiptHandleError
+from sparkmq.errors import InvalidReceiptHandleError, OffsetStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +59,10 @@ class AutoRenew:
             del self._held[key]
 
     async def renew_due(self) -> int:
-        """Renew every held message of a live client close to its deadline; returns how many."""
+        """Renew every held message of a live client close to its deadline; returns how many. When the
+        journal loses the renewals, the messages keep their old handles (live again) and are tried next round."""
         now = int(time.time() * 1000)
-        renewed: list[tuple[int, str]] = []
+        renewed: list[tuple[str, _Held, str, int]] = []  # client's handle, the message, its former handle, deadline
         while self._due and self._due[0][0] - now <= self.ahead_ms:
             deadline, key = heapq.heappop(self._due)
             held = self._held.get(key)
@@ -76,10 +77,19 @@ class AutoRenew:
                 logger.info("auto-renew of a message of group %s stopped: %s", held.group, exc.remark)
                 del self._held[key]
                 continue
+            except OffsetStoreError:
+                heapq.heappush(self._due, (deadline, key))
+                break
+            renewed.append((key, held, held.handle, held.deadline_ms))
             held.handle, held.deadline_ms = handle.encode(), handle.deadline_ms
-            renewed.append((handle.deadline_ms, key))
-        for entry in renewed:
-            heapq.heappush(self._due, entry)
+        try:
+            await self.backend.durable()
+        except OffsetStoreError as exc:
+            logger.warning("auto-renew of %d messages lost: %s", len(renewed), exc.remark)
+            for _, held, former, deadline in renewed:
+                held.handle, held.deadline_ms = former, deadline
+        for key, held, _, _ in renewed:
+            heapq.heappush(self._due, (held.deadline_ms, key))
         if len(self._due) > 2 * len(self._held) + 1024:
             self._due = [(held.deadline_ms, key) for key, held in self._held.items()]
             heapq.heapify(self._due)

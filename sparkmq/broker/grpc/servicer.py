@@ -20,7 +20,7 @@ import grpc
 from sparkmq.broker.acl.accounts import Perm
 from sparkmq.broker.acl.validator import AclValidator
 from sparkmq.broker.context import BrokerContext
-from sparkmq.broker.grpc import convert, settings
+from sparkmq.broker.grpc import convert, settings, streams
 from sparkmq.broker.grpc.backend import EndTransaction, LocalBackend, TopicRoute
 from sparkmq.broker.grpc.calls import Peer, born_host, client_id_of, status
 from sparkmq.broker.grpc.consume import ConsumeRpcs
@@ -105,22 +105,24 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
         self.end_long_polls(client_id_of(context))
         return spb.NotifyClientTerminationResponse(status=status())
 
-    async def Telemetry(
-        self, requests: AsyncIterator[spb.TelemetryCommand], context: Any
-    ) -> AsyncIterator[spb.TelemetryCommand]:
+    async def Telemetry(self, requests: AsyncIterator[spb.TelemetryCommand], context: Any) -> None:
         denied = self._denied(context)
         if denied is not None:
-            yield spb.TelemetryCommand(status=denied)
+            await streams.deliver(context, spb.TelemetryCommand(status=denied))
             return
         outbound: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
         client_id = client_id_of(context)
-        channel = TelemetryChannel(client_id, Peer(context.peer()).peer, outbound)
+        channel = TelemetryChannel(client_id, Peer(context.peer()).peer, outbound, streams.TELEMETRY_QUEUE)
         groups: set[str] = set()
+        taken = asyncio.Event()  # the writer took a command: the reader may queue another
 
         async def read() -> None:
             try:
                 async for command in requests:
                     if command.HasField("settings"):
+                        while outbound.qsize() >= streams.TELEMETRY_QUEUE:  # the client sends but does not read
+                            taken.clear()
+                            await taken.wait()
                         outbound.put_nowait(await self._settings(command.settings, channel, groups))
             finally:
                 outbound.put_nowait(None)
@@ -129,8 +131,17 @@ class MessagingServicer(ConsumeRpcs, service_pb2_grpc.MessagingServiceServicer):
         live = self.renew.live_clients
         live[client_id] = live.get(client_id, 0) + 1
         try:
-            while (item := await outbound.get()) is not None:
-                yield item
+            try:
+                item = await asyncio.wait_for(outbound.get(), streams.FIRST_SETTINGS_S)
+            except TimeoutError:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, f"no Settings within {streams.FIRST_SETTINGS_S:g} s"
+                )
+            while item is not None:
+                taken.set()
+                if not await streams.deliver(context, item):
+                    await streams.end_stalled(context)
+                item = await outbound.get()
         finally:
             reader.cancel()
             channel.close()

@@ -55,11 +55,14 @@ class TelemetryChannel:
     """Duck-types what the check-back uses of a RemotingConnection (``id``, ``peer``, ``is_open``,
     ``next_opaque``, ``send``, ``close``) over one Telemetry stream's outbound queue."""
 
-    def __init__(self, client_id: str, peer: tuple[str, int], outbound: asyncio.Queue[spb.TelemetryCommand]) -> None:
+    def __init__(
+        self, client_id: str, peer: tuple[str, int], outbound: asyncio.Queue[spb.TelemetryCommand | None], limit: int
+    ) -> None:
         self.id = -next(_IDS)  # never a remoting connection's id
         self.client_id = client_id
         self.peer = peer
         self.outbound = outbound
+        self.limit = limit  # commands queued for a client that does not read; a check-back beyond it is dropped
         self.is_open = True
         self._loop = asyncio.get_running_loop()
 
@@ -79,9 +82,11 @@ class TelemetryChannel:
             return
         message = convert.to_protobuf(half, half.topic, "", 0, 1, pb.CRC32)
         recover = spb.RecoverOrphanedTransactionCommand(message=message, transaction_id=txid)
-        self._loop.call_soon_threadsafe(
-            self.outbound.put_nowait, spb.TelemetryCommand(recover_orphaned_transaction_command=recover)
-        )
+        self._loop.call_soon_threadsafe(self._queue, spb.TelemetryCommand(recover_orphaned_transaction_command=recover))
+
+    def _queue(self, command: spb.TelemetryCommand) -> None:
+        if self.outbound.qsize() < self.limit:  # else dropped: the checker asks again next interval
+            self.outbound.put_nowait(command)
 
     def close(self) -> None:
         self.is_open = False

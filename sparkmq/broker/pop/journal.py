@@ -6,6 +6,12 @@ before it, so an RPC's or a batch's lines share one), so a popped-but-unacked me
 redelivered after a kill -9 and an acked one is not. ``load`` replays the lines; a torn last line
 (a crash mid-write) is dropped. ``compact`` rewrites the live state (tmp, fsync, rename) once the file has grown.
 
+A failed fsync loses every line written since the last good one: the callers waiting on them get
+:class:`OffsetStoreError` (retriable), ``on_lost`` hands the owner the state on disk (``durable``) to go
+back to, and the file is rewritten from that state (a fresh file: the failed one's pages are not
+trusted again); until a rewrite succeeds, appends are refused. Every fsync goes through
+``sparkmq.store.disk``, the seam a test injects a disk fault through.
+
 Lines: ``{"k": "pop", "id": first ckId, "g", "t", "q", "o": [offsets], "d": deadline, "f": fifo, "m": [message
 groups] (FIFO)}``, ``{"k": "ack", "id"}``, ``{"k": "chg", "id", "d"}``, ``{"k": "off", "g", "t", "q", "o", "w": {message
 group: [offsets]}}`` (the pop offset, and the FIFO messages read past while their message group was locked),
@@ -22,12 +28,14 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparkmq.errors import OffsetStoreError
+from sparkmq.store import disk
 
 logger = logging.getLogger(__name__)
 COMPACT_ABOVE_BYTES = 4 << 20
@@ -98,6 +106,12 @@ class PopState:
         elif kind == "log":
             self.log_offset = int(entry["o"])
 
+    def copy(self) -> PopState:
+        state = PopState()
+        for entry in self.entries():
+            state.apply(entry)
+        return state
+
     def entries(self) -> list[dict[str, Any]]:
         """The state as journal lines (for compaction)."""
         lines: list[dict[str, Any]] = []
@@ -150,9 +164,16 @@ class PopJournal:
     def __init__(self, path: Path, sync: bool) -> None:
         self.path = path
         self.sync = sync
+        # the state of the lines on disk: with ``sync``, of those fsynced; without, the owner's own (all written)
+        self.durable = PopState()
+        self.on_lost: Callable[[PopState], None] = lambda durable: None
         self._file: Any = None
         self._written = 0  # appends so far
         self._synced = 0  # appends on disk
+        self._unsynced: list[tuple[int, tuple[dict[str, Any], ...]]] = []  # (append number, its entries)
+        self._lost = (0, 0)  # the appends (after, through] a failed fsync dropped
+        self._lost_reason = ""
+        self._broken = False  # the file may hold lines of a failed write or fsync: rewritten before the next append
         self._syncing: asyncio.Future[None] | None = None
         self._fsyncs: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()  # an fsync off the loop against a rewrite closing the file
@@ -172,23 +193,42 @@ class PopJournal:
                         logger.warning("%s: line %d unreadable (%s), dropped with what follows", self.path, number, exc)
                         break
         self._rewrite(state)
+        self.durable = state.copy() if self.sync else state
         return state
 
     def append(self, *entries: dict[str, Any]) -> None:
-        """Write ``entries`` to the file (the page cache); ``synced`` makes them durable."""
+        """Write ``entries`` to the file (the page cache); ``synced`` makes them durable. OffsetStoreError
+        (nothing written) while the file cannot be written or rewritten."""
         data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries)
+        self.check()
         try:
             self._file.write(data)
             self._file.flush()
         except OSError as exc:
-            raise OffsetStoreError(f"cannot append to the POP journal {self.path}: {exc}") from exc
+            reason = f"cannot append to the POP journal {self.path}: {exc}"
+            self._broken = True  # part of the line may be in the file
+            if self.sync:
+                self._lose(reason)
+            raise OffsetStoreError(reason, retriable=True) from exc
         self._written += 1
+        if self.sync:
+            self._unsynced.append((self._written, entries))
+
+    def check(self) -> None:
+        """OffsetStoreError while the file, after a failure, still cannot be rewritten (an append would fail)."""
+        if self._broken:
+            self._rewrite(self.durable)
 
     async def synced(self) -> None:
         """With ``sync``: until every entry appended so far is on disk. One fsync runs at a time, in a
-        thread; the callers that appended before it started all return when it ends."""
+        thread; the callers that appended before it started all return when it ends, or all raise
+        OffsetStoreError when it failed (their changes were rolled back)."""
         target = self._written
-        while self.sync and self._synced < target:
+        while self.sync:
+            if self._lost[0] < target <= self._lost[1]:
+                raise OffsetStoreError(self._lost_reason, retriable=True)
+            if self._synced >= target:
+                return
             if self._syncing is None:
                 self._syncing = asyncio.ensure_future(self._fsync())
             await asyncio.shield(self._syncing)
@@ -200,23 +240,48 @@ class PopJournal:
         try:
             await asyncio.get_running_loop().run_in_executor(self._fsyncs, self._fsync_file)
         except OSError as exc:
-            raise OffsetStoreError(f"cannot fsync the POP journal {self.path}: {exc}") from exc
+            self._lose(f"cannot fsync the POP journal {self.path}: {exc}")
+            return
         finally:
             self._syncing = None
+        done = 0
+        for number, entries in self._unsynced:
+            if number > upto:
+                break
+            for entry in entries:
+                self.durable.apply(entry)
+            done += 1
+        del self._unsynced[:done]
         self._synced = max(self._synced, upto)
 
     def _fsync_file(self) -> None:
         with self._lock:
             if self._file is not None:
-                os.fsync(self._file.fileno())
+                disk.fsync(self._file.fileno())
+
+    def _lose(self, reason: str) -> None:
+        """Every line since the last good fsync is lost: its callers fail, the owner goes back to ``durable``."""
+        self._lost = (self._synced, self._written)
+        self._lost_reason = f"{reason}; the request's changes were not kept, retry it"
+        logger.error("%s", self._lost_reason)
+        self._unsynced.clear()
+        self._broken = True
+        try:
+            self._rewrite(self.durable)
+        except OffsetStoreError as rewrite:
+            logger.error("%s; appends are refused until it can be rewritten", rewrite.remark)
+        self.on_lost(self.durable)
 
     def compact_if_grown(self, state: PopState) -> None:
+        """Rewrite the file from the live ``state`` once it has grown: every change so far is then on disk."""
         if self._file is not None and self._file.tell() > COMPACT_ABOVE_BYTES:
-            self._rewrite(state)
+            self.replace(state)
 
     def replace(self, state: PopState) -> None:
         """The file holds ``state`` alone from now on (rewritten, fsynced)."""
         self._rewrite(state)
+        self._unsynced.clear()
+        self.durable = state.copy() if self.sync else state
 
     def _rewrite(self, state: PopState) -> None:
         tmp = self.path.with_suffix(".tmp")
@@ -225,15 +290,16 @@ class PopJournal:
                 for entry in state.entries():
                     f.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
                 f.flush()
-                os.fsync(f.fileno())
+                disk.fsync(f.fileno())
             os.replace(tmp, self.path)
             with self._lock:
                 if self._file is not None:
                     self._file.close()
                 self._file = open(self.path, "ab")  # noqa: SIM115 - held open for appends until close()
             self._synced = self._written  # the rewritten file holds the state of every append, fsynced
+            self._broken = False
         except OSError as exc:
-            raise OffsetStoreError(f"cannot rewrite the POP journal {self.path}: {exc}") from exc
+            raise OffsetStoreError(f"cannot rewrite the POP journal {self.path}: {exc}", retriable=True) from exc
 
     def close(self) -> None:
         if self._fsyncs is not None:

@@ -41,7 +41,7 @@ from sparkmq.broker.pop.journal import Inflight, PopJournal, PopState, QueueKey
 from sparkmq.broker.pop.revive_log import ReviveLog
 from sparkmq.broker.pop.select import PopRequest, message_group_of
 from sparkmq.broker.requeue import message_copy, store_copy
-from sparkmq.errors import InvalidReceiptHandleError
+from sparkmq.errors import InvalidReceiptHandleError, OffsetStoreError
 from sparkmq.message.names import dlq_topic, is_retry_topic, retry_topic
 from sparkmq.message.properties import DELAY_TIME_LEVEL, ORIGIN_MESSAGE_ID, RETRY_TOPIC
 from sparkmq.message.record import StoredMessage, iter_records
@@ -102,6 +102,7 @@ class PopService:
         self._busy: dict[QueueKey, dict[str, int]] = {}  # a FIFO queue's message groups in flight -> ck id
         self.attempts = Attempts()
         self._due: list[tuple[int, int]] = []  # (deadline, ck id) heap; entries of acked or changed ones linger
+        self._origins: dict[QueueKey, int] = {}  # a queue's committed offset before the group's first pop of it
         self._parked = 0  # pops waiting for a message
         self._wakeup = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,6 +111,7 @@ class PopService:
         self._loop = asyncio.get_running_loop()
         self.state = self.journal.load()
         self._reindex()
+        self.journal.on_lost = self._roll_back
         self.ctx.store.add_group_dispatch_listener(self._dispatched)
 
     def _reindex(self) -> None:
@@ -119,6 +121,20 @@ class PopService:
             if record.fifo:
                 self._busy.setdefault((record.group, record.topic, record.queue_id), {})[record.message_group] = ck
         self._rebuild_due()
+
+    def _roll_back(self, durable: PopState) -> None:
+        """The journal lost the changes since its last good fsync: back to the state on disk, the groups'
+        offsets with it. Checkpoint ids stay increasing, so a lost pop's handles never name a later message."""
+        touched = set(self._by_queue) | set(self.state.pop_offsets)
+        next_id = self.state.next_id
+        self.state = durable.copy()
+        self._reindex()
+        self.state.next_id = max(self.state.next_id, next_id)
+        for key in touched | set(self._by_queue):
+            origin = self._origins.get(key)
+            if key not in self.state.pop_offsets and origin is not None:
+                self.ctx.offsets.commit(key[0], key[1], key[2], origin)
+            self._commit(key)
 
     def close(self) -> None:
         self.journal.close()
@@ -409,7 +425,9 @@ class PopService:
             return offset
         group, topic, queue_id = key
         committed = self.ctx.offsets.query(group, topic, queue_id)
-        return committed if committed >= 0 else self._init_offset(topic, queue_id, init_max)
+        offset = committed if committed >= 0 else self._init_offset(topic, queue_id, init_max)
+        self._origins[key] = offset
+        return offset
 
     def _init_offset(self, topic: str, queue_id: int, init_max: bool) -> int:
         """Where a group without an offset starts (PopMessageProcessor's initMode): MIN at the queue's first
@@ -529,12 +547,22 @@ class PopService:
             record = self.state.inflight.get(ck)
             if record is not None and record.deadline_ms == deadline:
                 due[ck] = record
-        moved = 0
-        for ck, record in due.items():
-            if not await (self._fifo_expired(ck, record) if record.fifo else self._requeue(ck, record)):
-                heapq.heappush(self._due, (record.deadline_ms, ck))  # tried again next time
-                continue
-            moved += 1
+        moved = done = 0
+        expired = list(due.items())
+        try:
+            if expired:
+                self.journal.check()  # no copy to the retry topic that the journal could not then record
+            for ck, record in expired:
+                revived = await (self._fifo_expired(ck, record) if record.fifo else self._requeue(ck, record))
+                done += 1
+                if not revived:
+                    heapq.heappush(self._due, (record.deadline_ms, ck))  # tried again next time
+                    continue
+                moved += 1
+        except OffsetStoreError:  # the journal refused: the rest are tried again next time
+            for ck, record in expired[done:]:
+                heapq.heappush(self._due, (record.deadline_ms, ck))
+            raise
         if moved:
             self._wakeup.set()
         if len(self._due) > 2 * len(self.state.inflight) + 1024:
