@@ -302,6 +302,9 @@ class BrokerController:
         if self.slave_sync is not None:
             self.slave_sync.master_addr = "" if master else master_addr
         if master:  # the check-back and POP revive run on the master only (startProcessorByHa / shutdownProcessorByHa)
+            adopted = self.context.topics.adopt_stored(self.context.store.queue_ids())
+            if adopted:
+                logger.warning("promoted: topics the last sync had not brought, taken from the store: %s", adopted)
             if self.pop is not None:
                 self.pop.promote()
             await self.transactions.start()

@@ -143,6 +143,19 @@ class TopicConfigManager:
             return existing
         return self.put(TopicConfig(topic, queues, queues, READ_WRITE))
 
+    def adopt_stored(self, queue_ids: dict[str, list[int]]) -> list[str]:
+        """A promoted replica: each topic its store holds ConsumeQueues for but its table lacks (created on
+        the master after the last topic sync) is added readable and writable with the queues it holds;
+        returns those topics. System topics are left to their owners."""
+        adopted = []
+        for topic, ids in queue_ids.items():
+            if topic in self.topics or self.is_system(topic) or not ids:
+                continue
+            queues = min(max(ids) + 1, self.max_queue_nums)
+            self.put(TopicConfig(topic, queues, queues, READ_WRITE))
+            adopted.append(topic)
+        return adopted
+
     def update_by_admin(self, config: TopicConfig, modification: str | None = None) -> TopicConfig:
         """UPDATE_AND_CREATE_TOPIC: like :meth:`put`, but system topics are refused; ``modification``
         (RocketMQ 5's ``+key=value,-key``) alters the topic's current attributes (InvalidFieldError if bad)."""
