@@ -40,11 +40,20 @@ def installed_zip_site(entry: str, path: list[str]) -> str | None:
         return None
     package = os.path.dirname(os.path.dirname(os.path.dirname(entry)))  # <site>/pyspark/python/lib/pyspark.zip
     site = os.path.dirname(package)
-    if os.path.basename(package) != "pyspark" or site not in path:
+    if os.path.basename(package) != "pyspark" or not on_path(site, path):
         return None
     if not os.path.isfile(os.path.join(package, "__init__.py")):
         return None
     return site
+
+
+def on_path(directory: str, path: list[str]) -> bool:
+    """Whether ``path`` holds ``directory`` under any name: Spark names its zip by the real path, while an
+    interpreter run through a symlinked virtualenv puts its site directory on ``sys.path`` by the link's."""
+    if directory in path:
+        return True
+    real = os.path.realpath(directory)
+    return any(os.path.realpath(entry) == real for entry in path)
 
 
 def prefer_compiled_pyspark(path: list[str]) -> list[str]:
