@@ -32,9 +32,17 @@ def append_once(batch: DataFrame, table_dir: Path, app_id: str, batch_id: int) -
     )
 
 
-def overwrite(rows: DataFrame, table_dir: Path) -> None:
-    """Replace the table's contents (a derived table recomputed from the raw one)."""
-    rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(str(table_dir))
+def overwrite_once(rows: DataFrame, table_dir: Path, app_id: str, batch_id: int) -> None:
+    """Replace the table's contents with ``rows`` as micro-batch ``batch_id`` of ``app_id`` (a derived table
+    folded forward batch by batch); Delta skips a batch id committed before, as ``append_once``."""
+    (
+        rows.write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .save(str(table_dir))
+    )
 
 
 def read(spark: SparkSession, table_dir: Path) -> DataFrame:

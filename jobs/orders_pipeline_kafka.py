@@ -26,6 +26,7 @@ from jobs.orders_pipeline import (
     print_summary,
     spark_session,
     stop_and_rates,
+    stop_if_idle,
     stream_into,
 )
 
@@ -71,7 +72,10 @@ def run(bootstrap: str, jars: list[Path], data_dir: Path, total: int, rate: int,
     try:
         while time.monotonic() - started < timeout_s:
             time.sleep(2)
-            if consumer is None and producer.lastProgress and producer.lastProgress["sink"]["numOutputRows"]:
+            written = sum(max(p["sink"]["numOutputRows"], 0) for p in producer.recentProgress)
+            if written >= total:
+                stop_if_idle(producer)  # the rate source's later rows are all past the last order
+            if consumer is None and written:
                 consumer = start_consumer(spark, bootstrap, tables, checkpoints / "consumer")
             consumed = row_count(tables / "orders") if exists(tables / "orders") else 0
             print(f"  {time.monotonic() - started:5.1f}s  in Delta {consumed:>7,}")

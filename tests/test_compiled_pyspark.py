@@ -41,6 +41,17 @@ def test_the_installed_packages_own_zips_leave_and_every_other_entry_keeps_its_p
     assert path == [str(tmp_path / "app"), "/user/pyfiles.zip", str(site)]
 
 
+def test_the_zips_leave_when_the_site_directory_is_on_the_path_through_a_symlink(tmp_path: Path) -> None:
+    """A symlinked virtualenv: Spark names the zip by the real path, sys.path the site by the link's."""
+    site = tmp_path / "real" / "site-packages"
+    pyspark_zip, py4j_zip = installed_pyspark(site)
+    (tmp_path / "venv").symlink_to(tmp_path / "real")
+    path = [pyspark_zip, py4j_zip, str(tmp_path / "venv" / "site-packages")]
+
+    assert prefer_compiled_pyspark(path) == [pyspark_zip, py4j_zip]
+    assert path == [str(tmp_path / "venv" / "site-packages")]
+
+
 def test_the_py4j_zip_stays_when_py4j_is_not_installed_beside_pyspark(tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     pyspark_zip, py4j_zip = installed_pyspark(site, with_py4j=False)

@@ -34,7 +34,7 @@ from sparkmq.message import layout as L
 from sparkmq.message.record import MessageBatch, StoredMessage
 from sparkmq.store.body_verify import UNVERIFIED_FILE, BodyVerifier
 from sparkmq.store.checkpoint import StoreCheckpoint
-from sparkmq.store.commitlog import CommitLog, Resync
+from sparkmq.store.commitlog import CommitLog, Resync, ScannedRecord
 from sparkmq.store.config import DEFAULT_MAX_TRANSFER_BYTES, StoreConfig, delay_level_millis
 from sparkmq.store.consume_queue import ConsumeQueue
 from sparkmq.store.damage import INDEX_FILE, REPLICA, DamageReport
@@ -113,6 +113,7 @@ class MessageStore:
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
         self._replica_dispatched: int | None = None  # a slave: CommitLog offset dispatch has reached
+        self._replica_checked: list[ScannedRecord] | None = None  # a slave: the last run's records, to dispatch
         self._replica_held: tuple[int, bytes] = (0, b"")  # a slave: an incomplete record received, and where
         self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.truncations = 0  # times truncate_replica cut the CommitLog (what was derived from its tail is stale)
@@ -360,7 +361,9 @@ class MessageStore:
     def append_replica(self, offset: int, data: bytes | memoryview) -> int:
         """A slave's side: append the whole records of the master's CommitLog bytes at ``offset``
         (``replica.whole_records``; an incomplete last one waits for the next run, which continues
-        it), dispatch them (ConsumeQueues, index, long polls) and return the new max offset.
+        it) and return the new max offset; ``dispatch_replica`` then derives their ConsumeQueue units
+        and index entries (the slave acknowledges in between, as Java's HAClient reports its offset
+        before its ReputMessageService dispatches).
 
         Raises :class:`StoreError` when ``offset`` does not continue this log or writes are refused,
         :class:`ReplicaDamage` (reported as damage) when the bytes fail a check: nothing of them is
@@ -384,8 +387,18 @@ class MessageStore:
             if whole:
                 append_run(self.commitlog, offset, memoryview(data)[:whole])
             self._replica_held = (offset + whole, bytes(data[whole:]))
-            direct = self._replica_dispatched == offset  # the records just checked are all there is to dispatch
-            scanned = records if direct else self.commitlog.scan(self._replica_dispatched, False)
+            # The records just checked are all there is to dispatch when dispatch stands at their start.
+            self._replica_checked = records if self._replica_dispatched == offset else None
+            return self.commitlog.max_offset
+
+    def dispatch_replica(self) -> None:
+        """A slave's dispatch (ConsumeQueues, index, long polls) of the records ``append_replica`` appended."""
+        with self._lock:
+            start, checked = self._replica_dispatched, self._replica_checked
+            self._replica_checked = None
+            if start is None or start >= self._replica_held[0]:
+                return
+            scanned = checked if checked is not None else self.commitlog.scan(start, False)
             for item in requests_for_replica(self.coder, scanned):
                 for request in item.queues if isinstance(item, GroupDispatch) else (item,):
                     key = (request.topic, request.queue_id)
@@ -397,8 +410,7 @@ class MessageStore:
                     dispatch_group(self, item)
                 else:
                     dispatch(self, item)
-            self._replica_dispatched = offset + whole if direct else self.commitlog.scan_end
-            return self.commitlog.max_offset
+            self._replica_dispatched = self._replica_held[0] if checked is not None else self.commitlog.scan_end
 
     @property
     def replica_records_end(self) -> int:
@@ -427,6 +439,7 @@ class MessageStore:
             self._replica_dispatched = self.commitlog.max_offset
             self._replica_held = (0, b"")
             self.truncations += 1
+            self._replica_checked = None
             return self.commitlog.max_offset
 
     def add_dispatch_listener(self, listener: DispatchListener) -> None:

@@ -101,6 +101,7 @@ class HAService:
                 prepare_link or self._configured_master,
                 lambda: self.store.commitlog.max_offset,
                 self.store.append_replica,
+                self.store.dispatch_replica,
                 interval_s,
                 interval_s,
                 broker_id,

@@ -2,7 +2,8 @@
 
 The slave reports its CommitLog max offset on connecting, after every receipt and every
 ``haSendHeartbeatInterval``; the master answers with its bytes from exactly that offset, so a
-restart or a dropped link resumes where the slave's own log ends: no gap, no duplicate. A run
+restart or a dropped link resumes where the slave's own log ends: no gap, no duplicate. A run is
+acknowledged once appended, then dispatched (Java's HAClient reports before its reput). A run
 whose offset does not continue the link's last one (``slavePhyOffset != masterPhyOffset``), or
 whose bytes the store refuses (``store.replica``: damaged in flight), closes the link; the next one
 starts again from the slave's own end.
@@ -35,6 +36,7 @@ class ReplicationSink:
         master_address: Callable[[], Awaitable[str]],
         max_offset: Callable[[], int],
         append_run: AppendRun,
+        dispatch: Callable[[], None],
         heartbeat_s: float,
         retry_s: float,
         broker_id: int | None = None,
@@ -45,6 +47,7 @@ class ReplicationSink:
         self._broker_id = broker_id
         self._max_offset = max_offset
         self._append_run = append_run
+        self._dispatch = dispatch
         self._heartbeat_s = heartbeat_s
         self._retry_s = retry_s
         self._task: asyncio.Task[None] | None = None
@@ -98,7 +101,8 @@ class ReplicationSink:
                 if expected != 0 and expected != offset:
                     raise SparkmqError(f"master {address} sent offset {offset}, but this link expects {expected}")
                 if body:
-                    writer.write(encode_report(self._append_run(offset, body)))
+                    writer.write(encode_report(self._append_run(offset, body)))  # the ack leaves first:
+                    self._dispatch()  # the master's waiting sends need the CommitLog, not the queues
                     await writer.drain()
                     expected = offset + size
         finally:
