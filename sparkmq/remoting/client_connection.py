@@ -96,6 +96,17 @@ class ClientConnection(RemotingConnection):
         self._group_due, self._group_timeout, self._group_code = -1.0, -1.0, -1
         self._group: list[int] = []
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
+        #: ``is_open`` as a plain attribute, read per send: False from ``close`` or the loss on (a transport closing
+        #: by itself is lost in its next loop turn, which fails what was sent meanwhile)
+        self.open = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.open = True
+
+    def close(self) -> None:
+        self.open = False
+        super().close()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -106,6 +117,7 @@ class ClientConnection(RemotingConnection):
         self._writes_paused = False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
         self._writes_paused = False  # as the base sets its event: what waits goes on and finds it closed
         super().connection_lost(exc)
 
