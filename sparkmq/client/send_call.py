@@ -125,7 +125,7 @@ class SendCall:
     connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
     opaque = 0
     queue: MessageQueue
-    started = 0.0
+    started = 0.0  # the attempt's write, on the connection's loop clock (a monotonic one)
     give_up_at = 0.0  # monotonic: the end of the retry_timeout_s window, once the first attempt failed
 
     def __init__(
@@ -206,9 +206,8 @@ class SendCall:
             if frame is None or len(frame) > MAX_FRAME_BYTES:
                 self._write(lane, queue, connection, opaque)  # the template's f-string, or its precise error
                 return
-            self.started = _monotonic()
             self.connection, self.opaque = connection, opaque
-            connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
+            self.started = connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
         except Exception as exc:  # noqa: BLE001 - a selector's or the frame's error is the send's outcome
             self._finish(None, exc)
 
@@ -269,9 +268,8 @@ class SendCall:
             connection.write_frame(frame)
             self._finish(SendResult(_SEND_OK, self.unique_id, "", queue, -1), None)
             return
-        self.started = _monotonic()
         self.connection, self.opaque = connection, opaque
-        connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
+        self.started = connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
 
     def forget(self) -> None:
         """Its caller stopped waiting (cancelled): the attempt in flight leaves the connection's table."""
@@ -287,17 +285,16 @@ class SendCall:
         latency_ms = (_monotonic() - self.started) * 1000
         if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
             fields = response.ext_fields
+            result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
             try:
-                offset_msg_id, queue_offset = fields["msgId"], int(fields["queueOffset"])
+                result._offset_msg_id = fields["msgId"]
+                result._queue_offset = int(fields["queueOffset"])
             except (KeyError, TypeError, ValueError):
                 pass  # answer_outcome raises the precise error
             else:
-                result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
                 result._status = _SEND_OK
                 result._msg_id, result._id_tail = self.id_head, self.id_tail
-                result._offset_msg_id = offset_msg_id
                 result._queue = self.queue
-                result._queue_offset = queue_offset
                 faults = self.producer.faults
                 if latency_ms >= FIRST_PAUSING_MS or faults.paused:
                     faults.succeeded(self.queue.broker_name, latency_ms)

@@ -26,18 +26,31 @@ static void put(out_t *o, const char *s, size_t n) {
 
 #define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
 
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
 static void put_int(out_t *o, long long v) {
     char digits[24];
-    int n = 0;
+    char *d = digits + sizeof(digits);
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        digits[n++] = (char)('0' + (u % 10));
-        u /= 10;
-    } while (u);
+    while (u >= 100) { /* two digits a step */
+        unsigned pair = (unsigned)(u % 100) * 2;
+        u /= 100;
+        *--d = digit_pairs[pair + 1];
+        *--d = digit_pairs[pair];
+    }
+    if (u >= 10) {
+        *--d = digit_pairs[u * 2 + 1];
+        *--d = digit_pairs[u * 2];
+    } else {
+        *--d = (char)('0' + u);
+    }
     if (v < 0)
         *o->p++ = '-';
-    while (n)
-        *o->p++ = digits[--n];
+    size_t n = (size_t)(digits + sizeof(digits) - d);
+    memcpy(o->p, d, n);
+    o->p += n;
 }
 
 static void put_be32(unsigned char *p, uint32_t v) {
@@ -205,6 +218,8 @@ static int plain_string(scan_t *s, const unsigned char **text, Py_ssize_t *len) 
     if (!expect(s, '"'))
         return 0;
     const unsigned char *from = s->p, *c = from, *end = s->end;
+    while (end - c >= 4 && text_byte[c[0]] && text_byte[c[1]] && text_byte[c[2]] && text_byte[c[3]])
+        c += 4;
     while (c < end && text_byte[*c])
         c++;
     if (c == end || *c != '"')

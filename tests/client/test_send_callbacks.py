@@ -232,9 +232,9 @@ def test_every_message_shape_is_sent_as_the_template_renders_it(cluster: Unconfi
             for connection in lane.connections.values():
                 send_lean = connection.send_lean
 
-                def recording(opaque: int, code: int, frame: bytes, *rest: Any, _send: Any = send_lean) -> None:
+                def recording(opaque: int, code: int, frame: bytes, *rest: Any, _send: Any = send_lean) -> float:
                     written.append((code, frame))
-                    _send(opaque, code, frame, *rest)
+                    return cast(float, _send(opaque, code, frame, *rest))
 
                 connection.send_lean = recording  # type: ignore[method-assign]
             seen: set[str] = set()
