@@ -9,6 +9,14 @@ with a semaphore window, nats-py raw's shape). On a shared machine this is the s
 client's cost (process CPU time per message; the msgs/s column moves with the machine's load)::
 
     .venv/bin/python bench/client_cpu_bench.py --rounds 3
+
+Instructions per send, under callgrind: ``--callgrind-dumps`` dumps the counts at each case's start and end
+(``callgrind_control -d``), so a dump named ``<case> <sends>`` holds that window alone, without the start-up's
+polling of the broker (which moves with the machine's load); ``--sends 2000,12000`` runs both windows in one
+process: (second - first) / 10,000 is the per-send figure::
+
+    valgrind --tool=callgrind .venv/bin/python bench/client_cpu_bench.py --rounds 1 --cases async \\
+        --sends 2000,12000 --callgrind-dumps
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import argparse
 import asyncio
 import os
 import struct
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -75,6 +84,12 @@ class AnsweringTransport:
         self.loop.call_soon(self.connection.data_received, data)
 
 
+def dump(enabled: bool, name: str) -> None:
+    """Under callgrind, dump the counts so far as ``name`` (the next dump holds what follows alone)."""
+    if enabled:
+        subprocess.run(["callgrind_control", "-d", name, str(os.getpid())], stdout=subprocess.DEVNULL, check=True)
+
+
 async def worker(producer: AsyncProducer, pending: Iterator[Message]) -> None:
     for message in pending:
         await producer.send(message)
@@ -88,37 +103,38 @@ async def run(args: argparse.Namespace, dev: DevProcess) -> None:
         await producer.send(Message(topic, body))
     connection = next(iter(producer._lanes[topic].connections.values()))
     real = connection._transport
-    for round_ in range(args.rounds):
-        for case in args.cases.split(","):
-            messages = [Message(topic, body) for _ in range(args.sends)]
-            first = connection.next_opaque() + 1
-            connection._transport = fake = AnsweringTransport(
-                connection, first, args.sends + 10, asyncio.get_running_loop()
-            )
-            cpu, wall = time.process_time(), time.perf_counter()
-            if case == "await":
-                pending = iter(messages)
-                await asyncio.gather(*(worker(producer, pending) for _ in range(args.inflight)))
-            else:
-                await windowed(producer, messages, args.inflight)
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            connection._transport = real
-            print(
-                f"round {round_} {case:6} {args.sends / wall:>9,.0f} msgs/s  client CPU {cpu / args.sends * 1e6:4.2f}"
-                f" us/msg  writes {fake.writes}  load {loadavg()}",
-                flush=True,
-            )
+    windows = [(r, c, int(n)) for r in range(args.rounds) for c in args.cases.split(",") for n in args.sends.split(",")]
+    for round_, case, sends in windows:
+        messages = [Message(topic, body) for _ in range(sends)]
+        first = connection.next_opaque() + 1
+        connection._transport = fake = AnsweringTransport(connection, first, sends + 10, asyncio.get_running_loop())
+        dump(args.callgrind_dumps, f"before {case} {sends}")
+        cpu, wall = time.process_time(), time.perf_counter()
+        if case == "await":
+            pending = iter(messages)
+            await asyncio.gather(*(worker(producer, pending) for _ in range(args.inflight)))
+        else:
+            await windowed(producer, messages, args.inflight)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        dump(args.callgrind_dumps, f"{case} {sends}")
+        connection._transport = real
+        print(
+            f"round {round_} {case:6} {sends:>7,} sends {sends / wall:>9,.0f} msgs/s  client CPU"
+            f" {cpu / sends * 1e6:4.2f} us/msg  writes {fake.writes}  load {loadavg()}",
+            flush=True,
+        )
     await producer.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sends", type=int, default=100_000, help="sends per case (default 100,000)")
+    parser.add_argument("--sends", default="100000", help="sends per case, or a comma-separated list (default 100000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every case (default 3)")
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--inflight", type=int, default=128, help="sends in flight (default 128)")
     parser.add_argument("--cases", default="await,async", help="await and/or async (default both)")
     parser.add_argument("--loop", default="uvloop", choices=("uvloop", "asyncio"))
+    parser.add_argument("--callgrind-dumps", action="store_true", help="under callgrind: dump around each case")
     args = parser.parse_args()
     with temp_root("cpu-bench-") as root:
         dev = DevProcess(root / "store")

@@ -102,13 +102,14 @@ class SendResult:
     """The outcome of a send: ``msg_id`` is the client's unique id, ``offset_msg_id`` the broker's. Immutable.
 
     A plain class with read-only properties over slots, not a frozen dataclass: a producer's answer makes one
-    with ``object.__new__`` and five slot stores, no ``__init__`` frame per send.
+    with ``object.__new__`` and six slot stores, no ``__init__`` frame per send; ``msg_id`` is then rendered
+    when read, from the id's head and its last four hex digits (``_id_tail``, -1 when ``_msg_id`` is whole).
 
     >>> SendResult(SendStatus.SEND_OK, "ID", "OFFSET", None, 7)  # doctest: +ELLIPSIS
     SendResult(status=<SendStatus.SEND_OK: 0>, msg_id='ID', offset_msg_id='OFFSET', queue=None, queue_offset=7)
     """
 
-    __slots__ = ("_msg_id", "_offset_msg_id", "_queue", "_queue_offset", "_status")
+    __slots__ = ("_id_tail", "_msg_id", "_offset_msg_id", "_queue", "_queue_offset", "_status")
     __match_args__ = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
 
     def __init__(
@@ -116,6 +117,7 @@ class SendResult:
     ) -> None:
         self._status, self._msg_id, self._offset_msg_id = status, msg_id, offset_msg_id
         self._queue, self._queue_offset = queue, queue_offset
+        self._id_tail = -1
 
     @property
     def status(self) -> SendStatus:
@@ -123,6 +125,8 @@ class SendResult:
 
     @property
     def msg_id(self) -> str:
+        if self._id_tail >= 0:
+            return f"{self._msg_id}{self._id_tail:04X}"
         return self._msg_id
 
     @property
@@ -138,7 +142,7 @@ class SendResult:
         return self._queue_offset
 
     def _values(self) -> tuple[SendStatus, str, str, MessageQueue, int]:
-        return self._status, self._msg_id, self._offset_msg_id, self._queue, self._queue_offset
+        return self._status, self.msg_id, self._offset_msg_id, self._queue, self._queue_offset
 
     def __eq__(self, other: object) -> bool:
         return self._values() == other._values() if type(other) is SendResult else NotImplemented

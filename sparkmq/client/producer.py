@@ -31,7 +31,7 @@ from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message,
 from sparkmq.client.queue_select import QueueSelector
 from sparkmq.client.security import ClientSecurity
 from sparkmq.client.send_call import Lane, SendCall, SendIds
-from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS, SendTemplate, properties_json
+from sparkmq.client.send_frames import DEFAULT_TOPIC_QUEUE_NUMS, PLAIN_JSON, SendTemplate
 from sparkmq.client.send_outcome import SendCallback, SendFuture, complete, sent_result
 from sparkmq.client.trace_dispatcher import GROUP_PREFIX, INSTANCE_NAME, MAX_MESSAGE_BYTES, TraceDispatcher
 from sparkmq.errors import MessageError, MessageTooLargeError
@@ -50,6 +50,7 @@ COMPRESS_LEVEL = 5
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 _time_ns = time.time_ns
+_new_call = object.__new__
 
 
 class AsyncProducer:
@@ -188,24 +189,33 @@ class AsyncProducer:
             else:
                 body, sys_flag = self._body_of(message)
             born_ms = _time_ns() // 1_000_000
-            unique_id = self._ids.at(born_ms)
-            call = SendCall(
-                self,
-                message.topic,
-                _SEND_V2,
-                body,
-                properties_json(message, unique_id),
-                unique_id,
-                sys_flag,
-                message.flag,
-                born_ms,
-                future,
-                callback,
-            )
+            ids = self._ids
+            if born_ms != ids.head_ms:
+                ids.renew(born_ms)
+            tail = next(ids.counter) & 0xFFFF
+            if message.properties or message.tags or message.keys or message.delay_level > 0:
+                head, tail = f"{ids.head}{tail:04X}", -1
+                escaped = encode_basestring(message.properties_text(head))
+            else:  # a plain message: the C render writes the id's last digits (SendTemplate.frame's id_tail)
+                head, escaped = ids.head, PLAIN_JSON[message.wait_store_ok]
+            call = _new_call(SendCall)  # SendCall.__init__'s stores without its frame
+            call.producer = self
+            call.topic = message.topic
+            call.code = _SEND_V2
+            call.body = body
+            call.properties_json = escaped
+            call.id_head = head
+            call.id_tail = tail
+            call.sys_flag = sys_flag
+            call.flag = message.flag
+            call.born_ms = born_ms
+            call.future = future
+            call.callback = callback
+            call.plain = True
             if selector is not None or queue is not None:
                 call.route_to(selector, arg, message, queue)
             if oneway:
-                call.oneway = True
+                call.one_way()
         except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
             complete(future, callback, error=exc)
             return None
@@ -244,7 +254,7 @@ class AsyncProducer:
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         born_ms = _time_ns() // 1_000_000
         escaped = encode_basestring(properties)
-        call = SendCall(self, topic, code, body, escaped, unique_id, sys_flag, flag, born_ms, future, None)
+        call = SendCall(self, topic, code, body, escaped, unique_id, -1, sys_flag, flag, born_ms, future, None)
         if queue is not None:
             call.route_to(None, None, Message(topic, b""), queue)
         call.go()

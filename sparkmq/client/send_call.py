@@ -56,7 +56,6 @@ _SEND_OK = SendStatus.SEND_OK
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 RETRY_FIRST_PAUSE_S = 0.05
 RETRY_MAX_PAUSE_S = 1.0
-_HEX2 = tuple(f"{byte:02X}" for byte in range(256))
 _monotonic = time.monotonic
 _new_result = object.__new__
 
@@ -80,27 +79,31 @@ class Lane:
 
 
 class SendIds(UniqueIdGenerator):
-    """:meth:`UniqueIdGenerator.next_id` for a clock read the sender made already (its born timestamp),
-    the id's text up to the counter rendered once per millisecond.
+    """:meth:`UniqueIdGenerator.next_id` in parts, for a clock read the sender made already (its born
+    timestamp): ``head``, the id's text up to its counter, rendered once per millisecond by :meth:`renew`, and
+    each send's ``next(counter) & 0xFFFF``, the id's last four hex digits (``SendTemplate.frame``'s ``id_head``
+    and ``id_tail``).
 
     >>> ids = SendIds()
-    >>> a, b = ids.at(1_700_000_000_000), ids.at(1_700_000_000_000)
-    >>> len(a), a[:28] == b[:28], a != b
-    (32, True, True)
+    >>> ids.renew(1_700_000_000_000)
+    >>> tail = next(ids.counter) & 0xFFFF
+    >>> len(f"{ids.head}{tail:04X}")
+    32
     """
 
     head_ms = -1
     head = ""
 
-    def at(self, now_ms: int) -> str:
-        """A new id for the time ``now_ms`` (ms since the epoch, from ``time.time``)."""
-        if now_ms != self.head_ms:
-            if now_ms >= self._next_month_ms:
-                self._new_month(now_ms)
-            self.head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
-            self.head_ms = now_ms
-        counter = next(self._counter) & 0xFFFF
-        return f"{self.head}{_HEX2[counter >> 8]}{_HEX2[counter & 0xFF]}"  # a third faster than :04X
+    def __init__(self) -> None:
+        super().__init__()
+        self.counter = self._counter
+
+    def renew(self, now_ms: int) -> None:
+        """The head for the time ``now_ms`` (ms since the epoch, from ``time.time``)."""
+        if now_ms >= self._next_month_ms:
+            self._new_month(now_ms)
+        self.head = f"{self._prefix}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
+        self.head_ms = now_ms
 
 
 class SendCall:
@@ -114,13 +117,15 @@ class SendCall:
     # but for what every attempt reads (set in __init__: an instance's own attribute is the faster read)
     attempt = 0
     #: ``(selector, arg, message, fixed queue)`` of a send to a chosen queue (one attempt), else None
-    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None
-    last_broker: str | None  # the broker of the failed attempt before, avoided by the next
-    oneway: bool
+    pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
+    last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
+    oneway = False
+    #: a two-way send's first attempt to a round-robin queue (no pick, no broker to avoid): the C render's
+    plain: bool
     connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
     opaque = 0
     queue: MessageQueue
-    started = 0.0
+    started = 0.0  # the attempt's write, on the connection's loop clock (a monotonic one)
     give_up_at = 0.0  # monotonic: the end of the retry_timeout_s window, once the first attempt failed
 
     def __init__(
@@ -130,7 +135,8 @@ class SendCall:
         code: int,
         body: bytes,
         properties_json: str,
-        unique_id: str,
+        id_head: str,
+        id_tail: int,
         sys_flag: int,
         flag: int,
         born_ms: int,
@@ -142,18 +148,29 @@ class SendCall:
         self.code = code
         self.body = body
         self.properties_json = properties_json
-        self.unique_id = unique_id
+        self.id_head = id_head
+        self.id_tail = id_tail
         self.sys_flag = sys_flag
         self.flag = flag
         self.born_ms = born_ms
         self.future = future
         self.callback = callback
-        self.pick = self.last_broker = None
-        self.oneway = False
+        self.plain = True
+
+    @property
+    def unique_id(self) -> str:
+        """The message's unique id: ``id_head`` and, unless ``id_tail`` is -1, its last four hex digits."""
+        return self.id_head if self.id_tail < 0 else f"{self.id_head}{self.id_tail:04X}"
 
     def route_to(self, selector: QueueSelector | None, arg: Any, message: Message, fixed: MessageQueue | None) -> None:
         """Send to ``fixed``, or the queue ``selector(queues, message, arg)`` picks: one attempt, no retry."""
         self.pick = selector, arg, message, fixed
+        self.plain = False
+
+    def one_way(self) -> None:
+        """Send without waiting for an answer (one attempt, a result without offsets)."""
+        self.oneway = True
+        self.plain = False
 
     # -- attempts ---------------------------------------------------------------------------------------
     def go(self) -> None:
@@ -168,30 +185,29 @@ class SendCall:
             if not queues:
                 self._unwritable()
                 return
-            if self.pick is None and self.last_broker is None and not producer.faults.paused:
+            if self.plain and not producer.faults.paused:
                 queue = queues[next(producer._counter) % len(queues)]
             else:
                 queue = self._choose(lane)
             connection = lane.connections.get(queue.broker_name)
-            if connection is None or not connection.is_open:
+            if connection is None or not connection.open:
                 self._later(queue)
                 return
             render = lane.render
-            if render is None or self.oneway:
+            if render is None or not self.plain:
                 self._write(lane, queue, connection)
                 return
             # _write's common case inline: the C render of a plain frame (its reference: SendTemplate.frame)
             self.queue, opaque, code = queue, connection.next_opaque(), self.code
             frame = render(
                 code, 0, opaque, lane.fields, queue.queue_id, self.sys_flag, self.born_ms, self.flag,
-                self.properties_json, code == _SEND_BATCH, self.body,
+                self.properties_json, self.id_head, self.id_tail, code == _SEND_BATCH, self.body,
             )  # fmt: skip
             if frame is None or len(frame) > MAX_FRAME_BYTES:
                 self._write(lane, queue, connection, opaque)  # the template's f-string, or its precise error
                 return
-            self.started = _monotonic()
             self.connection, self.opaque = connection, opaque
-            connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
+            self.started = connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
         except Exception as exc:  # noqa: BLE001 - a selector's or the frame's error is the send's outcome
             self._finish(None, exc)
 
@@ -246,15 +262,14 @@ class SendCall:
             opaque = connection.next_opaque()
         frame = lane.template.frame(
             self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
-            self.flag, self.oneway, lane.signer,
+            self.flag, self.oneway, lane.signer, self.id_head, self.id_tail,
         )  # fmt: skip
         if self.oneway:
             connection.write_frame(frame)
             self._finish(SendResult(_SEND_OK, self.unique_id, "", queue, -1), None)
             return
-        self.started = _monotonic()
         self.connection, self.opaque = connection, opaque
-        connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
+        self.started = connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
 
     def forget(self) -> None:
         """Its caller stopped waiting (cancelled): the attempt in flight leaves the connection's table."""
@@ -270,17 +285,16 @@ class SendCall:
         latency_ms = (_monotonic() - self.started) * 1000
         if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
             fields = response.ext_fields
+            result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
             try:
-                offset_msg_id, queue_offset = fields["msgId"], int(fields["queueOffset"])
+                result._offset_msg_id = fields["msgId"]
+                result._queue_offset = int(fields["queueOffset"])
             except (KeyError, TypeError, ValueError):
                 pass  # answer_outcome raises the precise error
             else:
-                result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
                 result._status = _SEND_OK
-                result._msg_id = self.unique_id
-                result._offset_msg_id = offset_msg_id
+                result._msg_id, result._id_tail = self.id_head, self.id_tail
                 result._queue = self.queue
-                result._queue_offset = queue_offset
                 faults = self.producer.faults
                 if latency_ms >= FIRST_PAUSING_MS or faults.paused:
                     faults.succeeded(self.queue.broker_name, latency_ms)
@@ -329,6 +343,7 @@ class SendCall:
             self._finish(None, error)
         elif not self.future.done():  # else cancelled: nobody waits for the outcome
             self.last_broker = broker or self.last_broker
+            self.plain = False
             self.producer._routes.pop(self.topic, None)  # the next attempt reads the route anew
             if pause:
                 asyncio.get_running_loop().call_later(pause, self._again)

@@ -17,7 +17,7 @@ from json.encoder import (
     encode_basestring,  # C-accelerated; non-ASCII kept, as RemotingCommand encodes
 )
 
-from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX, Message
+from sparkmq.client.message import WAIT_FALSE_PREFIX, WAIT_TRUE_PREFIX
 from sparkmq.errors import FrameTooLargeError
 from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.native import extension
@@ -39,21 +39,10 @@ _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 |
 _BATCH = RequestCode.SEND_BATCH_MESSAGE
 _LANGUAGE = DEFAULT_LANGUAGE.name
 DEFAULT_TOPIC_QUEUE_NUMS = 4
-# WAIT then UNIQ_KEY as a JSON string up to the id: a plain message's properties, escaped once
-_PLAIN_JSON = {
+#: WAIT (by wait_store_ok) then UNIQ_KEY as a JSON string up to the id: a plain message's properties, escaped once
+PLAIN_JSON = {
     wait: encode_basestring(prefix)[:-1] for wait, prefix in ((True, WAIT_TRUE_PREFIX), (False, WAIT_FALSE_PREFIX))
 }
-
-
-def properties_json(message: Message, unique_id: str) -> str:
-    """``message``'s properties text with ``unique_id`` (``Message.properties_text``) as a JSON string.
-
-    >>> properties_json(Message("T", b""), "ID")
-    '"WAIT\\\\u0001true\\\\u0002UNIQ_KEY\\\\u0001ID"'
-    """
-    if not (message.properties or message.tags or message.keys or message.delay_level > 0):
-        return f'{_PLAIN_JSON[message.wait_store_ok]}{unique_id}"'  # an id is hex: nothing to escape
-    return encode_basestring(message.properties_text(unique_id))
 
 
 class SendTemplate:
@@ -99,10 +88,25 @@ class SendTemplate:
         flag: int,
         oneway: bool = False,
         signer: Signer | None = None,
+        id_head: str = "",
+        id_tail: int = -1,
     ) -> bytes:
         """A whole SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE (``code``) request frame; ``properties_json`` is the
-        properties text as a JSON string (:func:`properties_json`); with ``signer`` (ACL), the same fields
-        signed, through ``RemotingCommand``. Raises :class:`FrameTooLargeError` over the protocol's maximum."""
+        properties text as a JSON string (``encode_basestring``), or with ``id_tail`` >= 0 that text up to its
+        unique id (``PLAIN_JSON``'s), the id being ``id_head`` then ``id_tail`` in four hex digits; with
+        ``signer`` (ACL), the same fields signed, through ``RemotingCommand``. Raises
+        :class:`FrameTooLargeError` over the protocol's maximum."""
+        if signer is None and _native is not None:
+            frame: bytes | None = _native.render(
+                code, ONEWAY_FLAG if oneway else 0, opaque, self._fields_bytes, queue_id, sys_flag, born_ms, flag,
+                properties_json, id_head, id_tail, code == _BATCH, body,
+            )  # fmt: skip
+            if frame is not None:
+                if len(frame) > MAX_FRAME_BYTES:
+                    raise FrameTooLargeError(f"frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
+                return frame
+        if id_tail >= 0:
+            properties_json = f'{properties_json}{id_head}{id_tail:04X}"'
         if signer is not None:
             fields = {
                 "a": self._group,
@@ -121,15 +125,6 @@ class SendTemplate:
             command = RemotingCommand.request(code, opaque, ext_fields=signer(fields, body), body=body, oneway=oneway)
             head, body = command.encode_parts()
             return head + body
-        if _native is not None:
-            frame: bytes | None = _native.render(
-                code, ONEWAY_FLAG if oneway else 0, opaque, self._fields_bytes, queue_id, sys_flag, born_ms, flag,
-                properties_json, code == _BATCH, body,
-            )  # fmt: skip
-            if frame is not None:
-                if len(frame) > MAX_FRAME_BYTES:
-                    raise FrameTooLargeError(f"frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
-                return frame
         header = (
             f'{{"code":{code},"flag":{ONEWAY_FLAG if oneway else 0},"language":"{_LANGUAGE}","opaque":{opaque}'
             f'{self._middles.get(queue_id) or self._middle(queue_id)}{sys_flag}","g":"{born_ms}","h":"{flag}",'

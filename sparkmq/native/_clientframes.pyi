@@ -10,6 +10,8 @@ def render(
     born_ms: int,
     message_flag: int,
     properties_json: str,
+    id_head: str,
+    id_tail: int,
     batch: bool,
     body: bytes | bytearray | memoryview,
 ) -> bytes | None: ...

@@ -26,18 +26,31 @@ static void put(out_t *o, const char *s, size_t n) {
 
 #define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
 
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
 static void put_int(out_t *o, long long v) {
     char digits[24];
-    int n = 0;
+    char *d = digits + sizeof(digits);
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        digits[n++] = (char)('0' + (u % 10));
-        u /= 10;
-    } while (u);
+    while (u >= 100) { /* two digits a step */
+        unsigned pair = (unsigned)(u % 100) * 2;
+        u /= 100;
+        *--d = digit_pairs[pair + 1];
+        *--d = digit_pairs[pair];
+    }
+    if (u >= 10) {
+        *--d = digit_pairs[u * 2 + 1];
+        *--d = digit_pairs[u * 2];
+    } else {
+        *--d = (char)('0' + u);
+    }
     if (v < 0)
         *o->p++ = '-';
-    while (n)
-        *o->p++ = digits[--n];
+    size_t n = (size_t)(digits + sizeof(digits) - d);
+    memcpy(o->p, d, n);
+    o->p += n;
 }
 
 static void put_be32(unsigned char *p, uint32_t v) {
@@ -61,17 +74,19 @@ static int as_int64(PyObject *value, long long *out) {
 
 #define INT_CHARS 20 /* "-9223372036854775808" */
 
-/* render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, batch, body)
- *   -> bytes | None */
+/* render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, id_head, id_tail,
+ *        batch, body) -> bytes | None
+ * id_tail >= 0: properties_json is the JSON string's text up to a unique id, whose text is id_head's then id_tail's
+ * four hex digits (at most 0xFFFF), followed by the closing quote. */
 static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11) {
+    if (nargs != 13) {
         PyErr_SetString(PyExc_TypeError,
                         "render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, "
-                        "properties_json, batch, body)");
+                        "properties_json, id_head, id_tail, batch, body)");
         return NULL;
     }
-    static const int int_args[] = {0, 1, 2, 4, 5, 6, 7};
-    long long ints[8] = {0};
+    static const int int_args[] = {0, 1, 2, 4, 5, 6, 7, 10};
+    long long ints[11] = {0};
     for (size_t i = 0; i < sizeof(int_args) / sizeof(int_args[0]); i++) {
         int ok = as_int64(args[int_args[i]], &ints[int_args[i]]);
         if (ok < 0)
@@ -84,7 +99,20 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "render: fields must be bytes and properties_json a str");
         return NULL;
     }
-    int batch = PyObject_IsTrue(args[9]);
+    if (ints[10] > 0xFFFF)
+        Py_RETURN_NONE; /* more than four digits: Python's */
+    if (!PyUnicode_Check(args[9])) {
+        PyErr_SetString(PyExc_TypeError, "render: id_head must be a str");
+        return NULL;
+    }
+    Py_ssize_t head_len = 0;
+    const char *head = "";
+    if (ints[10] >= 0) {
+        head = PyUnicode_AsUTF8AndSize(args[9], &head_len);
+        if (head == NULL)
+            return NULL;
+    }
+    int batch = PyObject_IsTrue(args[11]);
     if (batch < 0)
         return NULL;
     Py_ssize_t props_len;
@@ -92,7 +120,7 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (props == NULL)
         return NULL; /* a lone surrogate: UnicodeEncodeError, as str.encode raises it */
     Py_buffer body;
-    if (PyObject_GetBuffer(args[10], &body, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[12], &body, PyBUF_SIMPLE) < 0)
         return NULL;
     static const char head0[] = "{\"code\":", head1[] = ",\"flag\":", head2[] = ",\"language\":\"JAVA\",\"opaque\":",
                       mid0[] = "\",\"f\":\"", mid1[] = "\",\"g\":\"", mid2[] = "\",\"h\":\"", mid3[] = "\",\"i\":",
@@ -102,14 +130,14 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* an upper bound of the header's length: the texts, seven ints of at most INT_CHARS characters */
     Py_ssize_t bound = (Py_ssize_t)(sizeof(head0) + sizeof(head1) + sizeof(head2) + sizeof(mid0) + sizeof(mid1) +
                                     sizeof(mid2) + sizeof(mid3) + sizeof(tail_false)) +
-                       7 * INT_CHARS;
+                       7 * INT_CHARS + 5;
     PyObject *frame = NULL;
-    if (fields_len > PY_SSIZE_T_MAX / 4 - bound || props_len > PY_SSIZE_T_MAX / 4 - bound ||
-        body.len > PY_SSIZE_T_MAX / 4 - bound) {
+    if (fields_len > PY_SSIZE_T_MAX / 5 - bound || props_len > PY_SSIZE_T_MAX / 5 - bound ||
+        head_len > PY_SSIZE_T_MAX / 5 - bound || body.len > PY_SSIZE_T_MAX / 5 - bound) {
         PyErr_NoMemory();
         goto done;
     }
-    bound += fields_len + props_len;
+    bound += fields_len + props_len + head_len;
     /* the header is written after the 8 prefix bytes into a buffer of the bound, then the body after it */
     frame = PyBytes_FromStringAndSize(NULL, 8 + bound + body.len);
     if (frame == NULL)
@@ -132,6 +160,13 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     put_int(&o, ints[7]);
     PUT_LITERAL(&o, mid3);
     put(&o, props, (size_t)props_len);
+    if (ints[10] >= 0) {
+        static const char hex[] = "0123456789ABCDEF";
+        put(&o, head, (size_t)head_len);
+        for (int shift = 12; shift >= 0; shift -= 4)
+            *o.p++ = hex[(ints[10] >> shift) & 0xF];
+        *o.p++ = '"';
+    }
     if (batch)
         PUT_LITERAL(&o, tail_true);
     else
@@ -183,6 +218,8 @@ static int plain_string(scan_t *s, const unsigned char **text, Py_ssize_t *len) 
     if (!expect(s, '"'))
         return 0;
     const unsigned char *from = s->p, *c = from, *end = s->end;
+    while (end - c >= 4 && text_byte[c[0]] && text_byte[c[1]] && text_byte[c[2]] && text_byte[c[3]])
+        c += 4;
     while (c < end && text_byte[*c])
         c++;
     if (c == end || *c != '"')
@@ -229,17 +266,33 @@ static PyObject *new_ascii(const unsigned char *text, Py_ssize_t len) {
     return str;
 }
 
+/* The text's first and last eight bytes (zero-padded below eight): for up to 16 bytes they hold the whole text. */
+static void ends8(const unsigned char *text, Py_ssize_t len, uint64_t *first, uint64_t *last) {
+    *first = *last = 0;
+    if (len >= 8) {
+        memcpy(first, text, 8);
+        memcpy(last, text + len - 8, 8);
+    } else {
+        memcpy(first, text, (size_t)len);
+    }
+}
+
 static PyObject *ascii_str(const unsigned char *text, Py_ssize_t len) {
     if (len > CACHE_MAX_CHARS)
         return new_ascii(text, len);
-    uint32_t hash = 2166136261u;
-    for (Py_ssize_t i = 0; i < len; i++)
-        hash = (hash ^ text[i]) * 16777619u;
-    PyObject **slot = &str_cache[(hash ^ (hash >> 16)) % CACHE_SLOTS];
+    uint64_t first, last;
+    ends8(text, len, &first, &last);
+    uint64_t hash = (first * 0x9E3779B97F4A7C15ULL) ^ (last * 0xC2B2AE3D27D4EB4FULL) ^ (uint64_t)len;
+    PyObject **slot = &str_cache[(hash ^ (hash >> 29) ^ (hash >> 47)) % CACHE_SLOTS];
     PyObject *hit = *slot;
-    if (hit != NULL && PyUnicode_GET_LENGTH(hit) == len && memcmp(PyUnicode_1BYTE_DATA(hit), text, (size_t)len) == 0) {
-        Py_INCREF(hit);
-        return hit;
+    if (hit != NULL && PyUnicode_GET_LENGTH(hit) == len) {
+        const unsigned char *cached = PyUnicode_1BYTE_DATA(hit);
+        uint64_t hit_first, hit_last;
+        ends8(cached, len, &hit_first, &hit_last);
+        if (hit_first == first && hit_last == last && (len <= 16 || memcmp(cached, text, (size_t)len) == 0)) {
+            Py_INCREF(hit);
+            return hit;
+        }
     }
     PyObject *made = new_ascii(text, len);
     if (made != NULL) {
@@ -312,7 +365,8 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py
             goto not_plain;
         unsigned field = 0;
         for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
-            if (n == header_keys[i].length && memcmp(key, header_keys[i].name, (size_t)n) == 0) {
+            if (n == header_keys[i].length && key[0] == (unsigned char)header_keys[i].name[0] &&
+                memcmp(key, header_keys[i].name, (size_t)n) == 0) {
                 field = header_keys[i].field;
                 break;
             }
@@ -447,7 +501,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"render", (PyCFunction)(void (*)(void))render, METH_FASTCALL,
-     "render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, batch, body)"
+     "render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, id_head, id_tail,"
+     " batch, body)"
      " -> bytes | None: SendTemplate.frame's bytes, or None to leave it to Python"},
     {"answers", (PyCFunction)(void (*)(void))answers, METH_FASTCALL,
      "answers(data, position) -> list of (end, code, opaque, flag, version, language, remark, ext_fields) of the"

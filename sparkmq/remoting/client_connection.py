@@ -96,6 +96,17 @@ class ClientConnection(RemotingConnection):
         self._group_due, self._group_timeout, self._group_code = -1.0, -1.0, -1
         self._group: list[int] = []
         self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
+        #: ``is_open`` as a plain attribute, read per send: False from ``close`` or the loss on (a transport closing
+        #: by itself is lost in its next loop turn, which fails what was sent meanwhile)
+        self.open = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.open = True
+
+    def close(self) -> None:
+        self.open = False
+        super().close()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -106,6 +117,7 @@ class ClientConnection(RemotingConnection):
         self._writes_paused = False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
         self._writes_paused = False  # as the base sets its event: what waits goes on and finds it closed
         super().connection_lost(exc)
 
@@ -125,13 +137,15 @@ class ClientConnection(RemotingConnection):
         """A future of the connection's loop (the running one, without ``asyncio.get_running_loop``'s getpid)."""
         return self._loop.create_future()
 
-    def send_lean(self, opaque: int, code: int, frame: bytes, waiter: LeanWaiter, timeout: float) -> None:
+    def send_lean(self, opaque: int, code: int, frame: bytes, waiter: LeanWaiter, timeout: float) -> float:
         """:meth:`request_lean` with the caller's own ``waiter``, on a connection the caller saw open:
         ``waiter.set_result`` gets the answer (called inside the read), ``set_exception`` the
-        :class:`RemoteError` of a deadline passed or a connection lost."""
+        :class:`RemoteError` of a deadline passed or a connection lost. Returns the loop's time (``loop.time()``,
+        a monotonic clock's, as of the loop's turn)."""
         lean: dict[int, LeanWaiter] = self._lean  # type: ignore[assignment]  # the base's table, typed for its futures
         lean[opaque] = waiter
-        when = self._loop.time() + timeout
+        now = self._loop.time()
+        when = now + timeout
         if when <= self._group_due and timeout == self._group_timeout and code == self._group_code:
             self._group.append(opaque)
         else:
@@ -140,7 +154,7 @@ class ClientConnection(RemotingConnection):
         if not out and len(lean) == 1 and not self._pending:
             assert self._transport is not None
             self._transport.write(frame)  # the only request in flight: now, not at the turn's end
-            return
+            return now
         out.append(frame)
         self._out_bytes += len(frame)
         if (
@@ -152,6 +166,7 @@ class ClientConnection(RemotingConnection):
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_out)
+        return now
 
     def _new_group(self, opaque: int, code: int, when: float, timeout: float) -> None:
         """Open a deadline group for the request ``opaque`` due ``when``; groups all answered leave the front."""

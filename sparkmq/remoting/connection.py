@@ -22,9 +22,11 @@ request costs no call, frame or lookup more than when they were written here).
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import logging
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -98,7 +100,10 @@ class RemotingConnection(asyncio.Protocol):
         # Requests whose waiters take a LeanResponse (or, for a header of another shape, the command)
         self._lean: dict[int, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # requests being served (Tasks or answer futures)
-        self._opaques = itertools.count(1)
+        # next_opaque() → 1, 2, ... within int32: a C call (no Python frame), read per request
+        self.next_opaque: Callable[[], int] = functools.partial(
+            next, map(operator.and_, itertools.count(1), itertools.repeat(0x7FFFFFFF))
+        )
         self._out: list[bytes | bytearray] = []  # frames of this loop turn, written together by _flush_out
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -377,9 +382,6 @@ class RemotingConnection(asyncio.Protocol):
 
         frames.add_done_callback(done)
         self._tasks.add(frames)
-
-    def next_opaque(self) -> int:
-        return next(self._opaques) & 0x7FFFFFFF
 
     async def request(self, command: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for the response with the same opaque.

@@ -165,18 +165,25 @@ def test_a_blocking_send_that_outlives_its_timeout_raises_timeout_error_and_its_
             loop_thread.run(server.wait_closed(), 30)
 
 
+def at(ids: SendIds, now_ms: int) -> str:
+    """A send's id as the producer makes it: the head renewed per millisecond, the counter's four digits."""
+    if now_ms != ids.head_ms:
+        ids.renew(now_ms)
+    return f"{ids.head}{next(ids.counter) & 0xFFFF:04X}"
+
+
 def test_send_ids_and_results_match_their_references() -> None:
     ids, reference = SendIds(), UniqueIdGenerator()
     ids._prefix = reference._prefix  # same host, pid and random part
     now_ms = 1_700_000_000_123
-    first, second = ids.at(now_ms), ids.at(now_ms)
+    first, second = at(ids, now_ms), at(ids, now_ms)
     reference._new_month(now_ms)
     stamp = f"{(now_ms - reference._month_start_ms) & 0xFFFFFFFF:08X}"
     assert first == f"{reference._prefix}{stamp}0000" and second == f"{reference._prefix}{stamp}0001"
-    assert ids.at(now_ms + 1)[24:28] != first[24:28] or stamp[-4:] == "FFFF"
+    assert at(ids, now_ms + 1)[24:28] != first[24:28] or stamp[-4:] == "FFFF"
     assert len(reference.next_id()) == len(first) == 32
     fresh = SendIds()  # the counter's 4 hex digits, as reference.next_id renders them, through a wrap
-    assert [fresh.at(now_ms)[28:] for _ in range(65536 + 300)][-302:] == [
+    assert [at(fresh, now_ms)[28:] for _ in range(65536 + 300)][-302:] == [
         f"{i & 0xFFFF:04X}" for i in range(65534, 65836)
     ]
     result = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", None, 7)  # type: ignore[arg-type]
@@ -191,6 +198,11 @@ def test_send_ids_and_results_match_their_references() -> None:
         and hash(copied) == hash(result)
         and copied != SendResult(SendStatus.SEND_OK, "ID", "", None, 7)
     )  # type: ignore[arg-type]
+    lazy = object.__new__(SendResult)  # as a producer's answer makes it: the id's head and last four digits
+    lazy._status, lazy._msg_id, lazy._id_tail = SendStatus.SEND_OK, "I", 0xD
+    lazy._offset_msg_id, lazy._queue, lazy._queue_offset = "OFFSET", None, 7
+    assert lazy.msg_id == "I000D" and lazy == SendResult(SendStatus.SEND_OK, "I000D", "OFFSET", None, 7)  # type: ignore[arg-type]
+    assert pickle.loads(pickle.dumps(lazy)) == lazy and repr(lazy).count("I000D") == 1
 
 
 _SHAPES = [
@@ -220,9 +232,9 @@ def test_every_message_shape_is_sent_as_the_template_renders_it(cluster: Unconfi
             for connection in lane.connections.values():
                 send_lean = connection.send_lean
 
-                def recording(opaque: int, code: int, frame: bytes, *rest: Any, _send: Any = send_lean) -> None:
+                def recording(opaque: int, code: int, frame: bytes, *rest: Any, _send: Any = send_lean) -> float:
                     written.append((code, frame))
-                    _send(opaque, code, frame, *rest)
+                    return cast(float, _send(opaque, code, frame, *rest))
 
                 connection.send_lean = recording  # type: ignore[method-assign]
             seen: set[str] = set()

@@ -53,6 +53,8 @@ def python_frame(template: SendTemplate, *args: Any) -> bytes:
     _TEXT,
     st.binary(max_size=300),
     st.booleans(),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=32),
+    st.integers(-3, 0x10002) | st.sampled_from([-1, 0, 0xFFFF, 0x10000]) | _INTS,
 )
 def test_render_gives_the_templates_bytes(
     group: str,
@@ -66,26 +68,39 @@ def test_render_gives_the_templates_bytes(
     properties: str,
     body: bytes,
     oneway: bool,
+    id_head: str,
+    id_tail: int,
 ) -> None:
     template = SendTemplate(group.replace("\ud800", "x"), topic)
     escaped = encode_basestring(properties)
-    args = (code, queue_id, opaque, born_ms, escaped, body, sys_flag, flag, oneway)
+    if id_tail >= 0:
+        escaped = escaped[:-1]  # the JSON string's text up to the id (id_head, id_tail's digits), as PLAIN_JSON
+    args = (code, queue_id, opaque, born_ms, escaped, body, sys_flag, flag, oneway, None, id_head, id_tail)
     expected = python_frame(template, *args)
     assert template.frame(*args) == expected
     rendered = native.render(
         code, 2 if oneway else 0, opaque, template._fields_bytes, queue_id, sys_flag, born_ms, flag, escaped,
-        code == 320, body,
+        id_head, id_tail, code == 320, body,
     )  # fmt: skip
     assert rendered is None or rendered == expected
-    if all(-(2**63) <= value < 2**63 for value in (code, queue_id, opaque, born_ms, sys_flag, flag)):
+    if all(-(2**63) <= value < 2**63 for value in (code, queue_id, opaque, born_ms, sys_flag, flag)) and (
+        -(2**63) <= id_tail <= 0xFFFF
+    ):
         assert rendered is not None
+    if id_tail >= 0:
+        assert f'"i":{escaped}{id_head}{id_tail:04X}"'.encode() in expected
 
 
 def test_render_leaves_bools_and_lone_surrogates_as_python_has_them() -> None:
     template = SendTemplate("PID", "T")
-    assert native.render(310, 0, True, template._fields_bytes, 1, 0, 1, 0, '"p"', False, b"") is None
+    assert native.render(310, 0, True, template._fields_bytes, 1, 0, 1, 0, '"p"', "", -1, False, b"") is None
+    assert native.render(310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"p', "ID", True, False, b"") is None
     with pytest.raises(UnicodeEncodeError):
-        native.render(310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"\ud800"', False, b"")
+        native.render(310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"\ud800"', "", -1, False, b"")
+    with pytest.raises(UnicodeEncodeError):
+        native.render(310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"p', "\ud800", 1, False, b"")
+    with pytest.raises(TypeError):
+        native.render(310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"p', b"ID", 1, False, b"")
     with pytest.raises(UnicodeEncodeError):
         python_frame(template, 310, 1, 1, 1, '"\ud800"', b"", 0, 0)
 
