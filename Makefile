@@ -71,9 +71,9 @@ run: venv delta-jars
 # The whole suite: every test with the C extensions, then the C under sanitizers, then the Python references alone.
 test: test-suite native-check test-python
 
-# Two workers (tests/conftest.py groups them: a file per group, every Spark test in one); the 2-core CI
+# Two workers, each test file whole on one (its module fixtures start once); the 2-core CI
 # machine's suite is mostly waiting on processes, sockets and JVMs.
-XDIST := -n 2 --dist loadgroup
+XDIST := -n 2 --dist loadfile
 
 test-suite: venv references delta-jars
 	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
