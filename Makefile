@@ -76,7 +76,8 @@ test: test-suite native-check test-python
 XDIST := -n 2 --dist loadfile
 
 test-suite: venv references delta-jars
-	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) \
+		--ignore=tests/native $(PYTEST_ARGS)
 
 references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP) $(RUNNER5_STAMP)
 
@@ -122,25 +123,27 @@ test-python: venv
 
 # The C extensions setup.py lists, built with AddressSanitizer and UBSan into $(SANITIZED) (the in-place
 # .so's stay as they are), then tests/native (parity with the Python references, damaged-input fuzzing)
-# run on that build; test_native_build.py (the build and the switch, RSS) is the ordinary suite's.
+# run on that build (there only: the same tests on the plain build would assert nothing more);
+# tests/test_native_build.py (the build and the switch, RSS) is the ordinary suite's.
 # A sanitizer report fails the target: UBSan's stops the process (on stderr, which pytest leaves alone),
-# ASan's go to $(SANITIZED)/reports from any process the tests start.
+# ASan's go to $(SANITIZED)/reports from any process the tests start. PYTHONSAFEPATH (python -P in every
+# process, pytest's workers too) keeps the checkout's in-place build off sys.path.
 SANITIZED := build/sanitized
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
 native-check: venv
 	rm -rf $(SANITIZED)
-	CFLAGS="$(SANITIZE) -g" LDFLAGS="$(SANITIZE)" $(VENV_PYTHON) setup.py -q build \
+	CFLAGS="$(SANITIZE) -g" LDFLAGS="$(SANITIZE)" $(VENV_PYTHON) setup.py -q build -j 2 \
 		--build-base $(SANITIZED) --build-lib $(SANITIZED)/lib
 	@libasan=$$(gcc -print-file-name=libasan.so) && test -f "$$libasan" \
 		|| { echo "native-check: gcc's AddressSanitizer runtime (libasan.so) is missing"; exit 1; }; \
 	mkdir -p $(SANITIZED)/reports; status=0; \
-	export SPARKMQ_NATIVE=1 PYTHONPATH=$(SANITIZED)/lib PYTHONMALLOC=malloc LD_PRELOAD=$$libasan \
+	export SPARKMQ_NATIVE=1 PYTHONPATH=$(SANITIZED)/lib PYTHONSAFEPATH=1 PYTHONMALLOC=malloc LD_PRELOAD=$$libasan \
 		ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/$(SANITIZED)/reports/asan \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1; \
-	$(VENV_PYTHON) -P -c "import sparkmq.native as n, sys; sys.exit(not n.sendlane.__file__.startswith('$(CURDIR)/$(SANITIZED)/'))" \
+	$(VENV_PYTHON) -c "import sparkmq.native as n, sys; sys.exit(not n.sendlane.__file__.startswith('$(CURDIR)/$(SANITIZED)/'))" \
 		|| { echo "native-check: the tests would not import the sanitized build"; exit 1; }; \
-	$(VENV_PYTHON) -P -m pytest -q --capture=sys --hypothesis-profile=native-check $(PYTEST_ARGS) \
-		--ignore=tests/native/test_native_build.py tests/native || status=$$?; \
+	$(VENV_PYTHON) -m pytest -q $(XDIST) --capture=sys --hypothesis-profile=native-check $(PYTEST_ARGS) \
+		tests/native || status=$$?; \
 	if [ -n "$$(ls $(SANITIZED)/reports)" ]; then cat $(SANITIZED)/reports/*; echo "native-check: sanitizer reports above"; exit 1; fi; \
 	exit $$status
 
