@@ -71,12 +71,13 @@ run: venv delta-jars
 # The whole suite: every test with the C extensions, then the C under sanitizers, then the Python references alone.
 test: test-suite native-check test-python
 
-# Two workers (tests/conftest.py groups them: a file per group, every Spark test in one); the 2-core CI
+# Two workers, each test file whole on one (its module fixtures start once); the 2-core CI
 # machine's suite is mostly waiting on processes, sockets and JVMs.
-XDIST := -n 2 --dist loadgroup
+XDIST := -n 2 --dist loadfile
 
 test-suite: venv references delta-jars
-	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	SPARKMQ_REFERENCES_DIR=$(REFERENCES_DIR) SPARKMQ_JARS_DIR=$(SPARK_JARS_DIR) $(VENV_PYTHON) -m pytest -q $(XDIST) \
+		--ignore=tests/native $(PYTEST_ARGS)
 
 references: $(REFERENCE_NAMES:%=$(REFERENCES_DIR)/%/.fetched-from-pom) $(RUNNER_STAMP) $(RUNNER5_STAMP)
 
@@ -112,33 +113,37 @@ $(RUNNER5_STAMP): $(wildcard references/rocketmq5-runner/*.java) $(REFERENCES_DI
 	touch $@
 
 # The parts of the suite the C extensions serve, with SPARKMQ_NATIVE=0: their Python references alone.
+# The controller's elections and Raft (tests/broker/ha/test_controller_*) reach no switched path that the
+# replication tests here do not (a send's wait for replicas is ha/acks.py's either way).
 PYTHON_PATHS := tests/broker tests/client tests/store tests/remoting tests/message \
 	$(patsubst %,tests/spark/test_%.py,source_read batch sink sink_flow source_data_loss arrow_columns local_reads \
-	direct_pull planned_reads batch_body)
+	direct_pull planned_reads batch_body) --ignore-glob='tests/broker/ha/test_controller_*.py'
 test-python: venv
 	SPARKMQ_NATIVE=0 $(VENV_PYTHON) -m pytest -q $(XDIST) $(PYTEST_ARGS) $(PYTHON_PATHS)
 
 # The C extensions setup.py lists, built with AddressSanitizer and UBSan into $(SANITIZED) (the in-place
 # .so's stay as they are), then tests/native (parity with the Python references, damaged-input fuzzing)
-# run on that build; test_native_build.py (the build and the switch, RSS) is the ordinary suite's.
+# run on that build (there only: the same tests on the plain build would assert nothing more);
+# tests/test_native_build.py (the build and the switch, RSS) is the ordinary suite's.
 # A sanitizer report fails the target: UBSan's stops the process (on stderr, which pytest leaves alone),
-# ASan's go to $(SANITIZED)/reports from any process the tests start.
+# ASan's go to $(SANITIZED)/reports from any process the tests start. PYTHONSAFEPATH (python -P in every
+# process, pytest's workers too) keeps the checkout's in-place build off sys.path.
 SANITIZED := build/sanitized
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
 native-check: venv
 	rm -rf $(SANITIZED)
-	CFLAGS="$(SANITIZE) -g" LDFLAGS="$(SANITIZE)" $(VENV_PYTHON) setup.py -q build \
+	CFLAGS="$(SANITIZE) -g" LDFLAGS="$(SANITIZE)" $(VENV_PYTHON) setup.py -q build -j 2 \
 		--build-base $(SANITIZED) --build-lib $(SANITIZED)/lib
 	@libasan=$$(gcc -print-file-name=libasan.so) && test -f "$$libasan" \
 		|| { echo "native-check: gcc's AddressSanitizer runtime (libasan.so) is missing"; exit 1; }; \
 	mkdir -p $(SANITIZED)/reports; status=0; \
-	export SPARKMQ_NATIVE=1 PYTHONPATH=$(SANITIZED)/lib PYTHONMALLOC=malloc LD_PRELOAD=$$libasan \
+	export SPARKMQ_NATIVE=1 PYTHONPATH=$(SANITIZED)/lib PYTHONSAFEPATH=1 PYTHONMALLOC=malloc LD_PRELOAD=$$libasan \
 		ASAN_OPTIONS=detect_leaks=0:log_path=$(CURDIR)/$(SANITIZED)/reports/asan \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1; \
-	$(VENV_PYTHON) -P -c "import sparkmq.native as n, sys; sys.exit(not n.sendlane.__file__.startswith('$(CURDIR)/$(SANITIZED)/'))" \
+	$(VENV_PYTHON) -c "import sparkmq.native as n, sys; sys.exit(not n.sendlane.__file__.startswith('$(CURDIR)/$(SANITIZED)/'))" \
 		|| { echo "native-check: the tests would not import the sanitized build"; exit 1; }; \
-	$(VENV_PYTHON) -P -m pytest -q --capture=sys --hypothesis-profile=native-check $(PYTEST_ARGS) \
-		--ignore=tests/native/test_native_build.py tests/native || status=$$?; \
+	$(VENV_PYTHON) -m pytest -q $(XDIST) --capture=sys --hypothesis-profile=native-check $(PYTEST_ARGS) \
+		tests/native || status=$$?; \
 	if [ -n "$$(ls $(SANITIZED)/reports)" ]; then cat $(SANITIZED)/reports/*; echo "native-check: sanitizer reports above"; exit 1; fi; \
 	exit $$status
 

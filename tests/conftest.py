@@ -1,9 +1,8 @@
-"""How the suite spreads over pytest-xdist workers (``make test-suite`` runs ``-n 2 --dist loadgroup``).
+"""Fixtures every test folder may use: the SparkSession of a process and fresh names.
 
-Each test file is one group, so its module fixtures (a broker, a cluster) start once, on one worker.
-Every test that uses a SparkSession joins one group instead: the session is one JVM per process, and
-a module that stops it (or builds it with other settings) must not pull it from under another file's
-test on the same worker, so Spark's tests run on one worker in the suite's own order.
+``make test-suite`` runs ``-n 2 --dist loadfile``: each test file runs whole on one pytest-xdist worker,
+so its module fixtures (a broker, a cluster, a pair of JVM brokers) start once. Each worker builds its
+own SparkSession for the Spark files it gets; no test stops or rebuilds it.
 """
 
 from __future__ import annotations
@@ -12,12 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        uses_spark = "spark" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("spark" if uses_spark else item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")

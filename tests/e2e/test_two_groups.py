@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-
-import pytest
 
 from sparkmq.cli.main import main
 from sparkmq.client import ConsumeResult, Message, Producer, PushConsumer, ReceivedMessage, SendStatus
@@ -26,22 +23,12 @@ from support.client_harness import wait_for_route
 from support.ha_checks import FAST_HA, UNTIL_S, known_topics, wait_for_sync_link
 from support.processes import REPO_ROOT, BrokerProcess, NamesrvProcess, wait_until
 from support.rocketmq_cpp import CppClientRun
-from support.spark_harness import build_session
 
 DEPLOY = REPO_ROOT / "deploy" / "2m-2s-sync"
 GROUPS = {"broker-a": ("broker-a.conf", "broker-a-s.conf"), "broker-b": ("broker-b.conf", "broker-b-s.conf")}
 TOPIC, PER_PRODUCER = "orders", 300
 CREATE_TOPIC = ("updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")  # as docs/cluster.md does
 CLIENT_TIMEOUT_S = 90.0
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    session = build_session()
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def start_brokers(stack: ExitStack, root: Path, namesrvs: str) -> dict[str, BrokerProcess]:

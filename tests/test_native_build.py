@@ -15,7 +15,7 @@ from sparkmq import native
 from sparkmq.message.layout import MESSAGE_MAGIC_CODE
 from support.native_lane import BORN, MAX_FRAME, MAX_MESSAGE, STORE, send_frame
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def setup_extensions() -> list[str]:
