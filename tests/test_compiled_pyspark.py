@@ -94,17 +94,6 @@ def test_the_packages_own_jars_leave_with_their_importers_and_other_jars_stay(tm
         sys.path_importer_cache.pop(str(core_jar), None)
 
 
-def test_the_zip_leaves_when_the_path_reaches_its_site_through_a_symlink(tmp_path: Path) -> None:
-    """A virtualenv reached through a symlink: Spark names the zip by the resolved path, sys.path by the link."""
-    site = tmp_path / "real" / "site-packages"
-    pyspark_zip, py4j_zip = installed_pyspark(site)
-    (tmp_path / "link").symlink_to(tmp_path / "real")
-    path = [pyspark_zip, py4j_zip, str(tmp_path / "link" / "site-packages")]
-
-    assert prefer_compiled_pyspark(path) == [pyspark_zip, py4j_zip]
-    assert path == [str(tmp_path / "link" / "site-packages")]
-
-
 @pytest.mark.parametrize("on_path", [False, True])
 def test_an_installed_zip_stays_when_its_package_cannot_be_imported_instead(tmp_path: Path, on_path: bool) -> None:
     """Without the site directory on the path, or without the package's __init__.py, the zip is the only pyspark."""
