@@ -17,6 +17,11 @@ is due, and drops groups whose requests were all answered. Per send that is a co
 append, not a deadline entry pushed and popped; a request fails never before its deadline and at most
 twice ``DEADLINE_SWEEP_S`` after it.
 
+Requests first: a read writes the requests still waiting for their turn's end before it reads its answers.
+uvloop runs a callback scheduled during a turn (the coalesced write's) only after its next poll, whose reads
+come first: the requests a turn made would wait while the client parses the answers to the previous ones, and
+the broker, having answered those, would idle meanwhile; so client and broker took turns.
+
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
 ``request_lean``.
@@ -209,6 +214,8 @@ class ClientConnection(RemotingConnection):
     def data_received(self, data: bytes) -> None:
         if self._spinner is not None:
             self._spinner.touch()
+        if self._out:  # the turn's requests leave before these answers are read (the module's "Requests first")
+            self._flush_out()
         lean = self._lean
         if not lean or self._closing_when_served or self._decoder.buffered_bytes or decode_plain_header is None:
             if self._tail:
