@@ -77,6 +77,14 @@ LEAN_CHUNK_FRAMES = 64
 LEAN_BUSY_FRAMES = LEAN_CHUNK_FRAMES // 2
 
 
+def _frames_end(data: bytes, count: int) -> int:
+    """Where the first ``count`` frames of ``data`` (whole ones) end."""
+    position = 0
+    for _ in range(count):
+        position += _PREFIX_BYTES + _LENGTH.unpack_from(data, position + _LENGTH_BYTES)[0]
+    return position
+
+
 class LeanWaiter(Protocol):
     """What waits for a lean request's answer: an asyncio future has this shape."""
 
@@ -226,15 +234,15 @@ class ClientConnection(RemotingConnection):
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
         if _native is not None:
-            for end, code, opaque, flag, version, language, remark, ext_fields in _native.answers(data, 0):
-                if not flag & RESPONSE_FLAG:
-                    break
-                future = lean.pop(opaque, None)
-                if future is None:
+            end, taken = _native.answers(data, 0)  # each answer's LeanResponse fields, in order
+            for fields in taken:
+                future = lean.pop(fields[1], None)
+                if future is None:  # not awaited here: the reference path's, from this answer's frame on
+                    end = _frames_end(data, next(i for i, other in enumerate(taken) if other is fields))
                     break
                 if not future.done():
-                    future.set_result(LeanResponse(code, opaque, flag, version, language, remark, ext_fields))
-                position = end
+                    future.set_result(LeanResponse(*fields))
+            position = end
         while True:
             if size - position < _PREFIX_BYTES:
                 if (
