@@ -237,3 +237,12 @@ def test_answers_stop_at_a_request() -> None:
     request = _BROKER_ANSWER.replace(b'"flag":1', b'"flag":0')
     data = frame(_BROKER_ANSWER) + frame(request) + frame(_BROKER_ANSWER)
     assert native.answers(data, 0) == (len(frame(_BROKER_ANSWER)), [native.answers(frame(_BROKER_ANSWER), 0)[1][0]])
+
+
+def test_every_byte_at_every_place_of_a_text_block_is_taken_as_the_reference_takes_it() -> None:
+    """The C scans a string's text in blocks of bytes: any byte, at any place of a block, is judged as the
+    reference judges it."""
+    for byte in range(256):
+        for place in range(9):
+            text = b"v" * place + bytes([byte]) + b"w" * (16 - place)
+            check_answers(frame(b'{"code":0,"flag":1,"opaque":5,"extFields":{"msgId":"' + text + b'"}}'))
