@@ -5,7 +5,7 @@
  * decode_plain_header): render returns the same bytes or None (an int outside int64: Python renders it);
  * answers returns, for the leading run of whole frames whose header has the plain shape in its strictest form
  * (compact ASCII JSON without escapes, only PlainHeader's keys and serializeTypeCurrentRPC, each once, int32
- * numbers), the fields decode_plain_header gives; it stops at the first frame it does not take, which the
+ * numbers, the flag's response bit set), the fields decode_plain_header gives; it stops at the first frame it does not take, which the
  * Python path then reads, decodes or rejects as before. tests/native/test_client_frames.py compares both under
  * hypothesis, on good and damaged input. */
 #define PY_SSIZE_T_CLEAN
@@ -191,6 +191,8 @@ done:
 
 /* --- answers ------------------------------------------------------------------------------------------------ */
 
+#define RESPONSE_FLAG 1 /* the flag's response bit (sparkmq.protocol.RESPONSE_FLAG) */
+
 enum { F_CODE = 1, F_OPAQUE = 2, F_FLAG = 4, F_VERSION = 8, F_LANGUAGE = 16, F_REMARK = 32, F_EXT = 64, F_SER = 128 };
 
 typedef struct {
@@ -349,9 +351,24 @@ static const struct {
     HEADER_KEY("extFields", F_EXT),   HEADER_KEY("serializeTypeCurrentRPC", F_SER),
 };
 
-/* One header of the plain shape as (end, code, opaque, flag, version, language, remark, ext_fields); None when it
- * is not of that shape; NULL on an error (memory). */
-static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py_ssize_t end) {
+/* The version number of the last answer (a broker gives the same in all): shared rather than made anew. */
+static PyObject *last_version;
+
+static PyObject *version_int(long version) {
+    if (last_version == NULL || PyLong_AsLong(last_version) != version) {
+        PyObject *made = PyLong_FromLong(version);
+        if (made == NULL)
+            return NULL;
+        Py_XSETREF(last_version, made);
+    }
+    Py_INCREF(last_version);
+    return last_version;
+}
+
+/* One answer's header of the plain shape as (code, opaque, flag, version, language, remark, ext_fields), the
+ * fields of a PlainHeader in its order; None when it is not of that shape or not a response (the flag's RESPONSE
+ * bit clear); NULL on an error (memory). */
+static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
     scan_t s = {header, header + length};
     long code = 0, opaque = 0, flag = 0, version = 0;
     PyObject *language = NULL, *remark = NULL, *ext = NULL, *result = NULL;
@@ -408,31 +425,32 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, Py
         }
         }
     } while (expect(&s, ','));
-    if (!expect(&s, '}') || s.p != s.end || (seen & (F_CODE | F_OPAQUE)) != (F_CODE | F_OPAQUE))
+    if (!expect(&s, '}') || s.p != s.end || (seen & (F_CODE | F_OPAQUE)) != (F_CODE | F_OPAQUE) ||
+        !(flag & RESPONSE_FLAG))
         goto not_plain;
-    result = PyTuple_New(8);
+    result = PyTuple_New(7);
     if (result == NULL)
         goto release;
-    long ints[] = {code, opaque, flag, version};
-    PyObject *first = PyLong_FromSsize_t(end);
-    if (first == NULL) {
-        Py_CLEAR(result);
-        goto release;
-    }
-    PyTuple_SET_ITEM(result, 0, first);
-    for (int i = 0; i < 4; i++) {
+    long ints[] = {code, opaque, flag};
+    for (int i = 0; i < 3; i++) {
         PyObject *number = PyLong_FromLong(ints[i]);
         if (number == NULL) {
             Py_CLEAR(result);
             goto release;
         }
-        PyTuple_SET_ITEM(result, 1 + i, number);
+        PyTuple_SET_ITEM(result, i, number);
     }
+    PyObject *number = version_int(version);
+    if (number == NULL) {
+        Py_CLEAR(result);
+        goto release;
+    }
+    PyTuple_SET_ITEM(result, 3, number);
     PyObject *objects[] = {language, remark, ext};
     for (int i = 0; i < 3; i++) {
         PyObject *object = objects[i] ? objects[i] : Py_None;
         Py_INCREF(object);
-        PyTuple_SET_ITEM(result, 5 + i, object);
+        PyTuple_SET_ITEM(result, 4 + i, object);
     }
     goto release;
 not_plain_or_error:
@@ -455,8 +473,9 @@ static uint32_t get_be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
-/* answers(data, position) -> [(end, code, opaque, flag, version, language, remark, ext_fields), ...]: the leading
- * run of whole plain response frames from ``position`` on, each with the offset where it ends. */
+/* answers(data, position) -> (end, [(code, opaque, flag, version, language, remark, ext_fields), ...]): the leading
+ * run of whole plain response frames from ``position`` on, and the offset where the last of them ends (``position``
+ * when none). */
 static PyObject *answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "answers(data, position)");
@@ -468,35 +487,35 @@ static PyObject *answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_buffer data;
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
         return NULL;
-    PyObject *list = PyList_New(0);
-    if (list == NULL || position < 0 || position > data.len)
+    PyObject *list = PyList_New(0), *result = NULL;
+    if (list == NULL)
         goto done;
-    const unsigned char *bytes = data.buf;
-    while (data.len - position >= 8) {
-        uint32_t length = get_be32(bytes + position), header_length = get_be32(bytes + position + 4);
-        if ((uint64_t)length != 4 + (uint64_t)header_length || (uint64_t)header_length > (uint64_t)(data.len - position - 8))
-            break; /* a body, a binary header, a bad length or an unfinished frame: Python's */
-        Py_ssize_t end = position + 8 + (Py_ssize_t)header_length;
-        PyObject *answer = plain_answer(bytes + position + 8, (Py_ssize_t)header_length, end);
-        if (answer == NULL) {
-            Py_CLEAR(list);
-            break;
-        }
-        if (answer == Py_None) {
+    if (position >= 0 && position <= data.len) {
+        const unsigned char *bytes = data.buf;
+        while (data.len - position >= 8) {
+            uint32_t length = get_be32(bytes + position), header_length = get_be32(bytes + position + 4);
+            if ((uint64_t)length != 4 + (uint64_t)header_length ||
+                (uint64_t)header_length > (uint64_t)(data.len - position - 8))
+                break; /* a body, a binary header, a bad length or an unfinished frame: Python's */
+            PyObject *answer = plain_answer(bytes + position + 8, (Py_ssize_t)header_length);
+            if (answer == NULL)
+                goto done;
+            if (answer == Py_None) {
+                Py_DECREF(answer);
+                break;
+            }
+            int appended = PyList_Append(list, answer);
             Py_DECREF(answer);
-            break;
+            if (appended < 0)
+                goto done;
+            position += 8 + (Py_ssize_t)header_length;
         }
-        int appended = PyList_Append(list, answer);
-        Py_DECREF(answer);
-        if (appended < 0) {
-            Py_CLEAR(list);
-            break;
-        }
-        position = end;
     }
+    result = Py_BuildValue("(nO)", position, list);
 done:
+    Py_XDECREF(list);
     PyBuffer_Release(&data);
-    return list;
+    return result;
 }
 
 static PyMethodDef methods[] = {
@@ -505,7 +524,7 @@ static PyMethodDef methods[] = {
      " batch, body)"
      " -> bytes | None: SendTemplate.frame's bytes, or None to leave it to Python"},
     {"answers", (PyCFunction)(void (*)(void))answers, METH_FASTCALL,
-     "answers(data, position) -> list of (end, code, opaque, flag, version, language, remark, ext_fields) of the"
+     "answers(data, position) -> (end, list of (code, opaque, flag, version, language, remark, ext_fields)) of the"
      " leading whole plain response frames"},
     {NULL, NULL, 0, NULL},
 };

@@ -17,6 +17,11 @@ is due, and drops groups whose requests were all answered. Per send that is a co
 append, not a deadline entry pushed and popped; a request fails never before its deadline and at most
 twice ``DEADLINE_SWEEP_S`` after it.
 
+Requests first: a read writes the requests still waiting for their turn's end before it reads its answers.
+uvloop runs a callback scheduled during a turn (the coalesced write's) only after its next poll, whose reads
+come first: the requests a turn made would wait while the client parses the answers to the previous ones, and
+the broker, having answered those, would idle meanwhile; so client and broker took turns.
+
 Only the plain case takes this path: a whole, bodiless JSON frame at the start of a read (or
 after the previous read's lean frames) of the plain shape, a response, awaited through
 ``request_lean``.
@@ -70,6 +75,14 @@ LEAN_CHUNK_FRAMES = 64
 #: ... unless this many written requests are still unanswered: the broker has work, a chunk more would only
 #: cost it a read more (and the turn's tail a write of its own); the turn's frames then go out at its end.
 LEAN_BUSY_FRAMES = LEAN_CHUNK_FRAMES // 2
+
+
+def _frames_end(data: bytes, count: int) -> int:
+    """Where the first ``count`` frames of ``data`` (whole ones) end."""
+    position = 0
+    for _ in range(count):
+        position += _PREFIX_BYTES + _LENGTH.unpack_from(data, position + _LENGTH_BYTES)[0]
+    return position
 
 
 class LeanWaiter(Protocol):
@@ -209,6 +222,8 @@ class ClientConnection(RemotingConnection):
     def data_received(self, data: bytes) -> None:
         if self._spinner is not None:
             self._spinner.touch()
+        if self._out:  # the turn's requests leave before these answers are read (the module's "Requests first")
+            self._flush_out()
         lean = self._lean
         if not lean or self._closing_when_served or self._decoder.buffered_bytes or decode_plain_header is None:
             if self._tail:
@@ -219,15 +234,15 @@ class ClientConnection(RemotingConnection):
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
         if _native is not None:
-            for end, code, opaque, flag, version, language, remark, ext_fields in _native.answers(data, 0):
-                if not flag & RESPONSE_FLAG:
-                    break
-                future = lean.pop(opaque, None)
-                if future is None:
+            end, taken = _native.answers(data, 0)  # each answer's LeanResponse fields, in order
+            for fields in taken:
+                future = lean.pop(fields[1], None)
+                if future is None:  # not awaited here: the reference path's, from this answer's frame on
+                    end = _frames_end(data, next(i for i, other in enumerate(taken) if other is fields))
                     break
                 if not future.done():
-                    future.set_result(LeanResponse(code, opaque, flag, version, language, remark, ext_fields))
-                position = end
+                    future.set_result(LeanResponse(*fields))
+            position = end
         while True:
             if size - position < _PREFIX_BYTES:
                 if (

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from sparkmq.client import send_frames
 from sparkmq.client.send_frames import SendTemplate
+from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import MAX_FRAME_BYTES
 from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, PlainHeader, decode_plain_header
 
@@ -127,7 +128,8 @@ _HEADER = re.compile(rf"\{{(?:{_MEMBER.pattern})(?:,(?:{_MEMBER.pattern}))*\}}")
 
 def strict_plain(header: bytes) -> PlainHeader | None:
     """The reference of what the C takes: compact ASCII JSON without escapes, PlainHeader's keys (and
-    serializeTypeCurrentRPC) each once, code and opaque present, int32 numbers; decoded as the client does."""
+    serializeTypeCurrentRPC) each once, code and opaque present, int32 numbers, the flag's response bit set;
+    decoded as the client does."""
     text = header.decode("latin-1")
     if not _HEADER.fullmatch(text):
         return None
@@ -135,9 +137,10 @@ def strict_plain(header: bytes) -> PlainHeader | None:
     if len(set(keys)) != len(keys) or not {"code", "opaque"} <= set(keys):
         return None
     try:
-        return decode_plain_header(header)
+        decoded = decode_plain_header(header)
     except PLAIN_HEADER_ERRORS:
         return None
+    return decoded if decoded.flag & RESPONSE_FLAG else None
 
 
 def frame(header: bytes) -> bytes:
@@ -146,7 +149,7 @@ def frame(header: bytes) -> bytes:
 
 def check_answers(data: bytes, position: int = 0) -> None:
     """The C's answers from ``position`` are the strict plain frames of the reference, in order, up to the first
-    frame it does not take."""
+    frame it does not take, and its end is where the last of them ends."""
     start, expected = position, []
     while len(data) - position >= 8:
         length, header_length = struct.unpack_from(">II", data, position)
@@ -158,8 +161,9 @@ def check_answers(data: bytes, position: int = 0) -> None:
             break
         expected.append((end, header))
         position = end
-    got = native.answers(data, start)
-    assert [(answer[0], PlainHeader(*answer[1:])) for answer in got] == expected
+    end, got = native.answers(data, start)
+    assert [PlainHeader(*answer) for answer in got] == [header for _, header in expected]
+    assert end == (expected[-1][0] if expected else start)
 
 
 _VALUE = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)
@@ -199,9 +203,9 @@ def test_answers_take_what_the_reference_takes(heads: list[bytes], cut: int) -> 
     check_answers(data)
     check_answers(data[: max(len(data) - cut, 0)])
     for header in heads:
-        taken = native.answers(frame(header), 0)
+        _, taken = native.answers(frame(header), 0)
         if taken:  # a header the C takes decodes so in the client's path, with the same fields
-            assert PlainHeader(*taken[0][1:]) == decode_plain_header(header)
+            assert PlainHeader(*taken[0]) == decode_plain_header(header)
 
 
 _BROKER_ANSWER = (
@@ -218,8 +222,27 @@ def test_damaged_answers_are_taken_only_when_intact(data: bytes) -> None:
 
 def test_answers_start_at_the_position_and_refuse_one_outside() -> None:
     data = frame(_BROKER_ANSWER) * 2
-    assert [answer[0] for answer in native.answers(data, 0)] == [len(data) // 2, len(data)]
-    assert [answer[0] for answer in native.answers(data, len(data) // 2)] == [len(data)]
-    assert native.answers(data, len(data)) == native.answers(data, len(data) + 1) == []
-    assert native.answers(data, -1) == []
+    assert [(end, len(taken)) for end, taken in [native.answers(data, 0), native.answers(data, len(data) // 2)]] == [
+        (len(data), 2),
+        (len(data), 1),
+    ]
+    assert native.answers(data, len(data)) == (len(data), [])
+    assert native.answers(data, len(data) + 1) == (len(data) + 1, [])
+    assert native.answers(data, -1) == (-1, [])
     assert native.answers(memoryview(data), 0) == native.answers(data, 0)
+
+
+def test_answers_stop_at_a_request() -> None:
+    """A request from the broker (the flag's response bit clear) ends the run: the Python path serves it."""
+    request = _BROKER_ANSWER.replace(b'"flag":1', b'"flag":0')
+    data = frame(_BROKER_ANSWER) + frame(request) + frame(_BROKER_ANSWER)
+    assert native.answers(data, 0) == (len(frame(_BROKER_ANSWER)), [native.answers(frame(_BROKER_ANSWER), 0)[1][0]])
+
+
+def test_every_byte_at_every_place_of_a_text_block_is_taken_as_the_reference_takes_it() -> None:
+    """The C scans a string's text in blocks of bytes: any byte, at any place of a block, is judged as the
+    reference judges it."""
+    for byte in range(256):
+        for place in range(9):
+            text = b"v" * place + bytes([byte]) + b"w" * (16 - place)
+            check_answers(frame(b'{"code":0,"flag":1,"opaque":5,"extFields":{"msgId":"' + text + b'"}}'))

@@ -3,7 +3,8 @@
 A chunk goes on the wire while the turn is still producing requests (so the peer can start on it),
 unless the peer has a part of a chunk (``LEAN_BUSY_FRAMES``) unanswered already;
 the requests keep their order across chunks, every answer reaches its own waiter whatever order the
-answers come in, and a connection lost after some answers fails exactly the unanswered requests.
+answers come in, a connection lost after some answers fails exactly the unanswered requests, and a read
+writes the requests held for the turn's end before it hands out its answers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import random
 import socket
 import threading
 from collections.abc import AsyncIterator
+
+import uvloop
 
 from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
@@ -181,5 +184,66 @@ def test_lean_sends_to_a_peer_that_stops_reading_go_out_at_once_and_resume_when_
         asyncio.run(main())
     finally:
         may_read.set()
+        listener.close()
+        server.join(WAIT_S)
+
+
+class _Watching:
+    """A lean waiter that notes how many frames its connection still held for the turn's end when answered."""
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.answered = connection.create_future()
+
+    def done(self) -> bool:
+        return self.answered.done()
+
+    def set_result(self, result: object) -> None:
+        self.answered.set_result(len(self.connection._out))
+
+    def set_exception(self, exception: BaseException) -> None:
+        self.answered.set_exception(exception)
+
+
+def test_a_read_writes_the_requests_held_for_the_turn_before_it_hands_out_answers() -> None:
+    """Under uvloop a read that comes before the turn's coalesced write still sends that write first: the
+    peer gets the new requests before the client spends its time on the answers to the old ones."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answered, requests = threading.Event(), []
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            decoder = FrameDecoder()
+            while data := peer.recv(65536):  # answer each read at once, until the client closes
+                new = decoder.feed(data)
+                requests.extend(new)
+                peer.sendall(b"".join(answer(r) for r in new))
+                answered.set()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+
+    async def main() -> None:
+        client = RemotingClient()
+        try:
+            connection = await client.connection(f"127.0.0.1:{listener.getsockname()[1]}")
+            assert isinstance(connection, ClientConnection)
+            first = _Watching(connection)
+            opaque = connection.next_opaque()
+            frame = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, opaque, body=b"x").encode()
+            connection.send_lean(opaque, RequestCode.SEND_MESSAGE_V2, frame, first, 30.0)  # alone: written now
+            assert answered.wait(WAIT_S)  # this turn goes on: its answer waits in the socket
+            held = [send(connection) for _ in range(3)]
+            assert len(connection._out) == 3  # for the turn's end, which uvloop runs after its next read
+            assert await asyncio.wait_for(first.answered, WAIT_S) == 0
+            assert [offset_of(await future) for _, future in held] == [opaque for opaque, _ in held]
+        finally:
+            await client.close()
+
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
+    finally:
         listener.close()
         server.join(WAIT_S)

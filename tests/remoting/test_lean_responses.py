@@ -202,3 +202,21 @@ def test_a_cancelled_waiter_is_forgotten() -> None:
         assert (await other).opaque == other_opaque  # the cancelled one's answer came first and was dropped
 
     asyncio.run(scripted(script, 2, test))
+
+
+def test_an_answer_nobody_waits_for_between_plain_ones_is_dropped_and_the_rest_still_arrive() -> None:
+    async def script(requests: list[RemotingCommand], writer: asyncio.StreamWriter) -> None:
+        plain = [r.make_response(ext_fields={"msgId": "AB", "queueOffset": str(r.opaque)}).encode() for r in requests]
+        writer.write(b"".join(plain))  # one read: the forgotten one's answer mid-run
+        await writer.drain()
+
+    async def test(connection: ClientConnection) -> None:
+        sent = [send(connection) for _ in range(4)]
+        forgotten, future = sent.pop(1)
+        future.cancel()
+        connection.forget(forgotten)
+        for opaque, waiting in sent:
+            assert (await waiting).ext_fields == {"msgId": "AB", "queueOffset": str(opaque)}  # type: ignore[attr-defined]
+        assert connection.is_open
+
+    asyncio.run(scripted(script, 4, test))
