@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import random
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -135,7 +137,26 @@ class GrpcBroker:
         return int(fields["offset"]) if code == ResponseCode.SUCCESS else -1
 
 
+def listen_port() -> int:
+    """A free port below the kernel's ephemeral range: a broker restarted on it after kill -9 cannot find it
+    taken by some connection's local end, as a port the kernel handed out could be."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randrange(10000, max(10001, low))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in [10000, {low})")
+
+
 def start_broker(store_dir: Path, namesrv: str | None, grpc_port: int = 0, *extra: str) -> BrokerProcess:
+    grpc_port = grpc_port or listen_port()
     return BrokerProcess.start(
         store_dir,
         namesrv,
