@@ -14,11 +14,12 @@ from deltalake import DeltaTable
 
 from sparkmq import Message, Producer
 from sparkmq.protocol import RequestCode, ResponseCode
+from sparkmq.protocol.namesrv_bodies import TopicConfigSerializeWrapper
 from sparkmq.protocol.table_bodies import TableStatusBody
 from sparkmq.tables.layout import table_uri
 from support.controller_group import UNTIL_S, ControllerGroup, ask, send_until_ok
 from support.ha_checks import send
-from support.processes import wait_until
+from support.processes import BrokerProcess, wait_until
 from support.table_wire import topic_fields
 
 TOPIC = "TableFailover"
@@ -46,6 +47,23 @@ def _table_holds(address: str, total: int) -> bool:
     )
 
 
+def _knows_table(address: str) -> bool:
+    """The broker at ``address`` has the topic with its table attribute (a replica: from its last topic sync)."""
+    response = ask(address, RequestCode.GET_ALL_TOPIC_CONFIG)
+    if response.code != ResponseCode.SUCCESS:
+        return False
+    config = TopicConfigSerializeWrapper.decode(response.body).topic_config_table.get(TOPIC)
+    return config is not None and config.attribute_map.get("table.enable") == "true"
+
+
+def _why_not(broker: BrokerProcess) -> str:
+    """What the promoted broker says about the table, and its log's end."""
+    response = ask(broker.address, RequestCode.SPARKMQ_TABLE_STATUS, {"topic": TOPIC})
+    status = TableStatusBody.decode(response.body) if response.code == ResponseCode.SUCCESS else None
+    log = "\n".join(broker.output[-40:])
+    return f"the table stopped: code {response.code} {response.remark!r} {status}\n{log}"
+
+
 def test_a_promoted_replica_continues_the_table_with_no_duplicate_and_no_gap(tmp_path: Path) -> None:
     tables = tmp_path / "tables"
     settings = ("--set", f"tableTopicRoot={tables}", "--set", "tableTopicCommitIntervalMs=100")
@@ -63,6 +81,9 @@ def test_a_promoted_replica_continues_the_table_with_no_duplicate_and_no_gap(tmp
             for i in range(30, 40):  # while the master may be writing them
                 producer.send(Message(TOPIC, b"before %d" % i))
                 acknowledged.append(b"before %d" % i)
+            # topic metadata reaches a replica by its periodic sync (Java's SlaveSynchronize), not with the data
+            replica = group.brokers[1 - old]
+            assert replica is not None and wait_until(lambda: _knows_table(replica.address), UNTIL_S)
             group.kill(old)
             assert wait_until(lambda: group.master_index() not in (None, old), UNTIL_S), "no replica was elected"
             new = group.brokers[group.master_index() or 0]
@@ -72,7 +93,7 @@ def test_a_promoted_replica_continues_the_table_with_no_duplicate_and_no_gap(tmp
             for i in range(1, 20):
                 producer.send(Message(TOPIC, b"after %d" % i))
                 acknowledged.append(b"after %d" % i)
-            assert wait_until(lambda: _table_holds(new.address, len(acknowledged)), UNTIL_S), "the table stopped"
+            assert wait_until(lambda: _table_holds(new.address, len(acknowledged)), UNTIL_S), _why_not(new)
         table = DeltaTable(table_uri(str(tables), TOPIC)).to_pyarrow_table(columns=["queueId", "queueOffset", "body"])
         rows = table.to_pylist()
         for q in range(QUEUES):
