@@ -10,8 +10,6 @@ succeed once space returns.
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
 import time
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from sparkmq.protocol.pop_headers import (
 from sparkmq.store import disk
 from support.broker_wire import Wire, serve
 from support.controller_group import FAST, GROUP, ControllerGroup
+from support.disk_faults import NoSpaceForCommitLog
 
 CONSUMER, TOPIC = "CID_REVIVE_FAULT", "ReviveFault"
 SEGMENT = 1 << 20
@@ -51,13 +50,6 @@ def handle_of(answer: RemotingCommand, start: int) -> str:
 def test_a_refused_revive_log_record_keeps_the_pop_change_nowhere_and_the_retry_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = disk.fallocate
-
-    def no_space_for_commitlog(fd: int, offset: int, size: int) -> None:
-        if "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}"):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        real(fd, offset, size)
-
     async def scenario(wire: Wire) -> None:
         pop = wire.broker.pop
         assert pop is not None and pop.log is not None
@@ -78,7 +70,7 @@ def test_a_refused_revive_log_record_keeps_the_pop_change_nowhere_and_the_retry_
         before = pop_state(pop)
         assert len(before[0]) == 3 and before[3]
 
-        monkeypatch.setattr(disk, "fallocate", no_space_for_commitlog)
+        monkeypatch.setattr(disk, "fallocate", NoSpaceForCommitLog())
         for size in (300_000, 30_000, 3_000, 300, 30, 1):  # fill the segment: even a tiny record needs the next
             while (refused := await wire.send("Filler", b"f" * size, queue_nums=1)).code == ResponseCode.SUCCESS:
                 pass
