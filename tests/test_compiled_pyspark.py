@@ -108,10 +108,12 @@ def test_an_installed_zip_stays_when_its_package_cannot_be_imported_instead(tmp_
 
 
 def test_the_pth_file_in_this_environment_makes_a_spark_worker_import_the_compiled_pyspark() -> None:
-    """What Spark does to a worker: PYTHONPATH starts with the installed pyspark's own zips."""
+    """What Spark does to a worker: PYTHONPATH starts with the installed pyspark's own zips, named by their real
+    path (SPARK_HOME resolved), while the worker's sys.path reaches site-packages as the interpreter names it
+    (through a symlink when the virtualenv is one)."""
     import pyspark
 
-    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    lib = Path(pyspark.__file__).resolve().parent / "python" / "lib"
     zips = sorted(str(entry) for entry in lib.glob("*.zip"))
     assert any(entry.endswith("pyspark.zip") for entry in zips)
     assert compiled.enabled(sysconfig.get_path("purelib")), "make venv runs `sparkmq pyspark-bytecode enable`"

@@ -34,9 +34,8 @@ ACCESS_KEY_ENV, SECRET_KEY_ENV = "SPARKMQ_ACCESS_KEY", "SPARKMQ_SECRET_KEY"
 COMMANDS = {**BROKER_COMMANDS, **CONTROLLER_COMMANDS}
 
 
-def register(subcommands: Any) -> None:
-    """Add ``admin`` with one sub-parser per mqadmin command."""
-    parser = subcommands.add_parser("admin", help="mqadmin's commands (updateTopic, consumerProgress, ...)")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``admin`` subcommand's options to its ``parser``."""
     environ = os.environ
     parser.add_argument("--access-key", default=environ.get(ACCESS_KEY_ENV), help=f"ACL access key (${ACCESS_KEY_ENV})")
     parser.add_argument("--secret-key", default=environ.get(SECRET_KEY_ENV), help=f"ACL secret key (${SECRET_KEY_ENV})")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from sparkmq.broker.config import BrokerConfig, parse_properties
 from sparkmq.broker.controller import BrokerController
@@ -13,9 +12,8 @@ from sparkmq.errors import ConfigError
 from sparkmq.store.config import FlushDiskType
 
 
-def register(subcommands: Any) -> None:
-    """Add the ``broker`` subcommand."""
-    parser = subcommands.add_parser("broker", help="run a broker (RocketMQ remoting protocol)")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``broker`` subcommand's options to its ``parser``."""
     add_broker_arguments(parser)
     parser.set_defaults(run=run)
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 SHELLS = ("bash",)
 
 
-def register(subcommands: Any) -> None:
-    parser = subcommands.add_parser("completion", help="print a shell completion script (bash; zsh via bashcompinit)")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``completion`` subcommand's options to its ``parser``."""
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     parser.set_defaults(run=run)
 

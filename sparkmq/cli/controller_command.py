@@ -11,12 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from sparkmq.broker.config import parse_properties
 from sparkmq.cli.service import run_service
-from sparkmq.controller import ControllerConfig, ControllerServer
-from sparkmq.controller.config import DEFAULT_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS, parse_peers
+from sparkmq.controller.config import DEFAULT_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS, ControllerConfig, parse_peers
 from sparkmq.errors import ConfigError
 
 DEFAULT_PORT = 9878  # the controller's port in RocketMQ's quick-start (controller.conf)
@@ -51,6 +48,10 @@ def controller_config(properties: dict[str, str], store_path: Path | None) -> Co
 
 def read_properties(config: Path | None, pairs: list[str]) -> dict[str, str]:
     """A properties file, then ``--set`` pairs."""
+    if config is None and not pairs:
+        return {}
+    from sparkmq.broker.config import parse_properties  # a NameServer without a config file does without it
+
     properties = parse_properties(config.read_text(encoding="utf-8"), str(config)) if config else {}
     for pair in pairs:
         properties.update(parse_properties(pair, source=f"--set {pair}"))
@@ -63,14 +64,14 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"sparkmq controller: {exc}", file=sys.stderr)
         return 2
+    from sparkmq.controller import ControllerServer
+
     server = ControllerServer(config, args.host, args.port)
     return run_service(server, ready_line_of=lambda: f"controller listening on {server.address}")
 
 
-def register(subcommands: Any) -> None:
-    parser: argparse.ArgumentParser = subcommands.add_parser(
-        "controller", help="run a controller (automatic failover of brokers in controller mode)"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``controller`` subcommand's options to its ``parser``."""
     parser.add_argument("-c", "--config", type=Path, help="controller.conf (RocketMQ key=value properties)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one ({DEFAULT_PORT})")

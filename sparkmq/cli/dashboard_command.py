@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import os
 import socket
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -22,9 +21,8 @@ from sparkmq.ops.dashboard import DashboardConfig, create_app
 STARTUP_POLL_S = 0.05
 
 
-def register(subcommands: Any) -> None:
-    """Add the ``dashboard`` subcommand."""
-    parser = subcommands.add_parser("dashboard", help="web dashboard: cluster, topics, consumer lag, messages")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``dashboard`` subcommand's options to its ``parser``."""
     parser.add_argument(
         "--namesrv",
         default=os.environ.get("NAMESRV_ADDR"),

@@ -63,9 +63,8 @@ class DevCluster:
         return "\n".join(lines)
 
 
-def register(subcommands: Any) -> None:
-    """Add the ``dev`` subcommand."""
-    parser = subcommands.add_parser("dev", help="run a NameServer and a broker in one process")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``dev`` subcommand's options to its ``parser``."""
     add_broker_arguments(parser)
     parser.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (0 picks a free one)")
     parser.set_defaults(run=run)

@@ -27,7 +27,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import sparkmq
 
@@ -50,8 +49,8 @@ class Finding:
         return f"{self.level:<5} {self.check:<8} {self.detail}"
 
 
-def register(subcommands: Any) -> None:
-    parser = subcommands.add_parser("doctor", help="check Java, native extensions, ports, disk and clock")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``doctor`` subcommand's options to its ``parser``."""
     parser.add_argument("--store-dir", type=Path, default=Path("data/store"), help="the store to check the disk of")
     parser.add_argument(
         "--port", type=int, action="append", dest="ports", metavar="PORT", help="a port to check (default: 9876 ...)"

@@ -13,7 +13,6 @@ import argparse
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
 
 from sparkmq.cli.controller_command import controller_config, read_properties
 from sparkmq.cli.service import run_service
@@ -71,11 +70,8 @@ def run(args: argparse.Namespace) -> int:
     return run_service(namesrv, ready_line_of=lambda: f"namesrv listening on {namesrv.address}")
 
 
-def register(subcommands: Any) -> None:
-    """Add the ``namesrv`` subcommand to ``subcommands`` (an argparse sub-parsers action)."""
-    parser: argparse.ArgumentParser = subcommands.add_parser(
-        "namesrv", help="run a NameServer (brokers register here; clients look up routes)"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``namesrv`` subcommand's options to its ``parser``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port; 0 picks a free one (default: {DEFAULT_PORT})"

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from sparkmq.cli.service import run_service
 
@@ -50,11 +49,8 @@ def run(args: argparse.Namespace) -> int:
     return run_service(proxy, ready_line_of=lambda: f"proxy gRPC endpoint listening on {proxy.address}")
 
 
-def register(subcommands: Any) -> None:
-    """Add the ``proxy`` subcommand to ``subcommands`` (an argparse sub-parsers action)."""
-    parser: argparse.ArgumentParser = subcommands.add_parser(
-        "proxy", help="serve RocketMQ 5 (gRPC) clients in front of the broker groups of a NameServer"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``proxy`` subcommand's options to its ``parser``."""
     parser.add_argument("--namesrv", required=True, metavar="HOST:PORT", help="NameServer address(es), ';'-separated")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument(

@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 import sysconfig
-from typing import Any
 
 import sparkmq_compiled_pyspark as compiled
 
 
-def register(subcommands: Any) -> None:
-    parser = subcommands.add_parser(
-        "pyspark-bytecode", help="opt in (or out) to Spark workers importing pyspark's bytecode, not its zip"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add the ``pyspark-bytecode`` subcommand's options to its ``parser``."""
     parser.add_argument("action", choices=("enable", "disable", "status"))
     parser.set_defaults(run=run)
 

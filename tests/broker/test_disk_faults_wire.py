@@ -20,7 +20,7 @@ from sparkmq.protocol import ResponseCode
 from sparkmq.store import disk
 from sparkmq.store.config import FlushDiskType
 from support.broker_wire import Wire, run_broker
-from support.disk_faults import StalledSync
+from support.disk_faults import NoSpaceForCommitLog, StalledSync
 
 SYNC = dict(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=200)
 # Tests of faults other than a slow fsync: a loaded machine's fsync must not answer FLUSH_DISK_TIMEOUT
@@ -104,18 +104,11 @@ def test_a_failed_fsync_answers_service_not_available_and_a_restart_recovers(
 def test_a_segment_that_cannot_be_allocated_answers_system_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = disk.fallocate
-
-    def no_space_for_commitlog(fd: int, offset: int, size: int) -> None:
-        if "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}"):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        real(fd, offset, size)
-
     sent = Sent()
 
     async def scenario(w: Wire) -> None:
         assert (await sent.send(w))[0] == ResponseCode.SUCCESS
-        monkeypatch.setattr(disk, "fallocate", no_space_for_commitlog)
+        monkeypatch.setattr(disk, "fallocate", NoSpaceForCommitLog())
         for _ in range(8):  # 300 KB records: the fourth needs a second 1 MiB segment
             code, remark = await sent.send(w, body_bytes=300_000)
             if code != ResponseCode.SUCCESS:

@@ -1,7 +1,10 @@
-"""Disk faults for tests: an fsync that stalls until released (the real one runs afterwards)."""
+"""Disk faults for tests: an fsync that stalls until released (the real one runs afterwards), a disk too full for a
+CommitLog segment."""
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 
 from sparkmq.store import disk
@@ -24,3 +27,18 @@ class StalledSync:
             self.entered.set()
             self.release.wait()
         self.real(fd)
+
+
+class NoSpaceForCommitLog:
+    """A ``disk.fallocate`` failing with ENOSPC for CommitLog segments (the next one cannot be created).
+
+    Install it with ``monkeypatch.setattr(disk, "fallocate", NoSpaceForCommitLog())``.
+    """
+
+    def __init__(self) -> None:
+        self.real = disk.fallocate
+
+    def __call__(self, fd: int, offset: int, size: int) -> None:
+        if "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.real(fd, offset, size)

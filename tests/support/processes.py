@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sparkmq
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Where this process imports sparkmq from: the checkout, or a build of it (``make native-check``'s sanitized
+#: one, by PYTHONPATH). The services started here import the same package, so the same extensions.
+PACKAGE_ROOT = Path(sparkmq.__file__).resolve().parents[1]
+SERVICE_PYTHONPATH = os.pathsep.join(dict.fromkeys([str(PACKAGE_ROOT), str(REPO_ROOT)]))
 READY_TIMEOUT_S = 30.0
 
 
@@ -44,7 +50,7 @@ class ServiceProcess:
     @classmethod
     def launch(cls, args: Sequence[str], ready_prefix: str, env: dict[str, str] | None = None) -> ServiceProcess:
         """Start the process and wait for its ready line (stdout); fail with its output if it dies."""
-        full_env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1", **(env or {}))
+        full_env = dict(os.environ, PYTHONPATH=SERVICE_PYTHONPATH, PYTHONUNBUFFERED="1", **(env or {}))
         process = subprocess.Popen(
             [sys.executable, "-m", "sparkmq", *args],
             stdout=subprocess.PIPE,

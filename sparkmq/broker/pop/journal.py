@@ -159,11 +159,13 @@ class PopState:
 
 
 class PopJournal:
-    """Appends entries to ``path``; ``sync``: fsync each append (SYNC_FLUSH brokers)."""
+    """Appends entries to ``path``; ``sync``: the owner waits until each append is durable (SYNC_FLUSH brokers),
+    by an fsync, or, without ``fsync``, once the owner made it durable elsewhere (the revive log's record)."""
 
-    def __init__(self, path: Path, sync: bool) -> None:
+    def __init__(self, path: Path, sync: bool, fsync: bool = True) -> None:
         self.path = path
         self.sync = sync
+        self.fsync = fsync
         # the state of the lines on disk: with ``sync``, of those fsynced; without, the owner's own (all written)
         self.durable = PopState()
         self.on_lost: Callable[[PopState], None] = lambda durable: None
@@ -208,7 +210,7 @@ class PopJournal:
             reason = f"cannot append to the POP journal {self.path}: {exc}"
             self._broken = True  # part of the line may be in the file
             if self.sync:
-                self._lose(reason)
+                self.lose(reason)
             raise OffsetStoreError(reason, retriable=True) from exc
         self._written += 1
         if self.sync:
@@ -224,7 +226,7 @@ class PopJournal:
         thread; the callers that appended before it started all return when it ends, or all raise
         OffsetStoreError when it failed (their changes were rolled back)."""
         target = self._written
-        while self.sync:
+        while self.sync and self.fsync:
             if self._lost[0] < target <= self._lost[1]:
                 raise OffsetStoreError(self._lost_reason, retriable=True)
             if self._synced >= target:
@@ -240,10 +242,26 @@ class PopJournal:
         try:
             await asyncio.get_running_loop().run_in_executor(self._fsyncs, self._fsync_file)
         except OSError as exc:
-            self._lose(f"cannot fsync the POP journal {self.path}: {exc}")
+            self.lose(f"cannot fsync the POP journal {self.path}: {exc}")
             return
         finally:
             self._syncing = None
+        self._settle(upto)
+
+    @property
+    def appended(self) -> int:
+        """How many appends so far (``settle``'s mark)."""
+        return self._written
+
+    def settle(self, upto: int) -> None:
+        """Without ``fsync``: the appends through number ``upto`` are durable (the owner made them so);
+        OffsetStoreError when they were lost meanwhile (``lose``)."""
+        if self._lost[0] < upto <= self._lost[1]:
+            raise OffsetStoreError(self._lost_reason, retriable=True)
+        if self.sync:
+            self._settle(upto)
+
+    def _settle(self, upto: int) -> None:
         done = 0
         for number, entries in self._unsynced:
             if number > upto:
@@ -259,7 +277,7 @@ class PopJournal:
             if self._file is not None:
                 disk.fsync(self._file.fileno())
 
-    def _lose(self, reason: str) -> None:
+    def lose(self, reason: str) -> None:
         """Every line since the last good fsync is lost: its callers fail, the owner goes back to ``durable``."""
         self._lost = (self._synced, self._written)
         self._lost_reason = f"{reason}; the request's changes were not kept, retry it"

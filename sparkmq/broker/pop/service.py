@@ -157,13 +157,28 @@ class PopService:
             self.log.queue(entries)
 
     async def durable(self) -> None:
-        """Until what was recorded so far is on disk (the journal's fsync under SYNC_FLUSH) and, in
-        controller mode, in the revive log as durable as a send (OffsetStoreError when it is not)."""
-        await self.journal.synced()
-        if self.log is not None and self.serving():
+        """Until what was recorded so far is durable: on disk (the journal's fsync under SYNC_FLUSH) or, in
+        controller mode, in the revive log as durable as a send. OffsetStoreError when it is not.
+
+        In controller mode the revive log's record is the journal's fsync: when the store refuses it,
+        the lines not yet in the log are lost as a failed fsync loses them (the state goes back to the
+        journal's durable one, ``_roll_back``; the log drops them) and the callers retry.
+        """
+        if self.log is None or not self.serving():
+            await self.journal.synced()
+            return
+        upto = self.journal.appended
+        try:
             end = await self.log.shipped()
-            if end is not None:
-                self.state.log_offset = max(self.state.log_offset, end)
+        except OffsetStoreError as exc:
+            if not self.journal.sync:  # ASYNC_FLUSH: nothing goes back; the next record carries the entries
+                raise
+            self.log.drop_pending()
+            self.journal.lose(exc.remark)
+            raise OffsetStoreError(f"{exc.remark}; the request's changes were not kept, retry it") from exc
+        if end is not None:
+            self.state.log_offset = max(self.state.log_offset, end)
+        self.journal.settle(upto)
 
     # -- replication -----------------------------------------------------------------------
     def follow(self, reads: int | None = 8) -> int:
@@ -198,6 +213,7 @@ class PopService:
             applied += len(applied_now)
             self._followed = True
             reads = None if reads is None else reads - 1
+        self.journal.settle(self.journal.appended)  # what came from the revive log is as durable as it
         self.journal.compact_if_grown(self.state)
         return applied
 
