@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 # at each of the slave's own reports).
 HOUSEKEEPING_INTERVAL_S = 20.0
 
-AppendRun = Callable[[int, bytes], int]  # (offset, data) -> new max offset; raises StoreError
+AppendRun = Callable[[int, bytes | memoryview], int]  # (offset, data) -> new max offset; raises StoreError
 
 
 class ReplicationSink:
