@@ -113,7 +113,7 @@ class MessageStore:
         self._services: list[PeriodicService] = []
         self._group_commit: GroupCommitService | None = None
         self._replica_dispatched: int | None = None  # a slave: CommitLog offset dispatch has reached
-        self._replica_checked: list[ScannedRecord] | None = None  # a slave: the last run's records, to dispatch
+        self._replica_checked: list[ScannedRecord] | None = None  # a slave: the runs' records, to dispatch
         self._replica_held: tuple[int, bytes] = (0, b"")  # a slave: an incomplete record received, and where
         self.slave_mode = False  # BrokerRole.SLAVE: only append_replica writes (DefaultMessageStore.putMessage)
         self.truncations = 0  # times truncate_replica cut the CommitLog (what was derived from its tail is stale)
@@ -387,8 +387,13 @@ class MessageStore:
             if whole:
                 append_run(self.commitlog, offset, memoryview(data)[:whole])
             self._replica_held = (offset + whole, bytes(data[whole:]))
-            # The records just checked are all there is to dispatch when dispatch stands at their start.
-            self._replica_checked = records if self._replica_dispatched == offset else None
+            # The records checked since dispatch last ran are all there is to dispatch when they start where it stands.
+            if self._replica_dispatched == offset:
+                self._replica_checked = records
+            elif self._replica_checked is not None and offset == held_at:  # they continue the last run's
+                self._replica_checked += records
+            else:
+                self._replica_checked = None
             return self.commitlog.max_offset
 
     def dispatch_replica(self) -> None:

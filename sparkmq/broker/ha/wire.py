@@ -43,7 +43,7 @@ def encode_transfer_header(offset: int, size: int) -> bytes:
     return TRANSFER_HEADER.pack(offset, size)
 
 
-def decode_transfer_header(data: bytes) -> tuple[int, int]:
+def decode_transfer_header(data: bytes | memoryview) -> tuple[int, int]:
     """(offset, size) of a transfer header; :class:`ProtocolError` for impossible values."""
     offset, size = TRANSFER_HEADER.unpack(data)
     if offset < 0 or not 0 <= size <= MAX_TRANSFER_BODY_BYTES:

@@ -129,6 +129,7 @@ def test_offsets_committed_to_the_slave_survive_the_master_return(tmp_path: Path
             assert send(master.address, topic, b"o%d" % i, 0).code == ResponseCode.SUCCESS
         with start_slave(tmp_path, namesrv.address) as slave:
             assert wait_until(lambda: max_offsets(slave.address, topic)[0] == 8, UNTIL_S)
+            assert wait_until(lambda: topic in known_topics(slave.address), UNTIL_S)  # else TOPIC_NOT_EXIST
             port = master.port
             master.kill()
             assert wait_until(lambda: route_ids(namesrv.address, topic, BROKER) == {1}, UNTIL_S)
