@@ -314,7 +314,9 @@ class Recorder:
         work: Callable[[], Awaitable[object]],
         note: str = "",
         latency: list[float] | None = None,
+        keep: bool = True,
     ) -> Row:
+        """Time ``work``: a row of its rate and CPU, kept in :attr:`rows` unless ``keep`` is False."""
         spies = self._spies(case, size)
         pids = {"broker": self.dev.process.pid, "client": os.getpid()}
         counters = {who: kernel_counters(pid) for who, pid in pids.items()}
@@ -335,7 +337,8 @@ class Recorder:
             {who: {k: after[who][k] - v for k, v in counters[who].items()} for who in pids},
         )
         self._summarize(spies, row)
-        self.rows.append(row)
+        if keep:
+            self.rows.append(row)
         print(
             f"  {case:<34} {size:>5} B {row.msgs_per_s:>12,.0f} msgs/s"
             + (f"  p50 {row.pct(50):.0f} µs p99 {row.pct(99):.0f} µs" if row.latency_us else ""),

@@ -40,7 +40,9 @@ getrusage (all its threads).
 
 ``--with-peers`` first runs ``../shared/peers/run_all.sh`` (``ONLY="versions redis nats"
 REPS=1``, ``PEERS_OUT`` a temporary directory, the peers' virtualenv from ``setup.sh``), reads
-its raw JSON lines and prints side-by-side tables: throughput ratios and CPU per message.
+its raw JSON lines and prints side-by-side tables: throughput ratios and CPU per message; then
+(``--rounds``, default 3) nats-py raw and ``send_async`` in its shape alternately, a ratio per round and
+their median, with both sides' CPU per message (``client_rounds.py``).
 ``--profile DIR`` attaches ``py-spy record --nonblocking`` to the broker and to this process
 for each 100 B case and the ping, and prints where the CPU goes per message (see
 ``profile_summary``). Results are in docs/benchmarks.md.
@@ -81,22 +83,39 @@ from client_peers import (
     side_by_side,
     targets,
 )
+from client_rounds import NATS_COUNT, Round, interleaved_rounds, rounds_table
 from client_send_bench import (
     SIZES,
     add_arguments,
     blocking_cases,
     floor_cases,
     send_cases,
+    windowed,
 )
 
 
-async def async_cases(bench: Recorder, scale: int, inflight: int, n_latency: int) -> None:
-    """Per body size: the send cases, then ``pull_raw`` and ``poll`` of what send_batch 256 wrote; then the floors."""
+async def async_cases(
+    bench: Recorder, scale: int, inflight: int, n_latency: int, args: argparse.Namespace, root: Path
+) -> list[Round]:
+    """Per body size: the send cases, then ``pull_raw`` and ``poll`` of what send_batch 256 wrote; then the floors;
+    with the peers, the interleaved rounds of nats-py raw and its shape last (``client_rounds.py``)."""
     async with producer_and_consumer(bench.dev.namesrv, "CLIENT_BENCH") as (producer, consumer):
         for size in SIZES:
             written = await send_cases(bench, producer, size, scale, inflight, n_latency)
             await consume_cases(bench, consumer, f"ClientBenchB256{size}", size, written)
         await floor_cases(bench, consumer, n_latency // scale)
+        if not args.with_peers or args.rounds <= 0:
+            return []
+        return await interleaved_rounds(
+            bench,
+            lambda messages: windowed(producer, messages, inflight),
+            inflight,
+            args.rounds,
+            args.peers_python,
+            args.peers_dir,
+            root,
+            NATS_COUNT // scale,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,6 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--with-peers", action="store_true", help="run the peers' run_all.sh first (ONLY=redis nats)")
     parser.add_argument("--peers-only", default="redis nats", help="the peers' ONLY (default: redis nats)")
     parser.add_argument("--peers-reps", type=int, default=1, help="the peers' REPS (default 1)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --with-peers: rounds of nats-py raw and sparkmq in its shape, alternately (default 3; 0: none)",
+    )
     add_peers_python_argument(parser)
     add_peers_dir_argument(parser)
     parser.add_argument("--json", type=Path, help="write every row and peer record here")
@@ -135,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             info["load after peers"] = loadavg()
         with recording(root, args.tags_keys, args.profile) as bench:
             scale = 10 if args.quick else 1
-            run_loop(async_cases(bench, scale, args.inflight, args.latency_sends), args.loop)
+            rounds = run_loop(async_cases(bench, scale, args.inflight, args.latency_sends, args, root), args.loop)
             blocking_cases(bench, scale, args.latency_sends)
     print_machine(info)
     print("\n## sparkmq\n\n" + table(bench.rows))
@@ -143,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n## side by side (peers measured in this run)\n\n" + side_by_side(bench.rows, records))
         print("\n## peers, every record\n\n" + peers_table(records))
     print("\n## targets\n\n" + targets(bench.rows, records))
+    if rounds:
+        print("\n## nats-py raw and its shape, interleaved rounds (100 B)\n\n" + rounds_table(rounds))
     if bench.profiles:
         print(f"\n## profiles (py-spy, non-blocking, {SPY_RATE} Hz)\n\n" + "\n\n".join(bench.profiles))
     if versions:
@@ -158,7 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for r in bench.rows
         ]
-        args.json.write_text(json.dumps({"machine": info, "sparkmq": rows, "peers": records}, indent=1))
+        interleaved = [
+            {"round": r.number, "nats": r.nats, "msgs_per_s": r.ours.msgs_per_s, "ratio": r.ratio,
+             "broker_us": r.broker_us, "client_us": r.client_us, "load": r.load}
+            for r in rounds
+        ]  # fmt: skip
+        args.json.write_text(
+            json.dumps({"machine": info, "sparkmq": rows, "peers": records, "rounds": interleaved}, indent=1)
+        )
     return 0
 
 

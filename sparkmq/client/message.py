@@ -103,7 +103,8 @@ class SendResult:
 
     A plain class with read-only properties over slots, not a frozen dataclass: a producer's answer makes one
     with ``object.__new__`` and six slot stores, no ``__init__`` frame per send; ``msg_id`` is then rendered
-    when read, from the id's head and its last four hex digits (``_id_tail``, -1 when ``_msg_id`` is whole).
+    when read, from the id's head and its last four hex digits (``_id_tail``, -1 when ``_msg_id`` is whole), and
+    ``queue_offset`` from the answer's decimal text.
 
     >>> SendResult(SendStatus.SEND_OK, "ID", "OFFSET", None, 7)  # doctest: +ELLIPSIS
     SendResult(status=<SendStatus.SEND_OK: 0>, msg_id='ID', offset_msg_id='OFFSET', queue=None, queue_offset=7)
@@ -111,6 +112,7 @@ class SendResult:
 
     __slots__ = ("_id_tail", "_msg_id", "_offset_msg_id", "_queue", "_queue_offset", "_status")
     __match_args__ = ("status", "msg_id", "offset_msg_id", "queue", "queue_offset")
+    _queue_offset: int | str  # a producer's answer's decimal text until read
 
     def __init__(
         self, status: SendStatus, msg_id: str, offset_msg_id: str, queue: MessageQueue, queue_offset: int
@@ -139,10 +141,13 @@ class SendResult:
 
     @property
     def queue_offset(self) -> int:
-        return self._queue_offset
+        offset = self._queue_offset
+        if isinstance(offset, str):  # a producer's answer leaves the int() to the first read
+            self._queue_offset = offset = int(offset)
+        return offset
 
     def _values(self) -> tuple[SendStatus, str, str, MessageQueue, int]:
-        return self._status, self.msg_id, self._offset_msg_id, self._queue, self._queue_offset
+        return self._status, self.msg_id, self._offset_msg_id, self._queue, self.queue_offset
 
     def __eq__(self, other: object) -> bool:
         return self._values() == other._values() if type(other) is SendResult else NotImplemented

@@ -43,7 +43,6 @@ from sparkmq.message.layout import TRANSACTION_PREPARED_TYPE
 from sparkmq.message.msgid import UniqueIdGenerator
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.codes import MAX_FRAME_BYTES
 from sparkmq.remoting.client import Signer
 from sparkmq.remoting.client_connection import ClientConnection
 
@@ -53,11 +52,11 @@ if TYPE_CHECKING:
 __all__ = ["Lane", "SendCall", "SendIds"]
 
 _SEND_OK = SendStatus.SEND_OK
-_SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 RETRY_FIRST_PAUSE_S = 0.05
 RETRY_MAX_PAUSE_S = 1.0
 _monotonic = time.monotonic
 _new_result = object.__new__
+_FIRST_PAUSING_S = FIRST_PAUSING_MS / 1000
 
 
 @dataclass(slots=True)
@@ -120,8 +119,9 @@ class SendCall:
     pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
     last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
     oneway = False
-    #: a two-way send's first attempt to a round-robin queue (no pick, no broker to avoid): the C render's
-    plain: bool
+    #: an attempt to a round-robin queue (no pick, no broker to avoid, not oneway)
+    plain = True
+    code: int = RequestCode.SEND_MESSAGE_V2
     connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
     opaque = 0
     queue: MessageQueue
@@ -174,7 +174,8 @@ class SendCall:
 
     # -- attempts ---------------------------------------------------------------------------------------
     def go(self) -> None:
-        """Make the next attempt now if the topic's route and the queue's connection are ready, else in a Task."""
+        """Make the next attempt now if the topic's route and the queue's connection are ready, else in a Task.
+        (A first attempt that needs no choice is made by ``AsyncProducer._start`` itself, with the C render.)"""
         try:
             producer, topic = self.producer, self.topic
             lane = producer._lanes.get(topic)
@@ -193,21 +194,7 @@ class SendCall:
             if connection is None or not connection.open:
                 self._later(queue)
                 return
-            render = lane.render
-            if render is None or not self.plain:
-                self._write(lane, queue, connection)
-                return
-            # _write's common case inline: the C render of a plain frame (its reference: SendTemplate.frame)
-            self.queue, opaque, code = queue, connection.next_opaque(), self.code
-            frame = render(
-                code, 0, opaque, lane.fields, queue.queue_id, self.sys_flag, self.born_ms, self.flag,
-                self.properties_json, self.id_head, self.id_tail, code == _SEND_BATCH, self.body,
-            )  # fmt: skip
-            if frame is None or len(frame) > MAX_FRAME_BYTES:
-                self._write(lane, queue, connection, opaque)  # the template's f-string, or its precise error
-                return
-            self.connection, self.opaque = connection, opaque
-            self.started = connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
+            self._write(lane, queue, connection)
         except Exception as exc:  # noqa: BLE001 - a selector's or the frame's error is the send's outcome
             self._finish(None, exc)
 
@@ -255,11 +242,10 @@ class SendCall:
             return fixed if fixed is not None else selector(queues, message, arg)  # type: ignore[misc]
         return self.producer._pick(queues, self.last_broker)
 
-    def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection, opaque: int = -1) -> None:
-        """Render the attempt's frame from the topic's template (a fresh opaque when -1) and write it."""
+    def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection) -> None:
+        """Render the attempt's frame from the topic's template and write it."""
         self.queue = queue
-        if opaque < 0:
-            opaque = connection.next_opaque()
+        opaque = connection.next_opaque()
         frame = lane.template.frame(
             self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
             self.flag, self.oneway, lane.signer, self.id_head, self.id_tail,
@@ -282,22 +268,20 @@ class SendCall:
 
     def set_result(self, response: Any) -> None:
         """The broker answered the attempt: complete, raise a non-retriable answer, or retry."""
-        latency_ms = (_monotonic() - self.started) * 1000
+        elapsed = _monotonic() - self.started
         if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
             fields = response.ext_fields
-            result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
             try:
-                result._offset_msg_id = fields["msgId"]
-                result._queue_offset = int(fields["queueOffset"])
-            except (KeyError, TypeError, ValueError):
-                pass  # answer_outcome raises the precise error
-            else:
-                result._status = _SEND_OK
-                result._msg_id, result._id_tail = self.id_head, self.id_tail
-                result._queue = self.queue
+                offset_msg_id, queue_offset = fields["msgId"], fields["queueOffset"]
+            except (KeyError, TypeError):
+                queue_offset = ""  # answer_outcome raises the precise error
+            if queue_offset.isdecimal():  # int() reads it: SendResult.queue_offset does, when first read
+                result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
+                result._status, result._msg_id, result._id_tail = _SEND_OK, self.id_head, self.id_tail
+                result._offset_msg_id, result._queue_offset, result._queue = offset_msg_id, queue_offset, self.queue
                 faults = self.producer.faults
-                if latency_ms >= FIRST_PAUSING_MS or faults.paused:
-                    faults.succeeded(self.queue.broker_name, latency_ms)
+                if elapsed >= _FIRST_PAUSING_S or faults.paused:
+                    faults.succeeded(self.queue.broker_name, elapsed * 1000)
                 future = self.future
                 if not future.done():
                     future.set_result(result)
@@ -307,7 +291,7 @@ class SendCall:
                     except Exception:
                         logger.exception("send callback %r raised", self.callback)
                 return
-        faults, broker = self.producer.faults, self.queue.broker_name
+        faults, broker, latency_ms = self.producer.faults, self.queue.broker_name, elapsed * 1000
         try:
             outcome = answer_outcome(response, self.unique_id, self.queue, self.topic)
         except SparkmqError as exc:  # not retriable: the broker works, the request is refused

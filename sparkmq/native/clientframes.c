@@ -215,20 +215,39 @@ static void init_text_bytes(void) {
         text_byte[c] = c != '"' && c != '\\';
 }
 
-/* A string without escapes or control or non-ASCII bytes: its text's bounds, or 0. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether the eight bytes at c hold a byte that is not a text byte other than the quote: below 0x20, above 0x7e, or
+ * a backslash (the "has less / has more / has zero byte" word tests, each exact in telling whether any byte is one).
+ * The span checked ends before the first quote, so a quote is never in it. */
+static int odd8(const unsigned char *c) {
+    uint64_t w, backslash;
+    memcpy(&w, c, 8);
+    backslash = w ^ (ONES * '\\');
+    return ((((w - ONES * 0x20) & ~w) | ((w + ONES) | w) | ((backslash - ONES) & ~backslash)) & HIGHS) != 0;
+}
+
+/* A string without escapes or control or non-ASCII bytes: its text's bounds, or 0. Its end is the first quote
+ * (memchr), then the text before it is checked eight bytes at a time. */
 static int plain_string(scan_t *s, const unsigned char **text, Py_ssize_t *len) {
     if (!expect(s, '"'))
         return 0;
-    const unsigned char *from = s->p, *c = from, *end = s->end;
-    while (end - c >= 4 && text_byte[c[0]] && text_byte[c[1]] && text_byte[c[2]] && text_byte[c[3]])
-        c += 4;
-    while (c < end && text_byte[*c])
-        c++;
-    if (c == end || *c != '"')
+    const unsigned char *from = s->p, *c = from;
+    const unsigned char *quote = memchr(from, '"', (size_t)(s->end - from));
+    if (quote == NULL)
         return 0;
+    while (quote - c >= 8) {
+        if (odd8(c))
+            return 0;
+        c += 8;
+    }
+    while (c < quote)
+        if (!text_byte[*c++])
+            return 0;
     *text = from;
-    *len = c - from;
-    s->p = c + 1;
+    *len = quote - from;
+    s->p = quote + 1;
     return 1;
 }
 

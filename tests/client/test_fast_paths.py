@@ -13,7 +13,7 @@ from json.encoder import encode_basestring
 
 import pytest
 
-from sparkmq.client.message import Message
+from sparkmq.client.message import Message, SendResult, SendStatus
 from sparkmq.client.received import PLAIN_DECODE_MAX, ReceivedMessage, decode_pull_body
 from sparkmq.client.send_frames import SendTemplate
 from sparkmq.errors import CorruptRecordError, FrameTooLargeError
@@ -87,6 +87,16 @@ def test_properties_text_equals_the_encoded_map(message: Message) -> None:
         expected["DELAY"] = str(message.delay_level)
     expected |= {"WAIT": "true" if message.wait_store_ok else "false", "UNIQ_KEY": "U1"}
     assert message.properties_text("U1") == encode_properties(expected).decode()
+
+
+def test_a_send_result_reads_its_answers_decimal_offset_as_the_int_it_is() -> None:
+    """A producer's answer leaves the queueOffset text to the first read: the result is the one made with the int."""
+    made = SendResult(SendStatus.SEND_OK, "ID", "OFFSET", None, 1234567)  # type: ignore[arg-type]
+    lazy = object.__new__(SendResult)
+    lazy._status, lazy._msg_id, lazy._id_tail = SendStatus.SEND_OK, "ID", -1
+    lazy._offset_msg_id, lazy._queue_offset, lazy._queue = "OFFSET", "1234567", None
+    assert hash(lazy) == hash(made) and lazy == made and repr(lazy) == repr(made)
+    assert lazy.queue_offset == 1234567 and type(lazy.queue_offset) is int
 
 
 def test_unique_ids_are_distinct_hex_of_the_java_shape() -> None:
