@@ -11,6 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: a test asserts behaviour, and timings belong in bench/ (a loaded machine would
+# otherwise fail a correct example for being slow). A profile chosen on the command line is kept.
+settings.register_profile("suite", deadline=None)
+if settings.get_current_profile_name() == "default":
+    settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")
