@@ -85,10 +85,8 @@ def _optional(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     return None if column.null_count == len(column) else column
 
 
-def _property(name: str, values: pa.Array | None, count: int) -> pa.Array:
-    """``name\\x01value\\x02`` per row; empty where the value is null or empty (as ``encoded_properties``)."""
-    if values is None:
-        return pa.array([""] * count, pa.string()) if count else pa.array([], pa.string())
+def _property(name: str, values: pa.Array) -> pa.Array:
+    """``name\x01value\x02`` per row; empty where the value is null or empty (as ``encoded_properties``)."""
     joined = pc.binary_join_element_wise(f"{name}\x01", values, "\x02", "", null_handling="emit_null")
     return pc.if_else(pc.greater(pc.fill_null(pc.binary_length(values), 0), 0), joined, "")
 
@@ -109,10 +107,8 @@ def encode_rows(batch: pa.RecordBatch, ids: BulkIds, extra: Mapping[str, str] | 
     bodies = batch.column("body")
     if bodies.type != pa.binary():
         bodies = pc.cast(bodies, pa.binary())
-    fixed = pa.array(["WAIT\x01true\x02UNIQ_KEY\x01"] * count, pa.string())
-    props = pc.binary_join_element_wise(
-        _property("TAGS", tags, count), _property("KEYS", keys, count), fixed, ids.next_ids(count), ""
-    )
+    given = [_property(name, column) for name, column in (("TAGS", tags), ("KEYS", keys)) if column is not None]
+    props = pc.binary_join_element_wise(*given, pa.scalar("WAIT\x01true\x02UNIQ_KEY\x01"), ids.next_ids(count), "")
     if prefix:
         props = pc.binary_join_element_wise(pa.scalar(prefix.decode()), props, "")
     props_lengths = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)
