@@ -70,12 +70,16 @@ class EncodedRows:
     offsets: npt.NDArray[np.int64]
 
     def body_of(self, rows: npt.NDArray[np.int64]) -> bytes:
-        """A SEND_BATCH body holding ``rows`` in order (a slice when they are consecutive)."""
+        """A SEND_BATCH body holding ``rows`` in order: one slice per run of consecutive rows (round-robin
+        runs that straddle two Arrow batches' alignment are two runs, not one slice per row)."""
         first, last = int(rows[0]), int(rows[-1])
         if last - first + 1 == len(rows):
             return bytes(self.data[self.offsets[first] : self.offsets[last + 1]])
-        data, offsets = self.data, self.offsets
-        return b"".join(data[offsets[row] : offsets[row + 1]] for row in rows.tolist())
+        cuts = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = self.offsets[rows[np.concatenate(([0], cuts))]].tolist()
+        ends = self.offsets[rows[np.concatenate((cuts - 1, [len(rows) - 1]))] + 1].tolist()
+        data = self.data
+        return b"".join(data[start:end] for start, end in zip(starts, ends, strict=True))
 
 
 def _optional(batch: pa.RecordBatch, name: str) -> pa.Array | None:
