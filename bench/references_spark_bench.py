@@ -16,9 +16,10 @@ queues, BODY-byte random bodies:
   read are checked; the median trigger time is the micro-batch latency column.
 
 Cases alternate Kafka / sparkmq, ``--repeat`` times (the table shows each case's median run;
-``--cases source``: the sink still writes, untimed; ``packed``: sparkmq's source again, ``maxPartitions``
-Spark's default parallelism); a warm-up round of N/10 rows runs first. CPU seconds come from /proc
-(JVM, Spark's Python processes, the broker).
+``--cases source``: the sink still writes, untimed; ``perqueue``: sparkmq's source again with one partition
+per queue, ``maxPartitions`` 4, where ``source`` has the registered default, one per core); a warm-up round
+of N/10 rows runs first; each repeat's ratios are printed too (Kafka and sparkmq ran back to back). CPU
+seconds come from /proc (JVM, Spark's Python processes, the broker).
 
 ``--eos``: exactly-once with a driver killed mid-stream. A driver process of its own (this file with
 ``--driver``) streams ``EOS_FILES`` text files of ``--eos-rows`` ids, one file a micro-batch, into Kafka's
@@ -59,6 +60,7 @@ from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 from support.rocketmq_java import MAKE_TARGET, missing_references, references_dir  # noqa: E402
 
 PER_TRIGGER = 100_000
+QUEUES = 4  # KafkaProcess.create_topic's partitions; sparkmq's topics get the broker's default 4 queues
 SIDES = ("kafka", "sparkmq")
 CHECK_BACK = ("--set", "transactionTimeOut=1000", "--set", "transactionCheckInterval=1000")
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -120,9 +122,9 @@ def source(
     pid: int,
     rows: int,
     checkpoint: Path,
-    packed: bool = False,
+    per_queue: bool = False,
 ) -> Run:
-    """``packed``: sparkmq's source with ``maxPartitions`` Spark's default parallelism (its cores)."""
+    """``per_queue``: sparkmq's source with one partition per queue (``maxPartitions`` = the queues)."""
     if kind == "kafka":
         frame = (
             spark.readStream.format("kafka")
@@ -137,14 +139,14 @@ def source(
             spark.readStream.format("sparkmq")
             .option("namesrvAddr", target["sparkmq"])
             .option("topic", topic)
-            .option("consumerGroup", f"bench_{topic}" + ("_packed" if packed else ""))
+            .option("consumerGroup", f"bench_{topic}" + ("_per_queue" if per_queue else ""))
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
         )
-        if packed:
-            frame = frame.option("maxPartitions", str(spark.sparkContext.defaultParallelism))
+        if per_queue:
+            frame = frame.option("maxPartitions", str(QUEUES))
         frame = frame.load()
-    return run_stream(f"{kind} source" + (" packed" if packed else ""), frame, checkpoint, rows, pid)
+    return run_stream(f"{kind} source" + (" per queue" if per_queue else ""), frame, checkpoint, rows, pid)
 
 
 def eos_driver(kind: str, source_dir: str, target: str, topic: str, checkpoint: str) -> int:
@@ -275,7 +277,9 @@ def main() -> int:
     parser.add_argument("--body", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--cases", default="sink,source", help="timed, of sink, source, packed (the sources read what the sink wrote)"
+        "--cases",
+        default="sink,source",
+        help="timed, of sink, source, perqueue (the sources read what the sink wrote)",
     )
     parser.add_argument("--eos", action="store_true", help="the driver-kill exactly-once case instead")
     parser.add_argument("--eos-rows", type=int, default=200_000)
@@ -283,8 +287,8 @@ def main() -> int:
     parser.add_argument("--job-orders", type=int, default=100_000)
     parser.add_argument("--driver", nargs=5, metavar=("KIND", "INPUT", "TARGET", "TOPIC", "CHECKPOINT"))
     args = parser.parse_args()
-    if set(args.cases.split(",")) - {"sink", "source", "packed"}:
-        parser.error(f"--cases {args.cases}: any of sink, source, packed")
+    if set(args.cases.split(",")) - {"sink", "source", "perqueue"}:
+        parser.error(f"--cases {args.cases}: any of sink, source, perqueue")
     if args.driver:
         return eos_driver(*args.driver)
     missing = missing_references("kafka", "spark-kafka")
@@ -344,26 +348,41 @@ def throughput(
     warm.unpersist()
     frame = bodies(spark, args.rows, args.body)
     cases = args.cases.split(",")
+    pairs: list[str] = []
     for n in range(args.repeat):
+        rates: dict[str, float] = {}
         for kind in SIDES:
             topic = f"Bench{n}"
             written = sink(kind, frame, target, topic, pids[kind], args.rows)
-            if "sink" in cases:
-                runs.append(written)
+            timed = [written] if "sink" in cases else []
             if "source" in cases:
-                runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
-            if "packed" in cases and kind == "sparkmq":
-                checkpoint = root / f"cp-packed-{n}"
-                runs.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, packed=True))
+                timed.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+            if "perqueue" in cases and kind == "sparkmq":
+                checkpoint = root / f"cp-per-queue-{n}"
+                timed.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, per_queue=True))
+            runs += timed
+            rates.update({run.case: run.rate for run in timed})
+        pairs.append(
+            f"repeat {n + 1}, load {loadavg()}: "
+            + ", ".join(
+                f"{case} {rates[f'sparkmq {ours}'] / rates[f'kafka {theirs}']:.2f}x"
+                for case, ours, theirs in _compared(cases)
+            )
+        )
     lines = [
         f"{args.rows:,} rows of {args.body} B, {args.repeat} repeats, maxOffsetsPerTrigger {PER_TRIGGER:,}",
         table(runs),
+        *pairs,
     ]
-    for case in cases:
-        ours, theirs = ("source packed", "source") if case == "packed" else (case, case)
+    for case, ours, theirs in _compared(cases):
         ratio = median_rate(runs, f"sparkmq {ours}") / median_rate(runs, f"kafka {theirs}")
         lines.append(f"{case}: sparkmq / Kafka rows/s = {ratio:.2f}x (target >= 1.0x)")
     return "\n".join(lines)
+
+
+def _compared(cases: list[str]) -> list[tuple[str, str, str]]:
+    """(case, sparkmq's case name, Kafka's) of each timed case: ``perqueue`` is compared with Kafka's source."""
+    return [(case, "source per queue", "source") if case == "perqueue" else (case, case, case) for case in cases]
 
 
 if __name__ == "__main__":

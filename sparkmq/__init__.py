@@ -103,10 +103,11 @@ def __dir__() -> list[str]:
 
 
 def register(spark: object) -> None:
-    """Register the ``sparkmq`` Spark data source with ``spark`` (imports pyspark only when called).
+    """Register the ``sparkmq`` Spark data source with ``spark`` (imports pyspark only when called);
+    its reads default to ``maxPartitions`` = the session's default parallelism, one task per core.
 
     Without this call ``format("sparkmq")`` still works: ``pyspark_sparkmq.DefaultSource``
-    is found by PySpark's data source lookup.
+    is found by PySpark's data source lookup (one partition per queue range).
     """
     from sparkmq.source import register as register_source
 
