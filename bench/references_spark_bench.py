@@ -16,10 +16,9 @@ queues, BODY-byte random bodies:
   read are checked; the median trigger time is the micro-batch latency column.
 
 Cases alternate Kafka / sparkmq, ``--repeat`` times (the table shows each case's median run;
-``--cases source``: the sink still writes, untimed; ``perqueue``: sparkmq's source again with one partition
-per queue, ``maxPartitions`` 4, where ``source`` has the registered default, one per core); a warm-up round
-of N/10 rows runs first; each repeat's ratios are printed too (Kafka and sparkmq ran back to back). CPU
-seconds come from /proc (JVM, Spark's Python processes, the broker).
+``--cases source``: the sink still writes, untimed; ``packed``: sparkmq's source again, ``maxPartitions``
+Spark's default parallelism); a warm-up round of N/10 rows runs first; each repeat's ratios are printed too
+(Kafka and sparkmq ran back to back). CPU seconds come from /proc (JVM, Spark's Python processes, the broker).
 
 ``--eos``: exactly-once with a driver killed mid-stream. A driver process of its own (this file with
 ``--driver``) streams ``EOS_FILES`` text files of ``--eos-rows`` ids, one file a micro-batch, into Kafka's
@@ -60,7 +59,6 @@ from support.processes import BrokerProcess, NamesrvProcess  # noqa: E402
 from support.rocketmq_java import MAKE_TARGET, missing_references, references_dir  # noqa: E402
 
 PER_TRIGGER = 100_000
-QUEUES = 4  # KafkaProcess.create_topic's partitions; sparkmq's topics get the broker's default 4 queues
 SIDES = ("kafka", "sparkmq")
 CHECK_BACK = ("--set", "transactionTimeOut=1000", "--set", "transactionCheckInterval=1000")
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -122,9 +120,9 @@ def source(
     pid: int,
     rows: int,
     checkpoint: Path,
-    per_queue: bool = False,
+    packed: bool = False,
 ) -> Run:
-    """``per_queue``: sparkmq's source with one partition per queue (``maxPartitions`` = the queues)."""
+    """``packed``: sparkmq's source with ``maxPartitions`` Spark's default parallelism (its cores)."""
     if kind == "kafka":
         frame = (
             spark.readStream.format("kafka")
@@ -139,14 +137,14 @@ def source(
             spark.readStream.format("sparkmq")
             .option("namesrvAddr", target["sparkmq"])
             .option("topic", topic)
-            .option("consumerGroup", f"bench_{topic}" + ("_per_queue" if per_queue else ""))
+            .option("consumerGroup", f"bench_{topic}" + ("_packed" if packed else ""))
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
         )
-        if per_queue:
-            frame = frame.option("maxPartitions", str(QUEUES))
+        if packed:
+            frame = frame.option("maxPartitions", str(spark.sparkContext.defaultParallelism))
         frame = frame.load()
-    return run_stream(f"{kind} source" + (" per queue" if per_queue else ""), frame, checkpoint, rows, pid)
+    return run_stream(f"{kind} source" + (" packed" if packed else ""), frame, checkpoint, rows, pid)
 
 
 def eos_driver(kind: str, source_dir: str, target: str, topic: str, checkpoint: str) -> int:
@@ -277,9 +275,7 @@ def main() -> int:
     parser.add_argument("--body", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--cases",
-        default="sink,source",
-        help="timed, of sink, source, perqueue (the sources read what the sink wrote)",
+        "--cases", default="sink,source", help="timed, of sink, source, packed (the sources read what the sink wrote)"
     )
     parser.add_argument("--eos", action="store_true", help="the driver-kill exactly-once case instead")
     parser.add_argument("--eos-rows", type=int, default=200_000)
@@ -287,8 +283,8 @@ def main() -> int:
     parser.add_argument("--job-orders", type=int, default=100_000)
     parser.add_argument("--driver", nargs=5, metavar=("KIND", "INPUT", "TARGET", "TOPIC", "CHECKPOINT"))
     args = parser.parse_args()
-    if set(args.cases.split(",")) - {"sink", "source", "perqueue"}:
-        parser.error(f"--cases {args.cases}: any of sink, source, perqueue")
+    if set(args.cases.split(",")) - {"sink", "source", "packed"}:
+        parser.error(f"--cases {args.cases}: any of sink, source, packed")
     if args.driver:
         return eos_driver(*args.driver)
     missing = missing_references("kafka", "spark-kafka")
@@ -357,9 +353,9 @@ def throughput(
             timed = [written] if "sink" in cases else []
             if "source" in cases:
                 timed.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
-            if "perqueue" in cases and kind == "sparkmq":
-                checkpoint = root / f"cp-per-queue-{n}"
-                timed.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, per_queue=True))
+            if "packed" in cases and kind == "sparkmq":
+                checkpoint = root / f"cp-packed-{n}"
+                timed.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, packed=True))
             runs += timed
             rates.update({run.case: run.rate for run in timed})
         pairs.append(
@@ -381,8 +377,8 @@ def throughput(
 
 
 def _compared(cases: list[str]) -> list[tuple[str, str, str]]:
-    """(case, sparkmq's case name, Kafka's) of each timed case: ``perqueue`` is compared with Kafka's source."""
-    return [(case, "source per queue", "source") if case == "perqueue" else (case, case, case) for case in cases]
+    """(case, sparkmq's case name, Kafka's) of each timed case: ``packed`` is compared with Kafka's source."""
+    return [(case, "source packed", "source") if case == "packed" else (case, case, case) for case in cases]
 
 
 if __name__ == "__main__":

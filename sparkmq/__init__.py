@@ -103,11 +103,10 @@ def __dir__() -> list[str]:
 
 
 def register(spark: object) -> None:
-    """Register the ``sparkmq`` Spark data source with ``spark`` (imports pyspark only when called);
-    its reads default to ``maxPartitions`` = the session's default parallelism, one task per core.
+    """Register the ``sparkmq`` Spark data source with ``spark`` (imports pyspark only when called).
 
     Without this call ``format("sparkmq")`` still works: ``pyspark_sparkmq.DefaultSource``
-    is found by PySpark's data source lookup (one partition per queue range).
+    is found by PySpark's data source lookup.
     """
     from sparkmq.source import register as register_source
 

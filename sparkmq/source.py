@@ -517,14 +517,7 @@ class SparkmqPushdownBatchReader(SparkmqBatchReader):
 
 
 class SparkmqDataSource(DataSource):
-    """``format("sparkmq")``: readers and writers for sparkmq / RocketMQ topics.
-
-    ``default_partitions``: ``maxPartitions`` where a read does not set it; ``register`` sets it to
-    the session's default parallelism (one task per core), the class itself leaves it unset (one
-    partition per queue range): Spark creates the source in processes with no SparkContext to ask.
-    """
-
-    default_partitions: int | None = None
+    """``format("sparkmq")``: readers and writers for sparkmq / RocketMQ topics."""
 
     @classmethod
     def name(cls) -> str:
@@ -537,17 +530,11 @@ class SparkmqDataSource(DataSource):
         return schema_ddl(SourceOptions.parse(self.options).columns)
 
     def reader(self, schema: StructType) -> SparkmqBatchReader:
-        options = self._source_options(streaming=False)
+        options = SourceOptions.parse(self.options, streaming=False)
         return SparkmqPushdownBatchReader(options) if options.filter_pushdown else SparkmqBatchReader(options)
 
     def streamReader(self, schema: StructType) -> SparkmqStreamReader:
-        return SparkmqStreamReader(self._source_options(streaming=True))
-
-    def _source_options(self, streaming: bool) -> SourceOptions:
-        options = SourceOptions.parse(self.options, streaming=streaming)
-        if options.max_partitions is None and self.default_partitions:
-            return replace(options, max_partitions=self.default_partitions)
-        return options
+        return SparkmqStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from sparkmq.connector.sink_options import SinkOptions
@@ -574,22 +561,5 @@ class SparkmqDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """Register the ``sparkmq`` format with a SparkSession, reads packed into at most the session's
-    default parallelism of partitions unless they set ``maxPartitions`` (auto-registration also works,
-    with one partition per queue range)."""
-    try:
-        parallelism = int(spark.sparkContext.defaultParallelism)
-    except NotImplementedError:  # a Spark Connect session has no SparkContext
-        spark.dataSource.register(SparkmqDataSource)
-        return
-    spark.dataSource.register(for_parallelism(parallelism))
-
-
-def for_parallelism(parallelism: int) -> type[SparkmqDataSource]:
-    """``SparkmqDataSource`` with ``default_partitions`` set: a class of its own that is not this module's
-    attribute, so Spark's cloudpickle ships it by value (the value travels) and its base by reference."""
-    return type(
-        SparkmqDataSource.__name__,
-        (SparkmqDataSource,),
-        {"default_partitions": parallelism, "__module__": __name__, "__doc__": SparkmqDataSource.__doc__},
-    )
+    """Register the ``sparkmq`` format with a SparkSession (auto-registration also works)."""
+    spark.dataSource.register(SparkmqDataSource)

@@ -7,8 +7,6 @@
   queues' ranges one after the other, each fully and in order; stopped mid-stream and restarted from
   its checkpoint it reads every offset once, and the group's offsets on the broker reach the end.
 * A batch read with ``maxPartitions=1`` reads all 4 queues in one task.
-* After ``sparkmq.register(spark)`` a read without ``maxPartitions`` has one partition per core (the
-  session's default parallelism); the option still overrides it.
 """
 
 from __future__ import annotations
@@ -20,9 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-import sparkmq
 from sparkmq.client import Message, MessageQueue
-from sparkmq.source import SparkmqDataSource, pack_ranges, plan_ranges
+from sparkmq.source import pack_ranges, plan_ranges
 from support.spark_harness import Collected, reader, run_available_now, start_query, wait_until
 
 QUEUES = 4
@@ -126,15 +123,3 @@ def test_a_batch_read_packs_all_queues_into_one_partition(spark, cluster) -> Non
         (q, o) for q in range(QUEUES) for o in range(cluster.max_offset(topic, q))
     )
     assert [r.queueId for r in rows] == sorted(r.queueId for r in rows)  # one queue after the other
-
-
-def test_a_registered_source_reads_in_one_partition_per_core_unless_told(spark, cluster) -> None:
-    topic = cluster.topic(QUEUES)
-    cluster.send([Message(topic, f"m-{i}".encode()) for i in range(40)])  # packed reads: the tests above
-    sparkmq.register(spark)
-    try:
-        df = spark.read.format("sparkmq").option("namesrvAddr", cluster.ns).option("topic", topic)
-        assert df.load().rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
-        assert df.option("maxPartitions", "8").load().rdd.getNumPartitions() == QUEUES
-    finally:
-        spark.dataSource.register(SparkmqDataSource)  # the other tests read as auto-registration does
