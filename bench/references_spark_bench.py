@@ -17,8 +17,8 @@ queues, BODY-byte random bodies:
 
 Cases alternate Kafka / sparkmq, ``--repeat`` times (the table shows each case's median run;
 ``--cases source``: the sink still writes, untimed; ``packed``: sparkmq's source again, ``maxPartitions``
-Spark's default parallelism); a warm-up round of N/10 rows runs first. CPU seconds come from /proc
-(JVM, Spark's Python processes, the broker).
+Spark's default parallelism); a warm-up round of N/10 rows runs first; each repeat's ratios are printed too
+(Kafka and sparkmq ran back to back). CPU seconds come from /proc (JVM, Spark's Python processes, the broker).
 
 ``--eos``: exactly-once with a driver killed mid-stream. A driver process of its own (this file with
 ``--driver``) streams ``EOS_FILES`` text files of ``--eos-rows`` ids, one file a micro-batch, into Kafka's
@@ -344,26 +344,41 @@ def throughput(
     warm.unpersist()
     frame = bodies(spark, args.rows, args.body)
     cases = args.cases.split(",")
+    pairs: list[str] = []
     for n in range(args.repeat):
+        rates: dict[str, float] = {}
         for kind in SIDES:
             topic = f"Bench{n}"
             written = sink(kind, frame, target, topic, pids[kind], args.rows)
-            if "sink" in cases:
-                runs.append(written)
+            timed = [written] if "sink" in cases else []
             if "source" in cases:
-                runs.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
+                timed.append(source(kind, spark, target, topic, pids[kind], args.rows, root / f"cp-{kind}-{n}"))
             if "packed" in cases and kind == "sparkmq":
                 checkpoint = root / f"cp-packed-{n}"
-                runs.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, packed=True))
+                timed.append(source(kind, spark, target, topic, pids[kind], args.rows, checkpoint, packed=True))
+            runs += timed
+            rates.update({run.case: run.rate for run in timed})
+        pairs.append(
+            f"repeat {n + 1}, load {loadavg()}: "
+            + ", ".join(
+                f"{case} {rates[f'sparkmq {ours}'] / rates[f'kafka {theirs}']:.2f}x"
+                for case, ours, theirs in _compared(cases)
+            )
+        )
     lines = [
         f"{args.rows:,} rows of {args.body} B, {args.repeat} repeats, maxOffsetsPerTrigger {PER_TRIGGER:,}",
         table(runs),
+        *pairs,
     ]
-    for case in cases:
-        ours, theirs = ("source packed", "source") if case == "packed" else (case, case)
+    for case, ours, theirs in _compared(cases):
         ratio = median_rate(runs, f"sparkmq {ours}") / median_rate(runs, f"kafka {theirs}")
         lines.append(f"{case}: sparkmq / Kafka rows/s = {ratio:.2f}x (target >= 1.0x)")
     return "\n".join(lines)
+
+
+def _compared(cases: list[str]) -> list[tuple[str, str, str]]:
+    """(case, sparkmq's case name, Kafka's) of each timed case: ``packed`` is compared with Kafka's source."""
+    return [(case, "source packed", "source") if case == "packed" else (case, case, case) for case in cases]
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ _LEAN_SCHEMA = arrow_schema(LEAN_COLUMNS)
 _LEAN_PROPERTIES_SCHEMA = arrow_schema(source_columns(include_properties=True))
 _NATIVE_COLUMNS = (LEAN_COLUMNS, source_columns(include_properties=True))
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+# Each byte's two hex characters as one uint16 (in memory order): one lookup per byte.
+_HEX_PAIRS = np.stack([_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 15]], axis=1).copy().view(np.uint16)[:, 0]
 _INLINE = np.arange(12)[None, :]
 
 
@@ -127,10 +129,9 @@ def _offset_msg_ids(columns: RecordColumns) -> pa.Array:
 def hex_strings(raw: npt.NDArray[np.uint8]) -> pa.Array:
     """Each row of ``raw`` (count × width bytes) as an uppercase hex string, without Python loops."""
     count, width = raw.shape
-    chars = np.empty((count, 2 * width), dtype=np.uint8)
-    chars[:, 0::2] = _HEX[raw >> 4]
-    chars[:, 1::2] = _HEX[raw & 15]
-    return _binary(chars.tobytes(), (np.arange(count + 1, dtype=np.int64) * 2 * width).astype(np.int32), pa.string())
+    chars = _HEX_PAIRS[raw]  # count × width pairs, C-contiguous: the strings' data as it is
+    offsets = (np.arange(count + 1, dtype=np.int64) * 2 * width).astype(np.int32)
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(chars)])
 
 
 def _properties(raw: npt.NDArray[np.uint8], columns: RecordColumns) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:

@@ -70,12 +70,16 @@ class EncodedRows:
     offsets: npt.NDArray[np.int64]
 
     def body_of(self, rows: npt.NDArray[np.int64]) -> bytes:
-        """A SEND_BATCH body holding ``rows`` in order (a slice when they are consecutive)."""
+        """A SEND_BATCH body holding ``rows`` in order: one slice per run of consecutive rows (round-robin
+        runs that straddle two Arrow batches' alignment are two runs, not one slice per row)."""
         first, last = int(rows[0]), int(rows[-1])
         if last - first + 1 == len(rows):
             return bytes(self.data[self.offsets[first] : self.offsets[last + 1]])
-        data, offsets = self.data, self.offsets
-        return b"".join(data[offsets[row] : offsets[row + 1]] for row in rows.tolist())
+        cuts = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = self.offsets[rows[np.concatenate(([0], cuts))]].tolist()
+        ends = self.offsets[rows[np.concatenate((cuts - 1, [len(rows) - 1]))] + 1].tolist()
+        data = self.data
+        return b"".join(data[start:end] for start, end in zip(starts, ends, strict=True))
 
 
 def _optional(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -85,10 +89,8 @@ def _optional(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     return None if column.null_count == len(column) else column
 
 
-def _property(name: str, values: pa.Array | None, count: int) -> pa.Array:
-    """``name\\x01value\\x02`` per row; empty where the value is null or empty (as ``encoded_properties``)."""
-    if values is None:
-        return pa.array([""] * count, pa.string()) if count else pa.array([], pa.string())
+def _property(name: str, values: pa.Array) -> pa.Array:
+    """``name\x01value\x02`` per row; empty where the value is null or empty (as ``encoded_properties``)."""
     joined = pc.binary_join_element_wise(f"{name}\x01", values, "\x02", "", null_handling="emit_null")
     return pc.if_else(pc.greater(pc.fill_null(pc.binary_length(values), 0), 0), joined, "")
 
@@ -109,10 +111,8 @@ def encode_rows(batch: pa.RecordBatch, ids: BulkIds, extra: Mapping[str, str] | 
     bodies = batch.column("body")
     if bodies.type != pa.binary():
         bodies = pc.cast(bodies, pa.binary())
-    fixed = pa.array(["WAIT\x01true\x02UNIQ_KEY\x01"] * count, pa.string())
-    props = pc.binary_join_element_wise(
-        _property("TAGS", tags, count), _property("KEYS", keys, count), fixed, ids.next_ids(count), ""
-    )
+    given = [_property(name, column) for name, column in (("TAGS", tags), ("KEYS", keys)) if column is not None]
+    props = pc.binary_join_element_wise(*given, pa.scalar("WAIT\x01true\x02UNIQ_KEY\x01"), ids.next_ids(count), "")
     if prefix:
         props = pc.binary_join_element_wise(pa.scalar(prefix.decode()), props, "")
     props_lengths = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)

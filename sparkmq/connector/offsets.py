@@ -36,29 +36,26 @@ def from_json_offsets(offsets: Mapping[str, Mapping[str, int]]) -> QueueOffsets:
 
 
 def rate_limit(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], max_total: int) -> QueueOffsets:
-    """Split ``max_total`` new offsets over queues in proportion to their backlog.
+    """Split ``max_total`` new offsets over queues in proportion to their backlog, exactly ``max_total``
+    when the backlog is larger (the shares' fractions go to the largest ones first, as largest-remainder
+    rounding does), so a backlog of k × ``max_total`` takes k micro-batches, not k + 1 with a sliver.
 
-    A queue with any backlog gets at least one offset (``ceil`` of a share below one), as in
-    Spark's Kafka source, so small queues are never starved; the total may overshoot by at
-    most the number of queues.
+    A queue with any backlog gets at least one offset while there are at least as many offsets as
+    such queues, as in Spark's Kafka source, so small queues are never starved.
     """
     backlog = {q: max(latest[q] - start.get(q, latest[q]), 0) for q in latest}
     total = sum(backlog.values())
     if total <= max_total:
         return dict(latest)
-    limited: QueueOffsets = {}
-    for queue, end in latest.items():
-        begin = start.get(queue, end)
-        share = backlog[queue] * max_total / total
-        take = math.ceil(share) if share < 1 else math.floor(share)
-        limited[queue] = min(begin + take, end)
-    overshoot = sum(limited[q] - start.get(q, limited[q]) for q in limited) - max_total
-    for floor in (1, 0):  # trim the largest takes first; down to zero only if there are more queues than rows
-        for queue in sorted(limited, key=lambda q: limited[q] - start.get(q, limited[q]), reverse=True):
-            if overshoot <= 0:
-                return limited
-            taken = limited[queue] - start.get(queue, limited[queue])
-            trim = min(overshoot, max(taken - floor, 0))
-            limited[queue] -= trim
-            overshoot -= trim
-    return limited
+    waiting = sorted((q for q in latest if backlog[q] > 0), key=lambda q: (q.topic, q.broker_name, q.queue_id))
+    take = dict.fromkeys(waiting, 0)
+    if len(waiting) <= max_total:  # one offset each first: no queue starves
+        take = dict.fromkeys(waiting, 1)
+    budget, rest = max_total - sum(take.values()), total - sum(take.values())
+    shares = {q: (backlog[q] - take[q]) * budget / rest for q in waiting}
+    for queue in waiting:
+        take[queue] += math.floor(shares[queue])
+    left = max_total - sum(take.values())  # fewer than len(waiting): one more each, largest fraction first
+    for queue in sorted(waiting, key=lambda q: math.floor(shares[q]) - shares[q])[:left]:
+        take[queue] += 1
+    return {q: end if q not in take else start[q] + take[q] for q, end in latest.items()}

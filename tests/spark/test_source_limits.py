@@ -5,6 +5,8 @@
   the queue and both offsets; with ``false`` it logs, resumes from the new end and reads what
   comes after. Never a silent skip.
 * ``maxOffsetsPerTrigger`` with ``maxBytesPerTrigger``: the smaller limit wins (the planner itself).
+* The split of a limit over queues (pure): exactly the limit when the backlog is larger, never past a
+  queue's end, every queue with a backlog served while the limit allows one offset each.
 * ``topicPattern`` matches a user topic whatever its name (no hard-coded prefix hides it).
 """
 
@@ -13,8 +15,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sparkmq.client import Message
+from sparkmq.client import Message, MessageQueue
+from sparkmq.connector.offsets import rate_limit
 from sparkmq.connector.options import OptionError, SourceOptions
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import DeleteTopicRequestHeader
@@ -60,6 +65,23 @@ def test_max_offsets_and_max_bytes_the_smaller_limit_wins(cluster, names, rows: 
     start = stream.initialOffset()
     end = stream.latestOffset(start, stream.getDefaultReadLimit())
     assert 0 < planned(start, end) <= most, end
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    spans=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 400)), min_size=1, max_size=6),
+    limit=st.integers(1, 300),
+)
+def test_a_limit_is_split_exactly_over_the_queues_backlogs(spans, limit: int) -> None:
+    start = {MessageQueue("T", "broker-a", i): first for i, (first, _) in enumerate(spans)}
+    latest = {MessageQueue("T", "broker-a", i): first + more for i, (first, more) in enumerate(spans)}
+    end = rate_limit(start, latest, limit)
+    backlog = sum(more for _, more in spans)
+    assert sum(end[q] - start[q] for q in start) == min(limit, backlog)
+    assert all(start[q] <= end[q] <= latest[q] for q in start)
+    waiting = [q for q in start if latest[q] > start[q]]
+    if len(waiting) <= limit:
+        assert all(end[q] > start[q] for q in waiting)
 
 
 def test_topic_pattern_matches_user_topics_with_any_name(cluster, names) -> None:
