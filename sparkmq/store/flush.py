@@ -3,7 +3,8 @@ store's flushes with their fail-stop (:class:`StoreFlush`).
 
 Group commit: each put asks for "flushed past offset X" and gets a future; one thread runs
 an fsync covering every request queued so far and completes them all, so concurrent
-writers share fsyncs (``CommitLog.GroupCommitService``).
+writers share fsyncs (``CommitLog.GroupCommitService``), and holds a flush briefly for the
+writers the previous one answered (:class:`GroupCommitService`).
 
 A waiter may give up on its future (a timed-out SYNC send); completing such a future is not
 an error, and nothing a future or a flush does can end the group-commit thread.
@@ -28,9 +29,22 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+HOLD_MAX_S = 0.005  # the longest a flush waits for the writers expected back (GroupCommitService)
+FLUSH_AVERAGE_WEIGHT = 0.2  # of each flush's duration in the moving average
+
 
 class GroupCommitService:
-    """Completes ``request(offset)`` futures once ``flush()`` has covered ``offset``."""
+    """Completes ``request(offset)`` futures once ``flush()`` has covered ``offset``.
+
+    Requests that arrive while a flush runs all ride the next one. Before a flush the thread
+    holds it for the writers the previous flush answered: a synchronous sender asks again as
+    soon as it has its answer, so with two or more of them a flush started at once covers only
+    those already waiting, and the others, arriving during it, need one more. The flush waits
+    until as many requests came after those answers as the flush answered, or for at most the
+    average flush time (what the flush it saves would cost; ``HOLD_MAX_S`` at most), whichever
+    comes first; ext4's journal batches concurrent fsyncs the same way. A lone writer never
+    waits: its next request is the one expected.
+    """
 
     def __init__(self, flush: Callable[[], int], name: str = "sparkmq-group-commit") -> None:
         self._flush = flush
@@ -38,6 +52,11 @@ class GroupCommitService:
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._flushed = -1  # what the last flush returned
+        self._arrivals = 0  # requests so far
+        self._mark = 0  # arrivals when the last flush that synced answered its requests
+        self._expected = 0  # requests answered since then: the writers expected back
+        self._flush_s = 0.0  # moving average of a flush's duration
 
     def start(self) -> None:
         self._thread.start()
@@ -50,6 +69,7 @@ class GroupCommitService:
                 future.set_exception(RuntimeError("group commit service is stopped"))
                 return future
             self._pending.append((offset, future))
+            self._arrivals += 1
             self._cond.notify()
         return future
 
@@ -60,13 +80,30 @@ class GroupCommitService:
                     self._cond.wait()
                 if self._stopped and not self._pending:
                     return
+                self._hold()
                 batch, self._pending = self._pending, []
             try:
                 self._complete(batch)
             except Exception:  # the thread outlives any one batch; the batch's waiters time out
                 logger.exception("group commit failed to complete %d requests", len(batch))
 
+    def _hold(self) -> None:
+        """Under the condition: wait for the writers expected back (see the class), unless every
+        pending request is flushed already."""
+        flushed, deadline = self._flushed, 0.0
+        if not any(offset > flushed for offset, _future in self._pending):
+            return
+        while not self._stopped and self._arrivals - self._mark < self._expected:
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + min(self._flush_s, HOLD_MAX_S)
+            if now >= deadline:
+                return
+            self._cond.wait(deadline - now)
+
     def _complete(self, batch: list[tuple[int, Future[int]]]) -> None:
+        syncs = any(offset > self._flushed for offset, _future in batch)
+        started = time.monotonic()
         try:
             flushed = self._flush()
         except Exception as exc:  # every waiter must learn that its flush failed
@@ -74,17 +111,20 @@ class GroupCommitService:
             for _offset, future in batch:
                 _settle(future, exception=exc)
             return
-        late = []
-        for offset, future in batch:
-            if future.done():
-                continue  # its waiter gave up
-            if flushed >= offset:
-                _settle(future, result=flushed)
-            else:
-                late.append((offset, future))
-        if late:
-            with self._cond:
+        late = [(offset, future) for offset, future in batch if flushed < offset and not future.done()]
+        answered = len(batch) - len(late)  # those whose waiters gave up included: they may ask again
+        with self._cond:  # before the answers go out: a writer's next request comes after the mark
+            self._flushed = flushed
+            if syncs:
+                self._flush_s += (time.monotonic() - started - self._flush_s) * FLUSH_AVERAGE_WEIGHT
+                self._mark, self._expected = self._arrivals, answered
+            else:  # covered by the last flush that synced: expected back as its answers are
+                self._expected += answered
+            if late:
                 self._pending[:0] = late
+        for offset, future in batch:
+            if flushed >= offset and not future.done():  # else late, or its waiter gave up
+                _settle(future, result=flushed)
 
     def stop(self) -> None:
         """Serve what is queued, then stop the thread."""

@@ -114,6 +114,33 @@ def test_a_waiter_giving_up_on_a_slow_fsync_never_stops_group_commit(
         acked.assert_all_readable()
 
 
+def test_requests_arriving_during_a_flush_all_ride_the_next_single_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tiny_config(tmp_path / "s", flush_disk_type=SYNC)
+    stall = StalledSync()
+    commitlog_syncs: list[int] = []
+
+    def counted(fd: int) -> None:
+        if "commitlog" in os.readlink(f"/proc/self/fd/{fd}"):
+            commitlog_syncs.append(fd)
+        stall(fd)
+
+    with MessageStore(config) as store:
+        acked = Acked(store)
+        assert acked.put(FLUSH_WAIT_S).ok
+        monkeypatch.setattr(disk, "fdatasync", counted)
+        try:
+            _, first = store.submit_messages(make_batch("T", 0, 1, start=100))
+            assert first is not None and stall.entered.wait(10)
+            riders = [store.submit_messages(make_batch("T", 0, 1, start=200 + i))[1] for i in range(3)]
+        finally:
+            stall.release.set()
+        for future in (first, *riders):
+            assert future is not None and future.result(FLUSH_WAIT_S) > 0
+        assert len(commitlog_syncs) == 2  # the stalled one, then one for the three that came meanwhile
+
+
 # --- a failing fsync / msync -----------------------------------------------------------------
 
 
