@@ -25,11 +25,14 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.FindBrokerResult;
 import org.apache.rocketmq.client.impl.MQClientManager;
+import org.apache.rocketmq.client.impl.consumer.PullResultExt;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.TransactionSendResult;
@@ -38,9 +41,14 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.protocol.RequestCode;
 import org.apache.rocketmq.common.protocol.body.ClusterInfo;
+import org.apache.rocketmq.common.protocol.header.QueryConsumerOffsetRequestHeader;
+import org.apache.rocketmq.common.protocol.header.SendMessageRequestHeader;
 import org.apache.rocketmq.common.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.CommandCustomHeader;
 import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
@@ -103,6 +111,8 @@ public final class ScenarioRunner {
                 case "query": query(); break;
                 case "batch": batch(); break;
                 case "acl": acl(); break;
+                case "slave_fill": slaveFill(); break;
+                case "slave_read": slaveRead(); break;
                 default: throw new IllegalArgumentException("no scenario " + name);
             }
             emit("done");
@@ -422,6 +432,149 @@ public final class ScenarioRunner {
                 c.shutdown();
             }
         }
+    }
+
+    private static final int SLAVE_MESSAGES = 40;
+    private static final String[] SLAVE_TAGS = {"A", "B", "C"};
+
+    /**
+     * Before the master dies: {@value #SLAVE_MESSAGES} sends acknowledged by a SYNC_MASTER (so on the slave too),
+     * an offset committed to the master, then until the slave has the topic, every message and that offset
+     * (its table sync).
+     */
+    private void slaveFill() throws Exception {
+        String topic = topic("slave", 2);
+        try (Clients c = new Clients("slave")) {
+            emit("brokers", "ids", new TreeSet<>(broker().getBrokerAddrs().keySet()));
+            // SLAVE_NOT_AVAILABLE until the slave has linked to the master's HA port (it learns it at registration)
+            String probe = topic("slaveProbe", 1);
+            waitFor("a send the slave acknowledged", () -> {
+                try {
+                    return c.producer.send(new Message(probe, "P", new byte[] {1})).getSendStatus() == SendStatus.SEND_OK;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            for (int i = 0; i < SLAVE_MESSAGES; i++) {
+                String tag = SLAVE_TAGS[i % SLAVE_TAGS.length];
+                Message msg = new Message(topic, tag, "sk" + i, ("slave-" + i).getBytes(StandardCharsets.UTF_8));
+                sent(c.producer.send(msg, new MessageQueue(topic, brokerName(), i % 2)));
+            }
+            MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
+            c.consumer.getOffsetStore().updateConsumeOffsetToBroker(mq, 5, false);
+            String slave = broker().getBrokerAddrs().get(1L);
+            MQClientInstance factory = MQClientManager.getInstance().getOrCreateMQClientInstance(c.consumer);
+            waitFor("the slave's copy of the topic and the offset", () -> {
+                try {
+                    long stored = 0;
+                    for (var entry : factory.getMQClientAPIImpl().getTopicStatsInfo(slave, topic, 3000)
+                        .getOffsetTable().values()) {
+                        stored += entry.getMaxOffset();
+                    }
+                    RemotingCommand offset = ask(factory, slave, RequestCode.QUERY_CONSUMER_OFFSET, queryOffset(mq, "slave"));
+                    return stored == SLAVE_MESSAGES && "5".equals(offset.getExtFields().get("offset"));
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            emit("slave has", "messages", SLAVE_MESSAGES, "offset", 5);
+        }
+    }
+
+    /**
+     * After the master was killed: the route, pulls served by the slave, offsets read from and committed to it,
+     * and what a send gets (the client's exception, and the slave's own answer to a send).
+     */
+    private void slaveRead() throws Exception {
+        String topic = prefix + "_slave";
+        waitFor("the route without the master", () -> {
+            try {
+                return !admin.examineTopicRouteInfo(topic).getBrokerDatas().get(0).getBrokerAddrs().containsKey(0L);
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        emit("route", "ids", new TreeSet<>(broker().getBrokerAddrs().keySet()), "queues", queueCounts(topic));
+        String slave = broker().getBrokerAddrs().get(1L);
+        try (Clients c = new Clients("slave")) {
+            MQClientInstance factory = MQClientManager.getInstance().getOrCreateMQClientInstance(c.consumer);
+            MessageQueue mq = new MessageQueue(topic, brokerName(), 0);
+            MessageQueue other = new MessageQueue(topic, brokerName(), 1);
+            slavePulled("*", c.consumer.pull(mq, "*", 0, 32));
+            FindBrokerResult readFrom = factory.findBrokerAddressInSubscribe(brokerName(), 0L, false);
+            emit("read from", "slave", readFrom.isSlave(), "address is the slave's", slave.equals(readFrom.getBrokerAddr()));
+            slavePulled("A || C", c.consumer.pull(other, "A || C", 0, 32));
+            slavePulled("from 15", c.consumer.pull(mq, "*", 15, 32));
+            slavePulled("at end", c.consumer.pull(mq, "*", 20, 32));
+            slavePulled("past end", c.consumer.pull(mq, "*", 100, 32));
+            try {
+                emit("max offset", "offset", c.consumer.maxOffset(mq));
+            } catch (MQClientException e) {
+                failed("max offset", e);
+            }
+            emit("synced offset", "offset", c.consumer.fetchConsumeOffset(mq, true));
+            emit("unknown queue offset", "offset", c.consumer.fetchConsumeOffset(other, true));
+            for (MessageQueue q : new MessageQueue[] {mq, other}) {
+                try {
+                    c.consumer.getOffsetStore().updateConsumeOffsetToBroker(q, 12, false);
+                    emit("committed", "queue", q.getQueueId(), "offset", c.consumer.fetchConsumeOffset(q, true));
+                } catch (MQBrokerException | MQClientException e) {
+                    failed("commit " + q.getQueueId(), e);
+                }
+            }
+            RemotingCommand offset = ask(factory, slave, RequestCode.QUERY_CONSUMER_OFFSET, queryOffset(mq, "slave"));
+            emit("slave answers", "what", "query offset", "code", offset.getCode(), "offset",
+                offset.getExtFields() == null ? null : offset.getExtFields().get("offset"));
+            offset = ask(factory, slave, RequestCode.QUERY_CONSUMER_OFFSET, queryOffset(mq, "nobody"));
+            emit("slave answers", "what", "query unknown group", "code", offset.getCode(), "remark", offset.getRemark());
+            Message msg = new Message(topic, "A", "after", "after-death".getBytes(StandardCharsets.UTF_8));
+            c.producer.setRetryTimesWhenSendFailed(0);
+            try {
+                sent(c.producer.send(msg));
+            } catch (MQBrokerException | MQClientException e) {
+                failed("send", e);
+            }
+            try {
+                sent(c.producer.send(msg, mq));
+            } catch (MQBrokerException | MQClientException e) {
+                failed("send to a queue", e);
+            }
+            SendMessageRequestHeader send = new SendMessageRequestHeader();
+            send.setProducerGroup(prefix + "_slave_pg");
+            send.setTopic(topic);
+            send.setDefaultTopic("TBW102");
+            send.setDefaultTopicQueueNums(4);
+            send.setQueueId(0);
+            send.setSysFlag(0);
+            send.setBornTimestamp(System.currentTimeMillis());
+            send.setFlag(0);
+            send.setProperties("");
+            send.setReconsumeTimes(0);
+            RemotingCommand request = RemotingCommand.createRequestCommand(RequestCode.SEND_MESSAGE, send);
+            request.setBody("to-the-slave".getBytes(StandardCharsets.UTF_8));
+            RemotingCommand answer = factory.getMQClientAPIImpl().getRemotingClient().invokeSync(slave, request, 3000);
+            emit("slave answers", "what", "send", "code", answer.getCode(), "remark", answer.getRemark());
+        }
+    }
+
+    private QueryConsumerOffsetRequestHeader queryOffset(MessageQueue mq, String group) {
+        QueryConsumerOffsetRequestHeader header = new QueryConsumerOffsetRequestHeader();
+        header.setConsumerGroup(prefix + "_" + group + "_cg");
+        header.setTopic(mq.getTopic());
+        header.setQueueId(mq.getQueueId());
+        return header;
+    }
+
+    private static RemotingCommand ask(MQClientInstance factory, String addr, int code, CommandCustomHeader header)
+        throws Exception {
+        return factory.getMQClientAPIImpl().getRemotingClient()
+            .invokeSync(addr, RemotingCommand.createRequestCommand(code, header), 3000);
+    }
+
+    /** A pull's outcome and the broker its answer suggests reading from next. */
+    private void slavePulled(String expr, PullResult result) {
+        pulled(expr, result);
+        emit("suggested", "expr", expr, "brokerId", ((PullResultExt) result).getSuggestWhichBrokerId());
     }
 
     // -- clients and topics -------------------------------------------------------------------------------

@@ -8,23 +8,27 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from support.processes import BrokerProcess, NamesrvProcess
+from support.processes import BrokerProcess, NamesrvProcess, ServiceProcess
 from support.rocketmq_java import (
     COMMON_BROKER_CONF,
     ApacheBroker,
     ApacheNamesrv,
+    JavaProcess,
     Record,
+    free_port,
     require_references,
     run_scenarios,
 )
 
 SIDES = ("apache", "sparkmq")
+P = TypeVar("P", bound="JavaProcess | ServiceProcess")
 
 
 @dataclass
@@ -78,9 +82,8 @@ def broker_pair(root: Path, conf: Mapping[str, str] | None = None, acl: str | No
             return namesrv, stack.enter_context(ApacheBroker.start(root, namesrv.address, conf=conf, acl=acl))
 
         started = pool.submit(apache)
-        flags = [flag for key, value in settings.items() for flag in ("--set", f"{key}={value}")]
         namesrv = stack.enter_context(NamesrvProcess.start())
-        broker = stack.enter_context(BrokerProcess.start(root / "sparkmq-store", namesrv.address, *flags))
+        broker = stack.enter_context(BrokerProcess.start(root / "sparkmq-store", namesrv.address, *_flags(settings)))
         apache_namesrv, apache_broker = started.result()
         yield BrokerPair(
             {"apache": apache_namesrv.address, "sparkmq": namesrv.address},
@@ -88,6 +91,69 @@ def broker_pair(root: Path, conf: Mapping[str, str] | None = None, acl: str | No
             root,
             {"apache": apache_broker.pid, "sparkmq": broker.pid},
         )
+
+
+@dataclass
+class ReplicatedPair(BrokerPair):
+    """Per side a SYNC_MASTER (``brokers``) and its SLAVE (``slaves``), each side with its own NameServer."""
+
+    slaves: dict[str, str]
+    masters: dict[str, ApacheBroker | BrokerProcess]
+
+    def kill_masters(self) -> None:
+        """SIGKILL both masters and reap them."""
+        for master in self.masters.values():
+            master.process.send_signal(signal.SIGKILL)
+            master.process.wait()
+
+
+@contextlib.contextmanager
+def replicated_pair(root: Path) -> Iterator[ReplicatedPair]:
+    """Both clusters as a SYNC_MASTER and a SLAVE with ``COMMON_BROKER_CONF`` and the default read settings;
+    each slave learns its master's HA address from the NameServer. Started concurrently; killed at exit (the
+    stores are thrown away, and Apache's slave takes seconds over a graceful stop)."""
+    require_references("rocketmq", "runner")
+    roles = {"master": {"brokerRole": "SYNC_MASTER"}, "slave": {"brokerRole": "SLAVE", "brokerId": "1"}}
+    processes: list[JavaProcess | ServiceProcess] = []
+
+    def started(process: P) -> P:
+        processes.append(process)
+        return process
+
+    def broker(side: str, role: str, namesrv: Future[ApacheNamesrv | NamesrvProcess]) -> ApacheBroker | BrokerProcess:
+        address = namesrv.result().address
+        if side == "apache":
+            return started(ApacheBroker.start(root, address, conf=roles[role], name=f"apache-{role}"))
+        flags = _flags({**COMMON_BROKER_CONF, **roles[role], "haListenPort": str(free_port())})
+        return started(BrokerProcess.start(root / f"sparkmq-{role}", address, *flags))
+
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            namesrvs: dict[str, Future[ApacheNamesrv | NamesrvProcess]] = {
+                "apache": pool.submit(lambda: started(ApacheNamesrv.start(root))),
+                "sparkmq": pool.submit(lambda: started(NamesrvProcess.start())),
+            }
+            brokers = {
+                (side, role): pool.submit(broker, side, role, namesrvs[side]) for side in SIDES for role in roles
+            }
+        masters = {side: brokers[side, "master"].result() for side in SIDES}
+        yield ReplicatedPair(
+            {side: namesrvs[side].result().address for side in SIDES},
+            {side: masters[side].address for side in SIDES},
+            root,
+            {side: masters[side].pid for side in SIDES},
+            {side: brokers[side, "slave"].result().address for side in SIDES},
+            masters,
+        )
+    finally:
+        for process in processes:
+            process.process.kill()
+            process.stop()
+
+
+def _flags(settings: Mapping[str, str]) -> list[str]:
+    """``sparkmq broker`` flags setting ``settings``."""
+    return [flag for key, value in settings.items() for flag in ("--set", f"{key}={value}")]
 
 
 # What differs on purpose or by a documented gap (docs/compatibility.md), removed before comparing.
