@@ -1,5 +1,16 @@
 """Types of the C extension sparkmq.native._clientframes (clientframes.c)."""
 
+class Answer(tuple[int, int, int, int, str | None, str | None, dict[str, str] | None]):
+    """A plain answer's header fields, as PlainHeader names them."""
+
+    code: int
+    opaque: int
+    flag: int
+    version: int
+    language: str | None
+    remark: str | None
+    ext_fields: dict[str, str] | None
+
 def render(
     code: int,
     flag: int,
@@ -15,6 +26,4 @@ def render(
     batch: bool,
     body: bytes | bytearray | memoryview,
 ) -> bytes | None: ...
-def answers(
-    data: bytes | bytearray | memoryview, position: int
-) -> tuple[int, list[tuple[int, int, int, int, str | None, str | None, dict[str, str] | None]]]: ...
+def answers(data: bytes | bytearray | memoryview, position: int) -> tuple[int, list[Answer]]: ...
