@@ -55,6 +55,17 @@ static void put_int(out_t *o, long long v) {
     o->p += n;
 }
 
+/* The characters put_int writes for v. */
+static Py_ssize_t int_chars(long long v) {
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    Py_ssize_t n = v < 0 ? 2 : 1;
+    while (u >= 10) {
+        u /= 10;
+        n++;
+    }
+    return n;
+}
+
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -73,8 +84,6 @@ static int as_int64(PyObject *value, long long *out) {
         return -1;
     return overflow ? 0 : 1;
 }
-
-#define INT_CHARS 20 /* "-9223372036854775808" */
 
 /* render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, id_head, id_tail,
  *        batch, body) -> bytes | None
@@ -129,19 +138,28 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                       tail_false[] = ",\"j\":\"0\",\"k\":\"false\",\"m\":\"false\"}}",
                       tail_true[] = ",\"j\":\"0\",\"k\":\"false\",\"m\":\"true\"}}";
     Py_ssize_t fields_len = PyBytes_GET_SIZE(fields);
-    /* an upper bound of the header's length: the texts, seven ints of at most INT_CHARS characters */
-    Py_ssize_t bound = (Py_ssize_t)(sizeof(head0) + sizeof(head1) + sizeof(head2) + sizeof(mid0) + sizeof(mid1) +
-                                    sizeof(mid2) + sizeof(mid3) + sizeof(tail_false)) +
-                       7 * INT_CHARS + 5;
+    /* the header's exact length (one allocation, no resize): the texts, the seven ints' characters, the id's */
+    Py_ssize_t fixed = (Py_ssize_t)(sizeof(head0) + sizeof(head1) + sizeof(head2) + sizeof(mid0) + sizeof(mid1) +
+                                    sizeof(mid2) + sizeof(mid3) + (batch ? sizeof(tail_true) : sizeof(tail_false)) -
+                                    8) +
+                       (ints[10] >= 0 ? 5 : 0);
+    static const int rendered[] = {0, 1, 2, 4, 5, 6, 7};
+    for (size_t i = 0; i < sizeof(rendered) / sizeof(rendered[0]); i++)
+        fixed += int_chars(ints[rendered[i]]);
     PyObject *frame = NULL;
-    if (fields_len > PY_SSIZE_T_MAX / 5 - bound || props_len > PY_SSIZE_T_MAX / 5 - bound ||
-        head_len > PY_SSIZE_T_MAX / 5 - bound || body.len > PY_SSIZE_T_MAX / 5 - bound) {
+    if (fields_len > PY_SSIZE_T_MAX / 5 - fixed || props_len > PY_SSIZE_T_MAX / 5 - fixed ||
+        head_len > PY_SSIZE_T_MAX / 5 - fixed || body.len > PY_SSIZE_T_MAX / 5 - fixed) {
         PyErr_NoMemory();
         goto done;
     }
-    bound += fields_len + props_len + head_len;
-    /* the header is written after the 8 prefix bytes into a buffer of the bound, then the body after it */
-    frame = PyBytes_FromStringAndSize(NULL, 8 + bound + body.len);
+    Py_ssize_t header_len = fixed + fields_len + props_len + (ints[10] >= 0 ? head_len : 0);
+    if (4 + header_len + body.len > (Py_ssize_t)UINT32_MAX) {
+        Py_INCREF(Py_None);
+        frame = Py_None; /* lengths the prefix cannot hold: Python renders it and refuses it by size */
+        goto done;
+    }
+    /* the header is written after the 8 prefix bytes, then the body after it */
+    frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body.len);
     if (frame == NULL)
         goto done;
     char *start = PyBytes_AS_STRING(frame);
@@ -173,19 +191,10 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PUT_LITERAL(&o, tail_true);
     else
         PUT_LITERAL(&o, tail_false);
-    Py_ssize_t header_len = (Py_ssize_t)(o.p - (start + 8));
-    if (4 + header_len + body.len > (Py_ssize_t)UINT32_MAX) {
-        Py_CLEAR(frame);
-        Py_INCREF(Py_None);
-        frame = Py_None; /* lengths the prefix cannot hold: Python renders it and refuses it by size */
-        goto done;
-    }
     if (body.len)
         memcpy(o.p, body.buf, (size_t)body.len);
     put_be32((unsigned char *)start, (uint32_t)(4 + header_len + body.len));
     put_be32((unsigned char *)start + 4, (uint32_t)header_len);
-    if (_PyBytes_Resize(&frame, 8 + header_len + body.len) < 0)
-        frame = NULL;
 done:
     PyBuffer_Release(&body);
     return frame;
