@@ -59,7 +59,7 @@ _native = extension("sparkmq.native._clientframes")
 
 __all__ = ["LEAN_ANSWERS", "LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter"]
 
-#: The types of a lean answer: the C split's ``Answer`` (a struct sequence with a ``LeanResponse``'s fields, by
+#: The types of a lean answer: the C split's ``Answer`` (a read-only record of a ``LeanResponse``'s fields, by
 #: name and in order) and the Python path's ``LeanResponse``.
 LEAN_ANSWERS: tuple[type, ...] = tuple(kind for kind in (getattr(_native, "Answer", None), LeanResponse) if kind)
 
