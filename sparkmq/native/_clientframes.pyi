@@ -1,7 +1,10 @@
 """Types of the C extension sparkmq.native._clientframes (clientframes.c)."""
 
-class Answer(tuple[int, int, int, int, str | None, str | None, dict[str, str] | None]):
-    """A plain answer's header fields, as PlainHeader names them."""
+from collections.abc import Iterator
+from typing import Any
+
+class Answer:
+    """A plain answer's header fields, as PlainHeader names them (read-only; a sequence of the seven)."""
 
     code: int
     opaque: int
@@ -10,6 +13,9 @@ class Answer(tuple[int, int, int, int, str | None, str | None, dict[str, str] | 
     language: str | None
     remark: str | None
     ext_fields: dict[str, str] | None
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Any: ...
+    def __iter__(self) -> Iterator[Any]: ...
 
 def render(
     code: int,
