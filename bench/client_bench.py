@@ -106,10 +106,11 @@ async def async_cases(
         await floor_cases(bench, consumer, n_latency // scale)
         if not args.with_peers or args.rounds <= 0:
             return []
+        window = args.rounds_inflight or inflight
         return await interleaved_rounds(
             bench,
-            lambda messages: windowed(producer, messages, inflight),
-            inflight,
+            lambda messages: windowed(producer, messages, window),
+            window,
             args.rounds,
             args.peers_python,
             args.peers_dir,
@@ -129,6 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=3,
         help="with --with-peers: rounds of nats-py raw and sparkmq in its shape, alternately (default 3; 0: none)",
+    )
+    parser.add_argument(
+        "--rounds-inflight",
+        type=int,
+        default=0,
+        help="the rounds' send_async window (default: --inflight's; nats-py raw's own is 1000)",
     )
     add_peers_python_argument(parser)
     add_peers_dir_argument(parser)

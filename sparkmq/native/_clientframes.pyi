@@ -1,5 +1,22 @@
 """Types of the C extension sparkmq.native._clientframes (clientframes.c)."""
 
+from collections.abc import Iterator
+from typing import Any
+
+class Answer:
+    """A plain answer's header fields, as PlainHeader names them (read-only; a sequence of the seven)."""
+
+    code: int
+    opaque: int
+    flag: int
+    version: int
+    language: str | None
+    remark: str | None
+    ext_fields: dict[str, str] | None
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Any: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
 def render(
     code: int,
     flag: int,
@@ -15,6 +32,4 @@ def render(
     batch: bool,
     body: bytes | bytearray | memoryview,
 ) -> bytes | None: ...
-def answers(
-    data: bytes | bytearray | memoryview, position: int
-) -> tuple[int, list[tuple[int, int, int, int, str | None, str | None, dict[str, str] | None]]]: ...
+def answers(data: bytes | bytearray | memoryview, position: int) -> tuple[int, list[Answer]]: ...

@@ -1,5 +1,5 @@
 /* A producer's per-send frame work over buffers and values: a SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frame
- * rendered from a topic's fixed header text, and a read's run of plain JSON response frames split into tuples.
+ * rendered from a topic's fixed header text, and a read's run of plain JSON response frames split into Answers.
  *
  * References (sparkmq/client/send_frames.py SendTemplate.frame, sparkmq/remoting/client_connection.py's loop over
  * decode_plain_header): render returns the same bytes or None (an int outside int64: Python renders it);
@@ -10,6 +10,8 @@
  * hypothesis, on good and damaged input. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,6 +55,17 @@ static void put_int(out_t *o, long long v) {
     o->p += n;
 }
 
+/* The characters put_int writes for v. */
+static Py_ssize_t int_chars(long long v) {
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    Py_ssize_t n = v < 0 ? 2 : 1;
+    while (u >= 10) {
+        u /= 10;
+        n++;
+    }
+    return n;
+}
+
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -71,8 +84,6 @@ static int as_int64(PyObject *value, long long *out) {
         return -1;
     return overflow ? 0 : 1;
 }
-
-#define INT_CHARS 20 /* "-9223372036854775808" */
 
 /* render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, id_head, id_tail,
  *        batch, body) -> bytes | None
@@ -127,19 +138,28 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                       tail_false[] = ",\"j\":\"0\",\"k\":\"false\",\"m\":\"false\"}}",
                       tail_true[] = ",\"j\":\"0\",\"k\":\"false\",\"m\":\"true\"}}";
     Py_ssize_t fields_len = PyBytes_GET_SIZE(fields);
-    /* an upper bound of the header's length: the texts, seven ints of at most INT_CHARS characters */
-    Py_ssize_t bound = (Py_ssize_t)(sizeof(head0) + sizeof(head1) + sizeof(head2) + sizeof(mid0) + sizeof(mid1) +
-                                    sizeof(mid2) + sizeof(mid3) + sizeof(tail_false)) +
-                       7 * INT_CHARS + 5;
+    /* the header's exact length (one allocation, no resize): the texts, the seven ints' characters, the id's */
+    Py_ssize_t fixed = (Py_ssize_t)(sizeof(head0) + sizeof(head1) + sizeof(head2) + sizeof(mid0) + sizeof(mid1) +
+                                    sizeof(mid2) + sizeof(mid3) + (batch ? sizeof(tail_true) : sizeof(tail_false)) -
+                                    8) +
+                       (ints[10] >= 0 ? 5 : 0);
+    static const int rendered[] = {0, 1, 2, 4, 5, 6, 7};
+    for (size_t i = 0; i < sizeof(rendered) / sizeof(rendered[0]); i++)
+        fixed += int_chars(ints[rendered[i]]);
     PyObject *frame = NULL;
-    if (fields_len > PY_SSIZE_T_MAX / 5 - bound || props_len > PY_SSIZE_T_MAX / 5 - bound ||
-        head_len > PY_SSIZE_T_MAX / 5 - bound || body.len > PY_SSIZE_T_MAX / 5 - bound) {
+    if (fields_len > PY_SSIZE_T_MAX / 5 - fixed || props_len > PY_SSIZE_T_MAX / 5 - fixed ||
+        head_len > PY_SSIZE_T_MAX / 5 - fixed || body.len > PY_SSIZE_T_MAX / 5 - fixed) {
         PyErr_NoMemory();
         goto done;
     }
-    bound += fields_len + props_len + head_len;
-    /* the header is written after the 8 prefix bytes into a buffer of the bound, then the body after it */
-    frame = PyBytes_FromStringAndSize(NULL, 8 + bound + body.len);
+    Py_ssize_t header_len = fixed + fields_len + props_len + (ints[10] >= 0 ? head_len : 0);
+    if (4 + header_len + body.len > (Py_ssize_t)UINT32_MAX) {
+        Py_INCREF(Py_None);
+        frame = Py_None; /* lengths the prefix cannot hold: Python renders it and refuses it by size */
+        goto done;
+    }
+    /* the header is written after the 8 prefix bytes, then the body after it */
+    frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body.len);
     if (frame == NULL)
         goto done;
     char *start = PyBytes_AS_STRING(frame);
@@ -171,19 +191,10 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PUT_LITERAL(&o, tail_true);
     else
         PUT_LITERAL(&o, tail_false);
-    Py_ssize_t header_len = (Py_ssize_t)(o.p - (start + 8));
-    if (4 + header_len + body.len > (Py_ssize_t)UINT32_MAX) {
-        Py_CLEAR(frame);
-        Py_INCREF(Py_None);
-        frame = Py_None; /* lengths the prefix cannot hold: Python renders it and refuses it by size */
-        goto done;
-    }
     if (body.len)
         memcpy(o.p, body.buf, (size_t)body.len);
     put_be32((unsigned char *)start, (uint32_t)(4 + header_len + body.len));
     put_be32((unsigned char *)start + 4, (uint32_t)header_len);
-    if (_PyBytes_Resize(&frame, 8 + header_len + body.len) < 0)
-        frame = NULL;
 done:
     PyBuffer_Release(&body);
     return frame;
@@ -384,8 +395,81 @@ static PyObject *version_int(long version) {
     return last_version;
 }
 
-/* One answer's header of the plain shape as (code, opaque, flag, version, language, remark, ext_fields), the
- * fields of a PlainHeader in its order; None when it is not of that shape or not a response (the flag's RESPONSE
+/* An answer's fields by PlainHeader's names and in its order: what a waiter reads of a PlainHeader, made without a
+ * tuple and a PlainHeader per answer. Its members are read as an instance's slots are (T_OBJECT_EX: the
+ * interpreter's specialised attribute read, which a struct sequence's T_OBJECT members do not get); a sequence of
+ * its seven fields too. Not tracked by the GC: it holds ints, strs, None and a dict of strs, never a cycle. */
+#define ANSWER_FIELDS 7
+typedef struct {
+    PyObject_HEAD PyObject *fields[ANSWER_FIELDS];
+} answer_t;
+
+static void answer_dealloc(PyObject *self) {
+    answer_t *answer = (answer_t *)self;
+    for (int i = 0; i < ANSWER_FIELDS; i++)
+        Py_XDECREF(answer->fields[i]);
+    PyObject_Free(self);
+}
+
+static Py_ssize_t answer_length(PyObject *self) {
+    (void)self;
+    return ANSWER_FIELDS;
+}
+
+static PyObject *answer_item(PyObject *self, Py_ssize_t i) {
+    if (i < 0 || i >= ANSWER_FIELDS) {
+        PyErr_SetString(PyExc_IndexError, "Answer index out of range");
+        return NULL;
+    }
+    PyObject *field = ((answer_t *)self)->fields[i];
+    Py_INCREF(field);
+    return field;
+}
+
+static PyObject *answer_repr(PyObject *self) {
+    PyObject **f = ((answer_t *)self)->fields;
+    return PyUnicode_FromFormat("Answer(code=%R, opaque=%R, flag=%R, version=%R, language=%R, remark=%R, "
+                                "ext_fields=%R)",
+                                f[0], f[1], f[2], f[3], f[4], f[5], f[6]);
+}
+
+/* Equal when every field is (== and != only; unhashable, as its ext_fields dict). */
+static PyObject *answer_compare(PyObject *self, PyObject *other, int op) {
+    if (Py_TYPE(other) != Py_TYPE(self) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    int equal = 1;
+    for (int i = 0; i < ANSWER_FIELDS && equal == 1; i++)
+        equal = PyObject_RichCompareBool(((answer_t *)self)->fields[i], ((answer_t *)other)->fields[i], Py_EQ);
+    if (equal < 0)
+        return NULL;
+    return PyBool_FromLong(op == Py_EQ ? equal : !equal);
+}
+
+#define ANSWER_MEMBER(name, i)                                                                                         \
+    {name, T_OBJECT_EX, offsetof(answer_t, fields) + (i) * sizeof(PyObject *), READONLY, NULL}
+static PyMemberDef answer_members[] = {
+    ANSWER_MEMBER("code", 0),     ANSWER_MEMBER("opaque", 1), ANSWER_MEMBER("flag", 2),
+    ANSWER_MEMBER("version", 3),  ANSWER_MEMBER("language", 4), ANSWER_MEMBER("remark", 5),
+    ANSWER_MEMBER("ext_fields", 6), {NULL, 0, 0, 0, NULL},
+};
+
+static PySequenceMethods answer_sequence = {.sq_length = answer_length, .sq_item = answer_item};
+
+static PyTypeObject answer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkmq.native._clientframes.Answer",
+    .tp_basicsize = sizeof(answer_t),
+    .tp_dealloc = answer_dealloc,
+    .tp_repr = answer_repr,
+    .tp_as_sequence = &answer_sequence,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_richcompare = answer_compare,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A plain answer's header fields, as PlainHeader names them (read-only)",
+    .tp_members = answer_members,
+};
+
+/* One answer's header of the plain shape as an Answer (code, opaque, flag, version, language, remark, ext_fields),
+ * the fields of a PlainHeader in its order; None when it is not of that shape or not a response (the flag's RESPONSE
  * bit clear); NULL on an error (memory). */
 static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
     scan_t s = {header, header + length};
@@ -447,29 +531,30 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
     if (!expect(&s, '}') || s.p != s.end || (seen & (F_CODE | F_OPAQUE)) != (F_CODE | F_OPAQUE) ||
         !(flag & RESPONSE_FLAG))
         goto not_plain;
-    result = PyTuple_New(7);
-    if (result == NULL)
+    answer_t *answer = PyObject_Malloc(sizeof(answer_t));
+    if (answer == NULL) {
+        PyErr_NoMemory();
         goto release;
+    }
+    PyObject_Init((PyObject *)answer, &answer_type);
+    memset(answer->fields, 0, sizeof(answer->fields));
+    result = (PyObject *)answer;
     long ints[] = {code, opaque, flag};
     for (int i = 0; i < 3; i++) {
-        PyObject *number = PyLong_FromLong(ints[i]);
-        if (number == NULL) {
+        if ((answer->fields[i] = PyLong_FromLong(ints[i])) == NULL) {
             Py_CLEAR(result);
             goto release;
         }
-        PyTuple_SET_ITEM(result, i, number);
     }
-    PyObject *number = version_int(version);
-    if (number == NULL) {
+    if ((answer->fields[3] = version_int(version)) == NULL) {
         Py_CLEAR(result);
         goto release;
     }
-    PyTuple_SET_ITEM(result, 3, number);
     PyObject *objects[] = {language, remark, ext};
     for (int i = 0; i < 3; i++) {
         PyObject *object = objects[i] ? objects[i] : Py_None;
         Py_INCREF(object);
-        PyTuple_SET_ITEM(result, 4 + i, object);
+        answer->fields[4 + i] = object;
     }
     goto release;
 not_plain_or_error:
@@ -492,9 +577,9 @@ static uint32_t get_be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
-/* answers(data, position) -> (end, [(code, opaque, flag, version, language, remark, ext_fields), ...]): the leading
- * run of whole plain response frames from ``position`` on, and the offset where the last of them ends (``position``
- * when none). */
+/* answers(data, position) -> (end, [Answer(code, opaque, flag, version, language, remark, ext_fields), ...]): the
+ * leading run of whole plain response frames from ``position`` on, and the offset where the last of them ends
+ * (``position`` when none). */
 static PyObject *answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "answers(data, position)");
@@ -543,8 +628,8 @@ static PyMethodDef methods[] = {
      " batch, body)"
      " -> bytes | None: SendTemplate.frame's bytes, or None to leave it to Python"},
     {"answers", (PyCFunction)(void (*)(void))answers, METH_FASTCALL,
-     "answers(data, position) -> (end, list of (code, opaque, flag, version, language, remark, ext_fields)) of the"
-     " leading whole plain response frames"},
+     "answers(data, position) -> (end, list of Answer(code, opaque, flag, version, language, remark, ext_fields)) of"
+     " the leading whole plain response frames"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -552,5 +637,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_clientframes", NULL
 
 PyMODINIT_FUNC PyInit__clientframes(void) {
     init_text_bytes();
-    return PyModule_Create(&module);
+    if (PyType_Ready(&answer_type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&answer_type);
+    if (PyModule_AddObject(m, "Answer", (PyObject *)&answer_type) < 0) {
+        Py_DECREF(&answer_type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

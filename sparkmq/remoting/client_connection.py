@@ -4,7 +4,8 @@ A producer's send gets one small answer per request: a JSON header with ``code``
 ``flag``, maybe ``remark``, and ``extFields`` (no body). :class:`ClientConnection` reads such
 frames with the one typed msgspec decode of :mod:`sparkmq.protocol.plain_header` (the decode the
 reference path tries first) and completes the waiting future with that ``LeanResponse``
-(``PlainHeader``): no ``RemotingCommand``, no frame-decoder bookkeeping per frame.
+(``PlainHeader``), or with the C split's ``Answer`` of the same fields: no ``RemotingCommand``, no
+frame-decoder bookkeeping per frame.
 
 Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter with ``done``,
 ``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
@@ -56,7 +57,11 @@ except ImportError:  # msgspec is missing: every response takes the reference pa
 # native/clientframes.c: a read's leading plain answers split in one call; the loop below is its reference
 _native = extension("sparkmq.native._clientframes")
 
-__all__ = ["LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter"]
+__all__ = ["LEAN_ANSWERS", "LEAN_BUSY_FRAMES", "LEAN_CHUNK_FRAMES", "ClientConnection", "LeanResponse", "LeanWaiter"]
+
+#: The types of a lean answer: the C split's ``Answer`` (a read-only record of a ``LeanResponse``'s fields, by
+#: name and in order) and the Python path's ``LeanResponse``.
+LEAN_ANSWERS: tuple[type, ...] = tuple(kind for kind in (getattr(_native, "Answer", None), LeanResponse) if kind)
 
 #: Lean requests sent close together with one timeout and request code: (due, code, timeout, opaques).
 LeanGroup = tuple[float, int, float, list[int]]
@@ -235,14 +240,14 @@ class ClientConnection(RemotingConnection):
             data, self._tail = self._tail + data, b""
         position, size = 0, len(data)
         if _native is not None:
-            end, taken = _native.answers(data, 0)  # each answer's LeanResponse fields, in order
-            for fields in taken:
-                future = lean.pop(fields[1], None)
+            end, taken = _native.answers(data, 0)  # each answer's fields, in order, read as a LeanResponse's
+            for answer in taken:
+                future = lean.pop(answer.opaque, None)
                 if future is None:  # not awaited here: the reference path's, from this answer's frame on
-                    end = _frames_end(data, next(i for i, other in enumerate(taken) if other is fields))
+                    end = _frames_end(data, next(i for i, other in enumerate(taken) if other is answer))
                     break
                 try:  # noqa: SIM105 - a try costs nothing per answer, a done() call or a with would
-                    future.set_result(LeanResponse(*fields))
+                    future.set_result(answer)
                 except InvalidStateError:  # cancelled by its caller meanwhile
                     pass
             position = end

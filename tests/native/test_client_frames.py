@@ -204,8 +204,10 @@ def test_answers_take_what_the_reference_takes(heads: list[bytes], cut: int) -> 
     check_answers(data[: max(len(data) - cut, 0)])
     for header in heads:
         _, taken = native.answers(frame(header), 0)
-        if taken:  # a header the C takes decodes so in the client's path, with the same fields
-            assert PlainHeader(*taken[0]) == decode_plain_header(header)
+        if taken:  # a header the C takes decodes so in the client's path, with the same fields, by name too
+            decoded = decode_plain_header(header)
+            assert PlainHeader(*taken[0]) == decoded
+            assert [getattr(taken[0], name) for name in PlainHeader.__struct_fields__] == list(taken[0])
 
 
 _BROKER_ANSWER = (
@@ -246,3 +248,11 @@ def test_every_byte_at_every_place_of_a_text_block_is_taken_as_the_reference_tak
         for place in range(17):  # every place of two 8-byte blocks
             text = b"v" * place + bytes([byte]) + b"w" * (16 - place)
             check_answers(frame(b'{"code":0,"flag":1,"opaque":5,"extFields":{"msgId":"' + text + b'"}}'))
+
+
+def test_an_answer_is_read_only() -> None:
+    (answer,) = native.answers(frame(_BROKER_ANSWER), 0)[1]
+    assert (answer.code, answer.opaque, answer.flag, answer.ext_fields["queueOffset"]) == (0, 5, 1, "5")
+    assert len(answer) == 7 and repr(answer).startswith("Answer(code=0, opaque=5,")
+    with pytest.raises(AttributeError):
+        answer.code = 1  # type: ignore[misc]
