@@ -125,6 +125,15 @@ def test_pop_init_mode_sql92_fifo_message_groups_and_attempt_id(tmp_path: Path) 
         # initMode MAX starts a new group at the queue's last message (the in-memory check is off), MIN at its first
         assert bodies(await pop(wire, "G_MAX", "InitTopic", init_mode=1)) == [b"m2"]
         assert bodies(await pop(wire, "G_MIN", "InitTopic", init_mode=0)) == [b"m0", b"m1", b"m2"]
+        # a 4.x consumer's committed offset of the group wins over initMode: its clustering offsets are shared
+        commit = {"consumerGroup": "G_4X", "topic": "InitTopic", "queueId": "0", "commitOffset": "2"}
+        assert (await wire.call(RequestCode.UPDATE_CONSUMER_OFFSET, commit)).code == ResponseCode.SUCCESS
+        popped_4x = await pop(wire, "G_4X", "InitTopic", init_mode=0)
+        assert bodies(popped_4x) == [b"m2"]
+        ack_4x = AckMessageRequestHeader("G_4X", "InitTopic", 0, extra_info(popped_4x.ext_fields, False, 0, 0), 2)
+        assert (await wire.call(RequestCode.ACK_MESSAGE, ack_4x.to_fields())).code == ResponseCode.SUCCESS
+        query_4x = {"consumerGroup": "G_4X", "topic": "InitTopic", "queueId": "0"}
+        assert (await wire.call(RequestCode.QUERY_CONSUMER_OFFSET, query_4x)).ext_fields["offset"] == "3"
         sql = await pop(wire, "G_SQL", "InitTopic", exp_type="SQL92", exp="n > 0")
         assert bodies(sql) == [b"m1", b"m2"]
         bad = await pop(wire, "G_SQL", "InitTopic", exp_type="SQL92", exp="n >")
