@@ -169,14 +169,14 @@ class PopJournal:
         self.path = path
         self.sync = sync
         self.make_durable: MakeDurable | None = self._fsync if sync else None
-        # the state of the lines on disk: with ``sync``, of those fsynced; without, the owner's own (all written)
+        # the state of the lines on disk: with ``sync``, of those made durable; without, the owner's own (all written)
         self.durable = PopState()
         self.on_lost: Callable[[PopState], None] = lambda durable: None
         self._file: Any = None
         self._written = 0  # appends so far
         self._synced = 0  # appends made durable (by ``make_durable`` or the owner: ``settle``)
         self._unsynced: list[tuple[int, tuple[dict[str, Any], ...]]] = []  # (append number, its entries)
-        self._lost = (0, 0)  # the appends (after, through] a failed fsync dropped
+        self._lost = (0, 0)  # the appends (after, through] a failed write or make_durable dropped
         self._lost_reason = ""
         self._broken = False  # the file may hold lines of a failed write or fsync: rewritten before the next append
         self._syncing: asyncio.Future[None] | None = None
