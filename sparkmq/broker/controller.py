@@ -193,8 +193,8 @@ class BrokerController:
         cfg = self.config
         sync = cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
         log = ReviveLog(ctx) if cfg.enable_controller_mode else None  # replicas take over only in controller mode
-        # with the revive log the journal is not fsynced: the log's records (flushed like sends) replay its lost tail
-        journal = PopJournal(cfg.store_path_root_dir / "pop" / "journal", sync, fsync=log is None)
+        # with the revive log its records (flushed like sends) make the journal's lines durable: PopService
+        journal = PopJournal(cfg.store_path_root_dir / "pop" / "journal", sync)
         self.pop = pop = PopService(ctx, journal, log=log)
         pop.start()
         served = PopProcessors(ctx, pop)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from sparkmq import native
@@ -353,6 +353,8 @@ _UNIT_DAMAGE = st.one_of(
     max_count=st.integers(1, 64),
     tags=st.one_of(st.none(), st.sets(st.sampled_from(sorted(TAG_CODES)), max_size=2)),
 )
+# unit 1 moved 80 bytes back reads its record's magic code as a body length: the "topic" byte then lies before the file
+@example(queue_id=0, damage=[(1, ("near", -80)), (1, ("topic", 1))], offset=0, max_count=8, tags=None)
 def test_native_and_numpy_reads_agree_on_damaged_units(
     store: MessageStore,
     queue_id: int,
@@ -388,7 +390,7 @@ def test_native_and_numpy_reads_agree_on_damaged_units(
                 else:
                     assert isinstance(value, tuple)
                     where, flip = where + value[0], value[1]
-                if where + 1 > segment.write_position:
+                if not 0 <= where < segment.write_position:  # a body length read from a unit damaged before
                     continue
                 restore.append((segment, where, segment.read(where, 1)))
                 segment.rewrite(where, bytes([segment.read(where, 1)[0] ^ int(flip)]))  # type: ignore[call-overload]

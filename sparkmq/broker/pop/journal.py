@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +42,8 @@ COMPACT_ABOVE_BYTES = 4 << 20
 MAX_LINE_BYTES = 4 << 20  # a pop line lists at most a batch's offsets and message groups (each < 32 KiB)
 
 QueueKey = tuple[str, str, int]  # (group, topic, queue_id)
+# makes every line written so far durable; OffsetStoreError when it cannot (its remark says why)
+MakeDurable = Callable[[], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -159,21 +161,22 @@ class PopState:
 
 
 class PopJournal:
-    """Appends entries to ``path``; ``sync``: the owner waits until each append is durable (SYNC_FLUSH brokers),
-    by an fsync, or, without ``fsync``, once the owner made it durable elsewhere (the revive log's record)."""
+    """Appends entries to ``path``; ``synced`` waits until they are durable by ``make_durable``: the file's
+    fsync under ``sync`` (SYNC_FLUSH brokers), nothing without; an owner that keeps them durable elsewhere sets
+    its own (the revive log's record). With ``sync``, a failure of it loses the lines (``_lose``)."""
 
-    def __init__(self, path: Path, sync: bool, fsync: bool = True) -> None:
+    def __init__(self, path: Path, sync: bool) -> None:
         self.path = path
         self.sync = sync
-        self.fsync = fsync
-        # the state of the lines on disk: with ``sync``, of those fsynced; without, the owner's own (all written)
+        self.make_durable: MakeDurable | None = self._fsync if sync else None
+        # the state of the lines on disk: with ``sync``, of those made durable; without, the owner's own (all written)
         self.durable = PopState()
         self.on_lost: Callable[[PopState], None] = lambda durable: None
         self._file: Any = None
         self._written = 0  # appends so far
-        self._synced = 0  # appends on disk
+        self._synced = 0  # appends made durable (by ``make_durable`` or the owner: ``settle``)
         self._unsynced: list[tuple[int, tuple[dict[str, Any], ...]]] = []  # (append number, its entries)
-        self._lost = (0, 0)  # the appends (after, through] a failed fsync dropped
+        self._lost = (0, 0)  # the appends (after, through] a failed write or make_durable dropped
         self._lost_reason = ""
         self._broken = False  # the file may hold lines of a failed write or fsync: rewritten before the next append
         self._syncing: asyncio.Future[None] | None = None
@@ -210,7 +213,7 @@ class PopJournal:
             reason = f"cannot append to the POP journal {self.path}: {exc}"
             self._broken = True  # part of the line may be in the file
             if self.sync:
-                self.lose(reason)
+                self._lose(reason)
             raise OffsetStoreError(reason, retriable=True) from exc
         self._written += 1
         if self.sync:
@@ -222,44 +225,47 @@ class PopJournal:
             self._rewrite(self.durable)
 
     async def synced(self) -> None:
-        """With ``sync``: until every entry appended so far is on disk. One fsync runs at a time, in a
-        thread; the callers that appended before it started all return when it ends, or all raise
-        OffsetStoreError when it failed (their changes were rolled back)."""
+        """Until every entry appended so far is durable. One ``make_durable`` runs at a time; the callers
+        that appended before it started all return when it ends, or all raise OffsetStoreError when it
+        failed (with ``sync``, their changes were rolled back)."""
         target = self._written
-        while self.sync and self.fsync:
+        while self.make_durable is not None:
             if self._lost[0] < target <= self._lost[1]:
                 raise OffsetStoreError(self._lost_reason, retriable=True)
             if self._synced >= target:
                 return
             if self._syncing is None:
-                self._syncing = asyncio.ensure_future(self._fsync())
+                self._syncing = asyncio.ensure_future(self._make_durable(self.make_durable))
             await asyncio.shield(self._syncing)
 
-    async def _fsync(self) -> None:
+    async def _make_durable(self, make_durable: MakeDurable) -> None:
         upto = self._written
-        if self._fsyncs is None:
-            self._fsyncs = ThreadPoolExecutor(1, thread_name_prefix="sparkmq-pop-journal")
         try:
-            await asyncio.get_running_loop().run_in_executor(self._fsyncs, self._fsync_file)
-        except OSError as exc:
-            self.lose(f"cannot fsync the POP journal {self.path}: {exc}")
+            await make_durable()
+        except OffsetStoreError as exc:
+            if not self.sync:  # nothing to go back to: the owner's state is the written one
+                raise
+            self._lose(exc.remark)
             return
         finally:
             self._syncing = None
         self._settle(upto)
 
-    @property
-    def appended(self) -> int:
-        """How many appends so far (``settle``'s mark)."""
-        return self._written
+    async def _fsync(self) -> None:
+        """The file's fsync, in a thread."""
+        if self._fsyncs is None:
+            self._fsyncs = ThreadPoolExecutor(1, thread_name_prefix="sparkmq-pop-journal")
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._fsyncs, self._fsync_file)
+        except OSError as exc:
+            raise OffsetStoreError(f"cannot fsync the POP journal {self.path}: {exc}") from exc
 
-    def settle(self, upto: int) -> None:
-        """Without ``fsync``: the appends through number ``upto`` are durable (the owner made them so);
-        OffsetStoreError when they were lost meanwhile (``lose``)."""
-        if self._lost[0] < upto <= self._lost[1]:
+    def settle(self) -> None:
+        """Every append so far is durable (the owner made it so: a replica's lines are its revive log's);
+        OffsetStoreError when it was lost meanwhile (``_lose``)."""
+        if self._lost[0] < self._written <= self._lost[1]:
             raise OffsetStoreError(self._lost_reason, retriable=True)
-        if self.sync:
-            self._settle(upto)
+        self._settle(self._written)
 
     def _settle(self, upto: int) -> None:
         done = 0
@@ -277,8 +283,8 @@ class PopJournal:
             if self._file is not None:
                 disk.fsync(self._file.fileno())
 
-    def lose(self, reason: str) -> None:
-        """Every line since the last good fsync is lost: its callers fail, the owner goes back to ``durable``."""
+    def _lose(self, reason: str) -> None:
+        """Every line since the last durable one is lost: its callers fail, the owner goes back to ``durable``."""
         self._lost = (self._synced, self._written)
         self._lost_reason = f"{reason}; the request's changes were not kept, retry it"
         logger.error("%s", self._lost_reason)
@@ -314,7 +320,6 @@ class PopJournal:
                 if self._file is not None:
                     self._file.close()
                 self._file = open(self.path, "ab")  # noqa: SIM115 - held open for appends until close()
-            self._synced = self._written  # the rewritten file holds the state of every append, fsynced
             self._broken = False
         except OSError as exc:
             raise OffsetStoreError(f"cannot rewrite the POP journal {self.path}: {exc}", retriable=True) from exc

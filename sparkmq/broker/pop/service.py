@@ -94,6 +94,8 @@ class PopService:
         self.journal = journal
         self.clock = clock
         self.log = log  # controller mode: the changes replicated through the revive log
+        if log is not None:  # whose record makes a change durable, as the journal's fsync does without it
+            journal.make_durable = self._shipped
         self._truncations = ctx.store.truncations  # a change: the applied revive log may have lost its tail
         self._followed = False  # the state changed by follow() since it was last indexed
         self._noted = 0  # the revive log offset a master last noted in its journal
@@ -123,8 +125,11 @@ class PopService:
         self._rebuild_due()
 
     def _roll_back(self, durable: PopState) -> None:
-        """The journal lost the changes since its last good fsync: back to the state on disk, the groups'
-        offsets with it. Checkpoint ids stay increasing, so a lost pop's handles never name a later message."""
+        """The journal lost the changes since they were last durable: back to the state on disk, the groups'
+        offsets with it, and the revive log drops them. Checkpoint ids stay increasing, so a lost pop's handles
+        never name a later message."""
+        if self.log is not None:
+            self.log.drop_pending()
         touched = set(self._by_queue) | set(self.state.pop_offsets)
         next_id = self.state.next_id
         self.state = durable.copy()
@@ -162,23 +167,17 @@ class PopService:
 
         In controller mode the revive log's record is the journal's fsync: when the store refuses it,
         the lines not yet in the log are lost as a failed fsync loses them (the state goes back to the
-        journal's durable one, ``_roll_back``; the log drops them) and the callers retry.
+        journal's durable one, ``_roll_back``) and the callers retry; under ASYNC_FLUSH nothing goes
+        back and the next record carries the entries.
         """
-        if self.log is None or not self.serving():
-            await self.journal.synced()
-            return
-        upto = self.journal.appended
-        try:
-            end = await self.log.shipped()
-        except OffsetStoreError as exc:
-            if not self.journal.sync:  # ASYNC_FLUSH: nothing goes back; the next record carries the entries
-                raise
-            self.log.drop_pending()
-            self.journal.lose(exc.remark)
-            raise OffsetStoreError(f"{exc.remark}; the request's changes were not kept, retry it") from exc
+        await self.journal.synced()
+
+    async def _shipped(self) -> None:
+        """The journal's lines made durable in controller mode: their entries stored in the revive log."""
+        assert self.log is not None
+        end = await self.log.shipped()
         if end is not None:
             self.state.log_offset = max(self.state.log_offset, end)
-        self.journal.settle(upto)
 
     # -- replication -----------------------------------------------------------------------
     def follow(self, reads: int | None = 8) -> int:
@@ -213,7 +212,7 @@ class PopService:
             applied += len(applied_now)
             self._followed = True
             reads = None if reads is None else reads - 1
-        self.journal.settle(self.journal.appended)  # what came from the revive log is as durable as it
+        self.journal.settle()  # what came from the revive log is as durable as it
         self.journal.compact_if_grown(self.state)
         return applied
 
