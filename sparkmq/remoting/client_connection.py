@@ -4,8 +4,8 @@ A producer's send gets one small answer per request: a JSON header with ``code``
 ``flag``, maybe ``remark``, and ``extFields`` (no body). :class:`ClientConnection` reads such
 frames with the one typed msgspec decode of :mod:`sparkmq.protocol.plain_header` (the decode the
 reference path tries first) and completes the waiting future with that ``LeanResponse``
-(``PlainHeader``), or with the C split's ``Answer`` of the same fields: no ``RemotingCommand``, no
-frame-decoder bookkeeping per frame.
+(``PlainHeader``, and a send answer's ``msg_id`` and ``queue_offset``), or with the C split's ``Answer`` of
+the same fields: no ``RemotingCommand``, no frame-decoder bookkeeping per frame.
 
 Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter with ``done``,
 ``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
@@ -38,6 +38,7 @@ import asyncio
 import struct
 from asyncio import InvalidStateError
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sparkmq.errors import RemoteError
@@ -48,10 +49,23 @@ from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, Re
 from sparkmq.remoting.spin import client_spinner_for
 
 try:
-    from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, decode_plain_header
-    from sparkmq.protocol.plain_header import PlainHeader as LeanResponse
+    from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, PlainHeader, plain_decoder
+
+    class LeanResponse(PlainHeader):
+        """A response's plain header, and a send answer's two extFields values (None when absent): the C split's
+        ``Answer`` has the same."""
+
+        @property
+        def msg_id(self) -> str | None:
+            return None if self.ext_fields is None else self.ext_fields.get("msgId")
+
+        @property
+        def queue_offset(self) -> str | None:
+            return None if self.ext_fields is None else self.ext_fields.get("queueOffset")
+
+    decode_plain_header: Callable[[bytes], LeanResponse] | None = plain_decoder(LeanResponse)
 except ImportError:  # msgspec is missing: every response takes the reference path
-    decode_plain_header = None  # type: ignore[assignment]
+    decode_plain_header = None
     LeanResponse = None  # type: ignore[assignment,misc]
 
 # native/clientframes.c: a read's leading plain answers split in one call; the loop below is its reference
