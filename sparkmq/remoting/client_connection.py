@@ -128,7 +128,9 @@ class ClientConnection(RemotingConnection):
         # the group sends join: its due time, timeout, request code and opaques
         self._group_due, self._group_timeout, self._group_code = -1.0, -1.0, -1
         self._group: list[int] = []
-        self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
+        # the turn's bytes send_lean holds back: COALESCE_MAX_BYTES, 0 while the transport's writes are paused (one
+        # check per send for both)
+        self._out_limit = COALESCE_MAX_BYTES
         #: ``is_open`` as a plain attribute, read per send: False from ``close`` or the loss on (a transport closing
         #: by itself is lost in its next loop turn, which fails what was sent meanwhile)
         self.open = False
@@ -143,15 +145,15 @@ class ClientConnection(RemotingConnection):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        self._writes_paused = True
+        self._out_limit = 0
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self._writes_paused = False
+        self._out_limit = COALESCE_MAX_BYTES
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        self._writes_paused = False  # as the base sets its event: what waits goes on and finds it closed
+        self._out_limit = COALESCE_MAX_BYTES  # as the base sets its event: what waits goes on and finds it closed
         super().connection_lost(exc)
 
     def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
@@ -178,11 +180,10 @@ class ClientConnection(RemotingConnection):
         lean: dict[int, LeanWaiter] = self._lean  # type: ignore[assignment]  # the base's table, typed for its futures
         lean[opaque] = waiter
         now = self._loop.time()
-        when = now + timeout
-        if when <= self._group_due and timeout == self._group_timeout and code == self._group_code:
+        if now + timeout <= self._group_due and timeout == self._group_timeout and code == self._group_code:
             self._group.append(opaque)
         else:
-            self._new_group(opaque, code, when, timeout)
+            self._new_group(opaque, code, now + timeout, timeout)
         out = self._out
         if not out and len(lean) == 1 and not self._pending:
             assert self._transport is not None
@@ -191,10 +192,8 @@ class ClientConnection(RemotingConnection):
         out.append(frame)
         self._out_bytes += len(frame)
         if (
-            (len(out) >= LEAN_CHUNK_FRAMES and len(lean) - len(out) < LEAN_BUSY_FRAMES)
-            or self._out_bytes >= COALESCE_MAX_BYTES
-            or self._writes_paused
-        ):
+            len(out) >= LEAN_CHUNK_FRAMES and len(lean) - len(out) < LEAN_BUSY_FRAMES
+        ) or self._out_bytes >= self._out_limit:
             self._flush_out()
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
