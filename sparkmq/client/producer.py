@@ -41,17 +41,14 @@ from sparkmq.message.names import AUTO_CREATE_TOPIC_KEY
 from sparkmq.message.record import validate_topic
 from sparkmq.protocol import RequestCode
 from sparkmq.protocol.bodies import MessageQueue
-from sparkmq.protocol.codes import MAX_FRAME_BYTES
 from sparkmq.remoting.client_connection import ClientConnection
 
 logger = logging.getLogger(__name__)
 COMPRESS_OVER_BYTES = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
-# enum members read per send from module globals: a class attribute read of an IntEnum member costs ~0.1 µs
-_SEND_V2 = RequestCode.SEND_MESSAGE_V2
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)  # a plain int: an int's comparison is the interpreter's fast one
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 _time_ns = time.time_ns
-_new_call = object.__new__
 
 
 class AsyncProducer:
@@ -193,51 +190,30 @@ class AsyncProducer:
             ids = self._ids
             if born_ms != ids.head_ms:
                 ids.renew(born_ms)
-            tail = next(ids.counter) & 0xFFFF
+            tail = next(ids.counter)
             if message.properties or message.tags or message.keys or message.delay_level > 0:
                 head, tail = f"{ids.head}{tail:04X}", -1
                 escaped = encode_basestring(message.properties_text(head))
             else:  # a plain message: the C render writes the id's last digits (SendTemplate.frame's id_tail)
                 head, escaped = ids.head, PLAIN_JSON[message.wait_store_ok]
-            call = _new_call(SendCall)  # SendCall.__init__'s stores without its frame (code and plain: the class's)
+            call = SendCall()  # its fields stored here: no constructor's frame
             call.producer = self
-            call.topic = topic = message.topic
+            call.code = _SEND_V2
+            call.topic = message.topic
             call.body = body
             call.properties_json = escaped
             call.id_head = head
             call.id_tail = tail
             call.sys_flag = sys_flag
-            call.flag = flag = message.flag
+            call.flag = message.flag
             call.born_ms = born_ms
             call.future = future
             call.callback = callback
-            if selector is not None or queue is not None or oneway:
-                if selector is not None or queue is not None:
-                    call.route_to(selector, arg, message, queue)
-                if oneway:
-                    call.one_way()
-            # The common first attempt here, with this frame's values at hand (no frame of SendCall.go's, no reads
-            # of what was just stored): a plain two-way send, its topic's route and its queue's connection ready,
-            # no broker paused, the C render; anything else is SendCall.go's.
-            elif (
-                (lane := self._lanes.get(topic)) is not None
-                and (queues := lane.queues)
-                and lane.render is not None
-                and self._routes.get(topic) is lane.route
-                and not self.faults.paused
-            ):
-                picked = queues[next(self._counter) % len(queues)]
-                connection = lane.connections.get(picked.broker_name)
-                if connection is not None and connection.open:
-                    opaque = connection.next_opaque()
-                    frame = lane.render(
-                        _SEND_V2, 0, opaque, lane.fields, picked.queue_id, sys_flag, born_ms, flag, escaped, head,
-                        tail, False, body,
-                    )  # fmt: skip
-                    if frame is not None and len(frame) <= MAX_FRAME_BYTES:
-                        call.queue, call.connection, call.opaque = picked, connection, opaque
-                        call.started = connection.send_lean(opaque, _SEND_V2, frame, call, self.send_timeout_s)
-                        return call
+            call.plain = True
+            if selector is not None or queue is not None:
+                call.route_to(selector, arg, message, queue)
+            if oneway:
+                call.one_way()
         except Exception as exc:  # noqa: BLE001 - the caller's future carries every failure
             complete(future, callback, error=exc)
             return None
@@ -276,7 +252,7 @@ class AsyncProducer:
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         born_ms = _time_ns() // 1_000_000
         escaped = encode_basestring(properties)
-        call = SendCall(self, topic, code, body, escaped, unique_id, -1, sys_flag, flag, born_ms, future, None)
+        call = SendCall.prepared(self, topic, code, body, escaped, unique_id, sys_flag, flag, born_ms, future)
         if queue is not None:
             call.route_to(None, None, Message(topic, b""), queue)
         call.go()

@@ -27,6 +27,7 @@ queue names the broker group, not its master).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["Lane", "SendCall", "SendIds"]
 
 _SEND_OK = SendStatus.SEND_OK
+_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)  # a plain int: an int's comparison is the interpreter's fast one
 RETRY_FIRST_PAUSE_S = 0.05
 RETRY_MAX_PAUSE_S = 1.0
 _monotonic = time.monotonic
@@ -80,12 +82,12 @@ class Lane:
 class SendIds(UniqueIdGenerator):
     """:meth:`UniqueIdGenerator.next_id` in parts, for a clock read the sender made already (its born
     timestamp): ``head``, the id's text up to its counter, rendered once per millisecond by :meth:`renew`, and
-    each send's ``next(counter) & 0xFFFF``, the id's last four hex digits (``SendTemplate.frame``'s ``id_head``
-    and ``id_tail``).
+    each send's ``next(counter)``, 0 to 0xFFFF then 0 again (as ``next_id``'s counter masked), the id's last four
+    hex digits (``SendTemplate.frame``'s ``id_head`` and ``id_tail``).
 
     >>> ids = SendIds()
     >>> ids.renew(1_700_000_000_000)
-    >>> tail = next(ids.counter) & 0xFFFF
+    >>> tail = next(ids.counter)
     >>> len(f"{ids.head}{tail:04X}")
     32
     """
@@ -95,7 +97,9 @@ class SendIds(UniqueIdGenerator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.counter = self._counter
+        # the counter's masked values, without a mask per send (next_id and next_ids mask them as before)
+        counter = itertools.chain.from_iterable(itertools.repeat(range(0x10000)))
+        self._counter = self.counter = counter  # type: ignore[assignment]
 
     def renew(self, now_ms: int) -> None:
         """The head for the time ``now_ms`` (ms since the epoch, from ``time.time``)."""
@@ -112,50 +116,59 @@ class SendCall:
     ``set_exception``, as an asyncio future has them).
     """
 
-    # What most sends never set is read from the class (an instance dict, not slots: a send sets ~11 fields),
-    # but for what every attempt reads (set in __init__: an instance's own attribute is the faster read)
+    # Slots for what every send sets or every attempt reads (one allocation, no values array to free), the
+    # instance's dict only for what a retry, a chosen queue or a oneway send sets (read from the class till then)
+    __slots__ = (
+        "__dict__", "body", "born_ms", "callback", "code", "connection", "flag", "future", "id_head", "id_tail",
+        "opaque", "plain", "producer", "properties_json", "queue", "started", "sys_flag", "topic",
+    )  # fmt: skip
     attempt = 0
     #: ``(selector, arg, message, fixed queue)`` of a send to a chosen queue (one attempt), else None
     pick: tuple[QueueSelector | None, Any, Message, MessageQueue | None] | None = None
     last_broker: str | None = None  # the broker of the failed attempt before, avoided by the next
-    oneway = False
-    #: an attempt to a round-robin queue (no pick, no broker to avoid, not oneway)
-    plain = True
-    code: int = RequestCode.SEND_MESSAGE_V2
-    connection: ClientConnection | None = None  # the attempt's connection and opaque, once written
-    opaque = 0
-    queue: MessageQueue
-    started = 0.0  # the attempt's write, on the connection's loop clock (a monotonic one)
+    oneway = False  # read only when not plain
     give_up_at = 0.0  # monotonic: the end of the retry_timeout_s window, once the first attempt failed
+    producer: AsyncProducer
+    topic: str
+    body: bytes
+    properties_json: str  # as SendTemplate.frame takes it, with id_head and id_tail
+    id_head: str
+    id_tail: int
+    sys_flag: int
+    flag: int
+    born_ms: int
+    future: SendFuture
+    callback: SendCallback | None
+    #: an attempt to a round-robin queue (no pick, no broker to avoid, not oneway)
+    plain: bool
+    code: int
+    connection: ClientConnection  # the attempt's connection and opaque, once written
+    opaque: int
+    queue: MessageQueue
+    started: float  # the attempt's write, on the connection's loop clock (a monotonic one)
 
-    def __init__(
-        self,
+    @classmethod
+    def prepared(
+        cls,
         producer: AsyncProducer,
         topic: str,
         code: int,
         body: bytes,
         properties_json: str,
-        id_head: str,
-        id_tail: int,
+        unique_id: str,
         sys_flag: int,
         flag: int,
         born_ms: int,
         future: SendFuture,
-        callback: SendCallback | None,
-    ) -> None:
-        self.producer = producer
-        self.topic = topic
-        self.code = code
-        self.body = body
-        self.properties_json = properties_json
-        self.id_head = id_head
-        self.id_tail = id_tail
-        self.sys_flag = sys_flag
-        self.flag = flag
-        self.born_ms = born_ms
-        self.future = future
-        self.callback = callback
-        self.plain = True
+    ) -> SendCall:
+        """A send whose request is made (a batch, a transaction's half message): ``unique_id`` whole. (A
+        producer's single sends set the same fields on ``SendCall()`` themselves: no constructor's frame.)"""
+        call = cls()
+        call.producer, call.topic, call.code, call.body = producer, topic, code, body
+        call.properties_json, call.id_head, call.id_tail = properties_json, unique_id, -1
+        call.sys_flag, call.flag, call.born_ms = sys_flag, flag, born_ms
+        call.future, call.callback, call.plain = future, None, True
+        return call
 
     @property
     def unique_id(self) -> str:
@@ -173,28 +186,49 @@ class SendCall:
         self.plain = False
 
     # -- attempts ---------------------------------------------------------------------------------------
-    def go(self) -> None:
-        """Make the next attempt now if the topic's route and the queue's connection are ready, else in a Task.
-        (A first attempt that needs no choice is made by ``AsyncProducer._start`` itself, with the C render.)"""
+    def go(self, queue: MessageQueue | None = None) -> None:
+        """Make the next attempt (the first one too), to ``queue`` when the attempt chose it already: now if the
+        topic's route and the queue's connection are ready, else in a Task that makes them ready and comes back."""
         try:
             producer, topic = self.producer, self.topic
             lane = producer._lanes.get(topic)
             if lane is None or producer._routes.get(topic) is not lane.route:
                 self._later(None)
                 return
-            queues = lane.queues
-            if not queues:
-                self._unwritable()
-                return
-            if self.plain and not producer.faults.paused:
-                queue = queues[next(producer._counter) % len(queues)]
-            else:
-                queue = self._choose(lane)
+            if queue is None:
+                queues = lane.queues
+                if not queues:
+                    self._unwritable()
+                    return
+                if self.plain and not producer.faults.paused:
+                    queue = queues[next(producer._counter) % len(queues)]
+                else:
+                    queue = self._choose(lane)
             connection = lane.connections.get(queue.broker_name)
             if connection is None or not connection.open:
                 self._later(queue)
                 return
-            self._write(lane, queue, connection)
+            self.queue = queue
+            opaque = connection.next_opaque()
+            code, render, oneway = self.code, lane.render, not self.plain and self.oneway
+            if render is None or oneway:
+                frame = None
+            else:  # SendTemplate.frame's first step, without its Python frame
+                frame = render(
+                    code, 0, opaque, lane.fields, queue.queue_id, self.sys_flag, self.born_ms, self.flag,
+                    self.properties_json, self.id_head, self.id_tail, code == _BATCH, self.body,
+                )  # fmt: skip
+            if frame is None:  # the reference: a signed frame, or the error of one over the maximum
+                frame = lane.template.frame(
+                    code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
+                    self.flag, oneway, lane.signer, self.id_head, self.id_tail,
+                )  # fmt: skip
+            if oneway:
+                connection.write_frame(frame)
+                self._finish(SendResult(_SEND_OK, self.unique_id, "", queue, -1), None)
+                return
+            self.connection, self.opaque = connection, opaque
+            self.started = connection.send_lean(opaque, code, frame, self, producer.send_timeout_s)
         except Exception as exc:  # noqa: BLE001 - a selector's or the frame's error is the send's outcome
             self._finish(None, exc)
 
@@ -205,7 +239,7 @@ class SendCall:
         task.add_done_callback(preparing.discard)
 
     async def _prepare(self, queue: MessageQueue | None) -> None:
-        """The attempt whose route (``queue`` None) or connection is not ready: fetch or open it, then write."""
+        """Get the attempt's route (``queue`` None: then choose its queue) or connection, then make it."""
         producer = self.producer
         try:
             if queue is None:
@@ -219,12 +253,12 @@ class SendCall:
             connection = lane.connections.get(queue.broker_name)
             if connection is None or not connection.is_open:
                 try:
-                    connection = await producer._connect(lane, queue.broker_name)
+                    await producer._connect(lane, queue.broker_name)
                 except RemoteError as exc:
                     self.queue = queue
                     self.set_exception(exc)
                     return
-            self._write(lane, queue, connection)
+            self.go(queue)
         except BaseException as exc:  # noqa: BLE001 - the caller's future carries every failure
             self._finish(None, exc)
             if not isinstance(exc, Exception):
@@ -242,25 +276,11 @@ class SendCall:
             return fixed if fixed is not None else selector(queues, message, arg)  # type: ignore[misc]
         return self.producer._pick(queues, self.last_broker)
 
-    def _write(self, lane: Lane, queue: MessageQueue, connection: ClientConnection) -> None:
-        """Render the attempt's frame from the topic's template and write it."""
-        self.queue = queue
-        opaque = connection.next_opaque()
-        frame = lane.template.frame(
-            self.code, queue.queue_id, opaque, self.born_ms, self.properties_json, self.body, self.sys_flag,
-            self.flag, self.oneway, lane.signer, self.id_head, self.id_tail,
-        )  # fmt: skip
-        if self.oneway:
-            connection.write_frame(frame)
-            self._finish(SendResult(_SEND_OK, self.unique_id, "", queue, -1), None)
-            return
-        self.connection, self.opaque = connection, opaque
-        self.started = connection.send_lean(opaque, self.code, frame, self, self.producer.send_timeout_s)
-
     def forget(self) -> None:
         """Its caller stopped waiting (cancelled): the attempt in flight leaves the connection's table."""
-        if self.connection is not None:
-            self.connection.forget(self.opaque)
+        connection = getattr(self, "connection", None)  # unset until an attempt is written
+        if connection is not None:
+            connection.forget(self.opaque)
 
     # -- the connection's waiter -------------------------------------------------------------------------
     #: Always False (the connection holds a call only until its one answer or failure): a C call, not a frame.
@@ -270,26 +290,26 @@ class SendCall:
         """The broker answered the attempt: complete, raise a non-retriable answer, or retry."""
         elapsed = _monotonic() - self.started
         if response.code == 0:  # SUCCESS: the common answer, read here without answer_outcome's steps
-            fields = response.ext_fields
-            try:
-                offset_msg_id, queue_offset = fields["msgId"], fields["queueOffset"]
-            except (KeyError, TypeError):
-                queue_offset = ""  # answer_outcome raises the precise error
-            if queue_offset.isdecimal():  # int() reads it: SendResult.queue_offset does, when first read
+            try:  # a lean answer's two fields, without its extFields dict
+                offset_msg_id, queue_offset = response.msg_id, response.queue_offset
+            except AttributeError:  # a RemotingCommand (a header of another shape): answer_outcome reads it
+                offset_msg_id = queue_offset = None
+            # int() reads it: SendResult.queue_offset does, when first read; answer_outcome raises the precise error
+            if queue_offset is not None and offset_msg_id is not None and queue_offset.isdecimal():
                 result = _new_result(SendResult)  # SendResult.__init__'s stores without its frame
                 result._status, result._msg_id, result._id_tail = _SEND_OK, self.id_head, self.id_tail
                 result._offset_msg_id, result._queue_offset, result._queue = offset_msg_id, queue_offset, self.queue
                 faults = self.producer.faults
                 if elapsed >= _FIRST_PAUSING_S or faults.paused:
                     faults.succeeded(self.queue.broker_name, elapsed * 1000)
-                future = self.future
+                future, callback = self.future, self.callback
                 if not future.done():
                     future.set_result(result)
-                if self.callback is not None:
+                if callback is not None:
                     try:
-                        self.callback(future)
+                        callback(future)
                     except Exception:
-                        logger.exception("send callback %r raised", self.callback)
+                        logger.exception("send callback %r raised", callback)
                 return
         faults, broker, latency_ms = self.producer.faults, self.queue.broker_name, elapsed * 1000
         try:

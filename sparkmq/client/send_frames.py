@@ -33,7 +33,8 @@ from sparkmq.protocol.command import RemotingCommand
 from sparkmq.protocol.wire_text import encodable
 from sparkmq.remoting.client import Signer
 
-# native/clientframes.c: the frame in one call (~0.2 µs instead of ~1); the f-string below is its reference
+# native/clientframes.c: the frame in one call (~0.2 µs instead of ~1), None over MAX_FRAME_BYTES; the f-string below is
+# its reference
 _native = extension("sparkmq.native._clientframes")
 _PREFIX = struct.Struct(">II")  # frame length, serializeType (JSON = 0) << 24 | header length
 _BATCH = RequestCode.SEND_BATCH_MESSAGE
@@ -101,9 +102,7 @@ class SendTemplate:
                 code, ONEWAY_FLAG if oneway else 0, opaque, self._fields_bytes, queue_id, sys_flag, born_ms, flag,
                 properties_json, id_head, id_tail, code == _BATCH, body,
             )  # fmt: skip
-            if frame is not None:
-                if len(frame) > MAX_FRAME_BYTES:
-                    raise FrameTooLargeError(f"frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
+            if frame is not None:  # None also over MAX_FRAME_BYTES: the f-string's frame is refused below
                 return frame
         if id_tail >= 0:
             properties_json = f'{properties_json}{id_head}{id_tail:04X}"'

@@ -4,7 +4,8 @@ from collections.abc import Iterator
 from typing import Any
 
 class Answer:
-    """A plain answer's header fields, as PlainHeader names them (read-only; a sequence of the seven)."""
+    """A plain answer's header fields, as PlainHeader names them (read-only; a sequence of the seven), and a send
+    answer's two extFields values (``msg_id``, ``queue_offset``: None when absent)."""
 
     code: int
     opaque: int
@@ -13,6 +14,8 @@ class Answer:
     language: str | None
     remark: str | None
     ext_fields: dict[str, str] | None
+    msg_id: str | None
+    queue_offset: str | None
     def __len__(self) -> int: ...
     def __getitem__(self, index: int) -> Any: ...
     def __iter__(self) -> Iterator[Any]: ...

@@ -2,12 +2,13 @@
  * rendered from a topic's fixed header text, and a read's run of plain JSON response frames split into Answers.
  *
  * References (sparkmq/client/send_frames.py SendTemplate.frame, sparkmq/remoting/client_connection.py's loop over
- * decode_plain_header): render returns the same bytes or None (an int outside int64: Python renders it);
- * answers returns, for the leading run of whole frames whose header has the plain shape in its strictest form
- * (compact ASCII JSON without escapes, only PlainHeader's keys and serializeTypeCurrentRPC, each once, int32
- * numbers, the flag's response bit set), the fields decode_plain_header gives; it stops at the first frame it does not take, which the
- * Python path then reads, decodes or rejects as before. tests/native/test_client_frames.py compares both under
- * hypothesis, on good and damaged input. */
+ * its msgspec decode): render returns the same bytes or None (an int outside int64, a frame over the maximum:
+ * Python renders it); answers returns, for the leading run of whole frames whose header has the plain shape in its
+ * strictest form (compact ASCII JSON without escapes, only PlainHeader's keys and serializeTypeCurrentRPC, each
+ * once, int32 numbers, the flag's response bit set), the fields that decode gives (a LeanResponse: PlainHeader's,
+ * and a send answer's msg_id and queue_offset); it stops at the first frame it does not take, which the Python path
+ * then reads, decodes or rejects as before. tests/native/test_client_frames.py compares both under hypothesis, on
+ * good and damaged input. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
@@ -85,8 +86,10 @@ static int as_int64(PyObject *value, long long *out) {
     return overflow ? 0 : 1;
 }
 
+#define MAX_FRAME_BYTES (16 * 1024 * 1024) /* sparkmq.protocol.codes.MAX_FRAME_BYTES */
+
 /* render(code, flag, opaque, fields, queue_id, sys_flag, born_ms, message_flag, properties_json, id_head, id_tail,
- *        batch, body) -> bytes | None
+ *        batch, body) -> bytes | None (None also for a frame over MAX_FRAME_BYTES)
  * id_tail >= 0: properties_json is the JSON string's text up to a unique id, whose text is id_head's then id_tail's
  * four hex digits (at most 0xFFFF), followed by the closing quote. */
 static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -153,9 +156,9 @@ static PyObject *render(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     Py_ssize_t header_len = fixed + fields_len + props_len + (ints[10] >= 0 ? head_len : 0);
-    if (4 + header_len + body.len > (Py_ssize_t)UINT32_MAX) {
+    if (8 + header_len + body.len > MAX_FRAME_BYTES) {
         Py_INCREF(Py_None);
-        frame = Py_None; /* lengths the prefix cannot hold: Python renders it and refuses it by size */
+        frame = Py_None; /* over the protocol's maximum: Python renders it and refuses it by size */
         goto done;
     }
     /* the header is written after the 8 prefix bytes, then the body after it */
@@ -229,36 +232,46 @@ static void init_text_bytes(void) {
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* Whether the eight bytes at c hold a byte that is not a text byte other than the quote: below 0x20, above 0x7e, or
- * a backslash (the "has less / has more / has zero byte" word tests, each exact in telling whether any byte is one).
- * The span checked ends before the first quote, so a quote is never in it. */
-static int odd8(const unsigned char *c) {
-    uint64_t w, backslash;
+/* The eight bytes at c with the high bit of each byte that is not a text byte set: below 0x20, above 0x7e, a
+ * backslash or a quote (the "has less / has more / has zero byte" word tests). A test may also flag a byte above
+ * one it flags rightly, never one below: the lowest flag is the first such byte. */
+static uint64_t odd8(const unsigned char *c) {
+    uint64_t w, backslash, quote;
     memcpy(&w, c, 8);
     backslash = w ^ (ONES * '\\');
-    return ((((w - ONES * 0x20) & ~w) | ((w + ONES) | w) | ((backslash - ONES) & ~backslash)) & HIGHS) != 0;
+    quote = w ^ (ONES * '"');
+    return (((w - ONES * 0x20) & ~w) | ((w + ONES) | w) | ((backslash - ONES) & ~backslash) |
+            ((quote - ONES) & ~quote)) &
+           HIGHS;
 }
 
-/* A string without escapes or control or non-ASCII bytes: its text's bounds, or 0. Its end is the first quote
- * (memchr), then the text before it is checked eight bytes at a time. */
+/* A string without escapes or control or non-ASCII bytes: its text's bounds, or 0. Its text runs to the first byte
+ * that is not a text byte, which must be its closing quote: found eight bytes at a time (on a little-endian machine,
+ * the lowest flag of odd8 is the first byte in memory) while eight are left before the end, then byte by byte. */
 static int plain_string(scan_t *s, const unsigned char **text, Py_ssize_t *len) {
     if (!expect(s, '"'))
         return 0;
-    const unsigned char *from = s->p, *c = from;
-    const unsigned char *quote = memchr(from, '"', (size_t)(s->end - from));
-    if (quote == NULL)
-        return 0;
-    while (quote - c >= 8) {
-        if (odd8(c))
-            return 0;
+    const unsigned char *from = s->p, *c = from, *end = s->end;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - c >= 8) {
+        uint64_t odd = odd8(c);
+        if (odd) {
+            c += __builtin_ctzll(odd) >> 3;
+            goto stop;
+        }
         c += 8;
     }
-    while (c < quote)
-        if (!text_byte[*c++])
-            return 0;
+#endif
+    while (c < end && text_byte[*c])
+        c++;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+stop:
+#endif
+    if (c == end || *c != '"')
+        return 0;
     *text = from;
-    *len = quote - from;
-    s->p = quote + 1;
+    *len = c - from;
+    s->p = c + 1;
     return 1;
 }
 
@@ -370,16 +383,62 @@ not_plain: /* or failed: the caller tells them apart by the error set */
     return NULL;
 }
 
-#define HEADER_KEY(text, field) {text, sizeof(text) - 1, field}
-static const struct {
-    const char *name;
+/* A span of the header's text: a string's value, or the extFields object. */
+typedef struct {
+    const unsigned char *text;
     Py_ssize_t length;
-    unsigned field;
-} header_keys[] = {
-    HEADER_KEY("code", F_CODE),       HEADER_KEY("opaque", F_OPAQUE),     HEADER_KEY("flag", F_FLAG),
-    HEADER_KEY("version", F_VERSION), HEADER_KEY("language", F_LANGUAGE), HEADER_KEY("remark", F_REMARK),
-    HEADER_KEY("extFields", F_EXT),   HEADER_KEY("serializeTypeCurrentRPC", F_SER),
-};
+} span_t;
+
+/* The extFields object checked to be of plain strings (string_map's shape) without building it: its span, and the
+ * values of the keys a send answer needs (msgId, queueOffset; the last of a repeated key, as the dict keeps it;
+ * length -1 when absent). 0 when it is not of that shape. */
+static int scan_map(scan_t *s, span_t *map, span_t *msg_id, span_t *queue_offset) {
+    map->text = s->p;
+    msg_id->length = queue_offset->length = -1;
+    if (!expect(s, '{'))
+        return 0;
+    if (!expect(s, '}')) {
+        do {
+            const unsigned char *k, *v;
+            Py_ssize_t kn, vn;
+            if (!plain_string(s, &k, &kn) || !expect(s, ':') || !plain_string(s, &v, &vn))
+                return 0;
+            span_t *wanted = kn == 5 && memcmp(k, "msgId", 5) == 0         ? msg_id
+                             : kn == 11 && memcmp(k, "queueOffset", 11) == 0 ? queue_offset
+                                                                             : NULL;
+            if (wanted != NULL) {
+                wanted->text = v;
+                wanted->length = vn;
+            }
+        } while (expect(s, ','));
+        if (!expect(s, '}'))
+            return 0;
+    }
+    map->length = s->p - map->text;
+    return 1;
+}
+
+/* The field a header key names (0: none of PlainHeader's keys nor serializeTypeCurrentRPC): by its length, then
+ * a comparison of constant size. */
+#define IS_KEY(text) (memcmp(key, text, sizeof(text) - 1) == 0)
+static unsigned header_field(const unsigned char *key, Py_ssize_t n) {
+    switch (n) {
+    case 4:
+        return IS_KEY("code") ? F_CODE : IS_KEY("flag") ? F_FLAG : 0;
+    case 6:
+        return IS_KEY("opaque") ? F_OPAQUE : IS_KEY("remark") ? F_REMARK : 0;
+    case 7:
+        return IS_KEY("version") ? F_VERSION : 0;
+    case 8:
+        return IS_KEY("language") ? F_LANGUAGE : 0;
+    case 9:
+        return IS_KEY("extFields") ? F_EXT : 0;
+    case 23:
+        return IS_KEY("serializeTypeCurrentRPC") ? F_SER : 0;
+    default:
+        return 0;
+    }
+}
 
 /* The version number of the last answer (a broker gives the same in all): shared rather than made anew. */
 static PyObject *last_version;
@@ -398,17 +457,47 @@ static PyObject *version_int(long version) {
 /* An answer's fields by PlainHeader's names and in its order: what a waiter reads of a PlainHeader, made without a
  * tuple and a PlainHeader per answer. Its members are read as an instance's slots are (T_OBJECT_EX: the
  * interpreter's specialised attribute read, which a struct sequence's T_OBJECT members do not get); a sequence of
- * its seven fields too. Not tracked by the GC: it holds ints, strs, None and a dict of strs, never a cycle. */
+ * its seven fields too. A send answer's two extFields values are members of their own (msg_id, queue_offset: the
+ * str, or None when absent), and the ext_fields dict is built when first read, from the extFields text (a span of
+ * the read's bytes, which the answer holds till then): a SUCCESS answer is read without it. Not tracked by the GC:
+ * it holds ints, strs, None, bytes and a dict of strs, never a cycle. */
 #define ANSWER_FIELDS 7
+#define EXT_FIELDS 6
 typedef struct {
-    PyObject_HEAD PyObject *fields[ANSWER_FIELDS];
+    PyObject_HEAD PyObject *fields[ANSWER_FIELDS]; /* fields[EXT_FIELDS] NULL: not built yet, from ext_owner */
+    PyObject *msg_id, *queue_offset;
+    PyObject *ext_owner; /* the bytes holding the extFields text, until the dict is built */
+    Py_ssize_t ext_start, ext_length;
 } answer_t;
 
 static void answer_dealloc(PyObject *self) {
     answer_t *answer = (answer_t *)self;
     for (int i = 0; i < ANSWER_FIELDS; i++)
         Py_XDECREF(answer->fields[i]);
+    Py_XDECREF(answer->msg_id);
+    Py_XDECREF(answer->queue_offset);
+    Py_XDECREF(answer->ext_owner);
     PyObject_Free(self);
+}
+
+/* The ext_fields dict, built from the extFields text on first read (then the text's bytes are let go). */
+static PyObject *answer_ext_fields(PyObject *self, void *closure) {
+    (void)closure;
+    answer_t *answer = (answer_t *)self;
+    if (answer->fields[EXT_FIELDS] == NULL) {
+        const unsigned char *text = (const unsigned char *)PyBytes_AS_STRING(answer->ext_owner) + answer->ext_start;
+        scan_t s = {text, text + answer->ext_length};
+        PyObject *map = string_map(&s);
+        if (map == NULL) {
+            if (!PyErr_Occurred()) /* the text was checked when the answer was made: never so */
+                PyErr_SetString(PyExc_SystemError, "Answer: extFields text is not of the plain shape");
+            return NULL;
+        }
+        answer->fields[EXT_FIELDS] = map;
+        Py_CLEAR(answer->ext_owner);
+    }
+    Py_INCREF(answer->fields[EXT_FIELDS]);
+    return answer->fields[EXT_FIELDS];
 }
 
 static Py_ssize_t answer_length(PyObject *self) {
@@ -421,16 +510,22 @@ static PyObject *answer_item(PyObject *self, Py_ssize_t i) {
         PyErr_SetString(PyExc_IndexError, "Answer index out of range");
         return NULL;
     }
+    if (i == EXT_FIELDS)
+        return answer_ext_fields(self, NULL);
     PyObject *field = ((answer_t *)self)->fields[i];
     Py_INCREF(field);
     return field;
 }
 
 static PyObject *answer_repr(PyObject *self) {
-    PyObject **f = ((answer_t *)self)->fields;
-    return PyUnicode_FromFormat("Answer(code=%R, opaque=%R, flag=%R, version=%R, language=%R, remark=%R, "
-                                "ext_fields=%R)",
-                                f[0], f[1], f[2], f[3], f[4], f[5], f[6]);
+    PyObject **f = ((answer_t *)self)->fields, *ext = answer_ext_fields(self, NULL);
+    if (ext == NULL)
+        return NULL;
+    PyObject *repr = PyUnicode_FromFormat("Answer(code=%R, opaque=%R, flag=%R, version=%R, language=%R, remark=%R, "
+                                          "ext_fields=%R)",
+                                          f[0], f[1], f[2], f[3], f[4], f[5], ext);
+    Py_DECREF(ext);
+    return repr;
 }
 
 /* Equal when every field is (== and != only; unhashable, as its ext_fields dict). */
@@ -438,8 +533,12 @@ static PyObject *answer_compare(PyObject *self, PyObject *other, int op) {
     if (Py_TYPE(other) != Py_TYPE(self) || (op != Py_EQ && op != Py_NE))
         Py_RETURN_NOTIMPLEMENTED;
     int equal = 1;
-    for (int i = 0; i < ANSWER_FIELDS && equal == 1; i++)
-        equal = PyObject_RichCompareBool(((answer_t *)self)->fields[i], ((answer_t *)other)->fields[i], Py_EQ);
+    for (int i = 0; i < ANSWER_FIELDS && equal == 1; i++) {
+        PyObject *mine = answer_item(self, i), *theirs = answer_item(other, i);
+        equal = mine == NULL || theirs == NULL ? -1 : PyObject_RichCompareBool(mine, theirs, Py_EQ);
+        Py_XDECREF(mine);
+        Py_XDECREF(theirs);
+    }
     if (equal < 0)
         return NULL;
     return PyBool_FromLong(op == Py_EQ ? equal : !equal);
@@ -448,9 +547,20 @@ static PyObject *answer_compare(PyObject *self, PyObject *other, int op) {
 #define ANSWER_MEMBER(name, i)                                                                                         \
     {name, T_OBJECT_EX, offsetof(answer_t, fields) + (i) * sizeof(PyObject *), READONLY, NULL}
 static PyMemberDef answer_members[] = {
-    ANSWER_MEMBER("code", 0),     ANSWER_MEMBER("opaque", 1), ANSWER_MEMBER("flag", 2),
-    ANSWER_MEMBER("version", 3),  ANSWER_MEMBER("language", 4), ANSWER_MEMBER("remark", 5),
-    ANSWER_MEMBER("ext_fields", 6), {NULL, 0, 0, 0, NULL},
+    ANSWER_MEMBER("code", 0),
+    ANSWER_MEMBER("opaque", 1),
+    ANSWER_MEMBER("flag", 2),
+    ANSWER_MEMBER("version", 3),
+    ANSWER_MEMBER("language", 4),
+    ANSWER_MEMBER("remark", 5),
+    {"msg_id", T_OBJECT_EX, offsetof(answer_t, msg_id), READONLY, NULL},
+    {"queue_offset", T_OBJECT_EX, offsetof(answer_t, queue_offset), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef answer_getset[] = {
+    {"ext_fields", answer_ext_fields, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PySequenceMethods answer_sequence = {.sq_length = answer_length, .sq_item = answer_item};
@@ -466,15 +576,28 @@ static PyTypeObject answer_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A plain answer's header fields, as PlainHeader names them (read-only)",
     .tp_members = answer_members,
+    .tp_getset = answer_getset,
 };
 
-/* One answer's header of the plain shape as an Answer (code, opaque, flag, version, language, remark, ext_fields),
- * the fields of a PlainHeader in its order; None when it is not of that shape or not a response (the flag's RESPONSE
- * bit clear); NULL on an error (memory). */
-static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
+/* A value's str, or None for a span of length -1 (absent). */
+static PyObject *value_or_none(span_t value) {
+    if (value.length < 0) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    return new_ascii(value.text, value.length);
+}
+
+/* One answer's header of the plain shape as an Answer (code, opaque, flag, version, language, remark, ext_fields;
+ * msg_id, queue_offset), the fields of a PlainHeader in its order; its extFields text is a span of ``owner`` (a
+ * bytes object holding ``header`` at ``header - base``), or of a copy when owner is NULL. None when it is not of
+ * that shape or not a response (the flag's RESPONSE bit clear); NULL on an error (memory). */
+static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length, PyObject *owner,
+                              const unsigned char *base) {
     scan_t s = {header, header + length};
     long code = 0, opaque = 0, flag = 0, version = 0;
-    PyObject *language = NULL, *remark = NULL, *ext = NULL, *result = NULL;
+    PyObject *language = NULL, *remark = NULL, *result = NULL;
+    span_t ext = {NULL, -1}, msg_id = {NULL, -1}, queue_offset = {NULL, -1};
     unsigned seen = 0;
     if (!expect(&s, '{'))
         goto not_plain;
@@ -483,13 +606,7 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
         Py_ssize_t n;
         if (!plain_string(&s, &key, &n) || !expect(&s, ':'))
             goto not_plain;
-        unsigned field = 0;
-        for (size_t i = 0; i < sizeof(header_keys) / sizeof(header_keys[0]); i++)
-            if (n == header_keys[i].length && key[0] == (unsigned char)header_keys[i].name[0] &&
-                memcmp(key, header_keys[i].name, (size_t)n) == 0) {
-                field = header_keys[i].field;
-                break;
-            }
+        unsigned field = header_field(key, n);
         if (field == 0 || (seen & field))
             goto not_plain;
         seen |= field;
@@ -511,9 +628,8 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
                 goto not_plain;
             break;
         case F_EXT:
-            ext = string_map(&s);
-            if (ext == NULL)
-                goto not_plain_or_error;
+            if (!scan_map(&s, &ext, &msg_id, &queue_offset))
+                goto not_plain;
             break;
         default: { /* F_LANGUAGE, F_REMARK */
             if (!plain_string(&s, &text, &tn))
@@ -538,28 +654,44 @@ static PyObject *plain_answer(const unsigned char *header, Py_ssize_t length) {
     }
     PyObject_Init((PyObject *)answer, &answer_type);
     memset(answer->fields, 0, sizeof(answer->fields));
+    answer->msg_id = answer->queue_offset = answer->ext_owner = NULL;
     result = (PyObject *)answer;
     long ints[] = {code, opaque, flag};
     for (int i = 0; i < 3; i++) {
-        if ((answer->fields[i] = PyLong_FromLong(ints[i])) == NULL) {
-            Py_CLEAR(result);
-            goto release;
-        }
+        if ((answer->fields[i] = PyLong_FromLong(ints[i])) == NULL)
+            goto drop;
     }
-    if ((answer->fields[3] = version_int(version)) == NULL) {
-        Py_CLEAR(result);
-        goto release;
-    }
-    PyObject *objects[] = {language, remark, ext};
-    for (int i = 0; i < 3; i++) {
+    if ((answer->fields[3] = version_int(version)) == NULL)
+        goto drop;
+    PyObject *objects[] = {language, remark};
+    for (int i = 0; i < 2; i++) {
         PyObject *object = objects[i] ? objects[i] : Py_None;
         Py_INCREF(object);
         answer->fields[4 + i] = object;
     }
+    answer->msg_id = value_or_none(msg_id);
+    answer->queue_offset = value_or_none(queue_offset);
+    if (answer->msg_id == NULL || answer->queue_offset == NULL)
+        goto drop;
+    if (ext.length < 0) {
+        Py_INCREF(Py_None);
+        answer->fields[EXT_FIELDS] = Py_None;
+    } else if (owner != NULL) {
+        Py_INCREF(owner);
+        answer->ext_owner = owner;
+        answer->ext_start = ext.text - base;
+        answer->ext_length = ext.length;
+    } else {
+        answer->ext_owner = PyBytes_FromStringAndSize((const char *)ext.text, ext.length);
+        if (answer->ext_owner == NULL)
+            goto drop;
+        answer->ext_start = 0;
+        answer->ext_length = ext.length;
+    }
     goto release;
-not_plain_or_error:
-    if (PyErr_Occurred())
-        goto failed;
+drop:
+    Py_CLEAR(result);
+    goto release;
 not_plain:
     Py_INCREF(Py_None);
     result = Py_None;
@@ -569,7 +701,6 @@ failed:
 release:
     Py_XDECREF(language);
     Py_XDECREF(remark);
-    Py_XDECREF(ext);
     return result;
 }
 
@@ -596,12 +727,14 @@ static PyObject *answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         goto done;
     if (position >= 0 && position <= data.len) {
         const unsigned char *bytes = data.buf;
+        /* immutable bytes are shared by the answers for their extFields text; anything else is copied */
+        PyObject *owner = PyBytes_CheckExact(args[0]) ? args[0] : NULL;
         while (data.len - position >= 8) {
             uint32_t length = get_be32(bytes + position), header_length = get_be32(bytes + position + 4);
             if ((uint64_t)length != 4 + (uint64_t)header_length ||
                 (uint64_t)header_length > (uint64_t)(data.len - position - 8))
                 break; /* a body, a binary header, a bad length or an unfinished frame: Python's */
-            PyObject *answer = plain_answer(bytes + position + 8, (Py_ssize_t)header_length);
+            PyObject *answer = plain_answer(bytes + position + 8, (Py_ssize_t)header_length, owner, bytes);
             if (answer == NULL)
                 goto done;
             if (answer == Py_None) {
@@ -629,7 +762,7 @@ static PyMethodDef methods[] = {
      " -> bytes | None: SendTemplate.frame's bytes, or None to leave it to Python"},
     {"answers", (PyCFunction)(void (*)(void))answers, METH_FASTCALL,
      "answers(data, position) -> (end, list of Answer(code, opaque, flag, version, language, remark, ext_fields)) of"
-     " the leading whole plain response frames"},
+     " the leading whole plain response frames, each with msg_id and queue_offset"},
     {NULL, NULL, 0, NULL},
 };
 

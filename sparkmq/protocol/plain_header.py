@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -40,7 +40,8 @@ class PlainHeader(msgspec.Struct):
     ext_fields: dict[str, str] | None = msgspec.field(default=None, name="extFields")
 
 
-_decode = msgspec.json.Decoder(PlainHeader).decode
+_Header = TypeVar("_Header", bound=PlainHeader)
+
 
 #: What :func:`decode_plain_header` raises for a header it leaves to the reference decoder
 #: (ValueError: not UTF-8; RecursionError: nested too deep).
@@ -52,11 +53,20 @@ PLAIN_HEADER_ERRORS = (msgspec.MsgspecError, ValueError, RecursionError)
 encode_string_map: Callable[[dict[str, str]], bytes] = msgspec.json.Encoder().encode
 
 
-def decode_plain_header(raw: bytes) -> PlainHeader:
-    """Decode ``raw`` if it has the plain shape, else raise one of :data:`PLAIN_HEADER_ERRORS`."""
-    if not raw.isascii():
-        raw.decode("utf-8")  # msgspec does not check the text of the keys it skips
-    return _decode(raw)
+def plain_decoder(kind: type[_Header]) -> Callable[[bytes], _Header]:
+    """The decode of headers of the plain shape as ``kind`` (PlainHeader or a subclass of it)."""
+    decode = msgspec.json.Decoder(kind).decode
+
+    def decode_plain(raw: bytes) -> _Header:
+        """Decode ``raw`` if it has the plain shape, else raise one of :data:`PLAIN_HEADER_ERRORS`."""
+        if not raw.isascii():
+            raw.decode("utf-8")  # msgspec does not check the text of the keys it skips
+        return decode(raw)
+
+    return decode_plain
 
 
-__all__ = ["PLAIN_HEADER_ERRORS", "PlainHeader", "decode_plain_header", "encode_string_map"]
+decode_plain_header = plain_decoder(PlainHeader)
+
+
+__all__ = ["PLAIN_HEADER_ERRORS", "PlainHeader", "decode_plain_header", "encode_string_map", "plain_decoder"]

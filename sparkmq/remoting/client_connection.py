@@ -4,8 +4,8 @@ A producer's send gets one small answer per request: a JSON header with ``code``
 ``flag``, maybe ``remark``, and ``extFields`` (no body). :class:`ClientConnection` reads such
 frames with the one typed msgspec decode of :mod:`sparkmq.protocol.plain_header` (the decode the
 reference path tries first) and completes the waiting future with that ``LeanResponse``
-(``PlainHeader``), or with the C split's ``Answer`` of the same fields: no ``RemotingCommand``, no
-frame-decoder bookkeeping per frame.
+(``PlainHeader``, and a send answer's ``msg_id`` and ``queue_offset``), or with the C split's ``Answer`` of
+the same fields: no ``RemotingCommand``, no frame-decoder bookkeeping per frame.
 
 Sending is lean too: :meth:`ClientConnection.send_lean` registers any waiter with ``done``,
 ``set_result`` and ``set_exception`` (an asyncio future, or a producer's own callback object) and
@@ -38,6 +38,7 @@ import asyncio
 import struct
 from asyncio import InvalidStateError
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sparkmq.errors import RemoteError
@@ -48,10 +49,23 @@ from sparkmq.remoting.connection import COALESCE_MAX_BYTES, DEADLINE_SWEEP_S, Re
 from sparkmq.remoting.spin import client_spinner_for
 
 try:
-    from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, decode_plain_header
-    from sparkmq.protocol.plain_header import PlainHeader as LeanResponse
+    from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, PlainHeader, plain_decoder
+
+    class LeanResponse(PlainHeader):
+        """A response's plain header, and a send answer's two extFields values (None when absent): the C split's
+        ``Answer`` has the same."""
+
+        @property
+        def msg_id(self) -> str | None:
+            return None if self.ext_fields is None else self.ext_fields.get("msgId")
+
+        @property
+        def queue_offset(self) -> str | None:
+            return None if self.ext_fields is None else self.ext_fields.get("queueOffset")
+
+    decode_plain_header: Callable[[bytes], LeanResponse] | None = plain_decoder(LeanResponse)
 except ImportError:  # msgspec is missing: every response takes the reference path
-    decode_plain_header = None  # type: ignore[assignment]
+    decode_plain_header = None
     LeanResponse = None  # type: ignore[assignment,misc]
 
 # native/clientframes.c: a read's leading plain answers split in one call; the loop below is its reference
@@ -114,7 +128,9 @@ class ClientConnection(RemotingConnection):
         # the group sends join: its due time, timeout, request code and opaques
         self._group_due, self._group_timeout, self._group_code = -1.0, -1.0, -1
         self._group: list[int] = []
-        self._writes_paused = False  # writes_paused as a plain attribute: send_lean reads it per send
+        # the turn's bytes send_lean holds back: COALESCE_MAX_BYTES, 0 while the transport's writes are paused (one
+        # check per send for both)
+        self._out_limit = COALESCE_MAX_BYTES
         #: ``is_open`` as a plain attribute, read per send: False from ``close`` or the loss on (a transport closing
         #: by itself is lost in its next loop turn, which fails what was sent meanwhile)
         self.open = False
@@ -129,15 +145,15 @@ class ClientConnection(RemotingConnection):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        self._writes_paused = True
+        self._out_limit = 0
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        self._writes_paused = False
+        self._out_limit = COALESCE_MAX_BYTES
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        self._writes_paused = False  # as the base sets its event: what waits goes on and finds it closed
+        self._out_limit = COALESCE_MAX_BYTES  # as the base sets its event: what waits goes on and finds it closed
         super().connection_lost(exc)
 
     def request_lean(self, opaque: int, code: int, frame: bytes, timeout: float) -> asyncio.Future[Any]:
@@ -164,11 +180,10 @@ class ClientConnection(RemotingConnection):
         lean: dict[int, LeanWaiter] = self._lean  # type: ignore[assignment]  # the base's table, typed for its futures
         lean[opaque] = waiter
         now = self._loop.time()
-        when = now + timeout
-        if when <= self._group_due and timeout == self._group_timeout and code == self._group_code:
+        if now + timeout <= self._group_due and timeout == self._group_timeout and code == self._group_code:
             self._group.append(opaque)
         else:
-            self._new_group(opaque, code, when, timeout)
+            self._new_group(opaque, code, now + timeout, timeout)
         out = self._out
         if not out and len(lean) == 1 and not self._pending:
             assert self._transport is not None
@@ -177,10 +192,8 @@ class ClientConnection(RemotingConnection):
         out.append(frame)
         self._out_bytes += len(frame)
         if (
-            (len(out) >= LEAN_CHUNK_FRAMES and len(lean) - len(out) < LEAN_BUSY_FRAMES)
-            or self._out_bytes >= COALESCE_MAX_BYTES
-            or self._writes_paused
-        ):
+            len(out) >= LEAN_CHUNK_FRAMES and len(lean) - len(out) < LEAN_BUSY_FRAMES
+        ) or self._out_bytes >= self._out_limit:
             self._flush_out()
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True

@@ -26,7 +26,6 @@ import functools
 import heapq
 import itertools
 import logging
-import operator
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -100,9 +99,9 @@ class RemotingConnection(asyncio.Protocol):
         # Requests whose waiters take a LeanResponse (or, for a header of another shape, the command)
         self._lean: dict[int, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Future[Any]] = set()  # requests being served (Tasks or answer futures)
-        # next_opaque() → 1, 2, ... within int32: a C call (no Python frame), read per request
+        # next_opaque() → 1, 2, ... 2**31 - 1, then 1 again (int32): a C call (no Python frame, no int but its own)
         self.next_opaque: Callable[[], int] = functools.partial(
-            next, map(operator.and_, itertools.count(1), itertools.repeat(0x7FFFFFFF))
+            next, itertools.chain.from_iterable(itertools.repeat(range(1, 1 << 31)))
         )
         self._out: list[bytes | bytearray] = []  # frames of this loop turn, written together by _flush_out
         self._out_bytes = 0

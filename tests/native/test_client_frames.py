@@ -24,6 +24,7 @@ from sparkmq.client.send_frames import SendTemplate
 from sparkmq.protocol import RESPONSE_FLAG
 from sparkmq.protocol.codes import MAX_FRAME_BYTES
 from sparkmq.protocol.plain_header import PLAIN_HEADER_ERRORS, PlainHeader, decode_plain_header
+from sparkmq.remoting.client_connection import decode_plain_header as decode_lean
 
 from .test_damaged_input import damaged
 
@@ -113,6 +114,11 @@ def test_a_frame_over_the_maximum_is_refused_both_ways() -> None:
     with pytest.raises(Exception, match="exceeds") as python_error:
         python_frame(template, 310, 1, 1, 1, '"p"', body, 0, 0)
     assert type(native_error.value) is type(python_error.value)
+    # the C leaves a frame over the maximum to the f-string, which refuses it; one at the maximum is its own
+    args: tuple[Any, ...] = (310, 0, 1, template._fields_bytes, 1, 0, 1, 0, '"p"', "", -1, False)
+    at_most = len(template.frame(310, 1, 1, 1, '"p"', b"", 0, 0))
+    assert native.render(*args, bytes(MAX_FRAME_BYTES - at_most + 1)) is None
+    assert len(native.render(*args, bytes(MAX_FRAME_BYTES - at_most))) == MAX_FRAME_BYTES
 
 
 # -- answers -------------------------------------------------------------------------------------------------
@@ -149,8 +155,10 @@ def frame(header: bytes) -> bytes:
 
 def check_answers(data: bytes, position: int = 0) -> None:
     """The C's answers from ``position`` are the strict plain frames of the reference, in order, up to the first
-    frame it does not take, and its end is where the last of them ends."""
-    start, expected = position, []
+    frame it does not take, and its end is where the last of them ends; each with a send answer's two extFields
+    values as the client's decode (``LeanResponse``) reads them, and its extFields read from the read's bytes or,
+    for a buffer that may change, from a copy."""
+    start, expected, raws = position, [], []
     while len(data) - position >= 8:
         length, header_length = struct.unpack_from(">II", data, position)
         end = position + 8 + header_length
@@ -160,14 +168,22 @@ def check_answers(data: bytes, position: int = 0) -> None:
         if header is None:
             break
         expected.append((end, header))
+        raws.append(data[position + 8 : end])
         position = end
     end, got = native.answers(data, start)
     assert [PlainHeader(*answer) for answer in got] == [header for _, header in expected]
     assert end == (expected[-1][0] if expected else start)
+    lean = [decode_lean(raw) for raw in raws]
+    assert [(answer.msg_id, answer.queue_offset) for answer in got] == [(a.msg_id, a.queue_offset) for a in lean]
+    changing = bytearray(data)
+    _, copied = native.answers(changing, start)
+    changing[:] = bytes(len(changing))  # the answers' extFields were copied: what the buffer holds later is not read
+    assert [answer.ext_fields for answer in copied] == [header.ext_fields for _, header in expected]
 
 
 _VALUE = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)
 _ANY_TEXT = st.one_of(_VALUE, st.text(max_size=8))
+_SEND_KEYS = st.sampled_from(["msgId", "queueOffset"])  # the keys an Answer reads out
 
 
 @st.composite
@@ -181,7 +197,7 @@ def headers(draw: st.DrawFn) -> bytes:
         ("language", st.just("JAVA") | _ANY_TEXT | st.none()),
         ("remark", _ANY_TEXT | st.none()),
         ("serializeTypeCurrentRPC", st.just("JSON") | st.integers()),
-        ("extFields", st.dictionaries(_ANY_TEXT, _ANY_TEXT, max_size=5) | st.none()),
+        ("extFields", st.dictionaries(_SEND_KEYS | _ANY_TEXT, _ANY_TEXT, max_size=5) | st.none()),
         ("other", st.integers()),
     ):
         if draw(st.booleans()):
@@ -250,9 +266,18 @@ def test_every_byte_at_every_place_of_a_text_block_is_taken_as_the_reference_tak
             check_answers(frame(b'{"code":0,"flag":1,"opaque":5,"extFields":{"msgId":"' + text + b'"}}'))
 
 
+def test_a_repeated_send_field_reads_as_its_last_value_both_ways() -> None:
+    header = b'{"code":0,"flag":1,"opaque":5,"extFields":{"msgId":"A","queueOffset":"1","msgId":"B","queueOffset":"2"}}'
+    check_answers(frame(header))
+    assert [(a.msg_id, a.queue_offset) for a in native.answers(frame(header), 0)[1]] == [("B", "2")]
+
+
 def test_an_answer_is_read_only() -> None:
     (answer,) = native.answers(frame(_BROKER_ANSWER), 0)[1]
-    assert (answer.code, answer.opaque, answer.flag, answer.ext_fields["queueOffset"]) == (0, 5, 1, "5")
+    assert (answer.code, answer.opaque, answer.flag, answer.msg_id, answer.queue_offset) == (
+        0, 5, 1, "7F0000010000B1FB00000000000002EB", "5",
+    )  # fmt: skip
+    assert answer.ext_fields is answer.ext_fields and answer.ext_fields["queueOffset"] == "5"  # built once
     assert len(answer) == 7 and repr(answer).startswith("Answer(code=0, opaque=5,")
     with pytest.raises(AttributeError):
         answer.code = 1  # type: ignore[misc]

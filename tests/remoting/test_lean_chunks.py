@@ -22,6 +22,7 @@ from sparkmq.errors import RemoteError
 from sparkmq.protocol import FrameDecoder, RemotingCommand, RequestCode
 from sparkmq.remoting import RemotingClient, client_connection
 from sparkmq.remoting.client_connection import LEAN_BUSY_FRAMES, LEAN_CHUNK_FRAMES, ClientConnection
+from sparkmq.remoting.connection import COALESCE_MAX_BYTES
 from support.chunk_peer import ChunkWatchingPeer, answer
 
 WAIT_S = 30.0  # a bound for a wait that must end at once: only a broken build reaches it
@@ -166,13 +167,13 @@ def test_lean_sends_to_a_peer_that_stops_reading_go_out_at_once_and_resume_when_
             while not connection.writes_paused:  # the peer's and our socket buffers fill, the transport pauses
                 sent.append(big(connection))
                 await asyncio.sleep(0)
-            assert connection._writes_paused
+            assert connection._out_limit == 0  # send_lean holds nothing back while paused
             before = connection.write_buffer_bytes
             sent += [send(connection)[1] for _ in range(3)]
             assert connection._out == [] and connection.write_buffer_bytes > before  # not held for the turn
             may_read.set()
             assert all(type(result) in client_connection.LEAN_ANSWERS for result in await asyncio.gather(*sent))
-            assert not connection.writes_paused and not connection._writes_paused
+            assert not connection.writes_paused and connection._out_limit == COALESCE_MAX_BYTES
             last = [send(connection) for _ in range(3)]
             assert len(connection._out) == 2  # the first went alone (nothing in flight), the rest wait for the turn
             assert [offset_of(await future) for _, future in last] == [opaque for opaque, _ in last]
