@@ -289,13 +289,49 @@ int sl_group_columns(SendGroup *g, Py_ssize_t n, Py_ssize_t rows) {
     return 0;
 }
 
-static PyObject *scan(PyObject *module, PyObject *args) {
+/* An int argument (anything with __index__) within [lo, hi]; -1 with OverflowError or TypeError set. */
+static int index_arg(PyObject *arg, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *out) {
+    Py_ssize_t v = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < lo || v > hi) {
+        PyErr_SetString(PyExc_OverflowError, "an argument of scan is out of range");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The arguments as PyArg_ParseTuple("y*nnnny*iy*i") reads them, without its format walk (a scan per read). */
+static int scan_args(PyObject *const *args, Py_ssize_t nargs, Py_buffer *view, Py_ssize_t *ints, Py_buffer *born,
+                     Py_buffer *store) {
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "scan takes 9 arguments (%zd given)", nargs);
+        return -1;
+    }
+    static const int at[6] = {1, 2, 3, 4, 6, 8};
+    for (int k = 0; k < 6; k++) {
+        Py_ssize_t lo = k < 4 ? PY_SSIZE_T_MIN : INT_MIN, hi = k < 4 ? PY_SSIZE_T_MAX : INT_MAX;
+        if (index_arg(args[at[k]], lo, hi, &ints[k]) < 0) return -1;
+    }
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) return -1;
+    if (PyObject_GetBuffer(args[5], born, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (PyObject_GetBuffer(args[7], store, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(view);
+        PyBuffer_Release(born);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer view, born, store;
-    Py_ssize_t start, limit, max_frame, max_message;
-    int born_port, store_port;
-    if (!PyArg_ParseTuple(args, "y*nnnny*iy*i", &view, &start, &limit, &max_frame, &max_message, &born, &born_port,
-                          &store, &store_port))
-        return NULL;
+    Py_ssize_t ints[6];
+    if (scan_args(args, nargs, &view, ints, &born, &store) < 0) return NULL;
+    Py_ssize_t start = ints[0], limit = ints[1], max_frame = ints[2], max_message = ints[3];
+    int born_port = (int)ints[4], store_port = (int)ints[5];
     PyObject *result = NULL;
     sl_request local[SCAN_LOCAL_REQUESTS], *requests = local; /* a read's few requests: no allocation */
     SendGroup *g = NULL;
@@ -372,7 +408,7 @@ done:
     return result;
 }
 static PyMethodDef module_methods[] = {
-    {"scan", scan, METH_VARARGS,
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(buffer, start, limit, max_frame_bytes, max_message_bytes, born_ip, born_port, store_ip, store_port)"
      " -> SendGroup | None"},
     {"merge", sl_merge_groups, METH_O,
