@@ -289,36 +289,54 @@ int sl_group_columns(SendGroup *g, Py_ssize_t n, Py_ssize_t rows) {
     return 0;
 }
 
-/* An int argument (anything with __index__) within [lo, hi]; -1 with OverflowError or TypeError set. */
-static int index_arg(PyObject *arg, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *out) {
+int sl_ssize_arg(PyObject *arg, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *out) {
     Py_ssize_t v = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
     if (v == -1 && PyErr_Occurred()) return -1;
     if (v < lo || v > hi) {
-        PyErr_SetString(PyExc_OverflowError, "an argument of scan is out of range");
+        PyErr_SetString(PyExc_OverflowError, "an integer argument is out of range");
         return -1;
     }
     *out = v;
     return 0;
 }
 
-/* The arguments as PyArg_ParseTuple("y*nnnny*iy*i") reads them, without its format walk (a scan per read). */
+int sl_ll_arg(PyObject *arg, long long *out) {
+    *out = PyLong_AsLongLong(arg);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+int sl_buffer_arg(PyObject *arg, Py_buffer *view, int writable) {
+    if (PyObject_GetBuffer(arg, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0) return 0;
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "a %s bytes-like object is required, not '%.100s'",
+                 writable ? "read-write" : "", Py_TYPE(arg)->tp_name);
+    return -1;
+}
+
+int sl_nargs(Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi, const char *signature) {
+    if (nargs >= lo && nargs <= hi) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: %zd arguments given", signature, nargs);
+    return -1;
+}
+
+/* scan's arguments ("y*nnnny*iy*i"): the buffers exported, ints = start, limit, max_frame, max_message,
+ * born_port, store_port. 0, or -1 with an exception (no buffer held). */
 static int scan_args(PyObject *const *args, Py_ssize_t nargs, Py_buffer *view, Py_ssize_t *ints, Py_buffer *born,
                      Py_buffer *store) {
-    if (nargs != 9) {
-        PyErr_Format(PyExc_TypeError, "scan takes 9 arguments (%zd given)", nargs);
+    if (sl_nargs(nargs, 9, 9, "scan(buffer, start, limit, max_frame, max_message, born_ip, born_port, store_ip, "
+                              "store_port)") < 0)
         return -1;
-    }
     static const int at[6] = {1, 2, 3, 4, 6, 8};
     for (int k = 0; k < 6; k++) {
         Py_ssize_t lo = k < 4 ? PY_SSIZE_T_MIN : INT_MIN, hi = k < 4 ? PY_SSIZE_T_MAX : INT_MAX;
-        if (index_arg(args[at[k]], lo, hi, &ints[k]) < 0) return -1;
+        if (sl_ssize_arg(args[at[k]], lo, hi, &ints[k]) < 0) return -1;
     }
-    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) return -1;
-    if (PyObject_GetBuffer(args[5], born, PyBUF_SIMPLE) < 0) {
+    if (sl_buffer_arg(args[0], view, 0) < 0) return -1;
+    if (sl_buffer_arg(args[5], born, 0) < 0) {
         PyBuffer_Release(view);
         return -1;
     }
-    if (PyObject_GetBuffer(args[7], store, PyBUF_SIMPLE) < 0) {
+    if (sl_buffer_arg(args[7], store, 0) < 0) {
         PyBuffer_Release(view);
         PyBuffer_Release(born);
         return -1;

@@ -266,7 +266,9 @@ class MessageStore:
             mapped = files[-1] if files else self.commitlog.queue.last_file()  # a full one: declined below
             if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.file_bytes - mapped.write_position:
                 return None
-            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+            store_timestamp = int(time.time() * 1000)
+            if store_timestamp < self._last_store_timestamp:  # never before the last put (max() costs more)
+                store_timestamp = self._last_store_timestamp
             queued = self._next_queue_offset
             bases, targets, ends = reserve_keys(self, group)
             start = mapped.start_offset + mapped.write_position
