@@ -245,8 +245,10 @@ static int parse_ext_fields(cursor *c, const char *const *keys, int nkeys, sl_st
         sl_str key, value;
         skip_ws(c);
         if (!parse_string(c, &key) || key.escaped) return 0;
-        int k = 0;
-        while (k < nkeys && !sl_is_literal(&key, keys[k])) k++;
+        /* A one-letter key (SEND_MESSAGE_V2's a..n) where keys lists it at its place in the alphabet; else searched. */
+        int k = key.raw_len == 1 ? key.raw[0] - 'a' : -1;
+        if (k < 0 || k >= nkeys || keys[k][0] != key.raw[0] || keys[k][1] != 0)
+            for (k = 0; k < nkeys && !sl_is_literal(&key, keys[k]); k++) continue;
         if (k == nkeys && !loose) return 0;
         if (k < nkeys && (*seen >> k) & 1) return 0;
         skip_ws(c);
