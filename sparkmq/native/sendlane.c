@@ -14,8 +14,8 @@ static inline int find_property(const unsigned char *raw, Py_ssize_t n, const ch
     int found = 0;
     Py_ssize_t item = 0;
     while (item <= n) {
-        Py_ssize_t stop = item;
-        while (stop < n && raw[stop] != 0x02) stop++;
+        const unsigned char *sep = item < n ? memchr(raw + item, 0x02, (size_t)(n - item)) : NULL;
+        Py_ssize_t stop = sep != NULL ? sep - raw : n;
         if ((size_t)(stop - item) > klen && raw[item] == (unsigned char)key[0] && memcmp(raw + item, key, klen) == 0 &&
             raw[item + klen] == 0x01) {
             Py_ssize_t start = item + (Py_ssize_t)klen + 1;
@@ -31,8 +31,11 @@ static inline int find_property(const unsigned char *raw, Py_ssize_t n, const ch
 }
 
 static int contains(const unsigned char *raw, Py_ssize_t n, const char *needle, size_t m) {
-    for (Py_ssize_t i = 0; i + (Py_ssize_t)m <= n; i++)
-        if (raw[i] == (unsigned char)needle[0] && memcmp(raw + i, needle, m) == 0) return 1;
+    const unsigned char *p = raw, *end = raw + n;
+    while ((size_t)(end - p) >= m && (p = memchr(p, needle[0], (size_t)(end - p) - m + 1)) != NULL) {
+        if (memcmp(p, needle, m) == 0) return 1;
+        p++;
+    }
     return 0;
 }
 
