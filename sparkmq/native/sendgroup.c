@@ -15,6 +15,27 @@ static void group_dealloc(SendGroup *g) {
     Py_XDECREF(g->keys);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
+/* (first, values[0], ..., values[n - 1]) from ``first`` (a new reference, consumed; NULL: an error is set):
+ * Py_BuildValue's tuple without its format walk (these run per read). */
+static PyObject *row_of(PyObject *first, int n, const long long *values) {
+    if (first == NULL) return NULL;
+    PyObject *row = PyTuple_New(1 + n);
+    if (row == NULL) {
+        Py_DECREF(first);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(row, 0, first);
+    for (int k = 0; k < n; k++) {
+        PyObject *v = PyLong_FromLongLong(values[k]);
+        if (v == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(row, 1 + k, v);
+    }
+    return row;
+}
+
 /* ``values``' n ints into ``out``: a list of exactly n ints (no __index__ is called: no Python runs
  * while the list's items are read). -1 with an exception. */
 static int int64_values(PyObject *values, Py_ssize_t n, int64_t *out, const char *what) {
@@ -53,10 +74,16 @@ static int place_records(SendGroup *g, long long physical_start, long long store
     return 0;
 }
 
-static PyObject *group_place(SendGroup *g, PyObject *args) {
+static PyObject *group_place(SendGroup *g, PyObject *const *args, Py_ssize_t nargs) {
     long long physical_start, store_timestamp;
-    PyObject *bases;
-    if (!PyArg_ParseTuple(args, "LLO!", &physical_start, &store_timestamp, &PyList_Type, &bases)) return NULL;
+    if (sl_nargs(nargs, 3, 3, "place(physical_start, store_timestamp, bases)") < 0 ||
+        sl_ll_arg(args[0], &physical_start) < 0 || sl_ll_arg(args[1], &store_timestamp) < 0)
+        return NULL;
+    PyObject *bases = args[2];
+    if (!PyList_Check(bases)) {
+        PyErr_Format(PyExc_TypeError, "place: bases must be a list, not %.100s", Py_TYPE(bases)->tp_name);
+        return NULL;
+    }
     if (place_records(g, physical_start, store_timestamp, bases) < 0) return NULL;
     return PyBytes_FromStringAndSize((const char *)g->records, g->records_len);
 }
@@ -113,7 +140,8 @@ static PyObject *group_queue_units(SendGroup *g, PyObject *unused) {
         end[k] = physical + g->record_size[i];
     }
     for (Py_ssize_t k = 0; k < g->key_count; k++) {
-        PyObject *pair = Py_BuildValue("(OL)", PyList_GET_ITEM(list, k), (long long)end[k]);
+        long long stop = end[k];
+        PyObject *pair = row_of(Py_NewRef(PyList_GET_ITEM(list, k)), 1, &stop);
         if (pair == NULL) goto fail;
         PyList_SetItem(list, k, pair); /* steals pair, drops the bare units */
     }
@@ -127,14 +155,33 @@ static const char HEX[] = "0123456789ABCDEF";
 
 /* The response frames: header = p0 opaque p1 msgId p2 queueId p3 queueOffset p4, no body; a batch's msgId is its
  * records' ids comma-joined (offset_msg_ids) and its queueOffset the first record's. */
-static PyObject *group_responses(SendGroup *g, PyObject *args) {
+/* responses' arguments ("(y*y*y*y*y*)y*i|nn"): 0 with part[5] and store exported, or -1 with an exception (no
+ * buffer held). */
+static int responses_args(PyObject *const *args, Py_ssize_t nargs, Py_buffer *part, Py_buffer *store,
+                          Py_ssize_t *store_port, Py_ssize_t *first, Py_ssize_t *stop) {
+    if (sl_nargs(nargs, 3, 5, "responses(parts, store_ip, store_port[, first, stop])") < 0 ||
+        sl_ssize_arg(args[2], INT_MIN, INT_MAX, store_port) < 0 ||
+        (nargs > 3 && sl_ssize_arg(args[3], PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, first) < 0) ||
+        (nargs > 4 && sl_ssize_arg(args[4], PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, stop) < 0))
+        return -1;
+    PyObject *parts = PySequence_Fast(args[0], "responses: parts must be a sequence of 5 bytes-like objects");
+    if (parts == NULL) return -1;
+    int k = 0;
+    if (PySequence_Fast_GET_SIZE(parts) != 5)
+        PyErr_SetString(PyExc_TypeError, "responses: parts must be a sequence of 5 bytes-like objects");
+    else
+        while (k < 5 && sl_buffer_arg(PySequence_Fast_GET_ITEM(parts, k), &part[k], 0) == 0) k++;
+    Py_DECREF(parts); /* the exports hold their objects */
+    if (k == 5 && sl_buffer_arg(args[1], store, 0) == 0) return 0;
+    while (k > 0 && k <= 5) PyBuffer_Release(&part[--k]);
+    return -1;
+}
+
+static PyObject *group_responses(SendGroup *g, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer part[5], store;
-    int store_port;
-    Py_ssize_t first = 0, stop = -1;
+    Py_ssize_t store_port, first = 0, stop = -1;
     if (!check_placed(g)) return NULL;
-    if (!PyArg_ParseTuple(args, "(y*y*y*y*y*)y*i|nn", &part[0], &part[1], &part[2], &part[3], &part[4], &store,
-                          &store_port, &first, &stop))
-        return NULL;
+    if (responses_args(args, nargs, part, &store, &store_port, &first, &stop) < 0) return NULL;
     PyObject *out = NULL;
     Py_ssize_t fixed = 0;
     for (int k = 0; k < 5; k++) fixed += part[k].len;
@@ -320,8 +367,8 @@ static PyObject *get_topic_stats(SendGroup *g, void *c) {
     PyObject *list = PyList_New(g->topic_count);
     if (list == NULL) return NULL;
     for (Py_ssize_t t = 0; t < g->topic_count; t++) {
-        PyObject *row = Py_BuildValue("(OLL)", PyList_GET_ITEM(g->topics, t), (long long)g->topic_messages[t],
-                                      (long long)g->topic_bytes[t]);
+        long long counts[2] = {(long long)g->topic_messages[t], (long long)g->topic_bytes[t]};
+        PyObject *row = row_of(Py_NewRef(PyList_GET_ITEM(g->topics, t)), 2, counts);
         if (row == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -348,15 +395,19 @@ static PyObject *get_index_count(SendGroup *g, void *c) { return PyLong_FromSsiz
  * into an index file's mapping as IndexFile.put_plain writes them (every entry stored at store_timestamp;
  * indexput.h), without their lists, then the header as IndexFile.put leaves it (begin_phy_offset None: the
  * first entry's, for a file without entries). None, nothing written: the group has no index entries. */
-static PyObject *group_index_into(SendGroup *g, PyObject *args) {
+static PyObject *group_index_into(SendGroup *g, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer mm;
     Py_ssize_t slots, before;
     long long begin, store_timestamp, slot_count;
-    PyObject *begin_phy_obj;
     if (!check_placed(g)) return NULL;
-    if (!PyArg_ParseTuple(args, "w*nnLOLL", &mm, &slots, &before, &begin, &begin_phy_obj, &slot_count,
-                          &store_timestamp))
+    if (sl_nargs(nargs, 7, 7, "index_into(mapping, slots, before, begin, begin_phy, slot_count, store_timestamp)") <
+            0 ||
+        sl_ssize_arg(args[1], PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, &slots) < 0 ||
+        sl_ssize_arg(args[2], PY_SSIZE_T_MIN, PY_SSIZE_T_MAX, &before) < 0 || sl_ll_arg(args[3], &begin) < 0 ||
+        sl_ll_arg(args[5], &slot_count) < 0 || sl_ll_arg(args[6], &store_timestamp) < 0 ||
+        sl_buffer_arg(args[0], &mm, 1) < 0)
         return NULL;
+    PyObject *begin_phy_obj = args[4];
     PyObject *result = NULL;
     Py_ssize_t n = g->index_count;
     int64_t *phys = NULL;
@@ -385,7 +436,8 @@ static PyObject *group_index_into(SendGroup *g, PyObject *args) {
     sl_put64(h + 24, (uint64_t)phys[n - 1]);
     sl_put32(h + 32, (uint32_t)slot_count);
     sl_put32(h + 36, (uint32_t)(before + n));
-    result = Py_BuildValue("(LnLL)", slot_count, before + n, (long long)phys[0], (long long)phys[n - 1]);
+    long long rest[3] = {(long long)(before + n), (long long)phys[0], (long long)phys[n - 1]};
+    result = row_of(PyLong_FromLongLong(slot_count), 3, rest);
 done:
     PyMem_Free(phys);
     PyBuffer_Release(&mm);
@@ -533,17 +585,17 @@ static PyGetSetDef group_getset[] = {
 };
 
 static PyMethodDef group_methods[] = {
-    {"place", (PyCFunction)group_place, METH_VARARGS,
+    {"place", (PyCFunction)(void (*)(void))group_place, METH_FASTCALL,
      "place(physical_start, store_timestamp, bases) -> bytes: the records at their log position"},
     {"index_entries", (PyCFunction)group_index_entries, METH_NOARGS,
      "index_entries() -> (index key hashes, their records' physical offsets) after place()"},
     {"queue_units", (PyCFunction)group_queue_units, METH_NOARGS,
      "queue_units() -> [(ConsumeQueue units, end of the last record) per key] after place()"},
-    {"index_into", (PyCFunction)group_index_into, METH_VARARGS,
+    {"index_into", (PyCFunction)(void (*)(void))group_index_into, METH_FASTCALL,
      "index_into(mapping, slots, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, store_timestamp)"
      " -> (hash slot count, index count, first offset, last offset) | None: the index entries and header written"
      " into an index file (after place())"},
-    {"responses", (PyCFunction)group_responses, METH_VARARGS,
+    {"responses", (PyCFunction)(void (*)(void))group_responses, METH_FASTCALL,
      "responses(parts, store_ip, store_port[, first, stop]) -> bytes: the response frames of requests"
      " first..stop-1 (default: all)"},
     {"answers", (PyCFunction)group_answers, METH_NOARGS,

@@ -14,8 +14,8 @@ static inline int find_property(const unsigned char *raw, Py_ssize_t n, const ch
     int found = 0;
     Py_ssize_t item = 0;
     while (item <= n) {
-        Py_ssize_t stop = item;
-        while (stop < n && raw[stop] != 0x02) stop++;
+        const unsigned char *sep = item < n ? memchr(raw + item, 0x02, (size_t)(n - item)) : NULL;
+        Py_ssize_t stop = sep != NULL ? sep - raw : n;
         if ((size_t)(stop - item) > klen && raw[item] == (unsigned char)key[0] && memcmp(raw + item, key, klen) == 0 &&
             raw[item + klen] == 0x01) {
             Py_ssize_t start = item + (Py_ssize_t)klen + 1;
@@ -31,8 +31,11 @@ static inline int find_property(const unsigned char *raw, Py_ssize_t n, const ch
 }
 
 static int contains(const unsigned char *raw, Py_ssize_t n, const char *needle, size_t m) {
-    for (Py_ssize_t i = 0; i + (Py_ssize_t)m <= n; i++)
-        if (raw[i] == (unsigned char)needle[0] && memcmp(raw + i, needle, m) == 0) return 1;
+    const unsigned char *p = raw, *end = raw + n;
+    while ((size_t)(end - p) >= m && (p = memchr(p, needle[0], (size_t)(end - p) - m + 1)) != NULL) {
+        if (memcmp(p, needle, m) == 0) return 1;
+        p++;
+    }
     return 0;
 }
 
@@ -289,13 +292,67 @@ int sl_group_columns(SendGroup *g, Py_ssize_t n, Py_ssize_t rows) {
     return 0;
 }
 
-static PyObject *scan(PyObject *module, PyObject *args) {
+int sl_ssize_arg(PyObject *arg, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *out) {
+    Py_ssize_t v = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < lo || v > hi) {
+        PyErr_SetString(PyExc_OverflowError, "an integer argument is out of range");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int sl_ll_arg(PyObject *arg, long long *out) {
+    *out = PyLong_AsLongLong(arg);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+int sl_buffer_arg(PyObject *arg, Py_buffer *view, int writable) {
+    if (PyObject_GetBuffer(arg, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0) return 0;
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "a %s bytes-like object is required, not '%.100s'",
+                 writable ? "read-write" : "", Py_TYPE(arg)->tp_name);
+    return -1;
+}
+
+int sl_nargs(Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi, const char *signature) {
+    if (nargs >= lo && nargs <= hi) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: %zd arguments given", signature, nargs);
+    return -1;
+}
+
+/* scan's arguments ("y*nnnny*iy*i"): the buffers exported, ints = start, limit, max_frame, max_message,
+ * born_port, store_port. 0, or -1 with an exception (no buffer held). */
+static int scan_args(PyObject *const *args, Py_ssize_t nargs, Py_buffer *view, Py_ssize_t *ints, Py_buffer *born,
+                     Py_buffer *store) {
+    if (sl_nargs(nargs, 9, 9, "scan(buffer, start, limit, max_frame, max_message, born_ip, born_port, store_ip, "
+                              "store_port)") < 0)
+        return -1;
+    static const int at[6] = {1, 2, 3, 4, 6, 8};
+    for (int k = 0; k < 6; k++) {
+        Py_ssize_t lo = k < 4 ? PY_SSIZE_T_MIN : INT_MIN, hi = k < 4 ? PY_SSIZE_T_MAX : INT_MAX;
+        if (sl_ssize_arg(args[at[k]], lo, hi, &ints[k]) < 0) return -1;
+    }
+    if (sl_buffer_arg(args[0], view, 0) < 0) return -1;
+    if (sl_buffer_arg(args[5], born, 0) < 0) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (sl_buffer_arg(args[7], store, 0) < 0) {
+        PyBuffer_Release(view);
+        PyBuffer_Release(born);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer view, born, store;
-    Py_ssize_t start, limit, max_frame, max_message;
-    int born_port, store_port;
-    if (!PyArg_ParseTuple(args, "y*nnnny*iy*i", &view, &start, &limit, &max_frame, &max_message, &born, &born_port,
-                          &store, &store_port))
-        return NULL;
+    Py_ssize_t ints[6];
+    if (scan_args(args, nargs, &view, ints, &born, &store) < 0) return NULL;
+    Py_ssize_t start = ints[0], limit = ints[1], max_frame = ints[2], max_message = ints[3];
+    int born_port = (int)ints[4], store_port = (int)ints[5];
     PyObject *result = NULL;
     sl_request local[SCAN_LOCAL_REQUESTS], *requests = local; /* a read's few requests: no allocation */
     SendGroup *g = NULL;
@@ -372,7 +429,7 @@ done:
     return result;
 }
 static PyMethodDef module_methods[] = {
-    {"scan", scan, METH_VARARGS,
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(buffer, start, limit, max_frame_bytes, max_message_bytes, born_ip, born_port, store_ip, store_port)"
      " -> SendGroup | None"},
     {"merge", sl_merge_groups, METH_O,

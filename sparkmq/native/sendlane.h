@@ -101,6 +101,16 @@ extern PyTypeObject SendGroupType;
 /* Room in g for n requests' and rows records' columns (group_dealloc frees it): 0, or -1 with an exception. */
 int sl_group_columns(SendGroup *g, Py_ssize_t n, Py_ssize_t rows);
 
+/* Arguments of a METH_FASTCALL function read as PyArg_ParseTuple's formats read them, without its format
+ * walk (the lane's calls run per read): "n" (an index within [lo, hi], else OverflowError; "i": INT_MIN..INT_MAX),
+ * "L", and "y*" / "w*" (``writable``: a failed export is a TypeError, as PyArg raises it). 0, or -1 with an
+ * exception (no buffer held). */
+int sl_ssize_arg(PyObject *arg, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *out);
+int sl_ll_arg(PyObject *arg, long long *out);
+int sl_buffer_arg(PyObject *arg, Py_buffer *view, int writable);
+/* nargs within [lo, hi], else TypeError naming ``signature``. */
+int sl_nargs(Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi, const char *signature);
+
 /* Big-endian stores, and a decimal integer written at out (its length returned). */
 void sl_put32(unsigned char *p, uint32_t v);
 void sl_put64(unsigned char *p, uint64_t v);

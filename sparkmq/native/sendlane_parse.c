@@ -64,15 +64,18 @@ int sl_valid_utf8(const unsigned char *p, Py_ssize_t n) {
  * to the reference (a NUL or surrogate escape, a control character, bad UTF-8, no closing quote). */
 static int parse_string(cursor *c, sl_str *s) {
     if (c->p >= c->end || *c->p != '"') return 0;
-    const unsigned char *p = c->p + 1, *end = c->end;
-    s->raw = p;
-    s->len = 0;
-    s->escaped = 0;
-    s->kind = SL_TEXT;
+    /* Counted in locals, stored once: *s may alias the bytes read (char), which kept each count in memory. */
+    const unsigned char *const raw = c->p + 1, *p = raw, *end = c->end;
+    Py_ssize_t len = 0;
+    int escaped = 0;
     while (p < end) {
         unsigned char ch = *p;
         if (ch == '"') {
-            s->raw_len = p - s->raw;
+            s->raw = raw;
+            s->raw_len = p - raw;
+            s->len = len;
+            s->escaped = escaped;
+            s->kind = SL_TEXT;
             s->present = 1;
             c->p = p + 1;
             return 1;
@@ -80,32 +83,32 @@ static int parse_string(cursor *c, sl_str *s) {
         if (ch == '\\') {
             if (p + 1 >= end) return 0;
             unsigned char e = p[1];
-            s->escaped = 1;
+            escaped = 1;
             if (e == 'u') {
                 if (p + 6 > end) return 0;
                 int h0 = hexval(p[2]), h1 = hexval(p[3]), h2 = hexval(p[4]), h3 = hexval(p[5]);
                 if ((h0 | h1 | h2 | h3) < 0) return 0;
                 unsigned cp = (unsigned)((h0 << 12) | (h1 << 8) | (h2 << 4) | h3);
                 if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF)) return 0; /* defects, or pairs: the reference */
-                s->len += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+                len += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
                 p += 6;
                 continue;
             }
             if (!(e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't'))
                 return 0;
-            s->len += 1;
+            len += 1;
             p += 2;
             continue;
         }
         if (ch < 0x20) return 0;
         if (ch < 0x80) {
-            s->len += 1;
+            len += 1;
             p += 1;
             continue;
         }
         int n = utf8_seq(p, end);
         if (n == 0) return 0;
-        s->len += n;
+        len += n;
         p += n;
     }
     return 0;
@@ -242,8 +245,10 @@ static int parse_ext_fields(cursor *c, const char *const *keys, int nkeys, sl_st
         sl_str key, value;
         skip_ws(c);
         if (!parse_string(c, &key) || key.escaped) return 0;
-        int k = 0;
-        while (k < nkeys && !sl_is_literal(&key, keys[k])) k++;
+        /* A one-letter key (SEND_MESSAGE_V2's a..n) where keys lists it at its place in the alphabet; else searched. */
+        int k = key.raw_len == 1 ? key.raw[0] - 'a' : -1;
+        if (k < 0 || k >= nkeys || keys[k][0] != key.raw[0] || keys[k][1] != 0)
+            for (k = 0; k < nkeys && !sl_is_literal(&key, keys[k]); k++) continue;
         if (k == nkeys && !loose) return 0;
         if (k < nkeys && (*seen >> k) & 1) return 0;
         skip_ws(c);

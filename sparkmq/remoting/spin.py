@@ -5,10 +5,11 @@ paid by each side of every request/answer round trip (docs/design-notes.md, "Idl
 The Go runtime avoids most of them by spinning before it parks a thread. This is the event-loop
 version: after a connection read, the loop keeps a callback scheduled for the window, so it
 polls its sockets with a zero timeout instead of blocking, and an answer or the next request
-that arrives within the window meets a running vCPU. Each round yields the CPU first
-(``sched_yield``), so a spin only fills time no other runnable thread wants. Under load the loop
-never blocks anyway and the spin is one callback per loop iteration; idle, it costs at most one
-window of CPU per read. The broker spins (every server connection touches its loop's spinner on
+that arrives within the window meets a running vCPU. Each idle round yields the CPU first
+(``sched_yield``), so a spin only fills time no other runnable thread wants; a round after I/O
+does not (the loop is busy, not spinning: a yield there was a system call per read). Under load
+the loop never blocks anyway and the spin is one callback per loop iteration; idle, it costs at
+most one window of CPU per read. The broker spins (every server connection touches its loop's spinner on
 each read); a client spins only when ``SPARKMQ_SPIN_US`` is set: a client runs on hosts it shares
 with other work, where a spin's CPU is somebody else's, so it pays that CPU only by choice
 (docs/clients.md, "The spin after each read").
@@ -96,11 +97,13 @@ class Spinner:
     def _spin(self) -> None:
         self.rounds += 1
         now = self._clock()
-        if self._touched:
+        if self._touched:  # I/O since the last round: the loop is busy, and this round is no idle spin
             if now <= self._until:
                 self._caught = True
             self._touched = False
             self._until = now + self._window
+            self._loop.call_soon(self._spin)
+            return
         if now < self._until:
             _yield()  # runnable threads of other processes go first: a spin only fills idle time
             self._loop.call_soon(self._spin)

@@ -266,7 +266,9 @@ class MessageStore:
             mapped = files[-1] if files else self.commitlog.queue.last_file()  # a full one: declined below
             if group.record_bytes + L.END_FILE_MIN_BLANK_LENGTH > mapped.file_bytes - mapped.write_position:
                 return None
-            store_timestamp = max(int(time.time() * 1000), self._last_store_timestamp)
+            store_timestamp = int(time.time() * 1000)
+            if store_timestamp < self._last_store_timestamp:  # never before the last put (max() costs more)
+                store_timestamp = self._last_store_timestamp
             queued = self._next_queue_offset
             bases, targets, ends = reserve_keys(self, group)
             start = mapped.start_offset + mapped.write_position
@@ -274,15 +276,19 @@ class MessageStore:
             self._last_store_timestamp = store_timestamp
             try:
                 append_lane_units(group, bases, targets)
-                index_finished(self, self.index.put_lane(group, start, store_timestamp))
+                finished = self.index.put_lane(group, start, store_timestamp)
+                if finished is not None:
+                    index_finished(self, finished)
             except DiskError as exc:  # as put_lane_groups
                 self.flusher.fail_stop(exc)
                 for key, base, end in zip(group.keys, bases, ends, strict=True):
                     roll_back(self, start, key, base, end)
                 return None
             self._last_dispatched_timestamp = store_timestamp
-            for listener in self._listeners:
-                listener(group.keys, queued)
+            if self._listeners:
+                keys = group.keys  # one copy of the group's list for all of them
+                for listener in self._listeners:
+                    listener(keys, queued)
         commit = self._group_commit
         return start, bases, None if commit is None else commit.request(start + group.record_bytes)
 

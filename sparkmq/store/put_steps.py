@@ -170,20 +170,22 @@ def reserve_keys(store: MessageStore, group: EncodedGroup) -> tuple[list[int], l
     """A lane group's queues, planned: per key its first queue offset, its ConsumeQueue (created
     on first use) and that queue's end to roll back to; the store's next offsets move past the group."""
     queued, queues, keys = store._next_queue_offset, store._queues, group.keys
-    targets = [queues.get(key) or queue_for(store, key) for key in keys]  # all of them before an offset moves
-    bases, ends = [], []
-    for key, count, queue in zip(keys, group.key_counts, targets, strict=True):
+    # Plain loops and indexes: a comprehension is one call more per put, a zip(strict=True) a keyword parse.
+    targets, bases, ends, counts = [], [], [], group.key_counts
+    for key in keys:  # all of them before an offset moves
+        targets.append(queues.get(key) or queue_for(store, key))
+    for i, key in enumerate(keys):
         base = queued.get(key, 0)
-        queued[key] = base + count
+        queued[key] = base + counts[i]
         bases.append(base)
-        ends.append(queue.max_physical_offset)
+        ends.append(targets[i].max_physical_offset)
     return bases, targets, ends
 
 
 def append_lane_units(group: EncodedGroup, bases: list[int], targets: list[ConsumeQueue]) -> None:
     """A placed lane group's ConsumeQueue units, each key's written in one go (``reserve_keys``' plan)."""
-    for queue, base, (units, end) in zip(targets, bases, group.queue_units(), strict=True):
-        queue.append_units(base, units, end)
+    for i, (units, end) in enumerate(group.queue_units()):  # one per key, as targets and bases
+        targets[i].append_units(bases[i], units, end)
 
 
 def index_finished(store: MessageStore, finished: int | None) -> None:

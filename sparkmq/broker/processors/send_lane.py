@@ -109,8 +109,9 @@ class SendLane:
         placed = self.ctx.store.put_lane_group(group)
         if placed is None:
             return position
+        ha = self.ctx.ha
         try:  # stored: these frames are never served again, whatever happens next
-            if not group.waits or (placed[2] is None and not self._replicated()):  # _answer's first branch
+            if not group.waits or (placed[2] is None and (ha is None or not ha.sync_master)):  # _answer's first branch
                 connection.write_frame(group.responses(self._parts, self._store_ip, self._store_port), at_once=True)
                 elapsed_ms = (time.perf_counter() - start) * 1000
                 self.ctx.stats.rpc_many(group.code, _SUCCESS, elapsed_ms, group.count, group.topic_stats)
