@@ -410,6 +410,27 @@ def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(
     run_tx(tmp_path, after_restart)
 
 
+def test_an_end_again_after_a_commit_stored_without_its_op_does_not_commit_twice(tmp_path: Path) -> None:
+    """The producer's END tried again (the first one's answer lost in a failover) on a store that holds the
+    commit but not its op, before any check-back: the op is written, the message is there once."""
+
+    async def crash_after_commit(broker: BrokerController, tx: TxWire) -> None:
+        half = await tx.prepare("TxTopic", b"committed-once")
+        (stored,) = await tx.read(HALF, 0)
+        assert broker.store is not None and broker.store.submit_messages(committed_message(stored))[0].ok
+        halves.append(half)
+
+    async def end_again(broker: BrokerController, tx: TxWire) -> None:
+        assert await tx.end_ok(halves[0], COMMIT) == ""
+        assert bodies(await tx.read("TxTopic", 1)) == [b"committed-once"]
+        assert bodies(await tx.read(OP, 0)) == [b"0"]
+        assert "already ended" in await tx.end_ok(halves[0], COMMIT)
+
+    halves: list[Half] = []
+    run_tx(tmp_path, crash_after_commit)
+    run_tx(tmp_path, end_again)
+
+
 def test_wire_shape_of_check_and_of_a_cpp_end(tmp_path: Path) -> None:
     """CHECK_TRANSACTION_STATE with Java's header fields; END as C++ 1.2.x writes it."""
 

@@ -30,13 +30,13 @@ from sparkmq.broker.transactions.state import (
     SYSTEM_GROUP,
     TransactionState,
     check_body,
+    commit_stored,
     discarded_message,
     half_copy,
     op_message,
     read_queue_records,
     transaction_id,
 )
-from sparkmq.message import layout as L
 from sparkmq.message.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sparkmq.message.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -168,17 +168,8 @@ class TransactionCheckService:
         return _Verdict.NEXT
 
     def _committed_without_op(self, half: StoredMessage, txid: str) -> bool:
-        """A crash between an END's commit and its op record leaves the commit stored but the
-        transaction open: find the commit by its id (the index), and write the missing op."""
-        real_topic = half.properties.get(REAL_TOPIC, "")
-        committed = (
-            any(
-                L.transaction_type(m.sys_flag) == L.TRANSACTION_COMMIT_TYPE
-                for m in self.ctx.store.query_messages(real_topic, txid, 32)
-            )
-            if real_topic
-            else False
-        )
+        """A commit stored without its op record (``commit_stored``): the missing op written."""
+        committed = commit_stored(self.ctx.store, half)
         if committed and self.state.claim(txid):
             self._topics_written.add(TRANS_OP_HALF_TOPIC)
             result, _flushed = self.ctx.store.submit_messages(op_message(half))

@@ -15,7 +15,13 @@ import logging
 
 from sparkmq.broker.context import BrokerContext
 from sparkmq.broker.put_codes import PUT_STATUS_TO_RESPONSE
-from sparkmq.broker.transactions.state import TransactionState, committed_message, op_message, transaction_id
+from sparkmq.broker.transactions.state import (
+    TransactionState,
+    commit_stored,
+    committed_message,
+    op_message,
+    transaction_id,
+)
 from sparkmq.errors import MessageError
 from sparkmq.message import layout as L
 from sparkmq.message.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -90,6 +96,10 @@ class EndTransactionProcessor:
             return request.make_response(ResponseCode.SUCCESS, remark=f"transaction {txid} already ended: nothing done")
         self.ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
         durable = None
+        if to_store is not None and commit_stored(self.ctx.store, half):
+            # an END again after a crash or failover that kept the commit but not its op: only the op is missing
+            logger.warning("COMMIT %s from %s: the commit is stored already, without its op record", txid, peer)
+            to_store = None
         if to_store is not None:
             (committed,), durable = self.ctx.put_group([to_store], [True])
             if not committed.ok:

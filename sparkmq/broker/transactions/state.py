@@ -170,6 +170,17 @@ def _committed_batch(half: StoredMessage, topic: str, queue_id: int) -> MessageB
     )
 
 
+def commit_stored(store: MessageStore, half: StoredMessage) -> bool:
+    """Whether ``half``'s commit is in the store already, found by its transaction id in the index: a crash,
+    or a failover, between an END's commit and its op record leaves the commit stored but the transaction
+    open (a commit is stored before its op, and a replica may hold the one without the other)."""
+    real_topic = half.properties.get(REAL_TOPIC, "")
+    return bool(real_topic) and any(
+        L.transaction_type(m.sys_flag) == L.TRANSACTION_COMMIT_TYPE
+        for m in store.query_messages(real_topic, transaction_id(half), 32)
+    )
+
+
 def op_message(half: StoredMessage) -> MessageBatch:
     """The op record that marks ``half``'s transaction as ended (``putOpMessage`` with REMOVETAG)."""
     props = {TAGS: REMOVE_TAG, KEYS: transaction_id(half), WAIT_STORE_MSG_OK: "false"}
