@@ -385,16 +385,25 @@ def test_no_live_producer_means_asking_again_next_round(tmp_path: Path) -> None:
     run_tx(tmp_path, scenario)
 
 
-def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The crash window between END's two appends: the commit is in the store, the op is not."""
+def commit_without_op(tmp_path: Path, body: bytes) -> Half:
+    """The crash window between END's two appends, on a broker run and stopped: a half message whose commit is
+    in the store and whose op is not."""
+    halves: list[Half] = []
 
     async def crash_after_commit(broker: BrokerController, tx: TxWire) -> None:
-        half = await tx.prepare("TxTopic", b"half-done")
+        half = await tx.prepare("TxTopic", body)
         (stored,) = await tx.read(HALF, 0)
         assert broker.store is not None and broker.store.submit_messages(committed_message(stored))[0].ok
         halves.append(half)
+
+    run_tx(tmp_path, crash_after_commit)
+    return halves[0]
+
+
+def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    half = commit_without_op(tmp_path, b"half-done")
 
     async def after_restart(broker: BrokerController, tx: TxWire) -> None:
         await tx.heartbeat()
@@ -402,32 +411,23 @@ def test_a_commit_stored_without_its_op_is_found_and_not_asked_about(
             assert await checker(broker).check_once() == 0
         assert "had no op record" in caplog.text and tx.checks.empty()
         assert bodies(await tx.read(OP, 0)) == [b"0"]
-        assert "already ended" in await tx.end_ok(halves[0], COMMIT)
+        assert "already ended" in await tx.end_ok(half, COMMIT)
         assert bodies(await tx.read("TxTopic", 1)) == [b"half-done"]
 
-    halves: list[Half] = []
-    run_tx(tmp_path, crash_after_commit)
     run_tx(tmp_path, after_restart)
 
 
 def test_an_end_again_after_a_commit_stored_without_its_op_does_not_commit_twice(tmp_path: Path) -> None:
     """The producer's END tried again (the first one's answer lost in a failover) on a store that holds the
     commit but not its op, before any check-back: the op is written, the message is there once."""
-
-    async def crash_after_commit(broker: BrokerController, tx: TxWire) -> None:
-        half = await tx.prepare("TxTopic", b"committed-once")
-        (stored,) = await tx.read(HALF, 0)
-        assert broker.store is not None and broker.store.submit_messages(committed_message(stored))[0].ok
-        halves.append(half)
+    half = commit_without_op(tmp_path, b"committed-once")
 
     async def end_again(broker: BrokerController, tx: TxWire) -> None:
-        assert await tx.end_ok(halves[0], COMMIT) == ""
+        assert await tx.end_ok(half, COMMIT) == ""
         assert bodies(await tx.read("TxTopic", 1)) == [b"committed-once"]
         assert bodies(await tx.read(OP, 0)) == [b"0"]
-        assert "already ended" in await tx.end_ok(halves[0], COMMIT)
+        assert "already ended" in await tx.end_ok(half, COMMIT)
 
-    halves: list[Half] = []
-    run_tx(tmp_path, crash_after_commit)
     run_tx(tmp_path, end_again)
 
 
