@@ -253,7 +253,9 @@ class SendCall:
             connection = lane.connections.get(queue.broker_name)
             if connection is None or not connection.is_open:
                 try:
-                    await producer._connect(lane, queue.broker_name)
+                    connection = await producer._connect(lane, queue.broker_name)
+                    if not connection.open:  # closed as it opened: a failed attempt, never another connect
+                        raise RemoteError(f"connection to {queue.broker_name} closed as it opened", retriable=True)
                 except RemoteError as exc:
                     self.queue = queue
                     self.set_exception(exc)

@@ -23,6 +23,7 @@ from sparkmq.client import AsyncProducer, Message, Producer, SendResult, SendSta
 from sparkmq.client.send_call import SendIds
 from sparkmq.errors import RemoteError
 from sparkmq.message.msgid import UniqueIdGenerator
+from sparkmq.message.names import MASTER_ID
 from sparkmq.protocol import RequestCode, ResponseCode
 from sparkmq.protocol.admin_headers import CreateTopicRequestHeader
 from sparkmq.protocol.codes import PermName
@@ -96,6 +97,36 @@ async def _silent_broker() -> tuple[asyncio.Server, str]:
 
     server = await asyncio.start_server(hold, "127.0.0.1", 0)
     return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def test_a_broker_that_closes_each_connection_as_it_opens_costs_one_attempt(cluster: UnconfirmingCluster) -> None:
+    """The route names a broker that accepts and at once closes every connection: the attempt fails (it never
+    reconnects in a loop), and the retry reads the route anew and stores the message on the real broker once."""
+    topic = cluster.topic("LeanSlammed", queues=1)
+
+    async def slam(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    async def scenario() -> SendResult:
+        server = await asyncio.start_server(slam, "127.0.0.1", 0)
+        producer = AsyncProducer("PID_lean_slammed", cluster.ns, retry_times_when_send_failed=1)
+        await producer.start()
+        try:
+            await producer.send(Message(topic, b"warm-up"))
+            lane = producer._lanes[topic]
+            (broker_name,) = lane.connections
+            (broker,) = lane.route.data.broker_datas
+            broker.broker_addrs[MASTER_ID] = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            lane.connections.clear()
+            return await asyncio.wait_for(producer.send(Message(topic, b"after")), 60)
+        finally:
+            await producer.close()
+            server.close()
+            await server.wait_closed()
+
+    result = asyncio.run(scenario())
+    assert (result.status, result.queue_offset) == (SendStatus.SEND_OK, 1)
+    assert cluster.stored(topic, 0) == 2
 
 
 @pytest.mark.parametrize("style", ["send", "send_async"])
